@@ -1,0 +1,3 @@
+from cnki_mcp.cli import main
+
+main()

@@ -1,0 +1,227 @@
+"""Every JSON-facing and stored object, as msgspec Structs. Field names are the public contract.
+
+``omit_defaults=True`` keeps the JSON compact: empty lists, ``None`` and empty strings are left out,
+as clients of the reference implementation expect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+STORE_VERSION = 5
+PARSER_VERSION = "5"
+
+
+class Problem(msgspec.Struct, omit_defaults=True):
+    code: str
+    message: str
+    retryable: bool = False
+    details: Any = None
+
+
+class TierEvidence(msgspec.Struct, omit_defaults=True):
+    tier: str
+    text: str = ""
+
+
+class Quality(msgspec.Struct, omit_defaults=True):
+    """Journal evidence read from a navi.cnki.net journal page."""
+
+    canonical_title: str = ""
+    identity_basis: str = ""  # current_title | translated_title | former_title
+    tiers: list[str] = []
+    tier_evidence: list[TierEvidence] = []
+    composite_impact: float | None = None
+    aggregate_impact: float | None = None
+    metric_year: int = 0
+    source_url: str = ""
+    state: str = ""  # present | unknown
+    observed_at: str = ""
+    parser: str = ""
+
+
+class Paper(msgspec.Struct, omit_defaults=True):
+    """One stored bibliographic record (a "record")."""
+
+    record_ref: str = ""
+    title: str = ""
+    authors: list[str] = []
+    source: str = ""
+    source_url: str = ""
+    year: int = 0
+    publication_date: str = ""
+    document_type: str = ""
+    doi: str = ""
+    dbcode: str = ""
+    dbname: str = ""
+    filename: str = ""
+    url: str = ""
+    # The raw site link used for fetching; stored, never shown to clients (see public_paper).
+    locator: str = ""
+    abstract: str = ""
+    excerpt: str = ""
+    keywords: list[str] = []
+    institutions: list[str] = []
+    funds: list[str] = []
+    volume: str = ""
+    issue: str = ""
+    pages: str = ""
+    cited: int | None = None
+    downloaded: int | None = None
+    online_first: bool = False
+    quality: Quality | None = None
+    listed_at: str = ""
+    detail_observed_at: str = ""
+    detail_parser: str = ""
+
+
+PRIVATE_PAPER_FIELDS = ("locator",)
+
+
+def public_paper(paper: Paper) -> dict[str, Any]:
+    """The paper as clients see it: builtins, without internal fields."""
+    data = msgspec.to_builtins(paper)
+    for name in PRIVATE_PAPER_FIELDS:
+        data.pop(name, None)
+    return data
+
+
+class Budget(msgspec.Struct, omit_defaults=True):
+    max_requests: int = 0
+    timeout_seconds: int = 0
+    on_verification: str = ""
+
+
+class Operation(msgspec.Struct, omit_defaults=True):
+    """A background job record; ``checkpoint`` is stored but never shown to clients."""
+
+    operation_id: str
+    kind: str
+    status: str
+    stage: str = ""
+    message: str = ""
+    progress: dict[str, Any] | None = None
+    requests: int = 0
+    active_seconds: float = 0.0
+    budget: Budget = msgspec.field(default_factory=Budget)
+    result: Any = None
+    errors: list[Problem] = []
+    checkpoint: Any = None
+    created_at: str = ""
+    updated_at: str = ""
+
+
+class Coverage(msgspec.Struct, omit_defaults=True):
+    channel: str
+    pages: int = 0
+    rows: int = 0
+    total: int | None = None
+    exhausted: bool = False
+    failed: bool = False
+    error: str = ""
+
+
+class Channel(msgspec.Struct, omit_defaults=True):
+    """One CNKI search issued by a search: a name (q1, q2, q3, feedback1 …) and its condition."""
+
+    name: str
+    field: str = ""
+    groups: list[list[str]] = []
+    weight: float = 0.0
+    expression: Any = None
+
+
+class Plan(msgspec.Struct, omit_defaults=True):
+    concepts: list[list[str]] = []
+    channels: list[Channel] = []
+    method: str = ""
+
+
+class Evidence(msgspec.Struct):
+    relevance: float = 0.0
+    quality: float = 0.0
+    title_match: float = 0.0
+    abstract_match: float = 0.0
+    keyword_match: float = 0.0
+    rrf: float = 0.0
+    concept_coverage: float = 0.0
+    source_tier: float = 0.0
+    impact: float = 0.0
+    annual_citations: float = 0.0
+    resource_type: float = 0.0
+    quality_evidence_present: bool = False
+
+
+class SearchEntry(msgspec.Struct):
+    record_ref: str
+    score: float = 0.0
+    eligible: bool = False
+    selected: bool = False
+    evidence: Evidence = msgspec.field(default_factory=Evidence)
+
+
+class SearchRecord(msgspec.Struct, omit_defaults=True):
+    search_id: str
+    status: str
+    query: str = ""
+    plan: Plan = msgspec.field(default_factory=Plan)
+    coverage: list[Coverage] = []
+    entries: list[SearchEntry] = []
+    created_at: str = ""
+
+
+class CacheEntry(msgspec.Struct):
+    search_id: str
+    at: str
+
+
+class Artifact(msgspec.Struct, omit_defaults=True):
+    """Download ledger entry, written before the click so an uncertain click is never replayed."""
+
+    state: str  # clicked | completed
+    record_ref: str
+    title: str = ""
+    format: str = ""
+    folder: str = ""
+    name: str = ""
+    path: str = ""
+    bytes: int = 0
+    sha256: str = ""
+    download_guid: str = ""
+    incoming: str = ""
+    operation_id: str = ""
+    source: str = ""
+    updated_at: str = ""
+
+
+class StoreData(msgspec.Struct):
+    """The whole of research.json."""
+
+    version: int = STORE_VERSION
+    papers: dict[str, Paper] = {}
+    sources: dict[str, Quality] = {}
+    searches: dict[str, SearchRecord] = {}
+    search_cache: dict[str, CacheEntry] = {}
+    operations: dict[str, Operation] = {}
+    artifacts: dict[str, Artifact] = {}
+
+
+class Config(msgspec.Struct, omit_defaults=True):
+    """config.json; unknown keys are ignored so older and newer versions can share it."""
+
+    browser_path: str = ""
+
+
+class SessionState(msgspec.Struct, omit_defaults=True):
+    """Login evidence, as returned by login and session_status."""
+
+    personal: str = "not_observed"  # authenticated | not_observed
+    institution: str = "not_observed"  # observed | not_observed
+    institution_evidence: list[str] = []
+    personal_evidence: list[str] = []
+    permission_scope: str = "unknown"
+    evidence_source: str = "not_checked"
+    observed_at: str = ""
+    cached: bool = False
