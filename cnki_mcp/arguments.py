@@ -1,0 +1,572 @@
+"""Tool arguments: one msgspec Struct per tool, and ``parse`` that converts, validates and fills defaults.
+
+``parse(tool, raw)`` is the only entry point. It rejects unknown fields and wrong types with
+``INVALID_INPUT``, then applies the range and enum rules of each tool in the documented order and
+raises the precise code (``INVALID_QUERY``, ``INVALID_LIMIT`` …) with a Chinese message that names the
+field. What it returns is complete: an omitted value, and 0 or "" where the contract says "0 means the
+default", already carry the documented default, so later code never re-applies defaults.
+
+Two deliberate clamps follow the specification instead of rejecting: ``operation_status.wait_seconds``
+is clamped to 0–55, and negative ``operation_control.additional_*`` values count as 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import msgspec
+
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.model import PRIVATE_PAPER_FIELDS, Paper
+
+# --- limits and enums (the tool contract and its documented defaults) -------------------------------
+
+QUERY_MAX = 1000
+YEAR_MAX = 2200
+LIMIT_DEFAULT = 50
+LIMIT_MAX = 100
+BATCH_MAX = 100
+PLAN_GROUPS_MAX = 8
+PLAN_TERMS_MAX = 6
+PLAN_TERM_MAX = 80
+STATUS_WAIT_MAX = 55
+DOWNLOAD_WAIT_DEFAULT = 120
+DOWNLOAD_WAIT_MAX = 900
+READ_CHARACTERS_DEFAULT = 20_000
+READ_CHARACTERS_MAX = 200_000
+TEXT_BYTES_MAX = 512 * 1024
+
+MODES = ("precise", "balanced", "broad")
+POLICIES = ("ask", "skip")
+SORTS = ("relevance", "date_desc", "cited_desc", "downloaded_desc")
+METADATA = ("ranked", "all", "basic")
+FRESHNESS = ("prefer_cache", "live")
+SCOPES = ("selected", "eligible", "candidates")
+VIEWS = ("titles", "compact", "records")
+DOWNLOAD_FORMATS = ("auto", "pdf", "caj")
+CITATION_FORMATS = (
+    "gbt7714",
+    "apa",
+    "mla",
+    "chicago",
+    "vancouver",
+    "bibtex",
+    "ris",
+    "endnote",
+    "csl_json",
+    "json",
+    "csv",
+    "markdown",
+    "custom",
+)
+ACTIONS = ("cancel", "continue", "resume", "show", "recover")
+
+# Integer options: name -> (default for search, maximum). structured_search derives candidate_target.
+OPTION_RANGES: dict[str, tuple[int, int]] = {
+    "candidate_target": (300, 3000),
+    "max_pages": (5, 100),
+    "max_requests": (600, 5000),
+    "timeout_seconds": (900, 7200),
+}
+
+# Names get_metadata's ``fields`` may select: the public Paper fields.
+METADATA_FIELDS = frozenset(
+    f.encode_name for f in msgspec.structs.fields(Paper) if f.encode_name not in PRIVATE_PAPER_FIELDS
+)
+
+
+# --- the Structs -----------------------------------------------------------------------------------
+
+
+class _Args(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Base of every tool's arguments."""
+
+
+class SearchOptions(_Args):
+    on_verification: str = "ask"
+    sort: str = "relevance"
+    candidate_target: int = 300
+    max_pages: int = 5
+    max_requests: int = 600
+    timeout_seconds: int = 900
+    metadata: str = "ranked"
+    freshness: str = "prefer_cache"
+
+
+class SearchArgs(_Args):
+    query: str
+    mode: str = "balanced"
+    limit: int = LIMIT_DEFAULT
+    year_from: int = 0  # 0 = unbounded
+    year_to: int = 0
+    concept_groups: list[list[str]] = []  # empty = plan automatically
+    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
+
+
+class StructuredSearchArgs(_Args):
+    expression: dict[str, Any]  # tree checked by query.py
+    limit: int = LIMIT_DEFAULT
+    year_from: int = 0
+    year_to: int = 0
+    sort: str = "relevance"  # after parse: the effective sort, equal to options.sort
+    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
+
+
+class SearchResultsArgs(_Args):
+    search_id: str
+    scope: str = "selected"
+    view: str = "titles"
+    offset: int = 0
+    limit: int = LIMIT_DEFAULT
+
+
+class GetMetadataArgs(_Args):
+    record_refs: list[str] = []
+    titles: list[str] = []
+    search_id: str = ""
+    scope: str = "selected"
+    offset: int = 0
+    limit: int = LIMIT_DEFAULT
+    fields: list[str] = []  # empty = every field
+    quality: bool = False
+    refresh: bool = False
+    local_only: bool = False
+
+
+class ReadOnlineHtmlArgs(_Args):
+    record_ref: str = ""
+    title: str = ""
+    section: str = ""
+    offset: int = 0
+    max_characters: int = READ_CHARACTERS_DEFAULT
+    on_verification: str = "ask"
+
+
+class DownloadPaperArgs(_Args):
+    record_ref: str = ""
+    title: str = ""
+    format: str = "auto"
+    filename: str = ""
+    subdirectory: str = ""
+    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT
+    retry: bool = False
+    on_verification: str = "ask"
+
+
+class ExportCitationsArgs(_Args):
+    record_refs: list[str] = []
+    titles: list[str] = []
+    search_id: str = ""
+    scope: str = "selected"
+    format: str = "gbt7714"
+    template: str = ""
+    filename: str = ""
+
+
+class LinkReferencesArgs(_Args):
+    text: str
+    lookup_missing: bool = False
+
+
+class LoginArgs(_Args):
+    remote_access_url: str = ""
+    force: bool = False
+
+
+class SessionStatusArgs(_Args):
+    refresh: bool = False
+
+
+class OperationStatusArgs(_Args):
+    operation_id: str = ""  # empty = the active operation, or idle
+    wait_seconds: int = 0
+
+
+class OperationControlArgs(_Args):
+    action: str
+    operation_id: str = ""
+    additional_requests: int = 0
+    additional_seconds: int = 0
+
+
+class DiagnosticsArgs(_Args):
+    pass
+
+
+ARGUMENT_TYPES: dict[str, type[_Args]] = {
+    "diagnostics": DiagnosticsArgs,
+    "download_paper": DownloadPaperArgs,
+    "export_citations": ExportCitationsArgs,
+    "get_metadata": GetMetadataArgs,
+    "link_references": LinkReferencesArgs,
+    "login": LoginArgs,
+    "operation_control": OperationControlArgs,
+    "operation_status": OperationStatusArgs,
+    "read_online_html": ReadOnlineHtmlArgs,
+    "search": SearchArgs,
+    "search_results": SearchResultsArgs,
+    "session_status": SessionStatusArgs,
+    "structured_search": StructuredSearchArgs,
+}
+
+# Array fields the contract types as ["null","array"]: null means "not given".
+_NULLABLE_ARRAYS = frozenset({"record_refs", "titles", "fields", "concept_groups"})
+
+
+# --- entry point -----------------------------------------------------------------------------------
+
+
+def parse(tool: str, raw: dict[str, Any] | None) -> _Args:
+    """Convert and validate ``raw`` for ``tool``; raise CnkiError with the precise code on the first problem."""
+    kind = ARGUMENT_TYPES.get(tool)
+    if kind is None:
+        raise CnkiError("UNKNOWN_TOOL", f"没有名为 {tool!r} 的工具。", details={"tool": tool})
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise CnkiError("INVALID_INPUT", "参数必须是一个 JSON 对象。")
+    try:
+        args = msgspec.convert(_drop_null_arrays(raw), kind)
+    except msgspec.ValidationError as exc:
+        raise _structural_error(str(exc), kind) from None
+    _VALIDATORS[tool](args, raw)
+    return args
+
+
+def _drop_null_arrays(raw: dict[str, Any]) -> dict[str, Any]:
+    cleaned = {k: v for k, v in raw.items() if not (v is None and k in _NULLABLE_ARRAYS)}
+    groups = cleaned.get("concept_groups")
+    if isinstance(groups, list):
+        cleaned["concept_groups"] = [[] if g is None else g for g in groups]
+    return cleaned
+
+
+_TYPE_NAMES = {
+    "str": "字符串",
+    "int": "整数",
+    "bool": "布尔值（true/false）",
+    "float": "小数",
+    "null": "null",
+    "array": "数组",
+    "object": "对象",
+}
+_UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]*)`(?: - at `(?P<at>[^`]*)`)?")
+_MISSING = re.compile(r"Object missing required field `(?P<field>[^`]*)`(?: - at `(?P<at>[^`]*)`)?")
+_TYPE = re.compile(r"Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`(?: - at `(?P<at>[^`]*)`)?")
+
+
+def _path(at: str | None, leaf: str = "") -> str:
+    """msgspec's ``$.options.max_pages`` / ``$.titles[0]`` as ``options.max_pages`` / ``titles[0]``."""
+    base = (at or "$").removeprefix("$").removeprefix(".")
+    if leaf:
+        return f"{base}.{leaf}" if base else leaf
+    return base
+
+
+def _type_name(name: str) -> str:
+    return " 或 ".join(_TYPE_NAMES.get(part.strip(), part.strip()) for part in name.split("|"))
+
+
+def _structural_error(text: str, kind: type[_Args]) -> CnkiError:
+    if m := _UNKNOWN.search(text):
+        field = _path(m["at"], m["field"])
+        known = "、".join(f.encode_name for f in msgspec.structs.fields(kind))
+        if m["at"]:
+            hint = ""
+        else:
+            hint = f"可用参数：{known}。" if known else "这个工具不需要参数。"
+        return CnkiError("INVALID_INPUT", f"未知参数 {field}。{hint}", details={"field": field})
+    if m := _MISSING.search(text):
+        field = _path(m["at"], m["field"])
+        return CnkiError("INVALID_INPUT", f"缺少必填参数 {field}。", details={"field": field})
+    if m := _TYPE.search(text):
+        field = _path(m["at"]) or "参数"
+        return CnkiError(
+            "INVALID_INPUT",
+            f"参数 {field} 的类型不对：应为{_type_name(m['want'])}，实际是{_type_name(m['got'])}。",
+            details={"field": field},
+        )
+    return CnkiError("INVALID_INPUT", f"参数无效：{text}")
+
+
+# --- shared rules ----------------------------------------------------------------------------------
+
+
+def _choice(value: str, allowed: tuple[str, ...], default: str, code: str, field: str) -> str:
+    """An enum value where "" means the default."""
+    value = value or default
+    if value not in allowed:
+        raise CnkiError(code, f"{field} 只能是 {'、'.join(allowed)}，收到的是 {value!r}。", details={"field": field})
+    return value
+
+
+def _limit(value: int, field: str = "limit") -> int:
+    if value == 0:
+        return LIMIT_DEFAULT
+    if not 1 <= value <= LIMIT_MAX:
+        raise CnkiError("INVALID_LIMIT", f"{field} 须在 1–{LIMIT_MAX} 之间，收到的是 {value}。", details={"field": field})
+    return value
+
+
+def _offset(value: int, field: str = "offset") -> None:
+    if value < 0:
+        raise CnkiError("INVALID_OFFSET", f"{field} 不能为负数，收到的是 {value}。", details={"field": field})
+
+
+def _years(year_from: int, year_to: int) -> None:
+    for field, year in (("year_from", year_from), ("year_to", year_to)):
+        if not 0 <= year <= YEAR_MAX:
+            raise CnkiError(
+                "INVALID_YEAR", f"{field} 须在 0–{YEAR_MAX} 之间（0 表示不限），收到的是 {year}。", details={"field": field}
+            )
+    if year_from > 0 and year_to > 0 and year_from > year_to:
+        raise CnkiError(
+            "INVALID_YEAR",
+            f"year_from（{year_from}）不能大于 year_to（{year_to}）。",
+            details={"field": "year_from"},
+        )
+
+
+def _options(options: SearchOptions, candidate_default: int) -> None:
+    """The options rules of the search input, in the documented order; fills every default in place."""
+    options.on_verification = _choice(
+        options.on_verification, POLICIES, "ask", "INVALID_POLICY", "options.on_verification"
+    )
+    options.sort = _choice(options.sort, SORTS, "relevance", "INVALID_SORT", "options.sort")
+    for name, (default, maximum) in OPTION_RANGES.items():
+        value = getattr(options, name)
+        if value == 0:
+            value = candidate_default if name == "candidate_target" else default
+        if not 1 <= value <= maximum:
+            raise CnkiError(
+                "INVALID_OPTION",
+                f"options.{name} 须在 1–{maximum} 之间（0 表示默认值），收到的是 {value}。",
+                details={"field": f"options.{name}"},
+            )
+        setattr(options, name, value)
+    options.metadata = _choice(options.metadata, METADATA, "ranked", "INVALID_METADATA", "options.metadata")
+    options.freshness = _choice(options.freshness, FRESHNESS, "prefer_cache", "INVALID_FRESHNESS", "options.freshness")
+
+
+def _plan(groups: list[list[str]]) -> None:
+    if len(groups) > PLAN_GROUPS_MAX:
+        raise CnkiError(
+            "INVALID_PLAN",
+            f"concept_groups 最多 {PLAN_GROUPS_MAX} 组，收到 {len(groups)} 组。",
+            details={"field": "concept_groups"},
+        )
+    for i, group in enumerate(groups):
+        if not 1 <= len(group) <= PLAN_TERMS_MAX:
+            raise CnkiError(
+                "INVALID_PLAN",
+                f"concept_groups[{i}] 须有 1–{PLAN_TERMS_MAX} 个同义词，收到 {len(group)} 个。",
+                details={"field": f"concept_groups[{i}]"},
+            )
+        for j, term in enumerate(group):
+            if not 1 <= len(term.strip()) <= PLAN_TERM_MAX:
+                raise CnkiError(
+                    "INVALID_PLAN",
+                    f"concept_groups[{i}][{j}] 须为 1–{PLAN_TERM_MAX} 字的检索词。",
+                    details={"field": f"concept_groups[{i}][{j}]"},
+                )
+
+
+def _policy(value: str, field: str = "on_verification") -> str:
+    return _choice(value, POLICIES, "ask", "INVALID_POLICY", field)
+
+
+def _exactly_one_document(record_ref: str, title: str) -> None:
+    given = [name for name, value in (("record_ref", record_ref), ("title", title)) if value.strip()]
+    if len(given) != 1:
+        why = "不能同时提供" if given else "须提供其一"
+        raise CnkiError("INVALID_INPUT", f"record_ref 与 title 二选一，{why}。", details={"field": "record_ref"})
+
+
+def _documents_given(args: GetMetadataArgs | ExportCitationsArgs) -> None:
+    if not (any(r.strip() for r in args.record_refs) or any(t.strip() for t in args.titles) or args.search_id.strip()):
+        raise CnkiError("NO_DOCUMENTS", "请至少提供 record_refs、titles 或 search_id 之一。")
+
+
+# --- per-tool rules (raw is the decoded input, for "was this given?" questions) ---------------------
+
+
+def _search(args: SearchArgs, raw: dict[str, Any]) -> None:
+    args.query = args.query.strip()
+    if not 1 <= len(args.query) <= QUERY_MAX:
+        raise CnkiError(
+            "INVALID_QUERY", f"query 须为 1–{QUERY_MAX} 字，收到 {len(args.query)} 字。", details={"field": "query"}
+        )
+    args.mode = _choice(args.mode, MODES, "balanced", "INVALID_MODE", "mode")
+    args.limit = _limit(args.limit)
+    _years(args.year_from, args.year_to)
+    _options(args.options, OPTION_RANGES["candidate_target"][0])
+    _plan(args.concept_groups)
+
+
+def _structured_search(args: StructuredSearchArgs, raw: dict[str, Any]) -> None:
+    args.limit = _limit(args.limit)
+    _years(args.year_from, args.year_to)
+    args.sort = _choice(args.sort, SORTS, "relevance", "INVALID_SORT", "sort")
+    given = raw.get("options") or {}
+    # The top-level sort applies unless options.sort was given; structured searches default to list data only.
+    if not given.get("sort"):
+        args.options.sort = args.sort
+    if not given.get("metadata"):
+        args.options.metadata = "basic"
+    if not given.get("candidate_target"):
+        args.options.candidate_target = 0  # 0 = take the limit, filled by _options
+    _options(args.options, args.limit)
+    args.sort = args.options.sort
+
+
+def _search_results(args: SearchResultsArgs, raw: dict[str, Any]) -> None:
+    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
+    args.view = _choice(args.view, VIEWS, "titles", "INVALID_VIEW", "view")
+    _offset(args.offset)
+    args.limit = _limit(args.limit)
+
+
+def _get_metadata(args: GetMetadataArgs, raw: dict[str, Any]) -> None:
+    count = len(args.record_refs) + len(args.titles)
+    if count > BATCH_MAX:
+        raise CnkiError(
+            "BATCH_TOO_LARGE",
+            f"record_refs 与 titles 合计最多 {BATCH_MAX} 篇，收到 {count} 篇；请分批调用。",
+            details={"count": count},
+        )
+    _documents_given(args)
+    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
+    _offset(args.offset)
+    if args.limit > BATCH_MAX:
+        raise CnkiError(
+            "BATCH_TOO_LARGE", f"limit 最多 {BATCH_MAX}，收到 {args.limit}；请用 offset 分批读取。", details={"field": "limit"}
+        )
+    args.limit = _limit(args.limit)
+    unknown = [f for f in args.fields if f.strip() not in METADATA_FIELDS]
+    if unknown:
+        raise CnkiError(
+            "INVALID_FIELDS",
+            f"fields 中有未知字段：{'、'.join(unknown)}。可用字段：{'、'.join(sorted(METADATA_FIELDS))}。",
+            details={"fields": unknown},
+        )
+    args.fields = [f.strip() for f in args.fields]
+
+
+def _read_online_html(args: ReadOnlineHtmlArgs, raw: dict[str, Any]) -> None:
+    _exactly_one_document(args.record_ref, args.title)
+    _offset(args.offset)
+    if args.max_characters == 0:
+        args.max_characters = READ_CHARACTERS_DEFAULT
+    if not 1 <= args.max_characters <= READ_CHARACTERS_MAX:
+        raise CnkiError(
+            "INVALID_LIMIT",
+            f"max_characters 须在 1–{READ_CHARACTERS_MAX} 之间（0 表示默认 {READ_CHARACTERS_DEFAULT}），"
+            f"收到的是 {args.max_characters}。",
+            details={"field": "max_characters"},
+        )
+    args.on_verification = _policy(args.on_verification)
+
+
+def _download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> None:
+    _exactly_one_document(args.record_ref, args.title)
+    args.format = _choice(args.format, DOWNLOAD_FORMATS, "auto", "INVALID_FORMAT", "format")
+    if args.wait_seconds == 0:
+        args.wait_seconds = DOWNLOAD_WAIT_DEFAULT
+    if not 1 <= args.wait_seconds <= DOWNLOAD_WAIT_MAX:
+        raise CnkiError(
+            "INVALID_WAIT",
+            f"wait_seconds 须在 1–{DOWNLOAD_WAIT_MAX} 秒之间（0 表示默认 {DOWNLOAD_WAIT_DEFAULT}），"
+            f"收到的是 {args.wait_seconds}。",
+            details={"field": "wait_seconds"},
+        )
+    args.on_verification = _policy(args.on_verification)
+
+
+def _export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) -> None:
+    if len(args.titles) > BATCH_MAX:
+        raise CnkiError(
+            "BATCH_TOO_LARGE",
+            f"titles 最多 {BATCH_MAX} 个，收到 {len(args.titles)} 个；请分批导出。",
+            details={"count": len(args.titles)},
+        )
+    _documents_given(args)
+    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
+    args.format = _choice(args.format, CITATION_FORMATS, "gbt7714", "INVALID_FORMAT", "format")
+
+
+def _link_references(args: LinkReferencesArgs, raw: dict[str, Any]) -> None:
+    size = len(args.text.encode("utf-8"))
+    if size > TEXT_BYTES_MAX:
+        raise CnkiError(
+            "INPUT_TOO_LARGE",
+            f"text 最大 512 KB（{TEXT_BYTES_MAX} 字节），收到 {size} 字节；请分段处理。",
+            details={"bytes": size},
+        )
+
+
+def _login(args: LoginArgs, raw: dict[str, Any]) -> None:
+    url = args.remote_access_url.strip()
+    args.remote_access_url = url
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+        credentials = parts.username is not None or parts.password is not None
+        host = parts.hostname
+    except ValueError:
+        parts, credentials, host = None, False, None
+    if parts is None or parts.scheme.lower() != "https" or not host or credentials:
+        raise CnkiError(
+            "INVALID_LOGIN_URL",
+            "remote_access_url 须为 https:// 开头、不含账号密码的机构远程访问地址。",
+            details={"field": "remote_access_url"},
+        )
+
+
+def _session_status(args: SessionStatusArgs, raw: dict[str, Any]) -> None:
+    return None
+
+
+def _operation_status(args: OperationStatusArgs, raw: dict[str, Any]) -> None:
+    args.wait_seconds = min(max(args.wait_seconds, 0), STATUS_WAIT_MAX)
+
+
+def _operation_control(args: OperationControlArgs, raw: dict[str, Any]) -> None:
+    if args.action not in ACTIONS:
+        raise CnkiError(
+            "INVALID_ACTION",
+            f"action 只能是 {'、'.join(ACTIONS)}，收到的是 {args.action!r}。",
+            details={"field": "action"},
+        )
+    for name, option in (("additional_requests", "max_requests"), ("additional_seconds", "timeout_seconds")):
+        value = max(getattr(args, name), 0)
+        maximum = OPTION_RANGES[option][1]
+        if value > maximum:
+            raise CnkiError(
+                "INVALID_OPTION", f"{name} 最多 {maximum}，收到的是 {value}。", details={"field": name}
+            )
+        setattr(args, name, value)
+
+
+def _diagnostics(args: DiagnosticsArgs, raw: dict[str, Any]) -> None:
+    return None
+
+
+_VALIDATORS: dict[str, Callable[[Any, dict[str, Any]], None]] = {
+    "diagnostics": _diagnostics,
+    "download_paper": _download_paper,
+    "export_citations": _export_citations,
+    "get_metadata": _get_metadata,
+    "link_references": _link_references,
+    "login": _login,
+    "operation_control": _operation_control,
+    "operation_status": _operation_status,
+    "read_online_html": _read_online_html,
+    "search": _search,
+    "search_results": _search_results,
+    "session_status": _session_status,
+    "structured_search": _structured_search,
+}
