@@ -56,6 +56,7 @@ CATALOGUE: dict[str, Code] = {
     "INVALID_OFFSET": Code("offset 不能为负数。"),
     "INVALID_FORMAT": Code("format 不是支持的格式。"),
     "INVALID_TEMPLATE": Code("custom 模板无效。"),
+    "FORMAT_UNAVAILABLE": Code("这种导出格式不可用。"),
     "INVALID_FIELDS": Code("fields 中有未知字段。"),
     "INVALID_WAIT": Code("wait_seconds 超出允许范围。"),
     "INVALID_ACTION": Code("action 只能是 cancel、continue、resume、show 或 recover。"),
@@ -134,7 +135,9 @@ CATALOGUE: dict[str, Code] = {
     "UNKNOWN_CLIENT": Code("未知的客户端；用 cnki-mcp help 查看全部选项。"),
     "CLIENT_IMPORT_REQUIRED": Code("这个客户端不能自动写入配置，请使用导入链接或粘贴配置。"),
     "CLIENT_CONFIG_INVALID": Code("客户端配置文件无法解析，未做改动。"),
-    "CLIENT_NOT_INITIALISED": Code("客户端的配置目录还不存在，请先打开一次该客户端。"),
+    "CLIENT_NOT_INITIALIZED": Code("客户端的配置目录还不存在，请先打开一次该客户端。"),
+    "CONFIG_SYMLINK": Code("客户端配置文件是符号链接，为安全起见未做改动。"),
+    "CONFIG_CHANGED": Code("客户端配置文件在写入期间被其他程序修改，未做改动，请重试。"),
     "PROTOCOL_CHECK_FAILED": Code("MCP 通信检查未通过。"),
 }
 

@@ -1,0 +1,268 @@
+"""Tool implementations: checks that need state, title resolution, and orchestration of operations.
+
+``App.call`` is the one entry point the MCP surface uses. Arguments arrive already parsed and
+range-checked by ``arguments.parse``. Nothing here starts the store before a tool needs it, and
+nothing starts a browser before a tool needs CNKI.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psutil
+
+from cnki_mcp import __version__, arguments, settings
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.jobs import Jobs
+from cnki_mcp.model import Config, Paper, SearchRecord, SessionState, public_paper
+from cnki_mcp.store import Store, load_config
+from cnki_mcp.text import title_key
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Any, Any], Awaitable[Any]]
+
+# Tools whose CNKI side is not part of this build yet: they are listed and validated, and answer
+# a clear failed error instead of a result.
+NOT_YET_AVAILABLE = {
+    "search": "研究检索",
+    "structured_search": "高级检索",
+    "read_online_html": "HTML 正文阅读",
+    "download_paper": "论文下载",
+    "login": "登录",
+    "export_citations": "导出参考文献",
+    "link_references": "为题名添加链接",
+}
+
+GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+COMPACT_FIELDS = ("record_ref", "title", "authors", "year", "source", "abstract")
+
+
+def _platform() -> str:
+    system = {"darwin": "darwin", "win32": "windows"}.get(sys.platform, sys.platform)
+    machine = platform.machine().lower()
+    return f"{system}/{GO_ARCH.get(machine, machine)}"
+
+
+class App:
+    """State shared by all tool calls of one server process."""
+
+    def __init__(self, data_root: Path | None = None) -> None:
+        self.root = data_root or settings.data_root()
+        self.config: Config = load_config(self.root)
+        self._store: Store | None = None
+        self._jobs: Jobs | None = None
+        self._session = SessionState()
+        self._handlers: dict[str, Handler] = {
+            "diagnostics": self.diagnostics,
+            "operation_status": self.operation_status,
+            "operation_control": self.operation_control,
+            "search_results": self.search_results,
+            "get_metadata": self.get_metadata,
+            "session_status": self.session_status,
+        }
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def store(self) -> Store:
+        if self._store is None:
+            store = Store.open(self.root)
+            await store.start()
+            self._store = store
+            self._jobs = Jobs(store)
+        return self._store
+
+    async def jobs(self) -> Jobs:
+        await self.store()
+        assert self._jobs is not None
+        return self._jobs
+
+    async def close(self) -> None:
+        if self._jobs is not None:
+            await self._jobs.shutdown()
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+    # --- dispatch -------------------------------------------------------------------------
+
+    async def call(self, tool: str, args: Any, ctx: Any) -> Any:
+        handler = self._handlers.get(tool)
+        if handler is None:
+            if tool in NOT_YET_AVAILABLE:
+                raise CnkiError(
+                    "CAPABILITY_UNAVAILABLE",
+                    f"当前版本还不能{NOT_YET_AVAILABLE[tool]}（{tool}）：这项功能尚在开发中，没有访问知网。",
+                )
+            raise CnkiError("UNKNOWN_TOOL", f"没有名为 {tool} 的工具。")
+        return await handler(args, ctx)
+
+    # --- local tools ----------------------------------------------------------------------
+
+    async def diagnostics(self, args: Any, ctx: Any) -> dict[str, Any]:
+        process = psutil.Process()
+        browser_path = os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path
+        report: dict[str, Any] = {
+            "status": "completed",
+            "version": __version__,
+            "runtime": f"Python {platform.python_version()}",
+            "platform": _platform(),
+            "browser_configured": bool(browser_path),
+            "data_dir": str(self.root),
+            "process_id": os.getpid(),
+            "heap_bytes": process.memory_info().rss,
+            "request_interval_ms": settings.request_interval_ms(),
+            "max_inflight": settings.max_inflight(),
+            "workers": settings.workers(),
+            "inline_wait_seconds": settings.inline_wait_seconds(),
+        }
+        if self._store is not None and self._jobs is not None:
+            data = self._store.data
+            report["store"] = {
+                "papers": len(data.papers),
+                "journals": len(data.sources),
+                "searches": len(data.searches),
+                "operations": len(data.operations),
+                "artifacts": len(data.artifacts),
+            }
+            report["browser"] = {"running": False}
+            active = self._jobs.live()
+            if active is not None:
+                report["active_operation"] = self._jobs.view(active)
+        return report
+
+    async def operation_status(self, args: arguments.OperationStatusArgs, ctx: Any) -> dict[str, Any]:
+        jobs = await self.jobs()
+        return await jobs.status(args.operation_id, args.wait_seconds, getattr(ctx, "report_progress", None))
+
+    async def operation_control(self, args: arguments.OperationControlArgs, ctx: Any) -> dict[str, Any]:
+        jobs = await self.jobs()
+        if args.action == "cancel":
+            return await jobs.cancel(args.operation_id)
+        if args.action == "resume":
+            return await jobs.resume(args.operation_id)
+        if args.action == "continue":
+            if not args.operation_id:
+                raise CnkiError("INVALID_INPUT", "continue 需要 operation_id。")
+            jobs.continuation(args.operation_id, args.additional_requests, args.additional_seconds)
+            raise CnkiError("CAPABILITY_UNAVAILABLE", "当前版本还不能继续检索任务：检索功能尚在开发中。")
+        if args.action == "show":
+            raise CnkiError("VERIFICATION_NOT_FOUND")
+        # recover: no browser runs in this build, so the next request simply starts a fresh one.
+        return {"status": "completed", "message": "浏览器将在下一次需要访问知网时重新启动；登录状态保存在浏览器配置中，不受影响。"}
+
+    async def session_status(self, args: arguments.SessionStatusArgs, ctx: Any) -> dict[str, Any]:
+        if args.refresh:
+            raise CnkiError("CAPABILITY_UNAVAILABLE", "当前版本还不能刷新登录状态（session_status refresh=true）：这项功能尚在开发中。")
+        state = msgspec.structs.replace(self._session, cached=True)
+        return msgspec.to_builtins(state)
+
+    async def search_results(self, args: arguments.SearchResultsArgs, ctx: Any) -> dict[str, Any]:
+        store = await self.store()
+        record = self._search(store, args.search_id)
+        entries = _scoped(record, args.scope)
+        page = entries[args.offset : args.offset + args.limit]
+        end = args.offset + len(page)
+        return {
+            "search_id": record.search_id,
+            "status": record.status,
+            "scope": args.scope,
+            "total": len(entries),
+            "offset": args.offset,
+            "next_offset": end if end < len(entries) else None,
+            "results": [_result_row(store.data.papers.get(e.record_ref), e, args.view) for e in page],
+        }
+
+    async def get_metadata(self, args: arguments.GetMetadataArgs, ctx: Any) -> dict[str, Any]:
+        if not args.local_only:
+            raise CnkiError(
+                "CAPABILITY_UNAVAILABLE",
+                "当前版本还不能从知网读取题录：这项功能尚在开发中。可以传 local_only=true 读取本地已有的题录。",
+            )
+        store = await self.store()
+        refs, problems = self._resolve_local(store, args.record_refs or [], args.titles or [])
+        if args.search_id:
+            record = self._search(store, args.search_id)
+            refs += [e.record_ref for e in _scoped(record, args.scope)[args.offset : args.offset + args.limit]]
+        records = []
+        seen: set[str] = set()
+        for ref in refs:
+            paper = store.data.papers.get(ref)
+            if paper is None or ref in seen:
+                continue
+            seen.add(ref)
+            records.append(_select_fields(public_paper(paper), args.fields))
+        result: dict[str, Any] = {"status": "completed", "source": "local", "result": {"records": records}}
+        if problems:
+            result["result"]["errors"] = problems
+        return result
+
+    # --- helpers --------------------------------------------------------------------------
+
+    @staticmethod
+    def _search(store: Store, search_id: str) -> SearchRecord:
+        record = store.data.searches.get(search_id)
+        if record is None:
+            raise CnkiError("SEARCH_NOT_FOUND", f"没有找到检索 {search_id}；检索完成或中断后才能读取结果。")
+        return record
+
+    @staticmethod
+    def _resolve_local(store: Store, record_refs: list[str], titles: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+        """Refs given directly plus titles that match exactly one stored record."""
+        refs: list[str] = []
+        problems: list[dict[str, Any]] = []
+        for ref in record_refs:
+            if ref in store.data.papers:
+                refs.append(ref)
+            else:
+                problems.append({"code": "RECORD_NOT_FOUND", "message": f"本地没有记录 {ref}。", "details": {"record_ref": ref}})
+        if titles:
+            index: dict[str, list[str]] = {}
+            for ref, paper in store.data.papers.items():
+                index.setdefault(title_key(paper.title), []).append(ref)
+            for title in titles:
+                matches = index.get(title_key(title), [])
+                if len(matches) == 1:
+                    refs.append(matches[0])
+                elif matches:
+                    problems.append({
+                        "code": "IDENTITY_AMBIGUOUS",
+                        "message": f"本地有 {len(matches)} 篇题名为《{title}》的文献，请改用 record_ref。",
+                        "details": {"title": title, "record_refs": sorted(matches)},
+                    })
+                else:
+                    problems.append({"code": "DOCUMENT_NOT_FOUND", "message": f"本地没有题名为《{title}》的文献。", "details": {"title": title}})
+        return refs, problems
+
+
+def _scoped(record: SearchRecord, scope: str) -> list[Any]:
+    if scope == "candidates":
+        return list(record.entries)
+    if scope == "eligible":
+        return [e for e in record.entries if e.eligible]
+    return [e for e in record.entries if e.selected]
+
+
+def _result_row(paper: Paper | None, entry: Any, view: str) -> dict[str, Any]:
+    data = public_paper(paper) if paper is not None else {"record_ref": entry.record_ref}
+    if view == "titles":
+        return {k: data[k] for k in ("record_ref", "title", "url") if k in data}
+    if view == "compact":
+        row = {k: data[k] for k in COMPACT_FIELDS if k in data}
+        row.update(score=round(entry.score, 4), eligible=entry.eligible)
+        return row
+    return {"record": data, "score": round(entry.score, 4), "eligible": entry.eligible, "evidence": msgspec.to_builtins(entry.evidence)}
+
+
+def _select_fields(data: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
+    if not fields:
+        return data
+    keep = set(fields) | {"record_ref", "title"}
+    return {k: v for k, v in data.items() if k in keep}

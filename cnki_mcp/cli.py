@@ -1,0 +1,131 @@
+"""Command line: ``cnki-mcp [serve|setup|config|schema|doctor|version|help]``; no command means serve."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import click
+
+from cnki_mcp import __version__
+from cnki_mcp.errors import CnkiError
+
+T = TypeVar("T")
+
+
+def _fail(error: CnkiError) -> None:
+    click.echo(f"{error.code}: {error.message}", err=True)
+    sys.exit(1)
+
+
+def _run(coro: Awaitable[T]) -> T:
+    try:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    except CnkiError as error:
+        _fail(error)
+        raise  # unreachable: _fail exits
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """知网 MCP 服务。不带命令运行时启动 MCP 服务（stdio）。"""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(serve)
+
+
+@cli.command()
+def serve() -> None:
+    """启动 MCP 服务（stdio），直到客户端断开。"""
+    logging.basicConfig(
+        level=os.environ.get("CNKI_LOG_LEVEL", "WARNING").upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    _run(_serve())
+
+
+async def _serve() -> None:
+    from cnki_mcp.app import App
+    from cnki_mcp.server import serve_stdio
+
+    app = App()
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if main is not None and sys.platform != "win32":
+        # A clean stop lets operations end as cancelled and the store flush, instead of a crash.
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(signum, main.cancel)
+    try:
+        await serve_stdio(app)
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await app.close()
+
+
+@cli.command()
+def schema() -> None:
+    """输出 tools/list 的完整结果（JSON）。"""
+    from cnki_mcp.server import schema_document
+
+    document = _run(schema_document())
+    click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+
+
+@cli.command()
+@click.option("--protocol", is_flag=True, help="再启动一个真实的服务子进程，检查 MCP 通信。")
+def doctor(protocol: bool) -> None:
+    """本地检查；不启动浏览器，也不访问知网。"""
+    report = _run(_doctor(protocol))
+    click.echo(json.dumps(report, ensure_ascii=False, separators=(",", ":")))
+
+
+async def _doctor(protocol: bool) -> dict[str, Any]:
+    from cnki_mcp.app import App
+
+    report: dict[str, Any] = await App().diagnostics(None, None)
+    if protocol:
+        from cnki_mcp.clients import server_command
+        from cnki_mcp.server import protocol_probe
+
+        report["protocol"] = await protocol_probe(server_command())
+    return report
+
+
+@cli.command()
+def version() -> None:
+    """输出版本号。"""
+    click.echo(__version__)
+
+
+@cli.command(name="help")
+@click.pass_context
+def help_command(ctx: click.Context) -> None:
+    """显示用法和全部客户端选项。"""
+    from cnki_mcp.setup import help_text
+
+    click.echo(help_text())
+
+
+def _register_setup_commands() -> None:
+    try:  # INTEGRATION: setup.py is being written; remove this guard once it lands
+        from cnki_mcp.setup import config_command, setup_command
+    except ImportError:
+        return
+
+    cli.add_command(setup_command, name="setup")
+    cli.add_command(config_command, name="config")
+
+
+_register_setup_commands()
+
+
+def main() -> None:
+    cli(prog_name="cnki-mcp")
