@@ -1,0 +1,61 @@
+"""UTC timestamps as the stored and returned JSON carries them: RFC 3339 with a ``Z`` suffix.
+
+Every module that stamps or compares times goes through here so the format stays one thing:
+``2026-11-30T01:34:16.123Z`` (millisecond precision, fixed width, so strings also sort by time).
+Parsing is lenient: any RFC 3339 / ISO 8601 form with an offset is accepted; naive times are
+taken as UTC, and anything unparsable is reported as ``None`` rather than raising, because stored
+data written by other versions must never break a read.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def format_utc(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    text = moment.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def utc_now_iso() -> str:
+    return format_utc(utc_now())
+
+
+def parse_utc(text: str | None) -> datetime | None:
+    """The moment ``text`` names, as an aware UTC datetime; ``None`` when empty or unparsable."""
+    if not text or not isinstance(text, str):
+        return None
+    candidate = text.strip()
+    if candidate[-1:] in ("z", "Z"):
+        candidate = candidate[:-1] + "+00:00"
+    # Go writes up to nine fractional digits; datetime accepts at most six.
+    head, dot, rest = candidate.partition(".")
+    if dot:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        if digits > 6:
+            rest = rest[:6] + rest[digits:]
+        candidate = head + dot + rest
+    try:
+        moment = datetime.fromisoformat(candidate)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def age_seconds(text: str | None, now: datetime | None = None) -> float | None:
+    """Seconds elapsed since ``text`` (negative when it lies in the future); ``None`` if unparsable."""
+    moment = parse_utc(text)
+    if moment is None:
+        return None
+    reference = now or utc_now()
+    if reference.tzinfo is None:
+        reference = reference.replace(tzinfo=timezone.utc)
+    return (reference - moment).total_seconds()
