@@ -225,3 +225,14 @@ class SessionState(msgspec.Struct, omit_defaults=True):
     evidence_source: str = "not_checked"
     observed_at: str = ""
     cached: bool = False
+
+
+class Hit(msgspec.Struct):
+    """A record's sighting in one channel's listing (kept in the search checkpoint, used by ranking).
+
+    ``position`` is the 1-based absolute rank in that channel's listing; ``weight`` the channel's weight.
+    """
+
+    channel: str
+    position: int = 0
+    weight: float = 0.0
