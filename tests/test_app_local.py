@@ -1,0 +1,148 @@
+"""The tools that work without CNKI, through App.call with parsed arguments and a seeded store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cnki_mcp import arguments
+from cnki_mcp.app import App
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.model import Evidence, Paper, SearchEntry, SearchRecord
+from cnki_mcp.store import Store
+
+
+def _papers() -> list[Paper]:
+    return [
+        Paper(record_ref=f"rec_{i:024x}", title=f"违约金调整的基本标准研究{i}", authors=["王利明", f"作者{i}"],
+              source="法学研究", year=2020 + i % 5, url=f"https://kns.cnki.net/kcms2/article/abstract?v=v{i}",
+              locator=f"https://kns.cnki.net/private/{i}", abstract=f"摘要{i}", keywords=["违约金"])
+        for i in range(12)
+    ]
+
+
+@pytest.fixture
+async def seeded(isolated_data_dir: Path) -> Path:
+    store = Store.open(isolated_data_dir)
+    for paper in _papers():
+        store.data.papers[paper.record_ref] = paper
+    store.data.papers["rec_dup_a"] = Paper(record_ref="rec_dup_a", title="同名论文", authors=["甲"])
+    store.data.papers["rec_dup_b"] = Paper(record_ref="rec_dup_b", title="同名 论文".replace(" ", ""), authors=["乙"])
+    entries = [
+        SearchEntry(record_ref=p.record_ref, score=1 - i / 20, eligible=i < 8, selected=i < 5,
+                    evidence=Evidence(relevance=0.5))
+        for i, p in enumerate(_papers())
+    ]
+    store.put_search(SearchRecord(search_id="op_search", status="completed", query="违约金", entries=entries,
+                                  created_at="2026-11-30T00:00:00.000Z"), None)
+    await store.close()
+    return isolated_data_dir
+
+
+async def _call(app: App, tool: str, raw: dict[str, Any]) -> Any:
+    return await app.call(tool, arguments.parse(tool, raw), None)
+
+
+@pytest.fixture
+async def app(seeded: Path):
+    application = App(seeded)
+    yield application
+    await application.close()
+
+
+async def test_diagnostics_does_not_open_the_store(isolated_data_dir: Path) -> None:
+    app = App(isolated_data_dir)
+    report = await _call(app, "diagnostics", {})
+    assert report["status"] == "completed"
+    assert report["data_dir"] == str(isolated_data_dir)
+    assert "store" not in report
+    assert not (isolated_data_dir / "cnki.lock").exists()
+    assert not (isolated_data_dir / "browser").exists()
+
+
+async def test_search_results_scopes_views_and_paging(app: App) -> None:
+    first = await _call(app, "search_results", {"search_id": "op_search", "limit": 2})
+    assert first["scope"] == "selected" and first["total"] == 5
+    assert first["offset"] == 0 and first["next_offset"] == 2
+    assert [r["record_ref"] for r in first["results"]] == [f"rec_{i:024x}" for i in range(2)]
+    assert set(first["results"][0]) == {"record_ref", "title", "url"}
+
+    last = await _call(app, "search_results", {"search_id": "op_search", "offset": 4, "limit": 2})
+    assert len(last["results"]) == 1 and last["next_offset"] is None
+
+    eligible = await _call(app, "search_results", {"search_id": "op_search", "scope": "eligible", "view": "compact"})
+    assert eligible["total"] == 8
+    row = eligible["results"][0]
+    assert row["authors"] == ["王利明", "作者0"] and row["eligible"] is True and row["score"] == 1.0
+    assert "url" not in row and "locator" not in row
+
+    records = await _call(app, "search_results", {"search_id": "op_search", "scope": "candidates", "view": "records", "limit": 100})
+    assert records["total"] == 12
+    assert records["results"][11]["eligible"] is False
+    assert "locator" not in records["results"][0]["record"]
+    assert records["results"][0]["evidence"]["relevance"] == 0.5
+
+
+async def test_search_results_reads_live_paper_fields(app: App) -> None:
+    store = await app.store()
+    store.data.papers[f"rec_{0:024x}"].abstract = "后来补充的摘要"
+    page = await _call(app, "search_results", {"search_id": "op_search", "view": "compact", "limit": 1})
+    assert page["results"][0]["abstract"] == "后来补充的摘要"
+
+
+async def test_unknown_search_id(app: App) -> None:
+    with pytest.raises(CnkiError) as missing:
+        await _call(app, "search_results", {"search_id": "missing"})
+    assert missing.value.code == "SEARCH_NOT_FOUND"
+
+
+async def test_get_metadata_local_only(app: App) -> None:
+    reply = await _call(app, "get_metadata", {
+        "local_only": True,
+        "record_refs": [f"rec_{3:024x}", "rec_unknown"],
+        "titles": ["违约金调整的基本标准研究7", "同名论文", "不存在的论文"],
+        "fields": ["year"],
+    })
+    assert reply["status"] == "completed" and reply["source"] == "local"
+    records = reply["result"]["records"]
+    assert [r["record_ref"] for r in records] == [f"rec_{3:024x}", f"rec_{7:024x}"]
+    assert set(records[0]) == {"record_ref", "title", "year"}
+    codes = sorted(e["code"] for e in reply["result"]["errors"])
+    assert codes == ["DOCUMENT_NOT_FOUND", "IDENTITY_AMBIGUOUS", "RECORD_NOT_FOUND"]
+
+    by_search = await _call(app, "get_metadata", {"local_only": True, "search_id": "op_search", "offset": 1, "limit": 2})
+    assert [r["record_ref"] for r in by_search["result"]["records"]] == [f"rec_{1:024x}", f"rec_{2:024x}"]
+
+
+async def test_tools_that_need_cnki_say_they_are_not_available(app: App) -> None:
+    for tool, raw in [
+        ("search", {"query": "违约金"}),
+        ("get_metadata", {"record_refs": ["rec_x"]}),
+        ("login", {}),
+        ("session_status", {"refresh": True}),
+    ]:
+        with pytest.raises(CnkiError) as unavailable:
+            await _call(app, tool, raw)
+        assert unavailable.value.code == "CAPABILITY_UNAVAILABLE", tool
+
+
+async def test_operation_status_idle_and_control(app: App) -> None:
+    assert (await _call(app, "operation_status", {}))["status"] == "idle"
+    with pytest.raises(CnkiError) as unknown:
+        await _call(app, "operation_status", {"operation_id": "op_missing"})
+    assert unknown.value.code == "OPERATION_NOT_FOUND"
+    with pytest.raises(CnkiError) as show:
+        await _call(app, "operation_control", {"action": "show"})
+    assert show.value.code == "VERIFICATION_NOT_FOUND"
+    recovered = await _call(app, "operation_control", {"action": "recover"})
+    assert recovered["status"] == "completed"
+
+
+async def test_second_server_on_the_same_directory_is_refused(app: App, seeded: Path) -> None:
+    await app.store()
+    other = App(seeded)
+    with pytest.raises(CnkiError) as busy:
+        await _call(other, "search_results", {"search_id": "op_search"})
+    assert busy.value.code == "DATA_DIRECTORY_IN_USE"
