@@ -139,6 +139,7 @@ CATALOGUE: dict[str, Code] = {
     "CONFIG_SYMLINK": Code("客户端配置文件是符号链接，为安全起见未做改动。"),
     "CONFIG_CHANGED": Code("客户端配置文件在写入期间被其他程序修改，未做改动，请重试。"),
     "PROTOCOL_CHECK_FAILED": Code("MCP 通信检查未通过。"),
+    "BROWSER_CHECK_FAILED": Code("浏览器检查未通过：无法以无界面方式启动浏览器并打开空白页。"),
 }
 
 # Errors that stop a whole batch or round instead of being recorded against one record.
