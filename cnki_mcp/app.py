@@ -21,6 +21,7 @@ import psutil
 from cnki_mcp import __version__, arguments, settings
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Jobs
+from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
 from cnki_mcp.model import Config, Paper, SearchRecord, SessionState, public_paper
 from cnki_mcp.store import Store, load_config
 from cnki_mcp.text import title_key
@@ -38,7 +39,6 @@ NOT_YET_AVAILABLE = {
     "download_paper": "论文下载",
     "login": "登录",
     "export_citations": "导出参考文献",
-    "link_references": "为题名添加链接",
 }
 
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
@@ -67,6 +67,7 @@ class App:
             "search_results": self.search_results,
             "get_metadata": self.get_metadata,
             "session_status": self.session_status,
+            "link_references": self.link_references,
         }
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -204,6 +205,25 @@ class App:
             result["result"]["errors"] = problems
         return result
 
+    async def link_references(self, args: arguments.LinkReferencesArgs, ctx: Any) -> dict[str, Any]:
+        spans = find_spans(args.text)
+        if len(spans) > MAX_REFERENCES:
+            raise CnkiError("TOO_MANY_REFERENCES", f"文本中有 {len(spans)} 个《题名》，一次最多处理 {MAX_REFERENCES} 个。")
+        store = await self.store()
+        index = _title_index(store)
+
+        def lookup(title: str) -> list[Match]:
+            refs = index.get(title_key(title), [])
+            return [Match(record_ref=ref, url=store.data.papers[ref].url) for ref in refs]
+
+        if args.lookup_missing and any(not lookup(span.title) for span in spans):
+            raise CnkiError(
+                "CAPABILITY_UNAVAILABLE",
+                "当前版本还不能到知网查找本地没有的题名：这项功能尚在开发中。可以不传 lookup_missing，只使用本地记录。",
+            )
+        text, references = render(args.text, spans, lookup)
+        return {"status": "completed", "text": text, "references": msgspec.to_builtins(references)}
+
     # --- helpers --------------------------------------------------------------------------
 
     @staticmethod
@@ -224,9 +244,7 @@ class App:
             else:
                 problems.append({"code": "RECORD_NOT_FOUND", "message": f"本地没有记录 {ref}。", "details": {"record_ref": ref}})
         if titles:
-            index: dict[str, list[str]] = {}
-            for ref, paper in store.data.papers.items():
-                index.setdefault(title_key(paper.title), []).append(ref)
+            index = _title_index(store)
             for title in titles:
                 matches = index.get(title_key(title), [])
                 if len(matches) == 1:
@@ -240,6 +258,14 @@ class App:
                 else:
                     problems.append({"code": "DOCUMENT_NOT_FOUND", "message": f"本地没有题名为《{title}》的文献。", "details": {"title": title}})
         return refs, problems
+
+
+def _title_index(store: Store) -> dict[str, list[str]]:
+    """Stored records by title key, for exact-title resolution without CNKI."""
+    index: dict[str, list[str]] = {}
+    for ref, paper in store.data.papers.items():
+        index.setdefault(title_key(paper.title), []).append(ref)
+    return index
 
 
 def _scoped(record: SearchRecord, scope: str) -> list[Any]:
