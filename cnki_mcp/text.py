@@ -1,0 +1,124 @@
+"""Normalisation keys shared by the parsers, the store and ranking (spec/engine.md §0).
+
+These functions define identity: two records merge or a detail page binds to a request only when
+these keys agree, so they follow the reference rules exactly (Go's notion of whitespace, Go's
+lower-casing, the exact punctuation set of the title key).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# Go's unicode.IsSpace set (what strings.Fields splits on). Python's str.split() would also split on
+# the information separators U+001C–U+001F, which Go keeps.
+_SPACE_CLASS = "\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_SPACES = re.compile(f"[{_SPACE_CLASS}]+")
+_SPACE_CHARS = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
+    chr(point) for point in range(0x2000, 0x200B)
+)
+
+_TITLE_PUNCT = "—–：:，,；;。！!？?（()）“”「」《》"
+_SPACE_BEFORE_PUNCT = re.compile(f" (?=[{re.escape(_TITLE_PUNCT)}])")
+_SPACE_AFTER_PUNCT = re.compile(f"(?<=[{re.escape(_TITLE_PUNCT)}]) ")
+
+_DOI_PREFIXES = ("https://doi.org/", "http://doi.org/", "doi:")
+
+# Unicode Script=Han (Unicode 15.1), the table Go's unicode.Han is built from.
+_HAN_RANGES: tuple[tuple[int, int], ...] = (
+    (0x2E80, 0x2E99),
+    (0x2E9B, 0x2EF3),
+    (0x2F00, 0x2FD5),
+    (0x3005, 0x3005),
+    (0x3007, 0x3007),
+    (0x3021, 0x3029),
+    (0x3038, 0x303B),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xF900, 0xFA6D),
+    (0xFA70, 0xFAD9),
+    (0x16FE2, 0x16FE2),
+    (0x16FE3, 0x16FE3),
+    (0x16FF0, 0x16FF1),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B739),
+    (0x2B740, 0x2B81D),
+    (0x2B820, 0x2CEA1),
+    (0x2CEB0, 0x2EBE0),
+    (0x2EBF0, 0x2EE5D),
+    (0x2F800, 0x2FA1D),
+    (0x30000, 0x3134A),
+    (0x31350, 0x323AF),
+)
+
+
+def trim(text: str) -> str:
+    """Strip leading and trailing whitespace in Go's sense."""
+    return text.strip(_SPACE_CHARS)
+
+
+def clean(text: str) -> str:
+    """Collapse every whitespace run to one space and trim the ends (case is kept)."""
+    return _SPACES.sub(" ", text).strip(" ")
+
+
+def normalize(text: str) -> str:
+    """Lower-case, split on whitespace, join with single spaces (punctuation is kept)."""
+    return clean(text).lower()
+
+
+def title_key(title: str) -> str:
+    """normalize(), then drop spaces directly before or after the title punctuation set."""
+    key = normalize(title)
+    key = _SPACE_BEFORE_PUNCT.sub("", key)
+    return _SPACE_AFTER_PUNCT.sub("", key)
+
+
+def strip_source_tail(text: str) -> str:
+    """A source name without trailing spaces, '.' and '。' (as pages print 'Journal . 2024')."""
+    return clean(text).rstrip(" .。")
+
+
+def source_key(source: str) -> str:
+    return normalize(strip_source_tail(source)).replace("（", "(").replace("）", ")")
+
+
+def doi_key(doi: str) -> str:
+    key = trim(doi).lower()
+    for prefix in _DOI_PREFIXES:
+        if key.startswith(prefix):
+            key = key[len(prefix) :]
+    return key
+
+
+def unique_strings(items: Iterable[str]) -> list[str]:
+    """Trimmed, non-empty items, first spelling of each normalize() key, order kept."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        value = trim(item)
+        if not value:
+            continue
+        key = normalize(value)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(value)
+    return out
+
+
+def is_han(char: str) -> bool:
+    """True when the single character belongs to the Han script."""
+    point = ord(char)
+    if point < 0x2E80:
+        return False
+    for low, high in _HAN_RANGES:
+        if point < low:
+            return False
+        if point <= high:
+            return True
+    return False
+
+
+def has_han(text: str) -> bool:
+    return any(is_han(char) for char in text)
