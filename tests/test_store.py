@@ -1,0 +1,562 @@
+"""The data directory: research.json round trip, set-aside, retention, lock, config, crash safety.
+
+Also the small shared helpers the store relies on: settings from the environment and timestamps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from cnki_mcp import settings, store as store_module
+from cnki_mcp.clock import age_seconds, format_utc, parse_utc, utc_now_iso
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.model import (
+    Artifact,
+    Config,
+    Operation,
+    Paper,
+    Quality,
+    SearchEntry,
+    SearchRecord,
+    StoreData,
+)
+from cnki_mcp.store import Store, detail_is_fresh, journal_is_fresh, load_config, save_config
+
+NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+REPO = Path(__file__).resolve().parents[1]
+
+
+def iso(moment: datetime) -> str:
+    return format_utc(moment)
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def sample_paper(n: int) -> Paper:
+    return Paper(
+        record_ref=f"rec_{n:024x}",
+        title=f"基于深度学习的中文文本分类研究（{n}）",
+        authors=["张三", "李四"],
+        source="计算机学报",
+        year=2024,
+        document_type="期刊",
+        abstract="本文提出一种方法。" * 5,
+        keywords=["深度学习", "文本分类"],
+        cited=n,
+        listed_at=utc_now_iso(),
+    )
+
+
+# --- open, flush, reopen ------------------------------------------------------------------------
+
+
+def test_open_creates_layout(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    store = Store.open(root)
+    try:
+        assert store.root == root
+        for name in ("browser", "downloads", "exports", "diagnostics"):
+            assert (root / name).is_dir()
+        assert store.downloads_dir == root / "downloads"
+        assert store.exports_dir == root / "exports"
+        assert store.browser_dir == root / "browser"
+        assert store.diagnostics_dir == root / "diagnostics"
+        assert (root / "cnki.lock").exists()
+        assert store.data == StoreData()
+        if os.name == "posix":
+            assert mode_of(root) == 0o700
+            assert mode_of(root / "cnki.lock") == 0o600
+        # Nothing changed yet, so nothing is written.
+        assert store.flush() is False
+        assert not (root / "research.json").exists()
+    finally:
+        store.close_sync()
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    paper = sample_paper(1)
+    store.put_paper(paper)
+    store.put_source("计算机学报", Quality(canonical_title="计算机学报", tiers=["北大核心"], state="present", parser="5"))
+    record = SearchRecord(
+        search_id="s_1", status="completed", query="文本分类", entries=[SearchEntry(record_ref=paper.record_ref, score=0.8)],
+        created_at=utc_now_iso(),
+    )
+    store.put_search(record, "cachekey")
+    store.put_operation(Operation(operation_id="op_1", kind="search", status="completed", checkpoint={"round": 2}, created_at=utc_now_iso()))
+    store.put_artifact(f"{paper.record_ref}:pdf", Artifact(state="clicked", record_ref=paper.record_ref, format="pdf"))
+    assert store.dirty
+    assert store.flush() is True
+    assert not store.dirty
+    assert store.flush() is False
+    path = tmp_path / "research.json"
+    if os.name == "posix":
+        assert mode_of(path) == 0o600
+    raw = path.read_bytes()
+    assert b"\n" not in raw  # compact
+    assert msgspec.json.decode(raw)["version"] == 5
+    assert not (tmp_path / "research.json.tmp").exists()
+    saved = store.data
+    store.close_sync()
+
+    again = Store.open(tmp_path)
+    try:
+        assert again.data == saved
+        assert again.data.operations["op_1"].checkpoint == {"round": 2}
+        assert again.data.search_cache["cachekey"].search_id == "s_1"
+        assert again.cached_search("cachekey") == record
+    finally:
+        again.close_sync()
+
+
+def test_close_flushes_pending_changes(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    store.put_paper(sample_paper(7))
+    store.close_sync()
+    assert store.closed
+    # After close nothing more is written (the lock is gone, another process may own the folder).
+    store.put_paper(sample_paper(8))
+    assert store.flush() is False
+    reopened = Store.open(tmp_path)
+    assert list(reopened.data.papers) == [sample_paper(7).record_ref]
+    reopened.close_sync()
+
+
+async def test_flush_loop_and_async_close(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "FLUSH_INTERVAL_SECONDS", 0.05)
+    store = Store.open(tmp_path)
+    await store.start()
+    store.put_paper(sample_paper(1))
+    path = tmp_path / "research.json"
+    for _ in range(100):
+        if path.exists():
+            break
+        await asyncio.sleep(0.02)
+    assert len(msgspec.json.decode(path.read_bytes(), type=StoreData).papers) == 1
+    assert store.last_flush_at
+    store.put_paper(sample_paper(2))
+    await store.close()
+    assert len(msgspec.json.decode(path.read_bytes(), type=StoreData).papers) == 2
+    # close released the lock
+    Store.open(tmp_path).close_sync()
+
+
+async def test_concurrent_async_flushes_do_not_collide(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    for n in range(200):
+        store.put_paper(sample_paper(n))
+    results = await asyncio.gather(*(store.flush_async() for _ in range(5)))
+    assert results.count(True) == 1
+    assert len(msgspec.json.decode((tmp_path / "research.json").read_bytes(), type=StoreData).papers) == 200
+    await store.close()
+
+
+def test_failed_flush_stays_dirty(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    store.put_paper(sample_paper(1))
+    blocker = tmp_path / "research.json.tmp"
+    blocker.mkdir()  # opening the temp file now fails
+    assert store.flush() is False
+    assert store.dirty
+    assert store.last_flush_error
+    assert not (tmp_path / "research.json").exists()
+    blocker.rmdir()
+    assert store.flush() is True
+    assert not store.dirty
+    assert store.last_flush_error == ""
+    store.close_sync()
+
+
+# --- unreadable stores are set aside, never lost -------------------------------------------------
+
+
+def unreadable_files(root: Path) -> list[Path]:
+    return sorted(root.glob("research.json.unreadable-*"))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"version": 5, "papers": {"rec_1": {"title": "trunc',
+        b"",
+        b"\x00\x01garbage",
+        b"[]",
+        b'{"version": 5, "papers": {"rec_1": {"title": 42}}}',
+        b'{"version": 4, "papers": {}}',
+        b'{"version": 6}',
+    ],
+)
+def test_unreadable_store_is_set_aside(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "research.json").write_bytes(content)
+    store = Store.open(tmp_path)
+    try:
+        assert store.data == StoreData()
+        aside = unreadable_files(tmp_path)
+        assert len(aside) == 1
+        assert aside[0].read_bytes() == content
+        stamp = aside[0].name.removeprefix("research.json.unreadable-")
+        datetime.strptime(stamp, "%Y%m%d-%H%M%S")
+        assert not (tmp_path / "research.json").exists()
+    finally:
+        store.close_sync()
+
+
+def test_set_aside_never_replaces_an_earlier_one(tmp_path: Path) -> None:
+    for content in (b"first broken", b"second broken", b"third broken"):
+        (tmp_path / "research.json").write_bytes(content)
+        Store.open(tmp_path).close_sync()
+    kept = sorted(path.read_bytes() for path in unreadable_files(tmp_path))
+    assert kept == [b"first broken", b"second broken", b"third broken"]
+
+
+def test_valid_store_with_unknown_fields_is_kept(tmp_path: Path) -> None:
+    content = b'{"version": 5, "papers": {"rec_1": {"record_ref": "rec_1", "title": "T", "future": 1}}, "later_map": {}}'
+    (tmp_path / "research.json").write_bytes(content)
+    store = Store.open(tmp_path)
+    assert store.data.papers["rec_1"].title == "T"
+    assert unreadable_files(tmp_path) == []
+    store.close_sync()
+
+
+# --- retention ---------------------------------------------------------------------------------
+
+
+def test_retention_trims_searches_operations_and_cache(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    base = datetime.now(timezone.utc) - timedelta(days=1)
+    for n in range(305):
+        store.put_search(SearchRecord(search_id=f"s_{n:03d}", status="completed", created_at=iso(base + timedelta(seconds=n))))
+    # Operations arrive out of order; one has no usable timestamp and counts as oldest.
+    for n in random.Random(3).sample(range(204), 204):
+        store.put_operation(Operation(operation_id=f"op_{n:03d}", kind="search", status="completed", created_at=iso(base + timedelta(seconds=n))))
+    store.put_operation(Operation(operation_id="op_bad", kind="search", status="completed", created_at="not a time"))
+    now = datetime.now(timezone.utc)
+    cache = store.data.search_cache
+    store.put_search(store.data.searches["s_304"], "fresh")
+    cache["old"] = store_module.CacheEntry(search_id="s_304", at=iso(now - timedelta(minutes=11)))
+    cache["trimmed"] = store_module.CacheEntry(search_id="s_000", at=iso(now))
+    cache["missing"] = store_module.CacheEntry(search_id="s_gone", at=iso(now))
+    cache["garbled"] = store_module.CacheEntry(search_id="s_304", at="yesterday")
+    for n in range(3):
+        store.put_paper(sample_paper(n))
+    assert store.flush() is True
+
+    saved = msgspec.json.decode((tmp_path / "research.json").read_bytes(), type=StoreData)
+    assert sorted(saved.searches) == [f"s_{n:03d}" for n in range(5, 305)]
+    assert sorted(saved.operations) == [f"op_{n:03d}" for n in range(4, 204)]
+    assert list(saved.search_cache) == ["fresh"]
+    assert len(saved.papers) == 3  # papers are never trimmed
+    assert store.cached_search("fresh") is not None
+    store.close_sync()
+
+
+def test_equal_timestamps_keep_the_latest_stored(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    stamp = utc_now_iso()
+    for n in range(203):
+        store.put_operation(Operation(operation_id=f"op_{n:03d}", kind="read", status="completed", created_at=stamp))
+    store.trim()
+    assert sorted(store.data.operations) == [f"op_{n:03d}" for n in range(3, 203)]
+    store.close_sync()
+
+
+def test_cached_search_expires(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    store.put_search(SearchRecord(search_id="s_1", status="completed"), "key")
+    at = parse_utc(store.data.search_cache["key"].at)
+    assert at is not None
+    assert store.cached_search("key", at + timedelta(minutes=9, seconds=59)) is not None
+    assert store.cached_search("key", at + timedelta(minutes=10, seconds=1)) is None
+    assert store.cached_search("other") is None
+    del store.data.searches["s_1"]
+    assert store.cached_search("key", at) is None
+    store.close_sync()
+
+
+# --- freshness ---------------------------------------------------------------------------------
+
+
+def test_detail_freshness() -> None:
+    def paper(age: timedelta, parser: str = "5") -> Paper:
+        return Paper(detail_observed_at=iso(NOW - age), detail_parser=parser)
+
+    assert detail_is_fresh(paper(timedelta(days=29, hours=23)), NOW)
+    assert not detail_is_fresh(paper(timedelta(days=30, seconds=1)), NOW)
+    assert not detail_is_fresh(paper(timedelta(days=1), parser="4"), NOW)
+    assert not detail_is_fresh(Paper(detail_parser="5"), NOW)
+    assert not detail_is_fresh(Paper(detail_parser="5", detail_observed_at="garbage"), NOW)
+
+
+def test_journal_freshness() -> None:
+    def quality(age: timedelta, state: str, parser: str = "5") -> Quality:
+        return Quality(observed_at=iso(NOW - age), state=state, parser=parser)
+
+    assert journal_is_fresh(quality(timedelta(days=6, hours=23), "present"), NOW)
+    assert not journal_is_fresh(quality(timedelta(days=7, seconds=1), "present"), NOW)
+    assert journal_is_fresh(quality(timedelta(hours=23), "unknown"), NOW)
+    assert not journal_is_fresh(quality(timedelta(days=1, seconds=1), "unknown"), NOW)
+    assert not journal_is_fresh(quality(timedelta(hours=1), "present", parser="4"), NOW)
+    assert not journal_is_fresh(Quality(state="present", parser="5"), NOW)
+
+
+# --- directory lock ------------------------------------------------------------------------------
+
+
+def test_lock_conflicts_within_one_process(tmp_path: Path) -> None:
+    first = Store.open(tmp_path)
+    with pytest.raises(CnkiError) as info:
+        Store.open(tmp_path)
+    assert info.value.code == "DATA_DIRECTORY_IN_USE"
+    assert str(tmp_path) in info.value.message
+    first.close_sync()
+    second = Store.open(tmp_path)
+    second.close_sync()
+    assert (tmp_path / "cnki.lock").exists()  # the lock file itself is never deleted
+
+
+def test_failed_open_releases_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "research.json").write_bytes(b"broken")
+
+    def refuse(src: object, dst: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(store_module.os, "rename", refuse)
+    with pytest.raises(CnkiError) as info:
+        Store.open(tmp_path)
+    assert info.value.code == "STORE_UNAVAILABLE"
+    assert (tmp_path / "research.json").read_bytes() == b"broken"
+    monkeypatch.undo()
+    store = Store.open(tmp_path)  # the lock was given back
+    store.close_sync()
+
+
+CHILD_OPEN = textwrap.dedent(
+    """
+    import sys
+    from cnki_mcp.errors import CnkiError
+    from cnki_mcp.store import Store
+    try:
+        Store.open(sys.argv[1]).close_sync()
+    except CnkiError as exc:
+        print(exc.code)
+    else:
+        print("OPENED")
+    """
+)
+
+
+def test_lock_conflicts_with_another_process(tmp_path: Path) -> None:
+    def child() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD_OPEN, str(tmp_path)],
+            capture_output=True, text=True, timeout=60, cwd=REPO,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    store = Store.open(tmp_path)
+    try:
+        assert child() == "DATA_DIRECTORY_IN_USE"
+    finally:
+        store.close_sync()
+    assert child() == "OPENED"
+
+
+def test_incoming_dir(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    path = store.incoming_dir("op_0123456789abcdef01234567")
+    assert path == tmp_path / "incoming" / "op_0123456789abcdef01234567"
+    assert path.is_dir()
+    for bad in ("../x", "a/b", "", ".."):
+        with pytest.raises(ValueError):
+            store.incoming_dir(bad)
+    store.close_sync()
+
+
+# --- crash safety ----------------------------------------------------------------------------------
+
+
+def _flush_forever(root: Path, ready_fd: int) -> None:
+    """Child body: grow the store and flush in a tight loop until killed."""
+    store = Store.open(root)
+    counter = len(store.data.papers)
+    os.write(ready_fd, b"r")
+    while True:
+        for _ in range(40):
+            store.put_paper(Paper(record_ref=f"rec_{counter:06d}", title=f"题名{counter}", abstract="摘要内容" * 60))
+            counter += 1
+        store.flush()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork and SIGKILL")
+def test_killed_mid_flush_never_breaks_research_json(tmp_path: Path) -> None:
+    rng = random.Random(2024)
+    previous = 0
+    for _ in range(30):
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            try:
+                os.close(read_fd)
+                _flush_forever(tmp_path, write_fd)
+            finally:
+                os._exit(1)
+        os.close(write_fd)
+        try:
+            assert os.read(read_fd, 1) == b"r", "child could not open the store"
+        finally:
+            os.close(read_fd)
+        # Kill at a random moment; flushes dominate the child's time, so most kills land mid-write.
+        time.sleep(rng.uniform(0.0, 0.06))
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+        path = tmp_path / "research.json"
+        if not path.exists():
+            continue
+        data = msgspec.json.decode(path.read_bytes(), type=StoreData)  # raises if torn
+        assert data.version == 5
+        count = len(data.papers)
+        # Every version is a complete prefix of the child's sequence, and never older than the last.
+        assert sorted(data.papers) == [f"rec_{n:06d}" for n in range(count)]
+        assert count >= previous
+        previous = count
+        assert unreadable_files(tmp_path) == []
+    assert previous > 0
+    # The next owner starts from the last complete version.
+    store = Store.open(tmp_path)
+    assert len(store.data.papers) == previous
+    store.close_sync()
+
+
+# --- config.json ---------------------------------------------------------------------------------
+
+
+def test_config_missing_is_default(tmp_path: Path) -> None:
+    assert load_config(tmp_path) == Config()
+    assert load_config(tmp_path / "does-not-exist") == Config()
+
+
+def test_config_reads_value_and_ignores_unknown_keys(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"browser_path": "/usr/bin/chromium", "theme": "dark"}', encoding="utf-8")
+    assert load_config(tmp_path) == Config(browser_path="/usr/bin/chromium")
+
+
+@pytest.mark.parametrize("content", ['{"browser_path": ', "not json", '{"browser_path": 3}', "[1, 2]", ""])
+def test_config_invalid(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(CnkiError) as info:
+        load_config(tmp_path)
+    assert info.value.code == "CONFIG_INVALID"
+    assert info.value.details["path"] == str(path)
+    assert str(path) in info.value.message
+
+
+def test_config_unreadable(tmp_path: Path) -> None:
+    (tmp_path / "config.json").mkdir()
+    with pytest.raises(CnkiError) as info:
+        load_config(tmp_path)
+    assert info.value.code == "CONFIG_INVALID"
+
+
+def test_save_config(tmp_path: Path) -> None:
+    root = tmp_path / "fresh"
+    save_config(root, Config(browser_path="C:\\Program Files\\Google\\Chrome\\Application\\chrome.exe"))
+    path = root / "config.json"
+    text = path.read_text(encoding="utf-8")
+    assert text == '{\n  "browser_path": "C:\\\\Program Files\\\\Google\\\\Chrome\\\\Application\\\\chrome.exe"\n}\n'
+    if os.name == "posix":
+        assert mode_of(path) == 0o600
+        assert mode_of(root) == 0o700
+    assert load_config(root).browser_path.endswith("chrome.exe")
+
+
+def test_save_config_keeps_keys_of_newer_versions(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"browser_path": "/old", "future_option": {"a": 1}}', encoding="utf-8")
+    save_config(tmp_path, Config(browser_path="/new"))
+    assert msgspec.json.decode((tmp_path / "config.json").read_bytes()) == {"browser_path": "/new", "future_option": {"a": 1}}
+    save_config(tmp_path, Config())
+    assert msgspec.json.decode((tmp_path / "config.json").read_bytes()) == {"future_option": {"a": 1}}
+
+
+# --- settings and clock ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(None, 500), ("", 500), ("1200", 1200), (" 800 ", 800), ("0", 500), ("-5", 500), ("1.5", 500), ("abc", 500)],
+)
+def test_env_positive_int(monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: int) -> None:
+    if raw is None:
+        monkeypatch.delenv("CNKI_REQUEST_INTERVAL_MS", raising=False)
+    else:
+        monkeypatch.setenv("CNKI_REQUEST_INTERVAL_MS", raw)
+    assert settings.request_interval_ms() == expected
+
+
+def test_setting_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("CNKI_REQUEST_INTERVAL_MS", "CNKI_MAX_INFLIGHT", "CNKI_WORKERS", "CNKI_INLINE_WAIT_SECONDS"):
+        monkeypatch.delenv(name, raising=False)
+    assert (settings.request_interval_ms(), settings.max_inflight(), settings.workers(), settings.inline_wait_seconds()) == (500, 6, 8, 40)
+
+
+def test_data_root_choices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CNKI_DATA_DIR", "relative/data")
+    assert settings.data_root() == tmp_path / "relative" / "data"
+    monkeypatch.setenv("CNKI_DATA_DIR", str(tmp_path / "abs"))
+    assert settings.data_root() == tmp_path / "abs"
+
+    monkeypatch.delenv("CNKI_DATA_DIR")
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "release" / "cnki-mcp"))
+    assert settings.data_root() == tmp_path / "release" / "data"
+
+    monkeypatch.setattr(sys, "frozen", False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    if sys.platform.startswith("linux"):
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+        assert settings.data_root() == tmp_path / "xdg" / "cnki-mcp"
+        monkeypatch.setenv("XDG_DATA_HOME", "relative-is-ignored")
+        assert settings.data_root() == tmp_path / "home" / ".local" / "share" / "cnki-mcp"
+        monkeypatch.delenv("XDG_DATA_HOME")
+        assert settings.data_root() == tmp_path / "home" / ".local" / "share" / "cnki-mcp"
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert settings.data_root() == tmp_path / "home" / "Library" / "Application Support" / "cnki-mcp"
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setenv("LOCALAPPDATA", str(tmp_path / "local"))
+    assert settings.data_root() == tmp_path / "local" / "cnki-mcp"
+
+
+def test_timestamps() -> None:
+    text = utc_now_iso()
+    assert text.endswith("Z") and len(text) == len("2026-11-30T01:34:16.123Z")
+    assert format_utc(NOW) == "2026-05-01T12:00:00.000Z"
+    assert parse_utc("2026-05-01T12:00:00Z") == NOW
+    assert parse_utc("2026-05-01T20:00:00+08:00") == NOW
+    assert parse_utc("2026-05-01T12:00:00.123456789Z") == NOW + timedelta(microseconds=123456)
+    assert parse_utc("2026-05-01T12:00:00") == NOW  # naive is taken as UTC
+    for bad in ("", None, "yesterday", "2026-13-01T00:00:00Z"):
+        assert parse_utc(bad) is None
+    assert age_seconds("2026-05-01T11:59:00Z", NOW) == 60
+    assert age_seconds("garbage", NOW) is None
+    # Fixed width keeps string order equal to time order.
+    assert format_utc(NOW) < format_utc(NOW + timedelta(milliseconds=1))
