@@ -236,3 +236,23 @@ class Hit(msgspec.Struct):
     channel: str
     position: int = 0
     weight: float = 0.0
+
+
+class Section(msgspec.Struct):
+    """A heading of an HTML full text; offset and length count code points of the text."""
+
+    level: int
+    title: str
+    offset: int
+    length: int
+
+
+class ReaderCoverage(msgspec.Struct):
+    """How much of the reader page the extracted text covers (read_online_html ``coverage``)."""
+
+    container: str = ""
+    dom_characters: int = 0
+    extracted_characters: int = 0
+    missing_catalog_headings: list[str] = []
+    non_text_elements: int = 0
+    scope: str = "unknown"  # unknown | partial | trial
