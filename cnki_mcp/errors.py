@@ -140,6 +140,10 @@ CATALOGUE: dict[str, Code] = {
     "CONFIG_CHANGED": Code("客户端配置文件在写入期间被其他程序修改，未做改动，请重试。"),
     "PROTOCOL_CHECK_FAILED": Code("MCP 通信检查未通过。"),
     "BROWSER_CHECK_FAILED": Code("浏览器检查未通过：无法以无界面方式启动浏览器并打开空白页。"),
+    "BROWSER_PROFILE_IN_USE": Code("专用浏览器配置目录正被另一个浏览器进程使用；请关闭那个浏览器窗口后重试。", True),
+    "RESOURCE_FAILED": Code("浏览器没能取回页面（网络错误或超时，这不代表没有访问权限）。", True),
+    "WINDOW_STATE_UNCONFIRMED": Code("浏览器窗口没有按要求切换显示状态。", True),
+    "CONTROL_NOT_ACTIONABLE": Code("页面上的目标入口一直无法点击（被遮挡、禁用或仍在移动）。", True),
 }
 
 # Errors that stop a whole batch or round instead of being recorded against one record.
