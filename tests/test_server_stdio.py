@@ -1,0 +1,194 @@
+"""Integration: the real ``python -m cnki_mcp serve`` over stdio, driven by the mcp client and by raw JSON-RPC."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
+
+from cnki_mcp import __version__, server
+from cnki_mcp.errors import CnkiError
+
+REPO = Path(__file__).resolve().parents[1]
+SERVE = [sys.executable, "-m", "cnki_mcp", "serve"]
+
+# One row per rejection; every tool appears at least once. Validation happens before the app runs,
+# so none of these depends on which tools can reach CNKI yet.
+INVALID: list[tuple[str, dict[str, Any], str]] = [
+    ("diagnostics", {"verbose": True}, "INVALID_INPUT"),
+    ("download_paper", {"record_ref": "rec_1", "title": "再论违约金调整"}, "INVALID_INPUT"),
+    ("download_paper", {"record_ref": "rec_1", "wait_seconds": 901}, "INVALID_WAIT"),
+    ("download_paper", {"record_ref": "rec_1", "format": "docx"}, "INVALID_FORMAT"),
+    ("export_citations", {"record_refs": ["rec_1"], "format": "word"}, "INVALID_FORMAT"),
+    ("export_citations", {"titles": ["题名"] * 101}, "BATCH_TOO_LARGE"),
+    ("get_metadata", {"record_refs": ["rec_1"] * 101}, "BATCH_TOO_LARGE"),
+    ("get_metadata", {"search_id": "op_1", "scope": "all"}, "INVALID_SCOPE"),
+    ("link_references", {}, "INVALID_INPUT"),
+    ("link_references", {"text": "字" * 180_000}, "INPUT_TOO_LARGE"),
+    ("login", {"remote_access_url": "http://vpn.example.edu.cn/"}, "INVALID_LOGIN_URL"),
+    ("operation_control", {"action": "stop"}, "INVALID_ACTION"),
+    ("operation_status", {"wait_seconds": "10"}, "INVALID_INPUT"),
+    ("read_online_html", {}, "INVALID_INPUT"),
+    ("read_online_html", {"record_ref": "rec_1", "max_characters": 200_001}, "INVALID_LIMIT"),
+    ("search", {"query": "物理", "options": {"metadata": "full"}}, "INVALID_METADATA"),
+    ("search", {"query": "   "}, "INVALID_QUERY"),
+    ("search", {"query": "物理", "limit": 101}, "INVALID_LIMIT"),
+    ("search", {"query": "物理", "concept_groups": [["词"]] * 9}, "INVALID_PLAN"),
+    ("search", {"query": "物理", "bogus": 1}, "INVALID_INPUT"),
+    ("search_results", {"search_id": "op_1", "view": "full"}, "INVALID_VIEW"),
+    ("search_results", {"search_id": "missing"}, "SEARCH_NOT_FOUND"),
+    ("session_status", {"refresh": "yes"}, "INVALID_INPUT"),
+    ("structured_search", {"expression": "title=违约金"}, "INVALID_INPUT"),
+    ("structured_search", {"expression": {"field": "title", "value": "违约金"}, "sort": "newest"}, "INVALID_SORT"),
+    ("no_such_tool", {}, "UNKNOWN_TOOL"),
+]
+
+
+def params(data_dir: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=SERVE[0], args=SERVE[1:], env={"CNKI_DATA_DIR": str(data_dir)}, cwd=REPO)
+
+
+def payload(result: Any) -> dict[str, Any]:
+    assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
+    data = json.loads(result.content[0].text)
+    assert data == result.structured_content
+    return data
+
+
+def test_the_table_covers_every_tool() -> None:
+    assert {t.name for t in server.TOOLS} <= {tool for tool, _, _ in INVALID}
+
+
+async def test_default_sdk_handshake(tmp_path: Path) -> None:
+    async with Client(params(tmp_path), read_timeout_seconds=20) as client:
+        tools = (await client.list_tools()).tools
+        diagnostics = payload(await client.call_tool("diagnostics", {}))
+    assert len(tools) == 13
+    assert diagnostics["version"] == __version__
+    assert diagnostics["data_dir"] == str(tmp_path)
+    assert not (tmp_path / "browser").exists()
+
+
+async def test_legacy_handshake_round_trip_and_invalid_table(tmp_path: Path) -> None:
+    failures: list[str] = []
+    async with Client(params(tmp_path), mode="legacy", read_timeout_seconds=20) as client:
+        assert client.protocol_version.startswith("2025-")
+        assert client.server_info is not None and client.server_info.name == "cnki"
+        assert client.instructions == server.guide_text()
+
+        tools = (await client.list_tools()).tools
+        assert [t.name for t in tools] == sorted(t.name for t in server.TOOLS)
+
+        guide = await client.read_resource("cnki://guide")
+        assert guide.contents[0].text == server.guide_text()
+
+        prompts = {p.name for p in (await client.list_prompts()).prompts}
+        assert prompts == {"research_topic", "literature_review"}
+        research = await client.get_prompt("research_topic", {"topic": "分层作业"})
+        review = await client.get_prompt("literature_review", {"topic": "分层作业"})
+        assert research.messages[0].content.text == "深度检索以下研究问题：分层作业"
+        assert review.messages[0].content.text.endswith("逐项链接证据：分层作业")
+
+        assert payload(await client.call_tool("diagnostics", {}))["version"] == __version__
+
+        for tool, arguments, code in INVALID:
+            result = await client.call_tool(tool, arguments)
+            data = payload(result)
+            got = [e.get("code") for e in data.get("errors", [])]
+            if not (result.is_error and data.get("status") == "failed" and got == [code]):
+                failures.append(f"{tool} {arguments!r:.80}: expected {code}, got isError={result.is_error} {got}")
+
+        # Still serving after the whole table, and validation never launched the browser
+        # (search_results did open the store, so diagnostics now reports it).
+        after = payload(await client.call_tool("diagnostics", {}))
+    assert not failures, "\n".join(failures)
+    assert after["status"] == "completed"
+    assert "store" in after and after["browser"]["running"] is False
+
+
+async def _read_message(stdout: asyncio.StreamReader) -> dict[str, Any]:
+    line = await asyncio.wait_for(stdout.readline(), timeout=20)
+    assert line, "the server closed stdout"
+    return json.loads(line)
+
+
+async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
+    with open(tmp_path / "stderr.txt", "wb") as errlog:
+        proc = await asyncio.create_subprocess_exec(
+            *SERVE,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=errlog,
+            cwd=REPO,
+            env={**_base_env(), "CNKI_DATA_DIR": str(tmp_path / "data")},
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+
+        def send(message: dict[str, Any] | str) -> None:
+            text = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
+            proc.stdin.write(text.encode("utf-8") + b"\n")
+
+        try:
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+                }
+            )
+            init = await _read_message(proc.stdout)
+            assert init["id"] == 1
+            assert init["result"]["protocolVersion"] == "2025-06-18"
+            assert init["result"]["serverInfo"]["name"] == "cnki"
+            assert init["result"]["instructions"] == server.guide_text()
+            assert {"tools", "resources", "prompts"} <= set(init["result"]["capabilities"])
+
+            send("this is not json {{{")
+            send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+            send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "search", "arguments": {"query": ""}}})
+            answers: dict[int, dict[str, Any]] = {}
+            while len(answers) < 2:
+                message = await _read_message(proc.stdout)
+                if message.get("id") in (2, 3):
+                    answers[message["id"]] = message
+            listed = answers[2]["result"]["tools"]
+            assert len(listed) == 13
+            assert all(set(t["annotations"]) == {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} for t in listed)
+            call = answers[3]["result"]
+            assert call["isError"] is True
+            assert call["structuredContent"]["errors"][0]["code"] == "INVALID_QUERY"
+            assert json.loads(call["content"][0]["text"]) == call["structuredContent"]
+        finally:
+            proc.stdin.close()
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=15)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+                pytest.fail("the server did not stop after stdin closed")
+
+
+def _base_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "CNKI_DATA_DIR"}
+
+
+async def test_protocol_probe_passes_against_the_real_server() -> None:
+    report = await server.protocol_probe([sys.executable, "-m", "cnki_mcp"], timeout=30)
+    assert report == {"passed": True, "transport": "stdio", "tools": 13, "version": __version__, "browser_started": False}
+
+
+async def test_protocol_probe_reports_a_child_that_is_not_a_server() -> None:
+    with pytest.raises(CnkiError) as caught:
+        await server.protocol_probe([sys.executable, "-c", "import sys; print('你好', file=sys.stderr)"], timeout=10)
+    assert caught.value.code == "PROTOCOL_CHECK_FAILED"
+    assert "你好" in caught.value.message  # the child's own output explains the failure
