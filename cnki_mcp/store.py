@@ -231,6 +231,10 @@ class Store:
         self._dirty = False
         self._closed = False
         self._write_lock = threading.Lock()
+        # Snapshot numbers: a write never replaces a newer snapshot with an older one, even if a
+        # cancelled flush's thread reaches the disk after the next flush's thread.
+        self._snapshot = 0
+        self._written = 0
         self._flush_lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -349,20 +353,25 @@ class Store:
             if entry.search_id not in data.searches or age is None or age > SEARCH_CACHE_TTL_SECONDS:
                 del data.search_cache[key]
 
-    def _prepare(self) -> bytes:
+    def _prepare(self) -> tuple[int, bytes]:
         self.trim()
         self._dirty = False
         try:
-            return _ENCODER.encode(self.data)
+            payload = _ENCODER.encode(self.data)
         except BaseException:
             self._dirty = True
             raise
+        self._snapshot += 1
+        return self._snapshot, payload
 
-    def _write(self, payload: bytes) -> bool:
-        """Replace research.json with ``payload`` atomically; on failure stay dirty and log."""
+    def _write(self, snapshot: tuple[int, bytes]) -> bool:
+        """Replace research.json with the snapshot atomically; on failure stay dirty and log."""
+        number, payload = snapshot
         path = self.research_path
         temp = path.with_name(RESEARCH_FILE + ".tmp")
         with self._write_lock:
+            if number < self._written:
+                return False
             try:
                 fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o600)
                 try:
@@ -381,6 +390,7 @@ class Store:
                 self.last_flush_error = f"{type(exc).__name__}: {exc}"
                 log.error("could not write %s (will retry): %s", path, exc)
                 return False
+            self._written = number
             self.last_flush_at = utc_now_iso()
             self.last_flush_error = ""
             return True
@@ -396,8 +406,8 @@ class Store:
         async with self._flush_lock:
             if self._closed or not self._dirty:
                 return False
-            payload = self._prepare()
-            return await asyncio.to_thread(self._write, payload)
+            snapshot = self._prepare()
+            return await asyncio.to_thread(self._write, snapshot)
 
     async def start(self) -> None:
         """Start the background flush loop (every 2 s while the store is open)."""
@@ -420,12 +430,13 @@ class Store:
         """Stop the loop, flush a last time and release the directory lock."""
         if self._closed:
             return
-        if self._task is not None:
+        task, self._task = self._task, None
+        if task is not None:
             self._stop.set()
-            try:
-                await self._task
-            finally:
-                self._task = None
+            # wait() rather than await: a loop task cancelled at shutdown must not skip the final flush.
+            await asyncio.wait([task])
+            if not task.cancelled() and task.exception() is not None:
+                log.error("store flush loop ended with an error", exc_info=task.exception())
         try:
             await self.flush_async()
         finally:

@@ -156,6 +156,28 @@ async def test_flush_loop_and_async_close(tmp_path: Path, monkeypatch: pytest.Mo
     Store.open(tmp_path).close_sync()
 
 
+async def test_close_after_the_loop_was_cancelled_still_flushes(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    await store.start()
+    store._task.cancel()  # what asyncio.run does to leftover tasks at shutdown
+    await asyncio.sleep(0)
+    store.put_paper(sample_paper(3))
+    await store.close()
+    assert len(msgspec.json.decode((tmp_path / "research.json").read_bytes(), type=StoreData).papers) == 1
+
+
+def test_an_older_snapshot_never_replaces_a_newer_one(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    store.put_paper(sample_paper(1))
+    older = store._prepare()
+    store.put_paper(sample_paper(2))
+    newer = store._prepare()
+    assert store._write(newer) is True
+    assert store._write(older) is False  # a late thread from a cancelled flush
+    assert len(msgspec.json.decode((tmp_path / "research.json").read_bytes(), type=StoreData).papers) == 2
+    store.close_sync()
+
+
 async def test_concurrent_async_flushes_do_not_collide(tmp_path: Path) -> None:
     store = Store.open(tmp_path)
     for n in range(200):
