@@ -1,7 +1,7 @@
 """Tool arguments: one msgspec Struct per tool, and ``parse`` that converts, validates and fills defaults.
 
-``parse(tool, raw)`` is the only entry point. It rejects unknown fields and wrong types with
-``INVALID_INPUT``, then applies the range and enum rules of each tool in the documented order and
+``parse(tool, raw)`` is the only entry point. It rejects unknown fields, wrong types and missing
+required fields with ``INVALID_INPUT`` (null on an optional field counts as not given), then applies the range and enum rules of each tool in the documented order and
 raises the precise code (``INVALID_QUERY``, ``INVALID_LIMIT`` …) with a Chinese message that names the
 field. What it returns is complete: an omitted value, and 0 or "" where the contract says "0 means the
 default", already carry the documented default, so later code never re-applies defaults.
@@ -81,7 +81,7 @@ METADATA_FIELDS = frozenset(
 # --- the Structs -----------------------------------------------------------------------------------
 
 
-class _Args(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+class _Args(msgspec.Struct, forbid_unknown_fields=True):
     """Base of every tool's arguments."""
 
 
@@ -212,9 +212,6 @@ ARGUMENT_TYPES: dict[str, type[_Args]] = {
     "structured_search": StructuredSearchArgs,
 }
 
-# Array fields the contract types as ["null","array"]: null means "not given".
-_NULLABLE_ARRAYS = frozenset({"record_refs", "titles", "fields", "concept_groups"})
-
 
 # --- entry point -----------------------------------------------------------------------------------
 
@@ -228,20 +225,26 @@ def parse(tool: str, raw: dict[str, Any] | None) -> _Args:
         raw = {}
     if not isinstance(raw, dict):
         raise CnkiError("INVALID_INPUT", "参数必须是一个 JSON 对象。")
+    given = _without_nulls(raw, kind)
     try:
-        args = msgspec.convert(_drop_null_arrays(raw), kind)
+        args = msgspec.convert(given, kind)
     except msgspec.ValidationError as exc:
         raise _structural_error(str(exc), kind) from None
-    _VALIDATORS[tool](args, raw)
+    _VALIDATORS[tool](args, given)
     return args
 
 
-def _drop_null_arrays(raw: dict[str, Any]) -> dict[str, Any]:
-    cleaned = {k: v for k, v in raw.items() if not (v is None and k in _NULLABLE_ARRAYS)}
-    groups = cleaned.get("concept_groups")
+def _without_nulls(raw: dict[str, Any], kind: type[_Args]) -> dict[str, Any]:
+    """null on an optional field means "not given" (many clients send it for unset parameters)."""
+    required = {f.encode_name for f in msgspec.structs.fields(kind) if f.required}
+    given = {k: v for k, v in raw.items() if v is not None or k in required}
+    if isinstance(given.get("options"), dict):
+        given["options"] = {k: v for k, v in given["options"].items() if v is not None}
+    groups = given.get("concept_groups")
     if isinstance(groups, list):
-        cleaned["concept_groups"] = [[] if g is None else g for g in groups]
-    return cleaned
+        # The contract types each group as ["null","array"]; a null group is an empty one.
+        given["concept_groups"] = [[] if g is None else g for g in groups]
+    return given
 
 
 _TYPE_NAMES = {
@@ -273,8 +276,9 @@ def _type_name(name: str) -> str:
 def _structural_error(text: str, kind: type[_Args]) -> CnkiError:
     if m := _UNKNOWN.search(text):
         field = _path(m["at"], m["field"])
-        known = "、".join(f.encode_name for f in msgspec.structs.fields(kind))
-        if m["at"]:
+        where = {"": kind, "options": SearchOptions}.get(_path(m["at"]))
+        known = "、".join(f.encode_name for f in msgspec.structs.fields(where)) if where else ""
+        if where is None:
             hint = ""
         else:
             hint = f"可用参数：{known}。" if known else "这个工具不需要参数。"

@@ -124,11 +124,15 @@ def test_zero_and_empty_mean_the_default() -> None:
     assert parse("export_citations", {"record_refs": ["r"], "format": "", "scope": ""}).format == "gbt7714"
 
 
-def test_none_arguments_and_null_arrays_mean_not_given() -> None:
+def test_none_arguments_and_null_optional_values_mean_not_given() -> None:
     assert parse("diagnostics", None) == DiagnosticsArgs()
-    args = parse("get_metadata", {"record_refs": None, "titles": ["题名"], "fields": None})
-    assert args.record_refs == [] and args.fields == [] and args.titles == ["题名"]
+    args = parse("get_metadata", {"record_refs": None, "titles": ["题名"], "fields": None, "limit": None})
+    assert args.record_refs == [] and args.fields == [] and args.titles == ["题名"] and args.limit == 50
     assert parse("search", {"query": "q", "concept_groups": None}).concept_groups == []
+    assert parse("search", {"query": "q", "options": None, "mode": None}) == parse("search", {"query": "q"})
+    assert parse("search", {"query": "q", "options": {"max_pages": None}}).options.max_pages == 5
+    structured = parse("structured_search", {"expression": EXPR, "limit": 10, "options": {"candidate_target": None}})
+    assert structured.options.candidate_target == 10
 
 
 def test_explicit_values_are_kept() -> None:
@@ -245,7 +249,9 @@ INVALID: list[tuple[str, Any, str]] = [
     ("search", {"query": None}, "INVALID_INPUT"),
     ("search", {"query": "q", "bogus": 1}, "INVALID_INPUT"),
     ("search", {"query": "q", "options": {"pages": 3}}, "INVALID_INPUT"),
-    ("search", {"query": "q", "options": None}, "INVALID_INPUT"),
+    ("search", {"query": "q", "options": []}, "INVALID_INPUT"),
+    ("search_results", {"search_id": None}, "INVALID_INPUT"),
+    ("operation_control", {"action": None}, "INVALID_INPUT"),
     ("search", {"query": "q", "limit": "10"}, "INVALID_INPUT"),
     ("search", {"query": "q", "limit": 10.0}, "INVALID_INPUT"),
     ("search", {"query": "q", "limit": True}, "INVALID_INPUT"),
@@ -422,6 +428,12 @@ def test_unknown_top_level_field_lists_the_accepted_ones() -> None:
     with pytest.raises(CnkiError) as caught:
         parse("operation_status", {"id": "op_1"})
     assert "operation_id" in caught.value.message and "wait_seconds" in caught.value.message
+
+
+def test_unknown_option_lists_the_accepted_options() -> None:
+    with pytest.raises(CnkiError) as caught:
+        parse("search", {"query": "q", "options": {"pages": 3}})
+    assert "options.pages" in caught.value.message and "max_pages" in caught.value.message
 
 
 def test_fields_selection_knows_the_public_paper_fields() -> None:

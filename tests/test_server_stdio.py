@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -177,8 +178,6 @@ async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
 
 
 def _base_env() -> dict[str, str]:
-    import os
-
     return {k: v for k, v in os.environ.items() if k != "CNKI_DATA_DIR"}
 
 
