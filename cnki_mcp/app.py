@@ -7,6 +7,7 @@ nothing starts a browser before a tool needs CNKI.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import platform
@@ -74,7 +75,8 @@ class App:
 
     async def store(self) -> Store:
         if self._store is None:
-            store = Store.open(self.root)
+            # Reading a large research.json takes a few hundred ms: keep the event loop free meanwhile.
+            store = await asyncio.to_thread(Store.open, self.root)
             await store.start()
             self._store = store
             self._jobs = Jobs(store)
