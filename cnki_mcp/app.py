@@ -60,6 +60,7 @@ class App:
         self.config: Config = load_config(self.root)
         self._store: Store | None = None
         self._jobs: Jobs | None = None
+        self._opening = asyncio.Lock()  # concurrent first calls must not open the store twice
         self._session = SessionState()
         self._handlers: dict[str, Handler] = {
             "diagnostics": self.diagnostics,
@@ -74,12 +75,13 @@ class App:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def store(self) -> Store:
-        if self._store is None:
-            # Reading a large research.json takes a few hundred ms: keep the event loop free meanwhile.
-            store = await asyncio.to_thread(Store.open, self.root)
-            await store.start()
-            self._store = store
-            self._jobs = Jobs(store)
+        async with self._opening:
+            if self._store is None:
+                # Reading a large research.json takes a few hundred ms: keep the event loop free meanwhile.
+                store = await asyncio.to_thread(Store.open, self.root)
+                await store.start()
+                self._store = store
+                self._jobs = Jobs(store)
         return self._store
 
     async def jobs(self) -> Jobs:
