@@ -563,7 +563,8 @@ async def schema_document() -> dict[str, Any]:
 async def protocol_probe(command: list[str], timeout: float = 15.0) -> dict[str, Any]:
     """Spawn ``command serve`` on a fresh data directory and check a real stdio MCP round trip.
 
-    Raises CnkiError("PROTOCOL_CHECK_FAILED") with the cause when any step fails.
+    ``command`` may already end with ``serve`` (as a client configuration's argv does). Raises
+    CnkiError("PROTOCOL_CHECK_FAILED") with the cause when any step fails.
     """
     data_dir = Path(tempfile.mkdtemp(prefix="cnki-protocol-"))
     try:
@@ -600,9 +601,10 @@ def _probe_failure(cause: str, child_log: Any) -> CnkiError:
 
 
 async def _probe(command: list[str], data_dir: Path, child_log: Any) -> dict[str, Any]:
+    argv = command if command[-1:] == ["serve"] else [*command, "serve"]
     params = StdioServerParameters(
-        command=command[0],
-        args=[*command[1:], "serve"],
+        command=argv[0],
+        args=argv[1:],
         env={**os.environ, "CNKI_DATA_DIR": str(data_dir)},
     )
     client_info = Implementation(name="cnki-doctor", version=__version__)
