@@ -1,0 +1,674 @@
+"""The client registry, snippets, import links, config paths and safe config merges."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+import sys
+import tomllib
+from pathlib import Path
+from urllib.parse import parse_qs, unquote_plus, urlsplit
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cnki_mcp import clients
+from cnki_mcp.errors import CnkiError
+
+CMD = ["/p/cnki-mcp", "serve"]
+ROOT = "/p/data"
+# Backslashes, spaces, CJK, quotes and HTML characters: everything a path can make hard to quote.
+NASTY_CMD = ["C:\\Program Files\\知网 & <工具>\\cnki-mcp.exe", "serve"]
+NASTY_ROOT = "C:\\Users\\张 三\\data \"x\""
+
+REGISTRY_ORDER = [
+    "claude-desktop", "claude-code", "codex", "cursor", "gemini", "dsh-desktop", "dsh-web", "workbuddy",
+    "zcode", "kimi-code", "codebuddy", "qwen-code", "qoder-cli", "qoder", "trae", "trae-cn", "lingma",
+    "codebuddy-ide", "comate", "chatbox", "cherry-studio", "vscode", "windsurf", "cline", "roo", "lobehub",
+    "generic",
+]
+WRITE_CLIENTS = [c.id for c in clients.CLIENTS if c.mode == "write"]
+JSON_WRITE_CLIENTS = [c.id for c in clients.CLIENTS if c.mode == "write" and c.format == "json"]
+
+
+def parse_snippet(client_id: str, text: str) -> dict:
+    """The server entry a snippet carries, parsed with that format's own parser."""
+    client = clients.get_client(client_id)
+    if client.format == "toml":
+        return tomllib.loads(text)["mcp_servers"]["cnki"]
+    if client.format == "yaml":
+        (patch,) = yaml.safe_load(text)
+        (item,) = patch["insert"]
+        assert item["id"] == "mcp-cnki" and item["name"] == "@deepseek-ai/dsh-mcp-client"
+        return item["config"]
+    node = json.loads(text)
+    for key in client.key_path:
+        node = node[key]
+    assert list(node) == ["cnki"]
+    return node["cnki"]
+
+
+# --- registry --------------------------------------------------------------------------------------
+
+
+def test_registry_has_the_27_clients_in_menu_order() -> None:
+    assert [c.id for c in clients.CLIENTS] == REGISTRY_ORDER
+    modes = {mode: [c.id for c in clients.CLIENTS if c.mode == mode] for mode in ("write", "link", "paste")}
+    assert modes["link"] == ["qoder", "trae", "chatbox", "cherry-studio"]
+    assert len(modes["write"]) == 13 and len(modes["paste"]) == 10
+    for client in clients.CLIENTS:
+        assert (client.link is not None) == (client.mode == "link")
+        assert (client.location is not None) == (client.mode == "write")
+        assert client.mode == "write" or client.hint, client.id
+
+
+def test_unknown_client_is_reported() -> None:
+    with pytest.raises(CnkiError) as caught:
+        clients.get_client("notepad")
+    assert caught.value.code == "UNKNOWN_CLIENT" and "notepad" in caught.value.message
+
+
+# --- snippets --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("client_id", REGISTRY_ORDER)
+@pytest.mark.parametrize(("command", "root"), [(CMD, ROOT), (NASTY_CMD, NASTY_ROOT)])
+def test_every_snippet_parses_and_carries_the_entry(client_id: str, command: list[str], root: str) -> None:
+    text = clients.snippet(client_id, root, command)
+    assert text.endswith("\n") and not text.endswith("\n\n")
+    parsed = parse_snippet(client_id, text)
+    assert parsed["command"] == command[0]
+    assert parsed["args"] == command[1:]
+    assert parsed["env"] == {"CNKI_DATA_DIR": root}
+    expected_extras = dict(clients.get_client(client_id).extras)
+    for key, value in expected_extras.items():
+        assert parsed[key] == value
+    if clients.get_client(client_id).format == "json":
+        assert parsed == clients.entry(client_id, root, command)
+
+
+def test_snippet_formats_are_exact() -> None:
+    assert clients.snippet("cursor", ROOT, CMD) == (
+        '{\n  "mcpServers": {\n    "cnki": {\n      "args": [\n        "serve"\n      ],\n'
+        '      "command": "/p/cnki-mcp",\n      "env": {\n        "CNKI_DATA_DIR": "/p/data"\n      },\n'
+        '      "type": "stdio"\n    }\n  }\n}\n'
+    )
+    assert clients.snippet("codex", ROOT, CMD) == (
+        '[mcp_servers.cnki]\ncommand = "/p/cnki-mcp"\nargs = ["serve"]\nstartup_timeout_sec = 30\n'
+        'tool_timeout_sec = 900\n\n[mcp_servers.cnki.env]\nCNKI_DATA_DIR = "/p/data"\n'
+    )
+    dsh = clients.snippet("dsh-desktop", ROOT, CMD)
+    assert dsh == clients.snippet("dsh-web", ROOT, CMD)
+    assert dsh.splitlines() == [
+        "# CNKI Enhanced MCP",
+        "- insert:",
+        "    - id: mcp-cnki",
+        "      name: '@deepseek-ai/dsh-mcp-client'",
+        "      config:",
+        "        serverName: cnki",
+        "        transport: stdio",
+        '        command: "/p/cnki-mcp"',
+        '        args: ["serve"]',
+        '        env: {"CNKI_DATA_DIR":"/p/data"}',
+        "        toolCallTimeoutMs: 900000",
+        "        failOnStartupError: false",
+    ]
+    assert json.loads(clients.snippet("zcode", ROOT, CMD))["mcp"]["servers"]["cnki"]["type"] == "stdio"
+    assert list(json.loads(clients.snippet("vscode", ROOT, CMD))) == ["servers"]
+    cline = json.loads(clients.snippet("cline", ROOT, CMD))["mcpServers"]["cnki"]
+    assert list(cline) == ["args", "command", "disabled", "env", "timeout"]  # Go-style sorted keys
+    assert cline["timeout"] == 900 and cline["disabled"] is False
+    assert json.loads(clients.snippet("gemini", ROOT, CMD))["mcpServers"]["cnki"]["timeout"] == 900000
+
+
+def test_json_snippets_escape_html_characters_like_the_reference() -> None:
+    text = clients.snippet("generic", "/a&b/<c>", CMD)
+    assert "\\u0026" in text and "\\u003c" in text and "&" not in text and "<" not in text
+    assert json.loads(text)["mcpServers"]["cnki"]["env"]["CNKI_DATA_DIR"] == "/a&b/<c>"
+    assert "张" in clients.snippet("generic", "/张", CMD)  # non-ASCII stays readable
+
+
+def test_windows_backslashes_are_doubled_in_toml() -> None:
+    text = clients.snippet("codex", "C:\\d", ["C:\\p\\cnki-mcp.exe", "serve"])
+    assert 'command = "C:\\\\p\\\\cnki-mcp.exe"' in text
+    assert tomllib.loads(text)["mcp_servers"]["cnki"]["command"] == "C:\\p\\cnki-mcp.exe"
+
+
+# --- server command --------------------------------------------------------------------------------
+
+
+def test_server_command_prefers_the_console_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    python.write_text("")
+    monkeypatch.setattr(sys, "executable", str(python))
+    assert clients.server_command() == [str(python), "-m", "cnki_mcp", "serve"]
+    script = tmp_path / "bin" / ("cnki-mcp.exe" if sys.platform == "win32" else "cnki-mcp")
+    script.write_text("")
+    assert clients.server_command() == [str(script), "serve"]
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert clients.server_command() == [str(python), "serve"]
+
+
+def test_entry_uses_the_running_server_command_by_default() -> None:
+    command = clients.server_command()
+    assert os.path.isabs(command[0]) and command[-1] == "serve"
+    value = clients.entry("cursor", ROOT)
+    assert [value["command"], *value["args"]] == command
+
+
+# --- import links ----------------------------------------------------------------------------------
+
+
+def test_import_links_match_the_reference_vectors() -> None:
+    assert clients.import_link("trae", ROOT, CMD) == (
+        "trae://trae.ai-ide/mcp-import?type=stdio&name=cnki&config=eyJhcmdzIjpbInNlcnZlIl0sImNvbW1hbmQiOiIvcC9jbmt"
+        "pLW1jcCIsImVudiI6eyJDTktJX0RBVEFfRElSIjoiL3AvZGF0YSJ9fQ%3D%3D"
+    )
+    assert clients.import_link("chatbox", ROOT, CMD) == (
+        "chatbox://mcp/install?server=eyJhcmdzIjpbInNlcnZlIl0sImNvbW1hbmQiOiIvcC9jbmtpLW1jcCIsImVudiI6eyJDTktJX0RB"
+        "VEFfRElSIjoiL3AvZGF0YSJ9LCJuYW1lIjoiY25raSJ9"
+    )
+    assert clients.import_link("cherry-studio", ROOT, CMD) == (
+        "cherrystudio://mcp/install?servers=eyJtY3BTZXJ2ZXJzIjp7ImNua2kiOnsiYXJncyI6WyJzZXJ2ZSJdLCJjb21tYW5kIjoiL3"
+        "AvY25raS1tY3AiLCJlbnYiOnsiQ05LSV9EQVRBX0RJUiI6Ii9wL2RhdGEifX19fQ%3D%3D"
+    )
+    assert clients.import_link("qoder", ROOT, CMD) == (
+        "qoder://aicoding.aicoding-deeplink/mcp/add?name=cnki&config=JTdCJTIyYXJncyUyMiUzQSU1QiUyMnNlcnZlJTIyJTVEJT"
+        "JDJTIyY29tbWFuZCUyMiUzQSUyMiUyRnAlMkZjbmtpLW1jcCUyMiUyQyUyMmVudiUyMiUzQSU3QiUyMkNOS0lfREFUQV9ESVIlMjIlM0El"
+        "MjIlMkZwJTJGZGF0YSUyMiU3RCU3RA%3D%3D"
+    )
+    assert [c for c in REGISTRY_ORDER if clients.import_link(c, ROOT, CMD)] == [
+        "qoder", "trae", "chatbox", "cherry-studio"
+    ]
+
+
+@pytest.mark.parametrize(("client_id", "param"), [
+    ("qoder", "config"), ("trae", "config"), ("chatbox", "server"), ("cherry-studio", "servers"),
+])
+def test_import_links_decode_back_to_the_entry(client_id: str, param: str) -> None:
+    link = clients.import_link(client_id, NASTY_ROOT, NASTY_CMD)
+    assert link is not None and " " not in link
+    (raw,) = parse_qs(urlsplit(link).query)[param]
+    decoded = base64.b64decode(raw, validate=True).decode("utf-8")
+    if client_id == "qoder":
+        decoded = unquote_plus(decoded)
+    payload = json.loads(decoded)
+    expected = clients.entry(client_id, NASTY_ROOT, NASTY_CMD)
+    if client_id == "chatbox":
+        assert payload.pop("name") == "cnki"
+    if client_id == "cherry-studio":
+        payload = payload["mcpServers"]["cnki"]
+    assert payload == expected
+
+
+# --- config paths ----------------------------------------------------------------------------------
+
+HOME_PATHS = {
+    "claude-code": (".claude.json",),
+    "codex": (".codex", "config.toml"),
+    "cursor": (".cursor", "mcp.json"),
+    "gemini": (".gemini", "settings.json"),
+    "dsh-desktop": (".dsh", "profiles", "desktop", "cordis.patch.yml"),
+    "dsh-web": (".dsh", "profiles", "web", "cordis.patch.yml"),
+    "workbuddy": (".workbuddy", "mcp.json"),
+    "zcode": (".zcode", "cli", "config.json"),
+    "kimi-code": (".kimi-code", "mcp.json"),
+    "codebuddy": (".codebuddy", ".mcp.json"),
+    "qwen-code": (".qwen", "settings.json"),
+    "qoder-cli": (".qoder", "settings.json"),
+}
+
+
+@pytest.mark.parametrize("os_name", ["darwin", "windows", "linux"])
+def test_config_paths_per_os(os_name: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for client_id, parts in HOME_PATHS.items():
+        assert clients.config_path(client_id, os_name, env={}, home=home) == home.joinpath(*parts)
+    for client in clients.CLIENTS:
+        if client.mode != "write":
+            assert clients.config_path(client.id, os_name, env={}, home=home) is None
+    desktop = clients.config_path("claude-desktop", os_name, env={}, home=home)
+    if os_name == "darwin":
+        assert desktop == home / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
+    elif os_name == "windows":
+        assert desktop == home / "AppData" / "Roaming" / "Claude" / "claude_desktop_config.json"
+        roaming = tmp_path / "roaming"
+        assert clients.config_path("claude-desktop", "windows", env={"APPDATA": str(roaming)}, home=home) == (
+            roaming / "Claude" / "claude_desktop_config.json"
+        )
+    else:
+        assert desktop is None
+
+
+@pytest.mark.parametrize("os_name", ["darwin", "windows", "linux"])
+def test_config_path_environment_overrides(os_name: str, tmp_path: Path) -> None:
+    env = {
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+        "CODEX_HOME": str(tmp_path / "codex"),
+        "KIMI_CODE_HOME": str(tmp_path / "kimi"),
+        "DSH_HOME": str(tmp_path / "dsh"),
+    }
+    home = tmp_path / "home"
+    assert clients.config_path("claude-code", os_name, env, home) == tmp_path / "claude" / ".claude.json"
+    assert clients.config_path("codex", os_name, env, home) == tmp_path / "codex" / "config.toml"
+    assert clients.config_path("kimi-code", os_name, env, home) == tmp_path / "kimi" / "mcp.json"
+    assert clients.config_path("dsh-web", os_name, env, home) == (
+        tmp_path / "dsh" / "profiles" / "web" / "cordis.patch.yml"
+    )
+    assert clients.config_path("cursor", os_name, env, home) == home / ".cursor" / "mcp.json"
+    # An empty override counts as unset.
+    assert clients.config_path("codex", os_name, {"CODEX_HOME": " "}, home) == home / ".codex" / "config.toml"
+
+
+def test_home_comes_from_the_environment(tmp_path: Path) -> None:
+    assert clients.config_path("cursor", "linux", {"HOME": str(tmp_path)}) == tmp_path / ".cursor" / "mcp.json"
+    assert clients.config_path("cursor", "windows", {"USERPROFILE": str(tmp_path), "HOME": "/elsewhere"}) == (
+        tmp_path / ".cursor" / "mcp.json"
+    )
+
+
+def test_app_data_dir_per_os(tmp_path: Path) -> None:
+    home = tmp_path
+    assert clients.app_data_dir("linux", {}, home) == home / ".config"
+    assert clients.app_data_dir("linux", {"XDG_CONFIG_HOME": str(tmp_path / "x")}, home) == tmp_path / "x"
+    assert clients.app_data_dir("linux", {"XDG_CONFIG_HOME": "relative"}, home) == home / ".config"
+    assert clients.app_data_dir("macos", {}, home) == home / "Library" / "Application Support"
+    assert clients.app_data_dir("win32", {"APPDATA": str(tmp_path / "r")}, home) == tmp_path / "r"
+
+
+def test_how_configured_labels() -> None:
+    assert clients.how_configured("cursor", "linux") == "可自动写入"
+    assert clients.how_configured("claude-desktop", "linux") == "粘贴配置"
+    assert clients.how_configured("claude-desktop", "darwin") == "可自动写入"
+    assert clients.how_configured("dsh-web", "linux").startswith("可自动写入（需先运行过一次")
+    assert clients.how_configured("trae", "linux") == "一键导入链接"
+    assert clients.how_configured("vscode", "windows") == "粘贴配置"
+
+
+# --- writing configs: every write client ------------------------------------------------------------
+
+
+def _backups(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(path.name + ".cnki-backup-*"))
+
+
+def _leftovers(path: Path) -> list[Path]:
+    return [p for p in path.parent.iterdir() if p.name.startswith(path.name + ".cnki-") and "backup" not in p.name]
+
+
+@pytest.mark.parametrize("client_id", WRITE_CLIENTS)
+def test_every_write_client_gets_a_parsable_config(client_id: str, tmp_path: Path) -> None:
+    path = clients.config_path(client_id, "linux", env={}, home=tmp_path) or tmp_path / "Claude" / "c.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    result = clients.write_client_config(client_id, ROOT, path, CMD)
+    assert result.changed and result.backup is None and result.path == path
+    assert parse_snippet(client_id, path.read_text("utf-8"))["command"] == CMD[0]
+    if sys.platform != "win32":
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    again = clients.write_client_config(client_id, ROOT, path, CMD)
+    assert not again.changed and _backups(path) == []
+
+
+@pytest.mark.parametrize("client_id", JSON_WRITE_CLIENTS)
+def test_json_merge_keeps_other_servers_and_settings(client_id: str, tmp_path: Path) -> None:
+    client = clients.get_client(client_id)
+    other = {"command": "npx", "args": ["-y", "other"], "env": {"TOKEN": "x"}}
+    document = {"theme": "dark", "numbers": [1, 2.5, 10**20], "nested": {"deep": [{"a": None}]}}
+    node = document
+    for key in client.key_path:
+        node = node.setdefault(key, {})
+    node["other"] = other
+    path = tmp_path / "config.json"
+    original = json.dumps(document, indent=4) + "\n"
+    path.write_text(original, "utf-8")
+    result = clients.write_client_config(client_id, ROOT, path, CMD)
+    merged = json.loads(path.read_text("utf-8"))
+    entry = merged
+    for key in client.key_path:
+        entry = entry[key]
+    assert entry["other"] == other
+    assert entry["cnki"] == clients.entry(client_id, ROOT, CMD)
+    del entry["cnki"]
+    assert merged == document
+    assert result.backup is not None and result.backup.read_text("utf-8") == original
+    assert path.read_text("utf-8").startswith(original[: original.index("\n", 5)])  # untouched prefix
+    assert _leftovers(path) == []
+
+
+JSONC_SOURCE = """// VS Code user settings
+{
+\t"editor.fontSize": 14, // big text
+\t/* MCP servers */
+\t"mcpServers": {
+\t\t"other": {"command": "x"}, // keep me
+\t},
+\t"files.exclude": {"**/.git": true,},
+}
+"""
+
+JSONC_EXPECTED = """// VS Code user settings
+{
+\t"editor.fontSize": 14, // big text
+\t/* MCP servers */
+\t"mcpServers": {
+\t\t"other": {"command": "x"}, // keep me
+\t\t"cnki": {
+\t\t\t"args": [
+\t\t\t\t"serve"
+\t\t\t],
+\t\t\t"command": "/p/cnki-mcp",
+\t\t\t"env": {
+\t\t\t\t"CNKI_DATA_DIR": "/p/data"
+\t\t\t},
+\t\t\t"type": "stdio"
+\t\t},
+\t},
+\t"files.exclude": {"**/.git": true,},
+}
+"""
+
+
+def test_jsonc_comments_trailing_commas_and_tabs_survive(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(JSONC_SOURCE, "utf-8")
+    clients.write_client_config("cursor", ROOT, path, CMD)
+    assert path.read_text("utf-8") == JSONC_EXPECTED
+    assert _backups(path)[0].read_text("utf-8") == JSONC_SOURCE
+
+
+def test_existing_cnki_entry_is_updated_in_place(tmp_path: Path) -> None:
+    source = (
+        '{\n  "mcpServers": {\n'
+        '    "cnki": {\n      "command": "/old/cnki-mcp", // old install\n      "args": ["serve"],\n'
+        '      "env": {"CNKI_DATA_DIR": "/old", "CNKI_HEADLESS": "1"},\n      "timeout": 60000,\n'
+        '      "trust": true\n    },\n'
+        '    "after": {"command": "y"}\n  }\n}\n'
+    )
+    path = tmp_path / "settings.json"
+    path.write_text(source, "utf-8")
+    clients.write_client_config("gemini", ROOT, path, CMD)
+    text = path.read_text("utf-8")
+    assert text == source.replace('"/old/cnki-mcp"', '"/p/cnki-mcp"').replace('"/old"', '"/p/data"')
+    merged = clients.parse_jsonc(text)["mcpServers"]
+    # The user's own env variables and tuned timeout stay; the server key order is unchanged.
+    assert merged["cnki"]["env"] == {"CNKI_DATA_DIR": ROOT, "CNKI_HEADLESS": "1"}
+    assert merged["cnki"]["timeout"] == 60000 and merged["cnki"]["trust"] is True
+    assert list(merged) == ["cnki", "after"]
+
+
+def test_cnki_entry_of_the_wrong_shape_is_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text('{"mcpServers": {"cnki": "broken", "x": {}}}', "utf-8")
+    clients.write_client_config("cursor", ROOT, path, CMD)
+    assert json.loads(path.read_text("utf-8"))["mcpServers"] == {"cnki": clients.entry("cursor", ROOT, CMD), "x": {}}
+
+
+def test_json_edge_layouts(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_bytes(b'\xef\xbb\xbf{\r\n  "mcp": {}\r\n}\r\n')  # BOM, CRLF, empty nested object
+    clients.write_client_config("zcode", ROOT, path, CMD)
+    data = path.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf{\r\n") and b"\n" not in data.replace(b"\r\n", b"")
+    assert clients.parse_jsonc(data.decode("utf-8"))["mcp"]["servers"]["cnki"]["type"] == "stdio"
+
+    path.write_text('{"a": 1}', "utf-8")  # one line stays one line
+    clients.write_client_config("workbuddy", ROOT, path, CMD)
+    text = path.read_text("utf-8")
+    assert "\n" not in text and json.loads(text)["a"] == 1
+
+    path.write_text("{ // nothing yet\n}\n", "utf-8")
+    clients.write_client_config("workbuddy", ROOT, path, CMD)
+    assert "// nothing yet" in path.read_text("utf-8")
+    assert clients.parse_jsonc(path.read_text("utf-8"))["mcpServers"]["cnki"]["command"] == CMD[0]
+
+    path.write_text("  \n", "utf-8")  # blank counts as empty: the snippet itself
+    clients.write_client_config("workbuddy", ROOT, path, CMD)
+    assert path.read_text("utf-8") == clients.snippet("workbuddy", ROOT, CMD)
+
+
+def test_missing_file_and_folder_are_created(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "deeper" / "mcp.json"
+    result = clients.write_client_config("cursor", ROOT, path, CMD)
+    assert result.changed and result.backup is None
+    assert path.read_text("utf-8") == clients.snippet("cursor", ROOT, CMD)
+    if sys.platform != "win32":
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize(("client_id", "content", "reason"), [
+    ("cursor", '{"mcpServers": {"a": 1,,}}', "JSON"),
+    ("cursor", '{"mcpServers": {"a": 1}', "JSON"),
+    ("cursor", "{'single': 1}", "JSON"),
+    ("cursor", '{"x": 1} /* unterminated', "JSON"),
+    ("cursor", '{"mcpServers": ["not", "an", "object"]}', "mcpServers"),
+    ("cursor", "[1, 2]", "顶层"),
+    ("zcode", '{"mcp": {"servers": 3}}', "mcp.servers"),
+    ("codex", "[mcp_servers.cnki\ncommand = 1\n", "TOML"),
+    ("codex", "mcp_servers = 5\n", "mcp_servers"),
+    ("dsh-web", "- insert: [unclosed\n", "YAML"),
+    ("dsh-web", "key: value\n", "补丁列表"),
+])
+def test_unparsable_configs_are_left_byte_for_byte(client_id: str, content: str, reason: str, tmp_path: Path) -> None:
+    path = tmp_path / "profiles" / "web" / "config"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content.encode("utf-8"))
+    before = path.stat().st_mtime_ns
+    with pytest.raises(CnkiError) as caught:
+        clients.write_client_config(client_id, ROOT, path, CMD)
+    assert caught.value.code == "CLIENT_CONFIG_INVALID"
+    assert str(path) in caught.value.message and reason in caught.value.message
+    assert path.read_bytes() == content.encode("utf-8") and path.stat().st_mtime_ns == before
+    assert sorted(p.name for p in path.parent.iterdir()) == ["config"]
+
+
+def test_not_utf8_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_bytes(b'{"a": "\xff"}')
+    with pytest.raises(CnkiError) as caught:
+        clients.write_client_config("cursor", ROOT, path, CMD)
+    assert caught.value.code == "CLIENT_CONFIG_INVALID" and path.read_bytes() == b'{"a": "\xff"}'
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges on Windows")
+def test_symlinked_config_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "dotfiles.json"
+    real.write_text('{"a": 1}', "utf-8")
+    link = tmp_path / "mcp.json"
+    link.symlink_to(real)
+    with pytest.raises(CnkiError) as caught:
+        clients.write_client_config("cursor", ROOT, link, CMD)
+    assert caught.value.code == "CONFIG_SYMLINK" and link.is_symlink()
+    assert real.read_text("utf-8") == '{"a": 1}'
+
+
+def test_a_concurrent_change_is_not_overwritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text('{"a": 1}', "utf-8")
+    real_backup = clients._backup
+
+    def backup_then_client_writes(target: Path, data: bytes) -> Path:
+        made = real_backup(target, data)
+        target.write_text('{"a": 2}', "utf-8")  # the client saved its settings meanwhile
+        return made
+
+    monkeypatch.setattr(clients, "_backup", backup_then_client_writes)
+    with pytest.raises(CnkiError) as caught:
+        clients.write_client_config("cursor", ROOT, path, CMD)
+    assert caught.value.code == "CONFIG_CHANGED"
+    assert path.read_text("utf-8") == '{"a": 2}' and _leftovers(path) == []
+
+
+# --- TOML -------------------------------------------------------------------------------------------
+
+TOML_SOURCE = """# my Codex settings
+model = "o3"  # favourite
+
+[mcp_servers.other]
+command = "x"   # keep me
+args = []
+
+[profiles.work]
+model = "o4"
+"""
+
+
+def test_toml_merge_appends_and_keeps_every_byte(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(TOML_SOURCE, "utf-8")
+    result = clients.write_client_config("codex", ROOT, path, CMD)
+    assert path.read_text("utf-8") == TOML_SOURCE + "\n" + clients.snippet("codex", ROOT, CMD)
+    assert result.backup is not None and result.backup.read_text("utf-8") == TOML_SOURCE
+    parsed = tomllib.loads(path.read_text("utf-8"))
+    assert parsed["mcp_servers"]["other"] == {"command": "x", "args": []}
+    assert parsed["profiles"] == {"work": {"model": "o4"}}
+
+
+def test_toml_existing_entry_updated_in_place(tmp_path: Path) -> None:
+    source = (
+        "[mcp_servers.cnki]  # ours\n"
+        'command = "/old"  # old path\n'
+        'args = ["serve"]\n'
+        "startup_timeout_sec = 60\n"
+        "\n"
+        "[mcp_servers.cnki.env]\n"
+        'CNKI_DATA_DIR = "/old/data"\n'
+        'CNKI_HEADLESS = "1"\n'
+        "\n"
+        "[mcp_servers.other]\n"
+        'command = "x"\n'
+    )
+    path = tmp_path / "config.toml"
+    path.write_text(source, "utf-8")
+    clients.write_client_config("codex", ROOT, path, CMD)
+    text = path.read_text("utf-8")
+    assert "# ours" in text and "# old path" in text and "startup_timeout_sec = 60" in text
+    parsed = tomllib.loads(text)["mcp_servers"]
+    assert parsed["cnki"]["command"] == CMD[0] and parsed["cnki"]["tool_timeout_sec"] == 900
+    assert parsed["cnki"]["env"] == {"CNKI_DATA_DIR": ROOT, "CNKI_HEADLESS": "1"}
+    assert parsed["other"] == {"command": "x"}
+    assert text.index("[mcp_servers.cnki]") < text.index("[mcp_servers.other]")
+
+
+def test_toml_inline_server_table(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('model = "x"\nmcp_servers = { other = { command = "x" } }\n', "utf-8")
+    clients.write_client_config("codex", "C:\\d", path, ["C:\\p\\cnki-mcp.exe", "serve"])
+    parsed = tomllib.loads(path.read_text("utf-8"))
+    assert parsed["model"] == "x" and parsed["mcp_servers"]["other"] == {"command": "x"}
+    assert parsed["mcp_servers"]["cnki"]["command"] == "C:\\p\\cnki-mcp.exe"
+    assert parsed["mcp_servers"]["cnki"]["env"] == {"CNKI_DATA_DIR": "C:\\d"}
+
+
+# --- DeepSeek Harness YAML -------------------------------------------------------------------------
+
+
+def test_dsh_needs_its_profile_folder(tmp_path: Path) -> None:
+    path = clients.config_path("dsh-desktop", "linux", env={}, home=tmp_path)
+    assert path is not None
+    with pytest.raises(CnkiError) as caught:
+        clients.write_client_config("dsh-desktop", ROOT, path, CMD)
+    assert caught.value.code == "CLIENT_NOT_INITIALIZED"
+    assert "先运行一次 DeepSeek Harness 桌面版" in caught.value.message
+    assert not path.parent.exists()
+
+
+def test_dsh_empty_layer_and_append(tmp_path: Path) -> None:
+    path = tmp_path / "cordis.patch.yml"
+    path.write_text("[]\n", "utf-8")
+    clients.write_client_config("dsh-web", ROOT, path, CMD)
+    assert path.read_text("utf-8") == clients.snippet("dsh-web", ROOT, CMD)
+
+    source = "# my patches\n- replace:\n    - id: theme\n      value: dark  # keep\n"
+    path.write_text(source, "utf-8")
+    clients.write_client_config("dsh-web", ROOT, path, CMD)
+    text = path.read_text("utf-8")
+    assert text == source + "\n" + clients.snippet("dsh-web", ROOT, CMD)
+    assert yaml.safe_load(text)[0] == {"replace": [{"id": "theme", "value": "dark"}]}
+
+
+def test_dsh_existing_entry_updated_in_place(tmp_path: Path) -> None:
+    source = """- insert:
+  - name: '@deepseek-ai/dsh-mcp-client'
+    id: "mcp-cnki"   # ours
+    config:
+      serverName: cnki
+      command: /old/cnki-mcp
+      args:
+      - serve
+      env:
+        CNKI_HEADLESS: "1"
+        CNKI_DATA_DIR: /old
+      transport: stdio  # keep
+- insert:
+  - id: other
+    config:
+      command: untouched
+"""
+    path = tmp_path / "cordis.patch.yml"
+    path.write_text(source, "utf-8")
+    clients.write_client_config("dsh-web", ROOT, path, CMD)
+    text = path.read_text("utf-8")
+    assert '      command: "/p/cnki-mcp"\n      args: ["serve"]\n' in text
+    assert '# ours' in text and "transport: stdio  # keep" in text and "command: untouched" in text
+    parsed = yaml.safe_load(text)
+    assert parsed[0]["insert"][0]["config"]["env"] == {"CNKI_HEADLESS": "1", "CNKI_DATA_DIR": ROOT}
+    assert parsed[1] == {"insert": [{"id": "other", "config": {"command": "untouched"}}]}
+    assert not clients.write_client_config("dsh-web", ROOT, path, CMD).changed
+
+    # Our own earlier snippet, pointed at a new install.
+    path.write_text(clients.snippet("dsh-web", "/old", ["/old/cnki-mcp", "serve"]), "utf-8")
+    clients.write_client_config("dsh-web", ROOT, path, CMD)
+    assert path.read_text("utf-8") == clients.snippet("dsh-web", ROOT, CMD)
+
+
+def test_dsh_entry_without_config_block_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cordis.patch.yml"
+    source = "- insert:\n    - id: mcp-cnki\n      config: {command: x, args: [serve]}\n"
+    path.write_text(source, "utf-8")
+    with pytest.raises(CnkiError) as caught:
+        clients.write_client_config("dsh-web", ROOT, path, CMD)
+    assert caught.value.code == "CLIENT_CONFIG_INVALID" and "手动" in caught.value.message
+    assert path.read_text("utf-8") == source
+
+
+# --- the JSONC reader -------------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(json_values, st.sampled_from([None, 1, "\t"]))
+def test_parse_jsonc_agrees_with_json(value: object, indent: object) -> None:
+    assert clients.parse_jsonc(json.dumps(value, indent=indent)) == value
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.text(min_size=1, max_size=6), json_values, max_size=4),
+       st.dictionaries(st.text(min_size=1, max_size=6).filter(lambda k: k != "cnki"), json_values, max_size=3),
+       st.sampled_from([None, 2, 4, "\t"]))
+def test_merge_keeps_any_document(tmp_path: Path, top: dict, servers: dict, indent: object) -> None:
+    document = {**top, "mcpServers": servers}
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(document, indent=indent, ensure_ascii=False), "utf-8")
+    clients.write_client_config("cursor", ROOT, path, CMD)
+    merged = json.loads(path.read_text("utf-8"))
+    assert merged.pop("mcpServers") == {**servers, "cnki": clients.entry("cursor", ROOT, CMD)}
+    document.pop("mcpServers")
+    assert merged == document
+    for stale in path.parent.iterdir():
+        stale.unlink()
+
+
+@pytest.mark.parametrize("text", ["", "{", "[1,,2]", "{\"a\" 1}", "tru", "01", "{\"a\":1}}", "/* x"])
+def test_parse_jsonc_rejects_broken_text(text: str) -> None:
+    with pytest.raises(ValueError):
+        clients.parse_jsonc(text)
