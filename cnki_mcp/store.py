@@ -50,7 +50,8 @@ log = logging.getLogger(__name__)
 RESEARCH_FILE = "research.json"
 CONFIG_FILE = "config.json"
 LOCK_FILE = "cnki.lock"
-SUBFOLDERS = ("browser", "downloads", "exports", "diagnostics")
+# browser/ is made by the browser module when it first starts: its presence means a browser ran.
+SUBFOLDERS = ("downloads", "exports", "diagnostics")
 
 FLUSH_INTERVAL_SECONDS = 2.0
 KEEP_SEARCHES = 300

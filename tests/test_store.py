@@ -70,8 +70,9 @@ def test_open_creates_layout(tmp_path: Path) -> None:
     store = Store.open(root)
     try:
         assert store.root == root
-        for name in ("browser", "downloads", "exports", "diagnostics"):
+        for name in ("downloads", "exports", "diagnostics"):
             assert (root / name).is_dir()
+        assert not (root / "browser").exists()  # only a started browser makes its profile
         assert store.downloads_dir == root / "downloads"
         assert store.exports_dir == root / "exports"
         assert store.browser_dir == root / "browser"
