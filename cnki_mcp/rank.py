@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import datetime, timezone
 
 import msgspec
@@ -37,20 +39,49 @@ _HAN_CLASS = "".join(f"{chr(low)}-{chr(high)}" for low, high in _HAN_RANGES)
 _HAN_RUN = re.compile(f"[{_HAN_CLASS}]{{2,}}")
 
 
+class Tokens:
+    """A token set split in two: English words, and Han pairs packed as 64-bit integers.
+
+    Ranking thousands of abstracts builds hundreds of thousands of pairs; reading them as integers
+    straight from the UTF-32 encoding is several times faster than slicing two-character strings.
+    """
+
+    __slots__ = ("pairs", "words")
+
+    def __init__(self, text: str) -> None:
+        text = text.lower()
+        self.words = frozenset(_WORD.findall(text))
+        self.pairs: set[int] = set()
+        for run in _HAN_RUN.findall(text):
+            raw = memoryview(run.encode("utf-32-le"))
+            # Each pair is an 8-byte window at a 4-byte step: the even windows, then the odd ones.
+            self.pairs.update(raw[: len(raw) // 8 * 8].cast("Q"))
+            self.pairs.update(raw[4 : 4 + (len(raw) - 4) // 8 * 8].cast("Q"))
+
+    def __len__(self) -> int:
+        return len(self.words) + len(self.pairs)
+
+    def dice(self, other: Tokens) -> float:
+        """``f1`` of the two token sets."""
+        return _dice(len(self.words & other.words) + len(self.pairs & other.pairs), len(self), len(other))
+
+    def strings(self) -> frozenset[str]:
+        pairs = (pair.to_bytes(8, sys.byteorder).decode("utf-32-le") for pair in self.pairs)
+        return self.words | frozenset(pairs)
+
+
+def _dice(common: int, size_a: int, size_b: int) -> float:
+    return 0.0 if not size_a or not size_b else 2 * common / (size_a + size_b)
+
+
 def token_set(text: str) -> frozenset[str]:
     """English words (``wi-fi`` and ``p802.11bn`` stay whole) and every pair of adjacent Han characters."""
-    text = text.lower()
-    tokens = set(_WORD.findall(text))
-    for run in _HAN_RUN.findall(text):
-        tokens.update(run[i : i + 2] for i in range(len(run) - 1))
-    return frozenset(tokens)
+    return Tokens(text).strings()
 
 
-def f1(query: frozenset[str] | set[str], document: frozenset[str] | set[str]) -> float:
+def f1(query: AbstractSet[str], document: AbstractSet[str]) -> float:
     """Dice overlap 2·|Q∩D| / (|Q|+|D|); 0 when either side is empty."""
-    if not query or not document:
-        return 0.0
-    return 2 * len(query & document) / (len(query) + len(document))
+    return _dice(len(query & document), len(query), len(document))
 
 
 # --- quality --------------------------------------------------------------------------------------
@@ -134,7 +165,7 @@ class Concepts:
 
     def __init__(self, groups: Sequence[Sequence[str]]) -> None:
         self.groups = [[normalize(term) for term in group] for group in groups]
-        self.tokens = token_set(" ".join(term for group in groups for term in group))
+        self.tokens = Tokens(" ".join(term for group in groups for term in group))
 
 
 def reciprocal_rank(hits: Iterable[Hit]) -> tuple[float, int]:
@@ -160,9 +191,9 @@ def evidence_for(
         concepts = Concepts(concepts)
     evidence = quality_evidence(paper, year)
     keywords = " ".join(paper.keywords)
-    evidence.title_match = f1(concepts.tokens, token_set(paper.title))
-    evidence.abstract_match = f1(concepts.tokens, token_set(paper.abstract))
-    evidence.keyword_match = f1(concepts.tokens, token_set(keywords))
+    evidence.title_match = concepts.tokens.dice(Tokens(paper.title))
+    evidence.abstract_match = concepts.tokens.dice(Tokens(paper.abstract))
+    evidence.keyword_match = concepts.tokens.dice(Tokens(keywords))
     if concepts.groups:
         text = normalize(paper.title + " " + keywords + " " + paper.abstract)
         matched = sum(1 for group in concepts.groups if any(term in text for term in group))

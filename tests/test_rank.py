@@ -7,9 +7,12 @@ import math
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cnki_mcp.model import Evidence, Hit, Paper, Quality
 from cnki_mcp.query import feedback_channels
+from cnki_mcp.text import is_han
 from cnki_mcp.rank import (
     EXCLUDED_IRRELEVANT,
     EXCLUDED_THRESHOLD,
@@ -94,6 +97,21 @@ def test_token_sets() -> None:
     assert token_set("Deep_Learning TCP/IP v1.2.") == {"deep_learning", "tcp/ip", "v1.2"}
     assert token_set("〇〇七") == {"〇〇", "〇七"}
     assert token_set("") == frozenset()
+
+
+def plain_token_set(text: str) -> set[str]:
+    """The definition of engine §9.1, written the slow and obvious way."""
+    import re
+
+    text = text.lower()
+    tokens = set(re.findall(r"[a-z0-9]+(?:[+._/-][a-z0-9]+)*", text))
+    tokens |= {a + b for a, b in zip(text, text[1:]) if is_han(a) and is_han(b)}
+    return tokens
+
+
+@given(st.text(alphabet=st.sampled_from("自动驾驶产品责任𠀀𠀁〇々 ab1-.+_/C，。\n"), max_size=40))
+def test_token_set_matches_its_definition(text: str) -> None:
+    assert token_set(text) == plain_token_set(text)
 
 
 def test_dice_overlap() -> None:
