@@ -1,0 +1,403 @@
+"""`cnki-mcp setup`, `cnki-mcp config <client>` and the text of `cnki-mcp help`.
+
+Setup runs the same steps with or without questions: choose a browser, check that it starts
+headless, save it in config.json, choose a client, save that client's snippet in the data
+directory, then write the client's config, offer its import link or say where to paste, and
+finally start a real server child to check the MCP round trip. With no arguments at all it asks
+(numbered menus, Enter takes the default, end of input counts as Enter); any flag turns every
+question off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import click
+import psutil
+
+from cnki_mcp import clients
+from cnki_mcp.discovery import browser_candidates, probe_version
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.model import Config
+
+BROWSER_CHECK_SECONDS = 20.0
+_YES = ("", "y", "yes", "是")
+
+
+def help_text() -> str:
+    """Usage, the setup flags and every client id in registry order."""
+    lines = [
+        "用法：cnki-mcp [setup | serve | config <客户端> | schema | doctor [--protocol] | version | help]",
+        "",
+        "setup 参数：--browser <浏览器路径> --client <客户端> [--install-client]",
+        "",
+        "可选客户端：",
+    ]
+    lines.extend(f"  {client.id:<16} {client.name}" for client in clients.CLIENTS)
+    return "\n".join(lines)
+
+
+def _fail(error: CnkiError) -> None:
+    click.echo(f"{error.code}: {error.message}", err=True)
+    sys.exit(1)
+
+
+def _data_root() -> Path:
+    from cnki_mcp.settings import data_root
+
+    return data_root()
+
+
+@click.command(
+    name="config",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
+@click.argument("client_id", metavar="[客户端]", required=False, default="generic")
+def config_command(client_id: str) -> None:
+    """输出某个客户端的配置片段（默认 generic）。"""
+    try:
+        text = clients.snippet(client_id, _data_root())
+    except CnkiError as error:
+        _fail(error)
+        return
+    click.echo(text, nl=False)
+
+
+@click.command(name="setup")
+@click.option("--browser", "browser", metavar="<浏览器路径>", help="Chrome、Edge 或 Chromium 的可执行文件。")
+@click.option("--client", "client_id", metavar="<客户端>", help="要接入的客户端，见 cnki-mcp help。")
+@click.option("--install-client", is_flag=True, help="写入客户端配置文件，或打开一键导入链接。")
+@click.option("--skip-check", is_flag=True, hidden=True, help="跳过最后的 MCP 通信检查。")
+def setup_command(browser: str | None, client_id: str | None, install_client: bool, skip_check: bool) -> None:
+    """选择浏览器和客户端，写入配置并检查 MCP 服务。不带参数时逐步询问。"""
+    interactive = browser is None and client_id is None and not install_client
+    try:
+        run_setup(
+            browser=browser,
+            client_id=client_id,
+            install_client=install_client,
+            interactive=interactive,
+            protocol_check=not skip_check,
+        )
+    except CnkiError as error:
+        _fail(error)
+
+
+def run_setup(
+    *,
+    browser: str | None,
+    client_id: str | None,
+    install_client: bool,
+    interactive: bool,
+    protocol_check: bool = True,
+) -> None:
+    from cnki_mcp.store import save_config
+
+    click.echo("CNKI Enhanced MCP 安装设置（不需要安装 Python、Node 或 Go）")
+    path = _choose_browser(browser, interactive)
+    click.echo("正在以无界面方式启动浏览器做检查……")
+    check_browser(path)
+    click.echo("浏览器检查通过。")
+
+    root = _data_root()
+    save_config(root, Config(browser_path=str(path)))
+    click.echo(f"已保存浏览器设置：{root / 'config.json'}")
+
+    client = clients.get_client(_choose_client(interactive) if client_id is None else client_id)
+    text = clients.snippet(client.id, root)
+    snippet_file = root / client.snippet_filename
+    _write_private(snippet_file, text)
+    click.echo("")
+    click.echo(text, nl=False)
+    click.echo(f"配置片段已保存：{snippet_file}")
+
+    target = clients.config_path(client.id)
+    link = clients.import_link(client.id, root)
+    apply = install_client
+    if link is not None:
+        click.echo(f"一键导入链接（请在装有 {client.name} 的电脑上打开，{client.name} 会请你确认）：")
+        click.echo(link)
+        opening = _ask("现在打开这个链接吗？[Y/n] ").lower() in _YES if interactive else install_client
+        if opening:
+            open_link(link)
+        apply = False  # a link client is never configured by writing its files
+    if target is None:
+        if client.hint:
+            click.echo(f"也可以把上面的配置粘贴到：{client.hint}")
+    elif client.location is not None and client.location.must_exist and not target.parent.is_dir():
+        click.echo(f"{client.name} 的配置目录 {target.parent} 还不存在：{client.hint}。")
+    elif interactive:
+        apply = _ask(f"写入 {target} 并备份原文件？[Y/n] ").lower() in _YES
+
+    if apply:
+        if target is None:
+            raise CnkiError(
+                "CLIENT_IMPORT_REQUIRED",
+                f"{client.name} 不能自动写入配置文件，请使用上面的配置片段{_paste_note(client)}。",
+                details={"client": client.id},
+            )
+        written = clients.write_client_config(client.id, root, target)
+        if written.changed:
+            click.echo(f"已更新客户端配置：{written.path}")
+            if written.backup is not None:
+                click.echo(f"原文件已备份为：{written.backup}")
+        else:
+            click.echo(f"客户端配置已是最新，未改动：{written.path}")
+
+    if protocol_check:
+        from cnki_mcp.server import protocol_probe
+
+        result: dict[str, Any] = asyncio.run(protocol_probe(clients.server_command()))
+        click.echo(f"安装检查通过：共 {result.get('tools')} 个 MCP 工具。请重启或重新连接客户端。")
+    else:
+        click.echo("已跳过 MCP 通信检查。请重启或重新连接客户端。")
+
+
+def _paste_note(client: clients.Client) -> str:
+    return f"，粘贴到 {client.hint}" if client.hint else ""
+
+
+# --- questions ------------------------------------------------------------------------------------
+
+
+def _ask(question: str) -> str:
+    """One line from stdin, trimmed; end of input counts as an empty answer (the default)."""
+    click.echo(question, nl=False)
+    line = sys.stdin.readline()
+    if not line:
+        click.echo("")
+    return line.strip()
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(char) in ("W", "F") else 1 for char in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - _width(text))
+
+
+def _choose_browser(given: str | None, interactive: bool) -> Path:
+    if given is not None:
+        return _validate_browser(given)
+    candidates = browser_candidates()
+    if candidates:
+        click.echo("找到以下浏览器：")
+        for number, candidate in enumerate(candidates, 1):
+            click.echo(f"  {number}. {candidate}")
+    if not interactive:
+        if not candidates:
+            raise CnkiError(
+                "BROWSER_NOT_FOUND",
+                "没有找到 Chrome、Edge 或 Chromium；请用 --browser 指定浏览器的可执行文件。",
+            )
+        return _validate_browser(str(candidates[0]))
+    question = (
+        "请输入编号选择浏览器（回车 = 1），或输入浏览器可执行文件的完整路径："
+        if candidates
+        else "没有找到 Chrome、Edge 或 Chromium，请输入浏览器可执行文件的完整路径："
+    )
+    error: CnkiError | None = None
+    for _ in range(3):
+        answer = _ask(question)
+        if answer == "" and candidates:
+            answer = "1"
+        if answer == "":
+            break
+        if answer.isdigit() and 1 <= int(answer) <= len(candidates):
+            answer = str(candidates[int(answer) - 1])
+        try:
+            return _validate_browser(answer)
+        except CnkiError as exc:
+            error = exc
+            click.echo(exc.message)
+    raise error or CnkiError(
+        "BROWSER_NOT_FOUND", "没有指定浏览器；请用 --browser 指定 Chrome、Edge 或 Chromium 的可执行文件。"
+    )
+
+
+def _validate_browser(raw: str) -> Path:
+    text = raw.strip().strip('"').strip("'")
+    if not text:
+        raise CnkiError("BROWSER_NOT_FOUND", "浏览器路径为空；请用 --browser 指定浏览器的可执行文件。")
+    path = Path(os.path.abspath(os.path.expanduser(text)))
+    if path.is_dir():
+        raise CnkiError(
+            "BROWSER_NOT_FOUND",
+            f"{path} 是文件夹，不是浏览器的可执行文件"
+            + ("（macOS 上请指定 .app/Contents/MacOS/ 里的文件）" if path.suffix == ".app" else "")
+            + "。",
+            details={"path": str(path)},
+        )
+    version = probe_version(path)
+    click.echo(f"浏览器：{path}（{version}）")
+    return path
+
+
+def _choose_client(interactive: bool) -> str:
+    if not interactive:
+        return "generic"
+    click.echo("")
+    click.echo("可以接入的客户端：")
+    for number, client in enumerate(clients.CLIENTS, 1):
+        click.echo(f"  {number:>2}. {_pad(client.name, 30)} {clients.how_configured(client.id)}")
+    default = len(clients.CLIENTS)
+    while True:
+        answer = _ask(f"请输入客户端编号或选项名（回车 = {default}，通用 JSON）：")
+        if answer == "":
+            return "generic"
+        if answer.isdigit() and 1 <= int(answer) <= len(clients.CLIENTS):
+            return clients.CLIENTS[int(answer) - 1].id
+        try:
+            return clients.get_client(answer).id
+        except CnkiError:
+            click.echo(f"没有这个选项：{answer}")
+
+
+# --- files and links ------------------------------------------------------------------------------
+
+
+def _write_private(path: Path, text: str) -> None:
+    from cnki_mcp.files import atomic_replace
+
+    try:
+        atomic_replace(path, text.encode("utf-8"), 0o600)
+    except OSError as exc:
+        raise CnkiError("DISK_WRITE_FAILED", f"无法写入 {path}：{exc.strerror or exc}。", details={"path": str(path)}) from exc
+
+
+def open_link(link: str) -> None:
+    """Hand the link to the OS; a failure is reported, not fatal (the link is printed above)."""
+    if sys.platform == "darwin":
+        argv = ["open", link]
+    elif sys.platform == "win32":
+        argv = ["rundll32", "url.dll,FileProtocolHandler", link]
+    else:
+        argv = ["xdg-open", link]
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        click.echo(f"无法自动打开链接（{exc}）；请手动复制上面的链接打开。")
+        return
+    if done.returncode != 0:
+        click.echo(f"无法自动打开链接（{argv[0]} 退出码 {done.returncode}）；请手动复制上面的链接打开。")
+
+
+# --- headless browser check -----------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _page_targets(port: int) -> list[dict[str, Any]]:
+    import json
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as response:
+        targets = json.loads(response.read().decode("utf-8"))
+    return [t for t in targets if isinstance(t, dict) and t.get("type") == "page"]
+
+
+def check_browser(path: Path, timeout: float = BROWSER_CHECK_SECONDS) -> None:
+    """Launch the browser headless on a throwaway profile and wait for its blank page over DevTools.
+
+    The port is chosen here rather than read from DevToolsActivePort because snap and Flatpak
+    browsers see a private /tmp, where that file would be invisible to us.
+    """
+    work = Path(tempfile.mkdtemp(prefix="cnki-browser-check-"))
+    log_path = work / "browser.log"
+    port = _free_port()
+    argv = [
+        str(path),
+        "--headless=new",
+        f"--user-data-dir={work / 'profile'}",
+        f"--remote-debugging-port={port}",
+        "--remote-debugging-address=127.0.0.1",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-extensions",
+        "about:blank",
+    ]
+    if hasattr(os, "getuid") and os.getuid() == 0:
+        argv.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
+    options: dict[str, Any] = (
+        {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW}
+        if sys.platform == "win32"
+        else {"start_new_session": True}
+    )
+    process: subprocess.Popen[bytes] | None = None
+    try:
+        with open(log_path, "wb") as log:
+            try:
+                process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, **options)
+            except OSError as exc:
+                raise _check_failed(f"无法启动 {path}：{exc.strerror or exc}", log_path) from exc
+            _wait_for_blank_page(process, port, timeout, log_path)
+    finally:
+        if process is not None:
+            _stop_tree(process)
+        _remove_tree(work)
+
+
+def _wait_for_blank_page(process: subprocess.Popen[bytes], port: int, timeout: float, log_path: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code = process.poll()
+        if code is not None:
+            raise _check_failed(f"浏览器启动后立即退出（退出码 {code}）", log_path)
+        with contextlib.suppress(OSError, ValueError, urllib.error.URLError):
+            if _page_targets(port):
+                return
+        time.sleep(0.2)
+    raise _check_failed(f"{timeout:g} 秒内没有打开空白页", log_path)
+
+
+def _check_failed(cause: str, log_path: Path) -> CnkiError:
+    with contextlib.suppress(OSError):
+        tail = log_path.read_text("utf-8", "replace").strip()[-600:]
+        if tail:
+            cause = f"{cause}；浏览器输出：{tail}"
+    return CnkiError("BROWSER_CHECK_FAILED", f"浏览器检查未通过：{cause}", details={"cause": cause})
+
+
+def _stop_tree(process: subprocess.Popen[bytes]) -> None:
+    """Stop the browser and every helper it started, by process id."""
+    try:
+        parent = psutil.Process(process.pid)
+        family = [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        family = []
+    for member in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.terminate()
+    _, alive = psutil.wait_procs(family, timeout=5)
+    for member in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.kill()
+    psutil.wait_procs(alive, timeout=5)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)
+
+
+def _remove_tree(folder: Path) -> None:
+    # Windows keeps files of a just-ended process locked for a moment.
+    for _ in range(5):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            return
+        time.sleep(0.2)
