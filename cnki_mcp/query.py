@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -58,7 +59,14 @@ def validate_plan(groups: Sequence[Sequence[str]]) -> list[list[str]]:
                 raise _plan_error(
                     f"concept_groups[{i}][{j}] 须为 1–{MAX_TERM_CHARS} 字的检索词。", f"concept_groups[{i}][{j}]"
                 )
-    return [unique_strings(group) for group in groups]
+    concepts = [unique_strings(group) for group in groups]
+    # Each channel asks CNKI for every combination of one term per group; more than 32 cannot be sent.
+    combinations = math.prod(len(group) for group in concepts)
+    if combinations > MAX_BRANCHES:
+        raise _plan_error(
+            f"各概念组同义词的组合共 {combinations} 种，超过知网单次检索的 {MAX_BRANCHES} 种上限；请减少同义词。"
+        )
+    return concepts
 
 
 # --- version-identifier aliases -------------------------------------------------------------------
@@ -196,6 +204,12 @@ def plan_from_sampling(reply_text: str, query: str) -> Plan:
     if groups is None:
         return plan_lexical(query)
     return plan_explicit(groups, method="sampling")
+
+
+def plan_structured(expression: Any) -> Plan:
+    """structured_search's plan: one ``native`` channel carrying the checked expression, no concepts."""
+    compile_expression(expression)
+    return Plan(channels=[Channel(name="native", weight=1.0, expression=expression)], method="structured")
 
 
 # --- channels -------------------------------------------------------------------------------------

@@ -190,6 +190,28 @@ def test_validate_plan_rejects(groups: list[list[str]]) -> None:
     assert code_of(validate_plan, groups) == "INVALID_PLAN"
 
 
+def test_plan_whose_combinations_cannot_be_sent_is_rejected() -> None:
+    six = [f"词{i}" for i in range(6)]
+    assert code_of(validate_plan, [six, six[:6]]) == "INVALID_PLAN"
+    assert validate_plan([six[:4], six[:4], six[:2]]) == [six[:4], six[:4], six[:2]]
+    # Duplicates are removed before counting.
+    assert validate_plan([six, ["a", "A", "a"], six[:5]]) == [six, ["a"], six[:5]]
+    assert parse_sampling_reply(json.dumps([six, six])) is None
+    # The largest plan that passes still compiles on every channel.
+    for channel in plan_explicit([six[:4], six[:4], six[:2]]).channels:
+        assert len(compile_expression(channel.expression)) == 32
+
+
+def test_structured_plan() -> None:
+    expression = AND(T("违约金"), NOT(T("王利明", "authors")))
+    plan = query.plan_structured(expression)
+    assert plan.method == "structured"
+    assert plan.concepts == []
+    (channel,) = plan.channels
+    assert (channel.name, channel.weight, channel.expression) == ("native", 1.0, expression)
+    assert code_of(query.plan_structured, OR(A, NOT(B))) == "UNBOUNDED_QUERY"
+
+
 def test_validate_plan_deduplicates_after_checking() -> None:
     assert validate_plan([[" 自动驾驶 ", "自动驾驶", "AI", "ai"], ["长" * 80]]) == [["自动驾驶", "AI"], ["长" * 80]]
 
