@@ -1,0 +1,1037 @@
+"""Citation and export formats for ``export_citations``.
+
+``render(papers, fmt, template)`` turns stored records into one text in one of ``FORMATS``:
+
+* five prose styles (GB/T 7714-2015 numeric, APA 7, MLA 9, Chicago author-date, Vancouver/NLM) that
+  follow the published rules as the official CSL styles encode them (checked against citeproc-js);
+* exchange formats for reference managers (BibTeX, RIS, EndNote tagged, CSL-JSON);
+* data formats (JSON, CSV, Markdown) and safe ``custom`` templates.
+
+Missing authors, source or year are listed per record in ``missing_fields``; the prose styles show a
+placeholder such as ``[作者未取得]`` in their place.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.model import Paper, public_paper
+
+FORMATS: tuple[str, ...] = (
+    "gbt7714",
+    "apa",
+    "mla",
+    "chicago",
+    "vancouver",
+    "bibtex",
+    "ris",
+    "endnote",
+    "csl_json",
+    "json",
+    "csv",
+    "markdown",
+    "custom",
+)
+PROSE_FORMATS: tuple[str, ...] = ("gbt7714", "apa", "mla", "chicago", "vancouver")
+_ALIASES = {"": "gbt7714", "gbt7714-2015": "gbt7714", "csl-json": "csl_json"}
+
+AUTHOR_PLACEHOLDER = "[作者未取得]"
+SOURCE_PLACEHOLDER = "[来源未取得]"
+YEAR_PLACEHOLDER = "[年份未取得]"
+
+TEMPLATE_FIELDS: tuple[str, ...] = (
+    "title",
+    "authors",
+    "source",
+    "journal",
+    "year",
+    "volume",
+    "issue",
+    "pages",
+    "doi",
+    "url",
+    "record_ref",
+    "type",
+)
+MAX_TEMPLATE_BYTES = 5000
+# Entries of the text formats are separated by one blank line, without a trailing newline.
+ENTRY_SEPARATOR = "\n\n"
+
+
+class Rendered(msgspec.Struct, omit_defaults=True):
+    """The ``data`` of an export_citations reply (``path`` is set by the caller that saves the file)."""
+
+    format: str
+    count: int
+    text: str = ""
+    path: str = ""
+    missing_fields: dict[str, list[str]] = {}
+
+
+# --------------------------------------------------------------------------------------------
+# Document types
+
+
+@dataclass(frozen=True)
+class DocType:
+    key: str
+    gb: str
+    csl: str
+    bibtex: str
+    ris: str
+    endnote: str
+
+
+# Substring of Paper.document_type -> type; first match wins (a 博士 thesis may say 博士学位论文).
+_DOC_TYPES: tuple[tuple[str, DocType], ...] = (
+    ("会议", DocType("conference", "C", "paper-conference", "inproceedings", "CONF", "Conference Paper")),
+    ("博士", DocType("phd", "D", "thesis", "phdthesis", "THES", "Thesis")),
+    ("硕士", DocType("master", "D", "thesis", "mastersthesis", "THES", "Thesis")),
+    ("学位", DocType("thesis", "D", "thesis", "misc", "THES", "Thesis")),
+    ("报纸", DocType("newspaper", "N", "article-newspaper", "misc", "NEWS", "Newspaper Article")),
+    ("期刊", DocType("journal", "J", "article-journal", "article", "JOUR", "Journal Article")),
+    ("图书", DocType("book", "M", "book", "book", "BOOK", "Book")),
+)
+_UNKNOWN_TYPE = DocType("unknown", "Z", "document", "misc", "GEN", "Generic")
+_ONLINE_FIRST_TYPE = DocType("online_first", "J", "article-journal", "article", "JOUR", "Journal Article")
+
+
+def doc_type(paper: Paper) -> DocType:
+    """Classify a record; online-first (网络首发) journal articles are a type of their own."""
+    text = paper.document_type or ""
+    for marker, kind in _DOC_TYPES:
+        if marker in text:
+            if kind.key == "journal" and paper.online_first:
+                return _ONLINE_FIRST_TYPE
+            return kind
+    if paper.online_first:
+        return _ONLINE_FIRST_TYPE
+    return _UNKNOWN_TYPE
+
+
+# --------------------------------------------------------------------------------------------
+# Names and languages
+
+_CJK = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0003ffff]")
+
+
+def has_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+@dataclass(frozen=True)
+class Name:
+    """A personal name split for Western styles, or a literal kept whole (Han names, groups)."""
+
+    family: str = ""
+    given: str = ""
+    literal: str = ""
+
+
+def parse_name(raw: str) -> Name:
+    text = " ".join(raw.split())
+    # Han names have no given/family split in these styles: 王利明 stays 王利明.
+    if not text or has_cjk(text):
+        return Name(literal=text)
+    if "," in text:
+        family, _, given = text.partition(",")
+        family, given = family.strip(), given.strip()
+        return Name(family=family, given=given) if family and given else Name(literal=family or given)
+    parts = text.split(" ")
+    if len(parts) == 1:
+        return Name(literal=text)
+    # Lower-case particles before the surname belong to it: "Maria de Souza" -> "de Souza".
+    cut = len(parts) - 1
+    while cut > 1 and parts[cut - 1].islower():
+        cut -= 1
+    return Name(family=" ".join(parts[cut:]), given=" ".join(parts[:cut]))
+
+
+def _language(paper: Paper) -> str:
+    sample = paper.title or paper.source or " ".join(paper.authors)
+    return "zh-CN" if has_cjk(sample) else "en"
+
+
+# --------------------------------------------------------------------------------------------
+# Missing fields
+
+
+def missing_fields(paper: Paper) -> list[str]:
+    missing = []
+    if not [a for a in paper.authors if a.strip()]:
+        missing.append("authors")
+    if not paper.source.strip():
+        missing.append("source")
+    if paper.year <= 0:
+        missing.append("year")
+    return missing
+
+
+# --------------------------------------------------------------------------------------------
+# CSL-JSON
+
+_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?")
+
+
+def _date_parts(paper: Paper, kind: DocType) -> list[int]:
+    """Year only, except newspapers, which are cited by their full issue date."""
+    if paper.year <= 0:
+        return []
+    if kind.key == "newspaper":
+        match = _DATE.match(paper.publication_date.strip())
+        if match and int(match.group(1)) == paper.year:
+            return [int(part) for part in match.groups() if part]
+    return [paper.year]
+
+
+def _genre(paper: Paper, kind: DocType) -> str:
+    zh = _language(paper) == "zh-CN"
+    if kind.key == "phd":
+        return "博士学位论文" if zh else "Doctoral dissertation"
+    if kind.key == "master":
+        return "硕士学位论文" if zh else "Master\u2019s thesis"
+    if kind.key == "thesis":
+        return "学位论文" if zh else "Thesis"
+    return ""
+
+
+def csl_item(paper: Paper, *, citing: bool = False) -> dict[str, Any]:
+    """One CSL-JSON item.
+
+    ``citing=True`` gives the item the prose styles cite: placeholders for missing authors, source and
+    year, the URL only for online-first articles (an abstract page of a database is not an access path
+    for a printed article), and no abstract or keywords.
+    """
+    kind = doc_type(paper)
+    item: dict[str, Any] = {"id": paper.record_ref, "type": kind.csl, "title": paper.title}
+    names = [parse_name(a) for a in paper.authors if a.strip()]
+    if names:
+        item["author"] = [
+            {"literal": n.literal} if n.literal else {"family": n.family, "given": n.given} for n in names
+        ]
+    elif citing:
+        item["author"] = [{"literal": AUTHOR_PLACEHOLDER}]
+    parts = _date_parts(paper, kind)
+    if parts:
+        item["issued"] = {"date-parts": [parts]}
+    elif citing:
+        item["issued"] = {"literal": YEAR_PLACEHOLDER}
+    source = paper.source.strip() or (SOURCE_PLACEHOLDER if citing else "")
+    if source:
+        # Theses name the degree-granting school and books the publisher; the rest sit in a container.
+        item["publisher" if kind.csl in ("thesis", "book", "document") else "container-title"] = source
+    genre = _genre(paper, kind)
+    if genre:
+        item["genre"] = genre
+    for key, value in (("volume", paper.volume), ("issue", paper.issue), ("page", paper.pages)):
+        if value.strip():
+            item[key] = value.strip()
+    if paper.doi.strip():
+        item["DOI"] = paper.doi.strip()
+    if paper.url.strip() and (not citing or kind.key == "online_first"):
+        item["URL"] = paper.url.strip()
+    if paper.abstract.strip() and not citing:
+        item["abstract"] = paper.abstract.strip()
+    if paper.keywords and not citing:
+        item["keyword"] = ", ".join(k.strip() for k in paper.keywords if k.strip())
+    language = _language(paper)
+    # citeproc-js gives every name of a zh-tagged item CJK conventions (a Western co-author becomes
+    # "Smith J" in APA); citing items are therefore tagged only when English, which is also what
+    # selects the "et al." layout of the GB/T style.
+    if not citing or language == "en":
+        item["language"] = language
+    return item
+
+
+def csl_items(papers: list[Paper], *, citing: bool = False) -> list[dict[str, Any]]:
+    return [csl_item(p, citing=citing) for p in papers]
+
+
+# --------------------------------------------------------------------------------------------
+# Shared pieces of the prose styles
+
+
+@dataclass
+class _Cite:
+    """A record reduced to what the prose styles print (placeholders already filled in)."""
+
+    kind: DocType
+    english: bool
+    names: list[Name]
+    title: str
+    source: str
+    year: str
+    date: list[int]
+    volume: str
+    issue: str
+    pages: str
+    doi: str
+    url: str
+    genre: str
+
+
+def _typographic(text: str) -> str:
+    """Straight apostrophes print as typographic ones, as in typeset reference lists."""
+    return " ".join(text.split()).replace("'", "’")
+
+
+def _cite(paper: Paper) -> _Cite:
+    kind = doc_type(paper)
+    names = [parse_name(_typographic(a)) for a in paper.authors if a.strip()]
+    return _Cite(
+        kind=kind,
+        english=_language(paper) == "en",
+        names=names or [Name(literal=AUTHOR_PLACEHOLDER)],
+        title=_typographic(paper.title),
+        source=_typographic(paper.source) or SOURCE_PLACEHOLDER,
+        year=str(paper.year) if paper.year > 0 else YEAR_PLACEHOLDER,
+        date=_date_parts(paper, kind),
+        volume=paper.volume.strip(),
+        issue=paper.issue.strip(),
+        pages=paper.pages.strip(),
+        doi=paper.doi.strip(),
+        url=paper.url.strip() if kind.key == "online_first" else "",
+        genre=_genre(paper, kind),
+    )
+
+
+_TERMINAL = (".", "?", "!", "。", "？", "！")
+
+
+def _join(parts: list[str], delimiter: str) -> str:
+    """Join non-empty parts; a delimiter never doubles the period a part already ends with."""
+    out = ""
+    for part in parts:
+        if not part:
+            continue
+        if out:
+            glue = delimiter
+            if glue.startswith(".") and out.endswith(_TERMINAL):
+                glue = glue[1:]
+            out += glue
+        out += part
+    return out
+
+
+def _end(text: str, suffix: str = ".") -> str:
+    return text if not suffix or text.endswith(_TERMINAL) else text + suffix
+
+
+def _initials(given: str, *, period: bool, hyphen: bool, spaced: bool) -> str:
+    """``Jean-Paul R.`` -> ``J.-P. R.`` (APA), ``J P R`` (GB/T), ``JPR`` (Vancouver)."""
+    words = []
+    for word in given.replace(".", " ").split():
+        pieces = [p for p in word.split("-") if p]
+        marks = [p[0].upper() + ("." if period else "") for p in pieces]
+        if hyphen:
+            words.append("-".join(marks))
+        else:
+            words.extend(marks)
+    return (" " if spaced else "").join(words)
+
+
+_STOP_WORDS = frozenset(
+    "about above across afore after against al along alongside amid amidst among amongst anenst apropos apud "
+    "around as aside astride at athwart atop barring before behind below beneath beside besides between beyond "
+    "but by circa despite down during et except for forenenst from given in inside into lest like modulo near "
+    "next notwithstanding of off on onto out over per plus pro qua sans since than through throughout thruout "
+    "till to toward towards under underneath until unto up upon versus vs. v. vs v via vis-à-vis with within "
+    "without or yet so and nor a an the de d' von van c ca".split()
+)
+_CASE_SEPARATOR = re.compile(r"([\u2018\u2019\u201c\u201d\"'\-\u2013\u2014/.,;?!:\[\]()])")
+
+
+def title_case(text: str) -> str:
+    """English title case as CSL processors apply it: stop words stay lower case except first/last
+    and after a colon; words that already contain a capital are left alone."""
+    segments = _CASE_SEPARATOR.split(text)
+    first, after_punct = True, False
+    last: tuple[int, int] | None = None
+    out: list[list[str]] = []
+    for index, segment in enumerate(segments):
+        if index % 2:
+            out.append([segment])
+            if segment in "!?:":
+                after_punct = True
+            continue
+        words = re.split(r"([ \u00a0\u2000-\u200b\u205f\u3000]+)", segment)
+        following = segments[index + 1] if index + 1 < len(segments) else ""
+        for j in range(0, len(words), 2):
+            word = words[j]
+            if not word:
+                continue
+            lower = word.lower()
+            is_last_word = all(not w for w in words[j + 2 :: 2])
+            capitalize = (
+                (len(word) > 1 and lower not in _STOP_WORDS)
+                or (index == 0 and is_last_word and following == "-")
+                or first
+                or after_punct
+            )
+            if capitalize and word == lower:
+                words[j] = word[0].upper() + word[1:]
+            first = after_punct = False
+            last = (len(out), j)
+        out.append(words)
+    if last is not None:
+        words = out[last[0]]
+        word = words[last[1]]
+        if len(word) > 1 and word.lower() in _STOP_WORDS:
+            words[last[1]] = word[0].upper() + word[1:]
+    return "".join("".join(words) for words in out)
+
+
+_RANGE = re.compile(r"^(\d+)\s*[-\u2013]\s*(\d+)$")
+
+
+def _page_range(pages: str, form: str, dash: str) -> str:
+    match = _RANGE.match(pages)
+    if not match:
+        return pages
+    first, last = match.groups()
+    if form == "expanded" or len(first) != len(last) or int(last) <= int(first):
+        return f"{first}{dash}{last}"
+    if form == "chicago-16":
+        start = int(first)
+        if start < 100 or start % 100 == 0:
+            return f"{first}{dash}{last}"
+        form = "minimal" if start % 100 < 10 else "minimal-two"
+    keep = 0
+    while keep < len(last) and first[keep] == last[keep]:
+        keep += 1
+    tail = last[keep:]
+    if form == "minimal-two" and len(tail) < 2:
+        tail = last[-2:]
+    return f"{first}{dash}{tail}"
+
+
+def _issue(issue: str) -> str:
+    """Issue ranges ("1-2") take an en dash like page ranges."""
+    match = _RANGE.match(issue)
+    return f"{match.group(1)}–{match.group(2)}" if match else issue
+
+
+def _inner_quotes(title: str) -> str:
+    """Inside a quoted title, double quotes become single ones (MLA, Chicago)."""
+    return title.replace("“", "‘").replace("”", "’")
+
+
+def _is_range(pages: str) -> bool:
+    return bool(re.search(r"\d\s*[-\u2013,]\s*\d", pages))
+
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+           "October", "November", "December")
+_MLA_MONTHS = ("Jan.", "Feb.", "Mar.", "Apr.", "May", "June", "July", "Aug.", "Sept.", "Oct.", "Nov.", "Dec.")
+
+
+def _doi_link(doi: str) -> str:
+    return doi if doi.lower().startswith("http") else f"https://doi.org/{doi}"
+
+
+def _two_literals(names: list[Name]) -> bool:
+    return len(names) == 2 and all(n.literal for n in names)
+
+
+def _and_list(rendered: list[str], names: list[Name], conjunction: str) -> str:
+    if len(rendered) == 1:
+        return rendered[0]
+    glue = f" {conjunction} " if _two_literals(names) else f", {conjunction} "
+    return ", ".join(rendered[:-1]) + glue + rendered[-1]
+
+
+# --------------------------------------------------------------------------------------------
+# GB/T 7714-2015 (numeric)
+
+
+def _gbt_name(name: Name) -> str:
+    if name.literal:
+        return name.literal
+    return _join([name.family.upper(), _initials(name.given, period=False, hyphen=False, spaced=True)], " ")
+
+
+def _gbt(cite: _Cite, number: int) -> str:
+    names = [_gbt_name(n) for n in cite.names]
+    if len(names) > 3:
+        names = names[:3] + ["et al." if cite.english else "等"]
+    online = bool(cite.doi or cite.url)
+    title = f"{cite.title}[{cite.kind.gb}{'/OL' if online else ''}]"
+    if cite.kind.csl == "article-newspaper":
+        date = "-".join(f"{p:02d}" if i else str(p) for i, p in enumerate(cite.date)) or cite.year
+        where = _join([cite.source, date], ", ") + (f"({cite.pages})" if cite.pages else "")
+        body = [title, where]
+    elif cite.kind.csl == "article-journal":
+        head = _join([cite.source, cite.year, cite.volume], ", ") + (f"({cite.issue})" if cite.issue else "")
+        body = [title, _join([head, cite.pages], ": ")]
+    elif cite.kind.csl == "paper-conference":
+        body = [f"{title}//{cite.source}", _join([cite.year, cite.pages], ": ")]
+    else:
+        body = [title, _join([_join([cite.source, cite.year], ", "), cite.pages], ": ")]
+    access = _join([cite.url, f"DOI:{cite.doi}" if cite.doi else ""], ". ")
+    return f"[{number}] " + _end(_join([", ".join(names), *body, access], ". "))
+
+
+# --------------------------------------------------------------------------------------------
+# APA 7
+
+
+def _apa_names(names: list[Name]) -> str:
+    rendered = [
+        n.literal or f"{n.family}, {_initials(n.given, period=True, hyphen=True, spaced=True)}" for n in names
+    ]
+    if len(rendered) >= 21:
+        return ", ".join(rendered[:19]) + ", … " + rendered[-1]
+    return _and_list(rendered, names, "&")
+
+
+def _apa(cite: _Cite) -> str:
+    if cite.kind.csl == "article-newspaper" and len(cite.date) > 1:
+        date = f"{cite.date[0]}, {_MONTHS[cite.date[1] - 1]}" + (f" {cite.date[2]}" if len(cite.date) > 2 else "")
+    else:
+        date = cite.year
+    pages = _page_range(cite.pages, "expanded", "\u2013")
+    if cite.kind.csl in ("article-journal", "article-newspaper", "paper-conference"):
+        serial = cite.volume + (f"({_issue(cite.issue)})" if cite.issue else "")
+        # Periodical names are capitalised in title case; proceedings titles are not.
+        source = cite.source
+        if cite.english and cite.kind.csl != "paper-conference":
+            source = title_case(source)
+        source = _join([source, serial, pages], ", ")
+        title = cite.title
+    else:
+        title = cite.title + (f" [{cite.genre}]" if cite.genre else "")
+        source = cite.source
+    link = _doi_link(cite.doi) if cite.doi else cite.url
+    text = _join([_apa_names(cite.names), f"({date})", title, _end(source)], ". ")
+    return _join([_end(text), link], " ")
+
+
+# --------------------------------------------------------------------------------------------
+# MLA 9
+
+
+def _mla_names(names: list[Name]) -> str:
+    first = names[0].literal or f"{names[0].family}, {names[0].given}"
+    if len(names) >= 3:
+        return f"{first}, et al."
+    if len(names) == 2:
+        second = names[1].literal or f"{names[1].given} {names[1].family}"
+        return _and_list([first, second], names, "and")
+    return first
+
+
+def _mla(cite: _Cite, authors: str) -> str:
+    title = title_case(cite.title) if cite.english else cite.title
+    source = title_case(cite.source) if cite.english else cite.source
+    pages = _page_range(cite.pages, "minimal-two", "\u2013")
+    issue = _issue(cite.issue)
+    locator = f"{'pp.' if _is_range(cite.pages) else 'p.'} {pages}" if pages else ""
+    link = _doi_link(cite.doi) if cite.doi else cite.url
+    if cite.kind.csl == "thesis":
+        body = [title, cite.year, _join([source, cite.genre], ", ")]
+        return _end(_join([authors, *body], ". "))
+    if cite.kind.csl == "book":
+        return _end(_join([authors, title, _join([source, cite.year], ", ")], ". "))
+    if cite.kind.csl == "article-newspaper" and len(cite.date) > 1:
+        date = " ".join(
+            ([str(cite.date[2])] if len(cite.date) > 2 else []) + [_MLA_MONTHS[cite.date[1] - 1], str(cite.date[0])]
+        )
+    else:
+        date = cite.year
+    container = _join(
+        [
+            source,
+            f"vol. {cite.volume}" if cite.volume else "",
+            (f"nos. {issue}" if issue != cite.issue else f"no. {issue}") if issue else "",
+            date,
+            locator,
+            link,
+        ],
+        ", ",
+    )
+    return _end(_join([authors, f"\u201c{_end(_inner_quotes(title))}\u201d {container}"], ". "))
+
+
+# --------------------------------------------------------------------------------------------
+# Chicago author-date (18th)
+
+
+def _chicago_names(names: list[Name]) -> str:
+    rendered = [names[0].literal or f"{names[0].family}, {names[0].given}"]
+    rendered += [n.literal or f"{n.given} {n.family}" for n in names[1:]]
+    if len(rendered) >= 7:
+        return ", ".join(rendered[:3]) + ", et al."
+    return _and_list(rendered, names, "and")
+
+
+def _chicago(cite: _Cite) -> str:
+    title = title_case(cite.title) if cite.english else cite.title
+    source = title_case(cite.source) if cite.english else cite.source
+    pages = _page_range(cite.pages, "chicago-16", "\u2013")
+    link = _doi_link(cite.doi) if cite.doi else cite.url
+    quoted = f"\u201c{_end(_inner_quotes(title))}\u201d"
+    issue = _issue(cite.issue)
+    if cite.kind.csl == "article-journal":
+        serial = _join([cite.volume, f"({issue})" if issue and cite.volume else ""], " ")
+        if issue and not cite.volume:
+            head = _join([source, f"no. {issue}"], ", ")
+        elif serial:
+            head = _join([source, serial], " ")
+        elif pages:
+            head = source + ","
+        elif cite.doi:
+            head = source + ", ahead of print"
+        else:
+            head = source
+        where = _join([head, pages], ": " if serial or cite.issue else " ")
+        body = f"{quoted} {where}"
+    elif cite.kind.csl in ("paper-conference", "article-newspaper"):
+        if cite.kind.csl == "article-newspaper":
+            extra = f"{_MONTHS[cite.date[1] - 1]}" + (f" {cite.date[2]}" if len(cite.date) > 2 else "") if len(cite.date) > 1 else ""
+        else:
+            extra = pages
+        body = f"{quoted} {_join([source, extra], ', ')}"
+    elif cite.kind.csl == "thesis":
+        body = f"{quoted} {_join([cite.genre, source], ', ')}"
+    elif cite.kind.csl == "book":
+        body = _join([title, source], ". ")
+    else:
+        body = f"{quoted} {source}"
+    return _end(_join([_chicago_names(cite.names), cite.year, _end(body), link], ". "))
+
+
+# --------------------------------------------------------------------------------------------
+# Vancouver / NLM (Citing Medicine)
+
+
+def _vancouver_name(name: Name) -> str:
+    if name.literal:
+        return name.literal
+    return _join([name.family, _initials(name.given, period=False, hyphen=False, spaced=False)], " ")
+
+
+def _vancouver(cite: _Cite, number: int) -> str:
+    names = [_vancouver_name(n) for n in cite.names]
+    if len(names) >= 7:
+        names = names[:6] + ["et al."]
+    pages = _page_range(cite.pages, "minimal", "\u2013")
+    title = cite.title + (f" [{cite.genre}]" if cite.genre else "")
+    # Citing Medicine marks a source read online with [Internet] and its address with "Available from:".
+    internet = bool(cite.url and not cite.doi)
+    source = cite.source + (" [Internet]" if internet else "")
+    if cite.kind.csl == "article-journal":
+        serial = cite.volume + (f"({_issue(cite.issue)})" if cite.issue else "")
+        locator = _join([serial, pages], ":")
+        tail = [source, cite.year + (f";{locator}" if locator else "")]
+    elif cite.kind.csl == "article-newspaper":
+        months = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+        date = cite.year
+        if len(cite.date) > 1:
+            date = " ".join([str(cite.date[0]), months[cite.date[1] - 1]] + ([str(cite.date[2])] if len(cite.date) > 2 else []))
+        tail = [source, _join([date, pages], ":")]
+    elif cite.kind.csl == "paper-conference":
+        tail = [f"In: {source}", cite.year, f"p. {pages}" if pages else ""]
+    else:
+        tail = [_join([source, cite.year], "; ")]
+    text = _end(_join([", ".join(names), title, *tail], ". "))
+    link = f"doi:{cite.doi}" if cite.doi else (f"Available from: {cite.url}" if cite.url else "")
+    return f"{number}. " + _join([text, link], " ")
+
+
+# --------------------------------------------------------------------------------------------
+# Bibliography order of the author-date styles
+
+
+def _collation_key(text: str) -> tuple[tuple[int, Any], ...]:
+    """Approximates the locale collation CSL processors sort with: punctuation and case ignored,
+    digit runs compared as numbers, Latin before Han, Han by code point."""
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    key: list[tuple[int, Any]] = []
+    digits = ""
+    for char in folded:
+        if char.isdigit():
+            digits += char
+            continue
+        if digits:
+            key.append((0, int(digits)))
+            digits = ""
+        if unicodedata.combining(char) or not char.isalnum():
+            continue
+        key.append((2, ord(char)) if has_cjk(char) else (1, char))
+    if digits:
+        key.append((0, int(digits)))
+    return tuple(key)
+
+
+def _name_tokens(names: list[Name], initials: bool) -> tuple[Any, ...]:
+    tokens: list[str] = []
+    for name in names:
+        if name.literal:
+            tokens.append(name.literal)
+        else:
+            given = _initials(name.given, period=True, hyphen=True, spaced=True) if initials else name.given
+            tokens += [name.family, given]
+    return tuple(_collation_key(t) for t in tokens)
+
+
+def _sort_key(cite: _Cite, style: str) -> tuple[Any, ...]:
+    """Author, then date (undated last), then title; MLA sorts by title before date. Names are
+    compared in their sort form as the style truncates them (MLA: first author when 3 or more)."""
+    names = cite.names
+    if style == "mla" and len(names) >= 3:
+        names = names[:1]
+    elif style == "chicago" and len(names) >= 7:
+        names = names[:3]
+    author = _name_tokens(names, initials=style == "apa")
+    date = (0, int(cite.year)) if cite.year.isdigit() else (1, 0)
+    title = _collation_key(cite.title)
+    return (author, title, date) if style == "mla" else (author, date, title)
+
+
+_SUBSTITUTE = "\u2014\u2014\u2014"
+
+
+def _prose(papers: list[Paper], style: str) -> list[str]:
+    cites = [_cite(p) for p in papers]
+    if style == "gbt7714":
+        return [_gbt(c, i) for i, c in enumerate(cites, 1)]
+    if style == "vancouver":
+        return [_vancouver(c, i) for i, c in enumerate(cites, 1)]
+    ordered = sorted(cites, key=lambda c: _sort_key(c, style))
+    if style == "apa":
+        return [_apa(c) for c in ordered]
+    if style == "chicago":
+        return [_chicago(c) for c in ordered]
+    entries, previous = [], None
+    for cite in ordered:
+        authors = _mla_names(cite.names)
+        # MLA replaces the names of consecutive works by the same authors with three em dashes.
+        same = previous == cite.names
+        entries.append(_mla(cite, _SUBSTITUTE if same else authors))
+        previous = cite.names
+    return entries
+
+
+# --------------------------------------------------------------------------------------------
+# BibTeX
+
+_TEX_SPECIAL = {
+    "\\": "\\textbackslash{}",
+    "{": "\\{",
+    "}": "\\}",
+    "%": "\\%",
+    "&": "\\&",
+    "#": "\\#",
+    "_": "\\_",
+    "$": "\\$",
+    "~": "\\textasciitilde{}",
+    "^": "\\textasciicircum{}",
+}
+
+
+def tex_escape(text: str) -> str:
+    return "".join(_TEX_SPECIAL.get(char, char) for char in " ".join(text.split()))
+
+
+def _tex_url(text: str) -> str:
+    # url/doi stay verbatim for \url{}; only braces (which would end the field) and % are encoded.
+    return re.sub(r"\s+", "", text).replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_:./+-]")
+
+
+def _bibtex_keys(papers: list[Paper]) -> list[str]:
+    """Keys from record_ref, reduced to characters every BibTeX parser accepts, made unique."""
+    keys: list[str] = []
+    seen: set[str] = set()
+    for index, paper in enumerate(papers, 1):
+        base = _KEY_UNSAFE.sub("_", paper.record_ref.strip()) or f"record{index}"
+        key, n = base, 2
+        while key.lower() in seen:
+            key, n = f"{base}_{n}", n + 1
+        seen.add(key.lower())
+        keys.append(key)
+    return keys
+
+
+def _bibtex_name(name: Name) -> str:
+    # Han names and single-word names are braced so BibTeX never splits them into first/last.
+    if name.literal:
+        return "{" + tex_escape(name.literal) + "}"
+    return f"{tex_escape(name.family)}, {tex_escape(name.given)}"
+
+
+def _bibtex(papers: list[Paper]) -> str:
+    entries = []
+    for paper, key in zip(papers, _bibtex_keys(papers)):
+        kind = doc_type(paper)
+        source_field = {
+            "article": "journal",
+            "inproceedings": "booktitle",
+            "phdthesis": "school",
+            "mastersthesis": "school",
+        }.get(kind.bibtex, "publisher")
+        if kind.key in ("newspaper", "online_first"):
+            source_field = "journal" if kind.key == "online_first" else "howpublished"
+        fields: list[tuple[str, str]] = []
+        names = [parse_name(a) for a in paper.authors if a.strip()]
+        if names:
+            fields.append(("author", " and ".join(_bibtex_name(n) for n in names)))
+        values = [
+            ("title", tex_escape(paper.title)),
+            (source_field, tex_escape(paper.source)),
+            ("year", str(paper.year) if paper.year > 0 else ""),
+            ("volume", tex_escape(paper.volume)),
+            ("number", tex_escape(paper.issue)),
+            ("pages", tex_escape(paper.pages).replace("-", "--") if re.fullmatch(r"\d+-\d+", paper.pages.strip()) else tex_escape(paper.pages)),
+            ("type", tex_escape(_genre(paper, kind)) if kind.key == "thesis" else ""),
+            ("note", "网络首发" if kind.key == "online_first" else ""),
+            ("doi", _tex_url(paper.doi)),
+            ("url", _tex_url(paper.url)),
+            ("abstract", tex_escape(paper.abstract)),
+            ("keywords", tex_escape(", ".join(k.strip() for k in paper.keywords if k.strip()))),
+        ]
+        fields += [(name, value) for name, value in values if value]
+        lines = [f"@{kind.bibtex}{{{key},"] + [f"  {name} = {{{value}}}," for name, value in fields] + ["}"]
+        entries.append("\n".join(lines))
+    return ENTRY_SEPARATOR.join(entries)
+
+
+# --------------------------------------------------------------------------------------------
+# RIS and EndNote tagged
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _ris(papers: list[Paper]) -> str:
+    records = []
+    for paper in papers:
+        kind = doc_type(paper)
+        lines = [("TY", kind.ris)]
+        lines += [("AU", _clean(a)) for a in paper.authors if a.strip()]
+        lines.append(("TI", _clean(paper.title)))
+        # T2 is the source of every RIS type (journal, proceedings, newspaper); theses and books
+        # name the school/publisher in PB.
+        lines.append(("PB" if kind.csl in ("thesis", "book", "document") else "T2", _clean(paper.source)))
+        if kind.csl == "article-journal":
+            lines.append(("JO", _clean(paper.source)))
+        lines.append(("PY", str(paper.year) if paper.year > 0 else ""))
+        if kind.key == "newspaper" and paper.publication_date.strip():
+            lines.append(("DA", _clean(paper.publication_date).replace("-", "/")))
+        lines += [("VL", _clean(paper.volume)), ("IS", _clean(paper.issue))]
+        pages = _clean(paper.pages)
+        if pages:
+            start, dash, end = pages.partition("-")
+            lines.append(("SP", start.strip()))
+            if dash:
+                lines.append(("EP", end.strip()))
+        lines += [("M3", _genre(paper, kind)), ("DO", _clean(paper.doi)), ("UR", _clean(paper.url))]
+        lines.append(("AB", _clean(paper.abstract)))
+        lines += [("KW", _clean(k)) for k in paper.keywords if k.strip()]
+        if kind.key == "online_first":
+            lines.append(("N1", "网络首发"))
+        body = [f"{tag}  - {value}" for tag, value in lines if value]
+        records.append("\r\n".join(body + ["ER  - "]))
+    return "\r\n\r\n".join(records) + "\r\n"
+
+
+def _endnote(papers: list[Paper]) -> str:
+    records = []
+    for paper in papers:
+        kind = doc_type(paper)
+        lines = [("%0", kind.endnote)]
+        lines += [("%A", _clean(a)) for a in paper.authors if a.strip()]
+        lines.append(("%T", _clean(paper.title)))
+        source_tag = {"thesis": "%I", "book": "%I", "document": "%I", "paper-conference": "%B"}.get(kind.csl, "%J")
+        lines.append((source_tag, _clean(paper.source)))
+        lines.append(("%D", str(paper.year) if paper.year > 0 else ""))
+        if kind.key == "newspaper":
+            lines.append(("%8", _clean(paper.publication_date)))
+        lines += [("%V", _clean(paper.volume)), ("%N", _clean(paper.issue)), ("%P", _clean(paper.pages))]
+        lines += [("%9", _genre(paper, kind)), ("%R", _clean(paper.doi)), ("%U", _clean(paper.url))]
+        lines.append(("%X", _clean(paper.abstract)))
+        lines += [("%K", _clean(k)) for k in paper.keywords if k.strip()]
+        if kind.key == "online_first":
+            lines.append(("%Z", "网络首发"))
+        records.append("\n".join(f"{tag} {value}" for tag, value in lines if value))
+    return ENTRY_SEPARATOR.join(records)
+
+
+# --------------------------------------------------------------------------------------------
+# Data formats
+
+
+def _json_text(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2)
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: str) -> str:
+    """A spreadsheet opens cells starting with = + - @ (also after tabs/CRs) as formulas: quote them."""
+    stripped = value.lstrip(" \t\r\n")
+    if value.startswith(_FORMULA_START) or stripped.startswith(_FORMULA_START[:4]):
+        return "'" + value
+    return value
+
+
+CSV_COLUMNS = ("title", "authors", "source", "year", "volume", "issue", "pages", "doi", "url")
+
+
+def _csv(papers: list[Paper]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer.writerow(CSV_COLUMNS)
+    for paper in papers:
+        row = [
+            paper.title,
+            "; ".join(a.strip() for a in paper.authors if a.strip()),
+            paper.source,
+            str(paper.year) if paper.year > 0 else "",
+            paper.volume,
+            paper.issue,
+            paper.pages,
+            paper.doi,
+            paper.url,
+        ]
+        writer.writerow([csv_cell(cell) for cell in row])
+    # The byte-order mark lets Excel detect UTF-8 and show Chinese text instead of mojibake.
+    return "\ufeff" + buffer.getvalue()
+
+
+def _markdown(papers: list[Paper]) -> str:
+    lines = []
+    for paper in papers:
+        title = re.sub(r"([\\\[\]*_`<>])", r"\\\1", _clean(paper.title)) or "(无题名)"
+        url = _clean(paper.url).replace(" ", "%20").replace("(", "%28").replace(")", "%29")
+        line = f"[{title}]({url})" if url else title
+        lines.append(f"- {line}")
+    return ENTRY_SEPARATOR.join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# custom templates
+
+_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+
+
+def _template_tokens(template: str) -> list[tuple[str, str]]:
+    """Split a template into ("text", s) and ("field", name) tokens, or raise INVALID_TEMPLATE."""
+    if len(template.encode("utf-8")) > MAX_TEMPLATE_BYTES:
+        raise CnkiError("INVALID_TEMPLATE", f"custom 模板不能超过 {MAX_TEMPLATE_BYTES} 字节。")
+    if "\x00" in template or "\x01" in template:
+        raise CnkiError("INVALID_TEMPLATE", "custom 模板不能包含控制字符。")
+    tokens: list[tuple[str, str]] = []
+    position = 0
+    for match in _TOKEN.finditer(template):
+        if match.start() > position:
+            tokens.append(("text", template[position : match.start()]))
+        position = match.end()
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            tokens.append(("text", token[0]))
+        elif token in ("{", "}"):
+            raise CnkiError(
+                "INVALID_TEMPLATE",
+                f"custom 模板中有未配对的“{token}”（第 {match.start() + 1} 个字符）；字面花括号请写成 {{{{ 或 }}}}。",
+            )
+        else:
+            name = match.group(1)
+            if name not in TEMPLATE_FIELDS:
+                raise CnkiError(
+                    "INVALID_TEMPLATE",
+                    f"custom 模板中的占位符 {{{name}}} 不受支持；可用：" + "、".join(f"{{{f}}}" for f in TEMPLATE_FIELDS),
+                    details={"placeholder": name, "allowed": list(TEMPLATE_FIELDS)},
+                )
+            tokens.append(("field", name))
+    if position < len(template):
+        tokens.append(("text", template[position:]))
+    return tokens
+
+
+def validate_template(template: str) -> None:
+    """Raise INVALID_TEMPLATE for unknown placeholders, unbalanced braces or oversized templates."""
+    _template_tokens(template)
+
+
+def _template_values(paper: Paper) -> dict[str, str]:
+    authors = ", ".join(_clean(a) for a in paper.authors if a.strip()) or AUTHOR_PLACEHOLDER
+    return {
+        "title": _clean(paper.title),
+        "authors": authors,
+        "source": _clean(paper.source),
+        "journal": _clean(paper.source),
+        "year": str(paper.year) if paper.year > 0 else "",
+        "volume": _clean(paper.volume),
+        "issue": _clean(paper.issue),
+        "pages": _clean(paper.pages),
+        "doi": _clean(paper.doi),
+        "url": _clean(paper.url),
+        "record_ref": paper.record_ref,
+        "type": _clean(paper.document_type),
+    }
+
+
+def _custom(papers: list[Paper], template: str) -> str:
+    tokens = _template_tokens(template)
+    entries = []
+    for paper in papers:
+        values = _template_values(paper)
+        # Values are inserted after parsing, so braces inside them are never read as placeholders.
+        entries.append("".join(values[v] if kind == "field" else v for kind, v in tokens))
+    return ENTRY_SEPARATOR.join(entries)
+
+
+# --------------------------------------------------------------------------------------------
+# Entry point
+
+
+def normalize_format(fmt: str | None) -> str:
+    name = (fmt or "").strip().lower()
+    name = _ALIASES.get(name, name)
+    if name not in FORMATS:
+        raise CnkiError(
+            "INVALID_FORMAT", f"不支持的格式：{fmt}；可用：" + "、".join(FORMATS), details={"allowed": list(FORMATS)}
+        )
+    return name
+
+
+def render(papers: list[Paper], fmt: str, template: str | None = None) -> Rendered:
+    """Render ``papers`` (in the caller's order) in format ``fmt``.
+
+    Raises INVALID_FORMAT for an unknown format and INVALID_TEMPLATE for a bad ``custom`` template.
+    """
+    name = normalize_format(fmt)
+    if name == "custom":
+        text = _custom(papers, template or "")
+    elif name in PROSE_FORMATS:
+        text = ENTRY_SEPARATOR.join(_prose(papers, name))
+    elif name == "bibtex":
+        text = _bibtex(papers)
+    elif name == "ris":
+        text = _ris(papers)
+    elif name == "endnote":
+        text = _endnote(papers)
+    elif name == "csl_json":
+        text = _json_text(csl_items(papers))
+    elif name == "json":
+        text = _json_text([public_paper(p) for p in papers])
+    elif name == "csv":
+        text = _csv(papers)
+    else:
+        text = _markdown(papers)
+    missing = {p.record_ref: m for p in papers if (m := missing_fields(p))}
+    return Rendered(format=name, count=len(papers), text=text, missing_fields=missing)
