@@ -1,0 +1,1267 @@
+"""Parsers for every CNKI page the product reads: result grid, detail, journal, reader, download
+popups, login header, and the classification of fetched responses (spec/site.md §3–§8).
+
+All functions are pure: HTML text in, msgspec Structs out, failures as ``CnkiError``. Page text is
+only ever treated as data. Selectors follow the structures recorded in spec/real-pages.md; where
+sources disagree (``td.quote`` vs ``td.cited``, second ``h3.author`` vs ``h3.orgn`` …) every variant
+is accepted.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import re
+import secrets
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from urllib.parse import parse_qsl, urljoin, urlsplit
+
+import lxml.html
+import msgspec
+from lxml import etree
+
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.model import (
+    PARSER_VERSION,
+    Paper,
+    Quality,
+    ReaderCoverage,
+    Section,
+    SessionState,
+    TierEvidence,
+)
+from cnki_mcp.text import (
+    clean,
+    doi_key,
+    normalize,
+    source_key,
+    strip_source_tail,
+    title_key,
+    trim,
+    unique_strings,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_MARKUP_BYTES = 8 * 1024 * 1024
+EMPTY_PREVIEW_CHARS = 160
+READER_MIN_BYTES = 150
+REFUSAL_SAMPLE_CHARS = 300
+SNAPSHOT_KEEP = 200
+
+
+# --------------------------------------------------------------------------------------------
+# Structs returned to the site layer (internal; clients see Paper, Quality, Section …)
+
+
+class GridPage(msgspec.Struct):
+    """One brief/grid answer. ``total`` is None when the page does not say; 0 means a real zero."""
+
+    rows: list[Paper] = []
+    total: int | None = None
+    page: int = 0  # current page from the pager, 0 when unknown
+    page_count: int = 0  # last page from the pager, 0 when unknown
+    cursor: str = ""  # #hidTurnPage, needed to ask for the next page
+    exhausted: bool = False
+
+
+class ReaderDocument(msgspec.Struct):
+    title: str
+    text: str
+    sections: list[Section]
+    trial: bool
+    coverage: ReaderCoverage
+
+
+class PageState(msgspec.Struct):
+    """One observation of a live tab (§8.2), computed from its current DOM HTML."""
+
+    state: str  # ready | challenge | login | denied
+    reason: str = ""
+    identity_ready: bool = False
+    institutions: list[str] = []
+    personal: bool = False
+    personal_name: str = ""
+
+
+# --------------------------------------------------------------------------------------------
+# URLs
+
+
+def is_site_url(url: str) -> bool:
+    """The host allow-list: https and a cnki.net host (§1.1)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return False
+    return parts.scheme == "https" and (host == "cnki.net" or host.endswith(".cnki.net"))
+
+
+_SECRET_QUERY_KEYS = ("token", "ticket", "session", "password", "signature")
+
+
+def public_url(locator: str) -> str:
+    """The locator when it may be shown to clients as the paper's url, else "" (§1.2)."""
+    if not is_site_url(locator):
+        return ""
+    parts = urlsplit(locator)
+    if "@" in parts.netloc or "abstract" not in parts.path.lower():
+        return ""
+    for key, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if any(word in key.lower() for word in _SECRET_QUERY_KEYS):
+            return ""
+    return locator
+
+
+def _resolve(href: str | None, base: str) -> str:
+    if not href:
+        return ""
+    href = href.strip()
+    if href.lower().startswith(("javascript:", "mailto:", "#")):
+        return ""
+    try:
+        url = urljoin(base, href)
+    except ValueError:
+        return ""
+    return url if is_site_url(url) else ""
+
+
+# --------------------------------------------------------------------------------------------
+# Markup loading and text helpers
+
+_HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
+_OFFSCREEN_STYLE = re.compile(r"(?:^|[;\s])(?:top|left)\s*:\s*-\s*\d{4,}", re.I)
+_INVISIBLE_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden|opacity\s*:\s*0(?:\.0*)?\s*(?:;|$)", re.I)
+_NON_CONTENT_TAGS = frozenset({"script", "style", "noscript", "template"})
+_KEEP_TAGS = frozenset({"html", "head", "body", "input", "meta", "title"})
+
+
+def _check_size(html: str) -> None:
+    if len(html) > MAX_MARKUP_BYTES // 4 and len(html.encode("utf-8", "replace")) > MAX_MARKUP_BYTES:
+        raise CnkiError("RESPONSE_TOO_LARGE", "页面超过 8 MB，未解析。", details={"limit_bytes": MAX_MARKUP_BYTES})
+
+
+def _parse(html: str) -> lxml.html.HtmlElement:
+    _check_size(html)
+    parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True, huge_tree=True)
+    try:
+        return lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=parser)
+    except (etree.ParserError, ValueError):
+        return lxml.html.document_fromstring(b"<html><body></body></html>", parser=parser)
+
+
+def _prune(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    """The pre-cleaning every parser applies: scripts and hidden elements go (§3)."""
+    doomed = []
+    for el in root.iter():
+        tag = el.tag if isinstance(el.tag, str) else ""
+        if tag in _NON_CONTENT_TAGS:
+            doomed.append(el)
+        elif tag and tag not in _KEEP_TAGS and (
+            el.get("hidden") is not None
+            or (el.get("aria-hidden") or "").strip().lower() == "true"
+            or _HIDING_STYLE.search(el.get("style") or "")
+        ):
+            doomed.append(el)
+    for el in doomed:
+        el.drop_tree()
+    return root
+
+
+def _document(html: str) -> lxml.html.HtmlElement:
+    return _prune(_parse(html))
+
+
+def _text(el: lxml.html.HtmlElement | None) -> str:
+    return clean(el.text_content()) if el is not None else ""
+
+
+def _own_text(el: lxml.html.HtmlElement) -> str:
+    """The element's text with its child elements removed (their tails stay)."""
+    parts = [el.text or ""]
+    parts.extend(child.tail or "" for child in el)
+    return clean(" ".join(parts))
+
+
+def _text_without(el: lxml.html.HtmlElement, selector: str) -> str:
+    twin = copy.deepcopy(el)
+    twin.tail = None
+    for junk in twin.cssselect(selector):
+        junk.drop_tree()
+    return _text(twin)
+
+
+def _first(root: lxml.html.HtmlElement, selector: str) -> lxml.html.HtmlElement | None:
+    found = root.cssselect(selector)
+    return found[0] if found else None
+
+
+def _input_value(root: lxml.html.HtmlElement, selector: str) -> str:
+    el = _first(root, selector)
+    return trim(el.get("value") or "") if el is not None else ""
+
+
+def _page_text(root: lxml.html.HtmlElement) -> str:
+    body = root.find("body")
+    return _text(body if body is not None else root)
+
+
+def _split(text: str, separators: str = ";；,，") -> list[str]:
+    return [part for part in re.split(f"[{separators}]", text) if trim(part)]
+
+
+# --------------------------------------------------------------------------------------------
+# Small value rules shared by grid and detail
+
+_COUNT = re.compile(r"(\d+(?:\.\d+)?)(万?)")
+_YEAR = re.compile(r"(?<!\d)(?:18|19|20|21)\d{2}(?!\d)")
+_ROLE_SUFFIX = re.compile(r"\s*[(（]\s*(?:主编|编著|编译|撰文|执笔|整理|口述|供稿|文|著|编|译|撰|摄|图)\s*[)）]\s*$")
+_TITLE_MARKERS = re.compile(r"(?:\s*(?:附视频|网络首发|MT翻译))+\s*$")
+
+
+def parse_count(text: str) -> int | None:
+    """A count cell: digits with optional decimals and 万; anything else is unknown (None)."""
+    value = trim(text.replace(",", "").replace("，", ""))
+    match = _COUNT.fullmatch(value)
+    if not match:
+        return None
+    number = Decimal(match[1]) * (10000 if match[2] else 1)
+    return int(number.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def year_of(text: str) -> int:
+    match = _YEAR.search(text)
+    return int(match[0]) if match else 0
+
+
+def strip_role_suffix(name: str) -> str:
+    """``林倩(文)`` → ``林倩``: bylines carry roles that are not part of the name (§4.5)."""
+    return _ROLE_SUFFIX.sub("", trim(name))
+
+
+def _author_names(texts: Iterable[str]) -> list[str]:
+    names = (strip_role_suffix(trim(text).strip(";；,，")) for text in texts)
+    return unique_strings(names)
+
+
+def _clean_title(text: str) -> str:
+    return _TITLE_MARKERS.sub("", clean(text))
+
+
+def _identifiers(scope: lxml.html.HtmlElement, locator: str) -> dict[str, str]:
+    """dbcode/dbname/filename from the first [data-filename] element, else the locator query (§1.3)."""
+    ids = {"dbcode": "", "dbname": "", "filename": ""}
+    marked = _first(scope, "[data-filename]")
+    if marked is not None:
+        for key in ids:
+            ids[key] = trim(marked.get(f"data-{key}") or "")
+    if locator:
+        query = {key.lower(): value for key, value in parse_qsl(urlsplit(locator).query)}
+        for key in ids:
+            ids[key] = ids[key] or trim(query.get(key, ""))
+    return ids
+
+
+# --------------------------------------------------------------------------------------------
+# Result grid (§3)
+
+_ZERO_RESULT = re.compile(r"未找到|没有找到|未检索到|暂无.{0,6}结果")
+_TEMPORARY_EMPTY = re.compile(r"暂无数据|稍后重试|服务繁忙")
+_TOTAL_TEXT = re.compile(r"(?:共找到|找到)\s*([\d,]+(?:\.\d+)?万?)\s*条")
+_PAGE_MARK = re.compile(r"(\d+)\s*/\s*(\d+)")
+
+
+def _grid_rows(root: lxml.html.HtmlElement) -> Iterator[lxml.html.HtmlElement]:
+    for table in root.cssselect("table.result-table-list, table.GridTableContent"):
+        for tr in table.iter("tr"):
+            parent = tr.getparent()
+            if parent is not None and parent.tag == "thead":
+                continue
+            yield tr
+
+
+def _grid_row(tr: lxml.html.HtmlElement, base_url: str) -> Paper | None:
+    anchor = _first(tr, "td.name a, a.fz14")
+    if anchor is None:
+        return None
+    title = _clean_title(anchor.text_content())
+    if not title:
+        return None
+    locator = _resolve(anchor.get("href"), base_url)
+    authors: list[str] = []
+    cell = _first(tr, "td.author")
+    if cell is not None:
+        links = cell.cssselect("a")
+        texts = [_text_without(a, "sup") for a in links] if links else _split(_text_without(cell, "sup"))
+        authors = _author_names(texts)
+    date = _text(_first(tr, "td.date"))
+    cited = _first(tr, "td.quote, td.cited")
+    downloaded = _first(tr, "td.download")
+    abstract = _first(tr, ".abstract")
+    return Paper(
+        title=title,
+        authors=authors,
+        source=strip_source_tail(_text(_first(tr, "td.source"))),
+        year=year_of(date),
+        publication_date=date,
+        document_type=_text(_first(tr, "td.data")),
+        url=public_url(locator),
+        locator=locator,
+        cited=parse_count(_text(cited)) if cited is not None else None,
+        downloaded=parse_count(_text(downloaded)) if downloaded is not None else None,
+        abstract=_text(abstract),
+        keywords=unique_strings(_text(a).strip(";；") for a in tr.cssselect(".keywords a")),
+        online_first=any("网络首发" in _text(mark) for mark in tr.cssselect(".marktip")),
+        listed_at=_now(),
+        **_identifiers(tr, locator),
+    )
+
+
+def _sentence_row(block: lxml.html.HtmlElement, base_url: str) -> Paper | None:
+    """A 句子检索 (brief/senquery) result block: ``.middle`` with ``h6 a.fz14`` and ``.baseinfo``."""
+    anchor = _first(block, "h6 a.fz14, a.fz14")
+    if anchor is None:
+        return None
+    title = _clean_title(anchor.text_content())
+    if not title:
+        return None
+    locator = _resolve(anchor.get("href"), base_url)
+    info = _first(block, ".baseinfo")
+    authors: list[str] = []
+    source = date = doctype = ""
+    downloaded: int | None = None
+    if info is not None:
+        authors = _author_names(_text(a) for a in info.cssselect("a.KnowledgeNetLink"))
+        for span in info.cssselect("span"):
+            label = _text(_first(span, "label"))
+            if label.startswith("来源"):
+                source = strip_source_tail(_text_without(span, "label"))
+        date = _text(_first(info, ".date"))
+        doctype = _text(_first(info, "em")).strip("【】[] ")
+        count = _first(info, "a.downloadCnt")
+        downloaded = parse_count(_text(count)) if count is not None else None
+    return Paper(
+        title=title,
+        authors=authors,
+        source=source,
+        year=year_of(date),
+        publication_date=date,
+        document_type=doctype,
+        url=public_url(locator),
+        locator=locator,
+        downloaded=downloaded,
+        listed_at=_now(),
+        **_identifiers(block, locator),
+    )
+
+
+def _grid_total(root: lxml.html.HtmlElement) -> int | None:
+    for el in root.cssselect(".pagerTitleCell em, #countPageDiv em"):
+        count = parse_count(_text(el))
+        if count is not None:
+            return count
+    match = _TOTAL_TEXT.search(_page_text(root))
+    if match:
+        return parse_count(match[1])
+    hidden = _input_value(root, "#totalCnt")
+    return parse_count(hidden) if hidden else None
+
+
+def _grid_pager(root: lxml.html.HtmlElement) -> tuple[int, int]:
+    current = last = 0
+    mark = _first(root, ".countPageMark")
+    if mark is not None:
+        match = _PAGE_MARK.search(_text(mark))
+        if match:
+            current, last = int(match[1]), int(match[2])
+        elif (mark.get("data-pagenum") or "").strip().isdigit():
+            last = int(mark.get("data-pagenum").strip())
+    if not current:
+        hidden = _input_value(root, "#curPageHid")
+        if hidden.isdigit():
+            current = int(hidden)
+        else:
+            active = _first(root, "a.cur[data-curpage]")
+            if active is not None and (active.get("data-curpage") or "").strip().isdigit():
+                current = int(active.get("data-curpage").strip())
+    return current, last
+
+
+def _empty_kind(root: lxml.html.HtmlElement) -> tuple[str, str]:
+    """Why a grid answer has no rows: zero, rejected (reason), temporary, or "" (unknown)."""
+    for note in root.cssselect("p.no-content"):
+        reason = trim(note.get("value") or "")
+        if reason:
+            return "rejected", reason
+    text = _page_text(root)
+    if _ZERO_RESULT.search(text):
+        return "zero", ""
+    if _TEMPORARY_EMPTY.search(text):
+        return "temporary", ""
+    return "", ""
+
+
+def parse_grid(html: str, base_url: str) -> GridPage:
+    """Rows and pager of a brief/grid answer (or of the rendered result page around it)."""
+    root = _document(html)
+    rows = [paper for tr in _grid_rows(root) if (paper := _grid_row(tr, base_url)) is not None]
+    if not rows:
+        rows = [
+            paper
+            for block in root.cssselect(".middle")
+            if block.cssselect(".baseinfo") and (paper := _sentence_row(block, base_url)) is not None
+        ]
+    total = _grid_total(root)
+    page, page_count = _grid_pager(root)
+    cursor = _input_value(root, "#hidTurnPage")
+    if not rows and total != 0:
+        kind, reason = _empty_kind(root)
+        preview = _page_text(root)[:EMPTY_PREVIEW_CHARS]
+        if kind == "rejected":
+            raise CnkiError(
+                "PARSER_UNSUPPORTED", f"知网拒绝了这次检索：{reason}", details={"reason": reason, "preview": preview}
+            )
+        if kind == "temporary":
+            raise CnkiError("SITE_TEMPORARILY_EMPTY", f"知网暂时没有返回数据：{preview}", details={"preview": preview})
+        if kind != "zero":
+            raise CnkiError(
+                "PARSER_UNSUPPORTED", f"检索结果页结构不受支持：{preview}", details={"preview": preview}
+            )
+        total = 0
+    exhausted = (total is not None and len(rows) >= total) or (page_count > 0 and page >= page_count)
+    return GridPage(rows=rows, total=total, page=page, page_count=page_count, cursor=cursor, exhausted=exhausted)
+
+
+# --------------------------------------------------------------------------------------------
+# Detail page (§4)
+
+_LOGIN_WIDGET = re.compile(r"login|Login|ecp_")
+_ISSUE = re.compile(
+    r"(?<!\d)((?:19|20)\d{2})\s*[,，.]?\s*(\d+)?\s*[(（]\s*([A-Za-z]*\d+[A-Za-z]*)\s*[)）]"
+    r"\s*[:：]?\s*(\d+(?:\s*[-—–]\s*\d+)?)?"
+)
+_DATE = re.compile(r"(?<!\d)((?:18|19|20|21)\d{2})[-/.年](\d{1,2})(?:[-/.月](\d{1,2}))?")
+_DOI_TEXT = re.compile(r"DOI\s*[:：]\s*(10\.\d{4,9}/[^\s<>]+)", re.I)
+_INSTITUTION_INDEX = re.compile(r"^\d+\s*[.．、]\s*")
+_DBCODE_TYPES = {
+    "CJFD": "期刊",
+    "CJFQ": "期刊",
+    "CJFN": "期刊",
+    "CAPJ": "期刊",
+    "CDFD": "博士",
+    "CMFD": "硕士",
+    "CPFD": "会议",
+    "IPFD": "会议",
+    "CCND": "报纸",
+    "CYFD": "年鉴",
+}
+_DATE_ROWS = ("报纸日期", "出版日期", "发表日期", "发表时间", "会议时间")
+
+
+def _meta(root: lxml.html.HtmlElement) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for el in root.iter("meta"):
+        name = (el.get("name") or el.get("property") or "").strip().lower()
+        content = clean(el.get("content") or "")
+        if name and content:
+            values = found.setdefault(name, [])
+            if content not in values:
+                values.append(content)
+    return found
+
+
+def _meta_first(meta: dict[str, list[str]], *names: str) -> str:
+    for name in names:
+        if meta.get(name):
+            return meta[name][0]
+    return ""
+
+
+def _meta_all(meta: dict[str, list[str]], *names: str) -> list[str]:
+    return [value for name in names for value in meta.get(name, [])]
+
+
+def _rows(root: lxml.html.HtmlElement) -> dict[str, str]:
+    """Label rows (``.rowtit`` 摘要：, 导师：, 报纸日期： …) mapped to the text that follows them."""
+    rows: dict[str, str] = {}
+    for tit in root.cssselect(".rowtit, .rowtit2"):
+        label = _text(tit).rstrip("：:")
+        if not label or label in rows:
+            continue
+        value = tit.getnext()
+        text = _text(value) if value is not None else clean(tit.tail or "")
+        if text:
+            rows[label] = text
+    return rows
+
+
+def _detail_title(root: lxml.html.HtmlElement) -> str:
+    for el in root.cssselect(".wx-tit h1, .h1-scholar"):
+        title = _clean_title(el.text_content())
+        if title:
+            return title
+    for h1 in root.iter("h1"):
+        if any(
+            _LOGIN_WIDGET.search(anc.get("class") or "") or re.search(r"login|Login", anc.get("id") or "")
+            for anc in h1.iterancestors()
+        ):
+            continue
+        title = _clean_title(h1.text_content())
+        if title:
+            return title
+    return ""
+
+
+def _byline_text(el: lxml.html.HtmlElement) -> list[str]:
+    if el.cssselect("a"):
+        return [_text_without(el, "sup, .authortip, i")]
+    return _split(_text_without(el, "sup, .authortip, i"))
+
+
+def _detail_authors(root: lxml.html.HtmlElement, meta: dict[str, list[str]]) -> list[str]:
+    texts = _meta_all(meta, "citation_author", "dc.creator")
+    if not texts:
+        part = _first(root, "#authorpart")
+        if part is not None:
+            spans = [child for child in part if child.tag == "span"]
+            texts = [name for span in spans for name in _byline_text(span)]
+            if not texts:
+                texts = [_text_without(a, "sup, .authortip, i") for a in part.cssselect("a")]
+            if not texts:
+                texts = _split(_text_without(part, "sup, .authortip"))
+    if not texts:
+        first = _first(root, ".wx-tit > h3.author")
+        if first is not None:
+            texts = [_text_without(el, "sup, .authortip, i") for el in first.cssselect("a, span")]
+    return _author_names(texts)
+
+
+def _detail_institutions(root: lxml.html.HtmlElement, meta: dict[str, list[str]]) -> list[str]:
+    texts = _meta_all(meta, "citation_author_institution", "citation_author_affiliation")
+    part = _first(root, "#authorpart")
+    if part is not None:
+        for sibling in part.itersiblings():
+            if sibling.tag == "h3" and "author" in (sibling.get("class") or "").split():
+                texts.extend(_text(el) for el in sibling.cssselect("a, span"))
+    if not texts:
+        texts = [_text(el) for el in root.cssselect(".orgn a, .author-org a, #catalog_ORG")]
+    if not texts:
+        for orgn in root.cssselect("h3.orgn, .orgn"):
+            spans = orgn.cssselect("span")
+            texts.extend([_text(span) for span in spans] if spans else _split(_text(orgn), ";；"))
+    return unique_strings(_INSTITUTION_INDEX.sub("", trim(text).strip(";；")) for text in texts)
+
+
+def _source_link(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
+    for selector in (".top-tip .source a", ".top-tip a[href*='navi.cnki.net']", ".top-tip a[href*='/knavi/']"):
+        for link in root.cssselect(selector):
+            if "收录来源" in _text(link) or "ydsm" in (link.get("class") or ""):
+                continue
+            if _text(link):
+                return link
+    return None
+
+
+def _date_text(text: str) -> str:
+    match = _DATE.search(text)
+    if not match:
+        return ""
+    year, month, day = match.groups()
+    return f"{year}-{int(month):02d}" + (f"-{int(day):02d}" if day else "")
+
+
+def _detail_abstract(root: lxml.html.HtmlElement) -> tuple[str, str]:
+    """(abstract, excerpt): a 正文快照/全文快照 block is an excerpt, never an abstract (§4.2)."""
+    el = _first(root, "#ChDivSummary")
+    if el is None:
+        el = _first(root, ".abstract-text")
+    if el is None:
+        el = next((cand for cand in root.cssselect("#abstract_text") if cand.tag != "input"), None)
+    text = ""
+    if el is not None:
+        text = re.sub(r"^摘要\s*[:：]\s*", "", _text(el))
+        parent = el.getparent()
+        if parent is not None and re.search("正文快照|全文快照", _text(parent)):
+            return "", text
+    # The visible summary may be cut short; the hidden input carries the whole abstract.
+    full = _input_value(root, "input#abstract_text")
+    if full and "<" in full:
+        full = _text(lxml.html.fragment_fromstring(full, create_parent="div"))
+    full = clean(full)
+    if full and len(full) > len(text) and full.startswith(text.rstrip("…. ")[:20]):
+        text = full
+    return text, ""
+
+
+def _detail_keywords(root: lxml.html.HtmlElement, meta: dict[str, list[str]]) -> list[str]:
+    parts = _meta_all(meta, "citation_keywords", "dc.subject")
+    if not parts:
+        el = _first(root, ".keywords, #ChDivKeyWord, #catalog_KEYWORD")
+        if el is not None:
+            anchors = el.cssselect("a")
+            parts = [_text(a) for a in anchors] if anchors else [_text(el)]
+    words = (re.sub(r"^关键词\s*[:：]\s*", "", trim(part)) for part in parts)
+    return unique_strings(word for text in words for word in _split(text))
+
+
+def _detail_funds(root: lxml.html.HtmlElement) -> list[str]:
+    texts = [_text(el) for el in root.cssselect("#catalog_FUND, .funds a")]
+    if not texts:
+        texts = [_text(el) for el in root.cssselect(".funds")]
+    funds = (re.sub(r"^基金(?:资助)?\s*[:：]\s*", "", trim(text)) for text in texts)
+    return unique_strings(part.strip(" ;；。") for text in funds for part in _split(text, ";；"))
+
+
+def _detail_identifiers(root: lxml.html.HtmlElement, url: str) -> dict[str, str]:
+    ids = _identifiers(root, url)
+    for key in ids:
+        ids[key] = ids[key] or _input_value(root, f"input[name={key}], input#{key}")
+    # 记笔记 links and hidden parameters carry dbcode and filename; their table name is not the
+    # dbname the grid reports, so it is not used (a mismatch would look like a different paper).
+    note = _first(root, "li.btn-note a[href]")
+    query = {k.lower(): v for k, v in parse_qsl(urlsplit(note.get("href")).query)} if note is not None else {}
+    for key in ("dbcode", "filename"):
+        ids[key] = ids[key] or _input_value(root, f"#param{key}") or trim(query.get(key, ""))
+    return ids
+
+
+def _detail_type(root: lxml.html.HtmlElement, dbcode: str, rows: dict[str, str]) -> str:
+    if dbcode.upper() in _DBCODE_TYPES:
+        return _DBCODE_TYPES[dbcode.upper()]
+    if any(label in rows for label in ("报纸日期", "版名", "版号")):
+        return "报纸"
+    if "会议名称" in rows:
+        return "会议"
+    if any(label in rows for label in ("导师", "学科专业", "学位授予年度")):
+        degree = " ".join(rows.values()) + _text(_first(root, ".top-tip"))
+        if "博士" in degree:
+            return "博士"
+        if "硕士" in degree:
+            return "硕士"
+    return ""
+
+
+def parse_detail(html: str, url: str) -> Paper:
+    """Every field of a kcms2 detail page, first non-empty source wins (§4.2)."""
+    root = _document(html)
+    meta = _meta(root)
+    title = _clean_title(_meta_first(meta, "citation_title", "dc.title")) or _detail_title(root)
+    if not title:
+        raise CnkiError("PARSER_UNSUPPORTED", "详情页缺少可信题名", details={"url": url})
+    rows = _rows(root)
+
+    link = _source_link(root)
+    source_url = _resolve(link.get("href"), url) if link is not None else ""
+    source = _meta_first(meta, "citation_journal_title", "citation_conference_title", "dc.source")
+    source = strip_source_tail(source or (_text(link) if link is not None else "") or rows.get("会议名称", ""))
+
+    top_tip = _text(_first(root, ".top-tip"))
+    date = _meta_first(meta, "citation_publication_date", "citation_date", "dc.date")
+    volume = _meta_first(meta, "citation_volume")
+    issue = _meta_first(meta, "citation_issue")
+    pages = _meta_first(meta, "citation_pages")
+    cited_issue = _ISSUE.search(top_tip)
+    if cited_issue:
+        date = date or cited_issue[1]
+        volume = volume or (cited_issue[2] or "")
+        issue = issue or cited_issue[3]
+        pages = pages or re.sub(r"\s*[-—–]\s*", "-", cited_issue[4] or "")
+    if not pages:
+        pages = "-".join(unique_strings(_meta_all(meta, "citation_firstpage", "citation_lastpage")))
+    if not date:
+        date = _text(_first(root, ".top-tip .date, #catalog_PUBLISHDATE, #ndate"))
+    if not date:
+        date = next((_date_text(rows[label]) for label in _DATE_ROWS if label in rows), "")
+    if not date:
+        date = _date_text(_text(_first(root, ".head-time")))
+    year = year_of(top_tip) or year_of(date)
+
+    abstract, excerpt = _detail_abstract(root)
+    if not abstract and not excerpt:
+        abstract = _meta_first(meta, "citation_abstract", "dc.description")
+
+    doi = _meta_first(meta, "citation_doi", "dc.identifier.doi")
+    if not doi:
+        match = _DOI_TEXT.search(_page_text(root))
+        doi = match[1].rstrip(".;；,，。") if match else ""
+
+    ids = _detail_identifiers(root, url)
+    online_first = "网络首发" in _text(_first(root, ".head-time")) or bool(root.cssselect(".wx-tit h1 .icon-shoufa"))
+    now = _now()
+    return Paper(
+        title=title,
+        authors=_detail_authors(root, meta),
+        institutions=_detail_institutions(root, meta),
+        source=source,
+        source_url=source_url,
+        year=year,
+        publication_date=date,
+        volume=volume,
+        issue=issue,
+        pages=pages,
+        doi=doi,
+        abstract=abstract,
+        excerpt=excerpt,
+        keywords=_detail_keywords(root, meta),
+        funds=_detail_funds(root),
+        document_type=_detail_type(root, ids["dbcode"], rows),
+        url=public_url(url),
+        locator=url,
+        online_first=online_first,
+        detail_observed_at=now,
+        detail_parser=PARSER_VERSION,
+        **ids,
+    )
+
+
+def _native_key(paper: Paper) -> str:
+    return f"{paper.dbname}:{paper.filename}".upper() if paper.dbname and paper.filename else ""
+
+
+def check_identity(paper_expected: Paper, paper_seen: Paper) -> None:
+    """Raise IDENTITY_CONFLICT unless the page shows the requested paper (§4.3)."""
+    conflict = (
+        (paper_expected.doi and paper_seen.doi and doi_key(paper_expected.doi) != doi_key(paper_seen.doi))
+        or (
+            _native_key(paper_expected)
+            and _native_key(paper_seen)
+            and _native_key(paper_expected) != _native_key(paper_seen)
+        )
+        or (
+            paper_expected.dbcode
+            and paper_seen.dbcode
+            and paper_expected.dbcode.lower() != paper_seen.dbcode.lower()
+        )
+    )
+    same = (
+        not conflict
+        and title_key(paper_expected.title) == title_key(paper_seen.title)
+        and (
+            not (paper_expected.authors and paper_seen.authors)
+            or normalize(paper_expected.authors[0]) == normalize(paper_seen.authors[0])
+        )
+        and (
+            not (paper_expected.source and paper_seen.source)
+            or source_key(paper_expected.source) == source_key(paper_seen.source)
+        )
+    )
+    if not same:
+        raise CnkiError(
+            "IDENTITY_CONFLICT",
+            "详情页与请求文献不一致",
+            details={"requested": paper_expected.title, "observed": paper_seen.title},
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Journal page (§5)
+
+_TIER = re.compile(
+    r"(?<![A-Za-z0-9])(?:CSSCI来源期刊|CSSCI扩展版|CSSCI|CSCD来源期刊|CSCD核心库|CSCD扩展库|CSCD|北大核心|SSCI|SCI-E|SCI"
+    r"|A&HCI|EI来源期刊|EI|AMI(?:综合评价)?(?:顶级|权威|核心|扩展|入库))(?![A-Za-z0-9])",
+    re.I,
+)
+_TIER_LABEL = re.compile(r"^(?:数据库收录|来源类别|期刊荣誉|期刊收录|收录)\s*[:：]")
+_TIER_SEPARATORS = re.compile(r"[\s，,；;、:：()（）\[\]]+")
+_COMPOSITE = re.compile(r"复合影响因子\s*[:：]?\s*(\d+(?:\.\d+)?)")
+_AGGREGATE = re.compile(r"综合影响因子\s*[:：]?\s*(\d+(?:\.\d+)?)")
+_METRIC_YEAR = re.compile(r"[(（]\s*(20\d{2})\s*版\s*[)）]\s*(?:复合|综合)影响因子")
+_FORMER = re.compile(r"^曾用刊名[:：]")
+_TITBOX_MARKUP = re.compile(
+    r"<h3\b[^>]*\bclass\s*=\s*[\"']?[^\"'>]*\btitbox\b[^>]*>(.*?)</h3\s*>", re.S | re.I
+)
+
+
+def _title_lines(head: lxml.html.HtmlElement) -> list[str]:
+    """Lines of ``h3.titbox`` without its child elements; a <br> starts a new line."""
+    lines = [head.text or ""]
+    for child in head:
+        if child.tag == "br":
+            lines.append("")
+        lines[-1] += " " + (child.tail or "")
+    return [line for line in (clean(line) for line in lines) if line]
+
+
+def _single_number(pattern: re.Pattern[str], text: str) -> float | None:
+    found = pattern.findall(text)
+    return float(found[0]) if len(found) == 1 else None
+
+
+def parse_journal(html: str, url: str, expected_source: str) -> Quality:
+    """Tiers and impact factors of a navi.cnki.net journal page, bound to the paper's source."""
+    root = _document(html)
+    box = _first(root, ".journalInfo .infobox")
+    head = _first(box, "h3.titbox") if box is not None else None
+    markup = _TITBOX_MARKUP.search(html)
+    if head is not None and markup:
+        # libxml2 closes an <h3> at a child <p> (browsers do not), so read the heading's own markup.
+        head = _prune(lxml.html.fragment_fromstring(markup[1], create_parent="h3"))
+    lines = _title_lines(head) if head is not None else []
+    if box is None or not lines:
+        raise CnkiError("SOURCE_SCHEMA_UNSUPPORTED", "来源页没有可辨认的期刊实体", details={"url": url})
+    current = lines[0]
+    names = [(current, "current_title")]
+    names += [(line, "translated_title") for line in lines[1:]]
+    names += [(_text(p), "translated_title") for p in head.cssselect("p")]
+    for el in box.cssselect("p, li"):
+        text = _text(el)
+        if _FORMER.match(text):
+            names += [(name, "former_title") for name in _split(_FORMER.sub("", text), ";；")]
+    wanted = source_key(expected_source)
+    basis = next((basis for name, basis in names if wanted and source_key(name) == wanted), "")
+    if not basis:
+        raise CnkiError(
+            "SOURCE_IDENTITY_UNCONFIRMED",
+            "期刊页名称与来源不符",
+            details={"requested_source": expected_source, "observed_source": current},
+        )
+
+    tiers: list[str] = []
+    evidence: list[TierEvidence] = []
+    for el in box.iter("p", "span", "a", "li"):
+        if any(anc.tag in ("h1", "h2", "h3") for anc in el.iterancestors()):
+            continue
+        text = _own_text(el)
+        found = [match[0] for match in _TIER.finditer(text)]
+        if not found:
+            continue
+        rest = _TIER_SEPARATORS.sub("", _TIER.sub("", text))
+        if rest and not _TIER_LABEL.match(text):
+            continue
+        for tier in found:
+            if normalize(tier) not in {normalize(seen) for seen in tiers}:
+                tiers.append(tier)
+                evidence.append(TierEvidence(tier=tier, text=text))
+
+    box_text = _text(box)
+    composite = _single_number(_COMPOSITE, box_text)
+    aggregate = _single_number(_AGGREGATE, box_text)
+    metric = _METRIC_YEAR.search(box_text)
+    present = bool(tiers) or composite is not None or aggregate is not None
+    return Quality(
+        canonical_title=current,
+        identity_basis=basis,
+        tiers=tiers,
+        tier_evidence=evidence,
+        composite_impact=composite,
+        aggregate_impact=aggregate,
+        metric_year=int(metric[1]) if metric else 0,
+        source_url=url,
+        state="present" if present else "unknown",
+        observed_at=_now(),
+        parser=PARSER_VERSION,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# HTML reader (§6.2)
+
+_HEADINGS = {f"h{level}": level for level in range(1, 7)}
+_BLOCK_TAGS = frozenset({"div", "section", "article", "p", "li", "tr", "blockquote", "figure", "figcaption"})
+_CELL_TAGS = frozenset({"td", "th"})
+_READER_NOISE = "nav, header, footer, aside, button, .toolbar, .ai-panel, .catalog"
+_NON_TEXT = ("img", "canvas", "svg", "math", "iframe", "object")
+_TRIAL_TEXT = re.compile("仅供试读|试读结束|试读内容结束|购买后阅读全文|订购后阅读全文|剩余内容请购买")
+_TRIAL_URL = re.compile(r"logintype=trialread|/trialread", re.I)
+
+
+class _Blocks:
+    """Walks the reader container in document order, cutting text into blocks and headings."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[int, str]] = []  # (heading level or 0, text)
+        self._buffer: list[str] = []
+
+    def flush(self) -> None:
+        raw = "".join(self._buffer)
+        self._buffer = []
+        text = "\n".join(line for line in (clean(part) for part in raw.split("\n")) if line)
+        if text:
+            self.blocks.append((0, text))
+
+    def add(self, text: str | None) -> None:
+        if text:
+            self._buffer.append(clean(f"x{text}x")[1:-1])  # collapse, but keep edge spaces
+
+    def walk(self, el: lxml.html.HtmlElement) -> None:
+        for child in el:
+            tag = child.tag if isinstance(child.tag, str) else ""
+            if tag in _HEADINGS:
+                self.flush()
+                ident = (child.get("id") or "").lower()
+                level = 1 if ident in ("bibliography", "footnote") else _HEADINGS[tag]
+                title = _text(child)
+                if title:
+                    self.blocks.append((level, title))
+            elif tag == "br":
+                self._buffer.append("\n")
+            elif tag in _BLOCK_TAGS:
+                self.flush()
+                self.add(child.text)
+                self.walk(child)
+                self.flush()
+            else:
+                self.add(child.text)
+                self.walk(child)
+                if tag in _CELL_TAGS:
+                    self._buffer.append(" ")
+            self.add(child.tail)
+
+
+def _sections(blocks: list[tuple[int, str]]) -> list[Section]:
+    starts: list[int] = []
+    offset = 0
+    for _, text in blocks:
+        starts.append(offset)
+        offset += len(text) + 2
+    sections = []
+    for index, (level, title) in enumerate(blocks):
+        if not level:
+            continue
+        last = index
+        for later in range(index + 1, len(blocks)):
+            if 0 < blocks[later][0] <= level:
+                break
+            last = later
+        end = starts[last] + len(blocks[last][1])
+        sections.append(Section(level=level, title=title, offset=starts[index], length=end - starts[index]))
+    return sections
+
+
+def _non_space_count(text: str) -> int:
+    return sum(1 for char in text if not char.isspace())
+
+
+def parse_reader(html: str, *, url: str = "", expected_title: str = "") -> ReaderDocument:
+    """Text, sections and coverage of an HTML reader page (§6.2)."""
+    root = _document(html)
+    container = _first(root, "#paperRead")
+    if container is None:
+        container = _first(root, "#XMLContent, .reader-content, .html-content")
+    if container is None:
+        raise CnkiError("READER_UNSUPPORTED", "没有识别到正文容器")
+    meta = _meta(root)
+    title = _meta_first(meta, "citation_title") or _text(
+        _first(container, ".js-prefix h1.Chapter, .ChapterH1 h1.Chapter, .article-title, .paper-title")
+    )
+    if title and expected_title and title_key(title) != title_key(expected_title):
+        raise CnkiError(
+            "IDENTITY_CONFLICT", "正文题名与请求不一致", details={"requested": expected_title, "observed": title}
+        )
+    catalog = unique_strings(
+        _text(el) for el in root.cssselect(".catalog a[href^='#'], .toc a[href^='#'], .catalogboxs .tit")
+    )
+    trial = bool(_TRIAL_URL.search(url)) or bool(_TRIAL_TEXT.search(_page_text(root)))
+    for noise in container.cssselect(_READER_NOISE):
+        noise.drop_tree()
+
+    walker = _Blocks()
+    walker.add(container.text)
+    walker.walk(container)
+    walker.flush()
+    text = "\n\n".join(block for _, block in walker.blocks)
+    if len(text.encode("utf-8")) < READER_MIN_BYTES:
+        raise CnkiError("READER_UNSUPPORTED", "正文不足，未将摘要当全文", details={"characters": len(text)})
+
+    headings = {title_key(block) for level, block in walker.blocks if level}
+    missing = [entry for entry in catalog if title_key(entry) not in headings]
+    dom_characters = _non_space_count(container.text_content())
+    extracted = _non_space_count(text)
+    if trial:
+        scope = "trial"
+    elif missing or extracted < dom_characters:
+        scope = "partial"
+    else:
+        scope = "unknown"
+    ident = container.get("id")
+    coverage = ReaderCoverage(
+        container=f"#{ident}" if ident else str(container.tag),
+        dom_characters=dom_characters,
+        extracted_characters=extracted,
+        missing_catalog_headings=missing,
+        non_text_elements=sum(1 for el in container.iter(*_NON_TEXT)),
+        scope=scope,
+    )
+    return ReaderDocument(title=title, text=text, sections=_sections(walker.blocks), trial=trial, coverage=coverage)
+
+
+# --------------------------------------------------------------------------------------------
+# Response classification (§8.1) and live-page inspection (§8.2)
+
+_VERIFY_BODY = re.compile(
+    r"<title[^>]*>\s*安全验证\s*</title>|<title[^>]*>[^<]*超时验证[^<]*</title>"
+    r"|id\s*=\s*[\"']?vericode|name\s*=\s*[\"']?vericodeForm",
+    re.I,
+)
+_VERIFY_JSON = re.compile(r"\"message\"\s*:\s*\"[^\"]*(?:/verify|captcha)|\"code\"\s*:\s*-403\b", re.I)
+_SMALL_CHALLENGE = re.compile(r"安全验证|captchaType")
+_RATE_TEXT = re.compile("访问过于频繁|系统检测到异常访问")
+_DENIED_TEXT = re.compile(r"机构未订购|无权访问|您没有.{0,8}权限")
+_CONTENT_MARKERS = "#paperRead, #ChDivSummary, table.result-table-list"
+_SMALL_BODY = 4096
+
+
+def _content_of(root: lxml.html.HtmlElement) -> bool:
+    return bool(root.cssselect(_CONTENT_MARKERS))
+
+
+def classify_response(status: int, url: str, body: str) -> CnkiError | None:
+    """The problem a fetched response shows, or None when it should be parsed (§8.1)."""
+    details = {"status": status, "url": url}
+    if len(body) > MAX_MARKUP_BYTES // 4 and len(body.encode("utf-8", "replace")) > MAX_MARKUP_BYTES:
+        return CnkiError("RESPONSE_TOO_LARGE", "页面超过 8 MB，未解析。", details=details)
+    if status == 429:
+        return CnkiError("RATE_LIMITED", "知网限制当前请求频率，请稍后继续", details=details)
+    path = urlsplit(url).path.lower() if url else ""
+    if (
+        _VERIFY_BODY.search(body)
+        or "/verify/" in path
+        or (status == 403 and _VERIFY_JSON.search(body))
+        or (len(body.encode("utf-8", "replace")) < _SMALL_BODY and _SMALL_CHALLENGE.search(body))
+    ):
+        return CnkiError("VERIFICATION_REQUIRED", "知网要求人工验证", details=details)
+    if status == 401 or "//login." in url.lower():
+        return CnkiError("LOGIN_REQUIRED", "当前资源要求登录", details=details)
+    if status == 403:
+        return CnkiError("ACCESS_DENIED", "当前资源拒绝访问", details=details)
+    if status == 404:
+        return CnkiError("LOCATOR_EXPIRED", "文献入口失效", details=details)
+    if status >= 500:
+        return CnkiError("SITE_UNAVAILABLE", "知网服务暂时不可用", details=details)
+    if not (_RATE_TEXT.search(body) or _DENIED_TEXT.search(body) or _TEMPORARY_EMPTY.search(body)):
+        return None
+    root = _document(body)
+    text = _page_text(root)
+    if _RATE_TEXT.search(text):
+        return CnkiError("RATE_LIMITED", "知网提示访问过于频繁，请稍后继续", details=details)
+    denied = _DENIED_TEXT.search(text)
+    if denied and not _content_of(root):
+        return CnkiError("ACCESS_DENIED", f"站点拒绝当前资源访问：{denied[0]}", details=details)
+    if (
+        not root.cssselect("table.result-table-list, table.GridTableContent, .wx-tit, #paperRead, #ChDivSummary")
+        and _grid_total(root) != 0
+        and _empty_kind(root)[0] == "temporary"
+    ):
+        return CnkiError(
+            "SITE_TEMPORARILY_EMPTY", f"知网暂时没有返回数据：{text[:EMPTY_PREVIEW_CHARS]}", details=details
+        )
+    return None
+
+
+_CHALLENGE_WIDGETS = (
+    "#tCaptchaDyMainWrap, .captcha-dialog, .geetest_panel, [id^=nc_][id$=_wrapper], .tcaptcha-transform,"
+    " #tcaptcha_transform_dy"
+)
+_HEADER_AREAS = ".ecp_header_login_area, header, .header, .topbar, .top-bar, .topLogin"
+_INSTITUTION_NAMES = (
+    ".ecp_header_unitName, .org-name, .institution-name, [data-institution-name], #Ecp_top_orgName, #Ecp_loginShowName1"
+)
+# Placeholders shown where a name appears once someone is logged in.
+_NOT_A_NAME = frozenset({"机构登录", "登录", "个人登录", "请登录", "机构用户登录", "登录/注册", "注册"})
+_LOGOUT_TEXTS = frozenset({"退出登录", "安全退出", "退出账号", "logout", "sign out"})
+
+
+def _visible(el: lxml.html.HtmlElement) -> bool:
+    """Static stand-in for the in-page visibility test: inline hiding, hidden inputs, parked widgets.
+
+    The site layer may mark elements it measured as invisible with ``data-cnki-hidden``.
+    """
+    if el.tag == "input" and (el.get("type") or "").lower() == "hidden":
+        return False
+    for node in (el, *el.iterancestors()):
+        style = node.get("style") or ""
+        if (
+            node.get("hidden") is not None
+            or node.get("data-cnki-hidden") is not None
+            or _INVISIBLE_STYLE.search(style)
+            or _OFFSCREEN_STYLE.search(style)
+        ):
+            return False
+    return True
+
+
+def _any_visible(root: lxml.html.HtmlElement, selector: str) -> list[lxml.html.HtmlElement]:
+    return [el for el in root.cssselect(selector) if _visible(el)]
+
+
+def _challenge_reason(root: lxml.html.HtmlElement, url: str) -> str:
+    for frame in _any_visible(root, "iframe"):
+        if re.search("captcha|verify", (frame.get("src") or "") + (frame.get("title") or ""), re.I):
+            return "验证码窗口"
+    if _any_visible(root, _CHALLENGE_WIDGETS):
+        return "滑块或验证码"
+    box = _first(root, ".read-btn-boxXml")
+    if (
+        box is not None
+        and _any_visible(box, ".slider-wrapper")
+        and re.search("滑动验证|继续阅读全文", _text(box))
+        and _visible(box)
+    ):
+        return "阅读页滑动验证"
+    if _any_visible(root, ".verifycode #vericode") and _any_visible(root, ".verifycode #changeVercode"):
+        return "图片验证码"
+    title = trim(_text(_first(root, "title")))
+    if title == "安全验证" or "超时验证" in title:
+        return title
+    if "/verify/" in (urlsplit(url).path.lower() if url else ""):
+        return "安全验证页"
+    return ""
+
+
+def _login_prompt(root: lxml.html.HtmlElement, url: str) -> bool:
+    host = (urlsplit(url).hostname or "") if url else ""
+    if host.startswith("login.") and _any_visible(root, "input[type=password]"):
+        return True
+    return any(re.search("login|passport|sso", frame.get("src") or "", re.I) for frame in _any_visible(root, "iframe"))
+
+
+def _identity(root: lxml.html.HtmlElement) -> tuple[bool, list[str], bool, str]:
+    institutions = unique_strings(
+        name
+        for el in _any_visible(root, _INSTITUTION_NAMES)
+        if (name := _text(el) or trim(el.get("data-institution-name") or "")) and name not in _NOT_A_NAME
+    )
+    personal_name = ""
+    personal = False
+    for el in _any_visible(root, ".ecp_header_personalName_loginbg"):
+        personal = True
+        personal_name = personal_name or _text(el)
+    if not personal:
+        personal = any(_text(el).lower() in _LOGOUT_TEXTS for el in _any_visible(root, "a, button"))
+    if not personal and _any_visible(root, "#Ecp_top_logout"):
+        personal = True
+        personal_name = _text(_first(root, "#Ecp_loginShowName"))
+    ready = bool(institutions) or any(
+        re.search("登录|退出|注册", _text(el)) for el in _any_visible(root, _HEADER_AREAS)
+    )
+    return ready, institutions, personal, personal_name
+
+
+def inspect_live_page(html: str, url: str) -> PageState:
+    """Challenge, login prompt, denial and identity evidence of a live tab's DOM (§8.2)."""
+    raw = _parse(html)
+    for junk in [el for el in raw.iter(*_NON_CONTENT_TAGS)]:
+        junk.drop_tree()
+    ready, institutions, personal, personal_name = _identity(raw)
+    identity = {
+        "identity_ready": ready,
+        "institutions": institutions,
+        "personal": personal,
+        "personal_name": personal_name,
+    }
+    challenge = _challenge_reason(raw, url)
+    if challenge:
+        return PageState(state="challenge", reason=challenge, **identity)
+    if _login_prompt(raw, url):
+        return PageState(state="login", reason="登录页", **identity)
+    denied = _DENIED_TEXT.search(_page_text(_prune(raw)))
+    if denied and not _content_of(raw):
+        return PageState(state="denied", reason=denied[0], **identity)
+    return PageState(state="ready", **identity)
+
+
+def parse_session(html: str) -> SessionState:
+    """Personal and institutional login evidence from a KNS page header (§8.4)."""
+    _, institutions, personal, personal_name = _identity(_parse(html))
+    return SessionState(
+        personal="authenticated" if personal else "not_observed",
+        institution="observed" if institutions else "not_observed",
+        institution_evidence=institutions,
+        personal_evidence=[personal_name] if personal and personal_name else [],
+        permission_scope="unknown",
+        evidence_source="kns_header",
+        observed_at=_now(),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Download popups (§7.2)
+
+_REFUSAL = re.compile(
+    r"余额不足|未订购|机构未购买|无权|没有权限|暂无权限|权限不足|请先登录|下载失败|下载异常|超出.{0,6}限"
+    r"|会话已经结束|请返回原页面刷新|服务端出现未知错误|来源应用不正确"
+)
+
+
+def parse_download_refusal(html: str) -> str | None:
+    """The popup's text sample when it refuses the download (余额不足, 未订购 …), else None."""
+    sample = _page_text(_document(html))[:REFUSAL_SAMPLE_CHARS]
+    return sample if _REFUSAL.search(sample) else None
+
+
+# --------------------------------------------------------------------------------------------
+# Diagnostics snapshots
+
+_SCRUB_QUERY = re.compile(
+    r"([?&](?:amp;)?(?:v|p|id|invoice|nonce|token|access_token|ticket|sign|signature|session|sid|uid|"
+    r"captchaid|time|cid|code|key|auth)=)[^&\"'\s<>#]*",
+    re.I,
+)
+_SCRUB_COOKIE = re.compile(
+    r"\b((?:Ecp_\w+|SID_\w+|LID|c_m_\w+|JSESSIONID|KNS2COOKIE|cnkiUserKey|UM_distinctid|tfstk|Hm_\w+|"
+    r"ASP\.NET_SessionId|dblang|knsadv-searchtype|knsLeftGroupSelectItem|kcmscanary)=)[^;\"'\s<>&]+"
+)
+_SCRUB_KEYED = re.compile(
+    r"((?:[\"'])?[\w-]*(?:token|ticket|session|passw|secret|invoice|nonce|signature|cookie)[\w-]*(?:[\"'])?\s*[:=]\s*)"
+    r"([\"'])(?:(?!\2).)*\2",
+    re.I,
+)
+_INPUT_TAG = re.compile(r"<input\b[^>]*>", re.I)
+_INPUT_VALUE = re.compile(r"(\bvalue\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s>]+)", re.I)
+_SECRET_INPUT = re.compile(r"\btype\s*=\s*[\"']?(?:hidden|password)\b|\bcbItem\b", re.I)
+
+
+def scrub(html: str) -> str:
+    """Remove cookie values, session tokens, invoices and hidden form values from saved markup."""
+
+    def _input(match: re.Match[str]) -> str:
+        tag = match[0]
+        return _INPUT_VALUE.sub(r'\1"REDACTED"', tag) if _SECRET_INPUT.search(tag) else tag
+
+    html = _INPUT_TAG.sub(_input, html)
+    html = _SCRUB_QUERY.sub(r"\1REDACTED", html)
+    html = _SCRUB_COOKIE.sub(r"\1REDACTED", html)
+    return _SCRUB_KEYED.sub(r"\1\2REDACTED\2", html)
+
+
+def save_snapshot(
+    diagnostics_dir: Path, kind: str, html: str, url: str = "", screenshot: bytes | None = None
+) -> Path:
+    """Store a page that could not be handled, scrubbed of secrets, so a user can report it.
+
+    Blocking file I/O: call it through ``asyncio.to_thread`` from async code.
+    """
+    diagnostics_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    label = re.sub(r"[^a-z0-9_-]+", "-", kind.lower()).strip("-") or "page"
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = diagnostics_dir / f"{label}-{stamp}-{secrets.token_hex(3)}.html"
+    where = scrub(url).replace("--", "%2D%2D")
+    header = f"<!-- cnki-mcp snapshot kind={label} url={where} saved_at={_now()} parser={PARSER_VERSION} -->\n"
+    _write_private(path, (header + scrub(html)).encode("utf-8", "replace"))
+    if screenshot:
+        _write_private(path.with_suffix(".png"), screenshot)
+    _prune_snapshots(diagnostics_dir)
+    log.warning("saved page snapshot %s", path)
+    return path
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def _prune_snapshots(folder: Path) -> None:
+    pages = sorted(folder.glob("*.html"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in pages[SNAPSHOT_KEEP:]:
+        old.unlink(missing_ok=True)
+        old.with_suffix(".png").unlink(missing_ok=True)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
