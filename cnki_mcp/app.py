@@ -23,6 +23,7 @@ from cnki_mcp import __version__, arguments, settings
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Jobs
 from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
+from cnki_mcp.query import compile_expression
 from cnki_mcp.model import Config, Paper, SearchRecord, SessionState, public_paper
 from cnki_mcp.store import Store, load_config
 from cnki_mcp.text import title_key
@@ -35,7 +36,6 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 # a clear failed error instead of a result.
 NOT_YET_AVAILABLE = {
     "search": "研究检索",
-    "structured_search": "高级检索",
     "read_online_html": "HTML 正文阅读",
     "download_paper": "论文下载",
     "login": "登录",
@@ -70,6 +70,7 @@ class App:
             "get_metadata": self.get_metadata,
             "session_status": self.session_status,
             "link_references": self.link_references,
+            "structured_search": self.structured_search,
         }
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -208,6 +209,10 @@ class App:
         if problems:
             result["result"]["errors"] = problems
         return result
+
+    async def structured_search(self, args: arguments.StructuredSearchArgs, ctx: Any) -> dict[str, Any]:
+        compile_expression(args.expression)  # a bad tree is reported before anything else
+        raise CnkiError("CAPABILITY_UNAVAILABLE", "当前版本还不能执行高级检索（structured_search）：这项功能尚在开发中，没有访问知网。")
 
     async def link_references(self, args: arguments.LinkReferencesArgs, ctx: Any) -> dict[str, Any]:
         spans = find_spans(args.text)

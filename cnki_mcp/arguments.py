@@ -21,6 +21,7 @@ import msgspec
 
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import PRIVATE_PAPER_FIELDS, Paper
+from cnki_mcp.query import validate_plan
 
 # --- limits and enums (the tool contract and its documented defaults) -------------------------------
 
@@ -29,9 +30,6 @@ YEAR_MAX = 2200
 LIMIT_DEFAULT = 50
 LIMIT_MAX = 100
 BATCH_MAX = 100
-PLAN_GROUPS_MAX = 8
-PLAN_TERMS_MAX = 6
-PLAN_TERM_MAX = 80
 STATUS_WAIT_MAX = 55
 DOWNLOAD_WAIT_DEFAULT = 120
 DOWNLOAD_WAIT_MAX = 900
@@ -355,29 +353,6 @@ def _options(options: SearchOptions, candidate_default: int) -> None:
     options.freshness = _choice(options.freshness, FRESHNESS, "prefer_cache", "INVALID_FRESHNESS", "options.freshness")
 
 
-def _plan(groups: list[list[str]]) -> None:
-    if len(groups) > PLAN_GROUPS_MAX:
-        raise CnkiError(
-            "INVALID_PLAN",
-            f"concept_groups 最多 {PLAN_GROUPS_MAX} 组，收到 {len(groups)} 组。",
-            details={"field": "concept_groups"},
-        )
-    for i, group in enumerate(groups):
-        if not 1 <= len(group) <= PLAN_TERMS_MAX:
-            raise CnkiError(
-                "INVALID_PLAN",
-                f"concept_groups[{i}] 须有 1–{PLAN_TERMS_MAX} 个同义词，收到 {len(group)} 个。",
-                details={"field": f"concept_groups[{i}]"},
-            )
-        for j, term in enumerate(group):
-            if not 1 <= len(term.strip()) <= PLAN_TERM_MAX:
-                raise CnkiError(
-                    "INVALID_PLAN",
-                    f"concept_groups[{i}][{j}] 须为 1–{PLAN_TERM_MAX} 字的检索词。",
-                    details={"field": f"concept_groups[{i}][{j}]"},
-                )
-
-
 def _policy(value: str, field: str = "on_verification") -> str:
     return _choice(value, POLICIES, "ask", "INVALID_POLICY", field)
 
@@ -407,7 +382,8 @@ def _search(args: SearchArgs, raw: dict[str, Any]) -> None:
     args.limit = _limit(args.limit)
     _years(args.year_from, args.year_to)
     _options(args.options, OPTION_RANGES["candidate_target"][0])
-    _plan(args.concept_groups)
+    if args.concept_groups:
+        args.concept_groups = validate_plan(args.concept_groups)
 
 
 def _structured_search(args: StructuredSearchArgs, raw: dict[str, Any]) -> None:

@@ -34,15 +34,13 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import psutil
 
 from cnki_mcp.errors import CnkiError, as_cnki_error
-
-if TYPE_CHECKING:
-    from cnki_mcp.model import Config
+from cnki_mcp.model import Config
 
 log = logging.getLogger(__name__)
 
@@ -703,7 +701,7 @@ class Browser:
         else:
             from cnki_mcp import discovery
 
-            path = Path(discovery.resolve_browser(self._config))
+            path = Path(discovery.resolve_browser(self._config or Config()))
         if not path.is_file():
             raise CnkiError("BROWSER_NOT_FOUND", details={"path": str(path)})
         return path

@@ -76,7 +76,7 @@ class Client:
 
     @property
     def extension(self) -> str:
-        return {"json": "json", "toml": "toml", "yaml": "yaml"}[self.format]
+        return self.format
 
     @property
     def snippet_filename(self) -> str:
@@ -322,7 +322,7 @@ def config_path(
         return None
     env = os.environ if env is None else env
     if location.env and env.get(location.env, "").strip():
-        return Path(env[location.env]).joinpath(*location.env_parts)
+        return Path(env[location.env].strip()).joinpath(*location.env_parts)
     home = Path(home) if home is not None else _home(system, env)
     base = home if location.base == "home" else app_data_dir(system, env, home)
     return base.joinpath(*location.parts)
@@ -336,6 +336,69 @@ def how_configured(client_id: str, os_name: str | None = None) -> str:
     if client.location is not None and normalise_os(os_name) in client.location.systems:
         return "可自动写入（需先运行过一次）" if client.location.must_exist else "可自动写入"
     return "粘贴配置"
+
+
+# --- what is configured already (for doctor) ------------------------------------------------------
+
+
+def _read_entry(client: Client, text: str) -> Any:
+    if client.format == "toml":
+        node: Any = tomllib.loads(text)
+    elif client.format == "yaml":
+        found = _find_dsh_entry(yaml.safe_load(text))
+        return found.get("config") if found is not None else None
+    else:
+        node = parse_jsonc(text.removeprefix("\ufeff"))
+    for key in (*client.key_path, SERVER_KEY):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+def configured_clients(
+    data_root: Path | str,
+    command: list[str] | None = None,
+    os_name: str | None = None,
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+) -> list[dict[str, Any]]:
+    """Every auto-write client whose config file holds a ``cnki`` entry, and whether it points here.
+
+    ``status`` is ``current`` (this program and data directory), ``different`` (another
+    installation or data directory) or ``unreadable``. Reads files only; changes nothing.
+    """
+    wanted = entry("generic", data_root, command)
+    report: list[dict[str, Any]] = []
+    for client in CLIENTS:
+        path = config_path(client.id, os_name, env, home)
+        if path is None or not path.is_file():
+            continue
+        item: dict[str, Any] = {"client": client.id, "name": client.name, "path": str(path)}
+        try:
+            found = _read_entry(client, path.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+            report.append({**item, "status": "unreadable", "message": f"无法读取或解析：{exc}".replace("\n", " ")})
+            continue
+        if found is None:
+            continue
+        found_env = found.get("env") if isinstance(found, dict) else None
+        current = (
+            isinstance(found, dict)
+            and found.get("command") == wanted["command"]
+            and found.get("args") == wanted["args"]
+            and isinstance(found_env, dict)
+            and found_env.get("CNKI_DATA_DIR") == wanted["env"]["CNKI_DATA_DIR"]
+        )
+        if current:
+            report.append({**item, "status": "current"})
+        else:
+            report.append({
+                **item,
+                "status": "different",
+                "message": "cnki 条目指向另一个程序或数据目录；重新运行 cnki-mcp setup 可以更新。",
+            })
+    return report
 
 
 # --- writing a client's config --------------------------------------------------------------------
@@ -544,7 +607,10 @@ class _JsoncParser:
 
     def parse(self) -> _Node:
         self._skip()
-        node = self._value()
+        try:
+            node = self._value()
+        except RecursionError:
+            raise _JsonSyntaxError("嵌套层数过多", self.pos) from None
         self._skip()
         if self.pos != len(self.text):
             raise _JsonSyntaxError("文档结束后还有多余内容", self.pos)
@@ -787,15 +853,18 @@ def _merge_toml(text: str, client: Client, value: dict[str, Any], target: Path) 
         except tomllib.TOMLDecodeError:
             pass
     expected = copy.deepcopy(document)
-    for path, new in _edits(existing, full, base):
-        node: Any = editable
-        for key in path[:-1]:
-            if key not in node:
-                node[key] = tomlkit.table()
-            node = node[key]
-        node[path[-1]] = new
-        _apply(expected, path, new)
-    new_text = tomlkit.dumps(editable)
+    try:
+        for path, new in _edits(existing, full, base):
+            node: Any = editable
+            for key in path[:-1]:
+                if key not in node:
+                    node[key] = tomlkit.table()
+                node = node[key]
+            node[path[-1]] = new
+            _apply(expected, path, new)
+        new_text = tomlkit.dumps(editable)
+    except (tomlkit.exceptions.TOMLKitError, KeyError, TypeError, ValueError) as exc:
+        raise _invalid(target, f"无法自动修改这种写法（{exc}），请手动修改") from exc
     _verify(lambda: tomllib.loads(new_text), expected, target)
     return new_text
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from cnki_mcp.clients import normalise_os
 from cnki_mcp.errors import CnkiError
@@ -223,3 +224,19 @@ def resolve_browser(config: Config, env: Mapping[str, str] | None = None, os_nam
         "BROWSER_NOT_FOUND",
         f"{hint}没有找到 Chrome、Edge 或 Chromium；请运行 cnki-mcp setup --browser <路径>，或设置 CNKI_BROWSER_PATH。",
     )
+
+
+def browser_report(config: Config, env: Mapping[str, str] | None = None, os_name: str | None = None) -> dict[str, Any]:
+    """For `doctor`: which browser would be launched and why; runs nothing."""
+    env = os.environ if env is None else env
+    try:
+        path = resolve_browser(config, env, os_name)
+    except CnkiError as error:
+        return {"found": False, "message": error.message}
+    if _env_value(env, "CNKI_BROWSER_PATH"):
+        source = "CNKI_BROWSER_PATH"
+    elif config.browser_path.strip() and Path(config.browser_path.strip()) == path:
+        source = "config.json"
+    else:
+        source = "detected"
+    return {"found": True, "path": str(path), "source": source}

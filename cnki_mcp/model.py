@@ -131,12 +131,14 @@ class Channel(msgspec.Struct, omit_defaults=True):
     groups: list[list[str]] = []
     weight: float = 0.0
     expression: Any = None
+    reason: str = ""
 
 
 class Plan(msgspec.Struct, omit_defaults=True):
     concepts: list[list[str]] = []
     channels: list[Channel] = []
     method: str = ""
+    warnings: list[str] = []
 
 
 class Evidence(msgspec.Struct):

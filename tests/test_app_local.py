@@ -146,3 +146,18 @@ async def test_second_server_on_the_same_directory_is_refused(app: App, seeded: 
     with pytest.raises(CnkiError) as busy:
         await _call(other, "search_results", {"search_id": "op_search"})
     assert busy.value.code == "DATA_DIRECTORY_IN_USE"
+
+
+@pytest.mark.parametrize(
+    ("expression", "code"),
+    [
+        ({"op": "or", "items": [{"field": "title", "value": "a"}, {"op": "not", "items": [{"field": "title", "value": "b"}]}]}, "UNBOUNDED_QUERY"),
+        ({"field": "nonsense", "value": "a"}, "INVALID_CONDITION"),
+        ({"field": "subject", "value": "a", "match": "exact"}, "QUERY_UNSUPPORTED"),
+        ({"field": "title", "value": "a"}, "CAPABILITY_UNAVAILABLE"),
+    ],
+)
+async def test_structured_search_checks_the_expression_first(app: App, expression: dict, code: str) -> None:
+    with pytest.raises(CnkiError) as failure:
+        await _call(app, "structured_search", {"expression": expression})
+    assert failure.value.code == code
