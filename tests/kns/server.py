@@ -1,0 +1,713 @@
+"""Local HTTPS simulator of kns/navi/bar/login/www.cnki.net (one server, dispatch on Host).
+
+Start it, point Chromium at it with `browser_args`, configure a scenario per test:
+
+    sim = KnsSimulator().start()
+    sim.configure(login="institution")
+    sim.captcha("grid", after=1)          # 2nd grid request gets a challenge until solved
+    sim.fault("detail", "status", status=429, times=2)
+    ...
+    sim.solve(); sim.count("grid"); sim.requests; sim.reset(); sim.stop()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from . import pages
+from .corpus import Corpus, Paper, build_corpus
+from .query import ParsedQuery, QueryRejected, parse_query_json, search
+
+log = logging.getLogger(__name__)
+
+CERT_DIR = Path(__file__).parent / "certs"
+ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "download", "file", "login", "home",
+             "verify", "other")
+FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha")
+CAPTCHA_STYLES = ("redirect", "vericode", "json403", "tencent", "title", "timeout")
+DOWNLOAD_MODES = ("auto", "ok", "login", "login_page", "balance", "unsubscribed", "no_permission", "session_end",
+                  "expired", "html")
+STATUS_TEXT = {
+    401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
+    500: "服务器内部错误", 502: "502 Bad Gateway", 503: "服务繁忙，请稍后重试", 504: "504 Gateway Time-out",
+}
+
+
+@dataclass
+class Scenario:
+    """Everything a test may vary.  Defaults follow the majority of real sources."""
+
+    login: str = "none"  # none | institution | personal | both
+    institution_name: str = "示例大学图书馆"
+    personal_name: str = "cnki_reader"
+    cited_class: str = "quote"  # quote (majority) | cited (azazo1 fixture)
+    count_style: str = "comma"  # plain | comma (1,024) | wan (1.2万)
+    empty_style: str = "zero"  # zero (count 0 + p.no-content) | no_content (azazo1) | not_found (未检索到相关文献)
+    turnpage: str = "strict"  # strict: page>1 needs #hidTurnPage value (else HTTP 400) | lenient | reset (serves page 1)
+    page_cap: int = 300
+    detail_meta: bool = False  # add citation_* meta tags (not seen on real kcms2 pages)
+    detail_js: bool | frozenset[str] = frozenset()  # True or filenames: detail content inserted by script after 200 ms
+    dynamic_doc_top: bool = True  # theses/conference: .top-tip filled by script
+    institution_markup: str = "author"  # author (second h3.author) | orgn (h3.orgn)
+    abstract_tag: str = "span"  # span | p | div for #ChDivSummary
+    abstract_truncate: int = 0  # >0: visible #ChDivSummary cut to N chars, full text in input#abstract_text
+    double_download: bool = False  # a second #pdfDown at the bottom of the detail page
+    reader: str = "auto"  # auto (trial unless logged in or free) | full | trial
+    reader_slider: bool = False  # 「滑动验证，继续阅读全文」 until solved
+    reader_url: str = "nzkhtml"  # nzkhtml (xmlRead/xml.html, trialRead.html) | reader_xml (/reader/xml?…&loginType=trialRead)
+    reader_lazy: bool = True  # sections after the first two arrive by XHR
+    reader_lazy_delay: float = 0.15
+    trial_notice: bool = False  # trial reader shows 试读结束，购买后阅读全文
+    download: str = "auto"  # see DOWNLOAD_MODES
+    check_referer: bool = True  # order URL without a *.cnki.net Referer → 来源应用不正确(01)
+    caj_magic: str = "HN"  # CAJ / KDH / HN
+    expired_locator: str = "404"  # 404 | verify : answer to a v= token from an older epoch
+    latency: dict[str, float] = field(default_factory=dict)  # endpoint → seconds added to every response
+
+
+@dataclass
+class Fault:
+    endpoint: str  # one of ENDPOINTS or "*"
+    kind: str  # one of FAULT_KINDS
+    times: int | None = None  # responses it affects (None = every one); captcha: until solved
+    after: int = 0  # matching requests that pass untouched first
+    status: int = 503
+    seconds: float = 0.0
+    style: str = "redirect"  # captcha style, see CAPTCHA_STYLES
+    mode: str = "html"  # truncate: html (short but consistent body) | connection (connection dropped mid-body)
+    fraction: float = 0.5
+    reason: str = "查询对象结构错误, 没有指定检索分类！"
+    seen: int = 0
+    fired: int = 0
+    solved: bool = False
+
+
+@dataclass
+class SimRequest:
+    method: str
+    host: str
+    path: str
+    query: dict[str, str]
+    form: dict[str, str]
+    referer: str
+    endpoint: str
+    headers: dict[str, str]
+    at: float
+    status: int = 0
+
+    @property
+    def url(self) -> str:
+        q = "&".join(f"{k}={quote(v)}" for k, v in self.query.items())
+        return f"https://{self.host}{self.path}" + (f"?{q}" if q else "")
+
+
+@dataclass
+class _Resp:
+    status: int = 200
+    body: bytes | str = b""
+    ctype: str = "text/html; charset=utf-8"
+    headers: dict[str, str] = field(default_factory=dict)
+    drop_after: int | None = None  # truncate mode "connection"
+
+
+def classify(host: str, path: str) -> str:
+    p = path.lower()
+    if host == "kns.cnki.net":
+        if p.startswith("/kns8s/brief/grid"):
+            return "grid"
+        if p.startswith("/kns8s") or p.startswith("/kns/advsearch"):
+            return "search"
+        if p.startswith("/kcms2/article/abstract") or p.startswith("/kcms/detail/detail.aspx"):
+            return "detail"
+        if p.startswith("/nzkhtml/xmlread/chapter"):
+            return "reader_part"
+        if p.startswith("/nzkhtml/") or p.startswith("/reader/"):
+            return "reader"
+        if p.startswith("/verify/"):
+            return "verify"
+    elif host == "navi.cnki.net" and p.startswith("/knavi"):
+        return "journal"
+    elif host == "bar.cnki.net":
+        if p.startswith("/bar/download/order"):
+            return "download"
+        if p.startswith("/bar/download/file"):
+            return "file"
+    elif host == "login.cnki.net":
+        return "login"
+    elif host in ("www.cnki.net", "cnki.net"):
+        return "home"
+    if p.startswith("/verify/"):
+        return "verify"
+    return "other"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, sim: KnsSimulator, addr: tuple[str, int], ctx: ssl.SSLContext) -> None:
+        self.sim = sim
+        self.ctx = ctx
+        self.live: set[socket.socket] = set()
+        self.live_lock = threading.Lock()
+        super().__init__(addr, _Handler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        # TLS handshake in the worker thread, so a slow client never blocks accept()
+        try:
+            request.settimeout(15)
+            # headers and body go out as separate writes: without this, Nagle + delayed ACK add ~40 ms
+            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            tls = self.ctx.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError):
+            return
+        with self.live_lock:
+            self.live.add(tls)
+        try:
+            super().finish_request(tls, client_address)
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            with self.live_lock:
+                self.live.discard(tls)
+            try:
+                tls.close()
+            except OSError:
+                pass
+
+    def close_live(self) -> None:
+        with self.live_lock:
+            socks = list(self.live)
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "Tengine"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("kns-sim %s", format % args)
+
+    def do_GET(self) -> None:
+        self.server.sim._serve(self, "GET")  # type: ignore[attr-defined]
+
+    def do_POST(self) -> None:
+        self.server.sim._serve(self, "POST")  # type: ignore[attr-defined]
+
+    def do_HEAD(self) -> None:
+        self.server.sim._serve(self, "HEAD")  # type: ignore[attr-defined]
+
+
+class KnsSimulator:
+    """The simulator.  Thread-safe; all public methods may be called while it serves."""
+
+    def __init__(self, corpus: Corpus | None = None, port: int = 0) -> None:
+        self.corpus = corpus or build_corpus()
+        self._want_port = port
+        self._lock = threading.RLock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self.scenario = Scenario()
+        self.faults: list[Fault] = []
+        self._log: list[SimRequest] = []
+        self.epoch = 1
+        self.slider_solved = False
+        self.solves = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> KnsSimulator:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(CERT_DIR / "cert.pem", CERT_DIR / "key.pem")
+        ctx.set_alpn_protocols(["http/1.1"])
+        self._server = _Server(self, ("127.0.0.1", self._want_port), ctx)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="kns-sim", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.close_live()
+        self._server.server_close()
+        if self._thread:
+            self._thread.join(timeout=5)
+        self._server = None
+
+    def __enter__(self) -> KnsSimulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "simulator not started"
+        return self._server.server_address[1]
+
+    @property
+    def browser_args(self) -> str:
+        """The CNKI_BROWSER_ARGS value that sends Chromium's *.cnki.net traffic here."""
+        return (f'--host-resolver-rules="MAP *.cnki.net 127.0.0.1:{self.port}, MAP cnki.net 127.0.0.1:{self.port}" '
+                f"--ignore-certificate-errors")
+
+    @property
+    def browser_arg_list(self) -> list[str]:
+        return [f"--host-resolver-rules=MAP *.cnki.net 127.0.0.1:{self.port}, MAP cnki.net 127.0.0.1:{self.port}",
+                "--ignore-certificate-errors"]
+
+    # ------------------------------------------------------------ configuration
+
+    def configure(self, **changes: Any) -> Scenario:
+        """Change scenario fields (see Scenario); unknown names raise TypeError.
+        `faults=[Fault(...), ...]` replaces the fault list."""
+        with self._lock:
+            faults = changes.pop("faults", None)
+            names = {f.name for f in dataclasses.fields(Scenario)}
+            bad = set(changes) - names
+            if bad:
+                raise TypeError(f"unknown scenario fields: {sorted(bad)}")
+            if "download" in changes and changes["download"] not in DOWNLOAD_MODES:
+                raise ValueError(f"download must be one of {DOWNLOAD_MODES}")
+            if "detail_js" in changes and not isinstance(changes["detail_js"], bool):
+                changes["detail_js"] = frozenset(changes["detail_js"])
+            self.scenario = dataclasses.replace(self.scenario, **changes)
+            if faults is not None:
+                self.faults = []
+                for f in faults:
+                    self._add_fault(f)
+            return self.scenario
+
+    def _add_fault(self, f: Fault) -> Fault:
+        if f.endpoint != "*" and f.endpoint not in ENDPOINTS:
+            raise ValueError(f"unknown endpoint {f.endpoint!r}; one of {ENDPOINTS}")
+        if f.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {f.kind!r}; one of {FAULT_KINDS}")
+        if f.kind == "captcha" and f.style not in CAPTCHA_STYLES:
+            raise ValueError(f"unknown captcha style {f.style!r}; one of {CAPTCHA_STYLES}")
+        with self._lock:
+            self.faults.append(f)
+        return f
+
+    def fault(self, endpoint: str, kind: str, **kw: Any) -> Fault:
+        """Add a fault, e.g. fault("grid", "status", status=429, times=2), fault("detail", "delay", seconds=1)."""
+        return self._add_fault(Fault(endpoint, kind, **kw))
+
+    def captcha(self, endpoint: str, after: int = 0, style: str = "redirect") -> Fault:
+        """Challenge every request to `endpoint` after the first `after` ones, until solve()."""
+        return self._add_fault(Fault(endpoint, "captcha", after=after, style=style))
+
+    def solve(self) -> None:
+        """A person finished the challenge: captchas stop, the reader slider opens."""
+        with self._lock:
+            for f in self.faults:
+                if f.kind == "captcha":
+                    f.solved = True
+            self.slider_solved = True
+            self.solves += 1
+
+    @property
+    def challenge_pending(self) -> bool:
+        with self._lock:
+            return any(f.kind == "captcha" and not f.solved and f.seen > f.after for f in self.faults)
+
+    def expire_locators(self) -> None:
+        """Invalidate every v=/order id handed out so far (CNKI tokens are session-bound)."""
+        with self._lock:
+            self.epoch += 1
+
+    def reset(self) -> None:
+        """Back to defaults: scenario, faults, log, solved state, token epoch."""
+        with self._lock:
+            self.scenario = Scenario()
+            self.faults = []
+            self._log = []
+            self.epoch = 1
+            self.slider_solved = False
+            self.solves = 0
+
+    # ------------------------------------------------------------ observation
+
+    @property
+    def requests(self) -> list[SimRequest]:
+        with self._lock:
+            return list(self._log)
+
+    def count(self, endpoint: str, method: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for r in self._log if r.endpoint == endpoint and (method is None or r.method == method))
+
+    @property
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            out: dict[str, int] = {}
+            for r in self._log:
+                out[r.endpoint] = out.get(r.endpoint, 0) + 1
+            return out
+
+    def clear_log(self) -> None:
+        with self._lock:
+            self._log = []
+
+    # ------------------------------------------------------------ corpus helpers
+
+    def paper(self, filename: str) -> Paper:
+        p = self.corpus.by_filename(filename)
+        if p is None:
+            raise KeyError(filename)
+        return p
+
+    def detail_url(self, paper: Paper) -> str:
+        return pages.detail_url(paper, self.epoch)
+
+    def journal_url(self, key: str) -> str:
+        return pages.source_url(key)
+
+    def order_url(self, paper: Paper, kind: str = "pdf") -> str:
+        return pages.order_url(paper, kind, self.epoch)
+
+    def expected(self, query_json: str | dict[str, Any], sort_field: str = "", sort_type: str = "desc") -> list[Paper]:
+        """What the grid would list (all pages) for this QueryJson: the oracle for integration tests."""
+        text = query_json if isinstance(query_json, str) else json.dumps(query_json, ensure_ascii=False)
+        return search(self.corpus, parse_query_json(text), sort_field, sort_type)
+
+    # ------------------------------------------------------------ request handling
+
+    def _serve(self, h: _Handler, method: str) -> None:
+        length = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(length) if length else b""
+        host = (h.headers.get("Host") or "").split(":")[0].lower()
+        parts = urlsplit(h.path)
+        query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        form: dict[str, str] = {}
+        if raw and "x-www-form-urlencoded" in (h.headers.get("Content-Type") or ""):
+            form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}
+        endpoint = classify(host, parts.path)
+        keep = ("X-Requested-With", "Content-Type", "Origin", "User-Agent", "Sec-Fetch-Mode", "Sec-Fetch-Dest")
+        rec = SimRequest(method, host, parts.path, query, form, h.headers.get("Referer") or "", endpoint,
+                         {k: h.headers[k] for k in keep if h.headers.get(k)}, time.time())
+        with self._lock:
+            self._log.append(rec)
+            sc = self.scenario
+        try:
+            resp = self._respond(rec, sc)
+        except Exception:  # a simulator bug must show up as a 500, not a hung client
+            log.exception("kns-sim handler failed for %s", rec.url)
+            resp = _Resp(500, pages.simple_page("错误", "模拟站点内部错误"))
+        rec.status = resp.status
+        self._send(h, method, resp)
+
+    def _send(self, h: _Handler, method: str, resp: _Resp) -> None:
+        body = resp.body.encode("utf-8") if isinstance(resp.body, str) else resp.body
+        h.send_response(resp.status)
+        h.send_header("Content-Type", resp.ctype)
+        h.send_header("Content-Length", str(len(body)))
+        h.send_header("Cache-Control", "no-store")
+        for k, v in resp.headers.items():
+            h.send_header(k, v)
+        if resp.drop_after is not None:
+            h.send_header("Connection", "close")
+            h.close_connection = True
+        h.end_headers()
+        if method == "HEAD":
+            return
+        try:
+            h.wfile.write(body if resp.drop_after is None else body[:resp.drop_after])
+            h.wfile.flush()
+        except OSError:
+            h.close_connection = True
+
+    def _respond(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        delay = sc.latency.get(rec.endpoint, 0.0)
+        truncate: Fault | None = None
+        chosen: Fault | None = None
+        with self._lock:
+            for f in self.faults:
+                if f.endpoint not in ("*", rec.endpoint) or rec.endpoint in ("verify", "login", "other") and f.endpoint == "*":
+                    continue
+                f.seen += 1
+                if f.seen <= f.after:
+                    continue
+                if f.kind == "captcha":
+                    if f.solved:
+                        continue
+                elif f.times is not None and f.fired >= f.times:
+                    continue
+                f.fired += 1
+                if f.kind == "delay":
+                    delay += f.seconds
+                elif f.kind == "truncate":
+                    truncate = f
+                elif chosen is None:
+                    chosen = f
+        if delay:
+            time.sleep(delay)
+        resp = self._fault_response(chosen, rec, sc) if chosen else self._route(rec, sc)
+        if truncate is not None:
+            body = resp.body.encode("utf-8") if isinstance(resp.body, str) else resp.body
+            cut = max(1, int(len(body) * truncate.fraction))
+            if truncate.mode == "connection":
+                resp.body, resp.drop_after = body, cut
+            else:
+                resp.body = body[:cut].decode("utf-8", "ignore") if "text/" in resp.ctype else body[:cut]
+        return resp
+
+    def _fault_response(self, f: Fault, rec: SimRequest, sc: Scenario) -> _Resp:
+        if f.kind == "status":
+            text = STATUS_TEXT.get(f.status, f"HTTP {f.status}")
+            return _Resp(f.status, pages.simple_page(text, text))
+        if f.kind == "empty":
+            if rec.endpoint == "grid":
+                return _Resp(200, pages.grid_temporary_empty())
+            return _Resp(200, pages.simple_page("暂无数据", "暂无数据，请稍后重试"))
+        if f.kind == "reject":
+            return _Resp(200, pages.grid_rejected(f.reason))
+        if f.kind == "denied":
+            return _Resp(200, pages.simple_page("无权访问", "您所在的机构未订购该资源（机构未订购），无权访问。"))
+        if f.kind == "login":
+            return _redirect(f"https://login.cnki.net/login/?ReturnURL={quote(rec.url, safe='')}")
+        return self._captcha_response(f.style, rec, sc)
+
+    def _captcha_response(self, style: str, rec: SimRequest, sc: Scenario) -> _Resp:
+        back = rec.referer if rec.method == "POST" and rec.referer else rec.url
+        verify = f"https://kns.cnki.net/verify/home?captchaType=slide&returnUrl={quote(back, safe='')}"
+        if style == "redirect":
+            return _redirect(verify)
+        if style == "json403":
+            return _Resp(403, json.dumps({"code": -403, "message": verify}, ensure_ascii=False),
+                         "application/json; charset=utf-8")
+        if style == "vericode":
+            form = pages.vericode_form()
+            return _Resp(200, form if rec.endpoint == "grid" else pages.page("检索-中国知网", pages.header_html(sc) + form))
+        if style == "tencent":
+            return _Resp(200, pages.page("检索-中国知网", pages.header_html(sc) + pages.parked_slider(True)))
+        if style == "timeout":
+            return _Resp(200, pages.timeout_verify_page())
+        return _Resp(200, pages.verify_home_page(back))
+
+    # ------------------------------------------------------------ routes
+
+    def _route(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        ep = rec.endpoint
+        if ep == "search":
+            title = "检索-中国知网" if "defaultresult" in rec.path.lower() else "高级检索-中国知网"
+            return _Resp(200, pages.adv_search_page(sc, title))
+        if ep == "grid":
+            if rec.method != "POST":
+                return _redirect("https://kns.cnki.net/kns8s/AdvSearch")
+            return self._grid(rec, sc)
+        if ep == "detail":
+            return self._detail(rec, sc)
+        if ep == "journal":
+            return self._journal(rec, sc)
+        if ep in ("reader", "reader_part"):
+            return self._reader(rec, sc)
+        if ep in ("download", "file"):
+            return self._download(rec, sc)
+        if ep == "login":
+            return self._login(rec, sc)
+        if ep == "verify":
+            if rec.path.lower().startswith("/verify/solve"):
+                self.solve()
+                return _Resp(200, json.dumps({"code": 1, "msg": "ok"}), "application/json; charset=utf-8")
+            return _Resp(200, pages.verify_home_page(rec.query.get("returnUrl", "")))
+        if ep == "home":
+            return _Resp(200, pages.home_page(sc))
+        if rec.host.endswith("cnki.net") or rec.host == "cnki.net":
+            return _Resp(404, pages.simple_page("页面不存在", "404 页面不存在"))
+        return _Resp(421, pages.simple_page("Misdirected", "unknown host"))
+
+    def _grid(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        text = rec.form.get("QueryJson") or rec.form.get("queryJson")
+        if not text:
+            return _Resp(200, pages.grid_rejected("查询对象结构错误, 没有指定检索分类！"))
+        try:
+            q: ParsedQuery = parse_query_json(text)
+        except QueryRejected as exc:
+            return _Resp(200, pages.grid_rejected(str(exc)))
+        try:
+            page_num = max(1, int(rec.form.get("pageNum") or rec.form.get("CurPage") or 1))
+            size = int(rec.form.get("pageSize") or 20)
+        except ValueError:
+            return _Resp(200, pages.grid_rejected("查询对象结构错误"))
+        size = size if 1 <= size <= 50 else 20
+        sort_field = rec.form.get("sortField", "")
+        hits = search(self.corpus, q, sort_field, rec.form.get("sortType", "") or "desc")
+        token = pages.encode_token("tp", q.fingerprint())
+        if page_num > 1 and rec.form.get("turnpage", "") != token:
+            if sc.turnpage == "strict":
+                return _Resp(400, pages.simple_page("请求错误", "翻页参数缺失或已失效 (turnpage)"))
+            if sc.turnpage == "reset":
+                page_num = 1
+        if not hits:
+            return _Resp(200, pages.grid_empty(sc.empty_style))
+        page_num = min(page_num, sc.page_cap)
+        rows = hits[(page_num - 1) * size: page_num * size]
+        request = {"queryJson": text, "pageNum": page_num, "turnpage": rec.form.get("turnpage"), "pageSize": size,
+                   "dstyle": rec.form.get("dstyle", "listmode"), "sortField": sort_field,
+                   "sortType": rec.form.get("sortType", ""), "boolSearch": rec.form.get("boolSearch") == "true",
+                   "aside": rec.form.get("aside", ""), "searchFrom": rec.form.get("searchFrom", "")}
+        with self._lock:
+            epoch = self.epoch
+        return _Resp(200, pages.grid_fragment(rows, len(hits), page_num, size, sort_field, sc, epoch, token,
+                                              q.positive_terms, request))
+
+    def _paper_from_v(self, rec: SimRequest) -> tuple[Paper | None, bool]:
+        """(paper, stale) from v= or dbcode/filename query parameters."""
+        v = rec.query.get("v")
+        if v:
+            parts = pages.decode_token(v)
+            if not parts or parts[0] != "v" or len(parts) != 3:
+                return None, False
+            with self._lock:
+                stale = parts[1] != str(self.epoch)
+            return self.corpus.by_filename(parts[2]), stale
+        fn = rec.query.get("filename") or rec.query.get("FileName") or ""
+        return (self.corpus.by_filename(fn) if fn else None), False
+
+    def _detail(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        if rec.path.lower().startswith("/kcms/detail") and sc.login == "none":
+            return _redirect(f"https://login.cnki.net/login/?ReturnURL={quote(rec.url, safe='')}")
+        p, stale = self._paper_from_v(rec)
+        if p is None:
+            return _Resp(404, pages.simple_page("文献不存在", "404 文献不存在或链接已失效"))
+        if stale:
+            if sc.expired_locator == "verify":
+                return self._captcha_response("redirect", rec, sc)
+            return _Resp(404, pages.simple_page("文献不存在", "404 文献链接已失效"))
+        with self._lock:
+            epoch = self.epoch
+        return _Resp(200, pages.detail_page(p, sc, epoch, self.corpus))
+
+    def _journal(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        key = ""
+        path = rec.path.strip("/").split("/")
+        if rec.query.get("p"):
+            parts = pages.decode_token(rec.query["p"]) or []
+            key = parts[1] if len(parts) == 2 and parts[0] == "p" else ""
+        elif len(path) == 4 and path[1] == "journals" and path[3] == "detail":
+            key = path[2].upper()
+        elif rec.query.get("pykm"):
+            key = rec.query["pykm"].upper()
+        j = self.corpus.journal(key) if key else None
+        if j is None:
+            if rec.path.rstrip("/") == "/knavi" and not rec.query:
+                return _Resp(200, pages.simple_page("出版物检索-中国知网", "出版来源导航"))
+            return _Resp(404, pages.simple_page("页面不存在", "404 出版物不存在"))
+        return _Resp(200, pages.journal_page(j, sc, [p for p in self.corpus.papers if p.source_key == j.key]))
+
+    def _reader_trial(self, p: Paper, sc: Scenario) -> bool:
+        if sc.reader == "trial":
+            return True
+        if sc.reader == "full":
+            return False
+        return sc.login == "none" and not p.free
+
+    def _reader_url(self, p: Paper, sc: Scenario, epoch: int) -> str:
+        trial = self._reader_trial(p, sc)
+        invoice = pages.encode_token("r", epoch, p.filename, int(trial))
+        if sc.reader_url == "reader_xml":
+            url = f"//kns.cnki.net/reader/xml?invoice={invoice}&nonce={pages.encode_token('n', p.filename)}"
+            return url + ("&loginType=trialRead" if trial else "")
+        name = "trialRead.html" if trial else "xml.html"
+        return (f"//kns.cnki.net/nzkhtml/xmlRead/{name}?dbCode={p.dbcode}&tableName={p.table}&fileName={p.filename}"
+                f"&fileSourceType=1&invoice={invoice}&appId=KNS_BASIC_PSMC")
+
+    def _reader(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        parts = pages.decode_token(rec.query.get("invoice", "")) or []
+        if len(parts) != 4 or parts[0] != "r":
+            return _Resp(200, pages.refusal_page("session_end"))
+        p = self.corpus.by_filename(parts[2])
+        if p is None:
+            return _Resp(404, pages.simple_page("文献不存在", "404"))
+        trial = parts[3] == "1"
+        if rec.endpoint == "reader_part":
+            if trial:
+                return _Resp(403, pages.simple_page("无权访问", "试读内容已结束，无权访问"))
+            start = int(rec.query.get("start") or 0)
+            return _Resp(200, pages.reader_sections_html(p, start, len(p.sections)))
+        chapter_url = f"/nzkhtml/xmlRead/chapter?fileName={p.filename}&invoice={rec.query['invoice']}"
+        with self._lock:
+            solved = self.slider_solved
+        return _Resp(200, pages.reader_page(p, sc, trial, solved, chapter_url))
+
+    def _download(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        parts = pages.decode_token(rec.query.get("id", "")) or []
+        if rec.endpoint == "file":
+            if len(parts) != 3 or parts[0] != "f":
+                return _Resp(200, pages.refusal_page("expired"))
+            p = self.corpus.by_filename(parts[2])
+            if p is None:
+                return _Resp(404, pages.simple_page("文件不存在", "404"))
+            if sc.download == "html":
+                return _Resp(200, pages.refusal_page("expired"))
+            kind = parts[1]
+            data = pages.pdf_bytes(p) if kind == "pdf" else pages.caj_bytes(p, sc.caj_magic)
+            ctype = "application/pdf" if kind == "pdf" else "application/octet-stream"
+            return _Resp(200, data, ctype, {"Content-Disposition": pages.content_disposition(p, kind)})
+        if len(parts) != 4 or parts[0] != "o":
+            return _Resp(200, pages.refusal_page("expired"))
+        p = self.corpus.by_filename(parts[3])
+        if p is None:
+            return _Resp(200, pages.refusal_page("expired"))
+        with self._lock:
+            epoch = self.epoch
+        if parts[1] != str(epoch):
+            return _Resp(200, pages.refusal_page("session_end"))
+        ref_host = urlsplit(rec.referer).hostname or ""
+        if sc.check_referer and not (ref_host == "cnki.net" or ref_host.endswith(".cnki.net")):
+            return _Resp(200, pages.refusal_page("referer"))
+        kind = parts[2]
+        if kind == "html":
+            return _redirect(self._reader_url(p, sc, epoch))
+        mode = sc.download
+        if mode == "auto":
+            mode = "login" if sc.login == "none" and not p.free else "ok"
+        if mode == "login":
+            return _redirect(f"//login.cnki.net/login/?ReturnURL={quote(rec.url, safe='')}")
+        if mode == "login_page":
+            return _Resp(200, pages.login_page(sc, rec.url, unit=False))
+        if mode in pages.REFUSALS:
+            return _Resp(200, pages.refusal_page(mode))
+        return _redirect(f"//bar.cnki.net/bar/download/file?id={pages.encode_token('f', kind, p.filename)}")
+
+    def _login(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        path = rec.path.rstrip("/").lower()
+        target = rec.form.get("ReturnURL") or rec.query.get("ReturnURL") or "https://kns.cnki.net/kns8s/AdvSearch"
+        if path == "/logout":
+            with self._lock:
+                self.scenario = dataclasses.replace(self.scenario, login="none")
+            return _redirect(target)
+        if rec.method == "POST" and path == "/login/dologin":
+            name = rec.form.get("username") or sc.personal_name
+            new = "both" if sc.login in ("institution", "both") else "personal"
+            self.configure(login=new, personal_name=name)
+            return _redirect(target)
+        if rec.method == "POST" and path == "/login/dounitlogin":
+            name = rec.form.get("unit") or sc.institution_name
+            new = "both" if sc.login in ("personal", "both") else "institution"
+            self.configure(login=new, institution_name=name)
+            return _redirect(target)
+        return _Resp(200, pages.login_page(sc, target, unit=rec.query.get("type") == "unit"))
+
+
+def _redirect(location: str) -> _Resp:
+    return _Resp(302, pages.simple_page("Found", "页面跳转中"), headers={"Location": location})
