@@ -23,7 +23,7 @@ import unicodedata
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import psutil
@@ -50,7 +50,7 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
-def _fail(error: CnkiError) -> None:
+def _fail(error: CnkiError) -> NoReturn:
     click.echo(f"{error.code}: {error.message}", err=True)
     sys.exit(1)
 
@@ -72,7 +72,6 @@ def config_command(client_id: str) -> None:
         text = clients.snippet(client_id, _data_root())
     except CnkiError as error:
         _fail(error)
-        return
     click.echo(text, nl=False)
 
 

@@ -672,3 +672,27 @@ def test_merge_keeps_any_document(tmp_path: Path, top: dict, servers: dict, inde
 def test_parse_jsonc_rejects_broken_text(text: str) -> None:
     with pytest.raises(ValueError):
         clients.parse_jsonc(text)
+
+
+# --- doctor's view of configured clients ------------------------------------------------------------
+
+
+def test_configured_clients_report(tmp_path: Path) -> None:
+    home = tmp_path
+    def where(client_id: str) -> Path:
+        path = clients.config_path(client_id, "linux", env={}, home=home)
+        assert path is not None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    clients.write_client_config("cursor", ROOT, where("cursor"), CMD)
+    clients.write_client_config("codex", "/elsewhere", where("codex"), CMD)
+    clients.write_client_config("dsh-web", ROOT, where("dsh-web"), CMD)
+    where("gemini").write_text('{"mcpServers": {"other": {}}}', "utf-8")  # no cnki entry: not listed
+    where("qwen-code").write_text("{broken", "utf-8")
+    report = clients.configured_clients(ROOT, CMD, "linux", env={}, home=home)
+    assert [(r["client"], r["status"]) for r in report] == [
+        ("codex", "different"), ("cursor", "current"), ("dsh-web", "current"), ("qwen-code", "unreadable"),
+    ]
+    assert report[1]["path"] == str(where("cursor")) and "setup" in report[0]["message"]
+    assert clients.configured_clients(ROOT, CMD, "linux", env={}, home=tmp_path / "empty") == []

@@ -136,3 +136,17 @@ def test_resolve_browser_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_probe_version_of_real_chromium(chromium: str) -> None:
     version = discovery.probe_version(Path(chromium))
     assert version.startswith(("Chromium ", "Google Chrome ")), version
+
+
+@posix_only
+def test_browser_report_says_where_the_browser_comes_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(discovery, "FLATPAK_SYSTEM_EXPORTS", tmp_path / "flatpak")
+    detected = fake_exe(tmp_path / "bin" / "chromium")
+    configured = fake_exe(tmp_path / "opt" / "edge")
+    env = {"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path)}
+    assert discovery.browser_report(Config(), env, "linux") == {"found": True, "path": str(detected), "source": "detected"}
+    assert discovery.browser_report(Config(browser_path=str(configured)), env, "linux")["source"] == "config.json"
+    with_env = {**env, "CNKI_BROWSER_PATH": str(detected)}
+    assert discovery.browser_report(Config(browser_path=str(configured)), with_env, "linux")["source"] == "CNKI_BROWSER_PATH"
+    missing = discovery.browser_report(Config(), {"PATH": str(tmp_path / "none"), "HOME": str(tmp_path)}, "linux")
+    assert missing["found"] is False and "setup" in missing["message"]
