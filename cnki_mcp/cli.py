@@ -89,10 +89,14 @@ def doctor(protocol: bool) -> None:
 
 async def _doctor(protocol: bool) -> dict[str, Any]:
     from cnki_mcp.app import App
+    from cnki_mcp.clients import configured_clients, server_command
+    from cnki_mcp.discovery import browser_report
 
-    report: dict[str, Any] = await App().diagnostics(None, None)
+    app = App()
+    report: dict[str, Any] = await app.diagnostics(None, None)
+    report["browser_executable"] = browser_report(app.config)
+    report["clients"] = configured_clients(app.root)
     if protocol:
-        from cnki_mcp.clients import server_command
         from cnki_mcp.server import protocol_probe
 
         report["protocol"] = await protocol_probe(server_command())
@@ -115,10 +119,7 @@ def help_command(ctx: click.Context) -> None:
 
 
 def _register_setup_commands() -> None:
-    try:  # INTEGRATION: setup.py is being written; remove this guard once it lands
-        from cnki_mcp.setup import config_command, setup_command
-    except ImportError:
-        return
+    from cnki_mcp.setup import config_command, setup_command
 
     cli.add_command(setup_command, name="setup")
     cli.add_command(config_command, name="config")
