@@ -408,6 +408,7 @@ class _Session:
         self.download_dir: Path | None = None
         self.changed = asyncio.Event()
         self.exited = False
+        self.closing: set[asyncio.Task[Any]] = set()
 
     def notify(self) -> None:
         self.changed.set()
@@ -437,12 +438,17 @@ class _Session:
     def on_target_gone(self, event: Any, _conn: Any = None) -> None:
         tid = str(event.target_id)
         self.pages.pop(tid, None)
-        tab = self.tabs.get(tid)
-        if tab is not None:
-            if type(event).__name__ == "TargetCrashed":
-                tab.crashed = True
-            else:
+        if type(event).__name__ == "TargetCrashed":
+            if tid in self.tabs:
+                self.tabs[tid].crashed = True
+        else:
+            tab = self.tabs.pop(tid, None)
+            if tab is not None:
+                # Closed by the page itself (window.close) or a person: release its socket too.
                 tab.closed = True
+                task = asyncio.get_running_loop().create_task(tab._conn.aclose())
+                self.closing.add(task)
+                task.add_done_callback(self.closing.discard)
         self.notify()
 
     def on_download_begin(self, event: Any, _conn: Any = None) -> None:
@@ -624,6 +630,7 @@ class Browser:
         self._session: _Session | None = None
         self._generation = 0
         self._lock = asyncio.Lock()
+        self._background: set[asyncio.Task[Any]] = set()
         self.launch_seconds: float | None = None  # launch-to-attached time of the current browser
 
     # -- diagnostics ---------------------------------------------------------------------------
@@ -872,7 +879,7 @@ class Browser:
                 await asyncio.wait_for(conn.aclose(), 2.0)
             except Exception as exc:
                 log.debug("closing a DevTools socket failed: %s", exc)
-        for task in session.tasks:
+        for task in [*session.tasks, *session.closing]:
             if not task.done():
                 try:
                     await asyncio.wait_for(asyncio.shield(task), 1.0)
@@ -909,6 +916,8 @@ class Browser:
                 raise CnkiError("BROWSER_UNAVAILABLE", "这个标签页属于已经关闭的浏览器。")
             if tab.crashed:
                 raise CnkiError("BROWSER_UNAVAILABLE", "标签页已崩溃（这不代表没有访问权限）。")
+            if tab.closed:
+                raise CnkiError("BROWSER_UNAVAILABLE", "标签页已经关闭。", details={"target": tab.target_id})
         return session
 
     async def _call(self, conn: Any, command: Any, timeout: float, *, session: _Session | None = None) -> Any:
@@ -1106,6 +1115,7 @@ class Browser:
             raise ValueError(f"unknown navigation wait {until!r}")
         cdp = _cdp()
         deadline = time.monotonic() + timeout
+        tab._documents.clear()
         _frame, loader_id, error_text, *_ = await self._tab_call(tab, cdp.page.navigate(url=url), timeout)
         document = None
         if loader_id:
@@ -1144,7 +1154,9 @@ class Browser:
             out = await self.evaluate(tab, expression, timeout + 5.0)
         except asyncio.CancelledError:
             abort = _js_call("(id) => { const c = (window.__cnkiFetches || {})[id]; if (c) c.abort(); }", call_id)
-            asyncio.get_running_loop().create_task(self._quiet_evaluate(tab, abort))
+            task = asyncio.get_running_loop().create_task(self._quiet_evaluate(tab, abort))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
             raise
         if not isinstance(out, dict):
             raise CnkiError("RESOURCE_FAILED", "页面内请求没有返回结果。", details={"url": url})

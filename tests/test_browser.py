@@ -107,11 +107,15 @@ def test_foreign_browser_on_profile_is_left_alone(tmp_path: Path) -> None:
         proc.wait()
 
 
-async def test_missing_executable_and_unstarted_browser(tmp_path: Path) -> None:
+async def test_missing_executable_and_unstarted_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     browser = Browser(tmp_path / "profile", tmp_path / "no-such-chrome", headless=True, extra_args=[])
     with pytest.raises(CnkiError) as caught:
         await browser.ensure()
     assert caught.value.code == "BROWSER_NOT_FOUND"
+    monkeypatch.setenv("CNKI_BROWSER_PATH", str(tmp_path / "also-missing"))
+    with pytest.raises(CnkiError) as discovered:
+        await Browser(tmp_path / "profile").ensure()  # no executable given: discovery decides
+    assert discovered.value.code == "BROWSER_NOT_FOUND" and "also-missing" in discovered.value.message
     assert not browser.running and browser.connection_generation == 0
     assert not await browser.probe()
 
@@ -298,6 +302,13 @@ async def test_click_new_tab_download_and_windows(shared: Browser, tmp_path: Pat
         assert popup is not None and popup.opener_id == tab.target_id
         assert await shared.wait_for(popup, "document.body && document.body.innerText", 5) == "弹出的页面"
         assert [p.target_id for p in await shared.popups(tab)] == [popup.target_id]
+        await shared.evaluate(popup, "setTimeout(() => window.close(), 0), 1")
+        deadline = time.monotonic() + 5
+        while not popup.closed and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert popup.closed and await shared.popups(tab) == []
+        with pytest.raises(CnkiError):
+            await shared.evaluate(popup, "1")
 
         incoming = tmp_path / "incoming"
         await shared.set_download_dir(incoming)
@@ -312,7 +323,7 @@ async def test_click_new_tab_download_and_windows(shared: Browser, tmp_path: Pat
         assert await shared.minimize(tab)
     finally:
         await shared.close_tab(tab)
-    assert popup.closed and tab.closed
+    assert tab.closed
     assert await shared.probe()  # no tab left, the browser keeps running
 
 
@@ -350,4 +361,46 @@ async def test_killed_browser_is_unavailable_until_reset(site: int, tmp_path: Pa
         assert (await browser.navigate(fresh, "https://kns.cnki.net/")).status == 200
     finally:
         await browser.close()
+    await _assert_gone(profile)
+
+
+_ABANDON = """
+import asyncio, sys
+from pathlib import Path
+from cnki_mcp.browser import Browser
+
+async def main() -> None:
+    browser = Browser(Path(sys.argv[1]), Path(sys.argv[2]), headless=True, extra_args=[])
+    await browser.ensure()
+    print(browser.process_id, flush=True)
+    if sys.argv[3] == "signal":
+        await asyncio.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("ending", ["exit", "signal"])
+async def test_server_exit_without_close_leaves_no_browser(tmp_path: Path, ending: str) -> None:
+    """A server that exits (or is sent SIGTERM) without closing the browser still takes it along."""
+    if ending == "signal" and sys.platform == "win32":
+        pytest.skip("SIGTERM 只在 POSIX 上有意义")
+    profile = tmp_path / "profile"
+    server = subprocess.Popen(
+        [sys.executable, "-c", _ABANDON, str(profile), _chromium(), ending],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        assert server.stdout is not None
+        pid = int(await asyncio.wait_for(asyncio.to_thread(server.stdout.readline), 30))
+        assert psutil.pid_exists(pid)
+        if ending == "signal":
+            server.terminate()
+        await asyncio.wait_for(asyncio.to_thread(server.wait), 15)
+    finally:
+        server.kill()
+        server.wait()
     await _assert_gone(profile)
