@@ -181,6 +181,11 @@ def _text(el: lxml.html.HtmlElement | None) -> str:
     return clean(el.text_content()) if el is not None else ""
 
 
+def _spaced_text(el: lxml.html.HtmlElement | None) -> str:
+    """Text with a space between every text node, so adjacent blocks never run together."""
+    return clean(" ".join(el.itertext())) if el is not None else ""
+
+
 def _own_text(el: lxml.html.HtmlElement) -> str:
     """The element's text with its child elements removed (their tails stay)."""
     parts = [el.text or ""]
@@ -427,7 +432,14 @@ def parse_grid(html: str, base_url: str) -> GridPage:
                 "PARSER_UNSUPPORTED", f"知网拒绝了这次检索：{reason}", details={"reason": reason, "preview": preview}
             )
         if kind == "temporary":
-            raise CnkiError("SITE_TEMPORARILY_EMPTY", f"知网暂时没有返回数据：{preview}", details={"preview": preview})
+            # azazo1 reads an empty-valued p.no-content as "no hits", hushiliang as a refusal; the
+            # site layer may treat a repeat of this exact answer as zero results.
+            no_content = bool(root.cssselect("p.no-content"))
+            raise CnkiError(
+                "SITE_TEMPORARILY_EMPTY",
+                f"知网暂时没有返回数据：{preview}",
+                details={"preview": preview, "no_content": no_content},
+            )
         if kind != "zero":
             raise CnkiError(
                 "PARSER_UNSUPPORTED", f"检索结果页结构不受支持：{preview}", details={"preview": preview}
@@ -658,7 +670,7 @@ def parse_detail(html: str, url: str) -> Paper:
     link = _source_link(root)
     source_url = _resolve(link.get("href"), url) if link is not None else ""
     source = _meta_first(meta, "citation_journal_title", "citation_conference_title", "dc.source")
-    source = strip_source_tail(source or (_text(link) if link is not None else "") or rows.get("会议名称", ""))
+    source = strip_source_tail(source or (_text(link) if link is not None else ""))
 
     top_tip = _text(_first(root, ".top-tip"))
     date = _meta_first(meta, "citation_publication_date", "citation_date", "dc.date")
@@ -669,10 +681,13 @@ def parse_detail(html: str, url: str) -> Paper:
     if cited_issue:
         date = date or cited_issue[1]
         volume = volume or (cited_issue[2] or "")
-        issue = issue or cited_issue[3]
+        issue = issue or (cited_issue[3].lstrip("0") or "0" if cited_issue[3].isdigit() else cited_issue[3])
         pages = pages or re.sub(r"\s*[-—–]\s*", "-", cited_issue[4] or "")
     if not pages:
         pages = "-".join(unique_strings(_meta_all(meta, "citation_firstpage", "citation_lastpage")))
+    if not pages:
+        printed = re.search(r"页码\s*[:：]\s*(\d+(?:\s*[-—–]\s*\d+)?)", _spaced_text(_first(root, ".total-inform")))
+        pages = re.sub(r"\s*[-—–]\s*", "-", printed[1]) if printed else ""
     if not date:
         date = _text(_first(root, ".top-tip .date, #catalog_PUBLISHDATE, #ndate"))
     if not date:
@@ -687,7 +702,7 @@ def parse_detail(html: str, url: str) -> Paper:
 
     doi = _meta_first(meta, "citation_doi", "dc.identifier.doi")
     if not doi:
-        match = _DOI_TEXT.search(_page_text(root))
+        match = _DOI_TEXT.search(f"DOI：{rows['DOI']}" if "DOI" in rows else _spaced_text(root.find("body")))
         doi = match[1].rstrip(".;；,，。") if match else ""
 
     ids = _detail_identifiers(root, url)
@@ -1052,6 +1067,32 @@ def classify_response(status: int, url: str, body: str) -> CnkiError | None:
         )
     return None
 
+
+# Evaluated in a live tab before its HTML is handed to inspect_live_page: marks the elements the
+# inspection looks at that are not really visible (computed style, zero size, outside the viewport),
+# which static HTML cannot tell, and returns the marked document.
+LIVE_PAGE_SCRIPT = """(() => {
+  const sel = 'iframe,#tCaptchaDyMainWrap,.captcha-dialog,.geetest_panel,[id^=nc_][id$=_wrapper],.tcaptcha-transform,'
+    + '#tcaptcha_transform_dy,.read-btn-boxXml,.slider-wrapper,#vericode,#changeVercode,input[type=password],'
+    + '.ecp_header_login_area,header,.header,.topbar,.top-bar,.topLogin,.ecp_header_unitName,.org-name,'
+    + '.institution-name,[data-institution-name],#Ecp_top_orgName,#Ecp_loginShowName1,'
+    + '.ecp_header_personalName_loginbg,#Ecp_top_logout,a,button';
+  const vw = window.innerWidth, vh = window.innerHeight;
+  for (const el of document.querySelectorAll(sel)) {
+    if ((el.tagName === 'A' || el.tagName === 'BUTTON') && el.textContent.trim().length > 12) continue;
+    let shown = true;
+    for (let n = el; n && n.nodeType === 1; n = n.parentElement) {
+      const cs = getComputedStyle(n);
+      if (cs.display === 'none' || cs.visibility === 'hidden' || Number(cs.opacity) === 0) { shown = false; break; }
+    }
+    if (shown) {
+      const r = el.getBoundingClientRect();
+      shown = r.width > 0 && r.height > 0 && r.right > 0 && r.bottom > 0 && r.left < vw && r.top < vh;
+    }
+    if (shown) el.removeAttribute('data-cnki-hidden'); else el.setAttribute('data-cnki-hidden', '');
+  }
+  return document.documentElement.outerHTML;
+})()"""
 
 _CHALLENGE_WIDGETS = (
     "#tCaptchaDyMainWrap, .captcha-dialog, .geetest_panel, [id^=nc_][id$=_wrapper], .tcaptcha-transform,"

@@ -144,6 +144,9 @@ def test_grid_no_content_variants() -> None:
     empty, rejected = [line for line in sample("azazo1-brief-grid-no-content.trimmed.html").splitlines() if line.startswith("<div")]
     temporary = error_of(parse_grid, empty, GRID_URL)
     assert temporary.code == "SITE_TEMPORARILY_EMPTY" and temporary.retryable
+    assert temporary.details == {"preview": "抱歉，暂无数据，请稍后重试。", "no_content": True}
+    busy = error_of(parse_grid, "<div><p>服务繁忙，请稍后重试</p></div>", GRID_URL)
+    assert busy.details["no_content"] is False
     refused = error_of(parse_grid, rejected, GRID_URL)
     assert refused.code == "PARSER_UNSUPPORTED"
     assert "查询对象结构错误" in refused.message and refused.details["reason"] == "查询对象结构错误, 没有指定检索分类！"
@@ -275,7 +278,7 @@ def test_detail_2026_page_from_aria_snapshot() -> None:
     assert paper.title == "投贷联动、媒体监督与科技企业AI漂洗"
     assert paper.authors == ["李媛媛", "崔梦萦"]  # no e-mail tooltip, no affiliation digits
     assert paper.institutions == ["西南财经大学金融学院", "四川大学经济学院"]
-    assert (paper.source, paper.year, paper.issue, paper.pages) == ("财经科学", 2026, "02", "113-126")
+    assert (paper.source, paper.year, paper.issue, paper.pages) == ("财经科学", 2026, "2", "113-126")
     assert paper.source_url == "https://navi.cnki.net/knavi/detail?p=redacted&uniplatform=NZKPT"
     assert paper.doi == "10.27041/j.cnki.cjkx.2026.02.008"
     # The visible summary is cut; the hidden input holds the whole abstract.
@@ -304,8 +307,9 @@ def test_detail_doctoral_master_conference_variants() -> None:
     master = parse_detail(page("detail-master.html"), DETAIL_URL)
     assert (master.document_type, master.source, master.publication_date, master.year) == ("硕士", "某师范大学", "2024-06", 2024)
     conference = parse_detail(page("detail-conference.html"), DETAIL_URL)
-    assert conference.document_type == "会议" and conference.source == "中国法学会知识产权法学研究会2023年年会"
-    assert (conference.publication_date, conference.year, conference.source_url) == ("2023-10-14", 2023, "")
+    # No knavi link: the source stays with the grid row (the 会议名称 row names the meeting, not the proceedings).
+    assert conference.document_type == "会议" and conference.source == "" and conference.source_url == ""
+    assert (conference.publication_date, conference.year, conference.pages) == ("2023-10-14", 2023, "268-275")
     assert (conference.dbcode, conference.filename) == ("CPFD", "ZGFX202310001004")
     assert conference.institutions == ["某大学知识产权学院"]
 
@@ -666,3 +670,40 @@ def test_save_snapshot(tmp_path: Path) -> None:
     assert path.with_suffix(".png").read_bytes() == b"\x89PNG"
     second = save_snapshot(folder, "grid", "<p>y</p>")
     assert second != path and len(list(folder.glob("*.html"))) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# LIVE_PAGE_SCRIPT in a real Chromium: visibility that static HTML cannot tell
+
+
+@pytest.mark.browser
+def test_live_page_script_marks_invisible_elements(tmp_path: Path, chromium: str) -> None:
+    import subprocess
+
+    from cnki_mcp.parse import LIVE_PAGE_SCRIPT
+
+    html = tmp_path / "live.html"
+    html.write_text(
+        "<html><head><style>.gone{display:none}</style></head><body>"
+        '<div class="geetest_panel gone">样式表隐藏</div>'
+        '<div id="tcaptcha_transform_dy" style="position:absolute;top:-1000000px">拖动下方拼图完成验证</div>'
+        '<div class="captcha-dialog" style="width:200px;height:50px">请完成安全验证</div>'
+        '<div class="ecp_header_unitName">示例大学图书馆</div>'
+        f"<script>{LIVE_PAGE_SCRIPT};</script></body></html>",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", html.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    dom = done.stdout
+    state = inspect_live_page(dom, DETAIL_URL)
+    assert state.state == "challenge" and state.institutions == ["示例大学图书馆"]  # the visible dialog
+    without_dialog = dom.replace('class="captcha-dialog"', 'class="notice"')
+    assert inspect_live_page(without_dialog, DETAIL_URL).state == "ready"
+    # Without the marks, static HTML takes the stylesheet-hidden GeeTest panel for a challenge.
+    unmarked = without_dialog.replace("data-cnki-hidden", "data-x")
+    assert inspect_live_page(unmarked, DETAIL_URL).state == "challenge"
