@@ -812,11 +812,14 @@ def parse_journal(html: str, url: str, expected_source: str) -> Quality:
     root = _document(html)
     box = _first(root, ".journalInfo .infobox")
     head = _first(box, "h3.titbox") if box is not None else None
-    markup = _TITBOX_MARKUP.search(html)
-    if head is not None and markup:
-        # libxml2 closes an <h3> at a child <p> (browsers do not), so read the heading's own markup.
-        head = _prune(lxml.html.fragment_fromstring(markup[1], create_parent="h3"))
     lines = _title_lines(head) if head is not None else []
+    # libxml2 closes an <h3> at a child <p> (browsers do not), so re-read the heading's own markup.
+    for markup in _TITBOX_MARKUP.finditer(html) if lines else ():
+        twin = _prune(lxml.html.fragment_fromstring(markup[1], create_parent="h3"))
+        twin_lines = _title_lines(twin)
+        if twin_lines and twin_lines[0] == lines[0]:
+            head, lines = twin, twin_lines
+            break
     if box is None or not lines:
         raise CnkiError("SOURCE_SCHEMA_UNSUPPORTED", "来源页没有可辨认的期刊实体", details={"url": url})
     current = lines[0]
@@ -1037,7 +1040,11 @@ def classify_response(status: int, url: str, body: str) -> CnkiError | None:
         _VERIFY_BODY.search(body)
         or "/verify/" in path
         or (status == 403 and _VERIFY_JSON.search(body))
-        or (len(body.encode("utf-8", "replace")) < _SMALL_BODY and _SMALL_CHALLENGE.search(body))
+        or (
+            len(body.encode("utf-8", "replace")) < _SMALL_BODY
+            and _SMALL_CHALLENGE.search(body)
+            and "result-table-list" not in body
+        )
     ):
         return CnkiError("VERIFICATION_REQUIRED", "知网要求人工验证", details=details)
     if status == 401 or "//login." in url.lower():
@@ -1183,11 +1190,17 @@ def _identity(root: lxml.html.HtmlElement) -> tuple[bool, list[str], bool, str]:
     return ready, institutions, personal, personal_name
 
 
+def _live_tree(html: str) -> lxml.html.HtmlElement:
+    """The page as parsed, minus scripts and styles; hidden elements stay (visibility is checked)."""
+    root = _parse(html)
+    for junk in list(root.iter(*_NON_CONTENT_TAGS)):
+        junk.drop_tree()
+    return root
+
+
 def inspect_live_page(html: str, url: str) -> PageState:
     """Challenge, login prompt, denial and identity evidence of a live tab's DOM (§8.2)."""
-    raw = _parse(html)
-    for junk in [el for el in raw.iter(*_NON_CONTENT_TAGS)]:
-        junk.drop_tree()
+    raw = _live_tree(html)
     ready, institutions, personal, personal_name = _identity(raw)
     identity = {
         "identity_ready": ready,
@@ -1208,7 +1221,7 @@ def inspect_live_page(html: str, url: str) -> PageState:
 
 def parse_session(html: str) -> SessionState:
     """Personal and institutional login evidence from a KNS page header (§8.4)."""
-    _, institutions, personal, personal_name = _identity(_parse(html))
+    _, institutions, personal, personal_name = _identity(_live_tree(html))
     return SessionState(
         personal="authenticated" if personal else "not_observed",
         institution="observed" if institutions else "not_observed",

@@ -413,6 +413,13 @@ def test_journal_tier_filters_and_metrics() -> None:
     assert quality.metric_year == 2024 and quality.state == "present"
 
 
+def test_journal_heading_markup_is_matched_to_the_entity() -> None:
+    sidebar = '<div class="related"><h3 class="titbox">其他期刊<p>Other Review</p></h3></div>'
+    html = page("journal-core.html").replace("<body>", "<body>" + sidebar)
+    assert parse_journal(html, JOURNAL_URL, "Law Review").identity_basis == "translated_title"
+    assert error_of(parse_journal, html, JOURNAL_URL, "Other Review").code == "SOURCE_IDENTITY_UNCONFIRMED"
+
+
 def test_journal_without_metrics_is_unknown() -> None:
     quality = parse_journal(page("journal-no-metrics.html"), JOURNAL_URL, "某大学学报(社会科学版)")
     assert quality.state == "unknown" and quality.tiers == [] and quality.composite_impact is None
