@@ -480,6 +480,9 @@ async def _drain(stream: asyncio.StreamReader, sink: collections.deque[str]) -> 
             break
         pending += chunk
         *lines, pending = pending.split(b"\n")
+        if len(pending) > 65536:
+            lines.append(pending)
+            pending = b""
         for raw in lines:
             line = raw.decode("utf-8", "replace").rstrip()
             if line:
@@ -763,29 +766,19 @@ class Browser:
         session.tasks.append(asyncio.create_task(_drain(proc.stdout, session.output)))
         session.tasks.append(asyncio.create_task(_watch_exit(session)))
         try:
+            # Written first: if this server dies now, the next one knows the browser is a leftover.
+            owner = {"server_pid": os.getpid(), "server_started": psutil.Process().create_time(), "browser_pid": proc.pid}
+            (profile / _OWNER_FILE).write_text(json.dumps(owner), encoding="utf-8")
             port = await self._wait_port(session)
             await importing
-            (profile / _OWNER_FILE).write_text(
-                json.dumps(
-                    {
-                        "server_pid": os.getpid(),
-                        "server_started": psutil.Process().create_time(),
-                        "browser_pid": proc.pid,
-                        "port": port,
-                    }
-                ),
-                encoding="utf-8",
-            )
             await self._attach(session, executable, port)
-        except BaseException as exc:
+        except (CnkiError, asyncio.CancelledError):
             await self._drop()
-            if isinstance(exc, CnkiError):
-                raise
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            raise CnkiError(
-                "BROWSER_UNAVAILABLE", f"浏览器启动后无法连接：{exc}", details=self._dead_details(session)
-            ) from exc
+            raise
+        except Exception as exc:
+            details = self._dead_details(session)
+            await self._drop()
+            raise CnkiError("BROWSER_UNAVAILABLE", f"浏览器启动后无法连接：{exc}", details=details) from exc
         self.launch_seconds = time.monotonic() - started
         log.info(
             "browser %d attached on port %d in %.2f s (generation %d, %s)",
@@ -854,6 +847,16 @@ class Browser:
         self._session = None
         if session is None:
             return
+        try:
+            await self._shutdown(session)
+        except asyncio.CancelledError:
+            # Cancelled mid-shutdown (e.g. an unshielded server teardown): still end the tree, blocking.
+            _kill_tree(session.proc.pid, session.created, 1.0, group=sys.platform != "win32")
+            with _LAUNCHED_LOCK:
+                _LAUNCHED.pop(session.proc.pid, None)
+            raise
+
+    async def _shutdown(self, session: _Session) -> None:
         closing = False
         if session.alive():
             try:
@@ -958,19 +961,26 @@ class Browser:
         nd = _nodriver()
         cdp = nd.cdp
         conn = nd.core.tab.Tab(target=info, parent=session.nd)
-        await self._guard(conn.attach(), CALL_TIMEOUT)
         tab = Tab(conn, session.generation, opener_id)
+        try:
+            await self._guard(conn.attach(), CALL_TIMEOUT)
+            conn.add_handler(cdp.network.ResponseReceived, tab._on_response)
+            await self._call(conn, cdp.network.enable(), CALL_TIMEOUT)
+            # Background tabs are hidden: without this, mouse input waits ~5 s for a frame that never comes.
+            await self._call(conn, cdp.emulation.set_focus_emulation_enabled(enabled=True), CALL_TIMEOUT)
+            if session.user_agent:
+                await self._call(
+                    conn,
+                    cdp.network.set_user_agent_override(user_agent=session.user_agent, accept_language=ACCEPT_LANGUAGE),
+                    CALL_TIMEOUT,
+                )
+        except BaseException:
+            try:
+                await asyncio.wait_for(conn.aclose(), PAGE_CLOSE_TIMEOUT)
+            except Exception as exc:
+                log.debug("closing a half-attached tab socket failed: %s", exc)
+            raise
         session.tabs[tab.target_id] = tab
-        conn.add_handler(cdp.network.ResponseReceived, tab._on_response)
-        await self._call(conn, cdp.network.enable(), CALL_TIMEOUT)
-        # Background tabs are hidden: without this, mouse input waits ~5 s for a frame that never comes.
-        await self._call(conn, cdp.emulation.set_focus_emulation_enabled(enabled=True), CALL_TIMEOUT)
-        if session.user_agent:
-            await self._call(
-                conn,
-                cdp.network.set_user_agent_override(user_agent=session.user_agent, accept_language=ACCEPT_LANGUAGE),
-                CALL_TIMEOUT,
-            )
         return tab
 
     async def new_tab(self, url: str | None = None, *, timeout: float = NAVIGATION_TIMEOUT) -> Tab:
