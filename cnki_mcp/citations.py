@@ -252,8 +252,24 @@ def csl_item(paper: Paper, *, citing: bool = False) -> dict[str, Any]:
     return item
 
 
+def _unique(names: list[str]) -> list[str]:
+    """Suffix repeated identifiers (_2, _3 …): citeproc and BibTeX keep only one item per id."""
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        candidate, n = name, 2
+        while candidate.lower() in seen:
+            candidate, n = f"{name}_{n}", n + 1
+        seen.add(candidate.lower())
+        out.append(candidate)
+    return out
+
+
 def csl_items(papers: list[Paper], *, citing: bool = False) -> list[dict[str, Any]]:
-    return [csl_item(p, citing=citing) for p in papers]
+    items = [csl_item(p, citing=citing) for p in papers]
+    for item, item_id in zip(items, _unique([p.record_ref for p in papers])):
+        item["id"] = item_id
+    return items
 
 
 # --------------------------------------------------------------------------------------------
@@ -565,8 +581,23 @@ def _mla(cite: _Cite, authors: str) -> str:
 # Chicago author-date (18th)
 
 
+def _particle(family: str) -> tuple[str, str]:
+    """Split "de Souza" into ("de", "Souza")."""
+    words = family.split(" ")
+    cut = 0
+    while cut < len(words) - 1 and words[cut].islower():
+        cut += 1
+    return " ".join(words[:cut]), " ".join(words[cut:])
+
+
+def _chicago_inverted(name: Name) -> str:
+    # Chicago files "Maria de Souza" under S: "Souza, Maria de".
+    particle, core = _particle(name.family)
+    return f"{core}, " + _join([name.given, particle], " ")
+
+
 def _chicago_names(names: list[Name]) -> str:
-    rendered = [names[0].literal or f"{names[0].family}, {names[0].given}"]
+    rendered = [names[0].literal or _chicago_inverted(names[0])]
     rendered += [n.literal or f"{n.given} {n.family}" for n in names[1:]]
     if len(rendered) >= 7:
         return ", ".join(rendered[:3]) + ", et al."
@@ -672,11 +703,14 @@ def _collation_key(text: str) -> tuple[tuple[int, Any], ...]:
     return tuple(key)
 
 
-def _name_tokens(names: list[Name], initials: bool) -> tuple[Any, ...]:
+def _name_tokens(names: list[Name], initials: bool, demote: bool) -> tuple[Any, ...]:
     tokens: list[str] = []
     for name in names:
         if name.literal:
             tokens.append(name.literal)
+        elif demote:
+            particle, core = _particle(name.family)
+            tokens += [core, name.given, particle]
         else:
             given = _initials(name.given, period=True, hyphen=True, spaced=True) if initials else name.given
             tokens += [name.family, given]
@@ -691,7 +725,7 @@ def _sort_key(cite: _Cite, style: str) -> tuple[Any, ...]:
         names = names[:1]
     elif style == "chicago" and len(names) >= 7:
         names = names[:3]
-    author = _name_tokens(names, initials=style == "apa")
+    author = _name_tokens(names, initials=style == "apa", demote=style == "chicago")
     date = (0, int(cite.year)) if cite.year.isdigit() else (1, 0)
     title = _collation_key(cite.title)
     return (author, title, date) if style == "mla" else (author, date, title)
@@ -700,23 +734,24 @@ def _sort_key(cite: _Cite, style: str) -> tuple[Any, ...]:
 _SUBSTITUTE = "\u2014\u2014\u2014"
 
 
-def _prose(papers: list[Paper], style: str) -> list[str]:
-    cites = [_cite(p) for p in papers]
+def prose_entries(papers: list[Paper], style: str) -> list[tuple[str, str]]:
+    """(record_ref, entry) pairs of a prose style, in bibliography order (author-date styles sort)."""
+    cites = [(p.record_ref, _cite(p)) for p in papers]
     if style == "gbt7714":
-        return [_gbt(c, i) for i, c in enumerate(cites, 1)]
+        return [(ref, _gbt(c, i)) for i, (ref, c) in enumerate(cites, 1)]
     if style == "vancouver":
-        return [_vancouver(c, i) for i, c in enumerate(cites, 1)]
-    ordered = sorted(cites, key=lambda c: _sort_key(c, style))
+        return [(ref, _vancouver(c, i)) for i, (ref, c) in enumerate(cites, 1)]
+    ordered = sorted(cites, key=lambda rc: _sort_key(rc[1], style))
     if style == "apa":
-        return [_apa(c) for c in ordered]
+        return [(ref, _apa(c)) for ref, c in ordered]
     if style == "chicago":
-        return [_chicago(c) for c in ordered]
-    entries, previous = [], None
-    for cite in ordered:
-        authors = _mla_names(cite.names)
+        return [(ref, _chicago(c)) for ref, c in ordered]
+    entries: list[tuple[str, str]] = []
+    previous: list[Name] | None = None
+    for ref, cite in ordered:
         # MLA replaces the names of consecutive works by the same authors with three em dashes.
-        same = previous == cite.names
-        entries.append(_mla(cite, _SUBSTITUTE if same else authors))
+        authors = _SUBSTITUTE if previous == cite.names else _mla_names(cite.names)
+        entries.append((ref, _mla(cite, authors)))
         previous = cite.names
     return entries
 
@@ -752,16 +787,7 @@ _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_:./+-]")
 
 def _bibtex_keys(papers: list[Paper]) -> list[str]:
     """Keys from record_ref, reduced to characters every BibTeX parser accepts, made unique."""
-    keys: list[str] = []
-    seen: set[str] = set()
-    for index, paper in enumerate(papers, 1):
-        base = _KEY_UNSAFE.sub("_", paper.record_ref.strip()) or f"record{index}"
-        key, n = base, 2
-        while key.lower() in seen:
-            key, n = f"{base}_{n}", n + 1
-        seen.add(key.lower())
-        keys.append(key)
-    return keys
+    return _unique([_KEY_UNSAFE.sub("_", p.record_ref.strip()) or f"record{i}" for i, p in enumerate(papers, 1)])
 
 
 def _bibtex_name(name: Name) -> str:
@@ -1018,7 +1044,7 @@ def render(papers: list[Paper], fmt: str, template: str | None = None) -> Render
     if name == "custom":
         text = _custom(papers, template or "")
     elif name in PROSE_FORMATS:
-        text = ENTRY_SEPARATOR.join(_prose(papers, name))
+        text = ENTRY_SEPARATOR.join(entry for _, entry in prose_entries(papers, name))
     elif name == "bibtex":
         text = _bibtex(papers)
     elif name == "ris":

@@ -1,7 +1,8 @@
 // Test oracle: render CSL-JSON items with a CSL style through citeproc-js.
 // Usage: node render.js < request.json
 //   request.json: {"jobs": [{"name": str, "style": CSL XML text, "items": [CSL-JSON items], "lang"?: str}]}
-// Prints {name: [plain-text bibliography entries in citeproc's order]}: one process renders every style.
+// Prints {name: [{id, text}, ...]}: plain-text bibliography entries in citeproc's order.
+// One process renders every job, so the oracle costs one Node start-up.
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -41,7 +42,7 @@ for (const job of request.jobs) {
   const engine = new CSL.Engine(sys, job.style, job.lang || undefined);
   engine.setOutputFormat("text");
   engine.updateItems(job.items.map((item) => item.id));
-  const [, entries] = engine.makeBibliography();
-  output[job.name] = entries.map((entry) => entry.trim());
+  const [params, entries] = engine.makeBibliography();
+  output[job.name] = entries.map((entry, i) => ({ id: params.entry_ids[i][0], text: entry.trim() }));
 }
 process.stdout.write(JSON.stringify(output));
