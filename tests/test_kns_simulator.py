@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import os
 import shutil
 import ssl
+import subprocess
 import tempfile
 import time
 from typing import Any
@@ -572,40 +574,59 @@ def test_corpus_is_deterministic_and_varied(kns: KnsSimulator) -> None:
 # ---------------------------------------------------------------- one real browser
 
 
+def _launch_chromium(exe: str, profile: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    args = [exe, f"--user-data-dir={profile}", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
+            "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync", *extra, "about:blank"]
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    port_file = os.path.join(profile, "DevToolsActivePort")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"chromium exited early ({proc.returncode})")
+        try:
+            with open(port_file) as fh:
+                return proc, int(fh.read().splitlines()[0])
+        except (FileNotFoundError, IndexError, ValueError):
+            time.sleep(0.05)
+    proc.kill()
+    raise TimeoutError("DevToolsActivePort was not written")
+
+
 @pytest.mark.browser
 async def test_chromium_advsearch_script_posts_the_grid_request(kns: KnsSimulator) -> None:
     exe = shutil.which("chromium") or "/usr/bin/chromium"
-    if not shutil.os.path.exists(exe):
+    if not os.path.exists(exe):
         pytest.skip("chromium not installed")
     import nodriver as uc
     from nodriver import cdp
 
     profile = tempfile.mkdtemp(prefix="kns-sim-profile-")
-    browser = await uc.start(browser_executable_path=exe, user_data_dir=profile, headless=True, sandbox=False,
-                             browser_args=[*kns.browser_arg_list, "--disable-gpu", "--no-first-run",
-                                           "--disable-background-networking", "--disable-component-update",
-                                           "--disable-sync"])
+    proc, port = await asyncio.to_thread(_launch_chromium, exe, profile, kns.browser_arg_list)
     try:
+        browser = await uc.start(host="127.0.0.1", port=port, browser_executable_path=exe)
         tab = await browser.get("https://kns.cnki.net/kns8s/AdvSearch")
 
         async def js(expr: str) -> Any:
-            ro, exc = await tab.send(cdp.runtime.evaluate(expression=expr, await_promise=True, return_by_value=True))
+            ro, exc = await asyncio.wait_for(
+                tab.send(cdp.runtime.evaluate(expression=expr, await_promise=True, return_by_value=True)), 10)
             assert exc is None, exc
             return ro.value
 
-        for _ in range(100):
-            if await js("document.readyState === 'complete' && typeof cnkiSearch.getSearchJsonInfo === 'function'"):
-                break
-            await asyncio.sleep(0.05)
+        async def until(expr: str) -> Any:
+            for _ in range(200):
+                value = await js(expr)
+                if value:
+                    return value
+                await asyncio.sleep(0.05)
+            raise AssertionError(f"timed out waiting for {expr}")
+
+        await until("document.readyState === 'complete' && typeof cnkiSearch.getSearchJsonInfo === 'function'")
         await js("""(() => { const i = document.querySelector('#gradetxt input[data-tipid]');
                     i.value = '大语言模型'; i.dispatchEvent(new Event('change', {bubbles: true}));
                     document.querySelector('input.btn-search').click(); return true; })()""")
-        rows = 0
-        for _ in range(100):
-            rows = await js("document.querySelectorAll('#briefBox table.result-table-list tbody tr').length")
-            if rows:
-                break
-            await asyncio.sleep(0.05)
+        rows = await until("document.querySelectorAll('#briefBox table.result-table-list tbody tr').length")
         assert rows == 20
         posts = [r for r in kns.requests if r.endpoint == "grid"]
         assert len(posts) == 1 and posts[0].referer == "https://kns.cnki.net/kns8s/AdvSearch"
@@ -615,13 +636,17 @@ async def test_chromium_advsearch_script_posts_the_grid_request(kns: KnsSimulato
         assert posts[0].form["pageSize"] == "20" and posts[0].headers["X-Requested-With"] == "XMLHttpRequest"
         cursor = await js("document.getElementById('hidTurnPage').value")
         await js("document.getElementById('PageNext').click(), true")
-        for _ in range(100):
-            if kns.count("grid") == 2 and await js("document.getElementById('curPageHid').value") == "2":
-                break
-            await asyncio.sleep(0.05)
+        await until("document.getElementById('curPageHid') && document.getElementById('curPageHid').value === '2'")
         page2 = [r for r in kns.requests if r.endpoint == "grid"][1]
         assert page2.form["turnpage"] == cursor and page2.form["boolSearch"] == "false"
+        try:
+            await asyncio.wait_for(tab.send(cdp.browser.close()), 5)
+        except Exception:  # the connection drops while Chromium closes; proc.wait below is the check
+            pass
     finally:
-        await browser.send(cdp.browser.close()) if browser.connection else None
-        browser.stop()
+        try:
+            await asyncio.to_thread(proc.wait, 5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            await asyncio.to_thread(proc.wait, 5)
         shutil.rmtree(profile, ignore_errors=True)

@@ -85,6 +85,7 @@ class Paper:
     size_k: int = 0
     sections: list[Section] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
+    _lowered: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def first_author(self) -> str:
@@ -100,6 +101,12 @@ class Paper:
             parts.append(s.title)
             parts.extend(s.paragraphs)
         return "\n".join(parts)
+
+    def lowered(self, code: str) -> list[str]:
+        """field_values(code), lowercased and cached (the grid searches the corpus on every request)."""
+        if code not in self._lowered:
+            self._lowered[code] = [t.lower() for t in self.field_values(code) if t]
+        return self._lowered[code]
 
     def field_values(self, code: str) -> list[str]:
         """Texts a QueryJson field code searches in."""

@@ -116,7 +116,10 @@ SOLVE_SCRIPT = """<script>
 function simSolve(){
   fetch('/verify/solve', {method:'POST', credentials:'include'}).then(function(){
     var u = new URLSearchParams(location.search).get('returnUrl');
-    if (u) { location.href = u; } else { location.reload(); }
+    if (!u) { location.reload(); return; }
+    // a detail page reached after a verification carries &captchaId=<uuid> (translators_CN test URLs)
+    if (u.indexOf('/kcms2/') >= 0) u += (u.indexOf('?') >= 0 ? '&' : '?') + 'captchaId=' + crypto.randomUUID();
+    location.href = u;
   });
 }
 </script>"""
@@ -277,12 +280,12 @@ ADV_SCRIPT = r"""
     x.onloadend = function () {
       window.jQuery.active--;
       var box = document.getElementById('briefBox');
-      if (x.status === 200 && x.responseText.indexOf('/verify/home') < 0) {
+      if (x.responseURL && x.responseURL.indexOf('/verify/') >= 0) {
+        location.href = x.responseURL;  // redirected to the full-page challenge
+      } else if (x.status === 200) {
         box.innerHTML = x.responseText;
         var t = document.getElementById('hidTurnPage');
         if (t) st.turnpage = t.value;
-      } else if (x.responseURL && x.responseURL.indexOf('/verify/') >= 0) {
-        location.href = x.responseURL;
       } else {
         box.innerHTML = '<p class="no-content" value="">抱歉，暂无数据，请稍后重试。</p>';
       }
@@ -490,7 +493,7 @@ def _top_tip(p: Paper, sc: Scenario) -> str:
     else:
         cite = ""
         if not p.online_first:
-            vol = f",{p.volume} " if p.volume else " "
+            vol = f" ,{p.volume} " if p.volume else " "
             cite = f"{p.year}{vol}({int(p.issue):02d}) : {p.pages}"
         src = esc(source_url(p.source_key))
         inner = (f'<span><a target="_blank" href="{src}">{esc(p.source)} . </a>{esc(cite)}'

@@ -157,7 +157,7 @@ def match_condition(paper: Paper, item: dict[str, Any]) -> bool:
     value, quoted = _unquote(str(_get(item, "Value", "")))
     if not value:
         return False
-    texts = [t.lower() for t in paper.field_values(fld) if t]
+    texts = paper.lowered(fld)
     v = value.lower()
     if op in ("DEFAULT", "="):
         if fld in LIST_FIELDS:
