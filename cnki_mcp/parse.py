@@ -24,7 +24,9 @@ import lxml.html
 import msgspec
 from lxml import etree
 
+from cnki_mcp.clock import utc_now_iso
 from cnki_mcp.errors import CnkiError
+from cnki_mcp.identity import detail_matches, record_ref_for
 from cnki_mcp.model import (
     PARSER_VERSION,
     Paper,
@@ -36,7 +38,6 @@ from cnki_mcp.model import (
 )
 from cnki_mcp.text import (
     clean,
-    doi_key,
     normalize,
     source_key,
     strip_source_tail,
@@ -290,6 +291,12 @@ def _grid_rows(root: lxml.html.HtmlElement) -> Iterator[lxml.html.HtmlElement]:
             yield tr
 
 
+def _with_ref(paper: Paper) -> Paper:
+    """Rows carry their provisional record_ref, so a paper seen again keeps its ref (engine §6.4)."""
+    paper.record_ref = record_ref_for(paper)
+    return paper
+
+
 def _grid_row(tr: lxml.html.HtmlElement, base_url: str) -> Paper | None:
     anchor = _first(tr, "td.name a, a.fz14")
     if anchor is None:
@@ -414,10 +421,10 @@ def _empty_kind(root: lxml.html.HtmlElement) -> tuple[str, str]:
 def parse_grid(html: str, base_url: str) -> GridPage:
     """Rows and pager of a brief/grid answer (or of the rendered result page around it)."""
     root = _document(html)
-    rows = [paper for tr in _grid_rows(root) if (paper := _grid_row(tr, base_url)) is not None]
+    rows = [_with_ref(paper) for tr in _grid_rows(root) if (paper := _grid_row(tr, base_url)) is not None]
     if not rows:
         rows = [
-            paper
+            _with_ref(paper)
             for block in root.cssselect(".middle")
             if block.cssselect(".baseinfo") and (paper := _sentence_row(block, base_url)) is not None
         ]
@@ -734,37 +741,9 @@ def parse_detail(html: str, url: str) -> Paper:
     )
 
 
-def _native_key(paper: Paper) -> str:
-    return f"{paper.dbname}:{paper.filename}".upper() if paper.dbname and paper.filename else ""
-
-
 def check_identity(paper_expected: Paper, paper_seen: Paper) -> None:
     """Raise IDENTITY_CONFLICT unless the page shows the requested paper (§4.3)."""
-    conflict = (
-        (paper_expected.doi and paper_seen.doi and doi_key(paper_expected.doi) != doi_key(paper_seen.doi))
-        or (
-            _native_key(paper_expected)
-            and _native_key(paper_seen)
-            and _native_key(paper_expected) != _native_key(paper_seen)
-        )
-        or (
-            paper_expected.dbcode
-            and paper_seen.dbcode
-            and paper_expected.dbcode.lower() != paper_seen.dbcode.lower()
-        )
-    )
-    same = (
-        not conflict
-        and title_key(paper_expected.title) == title_key(paper_seen.title)
-        and (
-            not (paper_expected.authors and paper_seen.authors)
-            or normalize(paper_expected.authors[0]) == normalize(paper_seen.authors[0])
-        )
-        and (
-            not (paper_expected.source and paper_seen.source)
-            or source_key(paper_expected.source) == source_key(paper_seen.source)
-        )
-    )
+    same = detail_matches(paper_expected, paper_seen)
     if not same:
         raise CnkiError(
             "IDENTITY_CONFLICT",
@@ -1318,4 +1297,4 @@ def _prune_snapshots(folder: Path) -> None:
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_now_iso()

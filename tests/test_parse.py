@@ -165,6 +165,7 @@ def test_grid_core_fixture() -> None:
     (row,) = grid.rows
     assert row.cited == 12000 and row.downloaded == 3401
     assert f"{row.dbname}:{row.filename}".upper() == "CJFD:ABC"
+    assert row.record_ref == "rec_e6ffa524e3f95ed688f14341"  # provisional ref of native key CJFD:ABC (engine §6.4)
     assert row.locator == "https://kns.cnki.net/kcms2/article/abstract?v=1&dbname=CJFD&filename=ABC"
     assert row.title == "民法典合同编研究"
     assert row.authors == ["张三", "李四"]
