@@ -21,10 +21,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
 from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Paper, public_paper
+from cnki_mcp.model import CitationResult, Paper, public_paper
 
 FORMATS: tuple[str, ...] = (
     "gbt7714",
@@ -65,16 +63,6 @@ TEMPLATE_FIELDS: tuple[str, ...] = (
 MAX_TEMPLATE_BYTES = 5000
 # Entries of the text formats are separated by one blank line, without a trailing newline.
 ENTRY_SEPARATOR = "\n\n"
-
-
-class Rendered(msgspec.Struct, omit_defaults=True):
-    """The ``data`` of an export_citations reply (``path`` is set by the caller that saves the file)."""
-
-    format: str
-    count: int
-    text: str = ""
-    path: str = ""
-    missing_fields: dict[str, list[str]] = {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -1035,7 +1023,7 @@ def normalize_format(fmt: str | None) -> str:
     return name
 
 
-def render(papers: list[Paper], fmt: str, template: str | None = None) -> Rendered:
+def render(papers: list[Paper], fmt: str, template: str | None = None) -> CitationResult:
     """Render ``papers`` (in the caller's order) in format ``fmt``.
 
     Raises INVALID_FORMAT for an unknown format and INVALID_TEMPLATE for a bad ``custom`` template.
@@ -1060,4 +1048,4 @@ def render(papers: list[Paper], fmt: str, template: str | None = None) -> Render
     else:
         text = _markdown(papers)
     missing = {p.record_ref: m for p in papers if (m := missing_fields(p))}
-    return Rendered(format=name, count=len(papers), text=text, missing_fields=missing)
+    return CitationResult(format=name, count=len(papers), text=text, missing_fields=missing)

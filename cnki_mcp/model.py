@@ -258,3 +258,13 @@ class ReaderCoverage(msgspec.Struct):
     missing_catalog_headings: list[str] = []
     non_text_elements: int = 0
     scope: str = "unknown"  # unknown | partial | trial
+
+
+class CitationResult(msgspec.Struct, omit_defaults=True):
+    """``data`` of an export_citations reply; ``path`` is set when the text was saved to a file."""
+
+    format: str
+    count: int
+    text: str = ""
+    path: str = ""
+    missing_fields: dict[str, list[str]] = {}

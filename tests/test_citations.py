@@ -15,9 +15,9 @@ import msgspec
 import pytest
 
 from cnki_mcp import citations
-from cnki_mcp.citations import FORMATS, Name, Rendered, parse_name, render, title_case, validate_template
+from cnki_mcp.citations import FORMATS, Name, parse_name, render, title_case, validate_template
 from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Paper
+from cnki_mcp.model import CitationResult, Paper
 
 FIXTURE = Path(__file__).parent / "fixtures" / "citations_papers.json"
 
@@ -463,5 +463,5 @@ def test_valid_template_passes() -> None:
     validate_template("{{literal}} " + " ".join("{" + f + "}" for f in citations.TEMPLATE_FIELDS))
 
 
-def test_rendered_is_a_msgspec_struct() -> None:
-    assert isinstance(render([Paper(record_ref="a", title="t")], "json"), Rendered)
+def test_result_is_the_model_struct() -> None:
+    assert isinstance(render([Paper(record_ref="a", title="t")], "json"), CitationResult)
