@@ -66,7 +66,10 @@ _LOCK_NAMES = ("SingletonLock", "SingletonSocket", "SingletonCookie", "lockfile"
 _PROFILE_IN_USE_EXIT = 21  # Chrome's exit code when another process holds the profile
 _TRUE = {"1", "true", "yes", "on"}
 
-_DEAD_MESSAGE = "浏览器已退出或连接已断开（这不代表没有访问权限）。请调用 operation_control 的 recover，然后重试或 continue。"
+_DEAD_MESSAGE = (
+    "浏览器已退出或连接已断开（这不代表没有访问权限）。请调用 operation_control 的 recover，然后重试或 continue。"
+)
+_PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
 
 
 @functools.cache
@@ -336,7 +339,7 @@ def clear_stale_profile(profile: Path) -> None:
 
 def _loopback_without_proxy() -> None:
     """Keep the DevTools connection off any HTTP proxy configured in the environment."""
-    if not any(os.environ.get(k) for k in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY")):
+    if not any(os.environ.get(k) for k in _PROXY_VARIABLES):
         return
     for key in ("no_proxy", "NO_PROXY"):
         current = [p.strip() for p in os.environ.get(key, "").split(",") if p.strip()]
@@ -767,7 +770,11 @@ class Browser:
         session.tasks.append(asyncio.create_task(_watch_exit(session)))
         try:
             # Written first: if this server dies now, the next one knows the browser is a leftover.
-            owner = {"server_pid": os.getpid(), "server_started": psutil.Process().create_time(), "browser_pid": proc.pid}
+            owner = {
+                "server_pid": os.getpid(),
+                "server_started": psutil.Process().create_time(),
+                "browser_pid": proc.pid,
+            }
             (profile / _OWNER_FILE).write_text(json.dumps(owner), encoding="utf-8")
             port = await self._wait_port(session)
             await importing
@@ -1132,10 +1139,13 @@ class Browser:
             document = await tab._document(str(loader_id), min(2.0, max(0.0, deadline - time.monotonic())))
         if error_text and document is None:
             raise CnkiError(
-                "RESOURCE_FAILED", f"页面打开失败：{error_text}", details={"url": url, "net_error": str(error_text)}
+                "RESOURCE_FAILED",
+                f"页面打开失败：{error_text}",
+                details={"url": url, "net_error": str(error_text)},
             )
         if until != "commit":
-            condition = "document.readyState === 'complete'" if until == "complete" else "document.readyState !== 'loading'"
+            state = "=== 'complete'" if until == "complete" else "!== 'loading'"
+            condition = f"document.readyState {state}"
             await self.wait_for(tab, condition, max(0.0, deadline - time.monotonic()), interval=0.05)
         final = await self.evaluate(tab, "location.href", max(1.0, deadline - time.monotonic()))
         status = document[0] if document is not None else 0
@@ -1171,7 +1181,10 @@ class Browser:
         if not isinstance(out, dict):
             raise CnkiError("RESOURCE_FAILED", "页面内请求没有返回结果。", details={"url": url})
         if "error" in out:
-            message = f"页面内请求超时（{timeout:.0f} 秒）。" if out.get("timedOut") else f"页面内请求失败：{out['error']}"
+            if out.get("timedOut"):
+                message = f"页面内请求超时（{timeout:.0f} 秒）。"
+            else:
+                message = f"页面内请求失败：{out['error']}"
             raise CnkiError("RESOURCE_FAILED", message, details={"url": url, "error": out["error"]})
         if out.get("tooLarge"):
             raise CnkiError("RESPONSE_TOO_LARGE", details={"url": out.get("url") or url})
@@ -1216,7 +1229,8 @@ class Browser:
         try:
             while True:
                 remaining = max(1.0, deadline - time.monotonic())
-                b64, data, eof = await self._tab_call(tab, cdp.io.read(handle=result.stream, size=RESOURCE_CHUNK), remaining)
+                read = cdp.io.read(handle=result.stream, size=RESOURCE_CHUNK)
+                b64, data, eof = await self._tab_call(tab, read, remaining)
                 piece = base64.b64decode(data) if b64 else data.encode("utf-8")
                 size += len(piece)
                 if size > RESPONSE_CAP:
@@ -1252,14 +1266,11 @@ class Browser:
                 steady = previous is not None and all(abs(state[k] - previous[k]) <= 1 for k in ("x", "y", "w", "h"))
                 if steady and state["hit"] and not state["disabled"]:
                     x, y = float(state["x"]), float(state["y"])
-                    mouse = cdp.input_.MouseButton.LEFT
+                    left = cdp.input_.MouseButton.LEFT
                     await self._tab_call(tab, cdp.input_.dispatch_mouse_event("mouseMoved", x, y), CALL_TIMEOUT)
-                    await self._tab_call(
-                        tab, cdp.input_.dispatch_mouse_event("mousePressed", x, y, button=mouse, click_count=1), CALL_TIMEOUT
-                    )
-                    await self._tab_call(
-                        tab, cdp.input_.dispatch_mouse_event("mouseReleased", x, y, button=mouse, click_count=1), CALL_TIMEOUT
-                    )
+                    for kind in ("mousePressed", "mouseReleased"):
+                        event = cdp.input_.dispatch_mouse_event(kind, x, y, button=left, click_count=1)
+                        await self._tab_call(tab, event, CALL_TIMEOUT)
                     return True
                 previous = state
             await asyncio.sleep(CLICK_INTERVAL)
@@ -1279,16 +1290,13 @@ class Browser:
         wanted = cdp.browser.WindowState(state)
         current = bounds.window_state
         # Chrome only changes to minimized/maximized/fullscreen from normal.
-        if current not in (None, cdp.browser.WindowState.NORMAL, wanted):
-            await self._call(
-                session.nd,
-                cdp.browser.set_window_bounds(window_id, cdp.browser.Bounds(window_state=cdp.browser.WindowState.NORMAL)),
-                CALL_TIMEOUT,
-            )
+        normal = cdp.browser.WindowState.NORMAL
+        if current not in (None, normal, wanted):
+            bounds = cdp.browser.Bounds(window_state=normal)
+            await self._call(session.nd, cdp.browser.set_window_bounds(window_id, bounds), CALL_TIMEOUT)
         if current != wanted:
-            await self._call(
-                session.nd, cdp.browser.set_window_bounds(window_id, cdp.browser.Bounds(window_state=wanted)), CALL_TIMEOUT
-            )
+            bounds = cdp.browser.Bounds(window_state=wanted)
+            await self._call(session.nd, cdp.browser.set_window_bounds(window_id, bounds), CALL_TIMEOUT)
         deadline = time.monotonic() + WINDOW_CONFIRM_TIMEOUT
         confirmed = False
         while True:
@@ -1313,7 +1321,8 @@ class Browser:
         """
         cdp = _cdp()
         confirmed = await self._set_window_state(tab, "normal")
-        await self._call(self._live(tab).nd, cdp.target.activate_target(cdp.target.TargetID(tab.target_id)), CALL_TIMEOUT)
+        activate = cdp.target.activate_target(cdp.target.TargetID(tab.target_id))
+        await self._call(self._live(tab).nd, activate, CALL_TIMEOUT)
         await self._tab_call(tab, cdp.page.bring_to_front(), CALL_TIMEOUT)
         if self.headless:
             return False
