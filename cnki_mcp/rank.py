@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 import msgspec
 
 from cnki_mcp.model import PARSER_VERSION, Evidence, Hit, Paper, SearchEntry
-from cnki_mcp.text import _HAN_RANGES, normalize
+from cnki_mcp.text import HAN_RANGES, normalize
 
 SELECTION_CAP = 100
 DEFAULT_LIMIT = 50
@@ -35,7 +35,7 @@ EXCLUDED_THRESHOLD = "ranking_or_quality_threshold"
 # --- tokens ---------------------------------------------------------------------------------------
 
 _WORD = re.compile(r"[a-z0-9]+(?:[+._/-][a-z0-9]+)*")
-_HAN_CLASS = "".join(f"{chr(low)}-{chr(high)}" for low, high in _HAN_RANGES)
+_HAN_CLASS = "".join(f"{chr(low)}-{chr(high)}" for low, high in HAN_RANGES)
 _HAN_RUN = re.compile(f"[{_HAN_CLASS}]{{2,}}")
 
 

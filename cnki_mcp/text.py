@@ -25,7 +25,7 @@ _SPACE_AFTER_PUNCT = re.compile(f"(?<=[{re.escape(_TITLE_PUNCT)}]) ")
 _DOI_PREFIXES = ("https://doi.org/", "http://doi.org/", "doi:")
 
 # Unicode Script=Han (Unicode 15.1), the table Go's unicode.Han is built from.
-_HAN_RANGES: tuple[tuple[int, int], ...] = (
+HAN_RANGES: tuple[tuple[int, int], ...] = (
     (0x2E80, 0x2E99),
     (0x2E9B, 0x2EF3),
     (0x2F00, 0x2FD5),
@@ -112,7 +112,7 @@ def is_han(char: str) -> bool:
     point = ord(char)
     if point < 0x2E80:
         return False
-    for low, high in _HAN_RANGES:
+    for low, high in HAN_RANGES:
         if point < low:
             return False
         if point <= high:
