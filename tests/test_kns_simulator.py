@@ -403,7 +403,10 @@ def test_captcha_on_nth_request_until_solved(kns: KnsSimulator) -> None:
     assert kns.challenge_pending
     v = fetch(kns, r.headers["location"])
     assert v.status == 200 and v.css("title")[0].text == "安全验证" and v.css("#app")[0].text_content() == ""
+    status = "https://kns.cnki.net/verify/status?kind=captcha"
+    assert json.loads(fetch(kns, status).text) == {"pending": True, "solves": 0}  # what challenge pages poll
     assert fetch(kns, "https://kns.cnki.net/verify/solve", "POST", {}).status == 200  # the page's solve button
+    assert json.loads(fetch(kns, status).text) == {"pending": False, "solves": 1}
     assert not kns.challenge_pending and grid(kns, q).status == 200
     # other styles, solved through the test hook
     kns.reset()

@@ -100,7 +100,7 @@ def header_html(sc: Scenario) -> str:
     return "".join(parts)
 
 
-def parked_slider(active: bool = False) -> str:
+def parked_slider(active: bool = False, solves: int = 0) -> str:
     """The Tencent slider SDK keeps its widget in the DOM, parked off-screen; active = moved on-screen."""
     if not active:
         return ('<div id="tcaptcha_transform_dy" class="tcaptcha-transform" style="position:absolute;left:15px;'
@@ -109,20 +109,29 @@ def parked_slider(active: bool = False) -> str:
             'width:360px;height:300px;display:block;visibility:visible;background:#fff;border:1px solid #999;z-index:999">'
             '<div id="tCaptchaDyMainWrap"><p>请完成安全验证</p><p>拖动下方拼图完成验证</p>'
             '<button type="button" class="sim-solve" onclick="simSolve()">完成验证（模拟）</button></div></div>'
-            + SOLVE_SCRIPT)
+            + solve_script(solves))
 
 
-SOLVE_SCRIPT = """<script>
-function simSolve(){
-  fetch('/verify/solve', {method:'POST', credentials:'include'}).then(function(){
-    var u = new URLSearchParams(location.search).get('returnUrl');
-    if (!u) { location.reload(); return; }
-    // a detail page reached after a verification carries &captchaId=<uuid> (translators_CN test URLs)
-    if (u.indexOf('/kcms2/') >= 0) u += (u.indexOf('?') >= 0 ? '&' : '?') + 'captchaId=' + crypto.randomUUID();
-    location.href = u;
-  });
+def solve_script(solves: int, kind: str = "captcha") -> str:
+    """Solve button handler plus a poller: when the test hook (sim.solve()) clears the challenge,
+    the page moves on by itself, as it would after a person solved it."""
+    return """<script>
+function simDone(){
+  var u = new URLSearchParams(location.search).get('returnUrl');
+  if (!u) { location.reload(); return; }
+  // a detail page reached after a verification carries &captchaId=<uuid> (translators_CN test URLs)
+  if (u.indexOf('/kcms2/') >= 0) u += (u.indexOf('?') >= 0 ? '&' : '?') + 'captchaId=' + crypto.randomUUID();
+  location.href = u;
 }
-</script>"""
+function simSolve(){
+  fetch('/verify/solve', {method:'POST', credentials:'include'}).then(simDone);
+}
+(function poll(){
+  fetch('/verify/status?kind=%KIND%', {credentials:'include'}).then(function(r){ return r.json(); }).then(function(j){
+    if (!j.pending && j.solves > %SOLVES%) { simDone(); } else { setTimeout(poll, 500); }
+  }, function(){ setTimeout(poll, 1000); });
+})();
+</script>""".replace("%KIND%", kind).replace("%SOLVES%", str(solves))
 
 
 def page(title: str, body: str, head: str = "") -> str:
@@ -355,6 +364,17 @@ ADV_SCRIPT = r"""
     e.preventDefault();
     fetch('/verify/solve', { method: 'POST', credentials: 'include' }).then(function () { if (st.query) post(form(true)); });
   });
+  // an in-page vericode form (shown by the page or inserted by a client) goes away once the challenge is cleared
+  setInterval(function () {
+    var f = document.querySelector('#briefBox form[name=vericodeForm]');
+    if (!f) return;
+    fetch('/verify/status?kind=captcha', { credentials: 'include' }).then(function (r) { return r.json(); }).then(function (j) {
+      if (!j.pending && f.isConnected) {
+        var box = f.closest('.verifycode-box') || f;
+        box.outerHTML = '<div class="verify-ok">验证通过</div>';
+      }
+    });
+  }, 500);
   var qs = new URLSearchParams(location.search), kw = qs.get('kw');
   if (kw) {
     var dd = document.querySelector('#gradetxt > dd');
@@ -642,9 +662,9 @@ def book_page(p: Paper, sc: Scenario) -> str:
     return page(f"{p.title} - 中国知网", body)
 
 
-def timeout_verify_page() -> str:
+def timeout_verify_page(solves: int) -> str:
     return page("知网节超时验证", '<div class="verify-box"><p>知网节超时验证</p><p>请完成验证后继续访问</p>'
-                '<button type="button" class="sim-solve" onclick="simSolve()">完成验证（模拟）</button></div>' + SOLVE_SCRIPT)
+                '<button type="button" class="sim-solve" onclick="simSolve()">完成验证（模拟）</button></div>' + solve_script(solves))
 
 
 # ---------------------------------------------------------------- knavi
@@ -717,7 +737,7 @@ def reader_sections_html(p: Paper, start: int, end: int) -> str:
     return "".join(out)
 
 
-def reader_page(p: Paper, sc: Scenario, trial: bool, solved_slider: bool, chapter_url: str) -> str:
+def reader_page(p: Paper, sc: Scenario, trial: bool, solved_slider: bool, chapter_url: str, solves: int) -> str:
     catalog = "".join(f'<p class="tit" data-id="{esc(p.filename)}-H{i}" data-level="{s.level}">{esc(s.title)}</p>'
                       for i, s in enumerate(p.sections))
     if p.references:
@@ -734,7 +754,7 @@ def reader_page(p: Paper, sc: Scenario, trial: bool, solved_slider: bool, chapte
     if sc.reader_slider and not solved_slider:
         slider = ('<div class="read-btn-boxXml"><p>滑动验证，继续阅读全文</p><div class="slider-wrapper" style="width:300px;height:40px;'
                   'background:#eee;position:relative"><div class="handler handler_bg" style="width:40px;height:38px;background:#4a90e2"'
-                  ' onclick="simSolve()"></div><span class="drag-text">向右滑动完成验证</span></div></div>' + SOLVE_SCRIPT)
+                  ' onclick="simSolve()"></div><span class="drag-text">向右滑动完成验证</span></div></div>' + solve_script(solves, "slider"))
     elif trial:
         if sc.trial_notice:
             slider = '<div class="word-end trial-end">试读结束，购买后阅读全文</div>'
@@ -836,7 +856,7 @@ def login_page(sc: Scenario, return_url: str, unit: bool) -> str:
     return page("登录 - 中国知网", body)
 
 
-def verify_home_page(return_url: str) -> str:
+def verify_home_page(return_url: str, solves: int) -> str:
     """kns.cnki.net/verify/home: an empty SPA shell; its script draws the challenge (and our solve button)."""
     script = f"""<script>
 setTimeout(function(){{
@@ -844,7 +864,7 @@ setTimeout(function(){{
     + '<p>请完成安全验证</p><p>拖动下方拼图完成验证</p><button type="button" class="sim-solve" onclick="simSolve()">完成验证（模拟）</button></div>';
 }}, 50);
 </script>"""
-    return page("安全验证", f'<div id="app"></div>{SOLVE_SCRIPT}{script}',
+    return page("安全验证", f'<div id="app"></div>{solve_script(solves)}{script}',
                 head=f'<meta name="sim-return-url" content="{esc(return_url)}">')
 
 

@@ -290,6 +290,8 @@ class KnsSimulator:
             if "detail_js" in changes and not isinstance(changes["detail_js"], bool):
                 changes["detail_js"] = frozenset(changes["detail_js"])
             self.scenario = dataclasses.replace(self.scenario, **changes)
+            if changes.get("reader_slider"):
+                self.slider_solved = False  # (re-)arming the slider makes it unsolved again
             if faults is not None:
                 self.faults = []
                 for f in faults:
@@ -498,10 +500,10 @@ class KnsSimulator:
             form = pages.vericode_form()
             return _Resp(200, form if rec.endpoint == "grid" else pages.page("检索-中国知网", pages.header_html(sc) + form))
         if style == "tencent":
-            return _Resp(200, pages.page("检索-中国知网", pages.header_html(sc) + pages.parked_slider(True)))
+            return _Resp(200, pages.page("检索-中国知网", pages.header_html(sc) + pages.parked_slider(True, self.solves)))
         if style == "timeout":
-            return _Resp(200, pages.timeout_verify_page())
-        return _Resp(200, pages.verify_home_page(back))
+            return _Resp(200, pages.timeout_verify_page(self.solves))
+        return _Resp(200, pages.verify_home_page(back, self.solves))
 
     # ------------------------------------------------------------ routes
 
@@ -525,10 +527,15 @@ class KnsSimulator:
         if ep == "login":
             return self._login(rec, sc)
         if ep == "verify":
+            if rec.path.lower().startswith("/verify/status"):
+                with self._lock:
+                    pending = (self.scenario.reader_slider and not self.slider_solved) \
+                        if rec.query.get("kind") == "slider" else self.challenge_pending
+                return _Resp(200, json.dumps({"pending": pending, "solves": self.solves}), "application/json; charset=utf-8")
             if rec.path.lower().startswith("/verify/solve"):
                 self.solve()
                 return _Resp(200, json.dumps({"code": 1, "msg": "ok"}), "application/json; charset=utf-8")
-            return _Resp(200, pages.verify_home_page(rec.query.get("returnUrl", "")))
+            return _Resp(200, pages.verify_home_page(rec.query.get("returnUrl", ""), self.solves))
         if ep == "home":
             return _Resp(200, pages.home_page(sc))
         if rec.host.endswith("cnki.net") or rec.host == "cnki.net":
@@ -647,7 +654,7 @@ class KnsSimulator:
         chapter_url = f"/nzkhtml/xmlRead/chapter?fileName={p.filename}&invoice={rec.query['invoice']}"
         with self._lock:
             solved = self.slider_solved
-        return _Resp(200, pages.reader_page(p, sc, trial, solved, chapter_url))
+        return _Resp(200, pages.reader_page(p, sc, trial, solved, chapter_url, self.solves))
 
     def _download(self, rec: SimRequest, sc: Scenario) -> _Resp:
         parts = pages.decode_token(rec.query.get("id", "")) or []
