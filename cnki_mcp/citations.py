@@ -177,7 +177,12 @@ def _date_parts(paper: Paper, kind: DocType) -> list[int]:
     if kind.key == "newspaper":
         match = _DATE.match(paper.publication_date.strip())
         if match and int(match.group(1)) == paper.year:
-            return [int(part) for part in match.groups() if part]
+            parts = [int(part) for part in match.groups() if part]
+            if len(parts) > 1 and not 1 <= parts[1] <= 12:
+                parts = parts[:1]
+            if len(parts) > 2 and not 1 <= parts[2] <= 31:
+                parts = parts[:2]
+            return parts
     return [paper.year]
 
 
@@ -192,13 +197,8 @@ def _genre(paper: Paper, kind: DocType) -> str:
     return ""
 
 
-def csl_item(paper: Paper, *, citing: bool = False) -> dict[str, Any]:
-    """One CSL-JSON item.
-
-    ``citing=True`` gives the item the prose styles cite: placeholders for missing authors, source and
-    year, the URL only for online-first articles (an abstract page of a database is not an access path
-    for a printed article), and no abstract or keywords.
-    """
+def csl_item(paper: Paper) -> dict[str, Any]:
+    """One CSL-JSON item: Han names as literals, Western names split, theses/books with a publisher."""
     kind = doc_type(paper)
     item: dict[str, Any] = {"id": paper.record_ref, "type": kind.csl, "title": paper.title}
     names = [parse_name(a) for a in paper.authors if a.strip()]
@@ -206,14 +206,10 @@ def csl_item(paper: Paper, *, citing: bool = False) -> dict[str, Any]:
         item["author"] = [
             {"literal": n.literal} if n.literal else {"family": n.family, "given": n.given} for n in names
         ]
-    elif citing:
-        item["author"] = [{"literal": AUTHOR_PLACEHOLDER}]
     parts = _date_parts(paper, kind)
     if parts:
         item["issued"] = {"date-parts": [parts]}
-    elif citing:
-        item["issued"] = {"literal": YEAR_PLACEHOLDER}
-    source = paper.source.strip() or (SOURCE_PLACEHOLDER if citing else "")
+    source = paper.source.strip()
     if source:
         # Theses name the degree-granting school and books the publisher; the rest sit in a container.
         item["publisher" if kind.csl in ("thesis", "book", "document") else "container-title"] = source
@@ -225,18 +221,14 @@ def csl_item(paper: Paper, *, citing: bool = False) -> dict[str, Any]:
             item[key] = value.strip()
     if paper.doi.strip():
         item["DOI"] = paper.doi.strip()
-    if paper.url.strip() and (not citing or kind.key == "online_first"):
+    if paper.url.strip():
         item["URL"] = paper.url.strip()
-    if paper.abstract.strip() and not citing:
+    if paper.abstract.strip():
         item["abstract"] = paper.abstract.strip()
-    if paper.keywords and not citing:
-        item["keyword"] = ", ".join(k.strip() for k in paper.keywords if k.strip())
-    language = _language(paper)
-    # citeproc-js gives every name of a zh-tagged item CJK conventions (a Western co-author becomes
-    # "Smith J" in APA); citing items are therefore tagged only when English, which is also what
-    # selects the "et al." layout of the GB/T style.
-    if not citing or language == "en":
-        item["language"] = language
+    keywords = [k.strip() for k in paper.keywords if k.strip()]
+    if keywords:
+        item["keyword"] = ", ".join(keywords)
+    item["language"] = _language(paper)
     return item
 
 
@@ -253,8 +245,8 @@ def _unique(names: list[str]) -> list[str]:
     return out
 
 
-def csl_items(papers: list[Paper], *, citing: bool = False) -> list[dict[str, Any]]:
-    items = [csl_item(p, citing=citing) for p in papers]
+def csl_items(papers: list[Paper]) -> list[dict[str, Any]]:
+    items = [csl_item(p) for p in papers]
     for item, item_id in zip(items, _unique([p.record_ref for p in papers])):
         item["id"] = item_id
     return items
@@ -266,7 +258,8 @@ def csl_items(papers: list[Paper], *, citing: bool = False) -> list[dict[str, An
 
 @dataclass
 class _Cite:
-    """A record reduced to what the prose styles print (placeholders already filled in)."""
+    """A record reduced to what the prose styles print: placeholders filled in, and the URL only for
+    online-first articles (a database's abstract page is no access path for a printed article)."""
 
     kind: DocType
     english: bool
@@ -433,8 +426,10 @@ def _is_range(pages: str) -> bool:
     return bool(re.search(r"\d\s*[-\u2013,]\s*\d", pages))
 
 
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-           "October", "November", "December")
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)
 _MLA_MONTHS = ("Jan.", "Feb.", "Mar.", "Apr.", "May", "June", "July", "Aug.", "Sept.", "Oct.", "Nov.", "Dec.")
 
 
@@ -499,7 +494,7 @@ def _apa_names(names: list[Name]) -> str:
 
 def _apa(cite: _Cite) -> str:
     if cite.kind.csl == "article-newspaper" and len(cite.date) > 1:
-        date = f"{cite.date[0]}, {_MONTHS[cite.date[1] - 1]}" + (f" {cite.date[2]}" if len(cite.date) > 2 else "")
+        date = f"{cite.date[0]}, " + " ".join([_MONTHS[cite.date[1] - 1], *map(str, cite.date[2:])])
     else:
         date = cite.year
     pages = _page_range(cite.pages, "expanded", "\u2013")
@@ -546,9 +541,7 @@ def _mla(cite: _Cite, authors: str) -> str:
     if cite.kind.csl == "book":
         return _end(_join([authors, title, _join([source, cite.year], ", ")], ". "))
     if cite.kind.csl == "article-newspaper" and len(cite.date) > 1:
-        date = " ".join(
-            ([str(cite.date[2])] if len(cite.date) > 2 else []) + [_MLA_MONTHS[cite.date[1] - 1], str(cite.date[0])]
-        )
+        date = " ".join([*map(str, cite.date[2:]), _MLA_MONTHS[cite.date[1] - 1], str(cite.date[0])])
     else:
         date = cite.year
     container = _join(
@@ -614,10 +607,10 @@ def _chicago(cite: _Cite) -> str:
         where = _join([head, pages], ": " if serial or cite.issue else " ")
         body = f"{quoted} {where}"
     elif cite.kind.csl in ("paper-conference", "article-newspaper"):
+        extra = pages
         if cite.kind.csl == "article-newspaper":
-            extra = f"{_MONTHS[cite.date[1] - 1]}" + (f" {cite.date[2]}" if len(cite.date) > 2 else "") if len(cite.date) > 1 else ""
-        else:
-            extra = pages
+            # Chicago cites newspapers by date, without page numbers.
+            extra = " ".join([_MONTHS[cite.date[1] - 1], *map(str, cite.date[2:])]) if len(cite.date) > 1 else ""
         body = f"{quoted} {_join([source, extra], ', ')}"
     elif cite.kind.csl == "thesis":
         body = f"{quoted} {_join([cite.genre, source], ', ')}"
@@ -652,10 +645,9 @@ def _vancouver(cite: _Cite, number: int) -> str:
         locator = _join([serial, pages], ":")
         tail = [source, cite.year + (f";{locator}" if locator else "")]
     elif cite.kind.csl == "article-newspaper":
-        months = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
         date = cite.year
         if len(cite.date) > 1:
-            date = " ".join([str(cite.date[0]), months[cite.date[1] - 1]] + ([str(cite.date[2])] if len(cite.date) > 2 else []))
+            date = " ".join([str(cite.date[0]), _MONTHS[cite.date[1] - 1][:3], *map(str, cite.date[2:])])
         tail = [source, _join([date, pages], ":")]
     elif cite.kind.csl == "paper-conference":
         tail = [f"In: {source}", cite.year, f"p. {pages}" if pages else ""]
@@ -766,8 +758,8 @@ def tex_escape(text: str) -> str:
 
 
 def _tex_url(text: str) -> str:
-    # url/doi stay verbatim for \url{}; only braces (which would end the field) and % are encoded.
-    return re.sub(r"\s+", "", text).replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+    # url/doi stay verbatim for \url{}; only braces, which would end the field, are percent-encoded.
+    return re.sub(r"\s+", "", text).replace("{", "%7B").replace("}", "%7D")
 
 
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_:./+-]")
@@ -807,7 +799,7 @@ def _bibtex(papers: list[Paper]) -> str:
             ("year", str(paper.year) if paper.year > 0 else ""),
             ("volume", tex_escape(paper.volume)),
             ("number", tex_escape(paper.issue)),
-            ("pages", tex_escape(paper.pages).replace("-", "--") if re.fullmatch(r"\d+-\d+", paper.pages.strip()) else tex_escape(paper.pages)),
+            ("pages", re.sub(r"^(\d+)-(\d+)$", r"\1--\2", tex_escape(paper.pages))),
             ("type", tex_escape(_genre(paper, kind)) if kind.key == "thesis" else ""),
             ("note", "网络首发" if kind.key == "online_first" else ""),
             ("doi", _tex_url(paper.doi)),
@@ -958,16 +950,18 @@ def _template_tokens(template: str) -> list[tuple[str, str]]:
         if token in ("{{", "}}"):
             tokens.append(("text", token[0]))
         elif token in ("{", "}"):
+            where = match.start() + 1
             raise CnkiError(
                 "INVALID_TEMPLATE",
-                f"custom 模板中有未配对的“{token}”（第 {match.start() + 1} 个字符）；字面花括号请写成 {{{{ 或 }}}}。",
+                f"custom 模板中有未配对的“{token}”（第 {where} 个字符）；字面花括号请写成 {{{{ 或 }}}}。",
             )
         else:
             name = match.group(1)
             if name not in TEMPLATE_FIELDS:
+                allowed = "、".join(f"{{{f}}}" for f in TEMPLATE_FIELDS)
                 raise CnkiError(
                     "INVALID_TEMPLATE",
-                    f"custom 模板中的占位符 {{{name}}} 不受支持；可用：" + "、".join(f"{{{f}}}" for f in TEMPLATE_FIELDS),
+                    f"custom 模板中的占位符 {{{name}}} 不受支持；可用：{allowed}。",
                     details={"placeholder": name, "allowed": list(TEMPLATE_FIELDS)},
                 )
             tokens.append(("field", name))
@@ -1018,7 +1012,9 @@ def normalize_format(fmt: str | None) -> str:
     name = _ALIASES.get(name, name)
     if name not in FORMATS:
         raise CnkiError(
-            "INVALID_FORMAT", f"不支持的格式：{fmt}；可用：" + "、".join(FORMATS), details={"allowed": list(FORMATS)}
+            "INVALID_FORMAT",
+            f"不支持的格式：{fmt}；可用：{'、'.join(FORMATS)}。",
+            details={"allowed": list(FORMATS)},
         )
     return name
 

