@@ -19,8 +19,10 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from cnki_mcp import files
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import CitationResult, Paper, public_paper
 
@@ -63,6 +65,9 @@ TEMPLATE_FIELDS: tuple[str, ...] = (
 MAX_TEMPLATE_BYTES = 5000
 # Entries of the text formats are separated by one blank line, without a trailing newline.
 ENTRY_SEPARATOR = "\n\n"
+# Larger exports are only returned as a file (UTF-8 bytes).
+MAX_TEXT_BYTES = 512 * 1024
+EXPORTS_FOLDER = "exports"
 
 
 # --------------------------------------------------------------------------------------------
@@ -1045,3 +1050,37 @@ def render(papers: list[Paper], fmt: str, template: str | None = None) -> Citati
         text = _markdown(papers)
     missing = {p.record_ref: m for p in papers if (m := missing_fields(p))}
     return CitationResult(format=name, count=len(papers), text=text, missing_fields=missing)
+
+
+def export(
+    papers: list[Paper],
+    fmt: str,
+    template: str | None = None,
+    *,
+    data_dir: Path | None = None,
+    filename: str = "",
+) -> CitationResult:
+    """Render, save to ``<data_dir>/exports/<filename>`` when a name is given, apply the size rule.
+
+    The file is written before the size check, so an oversized export still reaches the disk; the
+    reply then carries only ``path``. Without a file name an oversized text is OUTPUT_TOO_LARGE.
+    Existing files are never overwritten (FILE_EXISTS). Blocks on disk I/O: use asyncio.to_thread.
+    """
+    if filename:
+        files.validate_filename(filename)
+    result = render(papers, fmt, template)
+    if filename:
+        if data_dir is None:
+            raise ValueError("data_dir is required to save an export")
+        folder = files.safe_folder(Path(data_dir), EXPORTS_FOLDER)
+        result.path = files.write_new_file(folder, filename, result.text.encode("utf-8")).path
+    size = len(result.text.encode("utf-8"))
+    if size > MAX_TEXT_BYTES:
+        if not result.path:
+            raise CnkiError(
+                "OUTPUT_TOO_LARGE",
+                f"导出内容有 {size} 字节，超过 512 KB；请指定 filename 保存为文件。",
+                details={"bytes": size, "limit": MAX_TEXT_BYTES},
+            )
+        result.text = ""
+    return result

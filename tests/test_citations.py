@@ -465,3 +465,40 @@ def test_valid_template_passes() -> None:
 
 def test_result_is_the_model_struct() -> None:
     assert isinstance(render([Paper(record_ref="a", title="t")], "json"), CitationResult)
+
+
+# --- export: saving and the size rule ---------------------------------------------------------
+
+
+def test_export_saves_under_exports_without_overwriting(tmp_path: Path, papers: list[Paper]) -> None:
+    result = citations.export(papers, "bibtex", data_dir=tmp_path, filename="refs.bib")
+    saved = tmp_path / "exports" / "refs.bib"
+    assert result.path == str(saved) and result.text
+    assert saved.read_text(encoding="utf-8") == result.text
+    with pytest.raises(CnkiError) as info:
+        citations.export(papers[:1], "ris", data_dir=tmp_path, filename="refs.bib")
+    assert info.value.code == "FILE_EXISTS"
+    assert saved.read_text(encoding="utf-8") == result.text
+
+
+@pytest.mark.parametrize("name", ["../escape.txt", "sub/dir.txt", "..", ".hidden", "CON.txt", "a:b"])
+def test_export_rejects_names_that_leave_the_folder(tmp_path: Path, papers: list[Paper], name: str) -> None:
+    with pytest.raises(CnkiError) as info:
+        citations.export(papers, "csv", data_dir=tmp_path, filename=name)
+    assert info.value.code == "INVALID_FILENAME"
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "exports").exists()
+
+
+def test_export_size_rule(tmp_path: Path) -> None:
+    def exactly(size: int) -> list[Paper]:
+        return [Paper(record_ref="r", title="x" * size)]
+
+    assert citations.export(exactly(citations.MAX_TEXT_BYTES), "custom", "{title}").text
+    with pytest.raises(CnkiError) as info:
+        citations.export(exactly(citations.MAX_TEXT_BYTES + 1), "custom", "{title}")
+    assert info.value.code == "OUTPUT_TOO_LARGE"
+    big = [Paper(record_ref=f"r{i}", title="题" * 2000) for i in range(100)]  # 6 KB of UTF-8 each
+    result = citations.export(big, "markdown", data_dir=tmp_path, filename="big.md")
+    assert result.text == "" and result.count == 100
+    assert (tmp_path / "exports" / "big.md").stat().st_size > citations.MAX_TEXT_BYTES
+    assert "text" not in msgspec.to_builtins(result)
