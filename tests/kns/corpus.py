@@ -448,7 +448,8 @@ def _add_special_cases(papers: list[Paper], rng: random.Random) -> None:
     # Same title published twice (journal version and a master thesis): a title lookup finds two rows.
     src = next(p for p in papers if p.resource == "JOURNAL" and not p.online_first)
     twin = next(p for p in papers if p.resource == "DISSERTATION" and p.doc_type == "硕士")
-    twin.title = src.title
+    twin.title, twin.keywords = src.title, list(src.keywords)
+    twin.abstract = src.abstract.replace("本文", "本论文", 1)
     # Titles with characters that must be quoted in QueryJson values.
     quoted = [p for p in papers if p.resource == "JOURNAL" and not p.online_first and p.language == "zh"][5:8]
     quoted[0].title = "“AI+教育”背景下教师数字素养的提升路径"
