@@ -8,7 +8,6 @@ yields the same corpus, so tests can compute expected answers from it.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import dataclass, field
 
@@ -295,10 +294,6 @@ def _sections(rng: random.Random, topic: str, kws: list[str], title: str) -> lis
                     f"相关主体的权利义务配置仍有待细化，本文对此提出具体建议。"
                 ]))
     return out
-
-
-def _token(*parts: object) -> str:
-    return hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()
 
 
 @dataclass

@@ -14,9 +14,9 @@ import json
 import math
 from html import escape
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
-from .corpus import Corpus, Journal, Paper
+from .corpus import Journal, Paper
 
 if TYPE_CHECKING:
     from .server import Scenario
@@ -535,7 +535,7 @@ def _rows(items: list[tuple[str, str, str]]) -> str:
     return "".join(out)
 
 
-def detail_page(p: Paper, sc: Scenario, epoch: int, corpus: Corpus) -> str:
+def detail_page(p: Paper, sc: Scenario, epoch: int) -> str:
     if p.resource == "BOOK":
         return book_page(p, sc)
     title_icons = ' <i class="icon icon-shoufa"></i>' if p.online_first else ""
@@ -883,7 +883,3 @@ def home_page(sc: Scenario) -> str:
 <a class="high-search" href="{KNS}/kns8s/AdvSearch" target="_blank">高级检索</a>
 <a href="{NAVI}/knavi" target="_blank">出版物检索</a></div>"""
     return page("中国知网", body)
-
-
-def form_urlencode(fields: dict[str, str]) -> str:
-    return urlencode(fields)

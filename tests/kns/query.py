@@ -43,14 +43,6 @@ class QueryRejected(ValueError):
 
 
 @dataclass
-class Condition:
-    field: str
-    operator: str
-    value: str
-    logic: int
-
-
-@dataclass
 class ParsedQuery:
     subject: dict[str, Any]
     date_from: str

@@ -602,7 +602,7 @@ class KnsSimulator:
             return _Resp(404, pages.simple_page("文献不存在", "404 文献链接已失效"))
         with self._lock:
             epoch = self.epoch
-        return _Resp(200, pages.detail_page(p, sc, epoch, self.corpus))
+        return _Resp(200, pages.detail_page(p, sc, epoch))
 
     def _journal(self, rec: SimRequest, sc: Scenario) -> _Resp:
         key = ""
