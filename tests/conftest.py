@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kns.fixtures import kns, kns_server  # noqa: F401  (the CNKI simulator, for any test)
+
 
 @pytest.fixture(autouse=True)
 def isolated_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
