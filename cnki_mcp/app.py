@@ -19,11 +19,10 @@ from typing import Any
 import msgspec
 import psutil
 
-from cnki_mcp import __version__, arguments, settings
+from cnki_mcp import __version__, arguments, research, settings
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Jobs
 from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
-from cnki_mcp.query import compile_expression
 from cnki_mcp.model import Config, Paper, SearchRecord, SessionState, public_paper
 from cnki_mcp.store import Store, load_config
 from cnki_mcp.text import title_key
@@ -35,7 +34,6 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 # Tools whose CNKI side is not part of this build yet: they are listed and validated, and answer
 # a clear failed error instead of a result.
 NOT_YET_AVAILABLE = {
-    "search": "研究检索",
     "read_online_html": "HTML 正文阅读",
     "download_paper": "论文下载",
     "login": "登录",
@@ -71,6 +69,7 @@ class App:
             "session_status": self.session_status,
             "link_references": self.link_references,
             "structured_search": self.structured_search,
+            "search": self.search,
         }
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -157,8 +156,8 @@ class App:
         if args.action == "continue":
             if not args.operation_id:
                 raise CnkiError("INVALID_INPUT", "continue 需要 operation_id。")
-            jobs.continuation(args.operation_id, args.additional_requests, args.additional_seconds)
-            raise CnkiError("CAPABILITY_UNAVAILABLE", "当前版本还不能继续检索任务：检索功能尚在开发中。")
+            prior, budget = jobs.continuation(args.operation_id, args.additional_requests, args.additional_seconds)
+            return await research.continue_search(await self.store(), jobs, self.site, prior, budget, ctx)
         if args.action == "show":
             raise CnkiError("VERIFICATION_NOT_FOUND")
         # recover: no browser runs in this build, so the next request simply starts a fresh one.
@@ -187,12 +186,16 @@ class App:
         }
 
     async def get_metadata(self, args: arguments.GetMetadataArgs, ctx: Any) -> dict[str, Any]:
-        if not args.local_only:
-            raise CnkiError(
-                "CAPABILITY_UNAVAILABLE",
-                "当前版本还不能从知网读取题录：这项功能尚在开发中。可以传 local_only=true 读取本地已有的题录。",
-            )
         store = await self.store()
+        if not args.local_only:
+            refs = list(args.record_refs)
+            if args.search_id:
+                record = self._search(store, args.search_id)
+                refs += [e.record_ref for e in _scoped(record, args.scope)[args.offset : args.offset + args.limit]]
+            return await research.start_metadata(
+                store, await self.jobs(), self.site, refs, args.titles,
+                quality=args.quality or "quality" in args.fields, refresh=args.refresh, fields=args.fields, ctx=ctx,
+            )
         refs, problems = self._resolve_local(store, args.record_refs or [], args.titles or [])
         if args.search_id:
             record = self._search(store, args.search_id)
@@ -210,9 +213,15 @@ class App:
             result["result"]["errors"] = problems
         return result
 
+    async def search(self, args: arguments.SearchArgs, ctx: Any) -> dict[str, Any]:
+        plan = await research.plan_search(args, ctx)
+        store = await self.store()
+        return await research.start_search(store, await self.jobs(), self.site, research.search_input(args), plan, ctx)
+
     async def structured_search(self, args: arguments.StructuredSearchArgs, ctx: Any) -> dict[str, Any]:
-        compile_expression(args.expression)  # a bad tree is reported before anything else
-        raise CnkiError("CAPABILITY_UNAVAILABLE", "当前版本还不能执行高级检索（structured_search）：这项功能尚在开发中，没有访问知网。")
+        plan = research.structured_plan(args)  # a bad tree is reported before anything else
+        store = await self.store()
+        return await research.start_search(store, await self.jobs(), self.site, research.structured_input(args), plan, ctx)
 
     async def link_references(self, args: arguments.LinkReferencesArgs, ctx: Any) -> dict[str, Any]:
         spans = find_spans(args.text)
