@@ -1,0 +1,185 @@
+"""Login and session identity (seed: login / session_status; spec/site.md §8.4).
+
+Identity is read from the KNS page header only: a personal account (``.ecp_header_personalName_loginbg``
+or a logout control) and institution names (``.ecp_header_unitName`` …). Cookies and passwords are
+never read: a person types credentials into the browser window, never into the MCP client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from cnki_mcp.browser import Tab
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.jobs import OperationContext
+from cnki_mcp.model import SessionState
+from cnki_mcp.parse import is_site_url, parse_session
+from cnki_mcp.site import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation, Site
+
+log = logging.getLogger(__name__)
+
+IDENTITY_TIMEOUT = 12.0
+NEGATIVE_STABLE = 0.75  # a "not logged in" header must stay settled this long
+IDENTITY_POLL = 0.12
+LOGIN_POLL = 1.5
+LOGIN_TAB_TIMEOUT = 2.0
+LOGIN_TIMEOUT = 20 * 60.0
+
+LOGIN_WAIT_MESSAGE = "请在弹出的浏览器窗口完成登录；登录成功后自动继续（机构远程入口完成后调用 operation_control resume）"
+
+
+def session_view(state: SessionState, *, cached: bool = False) -> dict[str, Any]:
+    """The login / session_status answer: the seed's fields, never cookies or account names."""
+    data: dict[str, Any] = {"personal": state.personal, "institution": state.institution}
+    if state.institution == "observed" and state.institution_evidence:
+        data["institution_evidence"] = list(state.institution_evidence)
+    data["permission_scope"] = "unknown"
+    data["evidence_source"] = state.evidence_source
+    if state.observed_at:
+        data["observed_at"] = state.observed_at
+    if cached:
+        data["cached"] = True
+    return data
+
+
+def identified(state: SessionState) -> bool:
+    return state.personal == "authenticated" or state.institution == "observed"
+
+
+def _signature(state: SessionState) -> tuple[str, tuple[str, ...]]:
+    return state.personal, tuple(state.institution_evidence)
+
+
+class Sessions:
+    """The identity last observed in this process, and the login / refresh flows that observe it."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self.last: SessionState | None = None
+
+    def cached(self) -> dict[str, Any]:
+        """session_status(refresh=false): the last observation, or not_checked."""
+        return session_view(self.last or SessionState(), cached=True)
+
+    async def _open(self, op: OperationContext, url: str) -> Tab:
+        tab = await self.site.browser.new_tab()
+        try:
+            async with self.site.request(op):
+                await self.site.browser.navigate(tab, url, BOOTSTRAP_TIMEOUT)
+        except BaseException:
+            await self.site.browser.close_tab(tab)
+            raise
+        return tab
+
+    async def _identity(self, op: OperationContext, tab: Tab) -> SessionState:
+        """Wait (12 s) for the header: a positive identity at once, a negative one once settled for 750 ms."""
+        settled_since: float | None = None
+
+        def accept(seen: Observation) -> SessionState | None:
+            nonlocal settled_since
+            state = parse_session(seen.html)
+            if identified(state):
+                return state
+            if seen.page.identity_ready and seen.complete and not seen.pending:
+                now = time.monotonic()
+                settled_since = settled_since if settled_since is not None else now
+                if now - settled_since >= NEGATIVE_STABLE:
+                    return state
+            else:
+                settled_since = None
+            return None
+
+        state = await self.site.wait_page(op, tab, accept, IDENTITY_TIMEOUT)
+        self.last = state
+        return state
+
+    async def refresh(self, op: OperationContext) -> dict[str, Any]:
+        """session_status(refresh=true): read the header of the search page in a background tab."""
+        op.stage("checking_identity")
+        tab = await self._open(op, ADVANCED_SEARCH_URL)
+        try:
+            return session_view(await self._identity(op, tab))
+        finally:
+            await self.site.browser.close_tab(tab)
+
+    async def login(self, op: OperationContext, remote_access_url: str = "", force: bool = False) -> dict[str, Any]:
+        """Open the login entry for a person and wait until an identity shows (or resume, or 20 minutes)."""
+        op.stage("opening_login")
+        tab = await self._open(op, remote_access_url or ADVANCED_SEARCH_URL)
+        try:
+            before: SessionState | None = None
+            if not remote_access_url:
+                before = await self._identity(op, tab)
+                if identified(before) and not force:
+                    return session_view(before)
+            op.stage("waiting_for_login")
+            with self.site.handed_to_person(op, tab):
+                await self.site.present(tab)
+                resume = op.await_user(LOGIN_WAIT_MESSAGE)
+                try:
+                    await self._wait_for_login(op, tab, resume, before if force else None)
+                finally:
+                    op.user_done()
+            await self.site.hide(tab)
+            op.stage("confirming_login")
+            async with self.site.request(op):
+                await self.site.browser.navigate(tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
+            return session_view(await self._identity(op, tab))
+        finally:
+            await self.site.browser.close_tab(tab)
+
+    async def _wait_for_login(
+        self, op: OperationContext, tab: Tab, resume: asyncio.Event, before: SessionState | None
+    ) -> None:
+        """Every 1.5 s look at every CNKI tab of the login (2 s each) for a personal or institution identity.
+
+        With ``force`` (``before`` given) only an identity different from the one before counts.
+        """
+        deadline = time.monotonic() + LOGIN_TIMEOUT
+        while True:
+            if op.cancelled:
+                raise CnkiError("CANCELLED")
+            if resume.is_set():
+                return
+            for candidate in await self._login_tabs(tab):
+                seen = await self.site.observe(candidate, timeout=LOGIN_TAB_TIMEOUT)
+                if seen is None or not _cnki_page(seen.url):
+                    continue
+                state = parse_session(seen.html)
+                if identified(state) and (before is None or _signature(state) != _signature(before)):
+                    self.last = state
+                    return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CnkiError("LOGIN_TIMEOUT", "等待登录超过 20 分钟，已停止等待。")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(resume.wait(), min(LOGIN_POLL, remaining))
+
+    async def _login_tabs(self, tab: Tab) -> list[Tab]:
+        """The login tab and the tabs it (or its popups) opened, e.g. a www.cnki.net tab after SSO."""
+        found = [tab]
+        level = [tab]
+        for _depth in range(2):
+            opened: list[Tab] = []
+            for opener in level:
+                with contextlib.suppress(CnkiError):
+                    opened += [t for t in await self.site.browser.popups(opener) if t not in found and t not in opened]
+            found += opened
+            level = opened
+        return [t for t in found if not t.closed and not t.crashed]
+
+
+def _cnki_page(url: str) -> bool:
+    """identityAnywhere (§1.1): any tab on a cnki.net host, whatever its scheme."""
+    if is_site_url(url):
+        return True
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    return host == "cnki.net" or host.endswith(".cnki.net")

@@ -1,0 +1,871 @@
+"""CNKI access through the dedicated browser (spec/site.md §2, §4, §5, §8, §9).
+
+Every read goes through ``Site``: the result grid as an in-page ``fetch()`` POST on the work tab
+(with a form template captured from a real click on the advanced-search page), detail and journal
+pages through Chrome's network stack with a rendered-tab fallback, and title location as one
+exact-title grid request. Each request is charged to the operation first, then waits for a
+limiter slot, then runs.
+
+When a page shows a captcha or a login prompt the tab is handed to a person (``human_step``): the
+limiter is held, the tab comes to the front, the operation reads ``awaiting_user``, and the step
+ends after two consecutive clear observations (or ``operation_control resume``). Readers and
+downloads on their own tabs reuse ``human_step`` and ``wait_page``.
+
+A browser that died stays dead until ``recover`` (``operation_control recover``): reads then say
+BROWSER_UNAVAILABLE instead of silently relaunching a window the person may have closed on purpose.
+A broken connection with a live browser is recovered once per read by dropping the cached tabs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+import msgspec
+
+from cnki_mcp.browser import Browser, Tab
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.identity import fingerprint, identity_keys, same_paper
+from cnki_mcp.jobs import OperationContext
+from cnki_mcp.limiter import Limiter
+from cnki_mcp.model import Paper, Quality
+from cnki_mcp.parse import (
+    LIVE_PAGE_SCRIPT,
+    GridPage,
+    PageState,
+    check_identity,
+    classify_response,
+    inspect_live_page,
+    is_site_url,
+    parse_detail,
+    parse_grid,
+    parse_journal,
+    save_snapshot,
+)
+from cnki_mcp.query import (
+    TITLES_PER_LOCATE,
+    Condition,
+    compile_expression,
+    encode_form,
+    grid_form,
+    rewrite_query_json,
+    sort_code,
+    template_query_json,
+    title_expression,
+)
+from cnki_mcp.text import title_key
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+ADVANCED_SEARCH_URL = "https://kns.cnki.net/kns8s/AdvSearch"
+
+BOOTSTRAP_TIMEOUT = 20.0
+CAPTURE_TIMEOUT = 30.0
+GRID_ATTEMPTS = 4
+RESOURCE_ATTEMPTS = 3
+BACKOFF_SLEEPS = (2.0, 4.0)
+RENDER_TIMEOUT = 12.0
+PAGE_POLL = 0.12
+HUMAN_POLL = 1.0
+HUMAN_CLEAR_OBSERVATIONS = 2
+HUMAN_TIMEOUT = 20 * 60.0
+MINIMIZE_TIMEOUT = 2.0
+CURSOR_CAP = 2000
+
+VERIFY_MESSAGE = "知网要求人工验证：请在弹出的浏览器窗口完成验证，完成后任务会自动继续"
+LOGIN_MESSAGE = "知网要求登录：请在弹出的浏览器窗口登录，完成后任务会自动继续"
+
+_CHALLENGE_CODES = frozenset({"VERIFICATION_REQUIRED", "LOGIN_REQUIRED"})
+_BACKOFF_CODES = frozenset({"RATE_LIMITED", "SITE_UNAVAILABLE"})
+# Parse failures that say "this is not the paper", not "this page did not render yet".
+_IDENTITY_CODES = frozenset({"IDENTITY_CONFLICT", "SOURCE_IDENTITY_UNCONFIRMED"})
+_SNAPSHOT_CODES = frozenset({"PARSER_UNSUPPORTED", "SOURCE_SCHEMA_UNSUPPORTED"})
+# Failures a fresh locator cannot fix.
+_NO_RELOCATE = frozenset({"ACCESS_DENIED", "VERIFICATION_SKIPPED", "RESPONSE_TOO_LARGE", "IDENTITY_AMBIGUOUS"})
+
+
+class GridQuery(msgspec.Struct, frozen=True):
+    """One listing: OR of AND-branches, optional year range, sort (relevance/date_desc/cited_desc/downloaded_desc).
+
+    Temporary home: research.py defines the shared one; the lead reconciles the two.
+    """
+
+    branches: list[list[Condition]]
+    year_from: int = 0
+    year_to: int = 0
+    sort: str = "relevance"
+
+
+class Observation(msgspec.Struct):
+    """One look at a live tab: what the page shows (PageState) plus its load state and DOM."""
+
+    url: str
+    html: str
+    ready: bool
+    complete: bool
+    pending: bool
+    condition: bool
+    page: PageState
+
+
+class _Template(msgspec.Struct):
+    url: str  # the grid endpoint, without its query string
+    form: dict[str, str]
+    query_json: dict[str, Any]
+    generation: int
+
+
+# --------------------------------------------------------------------------------------------
+# JavaScript run in the work page
+
+_READY_JS = (
+    "document.readyState === 'complete' && !!window.cnkiSearch"
+    " && typeof window.cnkiSearch.getSearchJsonInfo === 'function'"
+    " && !!document.querySelector('#gradetxt input[data-tipid]')"
+)
+
+# Records the first POST to /brief/grid the page's own script sends (XHR or fetch).
+_CAPTURE_JS = r"""
+(() => {
+  window.__cnkiGridCaptured = null;
+  if (window.__cnkiGridHook) return true;
+  window.__cnkiGridHook = true;
+  const asText = (body) => {
+    if (body == null) return '';
+    if (typeof body === 'string') return body;
+    try { return new URLSearchParams(body).toString(); } catch (e) { return ''; }
+  };
+  const keep = (url, method, body) => {
+    try {
+      const absolute = new URL(String(url), location.href).href;
+      if (String(method || 'GET').toUpperCase() !== 'POST' || absolute.indexOf('/brief/grid') < 0) return;
+      if (!window.__cnkiGridCaptured) window.__cnkiGridCaptured = {url: absolute, body: asText(body)};
+    } catch (e) {}
+  };
+  const open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.open = function (method, url) { this.__cnkiRequest = [method, url]; return open.apply(this, arguments); };
+  XMLHttpRequest.prototype.send = function (body) {
+    if (this.__cnkiRequest) keep(this.__cnkiRequest[1], this.__cnkiRequest[0], body);
+    return send.apply(this, arguments);
+  };
+  const pageFetch = window.fetch;
+  window.fetch = function (input, init) {
+    const url = typeof input === 'string' ? input : (input && input.url) || '';
+    const method = (init && init.method) || (input && input.method) || 'GET';
+    keep(url, method, init && init.body);
+    return pageFetch.apply(this, arguments);
+  };
+  return true;
+})()
+"""
+
+_FILL_JS = r"""
+(anchor) => {
+  const inputs = Array.from(document.querySelectorAll('#gradetxt input[data-tipid]'))
+    .filter((input) => input.getBoundingClientRect().width > 0);
+  if (!inputs.length) return false;
+  for (const input of inputs) input.value = '';
+  inputs[0].value = anchor;
+  inputs[0].dispatchEvent(new Event('change', {bubbles: true}));
+  const bilingual = document.querySelector('input[data-id=EN]');
+  if (bilingual && bilingual.checked) bilingual.click();
+  return true;
+}
+"""
+
+# Shows the grid's in-page vericode form inside the search page, where a person can answer it (§2.7).
+_SHOW_VERICODE_JS = r"""
+(html, queryJson) => {
+  const form = new DOMParser().parseFromString(html, 'text/html').querySelector('[name=vericodeForm]');
+  const box = document.querySelector('#briefBox');
+  if (!form || !box) return false;
+  const node = document.importNode(form, true);
+  box.replaceChildren(node);
+  if (window.cnkiSearch && typeof window.cnkiSearch.setQueryJson === 'function') window.cnkiSearch.setQueryJson(queryJson);
+  node.scrollIntoView({block: 'center', behavior: 'instant'});
+  return true;
+}
+"""
+
+
+def _observe_js(condition: str) -> str:
+    return (
+        "(() => ({url: location.href, ready: document.readyState !== 'loading',"
+        " complete: document.readyState === 'complete',"
+        " pending: !!(window.jQuery && window.jQuery.active),"
+        f" condition: (() => {{ try {{ return !!({condition}); }} catch (e) {{ return false; }} }})(),"
+        f" html: {LIVE_PAGE_SCRIPT.strip()}}}))()"
+    )
+
+
+def _js_call(function_source: str, *args: Any) -> str:
+    encoded = ", ".join(json.dumps(a, ensure_ascii=False) for a in args)
+    return f"({function_source.strip()})({encoded})"
+
+
+# --------------------------------------------------------------------------------------------
+# Pure helpers
+
+
+def query_key(query: GridQuery) -> str:
+    """The cursor key of a listing: its branches, years and sort (never the page)."""
+    branches = [[msgspec.to_builtins(c) for c in branch] for branch in query.branches]
+    return fingerprint([branches, query.year_from, query.year_to, sort_code(query.sort)])
+
+
+def anchor_of(branches: list[list[Condition]]) -> str:
+    """The term typed into the search form to capture a template: the first positive literal."""
+    for branch in branches:
+        for condition in branch:
+            if not condition.negated and condition.value.strip():
+                return condition.value.strip()
+    return "知网"
+
+
+def parse_form(body: str) -> dict[str, str]:
+    """A captured url-encoded request body as a dict (blank values kept, last value wins)."""
+    return dict(parse_qsl(body, keep_blank_values=True))
+
+
+def endpoint_url(url: str) -> str:
+    """A request URL without its query string or fragment."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def filter_years(page: GridPage, year_from: int, year_to: int) -> GridPage:
+    """Drop rows without a year or outside the range, as well as asking the site for it (§3)."""
+    if year_from <= 0 and year_to <= 0:
+        return page
+    rows = [
+        row
+        for row in page.rows
+        if row.year > 0 and (year_from <= 0 or row.year >= year_from) and (year_to <= 0 or row.year <= year_to)
+    ]
+    return msgspec.structs.replace(page, rows=rows)
+
+
+def bind_detail(requested: Paper, observed: Paper, locator: str) -> Paper:
+    """The parsed detail page as the requested record (§6.6): same ref, gaps filled from the request.
+
+    Raises IDENTITY_CONFLICT when the page shows another paper.
+    """
+    check_identity(requested, observed)
+    return msgspec.structs.replace(
+        observed,
+        record_ref=requested.record_ref or observed.record_ref,
+        url=observed.url or requested.url,
+        locator=locator,
+        dbname=observed.dbname or requested.dbname,
+        filename=observed.filename or requested.filename,
+        dbcode=observed.dbcode or requested.dbcode,
+        document_type=observed.document_type or requested.document_type,
+    )
+
+
+def _refuse_if_skipping(op: OperationContext, reason: CnkiError) -> None:
+    if op.on_verification == "skip":
+        raise CnkiError(
+            "VERIFICATION_SKIPPED",
+            "按 on_verification=skip 跳过了需要人工处理的资源（这不代表没有访问权限）。",
+            details={"reason": reason.code},
+        )
+
+
+def _human_message(reason: CnkiError) -> str:
+    return LOGIN_MESSAGE if reason.code == "LOGIN_REQUIRED" else VERIFY_MESSAGE
+
+
+def _page_problem(page: PageState, url: str) -> CnkiError | None:
+    """The problem a live tab shows, as the code a response would have given."""
+    if page.state == "challenge":
+        return CnkiError("VERIFICATION_REQUIRED", "知网要求人工验证", details={"url": url, "reason": page.reason})
+    if page.state == "login":
+        return CnkiError("LOGIN_REQUIRED", "当前资源要求登录", details={"url": url})
+    if page.state == "denied":
+        return CnkiError("ACCESS_DENIED", f"站点拒绝当前资源访问：{page.reason}", details={"url": url})
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class Site:
+    """CNKI access for every operation of this process (one per App)."""
+
+    def __init__(self, browser: Browser, limiter: Limiter, diagnostics_dir: Path) -> None:
+        self.browser = browser
+        self.limiter = limiter
+        self.diagnostics_dir = diagnostics_dir
+        self.human_timeout = HUMAN_TIMEOUT
+        self._generation = 0
+        self._work: Tab | None = None
+        self._render: Tab | None = None
+        self._template: _Template | None = None
+        self._cursors: dict[str, str] = {}
+        self._tab_lock = asyncio.Lock()
+        self._template_lock = asyncio.Lock()
+        self._render_lock = asyncio.Lock()
+        self._human_lock = asyncio.Lock()
+        self._epoch = 0
+        self._human_pages: dict[str, Tab] = {}
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        """Number of finished human steps; a caller that saw a challenge under an older epoch just retries."""
+        return self._epoch
+
+    @property
+    def template_captured(self) -> bool:
+        return self._template is not None
+
+    def drop_pages(self) -> None:
+        """Forget the work and render tabs and the template (recover, new browser generation)."""
+        self._work = None
+        self._render = None
+        self._template = None
+
+    async def recover(self) -> None:
+        """``operation_control recover``: drop cached pages; reset the browser if it does not answer in 2 s."""
+        self.drop_pages()
+        if not await self.browser.probe(2.0):
+            await self.browser.reset()
+
+    async def _sync(self) -> None:
+        """Make sure a browser runs and per-browser state belongs to it."""
+        await self.browser.ensure()
+        generation = self.browser.connection_generation
+        if generation != self._generation:
+            self._generation = generation
+            self.drop_pages()
+            self._cursors.clear()
+
+    @staticmethod
+    def _usable(tab: Tab | None, generation: int) -> bool:
+        return tab is not None and not tab.closed and not tab.crashed and tab.generation == generation
+
+    async def _work_tab(self) -> Tab:
+        await self._sync()
+        async with self._tab_lock:
+            if not self._usable(self._work, self._generation):
+                self._template = None
+                self._work = await self.browser.new_tab()
+            assert self._work is not None
+            return self._work
+
+    async def _render_tab(self) -> Tab:
+        await self._sync()
+        async with self._tab_lock:
+            if not self._usable(self._render, self._generation):
+                self._render = await self.browser.new_tab()
+            assert self._render is not None
+            return self._render
+
+    def _transport_broken(self, exc: CnkiError) -> bool:
+        """A failed CDP call while the browser process itself still runs: new tabs may fix it."""
+        return exc.code == "BROWSER_UNAVAILABLE" and self.browser.running
+
+    # -- requests --------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def request(self, op: OperationContext) -> AsyncIterator[None]:
+        """``async with site.request(op): <one CNKI request>`` — charge, then a limiter slot (§12.4)."""
+        op.charge()
+
+        def cancelled() -> None:
+            if op.cancelled:
+                raise CnkiError("CANCELLED")
+
+        async with self.limiter.slot(cancelled):
+            yield
+
+    async def _backoff(self, problem: CnkiError, done: int) -> None:
+        """Slow the limiter; sleep 2 s, then 4 s; a third rate-limit or 5xx answer is final."""
+        self.limiter.slow()
+        if done >= len(BACKOFF_SLEEPS):
+            raise problem
+        await asyncio.sleep(BACKOFF_SLEEPS[done])
+
+    async def _snapshot(self, kind: str, html: str, url: str, tab: Tab | None = None) -> None:
+        screenshot = None
+        if tab is not None:
+            try:
+                screenshot = await self.browser.screenshot(tab, 5.0)
+            except CnkiError as exc:
+                log.debug("no screenshot for the snapshot: %s", exc)
+        try:
+            await asyncio.to_thread(save_snapshot, self.diagnostics_dir, kind, html, url, screenshot)
+        except OSError as exc:
+            log.warning("could not save a page snapshot: %s", exc)
+
+    # -- live pages ------------------------------------------------------------------------
+
+    async def observe(self, tab: Tab, condition: str = "true", timeout: float = 5.0) -> Observation | None:
+        """Inspect a live tab (§8.2). None while it cannot answer (navigating); a dead browser raises."""
+        try:
+            data = await self.browser.evaluate(tab, _observe_js(condition), timeout)
+        except CnkiError as exc:
+            if not self.browser.running or tab.closed or tab.crashed:
+                raise
+            log.debug("tab %s did not answer an inspection: %s", tab.target_id[:8], exc.message)
+            return None
+        if not isinstance(data, dict):
+            return None
+        url = str(data.get("url") or "")
+        html = str(data.get("html") or "")
+        return Observation(
+            url=url,
+            html=html,
+            ready=bool(data.get("ready")),
+            complete=bool(data.get("complete")),
+            pending=bool(data.get("pending")),
+            condition=bool(data.get("condition")),
+            page=inspect_live_page(html, url),
+        )
+
+    async def wait_page(
+        self,
+        op: OperationContext,
+        tab: Tab,
+        accept: Callable[[Observation], T | None],
+        timeout: float,
+        *,
+        condition: str = "true",
+    ) -> T:
+        """Poll a tab until ``accept`` returns a value (§8.2 waitPage).
+
+        Challenges and login prompts go to a person, after which the deadline restarts; a denial is
+        ACCESS_DENIED. ``accept`` may raise to stop; errors it raises with an identity code stop at
+        once, others are remembered and raised at the timeout (else CONTENT_NOT_READY).
+        """
+        deadline = time.monotonic() + timeout
+        last: CnkiError | None = None
+        while True:
+            seen = await self.observe(tab, condition)
+            if seen is not None and seen.ready:
+                problem = _page_problem(seen.page, seen.url)
+                if problem is not None and problem.code in _CHALLENGE_CODES:
+                    await self.human_step(op, tab, problem)
+                    deadline = time.monotonic() + timeout
+                    continue
+                if problem is not None:
+                    raise problem
+                try:
+                    value = accept(seen)
+                except CnkiError as exc:
+                    if exc.code in _IDENTITY_CODES or exc.code == "RESPONSE_TOO_LARGE":
+                        raise
+                    last = exc
+                else:
+                    if value is not None:
+                        return value
+            if time.monotonic() >= deadline:
+                raise last or CnkiError(
+                    "CONTENT_NOT_READY", "页面未呈现预期内容，不能判定正文不存在或无权限", details={"url": tab.url}
+                )
+            await asyncio.sleep(PAGE_POLL)
+
+    # -- the human step (§8.3) ---------------------------------------------------------------
+
+    def human_page(self, operation_id: str | None = None) -> Tab | None:
+        """The tab currently handed to a person: this operation's, or any when no id is given."""
+        if operation_id:
+            return self._human_pages.get(operation_id)
+        return next(iter(self._human_pages.values()), None)
+
+    async def show(self, operation_id: str | None = None) -> dict[str, Any]:
+        """``operation_control show``: bring the page waiting for a person to the front again."""
+        tab = self.human_page(operation_id)
+        if tab is None:
+            raise CnkiError("VERIFICATION_NOT_FOUND")
+        await self.browser.bring_to_front(tab)
+        return {"status": "shown"}
+
+    async def present(self, tab: Tab) -> None:
+        """Bring a tab to a person; headless or unconfirmed windows are logged, not fatal."""
+        try:
+            shown = await self.browser.bring_to_front(tab)
+        except CnkiError as exc:
+            if exc.code != "WINDOW_STATE_UNCONFIRMED":
+                raise
+            log.warning("the window for a person did not confirm its state: %s", exc.message)
+            return
+        if not shown:
+            log.info("headless browser: the page for a person cannot be shown on screen")
+
+    async def hide(self, tab: Tab) -> None:
+        try:
+            await asyncio.wait_for(self.browser.minimize(tab), MINIMIZE_TIMEOUT)
+        except (CnkiError, TimeoutError) as exc:
+            log.debug("minimising after a human step failed: %s", exc)
+
+    @contextlib.contextmanager
+    def handed_to_person(self, op: OperationContext, tab: Tab) -> Any:
+        """Record ``tab`` as the page ``show`` brings back while a person works on it."""
+        self._human_pages[op.operation_id] = tab
+        try:
+            yield
+        finally:
+            if self._human_pages.get(op.operation_id) is tab:
+                del self._human_pages[op.operation_id]
+
+    async def human_step(self, op: OperationContext, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
+        """Hand ``tab`` to a person until the challenge or login prompt on it is gone.
+
+        ``reason`` is the VERIFICATION_REQUIRED or LOGIN_REQUIRED problem that was met. Pass the
+        ``epoch`` read before the failed request: when another step finished meanwhile, this returns
+        at once so the caller simply retries. Raises VERIFICATION_SKIPPED (``on_verification=skip``),
+        VERIFICATION_TIMEOUT (20 minutes), CANCELLED, or BROWSER_UNAVAILABLE. Usable from any tab
+        (reader, download): the caller retries its own request afterwards.
+        """
+        _refuse_if_skipping(op, reason)
+        async with self._human_lock:
+            if epoch is not None and epoch != self._epoch:
+                return
+            self.limiter.hold()
+            try:
+                with self.handed_to_person(op, tab):
+                    try:
+                        await self.present(tab)
+                        resume = op.await_user(_human_message(reason))
+                        await self._wait_for_person(op, tab, resume)
+                    finally:
+                        op.user_done()
+                        self._epoch += 1
+                        self.limiter.slow()
+                        await self.hide(tab)
+            finally:
+                self.limiter.release()
+
+    async def _wait_for_person(self, op: OperationContext, tab: Tab, resume: asyncio.Event) -> None:
+        deadline = time.monotonic() + self.human_timeout
+        clear = 0
+        while True:
+            if op.cancelled:
+                raise CnkiError("CANCELLED")
+            if resume.is_set():
+                return
+            seen = await self.observe(tab)
+            if seen is not None and seen.ready and seen.page.state in ("ready", "denied"):
+                clear += 1
+                if clear >= HUMAN_CLEAR_OBSERVATIONS:
+                    return
+            else:
+                clear = 0
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CnkiError(
+                    "VERIFICATION_TIMEOUT", "等待人工验证超过 20 分钟，已停止等待。", details={"url": tab.url}
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(resume.wait(), min(HUMAN_POLL, remaining))
+
+    # -- the search template (§2.1) ----------------------------------------------------------
+
+    async def _ensure_template(self, op: OperationContext, anchor: str) -> _Template:
+        template = self._template
+        if template is not None and template.generation == self.browser.connection_generation:
+            return template
+        async with self._template_lock:
+            await self._sync()
+            if self._template is not None and self._template.generation == self._generation:
+                return self._template
+            self._template = await self._capture(op, anchor)
+            return self._template
+
+    async def _capture(self, op: OperationContext, anchor: str) -> _Template:
+        tab = await self._work_tab()
+        async with self.request(op):
+            await self.browser.navigate(tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
+        await self.wait_page(
+            op, tab, lambda seen: True if seen.condition else None, BOOTSTRAP_TIMEOUT, condition=_READY_JS
+        )
+        await self.browser.evaluate(tab, _CAPTURE_JS)
+        if not await self.browser.evaluate(tab, _js_call(_FILL_JS, anchor)):
+            raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可见的检索输入框。", details={"url": tab.url})
+        async with self.request(op):
+            clicked = await self.browser.click(tab, "input.btn-search,button.btn-search", 5.0)
+        if not clicked:
+            raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可点击的检索按钮。", details={"url": tab.url})
+        try:
+            captured = await self.browser.wait_for(tab, "window.__cnkiGridCaptured", CAPTURE_TIMEOUT)
+        except CnkiError as exc:
+            if exc.code != "CONTENT_NOT_READY":
+                raise
+            raise CnkiError(
+                "QUERY_TEMPLATE_UNAVAILABLE", f"{CAPTURE_TIMEOUT:.0f} 秒内没有捕获到检索请求。", details={"url": tab.url}
+            ) from None
+        url = endpoint_url(str(captured.get("url") or ""))
+        if not is_site_url(url):
+            raise CnkiError("QUERY_TEMPLATE_UNSUPPORTED", "检索请求没有发往知网。", details={"url": url})
+        form = parse_form(str(captured.get("body") or ""))
+        return _Template(url=url, form=form, query_json=template_query_json(form), generation=self._generation)
+
+    # -- the result grid (§2.5–§2.7) ----------------------------------------------------------
+
+    async def grid(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
+        """One page of a listing. Pages after the first need page 1's cursor: fetched first when missing."""
+        if page < 1:
+            raise ValueError("pages start at 1")
+        key = query_key(query)
+        if page > 1 and key not in self._cursors:
+            await self._grid_page(op, query, 1, key)
+            if key not in self._cursors:
+                raise CnkiError(
+                    "PAGINATION_MISMATCH", "知网第 1 页没有给出翻页标记，无法读取后面的页。", details={"page": page}
+                )
+        return await self._grid_page(op, query, page, key)
+
+    def _remember_cursor(self, key: str, cursor: str) -> None:
+        if key not in self._cursors and len(self._cursors) >= CURSOR_CAP:
+            self._cursors.clear()
+        self._cursors[key] = cursor
+
+    async def _grid_page(self, op: OperationContext, query: GridQuery, page: int, key: str) -> GridPage:
+        anchor = anchor_of(query.branches)
+        challenged = backoffs = 0
+        recovered = retried_empty = False
+        last: CnkiError | None = None
+        for attempt in range(GRID_ATTEMPTS):
+            epoch = self._epoch
+            try:
+                template = await self._ensure_template(op, anchor)
+                tab = await self._work_tab()
+                query_json = rewrite_query_json(
+                    template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page
+                )
+                form = grid_form(
+                    template.form, query_json, page=page, sort=query.sort, cursor=self._cursors.get(key, "") if page > 1 else ""
+                )
+                async with self.request(op):
+                    result = await self.browser.fetch_in_page(
+                        tab,
+                        template.url,
+                        method="POST",
+                        body=encode_form(form),
+                        headers={
+                            "Content-Type": "application/x-www-form-urlencoded; charset=UTF-8",
+                            "X-Requested-With": "XMLHttpRequest",
+                        },
+                    )
+            except CnkiError as exc:
+                if self._transport_broken(exc) and not recovered:
+                    recovered = True
+                    self.drop_pages()
+                    last = exc
+                    continue
+                raise
+            problem = classify_response(result.status, result.url, result.text)
+            if problem is not None:
+                last = problem
+                if problem.code in _CHALLENGE_CODES:
+                    challenged += 1
+                    if attempt == GRID_ATTEMPTS - 1:
+                        break  # no retry would follow the person's work
+                    await self._grid_challenge(op, problem, result.url, result.text, template, query_json, epoch)
+                    continue
+                if problem.code in _BACKOFF_CODES:
+                    await self._backoff(problem, backoffs)
+                    backoffs += 1
+                    continue
+                if problem.code == "SITE_TEMPORARILY_EMPTY" and not retried_empty:
+                    retried_empty = True
+                    continue
+                raise problem
+            try:
+                parsed = parse_grid(result.text, result.url)
+            except CnkiError as exc:
+                if exc.code == "SITE_TEMPORARILY_EMPTY" and not retried_empty:
+                    retried_empty = True
+                    last = exc
+                    continue
+                if exc.code in _SNAPSHOT_CODES:
+                    await self._snapshot("grid", result.text, result.url)
+                raise
+            self.limiter.fast()
+            if parsed.cursor:
+                self._remember_cursor(key, parsed.cursor)
+            if parsed.page > 0 and parsed.page != page:
+                raise CnkiError(
+                    "PAGINATION_MISMATCH",
+                    f"请求第 {page} 页，知网返回了第 {parsed.page} 页。",
+                    details={"requested": page, "returned": parsed.page},
+                )
+            return filter_years(parsed, query.year_from, query.year_to)
+        if challenged >= GRID_ATTEMPTS:
+            raise CnkiError("VERIFICATION_REPEATED", "人工处理后站点仍要求验证，已停止重试")
+        assert last is not None
+        raise last
+
+    async def _grid_challenge(
+        self,
+        op: OperationContext,
+        problem: CnkiError,
+        response_url: str,
+        body: str,
+        template: _Template,
+        query_json: dict[str, Any],
+        epoch: int,
+    ) -> None:
+        """Show the grid's challenge to a person (§2.7): in the search page, or where the site redirected."""
+        _refuse_if_skipping(op, problem)
+        if epoch != self._epoch:
+            return  # solved by someone else meanwhile
+        tab = await self._work_tab()
+        if "vericodeForm" in body:
+            shown = await self.browser.evaluate(
+                tab, _js_call(_SHOW_VERICODE_JS, body, json.dumps(query_json, ensure_ascii=False))
+            )
+            if not shown:
+                raise CnkiError("VERIFICATION_CONTEXT_UNAVAILABLE", details={"url": response_url})
+            await self.human_step(op, tab, problem, epoch=epoch)
+            return
+        # The work page leaves the search page: the template must be captured again afterwards.
+        self._template = None
+        if endpoint_url(response_url) == template.url or not is_site_url(response_url):
+            raise CnkiError(
+                "VERIFICATION_CONTEXT_UNAVAILABLE",
+                "知网要求验证，但没有可以显示给你处理的页面。",
+                details={"url": response_url, "reason": problem.code},
+            )
+        async with self.request(op):
+            await self.browser.navigate(tab, response_url, BOOTSTRAP_TIMEOUT)
+        await self.human_step(op, tab, problem, epoch=epoch)
+
+    # -- detail and journal pages (§4.1, §5) --------------------------------------------------
+
+    async def detail(self, op: OperationContext, paper: Paper) -> Paper:
+        """The paper's detail page, parsed and bound to it (§4.1, §6.6); always fetched.
+
+        Without a locator, or after a failed load (not fatal, not ACCESS_DENIED), the paper is
+        located once by its exact title and the fresh locator is tried.
+        """
+        locator = paper.locator or paper.url
+        failure: CnkiError | None = None
+        if locator:
+            try:
+                return await self._detail_at(op, paper, locator)
+            except CnkiError as exc:
+                if exc.fatal or exc.code in _NO_RELOCATE:
+                    raise
+                log.info("detail load failed (%s); locating %r again", exc.code, paper.title)
+                failure = exc
+        fresh = await self._relocate(op, paper)
+        if fresh is None:
+            raise failure or CnkiError("DOCUMENT_NOT_FOUND", details={"title": paper.title})
+        return await self._detail_at(op, paper, fresh)
+
+    async def _relocate(self, op: OperationContext, paper: Paper) -> str | None:
+        rows = (await self.locate(op, [paper.title])).get(title_key(paper.title), [])
+        has_keys = bool(identity_keys(paper))
+        accepted = [row for row in rows if not has_keys or same_paper(paper, row)]
+        if len(accepted) > 1:
+            raise CnkiError(
+                "IDENTITY_AMBIGUOUS",
+                f"知网上有 {len(accepted)} 篇题名为《{paper.title}》的文献。",
+                details={"title": paper.title, "candidates": len(accepted)},
+            )
+        if not accepted or not accepted[0].locator:
+            return None
+        return accepted[0].locator
+
+    async def _detail_at(self, op: OperationContext, paper: Paper, locator: str) -> Paper:
+        def parse(html: str, url: str) -> Paper:
+            return bind_detail(paper, parse_detail(html, url), url)
+
+        return await self._load(op, locator, parse, "detail")
+
+    async def journal(self, op: OperationContext, paper: Paper) -> Quality:
+        """Quality evidence from the paper's journal page (``paper.source_url``), bound to its source."""
+        if not paper.source_url:
+            raise CnkiError("SOURCE_LOCATOR_MISSING", "详情页没有期刊链接", details={"source": paper.source})
+        return await self._load(op, paper.source_url, lambda html, url: parse_journal(html, url, paper.source), "journal")
+
+    async def _load(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+        """Read a page through Chrome's network stack; render it in a tab when that is not enough."""
+        if not is_site_url(url):
+            raise CnkiError("LOCATOR_EXPIRED", "文献入口不是知网地址，未访问。", details={"kind": kind})
+        backoffs = 0
+        recovered = False
+        for _attempt in range(RESOURCE_ATTEMPTS):
+            try:
+                tab = await self._work_tab()
+                async with self.request(op):
+                    result = await self.browser.load_resource(tab, url)
+            except CnkiError as exc:
+                if self._transport_broken(exc) and not recovered:
+                    recovered = True
+                    self.drop_pages()
+                    continue
+                if exc.code == "RESOURCE_FAILED":
+                    break
+                raise
+            problem = classify_response(result.status, url, result.text)
+            if problem is not None:
+                if problem.code in _BACKOFF_CODES:
+                    await self._backoff(problem, backoffs)
+                    backoffs += 1
+                    continue
+                if problem.code in _CHALLENGE_CODES:
+                    break
+                raise problem
+            try:
+                value = parse(result.text, url)
+            except CnkiError as exc:
+                if exc.code in _IDENTITY_CODES or exc.code == "RESPONSE_TOO_LARGE":
+                    raise
+                log.debug("%s page needs rendering: %s", kind, exc.message)
+                break
+            self.limiter.fast()
+            return value
+        return await self._render_page(op, url, parse, kind)
+
+    async def _render_page(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+        """The render fallback: load in the shared render tab and parse the live DOM until it works."""
+        async with self._render_lock:
+            tab = await self._render_tab()
+            async with self.request(op):
+                await self.browser.navigate(tab, url, RENDER_TIMEOUT)
+            last_html = ""
+            last_url = url
+
+            def accept(seen: Observation) -> T:
+                nonlocal last_html, last_url
+                last_html, last_url = seen.html, seen.url
+                return parse(seen.html, seen.url)
+
+            try:
+                value = await self.wait_page(op, tab, accept, RENDER_TIMEOUT)
+            except CnkiError as exc:
+                if exc.code in _SNAPSHOT_CODES and last_html:
+                    await self._snapshot(kind, last_html, last_url, tab)
+                raise
+            self.limiter.fast()
+            return value
+
+    # -- title location (§2.8) ---------------------------------------------------------------
+
+    async def locate(self, op: OperationContext, titles: list[str]) -> dict[str, list[Paper]]:
+        """Up to 10 full titles in one exact-title grid request; rows grouped by ``text.title_key`` of each title."""
+        if not 1 <= len(titles) <= TITLES_PER_LOCATE:
+            raise ValueError(f"locate takes 1–{TITLES_PER_LOCATE} titles")
+        groups: dict[str, list[Paper]] = {title_key(title): [] for title in titles}
+        query = GridQuery(branches=compile_expression(title_expression(titles)))
+        page = await self._grid_page(op, query, 1, query_key(query))
+        for row in page.rows:
+            bucket = groups.get(title_key(row.title))
+            if bucket is not None:
+                bucket.append(row)
+        return groups
+
