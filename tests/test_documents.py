@@ -1,0 +1,156 @@
+"""read_online_html without a browser: paging, sections, the text cache, URL scrubbing, records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cnki_mcp.documents import (
+    ReaderCache,
+    complete_article,
+    local_ref,
+    page_of,
+    reader_result,
+    scrub_url,
+    scrubbed,
+    select_section,
+)
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.model import Paper, ReaderCoverage, Section
+from cnki_mcp.parse import ReaderDocument, parse_reader
+from cnki_mcp.store import Store
+
+READER_HTML = """<html><head><meta name="citation_title" content="数据治理研究"></head><body>
+<div class="catalogboxs"><p class="tit">一、引言</p><p class="tit">二、 Data  Model</p><p class="tit">（一）概念</p>
+<p class="tit">三、结论</p></div>
+<div id="paperRead">
+<h1 class="Chapter">一、引言</h1><p>引言第一段，说明研究背景与问题的由来，篇幅足以通过正文最短长度的检查。</p><p>引言第二段。</p>
+<h1 class="Chapter">二、 Data  Model</h1><p>模型总述。</p>
+<h2 class="Chapter">（一）概念</h2><p>概念的界定与说明。</p>
+<h1 class="Chapter">三、结论</h1><p>结论部分文字。😀尾</p>
+</div></body></html>"""
+
+
+def document(**coverage: object) -> ReaderDocument:
+    doc = parse_reader(READER_HTML, url="https://kns.cnki.net/nzkhtml/xmlRead/xml.html?invoice=x", expected_title="数据治理研究")
+    if coverage:
+        doc.coverage = ReaderCoverage(**{**{"scope": "unknown"}, **coverage})  # type: ignore[arg-type]
+    return doc
+
+
+PAPER = Paper(record_ref="rec_0123456789abcdef01234567", title="数据治理研究", url="https://kns.cnki.net/kcms2/article/abstract?v=abc")
+
+
+def test_page_of_counts_code_points_and_ends_with_none() -> None:
+    text = "ab😀cd"
+    assert page_of(text, 0, 3) == ("ab😀", 3)
+    assert page_of(text, 3, 3) == ("cd", None)
+    assert page_of(text, 5, 3) == ("", None)
+    assert page_of(text, 99, 3) == ("", None)
+
+
+def test_sections_select_case_and_whitespace_insensitively_with_subsections() -> None:
+    doc = document()
+    chosen = select_section(doc.sections, "  二、data model ")
+    assert chosen.title == "二、 Data Model"
+    part = doc.text[chosen.offset : chosen.offset + chosen.length]
+    assert part.startswith("二、 Data Model") and part.endswith("概念的界定与说明。")
+    assert "三、结论" not in part
+
+
+def test_missing_and_duplicate_sections() -> None:
+    doc = document()
+    with pytest.raises(CnkiError) as missing:
+        select_section(doc.sections, "四、展望")
+    assert missing.value.code == "SECTION_NOT_FOUND"
+    assert "一、引言" in missing.value.details["available"]
+    twice = [Section(level=1, title="附录", offset=0, length=3), Section(level=1, title="附 录", offset=5, length=3)]
+    with pytest.raises(CnkiError) as ambiguous:
+        select_section(twice, "附录")
+    assert ambiguous.value.code == "SECTION_AMBIGUOUS"
+    assert ambiguous.value.details["offsets"] == [0, 5]
+
+
+def test_result_pages_through_a_section_and_keeps_the_whole_catalogue() -> None:
+    doc = document()
+    whole = reader_result(PAPER, doc, section="", offset=0, max_characters=20_000)
+    assert whole["text"] == doc.text and whole["next_offset"] is None
+    assert whole["total_characters"] == len(doc.text)
+    assert "\n\n" in whole["text"]  # paragraphs separated by a blank line
+    assert whole["complete_article"] is None and whole["trial"] is False
+    assert whole["url"] == PAPER.url and "section" not in whole
+
+    first = reader_result(PAPER, doc, section="一、引言", offset=0, max_characters=10)
+    assert first["text"] == doc.text[:10] and first["next_offset"] == 10
+    assert first["section"]["title"] == "一、引言"
+    assert [s["title"] for s in first["sections"]] == [s.title for s in doc.sections]
+    rest = reader_result(PAPER, doc, section="一、引言", offset=10, max_characters=10_000)
+    assert first["text"] + rest["text"] == doc.text[: first["section"]["length"]]
+    assert rest["next_offset"] is None and rest["total_characters"] == first["section"]["length"]
+
+
+def test_complete_article_is_false_or_unknown_never_true() -> None:
+    assert complete_article(document()) is None
+    assert complete_article(document(scope="partial")) is False
+    assert complete_article(document(missing_catalog_headings=["三、结论"])) is False
+    trial = document()
+    trial.trial = True
+    assert complete_article(trial) is False
+
+
+def test_cache_keeps_full_texts_thirty_minutes_and_sixteen_at_most() -> None:
+    now = [1000.0]
+    cache = ReaderCache(clock=lambda: now[0])
+    doc = document()
+    assert cache.put(PAPER, doc)
+    assert cache.get(PAPER.record_ref) == (PAPER, doc)
+    now[0] += 30 * 60 + 1
+    assert cache.get(PAPER.record_ref) is None
+
+    for i in range(20):
+        now[0] += 1
+        assert cache.put(Paper(record_ref=f"rec_{i}", title="t"), doc)
+    assert len(cache) == 16
+    assert cache.get("rec_0") is None and cache.get("rec_3") is None  # the oldest went first
+    assert cache.get("rec_4") is not None and cache.get("rec_19") is not None
+
+
+def test_trial_and_incomplete_texts_are_never_cached_and_replace_nothing_stale() -> None:
+    cache = ReaderCache()
+    assert cache.put(PAPER, document())
+    trial = document()
+    trial.trial = True
+    assert not cache.put(PAPER, trial)
+    assert cache.get(PAPER.record_ref) is None  # an older full copy is not served instead
+    assert not cache.put(PAPER, document(scope="partial"))
+    assert not cache.put(PAPER, document(missing_catalog_headings=["三、结论"]))
+    assert len(cache) == 0
+
+
+def test_scrub_url_drops_access_values() -> None:
+    url = ("https://kns.cnki.net/nzkhtml/xmlRead/trialRead.html?dbCode=CJFD&fileName=FX001"
+           "&invoice=SECRET1&appId=KNS&nonce=SECRET2&access_token=SECRET3#frag")
+    out = scrub_url(url)
+    assert "SECRET" not in out and "invoice" not in out and "frag" not in out
+    assert out.startswith("https://kns.cnki.net/nzkhtml/xmlRead/trialRead.html?") and "fileName=FX001" in out
+    assert "SECRET" not in scrub_url("https://bar.cnki.net/bar/download/order?id=SECRET")
+    error = scrubbed(CnkiError("CONTENT_NOT_READY", details={"url": url, "n": 1}))
+    assert "SECRET" not in error.details["url"] and error.details["n"] == 1
+
+
+def test_local_ref(isolated_data_dir: Path) -> None:
+    store = Store.open(isolated_data_dir)
+    try:
+        store.put_paper(PAPER)
+        store.put_paper(Paper(record_ref="rec_b", title="同名"))
+        store.put_paper(Paper(record_ref="rec_c", title="同名"))
+        assert local_ref(store, PAPER.record_ref, "") == PAPER.record_ref
+        assert local_ref(store, "", "数据治理研究") == PAPER.record_ref
+        assert local_ref(store, "", "同名") == ""  # ambiguous locally: located on CNKI instead
+        assert local_ref(store, "", "没有的题名") == ""
+        with pytest.raises(CnkiError) as missing:
+            local_ref(store, "rec_nope", "")
+        assert missing.value.code == "RECORD_NOT_FOUND"
+    finally:
+        store.close_sync()
