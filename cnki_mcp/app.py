@@ -20,10 +20,14 @@ import msgspec
 import psutil
 
 from cnki_mcp import __version__, arguments, research, settings
+from cnki_mcp.browser import Browser
 from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import Jobs
+from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.limiter import Limiter
 from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
 from cnki_mcp.model import Config, Paper, SearchRecord, SessionState, public_paper
+from cnki_mcp.session import Sessions, session_view
+from cnki_mcp.site import Site
 from cnki_mcp.store import Store, load_config
 from cnki_mcp.text import title_key
 
@@ -36,7 +40,6 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 NOT_YET_AVAILABLE = {
     "read_online_html": "HTML 正文阅读",
     "download_paper": "论文下载",
-    "login": "登录",
     "export_citations": "导出参考文献",
 }
 
@@ -59,7 +62,9 @@ class App:
         self._store: Store | None = None
         self._jobs: Jobs | None = None
         self._opening = asyncio.Lock()  # concurrent first calls must not open the store twice
-        self._session = SessionState()
+        self._browser: Browser | None = None
+        self._site: Site | None = None
+        self._sessions: Sessions | None = None
         self._handlers: dict[str, Handler] = {
             "diagnostics": self.diagnostics,
             "operation_status": self.operation_status,
@@ -67,6 +72,7 @@ class App:
             "search_results": self.search_results,
             "get_metadata": self.get_metadata,
             "session_status": self.session_status,
+            "login": self.login,
             "link_references": self.link_references,
             "structured_search": self.structured_search,
             "search": self.search,
@@ -89,9 +95,30 @@ class App:
         assert self._jobs is not None
         return self._jobs
 
+    def browser(self) -> Browser:
+        """The dedicated browser object; the browser itself launches on the first CNKI request."""
+        if self._browser is None:
+            self._browser = Browser(self.root / "browser" / "profile", config=self.config)
+        return self._browser
+
+    def site(self) -> Site:
+        """CNKI access for every operation of this process, with the one request limiter."""
+        if self._site is None:
+            self._site = Site(self.browser(), Limiter.from_env(), self.root / "diagnostics")
+            self._sessions = Sessions(self._site)
+        return self._site
+
+    def sessions(self) -> Sessions:
+        self.site()
+        assert self._sessions is not None
+        return self._sessions
+
     async def close(self) -> None:
         if self._jobs is not None:
             await self._jobs.shutdown()
+        if self._browser is not None:
+            # Shielded: a server torn down by cancellation must still end the browser's process tree.
+            await asyncio.shield(self._browser.close())
         if self._store is not None:
             await self._store.close()
             self._store = None
@@ -137,7 +164,13 @@ class App:
                 "operations": len(data.operations),
                 "artifacts": len(data.artifacts),
             }
-            report["browser"] = {"running": False}
+            browser = self._browser
+            report["browser"] = {"running": False} if browser is None else {
+                "running": browser.running,
+                "process_id": browser.process_id,
+                "profile_directory": str(browser.profile_directory),
+                "connection_generation": browser.connection_generation,
+            }
             active = self._jobs.live()
             if active is not None:
                 report["active_operation"] = self._jobs.view(active)
@@ -159,15 +192,29 @@ class App:
             prior, budget = jobs.continuation(args.operation_id, args.additional_requests, args.additional_seconds)
             return await research.continue_search(await self.store(), jobs, self.site, prior, budget, ctx)
         if args.action == "show":
-            raise CnkiError("VERIFICATION_NOT_FOUND")
-        # recover: no browser runs in this build, so the next request simply starts a fresh one.
+            if self._site is None:
+                raise CnkiError("VERIFICATION_NOT_FOUND")
+            return await self._site.show(args.operation_id or None)
+        if self._site is not None:
+            await self._site.recover()
         return {"status": "completed", "message": "浏览器将在下一次需要访问知网时重新启动；登录状态保存在浏览器配置中，不受影响。"}
 
     async def session_status(self, args: arguments.SessionStatusArgs, ctx: Any) -> dict[str, Any]:
-        if args.refresh:
-            raise CnkiError("CAPABILITY_UNAVAILABLE", "当前版本还不能刷新登录状态（session_status refresh=true）：这项功能尚在开发中。")
-        state = msgspec.structs.replace(self._session, cached=True)
-        return msgspec.to_builtins(state)
+        if not args.refresh:
+            return self._sessions.cached() if self._sessions is not None else session_view(SessionState(), cached=True)
+        jobs = await self.jobs()
+        job = jobs.start("session", kind_budget("session"), self.sessions().refresh)
+        return await jobs.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
+
+    async def login(self, args: arguments.LoginArgs, ctx: Any) -> dict[str, Any]:
+        jobs = await self.jobs()
+        sessions = self.sessions()
+
+        async def work(op: OperationContext) -> dict[str, Any]:
+            return await sessions.login(op, args.remote_access_url, args.force)
+
+        job = jobs.start("login", kind_budget("login"), work)
+        return await jobs.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
 
     async def search_results(self, args: arguments.SearchResultsArgs, ctx: Any) -> dict[str, Any]:
         store = await self.store()

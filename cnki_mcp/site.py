@@ -32,7 +32,7 @@ import msgspec
 
 from cnki_mcp.browser import Browser, Tab
 from cnki_mcp.errors import CnkiError
-from cnki_mcp.identity import fingerprint, identity_keys, same_paper
+from cnki_mcp.identity import fingerprint
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.model import Paper, Quality
@@ -60,6 +60,7 @@ from cnki_mcp.query import (
     template_query_json,
     title_expression,
 )
+from cnki_mcp.research import GridQuery
 from cnki_mcp.text import title_key
 
 log = logging.getLogger(__name__)
@@ -89,20 +90,6 @@ _BACKOFF_CODES = frozenset({"RATE_LIMITED", "SITE_UNAVAILABLE"})
 # Parse failures that say "this is not the paper", not "this page did not render yet".
 _IDENTITY_CODES = frozenset({"IDENTITY_CONFLICT", "SOURCE_IDENTITY_UNCONFIRMED"})
 _SNAPSHOT_CODES = frozenset({"PARSER_UNSUPPORTED", "SOURCE_SCHEMA_UNSUPPORTED"})
-# Failures a fresh locator cannot fix.
-_NO_RELOCATE = frozenset({"ACCESS_DENIED", "VERIFICATION_SKIPPED", "RESPONSE_TOO_LARGE", "IDENTITY_AMBIGUOUS"})
-
-
-class GridQuery(msgspec.Struct, frozen=True):
-    """One listing: OR of AND-branches, optional year range, sort (relevance/date_desc/cited_desc/downloaded_desc).
-
-    Temporary home: research.py defines the shared one; the lead reconciles the two.
-    """
-
-    branches: list[list[Condition]]
-    year_from: int = 0
-    year_to: int = 0
-    sort: str = "relevance"
 
 
 class Observation(msgspec.Struct):
@@ -746,39 +733,15 @@ class Site:
     # -- detail and journal pages (§4.1, §5) --------------------------------------------------
 
     async def detail(self, op: OperationContext, paper: Paper) -> Paper:
-        """The paper's detail page, parsed and bound to it (§4.1, §6.6); always fetched.
+        """The paper's detail page at its locator, parsed and bound to it (§4.1, §6.6); always fetched.
 
-        Without a locator, or after a failed load (not fatal, not ACCESS_DENIED), the paper is
-        located once by its exact title and the fresh locator is tried.
+        Locating a paper without a link, and relocating once after a failed load, is the caller's
+        part (research.py does both and stores the fresh locator).
         """
         locator = paper.locator or paper.url
-        failure: CnkiError | None = None
-        if locator:
-            try:
-                return await self._detail_at(op, paper, locator)
-            except CnkiError as exc:
-                if exc.fatal or exc.code in _NO_RELOCATE:
-                    raise
-                log.info("detail load failed (%s); locating %r again", exc.code, paper.title)
-                failure = exc
-        fresh = await self._relocate(op, paper)
-        if fresh is None:
-            raise failure or CnkiError("DOCUMENT_NOT_FOUND", details={"title": paper.title})
-        return await self._detail_at(op, paper, fresh)
-
-    async def _relocate(self, op: OperationContext, paper: Paper) -> str | None:
-        rows = (await self.locate(op, [paper.title])).get(title_key(paper.title), [])
-        has_keys = bool(identity_keys(paper))
-        accepted = [row for row in rows if not has_keys or same_paper(paper, row)]
-        if len(accepted) > 1:
-            raise CnkiError(
-                "IDENTITY_AMBIGUOUS",
-                f"知网上有 {len(accepted)} 篇题名为《{paper.title}》的文献。",
-                details={"title": paper.title, "candidates": len(accepted)},
-            )
-        if not accepted or not accepted[0].locator:
-            return None
-        return accepted[0].locator
+        if not locator:
+            raise CnkiError("DOCUMENT_NOT_FOUND", "这条记录没有知网入口，需要先按题名定位。", details={"title": paper.title})
+        return await self._detail_at(op, paper, locator)
 
     async def _detail_at(self, op: OperationContext, paper: Paper, locator: str) -> Paper:
         def parse(html: str, url: str) -> Paper:
@@ -857,15 +820,19 @@ class Site:
     # -- title location (§2.8) ---------------------------------------------------------------
 
     async def locate(self, op: OperationContext, titles: list[str]) -> dict[str, list[Paper]]:
-        """Up to 10 full titles in one exact-title grid request; rows grouped by ``text.title_key`` of each title."""
+        """Up to 10 full titles in one exact-title grid request; rows grouped under the given titles.
+
+        A row belongs to every given title with the same title key (§4.6); other rows are dropped.
+        """
         if not 1 <= len(titles) <= TITLES_PER_LOCATE:
             raise ValueError(f"locate takes 1–{TITLES_PER_LOCATE} titles")
-        groups: dict[str, list[Paper]] = {title_key(title): [] for title in titles}
+        groups: dict[str, list[Paper]] = {title: [] for title in titles}
         query = GridQuery(branches=compile_expression(title_expression(titles)))
         page = await self._grid_page(op, query, 1, query_key(query))
         for row in page.rows:
-            bucket = groups.get(title_key(row.title))
-            if bucket is not None:
-                bucket.append(row)
+            key = title_key(row.title)
+            for title, bucket in groups.items():
+                if title_key(title) == key:
+                    bucket.append(row)
         return groups
 

@@ -1,0 +1,392 @@
+"""The site layer end to end: real headless Chromium, the real Site, and the local CNKI simulator.
+
+One browser serves every in-process test of this module (the work page and template persist as they
+do in production); the MCP tests at the end start the real server over stdio with its own browser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psutil
+import pytest
+import pytest_asyncio
+from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
+
+from cnki_mcp.browser import Browser
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.jobs import Job, Jobs, OperationContext, kind_budget
+from cnki_mcp.limiter import Limiter
+from cnki_mcp.model import Paper
+from cnki_mcp.query import compile_expression
+from cnki_mcp.session import Sessions
+from cnki_mcp.research import GridQuery
+from cnki_mcp.site import Site
+from cnki_mcp.store import Store
+from tests.kns.fixtures import kns, kns_server  # noqa: F401
+from tests.kns.server import KnsSimulator
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _chromium() -> str:
+    path = os.environ.get("CNKI_TEST_BROWSER") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        pytest.skip("没有可用的 Chromium（CI 会安装 Debian 的 chromium）")
+    return path
+
+
+class Env(msgspec.Struct):
+    site: Site
+    jobs: Jobs
+    sessions: Sessions
+    store: Store
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def env(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Env]:
+    root = tmp_path_factory.mktemp("site-data")
+    store = await asyncio.to_thread(Store.open, root)
+    await store.start()
+    browser = Browser(
+        store.browser_dir / "profile", Path(_chromium()), headless=True, extra_args=kns_server.browser_arg_list
+    )
+    site = Site(browser, Limiter(interval_ms=10, max_inflight=6), store.diagnostics_dir)
+    yield Env(site=site, jobs=Jobs(store), sessions=Sessions(site), store=store)
+    await browser.close()
+    await store.close()
+
+
+async def run(
+    env: Env, work: Callable[[OperationContext], Awaitable[Any]], *, on_verification: str = "ask", kind: str = "metadata"
+) -> Job:
+    job = env.jobs.start(kind, kind_budget(kind, on_verification), work)
+    await asyncio.wait_for(job.done.wait(), 60)
+    return job
+
+
+async def until_awaiting(job: Job, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while job.record.status != "awaiting_user":
+        assert not job.done.is_set(), job.record.errors
+        assert time.monotonic() < deadline, "the operation never asked for a person"
+        await asyncio.sleep(0.05)
+
+
+def grid_posts(kns: KnsSimulator) -> list[Any]:
+    return [r for r in kns.requests if r.endpoint == "grid" and r.method == "POST"]
+
+
+def filenames(rows: list[Paper]) -> list[str]:
+    return [row.filename for row in rows]
+
+
+TOPIC = {
+    "op": "and",
+    "items": [{"field": "subject", "value": "研究"}, {"op": "not", "items": [{"field": "title", "value": "违约金"}]}],
+}
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_template_capture_and_three_pages_with_cursor_years_and_sort(env: Env, kns: KnsSimulator) -> None:
+    query = GridQuery(compile_expression(TOPIC), year_from=2020, year_to=2024, sort="date_desc")
+    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    assert job.record.status == "completed", job.record.errors
+    first = job.record.result
+
+    async def pages(op: OperationContext) -> list[Any]:
+        return [await env.site.grid(op, query, page) for page in (2, 3)]
+
+    job = await run(env, pages)
+    assert job.record.status == "completed", job.record.errors
+    posts = grid_posts(kns)
+    # the page's own click captured the template (anchor typed, 20 rows); then our three POSTs
+    assert json.loads(posts[0].form["QueryJson"])["QNode"]["QGroup"][0]["ChildItems"][0]["Items"][0]["Value"] == "研究"
+    ours = posts[1:]
+    assert [p.form["pageNum"] for p in ours] == ["1", "2", "3"]
+    assert all(p.form["sortField"] == "PT" and p.form["sortType"] == "desc" and p.form["pageSize"] == "50" for p in ours)
+    assert all(p.referer == "https://kns.cnki.net/kns8s/AdvSearch" for p in ours)
+    assert "turnpage" not in ours[0].form and ours[0].form["boolSearch"] == "true"
+    assert ours[1].form["turnpage"] and ours[1].form["boolSearch"] == "false" and "CurPage" not in ours[1].form
+    query_json = json.loads(ours[2].form["QueryJson"])
+    assert query_json["SearchFrom"] == 4 and json.loads(ours[0].form["QueryJson"])["SearchFrom"] == 1
+    control = next(g for g in query_json["QNode"]["QGroup"] if g["Key"] == "ControlGroup")
+    date = control["ChildItems"][-1]["Items"][0]
+    assert (date["Field"], date["Operator"], date["Value"], date["Value2"]) == ("PT", 7, "2020-01-01", "2024-12-31")
+    expected = kns.expected(ours[0].form["QueryJson"], "PT")
+    assert 100 < len(expected) <= 150 and all(2020 <= p.year <= 2024 and "违约金" not in p.title for p in expected)
+    rows = first["rows"] + [r for page in job.record.result for r in page["rows"]]
+    assert [r["filename"] for r in rows] == [p.filename for p in expected]
+    assert first["total"] == len(expected) and first["cursor"] and not first["exhausted"]
+    assert job.record.result[-1]["exhausted"]
+    assert env.site.limiter.backoff == 1.0
+
+    # a lost cursor (e.g. after a restart) costs one page-1 request first
+    env.site._cursors.clear()
+    kns.clear_log()
+    job = await run(env, lambda op: env.site.grid(op, query, 2))
+    assert job.record.status == "completed" and job.record.requests == 2
+    assert [p.form["pageNum"] for p in grid_posts(kns)] == ["1", "2"]
+    assert [r["filename"] for r in job.record.result["rows"]] == [p.filename for p in expected[50:100]]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_detail_journal_render_fallback_expiry_and_locate(env: Env, kns: KnsSimulator) -> None:
+    journal_papers = [p for p in kns.corpus.papers if p.doc_type == "期刊" and not p.online_first and p.language == "zh"]
+    sim, rendered, moved = journal_papers[:3]
+    kns.configure(detail_js={rendered.filename})
+
+    def requested(p: Any, locator: str) -> Paper:
+        return Paper(record_ref=f"rec_{p.filename.lower()}", title=p.title, authors=list(p.authors), source=p.source,
+                     locator=locator, document_type="期刊")
+
+    stale = kns.detail_url(moved)
+    kns.expire_locators()
+
+    async def work(op: OperationContext) -> dict[str, Any]:
+        paper = await env.site.detail(op, requested(sim, kns.detail_url(sim)))
+        quality = await env.site.journal(op, paper)
+        late = await env.site.detail(op, requested(rendered, kns.detail_url(rendered)))
+        try:
+            await env.site.detail(op, requested(moved, stale))
+        except CnkiError as exc:
+            expired = exc.code
+        located = await env.site.locate(op, [moved.title, "不存在的题名"])
+        return {"paper": paper, "quality": quality, "late": late, "expired": expired, "located": located}
+
+    job = await run(env, work)
+    assert job.record.status == "completed", job.record.errors
+    result = job.record.result
+    paper = result["paper"]
+    assert paper["record_ref"] == f"rec_{sim.filename.lower()}" and paper["title"] == sim.title
+    assert paper["abstract"] == sim.abstract and paper["keywords"] == sim.keywords
+    assert paper["filename"] == sim.filename and paper["source_url"].startswith("https://navi.cnki.net/knavi/")
+    assert result["quality"]["canonical_title"] == sim.source and result["quality"]["identity_basis"]
+    assert result["late"]["abstract"] == rendered.abstract  # only the rendered tab shows it
+    assert result["expired"] == "LOCATOR_EXPIRED"
+    assert [r["filename"] for r in result["located"][moved.title]] == [moved.filename]
+    assert result["located"]["不存在的题名"] == [] and result["located"][moved.title][0]["locator"] != stale
+    counts = kns.counts
+    assert counts["detail"] == 4 and counts["journal"] == 1  # sim 1, rendered 2 (load + render), stale 1
+    assert json.loads(grid_posts(kns)[-1].form["QueryJson"])["QNode"]["QGroup"][0]["ChildItems"][1]["Items"][0]["Operator"] == "DEFAULT"
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_rate_limit_and_server_errors_back_off_then_succeed(env: Env, kns: KnsSimulator) -> None:
+    kns.fault("grid", "status", status=429, times=2)
+    kns.fault("detail", "status", status=503, times=1)
+    paper = next(p for p in kns.corpus.papers if p.doc_type == "期刊")
+    query = GridQuery(compile_expression({"field": "keywords", "value": "知识图谱", "match": "exact"}))
+
+    async def work(op: OperationContext) -> Any:
+        page = await env.site.grid(op, query, 1)
+        detail = await env.site.detail(op, Paper(title=paper.title, locator=kns.detail_url(paper)))
+        return [len(page.rows), detail.title]
+
+    started = time.monotonic()
+    job = await run(env, work)
+    assert job.record.status == "completed", job.record.errors
+    listed = len(kns.expected(json.loads(grid_posts(kns)[-1].form["QueryJson"])))
+    assert job.record.result == [min(50, listed), paper.title]
+    assert [r.status for r in grid_posts(kns)] == [429, 429, 200]
+    assert time.monotonic() - started >= 2 + 4 + 2  # 2 s and 4 s for the grid, 2 s for the detail page
+    assert env.site.limiter.backoff > 1.0
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("style", ["redirect", "vericode"])
+async def test_grid_captcha_waits_for_a_person_then_completes(env: Env, kns: KnsSimulator, style: str) -> None:
+    kns.captcha("grid", style=style)
+    query = GridQuery(compile_expression({"field": "title", "value": "大语言模型"}), sort="cited_desc")
+    epoch = env.site.epoch
+    job = env.jobs.start("search", kind_budget("metadata"), lambda op: env.site.grid(op, query, 1))
+    await until_awaiting(job)
+    assert "验证" in job.record.message and env.site.human_page(job.record.operation_id) is not None
+    assert env.site.limiter.held
+    kns.solve()
+    await asyncio.wait_for(job.done.wait(), 30)
+    assert job.record.status == "completed", job.record.errors
+    assert job.record.result["rows"] and env.site.epoch == epoch + 1
+    assert not env.site.limiter.held and env.site.human_page() is None
+    if style == "redirect":
+        assert kns.count("verify") >= 1  # the work page went to the verification page
+    assert grid_posts(kns)[-1].status == 200
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_skip_policy_skips_the_challenge(env: Env, kns: KnsSimulator) -> None:
+    kns.captcha("grid")
+    query = GridQuery(compile_expression({"field": "subject", "value": "碳排放"}))
+    job = await run(env, lambda op: env.site.grid(op, query, 1), on_verification="skip")
+    assert job.record.status == "skipped"
+    assert [e.code for e in job.record.errors] == ["VERIFICATION_SKIPPED"]
+    assert not env.site.limiter.held
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_login_wall_on_a_detail_page_is_handed_to_a_person(env: Env, kns: KnsSimulator) -> None:
+    paper = next(p for p in kns.corpus.papers if p.doc_type == "期刊" and p.free is False)
+    kns.fault("detail", "login", times=2)  # the resource load and the rendered tab both meet it
+    job = env.jobs.start("metadata", kind_budget("metadata"),
+                         lambda op: env.site.detail(op, Paper(title=paper.title, locator=kns.detail_url(paper))))
+    await until_awaiting(job)
+    assert "登录" in job.record.message
+    tab = env.site.human_page(job.record.operation_id)
+    assert tab is not None and "login.cnki.net" in tab.url
+    # the person types an account and submits the site's own form
+    await env.site.browser.evaluate(
+        tab, "document.querySelector('#TextBoxUserName').value = 'reader', document.querySelector('#loginForm').submit(), true"
+    )
+    await asyncio.wait_for(job.done.wait(), 30)
+    assert job.record.status == "completed", job.record.errors
+    assert job.record.result["abstract"] == paper.abstract
+    assert kns.scenario.login == "personal"
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_login_polls_the_tabs_and_session_refresh_reads_the_header(env: Env, kns: KnsSimulator) -> None:
+    kns.configure(login="institution", institution_name="华东政法大学")
+    job = await run(env, env.sessions.refresh, kind="session")
+    assert job.record.status == "completed", job.record.errors
+    assert job.record.result == {
+        "personal": "not_observed", "institution": "observed", "institution_evidence": ["华东政法大学"],
+        "permission_scope": "unknown", "evidence_source": "kns_header", "observed_at": job.record.result["observed_at"],
+    }
+    # already logged in: login returns at once without a person
+    job = await run(env, lambda op: env.sessions.login(op), kind="login")
+    assert job.record.status == "completed" and job.record.result["institution"] == "observed"
+    assert env.sessions.cached()["cached"] is True
+
+    kns.configure(login="none")
+    job = env.jobs.start("login", kind_budget("login"), lambda op: env.sessions.login(op))
+    await until_awaiting(job)
+    assert "登录" in job.record.message and env.site.human_page(job.record.operation_id) is not None
+    tab = env.site.human_page(job.record.operation_id)
+    assert tab is not None
+    # the person follows the header's 个人登录 link and logs in; the poll sees the header change
+    await env.site.browser.evaluate(tab, "location.href = document.querySelector('.ecp_header_personal_loginbg').href, true")
+    await env.site.browser.wait_for(tab, "!!document.querySelector('#loginForm')", 10)
+    await env.site.browser.evaluate(tab, "document.querySelector('#loginForm').submit(), true")
+    await asyncio.wait_for(job.done.wait(), 30)
+    assert job.record.status == "completed", job.record.errors
+    assert job.record.result["personal"] == "authenticated" and job.record.result["institution"] == "not_observed"
+    assert env.site.human_page() is None
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_killed_browser_is_unavailable_until_recover(env: Env, kns: KnsSimulator) -> None:
+    browser = env.site.browser
+    generation = browser.connection_generation
+    process = psutil.Process(browser.process_id)
+    for proc in [*process.children(recursive=True), process]:
+        proc.kill()
+    deadline = time.monotonic() + 5
+    while browser.running and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    query = GridQuery(compile_expression({"field": "subject", "value": "碳排放"}))
+    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    assert job.record.status == "partial" and job.record.errors[0].code == "BROWSER_UNAVAILABLE"
+    await env.site.recover()
+    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    assert job.record.status == "completed", job.record.errors
+    assert job.record.result["rows"] and browser.connection_generation == generation + 1
+
+
+# --------------------------------------------------------------------------------------------
+# Through the real MCP client and server (stdio)
+
+
+def _payload(result: Any) -> dict[str, Any]:
+    assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
+    return json.loads(result.content[0].text)
+
+
+def _server(kns: KnsSimulator, data_dir: Path) -> StdioServerParameters:
+    env = {
+        "CNKI_DATA_DIR": str(data_dir),
+        "CNKI_HEADLESS": "1",
+        "CNKI_BROWSER_PATH": _chromium(),
+        "CNKI_BROWSER_ARGS": kns.browser_args,
+        "CNKI_REQUEST_INTERVAL_MS": "10",
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", ""),
+    }
+    return StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=env, cwd=REPO)
+
+
+def _browsers_on(profile: Path) -> list[int]:
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if any(str(profile) in arg for arg in p.info.get("cmdline") or [])
+    ]
+
+
+async def test_login_session_show_and_recover_over_mcp(kns: KnsSimulator, tmp_path: Path) -> None:
+    profile = tmp_path / "browser" / "profile"
+    kns.configure(login="institution", institution_name="华东政法大学")
+    async with Client(_server(kns, tmp_path), read_timeout_seconds=60) as client:
+        assert len((await client.list_tools()).tools) == 13
+        report = _payload(await client.call_tool("diagnostics", {}))
+        assert _payload(await client.call_tool("session_status", {})) == {
+            "personal": "not_observed", "institution": "not_observed", "permission_scope": "unknown",
+            "evidence_source": "not_checked", "cached": True,
+        }
+        assert not report.get("browser", {}).get("running") and _browsers_on(profile) == []
+        assert _payload(await client.call_tool("operation_control", {"action": "show"}))["errors"][0]["code"] == "VERIFICATION_NOT_FOUND"
+
+        login = _payload(await client.call_tool("login", {}))
+        assert login["status"] == "completed" and login["kind"] == "login", login
+        assert login["result"]["institution"] == "observed" and login["result"]["institution_evidence"] == ["华东政法大学"]
+        cached = _payload(await client.call_tool("session_status", {}))
+        assert cached["cached"] is True and cached["institution"] == "observed"
+        report = _payload(await client.call_tool("diagnostics", {}))
+        assert report["browser"]["running"] and report["browser"]["profile_directory"] == str(profile)
+
+        # a person logs in with a personal account while login waits; resume ends the wait
+        kns.configure(login="none")
+        waiting = _payload(await client.call_tool("login", {"force": True}))
+        if waiting["status"] == "running":
+            waiting = _payload(await client.call_tool(
+                "operation_status", {"operation_id": waiting["operation_id"], "wait_seconds": 20}))
+        assert waiting["status"] == "awaiting_user", waiting
+        assert _payload(await client.call_tool("operation_control", {"action": "show"})) == {"status": "shown"}
+        kns.configure(login="personal", personal_name="reader")
+        resumed = _payload(await client.call_tool(
+            "operation_control", {"action": "resume", "operation_id": waiting["operation_id"]}))
+        if resumed["status"] not in ("completed", "failed", "partial"):
+            resumed = _payload(await client.call_tool(
+                "operation_status", {"operation_id": waiting["operation_id"], "wait_seconds": 20}))
+        assert resumed["status"] == "completed", resumed
+        assert resumed["result"]["personal"] == "authenticated"
+
+        fresh = _payload(await client.call_tool("session_status", {"refresh": True}))
+        assert fresh["kind"] == "session" and fresh["result"]["personal"] == "authenticated", fresh
+        assert "cached" not in fresh["result"]
+
+        pid = report["browser"]["process_id"]
+        psutil.Process(pid).kill()
+        await asyncio.sleep(0.5)
+        failed = _payload(await client.call_tool("session_status", {"refresh": True}))
+        assert failed["errors"][0]["code"] == "BROWSER_UNAVAILABLE", failed
+        recovered = _payload(await client.call_tool("operation_control", {"action": "recover"}))
+        assert recovered["status"] == "completed"
+        again = _payload(await client.call_tool("session_status", {"refresh": True}))
+        assert again["status"] == "completed" and again["result"]["personal"] == "authenticated"
+        assert _payload(await client.call_tool("diagnostics", {}))["browser"]["connection_generation"] == 2
+    deadline = time.monotonic() + 10
+    while _browsers_on(profile) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert _browsers_on(profile) == []
