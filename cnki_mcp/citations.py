@@ -138,7 +138,7 @@ def parse_name(raw: str) -> Name:
     if "," in text:
         family, _, given = text.partition(",")
         family, given = family.strip(), given.strip()
-        return Name(family=family, given=given) if family and given else Name(literal=family or given)
+        return Name(family=family, given=given) if family and given else Name(literal=family or given or text)
     parts = text.split(" ")
     if len(parts) == 1:
         return Name(literal=text)
@@ -758,13 +758,30 @@ _TEX_SPECIAL = {
 }
 
 
+_UNPAIRED_BRACES = {"{": "\\textbraceleft{}", "}": "\\textbraceright{}"}
+
+
+def _braces_balanced(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 def tex_escape(text: str) -> str:
-    return "".join(_TEX_SPECIAL.get(char, char) for char in " ".join(text.split()))
+    """Escape TeX specials. BibTeX counts braces even after a backslash, so ``\\{`` is used only
+    when the value's braces pair up; otherwise they become brace-free commands."""
+    text = " ".join(text.split())
+    table = _TEX_SPECIAL if _braces_balanced(text) else {**_TEX_SPECIAL, **_UNPAIRED_BRACES}
+    return "".join(table.get(char, char) for char in text)
 
 
 def _tex_url(text: str) -> str:
-    # url/doi stay verbatim for \url{}; only braces, which would end the field, are percent-encoded.
-    return re.sub(r"\s+", "", text).replace("{", "%7B").replace("}", "%7D")
+    # url/doi stay verbatim for \url{}; braces and backslashes, which would end or break the field,
+    # are percent-encoded (none of them is a valid URL character).
+    return re.sub(r"\s+", "", text).replace("\\", "%5C").replace("{", "%7B").replace("}", "%7D")
 
 
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_:./+-]")
@@ -775,10 +792,15 @@ def _bibtex_keys(papers: list[Paper]) -> list[str]:
     return _unique([_KEY_UNSAFE.sub("_", p.record_ref.strip()) or f"record{i}" for i, p in enumerate(papers, 1)])
 
 
+_BIBTEX_AND = re.compile(r"(?:^|\s)and(?:\s|$)", re.IGNORECASE)
+
+
 def _bibtex_name(name: Name) -> str:
-    # Han names and single-word names are braced so BibTeX never splits them into first/last.
-    if name.literal:
-        return "{" + tex_escape(name.literal) + "}"
+    """"Family, Given" for Western names; Han names, single words and names BibTeX would misread
+    (an extra comma, the word "and") are braced whole so they are never split."""
+    whole = name.literal or (f"{name.family}, {name.given}" if "," in name.given else f"{name.given} {name.family}")
+    if name.literal or "," in whole or _BIBTEX_AND.search(whole):
+        return "{" + tex_escape(whole) + "}"
     return f"{tex_escape(name.family)}, {tex_escape(name.given)}"
 
 

@@ -311,6 +311,17 @@ def test_bibtex_escaping_and_keys() -> None:
     assert "  doi = {10.1/x_y}," in text
 
 
+def test_bibtex_unbalanced_braces_and_awkward_names() -> None:
+    paper = Paper(
+        record_ref="u", title="a{b} c}", authors=["Smith and Sons", "Doe, Jane, Jr.", "Plato"], url="http://x/a\\b"
+    )
+    text = render([paper], "bibtex").text
+    # BibTeX counts braces even after a backslash: unpaired ones must not appear at all.
+    assert "  title = {a\\textbraceleft{}b\\textbraceright{} c\\textbraceright{}}," in text
+    assert "  author = {{Smith and Sons} and {Doe, Jane, Jr.} and {Plato}}," in text
+    assert "  url = {http://x/a%5Cb}," in text
+
+
 # --- RIS and EndNote --------------------------------------------------------------------------
 
 

@@ -6,6 +6,8 @@ record without ER), so every test checks record counts and each record's fields 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 
@@ -14,6 +16,8 @@ import pybtex.database
 import pytest
 import rispy
 from bibtexparser.middlewares import LatexDecodingMiddleware, SeparateCoAuthors
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cnki_mcp import citations
 from cnki_mcp.model import Paper
@@ -175,3 +179,45 @@ def test_citeproc_reads_every_item_and_field() -> None:
             if "author" in fields:
                 fields["author"] = re.sub(r"[ ,]", "", fields["author"].replace("\u2019", "'"))
         assert dumped == expected, item["id"]
+
+
+# --- any record, any format -------------------------------------------------------------------
+
+_TEXT = st.text(
+    alphabet=st.sampled_from(list("abcXYZ 王利明-–'\"{}[]()\\%&_$#~^@=+,;:.!?\n\t") + ["\u2028", "é"]),
+    max_size=30,
+)
+_PAPER = st.builds(
+    Paper,
+    record_ref=st.text(alphabet=st.sampled_from(list("ab1:/ _{}")), min_size=1, max_size=8),
+    title=_TEXT,
+    authors=st.lists(_TEXT, max_size=5),
+    source=_TEXT,
+    year=st.sampled_from([0, 1999, 2024]),
+    publication_date=st.sampled_from(["", "2024-03-15", "2024-13-40", "bad"]),
+    document_type=st.sampled_from(["期刊", "博士", "硕士", "学位论文", "会议", "报纸", "图书", "", "专利"]),
+    volume=_TEXT,
+    issue=st.sampled_from(["", "2", "1-2", "增刊"]),
+    pages=st.sampled_from(["", "5", "5-23", "1205-1213", "e12", "S1-S9"]),
+    doi=_TEXT,
+    url=_TEXT,
+    abstract=_TEXT,
+    keywords=st.lists(_TEXT, max_size=3),
+    online_first=st.booleans(),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_PAPER, min_size=1, max_size=4))
+def test_any_records_render_and_parse_back(papers: list[Paper]) -> None:
+    for fmt in citations.FORMATS:
+        result = citations.render(papers, fmt, "{authors}: {title} ({year})")
+        assert result.count == len(papers)
+    bib = bibtexparser.parse_string(citations.render(papers, "bibtex").text)
+    assert not bib.failed_blocks and len(bib.entries) == len(papers)
+    assert len(pybtex.database.parse_string(citations.render(papers, "bibtex").text, "bibtex").entries) == len(papers)
+    ris = rispy.loads(citations.render(papers, "ris").text)
+    assert len(ris) == len(papers) and all("unknown_tag" not in r for r in ris)
+    rows = list(csv.reader(io.StringIO(citations.render(papers, "csv").text.lstrip("\ufeff"), newline="")))
+    assert len(rows) == len(papers) + 1 and all(len(r) == 9 for r in rows)
+    assert len(json.loads(citations.render(papers, "csl_json").text)) == len(papers)
