@@ -416,6 +416,7 @@ class Research:
         stage: str,
         work: Callable[[Any], Awaitable[None]],
         workers: int | None = None,
+        record_errors: bool = True,
     ) -> CnkiError | None:
         """Run ``work`` over ``items`` in index order; non-fatal errors are recorded, the first fatal returned.
 
@@ -446,7 +447,8 @@ class Research:
                     if error.code == "OPERATION_FAILED":
                         log.exception("%s item failed", stage)
                     if not error.fatal:
-                        op.add_error(error)
+                        if record_errors:
+                            op.add_error(error)
                     elif fatal is None:
                         fatal = error
                         if error.code != "BUDGET_EXHAUSTED":
@@ -586,14 +588,24 @@ class Research:
                 self.store.put_paper(msgspec.structs.replace(latest, quality=evidence))
 
     async def enrich(
-        self, op: OperationContext, refs: Sequence[str], stage: str, *, quality: bool = True, refresh: bool = False
+        self,
+        op: OperationContext,
+        refs: Sequence[str],
+        stage: str,
+        *,
+        quality: bool = True,
+        refresh: bool = False,
+        record_errors: bool = True,
     ) -> CnkiError | None:
-        """Enhance ``refs`` with CNKI_WORKERS workers; returns the fatal error that stopped it, if any."""
+        """Enhance ``refs`` with CNKI_WORKERS workers; returns the fatal error that stopped it, if any.
+
+        ``record_errors=False`` drops per-record failures (export refreshes details best-effort).
+        """
 
         async def one(ref: str) -> None:
             await self.enhance(op, ref, quality=quality, refresh=refresh)
 
-        return await self.parallel(op, refs, stage, one)
+        return await self.parallel(op, refs, stage, one, record_errors=record_errors)
 
     # -- title resolution (get_metadata, export_citations, link_references) --
 
@@ -633,10 +645,10 @@ class Research:
                     failed[title] = _title_problem(error, title)
                 return
             for title in batch:
-                rows = grouped.get(title, [])
-                stored = upsert(self.store, rows)
+                # Two rows of one paper (a repeated listing) merge into one record.
+                stored = list(dict.fromkeys(p.record_ref for p in upsert(self.store, grouped.get(title, []))))
                 if len(stored) == 1:
-                    found[title] = stored[0].record_ref
+                    found[title] = stored[0]
                 elif not stored:
                     failed[title] = CnkiError(
                         "DOCUMENT_NOT_FOUND", f"知网上没有找到题名为《{title}》的文献。", details={"title": title}
@@ -645,7 +657,7 @@ class Research:
                     failed[title] = CnkiError(
                         "IDENTITY_AMBIGUOUS",
                         f"知网上有 {len(stored)} 篇题名为《{title}》的文献，请改用 record_ref 指定。",
-                        details={"title": title, "record_refs": [p.record_ref for p in stored]},
+                        details={"title": title, "record_refs": stored},
                     ).problem()
 
         fatal = await self.parallel(op, batches, "locate", locate, LOCATE_WORKERS)

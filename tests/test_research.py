@@ -424,3 +424,64 @@ async def test_resolve_titles_local_first_then_batches_of_ten(jobs: Jobs, store:
         ("DOCUMENT_NOT_FOUND", "不存在的论文"),
     ]
     assert len(result["problems"][0]["details"]["record_refs"]) == 2
+
+
+async def test_repeated_rows_of_one_paper_resolve_to_it(jobs: Jobs, store: Store) -> None:
+    site = FakeSite()
+    site.extra_papers.append(msgspec.structs.replace(sim_paper(9), record_ref="", cited=3))
+
+    async def work(op: OperationContext) -> Any:
+        refs, problems = await Research(store, site).resolve_titles(op, [sim_paper(9).title, sim_paper(9).title + " "])
+        return {"refs": refs, "problems": len(problems)}
+
+    view = await in_operation(jobs, work)
+    assert view["result"] == {"refs": [sim_paper(9).record_ref], "problems": 0}
+    assert store.data.papers[sim_paper(9).record_ref].cited == 3 and site.counts == Counter({"locate": 1})
+
+
+async def test_best_effort_refresh_drops_record_errors(jobs: Jobs, store: Store) -> None:
+    site = FakeSite()
+    refs = [p.record_ref for p in upsert(store, [sim_paper(i) for i in range(3)])]
+    site.failures["detail"][sim_paper(0).filename] = "ACCESS_DENIED"
+
+    async def work(op: OperationContext) -> Any:
+        fatal = await Research(store, site).enrich(op, refs, "metadata", quality=False, refresh=True, record_errors=False)
+        return fatal is None
+
+    view = await in_operation(jobs, work, kind="export")
+    assert view["status"] == "completed" and view["result"] is True and site.counts == Counter({"detail": 3})
+
+
+class _Ctx:
+    client_supports_sampling = True
+
+    def __init__(self, reply: str | None) -> None:
+        self.reply = reply
+        self.asked: list[tuple[str, str, int]] = []
+
+    async def sample(self, system: str, user: str, max_tokens: int) -> str | None:
+        self.asked.append((system, user, max_tokens))
+        return self.reply
+
+
+@pytest.mark.parametrize(
+    ("reply", "method", "concepts"),
+    [
+        ('[["自动驾驶", "无人驾驶"], ["产品责任"]]', "sampling", [["自动驾驶", "无人驾驶"], ["产品责任"]]),
+        (None, "lexical", [["自动驾驶"], ["产品责任"]]),
+        ("[]", "lexical", [["自动驾驶"], ["产品责任"]]),
+        ('[["' + "长" * 81 + '"]]', "lexical", [["自动驾驶"], ["产品责任"]]),
+    ],
+)
+async def test_planning_at_the_tool_entry(reply: str | None, method: str, concepts: list[list[str]]) -> None:
+    from cnki_mcp import arguments
+    from cnki_mcp.research import plan_search
+
+    args = arguments.parse("search", {"query": "自动驾驶 产品责任"})
+    ctx = _Ctx(reply)
+    plan = await plan_search(args, ctx)
+    assert plan.method == method and plan.concepts == concepts
+    assert bool(plan.warnings) == (method == "lexical")
+    assert len(ctx.asked) == 1 and ctx.asked[0][1:] == ("自动驾驶 产品责任", 1200)
+    explicit = arguments.parse("search", {"query": "x", "concept_groups": [["甲"]]})
+    assert (await plan_search(explicit, ctx)).method == "explicit" and len(ctx.asked) == 1
