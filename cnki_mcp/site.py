@@ -273,7 +273,8 @@ def _human_message(reason: CnkiError) -> str:
 
 
 def _page_problem(page: PageState, url: str) -> CnkiError | None:
-    """The problem a live tab shows, as the code a response would have given."""
+    """The problem a live tab shows, as the code a response would have given (no query in details)."""
+    url = endpoint_url(url)
     if page.state == "challenge":
         return CnkiError("VERIFICATION_REQUIRED", "知网要求人工验证", details={"url": url, "reason": page.reason})
     if page.state == "login":
@@ -294,6 +295,7 @@ class Site:
         self.limiter = limiter
         self.diagnostics_dir = diagnostics_dir
         self.human_timeout = HUMAN_TIMEOUT
+        self.human_poll = HUMAN_POLL
         self._generation = 0
         self._work: Tab | None = None
         self._render: Tab | None = None
@@ -459,7 +461,7 @@ class Site:
                         return value
             if time.monotonic() >= deadline:
                 raise last or CnkiError(
-                    "CONTENT_NOT_READY", "页面未呈现预期内容，不能判定正文不存在或无权限", details={"url": tab.url}
+                    "CONTENT_NOT_READY", "页面未呈现预期内容，不能判定正文不存在或无权限", details={"url": endpoint_url(tab.url)}
                 )
             await asyncio.sleep(PAGE_POLL)
 
@@ -553,10 +555,10 @@ class Site:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise CnkiError(
-                    "VERIFICATION_TIMEOUT", "等待人工验证超过 20 分钟，已停止等待。", details={"url": tab.url}
+                    "VERIFICATION_TIMEOUT", "等待人工验证超过 20 分钟，已停止等待。", details={"url": endpoint_url(tab.url)}
                 )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(resume.wait(), min(HUMAN_POLL, remaining))
+                await asyncio.wait_for(resume.wait(), min(self.human_poll, remaining))
 
     # -- the search template (§2.1) ----------------------------------------------------------
 
@@ -580,18 +582,18 @@ class Site:
         )
         await self.browser.evaluate(tab, _CAPTURE_JS)
         if not await self.browser.evaluate(tab, _js_call(_FILL_JS, anchor)):
-            raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可见的检索输入框。", details={"url": tab.url})
+            raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可见的检索输入框。", details={"url": endpoint_url(tab.url)})
         async with self.request(op):
             clicked = await self.browser.click(tab, "input.btn-search,button.btn-search", 5.0)
         if not clicked:
-            raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可点击的检索按钮。", details={"url": tab.url})
+            raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可点击的检索按钮。", details={"url": endpoint_url(tab.url)})
         try:
             captured = await self.browser.wait_for(tab, "window.__cnkiGridCaptured", CAPTURE_TIMEOUT)
         except CnkiError as exc:
             if exc.code != "CONTENT_NOT_READY":
                 raise
             raise CnkiError(
-                "QUERY_TEMPLATE_UNAVAILABLE", f"{CAPTURE_TIMEOUT:.0f} 秒内没有捕获到检索请求。", details={"url": tab.url}
+                "QUERY_TEMPLATE_UNAVAILABLE", f"{CAPTURE_TIMEOUT:.0f} 秒内没有捕获到检索请求。", details={"url": endpoint_url(tab.url)}
             ) from None
         url = endpoint_url(str(captured.get("url") or ""))
         if not is_site_url(url):
@@ -715,7 +717,7 @@ class Site:
                 tab, _js_call(_SHOW_VERICODE_JS, body, json.dumps(query_json, ensure_ascii=False))
             )
             if not shown:
-                raise CnkiError("VERIFICATION_CONTEXT_UNAVAILABLE", details={"url": response_url})
+                raise CnkiError("VERIFICATION_CONTEXT_UNAVAILABLE", details={"url": endpoint_url(response_url)})
             await self.human_step(op, tab, problem, epoch=epoch)
             return
         # The work page leaves the search page: the template must be captured again afterwards.
@@ -724,7 +726,7 @@ class Site:
             raise CnkiError(
                 "VERIFICATION_CONTEXT_UNAVAILABLE",
                 "知网要求验证，但没有可以显示给你处理的页面。",
-                details={"url": response_url, "reason": problem.code},
+                details={"url": endpoint_url(response_url), "reason": problem.code},
             )
         async with self.request(op):
             await self.browser.navigate(tab, response_url, BOOTSTRAP_TIMEOUT)
