@@ -43,6 +43,12 @@ READER_POLL = 0.2
 CACHE_SECONDS = 30 * 60.0
 CACHE_ENTRIES = 16
 HTML_ENTRY = r"HTML\s*阅读|在线阅读"
+# The reader's slider sits below the text; visibility counts only inside the viewport, so bring it
+# into view before looking (a person needs to see it there too).
+_SHOW_SLIDER_JS = (
+    "(() => { const box = document.querySelector('.read-btn-boxXml');"
+    " if (box) box.scrollIntoView({block: 'center', behavior: 'instant'}); return !!box; })()"
+)
 # Query values that grant access (reader invoices, download order tokens): never shown to clients.
 SECRET_QUERY_KEYS = frozenset({"invoice", "nonce", "token", "access_token", "ticket", "sign", "signature", "id", "v"})
 _SECRET_PARTS = ("token", "invoice", "nonce", "ticket", "sign", "session")
@@ -345,6 +351,7 @@ async def follow_reader(op: OperationContext, site: PageSite, opener: Tab, paper
     while True:
         for tab in await _tabs(site.browser, opener):
             try:
+                await site.browser.evaluate(tab, _SHOW_SLIDER_JS, 2.0)
                 seen = await site.observe(tab)
             except CnkiError as exc:
                 if exc.code == "BROWSER_UNAVAILABLE" and not site.browser.running:
