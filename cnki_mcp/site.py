@@ -361,6 +361,18 @@ class Site:
             assert self._render is not None
             return self._render
 
+    async def _site_tab(self, op: OperationContext) -> Tab:
+        """The work tab on a CNKI page, so resource loads carry the site's first-party cookies."""
+        tab = await self._work_tab()
+        if is_site_url(tab.url):
+            return tab
+        async with self._template_lock:  # never navigate while a template capture drives the page
+            tab = await self._work_tab()
+            if not is_site_url(tab.url):
+                async with self.request(op):
+                    await self.browser.navigate(tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
+            return tab
+
     def _transport_broken(self, exc: CnkiError) -> bool:
         """A failed CDP call while the browser process itself still runs: new tabs may fix it."""
         return exc.code == "BROWSER_UNAVAILABLE" and self.browser.running
@@ -629,8 +641,8 @@ class Site:
         for attempt in range(GRID_ATTEMPTS):
             epoch = self._epoch
             try:
+                tab = await self._work_tab()  # first: a replaced work tab drops the template
                 template = await self._ensure_template(op, anchor)
-                tab = await self._work_tab()
                 query_json = rewrite_query_json(
                     template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page
                 )
@@ -765,7 +777,7 @@ class Site:
         recovered = False
         for _attempt in range(RESOURCE_ATTEMPTS):
             try:
-                tab = await self._work_tab()
+                tab = await self._site_tab(op)
                 async with self.request(op):
                     result = await self.browser.load_resource(tab, url)
             except CnkiError as exc:

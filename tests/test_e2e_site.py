@@ -184,6 +184,18 @@ async def test_detail_journal_render_fallback_expiry_and_locate(env: Env, kns: K
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_a_detail_read_first_puts_the_work_tab_on_cnki(env: Env, kns: KnsSimulator) -> None:
+    site = Site(env.site.browser, Limiter(interval_ms=10), env.store.diagnostics_dir)  # a fresh work tab
+    kns.configure(login="institution")
+    paper = next(p for p in kns.corpus.papers if p.doc_type == "硕士")
+    job = await run(env, lambda op: site.detail(op, Paper(title=paper.title, locator=kns.detail_url(paper))))
+    assert job.record.status == "completed", job.record.errors
+    assert job.record.result["title"] == paper.title and job.record.requests == 2
+    assert [r.endpoint for r in kns.requests] == ["search", "detail"]
+    assert kns.requests[1].headers.get("Sec-Fetch-Mode") != "navigate"  # read without rendering
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_rate_limit_and_server_errors_back_off_then_succeed(env: Env, kns: KnsSimulator) -> None:
     kns.fault("grid", "status", status=429, times=2)
     kns.fault("detail", "status", status=503, times=1)
