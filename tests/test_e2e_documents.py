@@ -144,7 +144,8 @@ def error_code(reply: dict[str, Any]) -> str:
 
 async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
     full, trial, slider, no_entry = journal_papers(sim, 4)
-    refs = seed(isolated_data_dir, sim, [full, trial, slider, no_entry])
+    refs = seed(isolated_data_dir, sim, [full, slider, no_entry])
+    refs.insert(1, "")  # the trial paper is not stored: it is found on CNKI by its exact title
     sim.missing[no_entry.filename] = {"html"}
     async with serve(isolated_data_dir, sim) as session:
         # A full article, whole: the lazily loaded sections are waited for.
@@ -184,13 +185,17 @@ async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
 
         # A trial reader is reported as trial and read again next time.
         sim.configure(reader="trial")
-        first = await session.finish(await session.call("read_online_html", record_ref=refs[1]))
+        first = await session.finish(await session.call("read_online_html", title=trial.title))
         assert first["status"] == "completed", first
+        assert first["result"]["title"] == trial.title and first["result"]["record_ref"].startswith("rec_")
         assert first["result"]["trial"] is True and first["result"]["complete_article"] is False
         assert first["result"]["coverage"]["scope"] == "trial"
-        again = await session.finish(await session.call("read_online_html", record_ref=refs[1]))
+        located = sim.count("grid")
+        assert located >= 1
+        again = await session.finish(await session.call("read_online_html", title=trial.title))
         assert again["operation_id"] != first["operation_id"] and again["result"]["trial"] is True
-        assert sim.count("detail") == 3
+        assert again["result"]["record_ref"] == first["result"]["record_ref"]
+        assert sim.count("detail") == 3 and sim.count("grid") == located  # the second call knew the record
 
         # The reader's slider goes to the person; the read goes on once it is solved.
         sim.configure(reader="full", reader_slider=True)
@@ -201,9 +206,11 @@ async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
         assert solved["status"] == "completed", solved
         assert solved["result"]["complete_article"] is None and slider.sections[-1].title in solved["result"]["text"]
 
-        # No reader entry on the detail page.
+        # No reader entry on the detail page (reached again by title after its stored link expired).
+        sim.expire_locators()
         none = await session.finish(await session.call("read_online_html", record_ref=refs[3]))
-        assert none["status"] == "failed" and error_code(none) == "HTML_ENTRY_NOT_FOUND"
+        assert none["status"] == "failed" and error_code(none) == "HTML_ENTRY_NOT_FOUND", none
+        assert sim.count("grid") == located + 1
         assert "download_paper" in none["errors"][0]["message"]
 
 
@@ -259,8 +266,13 @@ async def test_downloading(sim: EntrySimulator, isolated_data_dir: Path, tmp_pat
         slow = await session.finish(await session.call("download_paper", record_ref=refs[4], wait_seconds=1))
         assert error_code(slow) == "SIDE_EFFECT_UNCERTAIN" and slow["errors"][0]["retryable"], slow
         clicks = sim.count("download")
-        await asyncio.sleep(4)
-        found = await session.call("download_paper", record_ref=refs[4], wait_seconds=1)
+        for _ in range(20):  # the file arrives about 3 s after the click; until then the click stays uncertain
+            reply = await session.client.call_tool("download_paper", {"record_ref": refs[4], "wait_seconds": 1})
+            found = payload(reply)
+            if not reply.is_error:
+                break
+            assert found["errors"][0]["code"] == "SIDE_EFFECT_UNCERTAIN"
+            await asyncio.sleep(0.5)
         assert found["status"] == "completed" and found["requests"] == 0, found
         assert found["result"]["sha256"] == hashlib.sha256(pages.pdf_bytes(late)).hexdigest()
         assert sim.count("download") == clicks
