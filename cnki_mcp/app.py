@@ -21,6 +21,8 @@ import psutil
 
 from cnki_mcp import __version__, arguments, research, settings
 from cnki_mcp.browser import Browser
+from cnki_mcp.documents import Reader, local_ref, resolve_paper
+from cnki_mcp.download import DownloadRequest, Downloads, check_target, prior
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
 from cnki_mcp.limiter import Limiter
@@ -38,8 +40,6 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 # Tools whose CNKI side is not part of this build yet: they are listed and validated, and answer
 # a clear failed error instead of a result.
 NOT_YET_AVAILABLE = {
-    "read_online_html": "HTML 正文阅读",
-    "download_paper": "论文下载",
     "export_citations": "导出参考文献",
 }
 
@@ -65,6 +65,8 @@ class App:
         self._browser: Browser | None = None
         self._site: Site | None = None
         self._sessions: Sessions | None = None
+        self._reader = Reader()  # HTML full texts, in memory only
+        self._downloads = Downloads()
         self._handlers: dict[str, Handler] = {
             "diagnostics": self.diagnostics,
             "operation_status": self.operation_status,
@@ -76,6 +78,8 @@ class App:
             "link_references": self.link_references,
             "structured_search": self.structured_search,
             "search": self.search,
+            "read_online_html": self.read_online_html,
+            "download_paper": self.download_paper,
         }
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -288,6 +292,46 @@ class App:
             )
         text, references = render(args.text, spans, lookup)
         return {"status": "completed", "text": text, "references": msgspec.to_builtins(references)}
+
+    async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> dict[str, Any]:
+        store = await self.store()
+        ref = local_ref(store, args.record_ref, args.title)
+        page = {"section": args.section, "offset": args.offset, "max_characters": args.max_characters}
+        hit = self._reader.cached(ref, **page) if ref else None
+        if hit is not None:
+            return hit
+
+        async def work(op: OperationContext) -> dict[str, Any]:
+            site = self.site()
+            paper = await resolve_paper(op, store, site, ref, args.title)
+            return await self._reader.read(op, store, site, paper, **page)
+
+        jobs = await self.jobs()
+        job = jobs.start("read", kind_budget("read", args.on_verification), work)
+        return await jobs.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
+
+    async def download_paper(self, args: arguments.DownloadPaperArgs, ctx: Any) -> dict[str, Any]:
+        store = await self.store()
+        ref = local_ref(store, args.record_ref, args.title)
+        request = DownloadRequest(
+            format=args.format, filename=args.filename, subdirectory=args.subdirectory,
+            wait_seconds=args.wait_seconds, retry=args.retry,
+        )
+        title = store.data.papers[ref].title if ref else ""
+        if ref:
+            earlier = await prior(store, ref, args.format, args.retry)
+            if earlier is not None:
+                return earlier
+        await asyncio.to_thread(check_target, store.downloads_dir, request, title, ref)
+
+        async def work(op: OperationContext) -> dict[str, Any]:
+            site = self.site()
+            paper = await resolve_paper(op, store, site, ref, args.title)
+            return await self._downloads.download(op, store, site, paper, request)
+
+        jobs = await self.jobs()
+        job = jobs.start("download", kind_budget("download", args.on_verification), work)
+        return await jobs.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
 
     # --- helpers --------------------------------------------------------------------------
 
