@@ -315,19 +315,23 @@ class Site:
         """Number of finished human steps; a caller that saw a challenge under an older epoch just retries."""
         return self._epoch
 
-    @property
-    def template_captured(self) -> bool:
-        return self._template is not None
-
     def drop_pages(self) -> None:
         """Forget the work and render tabs and the template (recover, new browser generation)."""
         self._work = None
         self._render = None
         self._template = None
 
+    async def _reset_tabs(self) -> None:
+        """Drop the cached tabs and close them if the browser still has them."""
+        tabs = [tab for tab in (self._work, self._render) if tab is not None]
+        self.drop_pages()
+        for tab in tabs:
+            with contextlib.suppress(CnkiError):
+                await self.browser.close_tab(tab)
+
     async def recover(self) -> None:
         """``operation_control recover``: drop cached pages; reset the browser if it does not answer in 2 s."""
-        self.drop_pages()
+        await self._reset_tabs()
         if not await self.browser.probe(2.0):
             await self.browser.reset()
 
@@ -453,11 +457,12 @@ class Site:
         deadline = time.monotonic() + timeout
         last: CnkiError | None = None
         while True:
+            epoch = self._epoch
             seen = await self.observe(tab, condition)
             if seen is not None and seen.ready:
                 problem = _page_problem(seen.page, seen.url)
                 if problem is not None and problem.code in _CHALLENGE_CODES:
-                    await self.human_step(op, tab, problem)
+                    await self.human_step(op, tab, problem, epoch=epoch)
                     deadline = time.monotonic() + timeout
                     continue
                 if problem is not None:
@@ -663,7 +668,7 @@ class Site:
             except CnkiError as exc:
                 if self._transport_broken(exc) and not recovered:
                     recovered = True
-                    self.drop_pages()
+                    await self._reset_tabs()
                     last = exc
                     continue
                 raise
@@ -783,7 +788,7 @@ class Site:
             except CnkiError as exc:
                 if self._transport_broken(exc) and not recovered:
                     recovered = True
-                    self.drop_pages()
+                    await self._reset_tabs()
                     continue
                 if exc.code == "RESOURCE_FAILED":
                     break
