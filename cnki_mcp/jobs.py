@@ -132,9 +132,18 @@ class OperationContext:
         self._jobs._touch(self._job)
 
     def checkpoint(self, state: Any) -> None:
-        """Keep the resumable state of a search in the stored record (flushed within 2 s)."""
+        """Keep the resumable state of a search in the stored record (flushed within 2 s).
+
+        The active time goes with it, so a search continued after a crash keeps its time budget.
+        """
         self._job.record.checkpoint = msgspec.to_builtins(state)
+        self._job.record.active_seconds = round(self._job.active_seconds(), 1)
         self._jobs._touch(self._job)
+
+    @property
+    def errors(self) -> list[Problem]:
+        """Problems recorded so far (per-record failures, failed channels)."""
+        return list(self._job.record.errors)
 
     @property
     def restored_checkpoint(self) -> Any:
@@ -233,7 +242,11 @@ class Jobs:
                 job.paused_total += time.monotonic() - job.pause_started
                 job.pause_started = None
         if result is not None:
-            record.result = msgspec.to_builtins(result)
+            try:
+                record.result = msgspec.to_builtins(result)
+            except (TypeError, ValueError) as exc:  # a result we cannot store must not strand waiters
+                log.exception("operation %s returned an unstorable result", record.operation_id)
+                result, failure = None, CnkiError("OPERATION_FAILED", f"任务结果无法保存：{exc}")
         if cancelled or job.cancel_requested and failure is None and result is None:
             record.status = "cancelled"
         elif failure is not None:

@@ -263,3 +263,25 @@ async def test_progress_is_forwarded_while_waiting(jobs: Jobs) -> None:
     values = [p for p, _ in seen]
     assert values == sorted(values) and len(set(values)) == len(values)
     assert any(m and "metadata" in m for _, m in seen)
+
+
+async def test_unstorable_result_fails_the_operation_instead_of_hanging(jobs: Jobs) -> None:
+    async def work(ctx: OperationContext) -> object:
+        return {"bad": object()}
+
+    view = await jobs.wait(jobs.start("metadata", kind_budget("metadata"), work), 5)
+    assert view["status"] == "failed" and view["errors"][-1]["code"] == "OPERATION_FAILED"
+
+
+async def test_checkpoint_carries_active_time_and_errors_are_readable(jobs: Jobs) -> None:
+    async def work(ctx: OperationContext) -> list[str]:
+        await asyncio.sleep(0.2)
+        ctx.add_error(Problem(code="DOCUMENT_NOT_FOUND", message="x"))
+        ctx.checkpoint({"phase": 1})
+        return [p.code for p in ctx.errors]
+
+    job = jobs.start("search", Budget(max_requests=5, timeout_seconds=60), work)
+    view = await jobs.wait(job, 5)
+    assert view["result"] == ["DOCUMENT_NOT_FOUND"]
+    assert job.record.checkpoint == {"phase": 1}
+    assert job.record.active_seconds >= 0.2
