@@ -436,7 +436,7 @@ class Site:
             complete=bool(data.get("complete")),
             pending=bool(data.get("pending")),
             condition=bool(data.get("condition")),
-            page=inspect_live_page(html, url),
+            page=await asyncio.to_thread(inspect_live_page, html, url),
         )
 
     async def wait_page(
@@ -690,7 +690,8 @@ class Site:
                     continue
                 raise problem
             try:
-                parsed = parse_grid(result.text, result.url)
+                # A 50-row page takes tens of milliseconds to parse: keep the event loop free meanwhile.
+                parsed = await asyncio.to_thread(parse_grid, result.text, result.url)
             except CnkiError as exc:
                 if exc.code == "SITE_TEMPORARILY_EMPTY" and not retried_empty:
                     retried_empty = True
@@ -803,7 +804,7 @@ class Site:
                     break
                 raise problem
             try:
-                value = parse(result.text, url)
+                value = await asyncio.to_thread(parse, result.text, url)
             except CnkiError as exc:
                 if exc.code in _IDENTITY_CODES or exc.code == "RESPONSE_TOO_LARGE":
                     raise

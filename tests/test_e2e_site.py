@@ -238,6 +238,19 @@ async def test_grid_captcha_waits_for_a_person_then_completes(env: Env, kns: Kns
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_a_challenge_that_keeps_coming_back_stops_after_four_attempts(env: Env, kns: KnsSimulator) -> None:
+    kns.captcha("grid", style="vericode")
+    query = GridQuery(compile_expression({"field": "keywords", "value": "幻觉"}))
+    job = env.jobs.start("metadata", kind_budget("metadata"), lambda op: env.site.grid(op, query, 1))
+    for _ in range(3):  # the person says "done" three times, the site asks again each time
+        await until_awaiting(job)
+        await env.jobs.resume(job.record.operation_id)
+    await asyncio.wait_for(job.done.wait(), 30)
+    assert [e.code for e in job.record.errors] == ["VERIFICATION_REPEATED"]
+    assert not env.site.limiter.held
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_skip_policy_skips_the_challenge(env: Env, kns: KnsSimulator) -> None:
     kns.captcha("grid")
     query = GridQuery(compile_expression({"field": "subject", "value": "碳排放"}))
