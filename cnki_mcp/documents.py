@@ -29,7 +29,6 @@ from cnki_mcp.model import Paper, Section
 from cnki_mcp.parse import ReaderDocument, classify_response, parse_detail, parse_reader, public_url
 from cnki_mcp.research import Research, titles_in_store
 from cnki_mcp.site import bind_detail
-from cnki_mcp.text import title_key
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +51,7 @@ _SHOW_SLIDER_JS = (
 # Query values that grant access (reader invoices, download order tokens): never shown to clients.
 SECRET_QUERY_KEYS = frozenset({"invoice", "nonce", "token", "access_token", "ticket", "sign", "signature", "id", "v"})
 _SECRET_PARTS = ("token", "invoice", "nonce", "ticket", "sign", "session")
+_URL_STARTS = ("http://", "https://", "//")
 
 
 class PageSite(Protocol):
@@ -67,7 +67,9 @@ class PageSite(Protocol):
         self, op: OperationContext, tab: Tab, accept: Callable[[Any], Any], timeout: float, *, condition: str = "true"
     ) -> Any: ...
 
-    async def human_step(self, op: OperationContext, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None: ...
+    async def human_step(
+        self, op: OperationContext, tab: Tab, reason: CnkiError, *, epoch: int | None = None
+    ) -> None: ...
 
     async def locate(self, op: OperationContext, titles: list[str]) -> dict[str, list[Paper]]: ...
 
@@ -97,7 +99,7 @@ def scrubbed(error: CnkiError) -> CnkiError:
     details = error.details
     if isinstance(details, dict):
         error.details = {
-            key: scrub_url(value) if isinstance(value, str) and value.startswith(("http://", "https://", "//")) else value
+            key: scrub_url(value) if isinstance(value, str) and value.startswith(_URL_STARTS) else value
             for key, value in details.items()
         }
     return error
@@ -236,7 +238,9 @@ async def open_detail_tab(op: OperationContext, site: PageSite, paper: Paper) ->
     """
     locator = paper.locator or paper.url
     if not locator:
-        raise CnkiError("SOURCE_LOCATOR_MISSING", f"本地记录没有《{paper.title}》的知网链接。", details={"record_ref": paper.record_ref})
+        raise CnkiError(
+            "SOURCE_LOCATOR_MISSING", f"本地记录没有《{paper.title}》的知网链接。", details={"record_ref": paper.record_ref}
+        )
     browser = site.browser
     tab = await browser.new_tab()
     try:
@@ -301,7 +305,11 @@ def local_ref(store: Any, record_ref: str, title: str) -> str:
     """
     if record_ref:
         if record_ref not in store.data.papers:
-            raise CnkiError("RECORD_NOT_FOUND", f"本地没有记录 {record_ref}；请先用 search 或 get_metadata 取得。", details={"record_ref": record_ref})
+            raise CnkiError(
+                "RECORD_NOT_FOUND",
+                f"本地没有记录 {record_ref}；请先用 search 或 get_metadata 取得。",
+                details={"record_ref": record_ref},
+            )
         return record_ref
     matches = titles_in_store(store, title)
     return matches[0] if len(matches) == 1 else ""
@@ -361,7 +369,8 @@ async def follow_reader(op: OperationContext, site: PageSite, opener: Tab, paper
                 continue
             if seen.page.state in ("challenge", "login"):
                 code = "VERIFICATION_REQUIRED" if seen.page.state == "challenge" else "LOGIN_REQUIRED"
-                await site.human_step(op, tab, CnkiError(code, details={"url": scrub_url(seen.url), "reason": seen.page.reason}))
+                reason = CnkiError(code, details={"url": scrub_url(seen.url), "reason": seen.page.reason})
+                await site.human_step(op, tab, reason)
                 deadline = time.monotonic() + READER_WAIT
                 break
             if seen.page.state == "denied":

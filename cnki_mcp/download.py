@@ -296,7 +296,8 @@ class Downloads:
         browser = site.browser
         op.stage("detail")
         tab, bound = await open_detail(op, store, site, paper)
-        keep_popups = False
+        incoming: Path | None = None
+        key = ""
         try:
             await settle(site, tab)
             offered = str(await browser.evaluate(tab, _ENTRY_TEXTS_JS) or "")
@@ -310,7 +311,10 @@ class Downloads:
                     f"详情页没有可确认的 {wanted}下载入口；未点击。",
                     details={"record_ref": paper.record_ref, "format": request.format},
                 )
-            name = check_filename(request.filename, fmt) if request.filename else default_filename(bound.title, paper.record_ref, fmt)
+            if request.filename:
+                name = check_filename(request.filename, fmt)
+            else:
+                name = default_filename(bound.title, paper.record_ref, fmt)
             folder = await asyncio.to_thread(safe_folder, store.downloads_dir, request.subdirectory or None)
             if os.path.lexists(folder / name):
                 raise CnkiError("FILE_EXISTS", f"目标文件 {folder / name} 已存在，未点击下载。", details={"path": str(folder / name)})
@@ -337,20 +341,22 @@ class Downloads:
             try:
                 async with site.request(op):
                     clicked = await browser.click(tab, "a", ENTRY_WAIT, text=ENTRIES[fmt])
-            except CnkiError:
-                _forget(store, key, previous)
+            except CnkiError as exc:
+                if exc.code != "BROWSER_UNAVAILABLE":  # a lost browser may have clicked after all
+                    _forget(store, key, previous)
                 raise
             if not clicked:
                 _forget(store, key, previous)
                 raise CnkiError("DOWNLOAD_ENTRY_NOT_FOUND", "下载入口在点击前消失了；未点击。", details={"format": fmt})
             op.stage("waiting_for_download")
-            try:
-                return await self._await_file(op, store, site, tab, key, artifact, previous, request.wait_seconds)
-            except CnkiError as exc:
-                keep_popups = exc.code == "SIDE_EFFECT_UNCERTAIN"  # closing them could stop a transfer in flight
-                raise
+            return await self._await_file(op, store, site, tab, key, artifact, previous, request.wait_seconds)
         finally:
-            await browser.close_tab(tab, with_popups=not keep_popups)
+            pending = store.data.artifacts.get(key) if key else None
+            uncertain = pending is not None and pending.state == "clicked" and pending.incoming == str(incoming)
+            # While the click's outcome is open, its popups may still carry the transfer: leave them.
+            await browser.close_tab(tab, with_popups=not uncertain)
+            if incoming is not None and not uncertain:
+                _remove_empty(incoming)  # nothing can arrive there any more
 
     async def _await_file(
         self,

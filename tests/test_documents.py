@@ -33,13 +33,16 @@ READER_HTML = """<html><head><meta name="citation_title" content="数据治理�
 
 
 def document(**coverage: object) -> ReaderDocument:
-    doc = parse_reader(READER_HTML, url="https://kns.cnki.net/nzkhtml/xmlRead/xml.html?invoice=x", expected_title="数据治理研究")
+    url = "https://kns.cnki.net/nzkhtml/xmlRead/xml.html?invoice=x"
+    doc = parse_reader(READER_HTML, url=url, expected_title="数据治理研究")
     if coverage:
         doc.coverage = ReaderCoverage(**{**{"scope": "unknown"}, **coverage})  # type: ignore[arg-type]
     return doc
 
 
-PAPER = Paper(record_ref="rec_0123456789abcdef01234567", title="数据治理研究", url="https://kns.cnki.net/kcms2/article/abstract?v=abc")
+PAPER = Paper(
+    record_ref="rec_0123456789abcdef01234567", title="数据治理研究", url="https://kns.cnki.net/kcms2/article/abstract?v=abc"
+)
 
 
 def test_page_of_counts_code_points_and_ends_with_none() -> None:

@@ -165,7 +165,8 @@ async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
 
         # By section (case and spacing ignored, sub-sections included) and by pages: from the cache.
         third = next(s for s in full.sections if s.title.startswith("三"))
-        part = await session.call("read_online_html", record_ref=refs[0], section=f"  {third.title[:2]} {third.title[2:]} ")
+        spaced = f"  {third.title[:2]} {third.title[2:]} "
+        part = await session.call("read_online_html", record_ref=refs[0], section=spaced)
         assert part["source"] == "cache" and part["requests"] == 0
         chosen = part["result"]["section"]
         assert part["result"]["text"] == text[chosen["offset"] : chosen["offset"] + chosen["length"]]
@@ -301,4 +302,5 @@ async def test_downloading(sim: EntrySimulator, isolated_data_dir: Path, tmp_pat
         assert existing.read_bytes() == b"mine"
         assert len(sim.requests) == requests
     assert list(outside.iterdir()) == []
+    assert list((isolated_data_dir / "incoming").iterdir()) == []  # no transfer folder left behind
     assert not (isolated_data_dir / "escape.pdf").exists() and not (tmp_path / "escape.pdf").exists()
