@@ -29,6 +29,7 @@ from cnki_mcp.model import Paper, Section
 from cnki_mcp.parse import ReaderDocument, classify_response, parse_detail, parse_reader, public_url
 from cnki_mcp.research import Research, titles_in_store
 from cnki_mcp.site import bind_detail
+from cnki_mcp.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -278,12 +279,12 @@ async def settle(site: PageSite, tab: Tab) -> None:
     log.debug("page did not settle within %.0f s; going on", SETTLE_LIMIT)
 
 
-async def relocated(op: OperationContext, store: Any, site: PageSite, paper: Paper) -> Paper:
+async def relocated(op: OperationContext, store: Store, site: PageSite, paper: Paper) -> Paper:
     """The record with a fresh locator, found again by its exact title (one grid request)."""
     return await Research(store, site).relocate(op, paper)  # type: ignore[arg-type]
 
 
-async def open_detail(op: OperationContext, store: Any, site: PageSite, paper: Paper) -> tuple[Tab, Paper]:
+async def open_detail(op: OperationContext, store: Store, site: PageSite, paper: Paper) -> tuple[Tab, Paper]:
     """``open_detail_tab``, retried once with a relocated link when the stored one has expired."""
     try:
         return await open_detail_tab(op, site, paper)
@@ -298,7 +299,7 @@ async def open_detail(op: OperationContext, store: Any, site: PageSite, paper: P
 # Which record
 
 
-def local_ref(store: Any, record_ref: str, title: str) -> str:
+def local_ref(store: Store, record_ref: str, title: str) -> str:
     """The record a call names when it is known without CNKI: the ref, or a unique stored title.
 
     RECORD_NOT_FOUND for an unknown ref; "" when the title has to be located on CNKI.
@@ -315,7 +316,7 @@ def local_ref(store: Any, record_ref: str, title: str) -> str:
     return matches[0] if len(matches) == 1 else ""
 
 
-async def resolve_paper(op: OperationContext, store: Any, site: PageSite, record_ref: str, title: str) -> Paper:
+async def resolve_paper(op: OperationContext, store: Store, site: PageSite, record_ref: str, title: str) -> Paper:
     """The stored record for a ref, or for a full title (local unique match, else CNKI by exact title)."""
     if not record_ref:
         op.stage("locate")
@@ -395,7 +396,7 @@ async def follow_reader(op: OperationContext, site: PageSite, opener: Tab, paper
         await asyncio.sleep(READER_POLL)
 
 
-async def read_document(op: OperationContext, store: Any, site: PageSite, paper: Paper) -> tuple[Paper, ReaderDocument]:
+async def read_document(op: OperationContext, store: Store, site: PageSite, paper: Paper) -> tuple[Paper, ReaderDocument]:
     """Detail page → 「HTML阅读」 → reader text (one click); the tabs are closed afterwards."""
     op.stage("detail")
     tab, bound = await open_detail(op, store, site, paper)
@@ -446,7 +447,7 @@ class Reader:
     async def read(
         self,
         op: OperationContext,
-        store: Any,
+        store: Store,
         site: PageSite,
         paper: Paper,
         *,
