@@ -196,6 +196,19 @@ async def test_a_detail_read_first_puts_the_work_tab_on_cnki(env: Env, kns: KnsS
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_a_broken_grid_answer_is_reported_and_saved_for_diagnosis(env: Env, kns: KnsSimulator) -> None:
+    query = GridQuery(compile_expression({"field": "keywords", "value": "碳排放", "match": "exact"}))
+    assert (await run(env, lambda op: env.site.grid(op, query, 1))).record.status == "completed"
+    kns.fault("grid", "truncate", fraction=0.01, times=1)
+    before = set(env.store.diagnostics_dir.glob("grid-*.html"))
+    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    assert [e.code for e in job.record.errors] == ["PARSER_UNSUPPORTED"]
+    saved = set(env.store.diagnostics_dir.glob("grid-*.html")) - before
+    assert len(saved) == 1
+    assert "url=https://kns.cnki.net/kns8s/brief/grid" in saved.pop().read_text(encoding="utf-8")
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_rate_limit_and_server_errors_back_off_then_succeed(env: Env, kns: KnsSimulator) -> None:
     kns.fault("grid", "status", status=429, times=2)
     kns.fault("detail", "status", status=503, times=1)
