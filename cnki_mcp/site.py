@@ -139,7 +139,10 @@ _CAPTURE_JS = r"""
     } catch (e) {}
   };
   const open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
-  XMLHttpRequest.prototype.open = function (method, url) { this.__cnkiRequest = [method, url]; return open.apply(this, arguments); };
+  XMLHttpRequest.prototype.open = function (method, url) {
+    this.__cnkiRequest = [method, url];
+    return open.apply(this, arguments);
+  };
   XMLHttpRequest.prototype.send = function (body) {
     if (this.__cnkiRequest) keep(this.__cnkiRequest[1], this.__cnkiRequest[0], body);
     return send.apply(this, arguments);
@@ -478,7 +481,9 @@ class Site:
                         return value
             if time.monotonic() >= deadline:
                 raise last or CnkiError(
-                    "CONTENT_NOT_READY", "页面未呈现预期内容，不能判定正文不存在或无权限", details={"url": endpoint_url(tab.url)}
+                    "CONTENT_NOT_READY",
+                    "页面未呈现预期内容，不能判定正文不存在或无权限",
+                    details={"url": endpoint_url(tab.url)},
                 )
             await asyncio.sleep(PAGE_POLL)
 
@@ -598,19 +603,20 @@ class Site:
             op, tab, lambda seen: True if seen.condition else None, BOOTSTRAP_TIMEOUT, condition=_READY_JS
         )
         await self.browser.evaluate(tab, _CAPTURE_JS)
+        where = {"url": endpoint_url(tab.url)}
         if not await self.browser.evaluate(tab, _js_call(_FILL_JS, anchor)):
-            raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可见的检索输入框。", details={"url": endpoint_url(tab.url)})
+            raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可见的检索输入框。", details=where)
         async with self.request(op):
             clicked = await self.browser.click(tab, "input.btn-search,button.btn-search", 5.0)
         if not clicked:
-            raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可点击的检索按钮。", details={"url": endpoint_url(tab.url)})
+            raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可点击的检索按钮。", details=where)
         try:
             captured = await self.browser.wait_for(tab, "window.__cnkiGridCaptured", CAPTURE_TIMEOUT)
         except CnkiError as exc:
             if exc.code != "CONTENT_NOT_READY":
                 raise
             raise CnkiError(
-                "QUERY_TEMPLATE_UNAVAILABLE", f"{CAPTURE_TIMEOUT:.0f} 秒内没有捕获到检索请求。", details={"url": endpoint_url(tab.url)}
+                "QUERY_TEMPLATE_UNAVAILABLE", f"{CAPTURE_TIMEOUT:.0f} 秒内没有捕获到检索请求。", details=where
             ) from None
         url = endpoint_url(str(captured.get("url") or ""))
         if not is_site_url(url):
@@ -651,9 +657,8 @@ class Site:
                 query_json = rewrite_query_json(
                     template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page
                 )
-                form = grid_form(
-                    template.form, query_json, page=page, sort=query.sort, cursor=self._cursors.get(key, "") if page > 1 else ""
-                )
+                cursor = self._cursors.get(key, "") if page > 1 else ""
+                form = grid_form(template.form, query_json, page=page, sort=query.sort, cursor=cursor)
                 async with self.request(op):
                     result = await self.browser.fetch_in_page(
                         tab,
