@@ -678,7 +678,7 @@ class Site:
                     continue
                 raise
             problem = classify_response(result.status, result.url, result.text)
-            if problem is not None:
+            if problem is not None and problem.code != "SITE_TEMPORARILY_EMPTY":  # the parser tells which kind
                 last = problem
                 if problem.code in _CHALLENGE_CODES:
                     challenged += 1
@@ -690,9 +690,6 @@ class Site:
                     await self._backoff(problem, backoffs)
                     backoffs += 1
                     continue
-                if problem.code == "SITE_TEMPORARILY_EMPTY" and not retried_empty:
-                    retried_empty = True
-                    continue
                 raise problem
             try:
                 # A 50-row page takes tens of milliseconds to parse: keep the event loop free meanwhile.
@@ -702,9 +699,14 @@ class Site:
                     retried_empty = True
                     last = exc
                     continue
-                if exc.code in _SNAPSHOT_CODES:
-                    await self._snapshot("grid", result.text, result.url)
-                raise
+                if exc.code == "SITE_TEMPORARILY_EMPTY" and isinstance(exc.details, dict) and exc.details.get("no_content"):
+                    # CNKI also answers a genuine zero result with this bare p.no-content notice (azazo1's
+                    # capture): the same answer twice in a row is taken as no hits.
+                    parsed = GridPage(rows=[], total=0, exhausted=True)
+                else:
+                    if exc.code in _SNAPSHOT_CODES:
+                        await self._snapshot("grid", result.text, result.url)
+                    raise
             self.limiter.fast()
             if parsed.cursor:
                 self._remember_cursor(key, parsed.cursor)

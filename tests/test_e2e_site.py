@@ -209,6 +209,22 @@ async def test_a_broken_grid_answer_is_reported_and_saved_for_diagnosis(env: Env
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_empty_answers_are_retried_once(env: Env, kns: KnsSimulator) -> None:
+    found = GridQuery(compile_expression({"field": "keywords", "value": "语义检索", "match": "exact"}))
+    nothing = GridQuery(compile_expression({"field": "title", "value": "没有这样的题名"}))
+    assert (await run(env, lambda op: env.site.grid(op, found, 1))).record.status == "completed"  # template ready
+    kns.clear_log()
+    kns.fault("grid", "empty", times=1)
+    job = await run(env, lambda op: env.site.grid(op, found, 1))
+    assert job.record.status == "completed" and job.record.result["rows"] and len(grid_posts(kns)) == 2
+
+    kns.configure(empty_style="no_content")  # a real zero result in the bare form azazo1 captured
+    job = await run(env, lambda op: env.site.grid(op, nothing, 1))
+    assert job.record.status == "completed", job.record.errors
+    assert job.record.result["total"] == 0 and job.record.result["exhausted"] and job.record.requests == 2
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_rate_limit_and_server_errors_back_off_then_succeed(env: Env, kns: KnsSimulator) -> None:
     kns.fault("grid", "status", status=429, times=2)
     kns.fault("detail", "status", status=503, times=1)
