@@ -23,7 +23,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
@@ -522,7 +522,7 @@ class Site:
             log.debug("minimising after a human step failed: %s", exc)
 
     @contextlib.contextmanager
-    def handed_to_person(self, op: OperationContext, tab: Tab) -> Any:
+    def handed_to_person(self, op: OperationContext, tab: Tab) -> Iterator[None]:
         """Record ``tab`` as the page ``show`` brings back while a person works on it."""
         self._human_pages[op.operation_id] = tab
         try:
