@@ -7,8 +7,10 @@ here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd) || {
   exit 1
 }
 cd "$here" || exit 1
-if [ ! -x "$here/cnki-mcp" ]; then
+if [ ! -f "$here/cnki-mcp" ]; then
   echo "在 $here 中没有找到 cnki-mcp；请先完整解压下载的压缩包，再运行本脚本。" >&2
   exit 1
 fi
+# Some archive tools drop the executable bit.
+[ -x "$here/cnki-mcp" ] || chmod +x "$here/cnki-mcp" 2>/dev/null
 exec "$here/cnki-mcp" setup "$@"

@@ -107,6 +107,15 @@ def test_macos_script_does_not_wait_without_a_terminal(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", POSIX_SCRIPTS)
+def test_posix_scripts_restore_a_lost_executable_bit(tmp_path: Path, name: str) -> None:
+    folder = _fake_release(tmp_path / "解压后" / "cnki-mcp")
+    (folder / "cnki-mcp").chmod(0o644)
+    done = subprocess.run(["sh", str(folder / name), "--client", "generic"], stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+    assert done.returncode == 3
+    assert (folder / "called.txt").read_text(encoding="utf-8").splitlines() == [str(folder), "<setup>", "<--client>", "<generic>"]
+
+
+@pytest.mark.parametrize("name", POSIX_SCRIPTS)
 def test_posix_scripts_explain_a_missing_program(tmp_path: Path, name: str) -> None:
     folder = tmp_path / "空 文件夹"
     folder.mkdir()
