@@ -233,11 +233,16 @@ def parse(tool: str, raw: dict[str, Any] | None) -> _Args:
 
 
 def _without_nulls(raw: dict[str, Any], kind: type[_Args]) -> dict[str, Any]:
-    """null on an optional field means "not given" (many clients send it for unset parameters)."""
-    required = {f.encode_name for f in msgspec.structs.fields(kind) if f.required}
-    given = {k: v for k, v in raw.items() if v is not None or k in required}
+    """null on an optional field means "not given" (many clients send it for unset parameters).
+
+    An unknown field stays, null or not, so it is still rejected.
+    """
+    fields = msgspec.structs.fields(kind)
+    optional = {f.encode_name for f in fields if not f.required}
+    given = {k: v for k, v in raw.items() if v is not None or k not in optional}
     if isinstance(given.get("options"), dict):
-        given["options"] = {k: v for k, v in given["options"].items() if v is not None}
+        known = {f.encode_name for f in msgspec.structs.fields(SearchOptions)}
+        given["options"] = {k: v for k, v in given["options"].items() if v is not None or k not in known}
     groups = given.get("concept_groups")
     if isinstance(groups, list):
         # The contract types each group as ["null","array"]; a null group is an empty one.
