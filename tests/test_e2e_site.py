@@ -85,6 +85,13 @@ async def until_awaiting(job: Job, timeout: float = 30) -> None:
         await asyncio.sleep(0.05)
 
 
+async def warm(env: Env, kns: KnsSimulator) -> None:
+    """Capture the search template before a test arms grid faults, so the faults meet our requests."""
+    query = GridQuery(compile_expression({"field": "title", "value": "知识图谱"}))
+    assert (await run(env, lambda op: env.site.grid(op, query, 1))).record.status == "completed"
+    kns.clear_log()
+
+
 def grid_posts(kns: KnsSimulator) -> list[Any]:
     return [r for r in kns.requests if r.endpoint == "grid" and r.method == "POST"]
 
@@ -112,9 +119,11 @@ async def test_template_capture_and_three_pages_with_cursor_years_and_sort(env: 
     job = await run(env, pages)
     assert job.record.status == "completed", job.record.errors
     posts = grid_posts(kns)
-    # the page's own click captured the template (anchor typed, 20 rows); then our three POSTs
-    assert json.loads(posts[0].form["QueryJson"])["QNode"]["QGroup"][0]["ChildItems"][0]["Items"][0]["Value"] == "研究"
-    ours = posts[1:]
+    # the page's own click captured the template (anchor typed, its 20 rows); our POSTs ask for 50
+    clicked = [p for p in posts if p.form["pageSize"] == "20"]
+    assert len(clicked) == 1 and len(posts) == 4
+    assert json.loads(clicked[0].form["QueryJson"])["QNode"]["QGroup"][0]["ChildItems"][0]["Items"][0]["Value"] == "研究"
+    ours = [p for p in posts if p is not clicked[0]]
     assert [p.form["pageNum"] for p in ours] == ["1", "2", "3"]
     assert all(p.form["sortField"] == "PT" and p.form["sortType"] == "desc" and p.form["pageSize"] == "50" for p in ours)
     assert all(p.referer == "https://kns.cnki.net/kns8s/AdvSearch" for p in ours)
@@ -198,7 +207,7 @@ async def test_a_detail_read_first_puts_the_work_tab_on_cnki(env: Env, kns: KnsS
 @pytest.mark.asyncio(loop_scope="module")
 async def test_a_broken_grid_answer_is_reported_and_saved_for_diagnosis(env: Env, kns: KnsSimulator) -> None:
     query = GridQuery(compile_expression({"field": "keywords", "value": "碳排放", "match": "exact"}))
-    assert (await run(env, lambda op: env.site.grid(op, query, 1))).record.status == "completed"
+    await warm(env, kns)
     kns.fault("grid", "truncate", fraction=0.01, times=1)
     before = set(env.store.diagnostics_dir.glob("grid-*.html"))
     job = await run(env, lambda op: env.site.grid(op, query, 1))
@@ -212,8 +221,7 @@ async def test_a_broken_grid_answer_is_reported_and_saved_for_diagnosis(env: Env
 async def test_empty_answers_are_retried_once(env: Env, kns: KnsSimulator) -> None:
     found = GridQuery(compile_expression({"field": "keywords", "value": "语义检索", "match": "exact"}))
     nothing = GridQuery(compile_expression({"field": "title", "value": "没有这样的题名"}))
-    assert (await run(env, lambda op: env.site.grid(op, found, 1))).record.status == "completed"  # template ready
-    kns.clear_log()
+    await warm(env, kns)
     kns.fault("grid", "empty", times=1)
     job = await run(env, lambda op: env.site.grid(op, found, 1))
     assert job.record.status == "completed" and job.record.result["rows"] and len(grid_posts(kns)) == 2
@@ -226,6 +234,7 @@ async def test_empty_answers_are_retried_once(env: Env, kns: KnsSimulator) -> No
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_rate_limit_and_server_errors_back_off_then_succeed(env: Env, kns: KnsSimulator) -> None:
+    await warm(env, kns)
     kns.fault("grid", "status", status=429, times=2)
     kns.fault("detail", "status", status=503, times=1)
     paper = next(p for p in kns.corpus.papers if p.doc_type == "期刊")
@@ -249,6 +258,7 @@ async def test_rate_limit_and_server_errors_back_off_then_succeed(env: Env, kns:
 @pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("style", ["redirect", "vericode"])
 async def test_grid_captcha_waits_for_a_person_then_completes(env: Env, kns: KnsSimulator, style: str) -> None:
+    await warm(env, kns)
     kns.captcha("grid", style=style)
     query = GridQuery(compile_expression({"field": "title", "value": "大语言模型"}), sort="cited_desc")
     epoch = env.site.epoch
@@ -268,6 +278,7 @@ async def test_grid_captcha_waits_for_a_person_then_completes(env: Env, kns: Kns
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_a_challenge_that_keeps_coming_back_stops_after_four_attempts(env: Env, kns: KnsSimulator) -> None:
+    await warm(env, kns)
     kns.captcha("grid", style="vericode")
     query = GridQuery(compile_expression({"field": "keywords", "value": "幻觉"}))
     job = env.jobs.start("metadata", kind_budget("metadata"), lambda op: env.site.grid(op, query, 1))
@@ -281,6 +292,7 @@ async def test_a_challenge_that_keeps_coming_back_stops_after_four_attempts(env:
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_skip_policy_skips_the_challenge(env: Env, kns: KnsSimulator) -> None:
+    await warm(env, kns)
     kns.captcha("grid")
     query = GridQuery(compile_expression({"field": "subject", "value": "碳排放"}))
     job = await run(env, lambda op: env.site.grid(op, query, 1), on_verification="skip")
