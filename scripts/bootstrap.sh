@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a development checkout: a virtualenv in .venv with cnki-mcp installed in editable mode.
 #   bash scripts/bootstrap.sh          the server and its CLI
-#   bash scripts/bootstrap.sh --test   also the test tools, Chromium and the citeproc-js oracle
+#   bash scripts/bootstrap.sh --test   also the test tools, PyInstaller, Chromium and the citeproc-js oracle
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +14,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 if [ "$with_tests" = 1 ]; then
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -e '.[test,build]'
 else
   .venv/bin/python -m pip install -q -e .
 fi
