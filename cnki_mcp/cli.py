@@ -32,7 +32,23 @@ def _run(coro: Awaitable[T]) -> T:
         raise  # unreachable: _fail exits
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """Loads `setup` and `config` only when asked for, so `serve` starts without their imports."""
+
+    _LAZY = {"setup": "setup_command", "config": "config_command"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._LAZY})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self._LAZY:
+            from cnki_mcp import setup
+
+            return getattr(setup, self._LAZY[name])
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_Commands, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """知网 MCP 服务。不带命令运行时启动 MCP 服务（stdio）。"""
@@ -116,16 +132,6 @@ def help_command(ctx: click.Context) -> None:
     from cnki_mcp.setup import help_text
 
     click.echo(help_text())
-
-
-def _register_setup_commands() -> None:
-    from cnki_mcp.setup import config_command, setup_command
-
-    cli.add_command(setup_command, name="setup")
-    cli.add_command(config_command, name="config")
-
-
-_register_setup_commands()
 
 
 def main() -> None:
