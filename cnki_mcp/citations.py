@@ -286,6 +286,11 @@ def _typographic(text: str) -> str:
     return " ".join(text.split()).replace("'", "’")
 
 
+# Volume and issue belong to journal articles, pages to parts of a larger work; a thesis or book
+# carrying them (a data slip) cites without them.
+_PAGED = ("article-journal", "paper-conference", "article-newspaper")
+
+
 def _cite(paper: Paper) -> _Cite:
     kind = doc_type(paper)
     names = [parse_name(_typographic(a)) for a in paper.authors if a.strip()]
@@ -297,9 +302,9 @@ def _cite(paper: Paper) -> _Cite:
         source=_typographic(paper.source) or SOURCE_PLACEHOLDER,
         year=str(paper.year) if paper.year > 0 else YEAR_PLACEHOLDER,
         date=_date_parts(paper, kind),
-        volume=paper.volume.strip(),
-        issue=paper.issue.strip(),
-        pages=paper.pages.strip(),
+        volume=paper.volume.strip() if kind.csl == "article-journal" else "",
+        issue=paper.issue.strip() if kind.csl == "article-journal" else "",
+        pages=paper.pages.strip() if kind.csl in _PAGED else "",
         doi=paper.doi.strip(),
         url=paper.url.strip() if kind.key == "online_first" else "",
         genre=_genre(paper, kind),
@@ -438,6 +443,15 @@ _MONTHS = (
 _MLA_MONTHS = ("Jan.", "Feb.", "Mar.", "Apr.", "May", "June", "July", "Aug.", "Sept.", "Oct.", "Nov.", "Dec.")
 
 
+# Types printed inside a container (journal, newspaper, proceedings), whose title is title-cased in
+# English; theses, books and unknown types name a publisher instead, printed as written.
+_CONTAINED = ("article-journal", "article-newspaper", "paper-conference")
+
+
+def _container(cite: _Cite) -> str:
+    return title_case(cite.source) if cite.english and cite.kind.csl in _CONTAINED else cite.source
+
+
 def _doi_link(doi: str) -> str:
     return doi if doi.lower().startswith("http") else f"https://doi.org/{doi}"
 
@@ -497,25 +511,23 @@ def _apa_names(names: list[Name]) -> str:
     return _and_list(rendered, names, "&")
 
 
-def _apa(cite: _Cite) -> str:
+def _apa(cite: _Cite, suffix: str = "") -> str:
+    date = cite.year + suffix
     if cite.kind.csl == "article-newspaper" and len(cite.date) > 1:
-        date = f"{cite.date[0]}, " + " ".join([_MONTHS[cite.date[1] - 1], *map(str, cite.date[2:])])
-    else:
-        date = cite.year
+        date += ", " + " ".join([_MONTHS[cite.date[1] - 1], *map(str, cite.date[2:])])
     pages = _page_range(cite.pages, "expanded", "\u2013")
-    if cite.kind.csl in ("article-journal", "article-newspaper", "paper-conference"):
+    link = _doi_link(cite.doi) if cite.doi else cite.url
+    if cite.kind.csl in _CONTAINED:
         serial = cite.volume + (f"({_issue(cite.issue)})" if cite.issue else "")
-        # Periodical names are capitalised in title case; proceedings titles are not.
-        source = cite.source
-        if cite.english and cite.kind.csl != "paper-conference":
-            source = title_case(source)
-        source = _join([source, serial, pages], ", ")
+        source = _join([_container(cite), serial, pages], ", ")
         title = cite.title
+    elif cite.genre and link:
+        # A thesis found in a database names its school inside the bracket.
+        title, source = f"{cite.title} [{cite.genre}, {cite.source}]", ""
     else:
         title = cite.title + (f" [{cite.genre}]" if cite.genre else "")
         source = cite.source
-    link = _doi_link(cite.doi) if cite.doi else cite.url
-    text = _join([_apa_names(cite.names), f"({date})", title, _end(source)], ". ")
+    text = _join([_apa_names(cite.names), f"({date})", title, _end(source) if source else ""], ". ")
     return _join([_end(text), link], " ")
 
 
@@ -535,16 +547,16 @@ def _mla_names(names: list[Name]) -> str:
 
 def _mla(cite: _Cite, authors: str) -> str:
     title = title_case(cite.title) if cite.english else cite.title
-    source = title_case(cite.source) if cite.english else cite.source
+    source = _container(cite)
     pages = _page_range(cite.pages, "minimal-two", "\u2013")
     issue = _issue(cite.issue)
     locator = f"{'pp.' if _is_range(cite.pages) else 'p.'} {pages}" if pages else ""
     link = _doi_link(cite.doi) if cite.doi else cite.url
     if cite.kind.csl == "thesis":
-        body = [title, cite.year, _join([source, cite.genre], ", ")]
+        body = [title, _join([cite.year, link], ", "), _join([source, cite.genre], ", ")]
         return _end(_join([authors, *body], ". "))
     if cite.kind.csl == "book":
-        return _end(_join([authors, title, _join([source, cite.year], ", ")], ". "))
+        return _end(_join([authors, title, _join([source, cite.year, link], ", ")], ". "))
     if cite.kind.csl == "article-newspaper" and len(cite.date) > 1:
         date = " ".join([*map(str, cite.date[2:]), _MLA_MONTHS[cite.date[1] - 1], str(cite.date[0])])
     else:
@@ -590,9 +602,12 @@ def _chicago_names(names: list[Name]) -> str:
     return _and_list(rendered, names, "and")
 
 
-def _chicago(cite: _Cite) -> str:
+def _chicago(cite: _Cite, suffix: str = "") -> str:
     title = title_case(cite.title) if cite.english else cite.title
-    source = title_case(cite.source) if cite.english else cite.source
+    source = _container(cite)
+    if cite.english and cite.kind.csl not in _CONTAINED:
+        # Chicago capitalises the first letter of a publisher or school.
+        source = source[:1].upper() + source[1:]
     pages = _page_range(cite.pages, "chicago-16", "\u2013")
     link = _doi_link(cite.doi) if cite.doi else cite.url
     quoted = f"\u201c{_end(_inner_quotes(title))}\u201d"
@@ -600,7 +615,7 @@ def _chicago(cite: _Cite) -> str:
     if cite.kind.csl == "article-journal":
         serial = _join([cite.volume, f"({issue})" if issue and cite.volume else ""], " ")
         if issue and not cite.volume:
-            head = _join([source, f"no. {issue}"], ", ")
+            head = _join([source, f"{'nos.' if issue != cite.issue else 'no.'} {issue}"], ", ")
         elif serial:
             head = _join([source, serial], " ")
         elif pages:
@@ -623,7 +638,7 @@ def _chicago(cite: _Cite) -> str:
         body = _join([title, source], ". ")
     else:
         body = f"{quoted} {source}"
-    return _end(_join([_chicago_names(cite.names), cite.year, _end(body), link], ". "))
+    return _end(_join([_chicago_names(cite.names), cite.year + suffix, _end(body), link], ". "))
 
 
 # --------------------------------------------------------------------------------------------
@@ -689,17 +704,19 @@ def _collation_key(text: str) -> tuple[tuple[int, Any], ...]:
 
 
 def _name_tokens(names: list[Name], initials: bool, demote: bool) -> tuple[Any, ...]:
-    tokens: list[str] = []
+    # Processors compare sort keys word by word ("Schmidt A. M." before "Schmidt A., Moreau"; "an
+    # search" before "and over"), so every word is its own token.
+    parts: list[str] = []
     for name in names:
         if name.literal:
-            tokens.append(name.literal)
+            parts.append(name.literal)
         elif demote:
             particle, core = _particle(name.family)
-            tokens += [core, name.given, particle]
+            parts += [core, name.given, particle]
         else:
             given = _initials(name.given, period=True, hyphen=True, spaced=True) if initials else name.given
-            tokens += [name.family, given]
-    return tuple(_collation_key(t) for t in tokens)
+            parts += [name.family, given]
+    return tuple(_collation_key(word) for part in parts for word in part.split())
 
 
 def _sort_key(cite: _Cite, style: str) -> tuple[Any, ...]:
@@ -711,12 +728,38 @@ def _sort_key(cite: _Cite, style: str) -> tuple[Any, ...]:
     elif style == "chicago" and len(names) >= 7:
         names = names[:3]
     author = _name_tokens(names, initials=style == "apa", demote=style == "chicago")
-    date = (0, int(cite.year)) if cite.year.isdigit() else (1, 0)
-    title = _collation_key(cite.title)
+    # APA orders works of one year by full date; Chicago and MLA by year only.
+    parts = cite.date if style == "apa" else cite.date[:1]
+    date = (0, *parts, *[0] * (3 - len(parts))) if parts else (1, 0, 0, 0)
+    title = tuple(_collation_key(word) for word in cite.title.split())
     return (author, title, date) if style == "mla" else (author, date, title)
 
 
 _SUBSTITUTE = "\u2014\u2014\u2014"
+
+
+def _in_text_form(names: list[Name]) -> tuple[Any, ...]:
+    """What an author-date citation shows of the names once given names and added names have done
+    what they can: the first author with initials and the second surname for one or two authors;
+    three or more stay apart unless the lists are identical."""
+    if len(names) > 2:
+        return tuple(names)
+    first = names[0]
+    primary = (first.literal, first.family, _initials(first.given, period=False, hyphen=False, spaced=False))
+    return (primary, *[n.literal or n.family for n in names[1:]])
+
+
+def _year_suffixes(ordered: list[_Cite]) -> list[str]:
+    """2019a, 2019b …: works whose in-text citations would read the same, in bibliography order."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for index, cite in enumerate(ordered):
+        groups.setdefault((_in_text_form(cite.names), cite.year), []).append(index)
+    suffixes = [""] * len(ordered)
+    for members in groups.values():
+        if len(members) > 1:
+            for letter, index in zip("abcdefghijklmnopqrstuvwxyz", members):
+                suffixes[index] = letter
+    return suffixes
 
 
 def prose_entries(papers: list[Paper], style: str) -> list[tuple[str, str]]:
@@ -727,10 +770,10 @@ def prose_entries(papers: list[Paper], style: str) -> list[tuple[str, str]]:
     if style == "vancouver":
         return [(ref, _vancouver(c, i)) for i, (ref, c) in enumerate(cites, 1)]
     ordered = sorted(cites, key=lambda rc: _sort_key(rc[1], style))
-    if style == "apa":
-        return [(ref, _apa(c)) for ref, c in ordered]
-    if style == "chicago":
-        return [(ref, _chicago(c)) for ref, c in ordered]
+    if style in ("apa", "chicago"):
+        suffixes = _year_suffixes([c for _, c in ordered])
+        format_one = _apa if style == "apa" else _chicago
+        return [(ref, format_one(c, suffix)) for (ref, c), suffix in zip(ordered, suffixes)]
     entries: list[tuple[str, str]] = []
     previous: list[Name] | None = None
     for ref, cite in ordered:

@@ -238,6 +238,32 @@ def test_author_date_styles_sort_and_mla_substitutes_repeated_authors() -> None:
     assert render([a, b, c], "vancouver").text.split("\n\n")[0].startswith("1. Lee A. Zebras.")
 
 
+def test_year_suffixes_for_works_cited_alike() -> None:
+    a = Paper(record_ref="a", title="Beta", authors=["Ann Lee"], source="J", year=2019, document_type="期刊")
+    b = Paper(record_ref="b", title="Alpha", authors=["Ann Lee"], source="J", year=2019, document_type="期刊")
+    c = Paper(record_ref="c", title="Gamma", authors=["Ann Lee"], source="J", year=2020, document_type="期刊")
+    apa = render([a, b, c], "apa").text.split("\n\n")
+    assert [e[:16] for e in apa] == ["Lee, A. (2019a).", "Lee, A. (2019b).", "Lee, A. (2020). "]
+    assert "Alpha" in apa[0]
+    chicago = render([a, b, c], "chicago").text.split("\n\n")
+    assert [e.split(". ")[1] for e in chicago] == ["2019a", "2019b", "2020"]
+
+
+def test_thesis_details() -> None:
+    thesis = Paper(
+        record_ref="t", title="Neural ranking", authors=["Amy Adams"], source="harvard university", year=1999,
+        document_type="博士", volume="3", issue="2", pages="1-200", doi="10.1/t",
+    )
+    assert render([thesis], "apa").text == (
+        "Adams, A. (1999). Neural ranking [Doctoral dissertation, harvard university]. https://doi.org/10.1/t"
+    )
+    # Volume, issue and pages of a thesis are data slips; Chicago capitalises the school's first letter.
+    assert render([thesis], "chicago").text == (
+        "Adams, Amy. 1999. \u201cNeural Ranking.\u201d Doctoral dissertation, Harvard university. https://doi.org/10.1/t."
+    )
+    assert render([thesis], "gbt7714").text == "[1] ADAMS A. Neural ranking[D/OL]. harvard university, 1999. DOI:10.1/t."
+
+
 @pytest.mark.parametrize(
     "raw, expected",
     [

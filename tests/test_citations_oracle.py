@@ -10,7 +10,8 @@ Setup (CI): ``npm ci --prefix tests/citeproc``. The CSL locales come from the np
 How the oracle is fed:
 * The items are our CSL-JSON export reduced to what the prose styles cite (``citing_items``):
   placeholders for missing authors/source/year, the URL only for online-first articles, no
-  abstract/keywords, and no ``language`` on Chinese items: citeproc-js gives every name of a
+  abstract/keywords, volume/issue only on journal articles and pages only on articles, papers and
+  newspaper pieces, and no ``language`` on Chinese items: citeproc-js gives every name of a
   zh-tagged item CJK conventions (a Western co-author becomes "Smith J" in APA), while an English tag
   is what selects the "et al." layout of the GB/T style.
 * GB/T 7714: the style ships a CSL-M layout for English items (``<layout locale="en">``) commented out,
@@ -53,6 +54,12 @@ DIFFERENCES = {
         "('Brown, Tom, et al.' followed by 'Brown, Tom'); MLA 9 (5.126) uses the dashes only for the same "
         "author or the same list of authors, so we print 'Brown, Tom.'"
     ),
+    ("mla", "probe-ng-a"): (
+        "citeproc-js lets the MLA style's in-text disambiguation (add names) lengthen the Works Cited entry "
+        "to 'Ng, Kim, Ann Lee, et al.' because another work also starts 'Ng et al.'; MLA 9 lists a work with "
+        "three or more authors as 'first author, et al.' in Works Cited whatever else is cited."
+    ),
+    ("mla", "probe-ng-b"): "same as ('mla', 'probe-ng-a').",
     ("mla", "probe-zh-latin-title"): (
         "citeproc-js applies English title case to the Latin words of a Chinese title because citing items "
         "carry no zh language tag (with the tag it would give Western co-authors CJK name order); title "
@@ -77,6 +84,8 @@ PROBES = [
     _paper("probe-many", "A very large author list", [f"Name{i} Person" for i in range(22)], "Science", 2022, "期刊", volume="1", pages="1-2"),
     _paper("probe-mixed", "中外合作作者", ["张三", "John Smith"], "某刊", 2017, "期刊", volume="7", issue="3-4", pages="99-101"),
     _paper("probe-brown-et-al", "A model of how things fall apart", ["Tom Brown", "Ann Lee", "Kim Ng"], "Physics Letters B", 2011, "期刊", volume="3", pages="1001-1009"),
+    _paper("probe-ng-a", "Citation graphs at scale", ["Kim Ng", "Ann Lee", "Tom Brown"], "Journal of Informetrics", 2018, "期刊", volume="12", pages="1-9"),
+    _paper("probe-ng-b", "Query logs as evidence", ["Kim Ng", "Yi Tay", "Sam Roe"], "Information Retrieval Journal", 2016, "期刊", volume="19", pages="20-35"),
     _paper("probe-brown-solo", "Journal with nothing", ["Tom Brown"], "Some Journal", 2012, "期刊"),
     _paper("probe-brown-quotes", "Is the “gold standard” real? a look at trials", ["Tom Brown"], "Cell", 2013, "期刊", volume="3", issue="1-2", pages="S12"),
     _paper("probe-en-thesis", "Neural ranking models for scholarly search", ["Amy Adams"], "Harvard University", 1999, "硕士"),
@@ -94,6 +103,11 @@ def citing_items(papers: list[Paper]) -> list[dict]:
     for paper, item in zip(papers, items):
         for key in ("abstract", "keyword"):
             item.pop(key, None)
+        if item["type"] != "article-journal":
+            item.pop("volume", None)
+            item.pop("issue", None)
+        if item["type"] not in ("article-journal", "paper-conference", "article-newspaper"):
+            item.pop("page", None)
         if citations.doc_type(paper).key != "online_first":
             item.pop("URL", None)
         item.setdefault("author", [{"literal": citations.AUTHOR_PLACEHOLDER}])
