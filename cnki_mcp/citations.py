@@ -9,6 +9,10 @@
 
 Missing authors, source or year are listed per record in ``missing_fields``; the prose styles show a
 placeholder such as ``[作者未取得]`` in their place.
+
+``export(...)`` adds what the tool does around it: saving under ``<data>/exports/`` without
+overwriting anything, and the 512 KB rule for text returned inline. ``validate_template`` lets the
+tool reject a bad ``custom`` template before any work starts.
 """
 
 from __future__ import annotations
@@ -1020,10 +1024,10 @@ def _template_tokens(template: str) -> list[tuple[str, str]]:
         if token in ("{{", "}}"):
             tokens.append(("text", token[0]))
         elif token in ("{", "}"):
-            where = match.start() + 1
+            hint = "字面花括号请写成 {{ 或 }}。"
             raise CnkiError(
                 "INVALID_TEMPLATE",
-                f"custom 模板中有未配对的“{token}”（第 {where} 个字符）；字面花括号请写成 {{{{ 或 }}}}。",
+                f"custom 模板中有未配对的“{token}”（第 {match.start() + 1} 个字符）；{hint}",
             )
         else:
             name = match.group(1)
