@@ -1,0 +1,404 @@
+"""Hardening, faults: bursts of 5xx/429, slow answers, crashes, SIGKILL, a full disk, a second server.
+
+Fast cases run the App in-process against ``tests.fake_site.FakeSite``. The SIGKILL cases run a real
+server process: this module doubles as a launcher (``python -m tests.test_hardening_faults``) that
+serves MCP on stdio with a FakeSite whose every completed request is appended, with a timestamp, to
+a log file that survives the kill. A few key cases run Chromium against the tests/kns simulator
+(marked ``browser``). Every case checks the documented final status, that research.json decodes as
+a version-5 store, that ``continue`` repeats no request whose result was already on disk, and that
+no browser process is left behind. ``FIGURES`` collects the counts docs/hardening.md quotes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psutil
+import pytest
+
+from cnki_mcp import arguments, files, store as store_module
+from cnki_mcp.app import App
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.jobs import OperationContext
+from cnki_mcp.model import StoreData
+from cnki_mcp.store import Store
+from tests.fake_site import FakeSite, sim_paper
+
+REPO = Path(__file__).resolve().parents[1]
+QUERY = {"query": "自动驾驶 产品责任"}
+FULL_RUN = 17 + 100 + 15  # grid pages + detail pages + journal pages of the fake site's whole search
+FIGURES: Counter[str] = Counter()
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+async def call(app: App, tool: str, raw: dict[str, Any]) -> Any:
+    return await app.call(tool, arguments.parse(tool, raw), None)
+
+
+def with_site(app: App, site: FakeSite) -> App:
+    app.site = lambda: site  # type: ignore[method-assign]
+    return app
+
+
+def valid_store(path: Path) -> StoreData:
+    """research.json as the store reads it: must decode, version 5."""
+    data = msgspec.json.decode(path.read_bytes(), type=StoreData)
+    assert data.version == store_module.STORE_VERSION
+    return data
+
+
+def repeats(log: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [entry for entry, n in Counter(log).items() if n > 1]
+
+
+def browser_processes(marker: str) -> list[psutil.Process]:
+    """Live processes whose command line mentions ``marker`` (a data directory's browser profile)."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        with contextlib.suppress(psutil.Error):
+            if process.info["status"] != psutil.STATUS_ZOMBIE and any(marker in arg for arg in process.info["cmdline"] or []):
+                found.append(process)
+    return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_figures() -> Any:
+    yield
+    print(f"\nhardening faults: {dict(FIGURES)}")
+
+
+# --- in-process: bursts, slowness, crashes --------------------------------------------------------------
+
+
+@pytest.fixture
+async def fake() -> FakeSite:
+    return FakeSite()
+
+
+@pytest.fixture
+async def app(isolated_data_dir: Path, fake: FakeSite):
+    application = with_site(App(isolated_data_dir), fake)
+    yield application
+    await application.close()
+
+
+@pytest.mark.parametrize("code", ["SITE_UNAVAILABLE", "RATE_LIMITED"])
+async def test_a_burst_of_5xx_or_429_ends_partial_and_continue_repeats_nothing(app: App, fake: FakeSite, code: str) -> None:
+    """After the site's own back-off gives up, the fatal code stops the search; continue finishes it."""
+    fake.failures["grid"].update({"subject#2": code, "title#3": code, "keywords#1": code})
+    fake.failures["detail"].update({"SIM0070": code})
+    first = await call(app, "search", QUERY)
+    FIGURES["faults_injected"] += 4
+    assert first["status"] == "partial" and code in {e["code"] for e in first["errors"]}, first
+    store = await app.store()
+    assert store.flush() or not store.dirty
+    valid_store(store.research_path)
+    failed = {("grid", k) for k in ("subject#2", "title#3", "keywords#1")} | {("detail", "SIM0070")}
+    done, rounds = first, 0
+    while done["status"] == "partial" and rounds < 6:  # each fatal failure stops the run once more
+        assert {e["code"] for e in done["errors"]} <= {code}, done
+        done = await call(app, "operation_control", {"action": "continue", "operation_id": first["operation_id"]})
+        rounds += 1
+    assert done["status"] == "completed" and done["result"]["candidate_count"] == 200, done
+    assert not any(fake.failures.values())  # every injected failure was met
+    FIGURES["continues"] += rounds
+    # Only requests that failed are asked again; every answered one exactly once.
+    assert set(repeats(fake.log)) <= failed and len(set(fake.log)) == FULL_RUN
+
+
+async def test_slow_answers_exhaust_the_time_budget_and_continue_finishes(app: App, fake: FakeSite) -> None:
+    fake.latency = 0.25
+    first = await call(app, "search", {**QUERY, "options": {"timeout_seconds": 1}})
+    FIGURES["faults_injected"] += 1
+    assert first["status"] == "partial" and [e["code"] for e in first["errors"]] == ["BUDGET_EXHAUSTED"], first
+    fake.latency = 0.001
+    done = await call(app, "operation_control", {"action": "continue", "operation_id": first["operation_id"], "additional_seconds": 600})
+    assert done["status"] == "completed" and done["result"]["candidate_count"] == 200
+    assert repeats(fake.log) == []
+    FIGURES["continues"] += 1
+
+
+async def test_a_request_budget_burst_then_continue(app: App, fake: FakeSite) -> None:
+    first = await call(app, "search", {**QUERY, "options": {"max_requests": 23}})
+    assert first["status"] == "partial" and first["errors"][0]["code"] == "BUDGET_EXHAUSTED"
+    done = await call(app, "operation_control", {"action": "continue", "operation_id": first["operation_id"]})
+    assert done["status"] == "completed" and len(fake.log) == FULL_RUN and repeats(fake.log) == []
+
+
+# --- disk full ----------------------------------------------------------------------------------------
+
+
+def _enospc(*_args: Any, **_kwargs: Any) -> int:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+async def test_a_full_disk_keeps_everything_in_memory_and_the_old_file_intact(
+    app: App, fake: FakeSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await app.store()
+    store.put_paper(sim_paper(900))
+    assert store.flush()
+    before = store.research_path.read_bytes()
+    with monkeypatch.context() as patch:
+        patch.setattr(store_module.os, "write", _enospc)
+        view = await call(app, "search", QUERY)  # the network work never waits for the disk
+        assert view["status"] == "completed"
+        assert not store.flush() and store.dirty and "No space left" in store.last_flush_error
+        assert store.research_path.read_bytes() == before  # the last good file is untouched
+        diagnostics = await call(app, "diagnostics", {})
+        assert diagnostics["store"]["papers"] == 201
+    FIGURES["faults_injected"] += 1
+    assert store.flush()  # space is back: the next flush writes everything
+    data = valid_store(store.research_path)
+    assert len(data.papers) == 201 and view["operation_id"] in data.searches
+
+
+def test_a_full_disk_while_writing_a_file_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    monkeypatch.setattr(files.os, "write", _enospc)
+    with pytest.raises(CnkiError) as failed:
+        files.write_new_file(folder, "refs.txt", b"x" * 100_000)
+    assert failed.value.code == "DISK_WRITE_FAILED"
+    assert list(folder.iterdir()) == []  # no final name, no temporary file
+    FIGURES["faults_injected"] += 1
+
+
+# --- a second server on the same data directory ---------------------------------------------------------
+
+
+async def test_a_second_server_on_the_same_directory_is_refused_then_takes_over(tmp_path: Path) -> None:
+    from tests.test_hardening_input import RawServer, server_env
+
+    env = server_env(tmp_path / "data")
+    with open(tmp_path / "stderr.txt", "wb") as errlog:
+        first = await RawServer.start(env, errlog)
+        second = await RawServer.start(env, errlog)
+        try:
+            assert (await first.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]["isError"]
+            refused = (await second.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]
+            assert refused["isError"] and refused["structuredContent"]["errors"][0]["code"] == "DATA_DIRECTORY_IN_USE"
+            local = (await second.request("tools/call", {"name": "diagnostics", "arguments": {}}))["result"]
+            assert not local["isError"]  # what needs no store still works
+            still = (await first.request("tools/call", {"name": "operation_status", "arguments": {}}))["result"]
+            assert still["structuredContent"]["status"] == "idle"
+            assert await first.close() == 0
+            taken = (await second.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]
+            assert taken["structuredContent"]["errors"][0]["code"] == "SEARCH_NOT_FOUND"  # the lock was free again
+        finally:
+            assert await second.close() == 0
+    FIGURES["faults_injected"] += 1
+    research = tmp_path / "data" / "research.json"
+    assert not research.exists() or valid_store(research)  # nothing changed, so nothing had to be written
+
+
+# --- SIGKILL: the launcher ---------------------------------------------------------------------------
+
+
+class LoggedFakeSite(FakeSite):
+    """FakeSite whose completed requests are appended to a file, one JSON line each, as they finish."""
+
+    def __init__(self, log_path: Path, freeze_at: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._log_file = open(log_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+        self._started = 0
+        if freeze_at:
+            self.crash_when = self._freeze_after(freeze_at)
+
+    def _freeze_after(self, n: int) -> Any:
+        def crash(kind: str, key: str) -> bool:
+            self._started += 1
+            return self._started > n
+        return crash
+
+    async def _request(self, op: OperationContext, kind: str, key: str) -> None:
+        await super()._request(op, kind, key)
+        self._log_file.write(json.dumps([time.time(), kind, key], ensure_ascii=False) + "\n")
+
+
+async def _serve_with_fake_site() -> None:
+    """``python -m tests.test_hardening_faults``: the real serve loop with a LoggedFakeSite."""
+    from cnki_mcp.server import serve_stdio
+
+    site = LoggedFakeSite(
+        Path(os.environ["HARDENING_FAKE_LOG"]),
+        int(os.environ.get("HARDENING_FAKE_FREEZE_AT", "0")),
+        latency=float(os.environ.get("HARDENING_FAKE_LATENCY", "0.001")),
+    )
+    app = with_site(App(), site)
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if main is not None:
+        loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    try:
+        await serve_stdio(app)
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await app.close()
+
+
+def read_log(path: Path) -> list[tuple[float, str, str]]:
+    if not path.exists():
+        return []
+    return [tuple(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]  # type: ignore[misc]
+
+
+async def _fake_server(tmp_path: Path, data: Path, log: Path, errlog: Any, **env: str) -> Any:
+    from tests.test_hardening_input import RawServer, server_env
+
+    environment = server_env(data, HARDENING_FAKE_LOG=str(log), CNKI_INLINE_WAIT_SECONDS="1", **env)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.test_hardening_faults", cwd=REPO, env=environment, limit=64 * 1024 * 1024,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
+    )
+    raw = RawServer(proc)
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "faults", "version": "1"}}
+    await raw.request("initialize", init)
+    raw.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    return raw
+
+
+async def _tool(raw: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return (await raw.request("tools/call", {"name": name, "arguments": args}))["result"]["structuredContent"]
+
+
+async def _until_final(raw: Any, op_id: str, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    view = await _tool(raw, "operation_status", {"operation_id": op_id})
+    while view["status"] in ("running", "awaiting_user") and time.monotonic() < deadline:
+        view = await _tool(raw, "operation_status", {"operation_id": op_id, "wait_seconds": 5})
+    return view
+
+
+async def _wait_for(predicate: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def _kill_then_continue(tmp_path: Path, rng: random.Random, *, freeze: bool) -> dict[str, int]:
+    """One trial: start a search, SIGKILL the server at a random point, restart, continue, compare logs."""
+    data, log = tmp_path / "data", tmp_path / "requests.log"
+    with open(tmp_path / "stderr.txt", "ab") as errlog:
+        if freeze:
+            # The site stops answering after a random number of requests; two flushes later the kill.
+            freeze_at = rng.randint(3, FULL_RUN - 3)
+            first = await _fake_server(tmp_path, data, log, errlog, HARDENING_FAKE_FREEZE_AT=str(freeze_at))
+            op_id = (await _tool(first, "search", QUERY))["operation_id"]
+            await _wait_for(lambda: len(read_log(log)) >= freeze_at, 30)
+            await asyncio.sleep(store_module.FLUSH_INTERVAL_SECONDS * 2 + 0.5)
+        else:
+            # A slow site and a kill at a random moment after the first flush, wherever the search is.
+            first = await _fake_server(tmp_path, data, log, errlog, HARDENING_FAKE_LATENCY="0.3")
+            op_id = (await _tool(first, "search", QUERY))["operation_id"]
+            await asyncio.sleep(rng.uniform(store_module.FLUSH_INTERVAL_SECONDS + 0.3, 5.0))
+        first.proc.send_signal(signal.SIGKILL)
+        await first.proc.wait()
+        killed_at = time.time()
+        FIGURES["sigkills"] += 1
+        persisted = valid_store(data / "research.json")
+        flushed_at = (data / "research.json").stat().st_mtime
+        before = read_log(log)
+        assert op_id in persisted.operations
+
+        second = await _fake_server(tmp_path, data, log, errlog)
+        try:
+            status = await _tool(second, "operation_status", {"operation_id": op_id})
+            assert status["status"] == "interrupted", status  # the kill came mid-search
+            await _tool(second, "operation_control", {"action": "continue", "operation_id": op_id})
+            final = await _until_final(second, op_id)
+            FIGURES["continues"] += 1
+        finally:
+            assert await second.close() == 0
+    assert final["status"] == "completed", final
+    assert final["result"]["candidate_count"] == 200
+    after = read_log(log)[len(before):]
+    again = {(kind, key) for _, kind, key in before} & {(kind, key) for _, kind, key in after}
+    # A request is "lost work" only if it finished after the snapshot on disk was taken.
+    on_disk = {(kind, key) for at, kind, key in before if at < flushed_at - 0.3}
+    assert not again & on_disk, sorted(again & on_disk)
+    stored = valid_store(data / "research.json")
+    assert set(persisted.papers) <= set(stored.papers)  # nothing that was on disk is lost
+    assert killed_at > flushed_at
+    return {"repeated_after_continue": len(again & on_disk), "redone_unflushed": len(again), "lost_records": len(set(persisted.papers) - set(stored.papers))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1])
+async def test_sigkill_at_a_random_frozen_request_then_continue_repeats_nothing(tmp_path: Path, seed: int) -> None:
+    figures = await _kill_then_continue(tmp_path, random.Random(seed), freeze=True)
+    assert figures["redone_unflushed"] == 0  # frozen two flushes long: everything done was on disk
+    FIGURES.update(figures)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [4])
+async def test_sigkill_at_a_random_moment_then_continue_redoes_only_unflushed_work(tmp_path: Path, seed: int) -> None:
+    FIGURES.update(await _kill_then_continue(tmp_path, random.Random(seed), freeze=False))
+
+
+# --- SIGKILL during a flush ----------------------------------------------------------------------------
+
+_FLUSHER = """
+import sys, time
+from pathlib import Path
+from cnki_mcp.store import Store
+from tests.fake_site import sim_paper
+store = Store.open(Path(sys.argv[1]))
+start = len(store.data.papers)
+print(start, flush=True)
+i = start
+while True:
+    for _ in range(500):
+        store.put_paper(sim_paper(i)); i += 1
+    store.flush()
+    print(i, flush=True)
+"""
+
+
+async def test_sigkill_in_the_middle_of_flushes_never_breaks_research_json(tmp_path: Path) -> None:
+    """A process that does nothing but grow the store and flush it is killed at random moments.
+
+    After each kill research.json must decode and hold every record of the previous good file.
+    """
+    rng = random.Random(8)
+    data = tmp_path / "data"
+    known: set[str] = set()
+    for _ in range(8):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _FLUSHER, str(data), cwd=REPO, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        assert proc.stdout is not None
+        await asyncio.wait_for(proc.stdout.readline(), 30)
+        await asyncio.sleep(rng.uniform(0.05, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        FIGURES["sigkills_in_flush"] += 1
+        stored = valid_store(data / "research.json") if (data / "research.json").exists() else StoreData()
+        lost = known - set(stored.papers)
+        FIGURES["lost_records"] += len(lost)
+        assert not lost
+        known = set(stored.papers)
+    assert len(known) > 1000
+    assert not list(data.glob("research.json.unreadable-*"))
+
+
+if __name__ == "__main__":
+    asyncio.run(_serve_with_fake_site())
