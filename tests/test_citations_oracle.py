@@ -16,7 +16,7 @@ How the oracle is fed:
   is what selects the "et al." layout of the GB/T style.
 * GB/T 7714: the style ships a CSL-M layout for English items (``<layout locale="en">``) commented out,
   with a note saying to uncomment it for per-language terms. We uncomment it, so English items get
-  "et al." as GB/T 7714-2015 §8.1.2 requires, instead of 「等」.
+  "et al." as GB/T 7714-2015 prescribes for Western-language references, instead of 「等」.
 * Vancouver is ``nlm-citation-sequence.csl``, the current name of the NLM/Vancouver style.
 """
 
@@ -51,7 +51,7 @@ STYLES = {
 DIFFERENCES = {
     ("mla", "probe-brown-quotes"): (
         "citeproc-js substitutes '———' for the names whenever the first name matches the previous entry "
-        "('Brown, Tom, et al.' followed by 'Brown, Tom'); MLA 9 (5.126) uses the dashes only for the same "
+        "('Brown, Tom, et al.' followed by 'Brown, Tom'); MLA 9 uses the dashes only for the same "
         "author or the same list of authors, so we print 'Brown, Tom.'"
     ),
     ("mla", "probe-ng-a"): (
