@@ -861,8 +861,9 @@ def _bibtex(papers: list[Paper]) -> str:
             "phdthesis": "school",
             "mastersthesis": "school",
         }.get(kind.bibtex, "publisher")
-        if kind.key in ("newspaper", "online_first"):
-            source_field = "journal" if kind.key == "online_first" else "howpublished"
+        if kind.key == "newspaper":
+            # Classic BibTeX has no newspaper type: @misc names the paper in howpublished.
+            source_field = "howpublished"
         fields: list[tuple[str, str]] = []
         names = [parse_name(a) for a in paper.authors if a.strip()]
         if names:
