@@ -761,9 +761,19 @@ def _year_suffixes(ordered: list[_Cite]) -> list[str]:
     suffixes = [""] * len(ordered)
     for members in groups.values():
         if len(members) > 1:
-            for letter, index in zip("abcdefghijklmnopqrstuvwxyz", members):
-                suffixes[index] = letter
+            for number, index in enumerate(members):
+                suffixes[index] = _suffix_letters(number)
     return suffixes
+
+
+def _suffix_letters(number: int) -> str:
+    """0 -> a, 25 -> z, 26 -> aa, 27 -> ab …"""
+    letters = ""
+    number += 1
+    while number:
+        number, rest = divmod(number - 1, 26)
+        letters = chr(ord("a") + rest) + letters
+    return letters
 
 
 def prose_entries(papers: list[Paper], style: str) -> list[tuple[str, str]]:

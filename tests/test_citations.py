@@ -249,6 +249,12 @@ def test_year_suffixes_for_works_cited_alike() -> None:
     assert [e.split(". ")[1] for e in chicago] == ["2019a", "2019b", "2020"]
 
 
+def test_year_suffixes_go_past_z() -> None:
+    same = [Paper(record_ref=f"r{i:02d}", title=f"T{i:02d}", authors=["甲"], source="刊", year=2020, document_type="期刊") for i in range(28)]
+    years = [e.split(". ")[1] for e in render(same, "chicago").text.split("\n\n")]
+    assert years[0] == "2020a" and years[25] == "2020z" and years[26:] == ["2020aa", "2020ab"]
+
+
 def test_thesis_details() -> None:
     thesis = Paper(
         record_ref="t", title="Neural ranking", authors=["Amy Adams"], source="harvard university", year=1999,
