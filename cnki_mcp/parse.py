@@ -94,11 +94,19 @@ class PageState(msgspec.Struct):
 
 
 def is_site_url(url: str) -> bool:
-    """The host allow-list: https and a cnki.net host (§1.1)."""
+    """The host allow-list: https and a cnki.net host (§1.1).
+
+    A backslash or userinfo is refused: Python reads ``https://evil.com\\@kns.cnki.net/`` as a CNKI
+    host, a browser as ``evil.com`` (WHATWG treats the backslash as a path separator).
+    """
+    if "\\" in url:
+        return False
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
     except ValueError:
+        return False
+    if "@" in parts.netloc:
         return False
     return parts.scheme == "https" and (host == "cnki.net" or host.endswith(".cnki.net"))
 
