@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import psutil
 
-from cnki_mcp import __version__, arguments, research, settings
+from cnki_mcp import __version__, arguments, citations, research, settings
 from cnki_mcp.browser import Browser
 from cnki_mcp.documents import Reader, local_ref, resolve_paper
 from cnki_mcp.download import DownloadRequest, Downloads, check_target, prior
@@ -31,17 +31,13 @@ from cnki_mcp.model import Config, Paper, SearchRecord, SessionState, public_pap
 from cnki_mcp.session import Sessions, session_view
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store, load_config
-from cnki_mcp.text import title_key
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
-# Tools whose CNKI side is not part of this build yet: they are listed and validated, and answer
-# a clear failed error instead of a result.
-NOT_YET_AVAILABLE = {
-    "export_citations": "导出参考文献",
-}
+# export_citations reads at most this many entries of a stored search.
+EXPORT_SEARCH_MAX = 1000
 
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 COMPACT_FIELDS = ("record_ref", "title", "authors", "year", "source", "abstract")
@@ -80,6 +76,7 @@ class App:
             "search": self.search,
             "read_online_html": self.read_online_html,
             "download_paper": self.download_paper,
+            "export_citations": self.export_citations,
         }
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -132,11 +129,6 @@ class App:
     async def call(self, tool: str, args: Any, ctx: Any) -> Any:
         handler = self._handlers.get(tool)
         if handler is None:
-            if tool in NOT_YET_AVAILABLE:
-                raise CnkiError(
-                    "CAPABILITY_UNAVAILABLE",
-                    f"当前版本还不能{NOT_YET_AVAILABLE[tool]}（{tool}）：这项功能尚在开发中，没有访问知网。",
-                )
             raise CnkiError("UNKNOWN_TOOL", f"没有名为 {tool} 的工具。")
         return await handler(args, ctx)
 
@@ -208,7 +200,7 @@ class App:
             return self._sessions.cached() if self._sessions is not None else session_view(SessionState(), cached=True)
         jobs = await self.jobs()
         job = jobs.start("session", kind_budget("session"), self.sessions().refresh)
-        return await jobs.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
+        return await jobs.inline(job, ctx)
 
     async def login(self, args: arguments.LoginArgs, ctx: Any) -> dict[str, Any]:
         jobs = await self.jobs()
@@ -218,7 +210,7 @@ class App:
             return await sessions.login(op, args.remote_access_url, args.force)
 
         job = jobs.start("login", kind_budget("login"), work)
-        return await jobs.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
+        return await jobs.inline(job, ctx)
 
     async def search_results(self, args: arguments.SearchResultsArgs, ctx: Any) -> dict[str, Any]:
         store = await self.store()
@@ -279,19 +271,62 @@ class App:
         if len(spans) > MAX_REFERENCES:
             raise CnkiError("TOO_MANY_REFERENCES", f"文本中有 {len(spans)} 个《题名》，一次最多处理 {MAX_REFERENCES} 个。")
         store = await self.store()
-        index = _title_index(store)
 
         def lookup(title: str) -> list[Match]:
-            refs = index.get(title_key(title), [])
-            return [Match(record_ref=ref, url=store.data.papers[ref].url) for ref in refs]
+            return [Match(record_ref=ref, url=store.data.papers[ref].url) for ref in research.titles_in_store(store, title)]
 
-        if args.lookup_missing and any(not lookup(span.title) for span in spans):
-            raise CnkiError(
-                "CAPABILITY_UNAVAILABLE",
-                "当前版本还不能到知网查找本地没有的题名：这项功能尚在开发中。可以不传 lookup_missing，只使用本地记录。",
-            )
-        text, references = render(args.text, spans, lookup)
-        return {"status": "completed", "text": text, "references": msgspec.to_builtins(references)}
+        def linked() -> dict[str, Any]:
+            text, references = render(args.text, spans, lookup)
+            return {"status": "completed", "text": text, "references": msgspec.to_builtins(references)}
+
+        missing = [span.title for span in spans if not lookup(span.title)]
+        if not (args.lookup_missing and missing):
+            return linked()
+
+        async def work(op: OperationContext) -> dict[str, Any]:
+            op.stage("locate")
+            _, problems = await research.Research(store, self.site()).resolve_titles(op, missing)
+            for problem in problems:
+                op.add_error(problem)
+            return linked()
+
+        jobs = await self.jobs()
+        return await jobs.inline(jobs.start("links", kind_budget("links"), work), ctx)
+
+    async def export_citations(self, args: arguments.ExportCitationsArgs, ctx: Any) -> dict[str, Any]:
+        store = await self.store()
+        refs = list(args.record_refs)
+        if args.search_id:
+            record = self._search(store, args.search_id)
+            refs += [e.record_ref for e in _scoped(record, args.scope)[:EXPORT_SEARCH_MAX]]
+        if args.filename and (store.exports_dir / args.filename).exists():
+            raise CnkiError("FILE_EXISTS", f"exports/{args.filename} 已存在，未覆盖；请换一个文件名。")
+        if not args.titles:
+            return await self._export(store, refs, args)
+
+        async def work(op: OperationContext) -> dict[str, Any]:
+            engine = research.Research(store, self.site())
+            op.stage("locate")
+            found, problems = await engine.resolve_titles(op, args.titles)
+            for problem in problems:
+                op.add_error(problem)
+            # Details make the citation complete (volume, issue, pages, DOI); a failed one is still cited.
+            fatal = await engine.enrich(op, found, "metadata", quality=False, record_errors=False)
+            if fatal is not None:
+                raise fatal
+            return await self._export(store, refs + found, args)
+
+        jobs = await self.jobs()
+        return await jobs.inline(jobs.start("export", kind_budget("export"), work), ctx)
+
+    async def _export(self, store: Store, refs: list[str], args: arguments.ExportCitationsArgs) -> dict[str, Any]:
+        papers = [store.data.papers[ref] for ref in dict.fromkeys(refs) if ref in store.data.papers]
+        if not papers:
+            raise CnkiError("INVALID_INPUT", "没有可以导出的文献：给出的 record_refs、search_id 或 titles 都没有对应的本地记录。")
+        result = await asyncio.to_thread(
+            citations.export, papers, args.format, args.template or None, data_dir=self.root, filename=args.filename
+        )
+        return {"status": "completed", "data": msgspec.to_builtins(result)}
 
     async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> dict[str, Any]:
         store = await self.store()
@@ -308,7 +343,7 @@ class App:
 
         jobs = await self.jobs()
         job = jobs.start("read", kind_budget("read", args.on_verification), work)
-        return await jobs.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
+        return await jobs.inline(job, ctx)
 
     async def download_paper(self, args: arguments.DownloadPaperArgs, ctx: Any) -> dict[str, Any]:
         store = await self.store()
@@ -331,7 +366,7 @@ class App:
 
         jobs = await self.jobs()
         job = jobs.start("download", kind_budget("download", args.on_verification), work)
-        return await jobs.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
+        return await jobs.inline(job, ctx)
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -352,29 +387,19 @@ class App:
                 refs.append(ref)
             else:
                 problems.append({"code": "RECORD_NOT_FOUND", "message": f"本地没有记录 {ref}。", "details": {"record_ref": ref}})
-        if titles:
-            index = _title_index(store)
-            for title in titles:
-                matches = index.get(title_key(title), [])
-                if len(matches) == 1:
-                    refs.append(matches[0])
-                elif matches:
-                    problems.append({
-                        "code": "IDENTITY_AMBIGUOUS",
-                        "message": f"本地有 {len(matches)} 篇题名为《{title}》的文献，请改用 record_ref。",
-                        "details": {"title": title, "record_refs": sorted(matches)},
-                    })
-                else:
-                    problems.append({"code": "DOCUMENT_NOT_FOUND", "message": f"本地没有题名为《{title}》的文献。", "details": {"title": title}})
+        for title in titles:
+            matches = research.titles_in_store(store, title)
+            if len(matches) == 1:
+                refs.append(matches[0])
+            elif matches:
+                problems.append({
+                    "code": "IDENTITY_AMBIGUOUS",
+                    "message": f"本地有 {len(matches)} 篇题名为《{title}》的文献，请改用 record_ref。",
+                    "details": {"title": title, "record_refs": sorted(matches)},
+                })
+            else:
+                problems.append({"code": "DOCUMENT_NOT_FOUND", "message": f"本地没有题名为《{title}》的文献。", "details": {"title": title}})
         return refs, problems
-
-
-def _title_index(store: Store) -> dict[str, list[str]]:
-    """Stored records by title key, for exact-title resolution without CNKI."""
-    index: dict[str, list[str]] = {}
-    for ref, paper in store.data.papers.items():
-        index.setdefault(title_key(paper.title), []).append(ref)
-    return index
 
 
 def _scoped(record: SearchRecord, scope: str) -> list[Any]:

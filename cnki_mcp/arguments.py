@@ -21,6 +21,8 @@ import msgspec
 
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import PRIVATE_PAPER_FIELDS, Paper
+from cnki_mcp.citations import validate_template
+from cnki_mcp.files import validate_filename
 from cnki_mcp.query import validate_plan
 
 # --- limits and enums (the tool contract and its documented defaults) -------------------------------
@@ -480,6 +482,12 @@ def _export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) -> None:
     _documents_given(args)
     args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
     args.format = _choice(args.format, CITATION_FORMATS, "gbt7714", "INVALID_FORMAT", "format")
+    if args.format == "custom":
+        if not args.template:
+            raise CnkiError("INVALID_TEMPLATE", "format=custom 需要 template，例如 {authors}. {title}[J]. {journal}, {year}.", details={"field": "template"})
+        validate_template(args.template)
+    if args.filename:
+        validate_filename(args.filename)
 
 
 def _link_references(args: LinkReferencesArgs, raw: dict[str, Any]) -> None:

@@ -67,7 +67,6 @@ CATALOGUE: dict[str, Code] = {
     "TOO_MANY_REFERENCES": Code("文本中的《题名》超过 100 个。"),
     "OUTPUT_TOO_LARGE": Code("导出内容超过 512 KB，请指定 filename 保存为文件。"),
     "NO_DOCUMENTS": Code("请至少提供 record_refs、titles 或 search_id 之一。"),
-    "CAPABILITY_UNAVAILABLE": Code("此功能尚未在当前版本中提供。"),
     # --- lookups ----------------------------------------------------------------------------
     "SEARCH_NOT_FOUND": Code("没有找到这个 search_id 对应的检索记录。"),
     "RECORD_NOT_FOUND": Code("没有找到这个 record_ref 对应的本地记录。"),

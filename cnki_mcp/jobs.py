@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from cnki_mcp import settings
 from cnki_mcp.clock import utc_now_iso
 from cnki_mcp.errors import CnkiError, as_cnki_error
 from cnki_mcp.model import Budget, Operation, Problem
@@ -364,6 +365,10 @@ class Jobs:
             await progress(value, None, f"{message} {done}/{total}" if done is not None and total else message)
         except Exception:  # noqa: BLE001 - a client that drops progress must not break the call
             log.debug("progress notification failed", exc_info=True)
+
+    async def inline(self, job: Job, ctx: Any) -> dict[str, Any]:
+        """A tool call's answer: the job's view after up to CNKI_INLINE_WAIT_SECONDS, with progress forwarded."""
+        return await self.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
 
     async def status(self, operation_id: str | None, wait_seconds: float, progress: ProgressSink | None = None) -> dict[str, Any]:
         wait_seconds = min(max(wait_seconds, 0), MAX_WAIT_SECONDS)

@@ -37,7 +37,7 @@ from cnki_mcp.identity import (
     record_ref_for,
     same_paper,
 )
-from cnki_mcp.jobs import Job, Jobs, OperationContext, kind_budget
+from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
 from cnki_mcp.model import (
     PARSER_VERSION,
     Budget,
@@ -1023,10 +1023,6 @@ def search_work(store: Store, site: SiteFactory, fresh: SearchState | None) -> C
     return work
 
 
-async def _inline(jobs: Jobs, job: Job, ctx: Any) -> dict[str, Any]:
-    return await jobs.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
-
-
 async def start_search(
     store: Store, jobs: Jobs, site: SiteFactory, request: SearchInput, plan: Plan, ctx: Any
 ) -> dict[str, Any]:
@@ -1038,7 +1034,7 @@ async def start_search(
             return hit
     state = SearchState(search_id="", input=request, plan=plan, cache_key=key)
     job = jobs.start("search", search_budget(request), search_work(store, site, state))
-    return await _inline(jobs, job, ctx)
+    return await jobs.inline(job, ctx)
 
 
 async def continue_search(
@@ -1046,7 +1042,7 @@ async def continue_search(
 ) -> dict[str, Any]:
     """Restart a stored search under its own id from its checkpoint (after Jobs.continuation)."""
     job = jobs.start("search", budget, search_work(store, site, None), resume_from=prior)
-    return await _inline(jobs, job, ctx)
+    return await jobs.inline(job, ctx)
 
 
 async def start_metadata(
@@ -1069,7 +1065,7 @@ async def start_metadata(
         )
 
     job = jobs.start("metadata", kind_budget("metadata"), work)
-    return await _inline(jobs, job, ctx)
+    return await jobs.inline(job, ctx)
 
 
 def structured_plan(args: StructuredSearchArgs) -> Plan:

@@ -17,7 +17,7 @@ from cnki_mcp.store import Store
 def _papers() -> list[Paper]:
     return [
         Paper(record_ref=f"rec_{i:024x}", title=f"违约金调整的基本标准研究{i}", authors=["王利明", f"作者{i}"],
-              source="法学研究", year=2020 + i % 5, url=f"https://kns.cnki.net/kcms2/article/abstract?v=v{i}",
+              source="法学研究", document_type="期刊", year=2020 + i % 5, url=f"https://kns.cnki.net/kcms2/article/abstract?v=v{i}",
               locator=f"https://kns.cnki.net/private/{i}", abstract=f"摘要{i}", keywords=["违约金"])
         for i in range(12)
     ]
@@ -116,13 +116,35 @@ async def test_get_metadata_local_only(app: App) -> None:
     assert [r["record_ref"] for r in by_search["result"]["records"]] == [f"rec_{1:024x}", f"rec_{2:024x}"]
 
 
-async def test_tools_that_need_cnki_say_they_are_not_available(app: App) -> None:
-    for tool, raw in [
-        ("export_citations", {"record_refs": ["rec_x"]}),
-    ]:
-        with pytest.raises(CnkiError) as unavailable:
-            await _call(app, tool, raw)
-        assert unavailable.value.code == "CAPABILITY_UNAVAILABLE", tool
+async def test_export_citations_from_a_search_and_to_a_file(app: App, seeded: Path) -> None:
+    reply = await _call(app, "export_citations", {"search_id": "op_search", "format": "gbt7714"})
+    data = reply["data"]
+    assert reply["status"] == "completed" and data["count"] == 5 and data["format"] == "gbt7714"
+    assert data["text"].startswith("[1] 王利明, 作者0. 违约金调整的基本标准研究0[J]. 法学研究, 2020")
+    saved = await _call(app, "export_citations", {"record_refs": [f"rec_{1:024x}", f"rec_{1:024x}"], "format": "bibtex", "filename": "refs.bib"})
+    assert saved["data"]["count"] == 1
+    assert Path(saved["data"]["path"]) == seeded / "exports" / "refs.bib"
+    with pytest.raises(CnkiError) as exists:
+        await _call(app, "export_citations", {"record_refs": [f"rec_{1:024x}"], "filename": "refs.bib"})
+    assert exists.value.code == "FILE_EXISTS"
+    with pytest.raises(CnkiError) as nothing:
+        await _call(app, "export_citations", {"record_refs": ["rec_unknown"]})
+    assert nothing.value.code == "INVALID_INPUT"
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        ({"record_refs": ["rec_x"], "format": "custom"}, "INVALID_TEMPLATE"),
+        ({"record_refs": ["rec_x"], "format": "custom", "template": "{authors.__class__}"}, "INVALID_TEMPLATE"),
+        ({"record_refs": ["rec_x"], "filename": "../escape.txt"}, "INVALID_FILENAME"),
+        ({"record_refs": ["rec_x"], "filename": "CON"}, "INVALID_FILENAME"),
+    ],
+)
+def test_export_arguments_are_rejected_before_any_work(raw: dict, code: str) -> None:
+    with pytest.raises(CnkiError) as failure:
+        arguments.parse("export_citations", raw)
+    assert failure.value.code == code
 
 
 async def test_operation_status_idle_and_control(app: App) -> None:

@@ -33,7 +33,6 @@ from cnki_mcp.session import Sessions
 from cnki_mcp.research import GridQuery
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store
-from tests.kns.fixtures import kns, kns_server  # noqa: F401
 from tests.kns.server import KnsSimulator
 
 pytestmark = pytest.mark.browser

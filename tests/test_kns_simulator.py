@@ -18,7 +18,6 @@ import lxml.html
 import pytest
 
 from tests.kns.corpus import Paper
-from tests.kns.fixtures import kns, kns_server  # noqa: F401
 from tests.kns.server import KnsSimulator
 
 CTX = ssl._create_unverified_context()

@@ -12,6 +12,7 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.links import Match, find_spans, render
 from cnki_mcp.model import Paper
 from cnki_mcp.store import Store
+from tests.fake_site import FakeSite, sim_paper
 
 
 def test_nested_titles_links_and_code_spans() -> None:
@@ -85,6 +86,20 @@ async def test_tool_limits(app: App) -> None:
     with pytest.raises(CnkiError) as too_large:
         arguments.parse("link_references", {"text": "字" * (200 * 1024)})
     assert too_large.value.code == "INPUT_TOO_LARGE"
-    with pytest.raises(CnkiError) as lookup:
-        await app.call("link_references", arguments.parse("link_references", {"text": "《未知》", "lookup_missing": True}), None)
-    assert lookup.value.code == "CAPABILITY_UNAVAILABLE"
+
+
+async def test_lookup_missing_locates_titles_on_cnki(app: App) -> None:
+    site = FakeSite()
+    app.site = lambda: site  # type: ignore[method-assign]
+    known = sim_paper(7)
+    text = f"已有《没有公开链接的论文》，待查《{known.title}》与《知网上也没有》。"
+    reply = await app.call("link_references", arguments.parse("link_references", {"text": text, "lookup_missing": True}), None)
+    assert reply["kind"] == "links" and reply["status"] == "partial"
+    result = reply["result"]
+    assert [r["status"] for r in result["references"]] == ["matched_without_link", "linked", "unresolved"]
+    assert f"[《{known.title}》](https://kns.cnki.net/kcms2/article/abstract?v=7)" in result["text"]
+    assert [e["code"] for e in reply["errors"]] == ["DOCUMENT_NOT_FOUND"]
+    assert site.counts["locate"] == 1  # both missing titles in one exact-title search
+
+    again = await app.call("link_references", arguments.parse("link_references", {"text": text}), None)
+    assert [r["status"] for r in again["references"]] == ["matched_without_link", "linked", "unresolved"]

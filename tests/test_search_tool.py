@@ -25,7 +25,6 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext, kind_budget
 from cnki_mcp.model import Budget
 from tests.fake_site import FakeSite, sim_paper
-from tests.kns.fixtures import kns, kns_server  # noqa: F401
 
 QUERY = {"query": "自动驾驶 产品责任"}
 FULL_RUN = 17 + 100 + 15

@@ -858,11 +858,11 @@ def login_page(sc: Scenario, return_url: str, unit: bool) -> str:
 
 def verify_home_page(return_url: str, solves: int) -> str:
     """kns.cnki.net/verify/home: an empty SPA shell; its script draws the challenge (and our solve button)."""
-    script = f"""<script>
-setTimeout(function(){{
+    script = """<script>
+setTimeout(function(){
   document.getElementById('app').innerHTML = '<div class="captcha-dialog" style="margin:80px auto;width:360px;border:1px solid #999;padding:20px">'
     + '<p>请完成安全验证</p><p>拖动下方拼图完成验证</p><button type="button" class="sim-solve" onclick="simSolve()">完成验证（模拟）</button></div>';
-}}, 50);
+}, 50);
 </script>"""
     return page("安全验证", f'<div id="app"></div>{solve_script(solves)}{script}',
                 head=f'<meta name="sim-return-url" content="{esc(return_url)}">')
