@@ -21,7 +21,7 @@ import msgspec
 
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import PRIVATE_PAPER_FIELDS, Paper
-from cnki_mcp.citations import validate_template
+from cnki_mcp.citations import FORMATS, validate_template
 from cnki_mcp.files import validate_filename
 from cnki_mcp.query import validate_plan
 
@@ -47,21 +47,7 @@ FRESHNESS = ("prefer_cache", "live")
 SCOPES = ("selected", "eligible", "candidates")
 VIEWS = ("titles", "compact", "records")
 DOWNLOAD_FORMATS = ("auto", "pdf", "caj")
-CITATION_FORMATS = (
-    "gbt7714",
-    "apa",
-    "mla",
-    "chicago",
-    "vancouver",
-    "bibtex",
-    "ris",
-    "endnote",
-    "csl_json",
-    "json",
-    "csv",
-    "markdown",
-    "custom",
-)
+CITATION_FORMATS = FORMATS
 ACTIONS = ("cancel", "continue", "resume", "show", "recover")
 
 # Integer options: name -> (default for search, maximum). structured_search derives candidate_target.
