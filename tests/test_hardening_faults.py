@@ -400,5 +400,175 @@ async def test_sigkill_in_the_middle_of_flushes_never_breaks_research_json(tmp_p
     assert not list(data.glob("research.json.unreadable-*"))
 
 
+# --- the real browser against the simulator ----------------------------------------------------------------
+
+
+def sim_env(data: Path, sim: Any, chromium: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CNKI_")}
+    env.update(
+        CNKI_DATA_DIR=str(data), CNKI_HEADLESS="1", CNKI_BROWSER_PATH=chromium, CNKI_BROWSER_ARGS=sim.browser_args,
+        CNKI_REQUEST_INTERVAL_MS="10", CNKI_INLINE_WAIT_SECONDS="3", CNKI_LOG_LEVEL="INFO", PYTHONPATH=str(REPO),
+    )
+    env.update(extra)
+    return env
+
+
+def seed_papers(data: Path, sim: Any, count: int) -> list[str]:
+    """Journal papers with several sections stored as records, with the links the simulator hands out."""
+    from tests.test_e2e_documents import journal_papers, seed
+
+    return seed(data, sim, journal_papers(sim, count))
+
+
+class SimSession:
+    """The SDK client on a real server (Chromium + simulator); follows operations to their end."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    async def call(self, tool: str, **args: Any) -> dict[str, Any]:
+        from tests.test_hardening_input import answer
+
+        return answer(await self.client.call_tool(tool, args))
+
+    async def until(self, reply: dict[str, Any], statuses: tuple[str, ...], timeout: float = 120) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while reply.get("status") not in statuses and reply.get("status") in ("running", "awaiting_user"):
+            assert time.monotonic() < deadline, reply
+            reply = await self.call("operation_status", operation_id=reply["operation_id"], wait_seconds=10)
+        return reply
+
+
+@contextlib.asynccontextmanager
+async def sim_server(env: dict[str, str], errlog: Any) -> Any:
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=env, cwd=str(REPO))
+    async with stdio_client(params, errlog=errlog) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield SimSession(session)
+
+
+FINAL = ("completed", "partial", "failed", "skipped", "cancelled")
+
+
+def show(view: dict[str, Any]) -> str:
+    """An operation view short enough to read in a failure (exception groups hide long reprs)."""
+    return json.dumps({k: view.get(k) for k in ("status", "stage", "errors", "message")}, ensure_ascii=False)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+async def test_a_captcha_in_every_stage_ends_as_documented(kns: Any, chromium: str, tmp_path: Path) -> None:
+    """list, detail, journal, reader, download: with skip the operation ends ``skipped``; with ask it
+    waits for a person (``awaiting_user``), and once the person solves it, it completes."""
+    data = tmp_path / "data"
+    refs = seed_papers(data, kns, 4)
+    kns.configure(login="institution", reader="full")
+    outcomes: dict[str, str] = {}
+    with open(tmp_path / "stderr.txt", "ab") as errlog:
+        async with sim_server(sim_env(data, kns, chromium), errlog) as mcp:
+            # list (grid), policy skip; the search template is captured first (see the xfail test below)
+            warm = await mcp.until(await mcp.call("structured_search", expression={"field": "title", "value": "法"}, limit=5), FINAL)
+            assert warm["status"] == "completed", show(warm)
+            kns.captcha("grid")
+            view = await mcp.call("structured_search", expression={"field": "title", "value": "法"}, limit=5,
+                                  options={"on_verification": "skip", "freshness": "live"})
+            view = await mcp.until(view, FINAL)
+            # A search keeps what its other channels found: a skipped channel makes it partial (engine.md §15.2).
+            assert view["status"] in ("skipped", "partial") and [e["code"] for e in view["errors"]] == ["VERIFICATION_SKIPPED"], show(view)
+            assert view["result"]["candidate_count"] == 0
+            outcomes["list/skip"] = view["status"]
+            kns.solve()
+            # detail, journal: get_metadata has no policy, so a person is asked
+            for stage, args in (("detail", {"record_refs": [refs[0]], "refresh": True}),
+                                ("journal", {"record_refs": [refs[1]], "refresh": True, "quality": True})):
+                kns.captcha(stage)
+                view = await mcp.until(await mcp.call("get_metadata", **args), ("awaiting_user", *FINAL))
+                assert view["status"] == "awaiting_user", (stage, show(view))
+                kns.solve()
+                view = await mcp.until(view, FINAL)
+                assert view["status"] == "completed", (stage, show(view))
+                record = view["result"]["records"][0]
+                assert record["abstract"] and (stage != "journal" or record.get("quality")), (stage, record)
+                outcomes[f"{stage}/ask"] = view["status"]
+            # reader: ask, then the person solves it; download: skip
+            kns.captcha("reader")
+            view = await mcp.until(await mcp.call("read_online_html", record_ref=refs[2]), ("awaiting_user", *FINAL))
+            assert view["status"] == "awaiting_user", show(view)
+            kns.solve()
+            view = await mcp.until(view, FINAL)
+            assert view["status"] == "completed" and view["result"]["text"], show(view)
+            outcomes["reader/ask"] = view["status"]
+            kns.captcha("download")
+            view = await mcp.call("download_paper", record_ref=refs[3], format="pdf", on_verification="skip")
+            view = await mcp.until(view, FINAL)
+            assert view["status"] == "skipped" and "VERIFICATION_SKIPPED" in [e["code"] for e in view["errors"]], show(view)
+            outcomes["download/skip"] = view["status"]
+            assert not list((data / "downloads").rglob("*.pdf"))
+    FIGURES["faults_injected"] += 5
+    assert len(outcomes) == 5
+    valid_store(data / "research.json")
+    assert browser_processes(str(data / "browser")) == []
+    FIGURES["orphan_browsers"] += len(browser_processes(str(data)))
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.xfail(strict=True, reason="bug: a grid captcha met while the search template is captured ends as "
+                   "OPERATION_FAILED 'Inspected target navigated or closed' (site.py template capture)")
+async def test_a_captcha_on_the_very_first_search_is_skipped(kns: Any, chromium: str, tmp_path: Path) -> None:
+    kns.captcha("grid")
+    with open(tmp_path / "stderr.txt", "ab") as errlog:
+        async with sim_server(sim_env(tmp_path / "data", kns, chromium), errlog) as mcp:
+            view = await mcp.client.call_tool("structured_search", {
+                "expression": {"field": "title", "value": "法"}, "limit": 5, "options": {"on_verification": "skip"}})
+            view = await mcp.until(view.structured_content, FINAL)
+    assert view["status"] == "skipped" and [e["code"] for e in view["errors"]] == ["VERIFICATION_SKIPPED"], view
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+async def test_the_browser_killed_mid_search_then_recover_and_continue(kns: Any, chromium: str, tmp_path: Path) -> None:
+    """Chromium dies at a random moment of the detail phase: BROWSER_UNAVAILABLE, recover, continue."""
+    rng = random.Random(11)
+    data = tmp_path / "data"
+    kns.configure(latency={"detail": 0.4})
+    with open(tmp_path / "stderr.txt", "ab") as errlog:
+        async with sim_server(sim_env(data, kns, chromium, ), errlog) as mcp:
+            view = await mcp.call("search", query="违约金", limit=10, options={"max_requests": 200, "candidate_target": 40, "max_pages": 2})
+            op_id = view["operation_id"]
+            kill_at = rng.randint(2, 6)
+            await _wait_for(lambda: kns.count("detail") >= kill_at, 120)
+            victims = browser_processes(str(data / "browser"))
+            assert victims
+            for process in victims:
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+            FIGURES["browser_kills"] += 1
+            failed = await mcp.until(view, FINAL)
+            assert failed["status"] in ("partial", "failed"), failed
+            assert "BROWSER_UNAVAILABLE" in [e["code"] for e in failed["errors"]], failed
+            await asyncio.sleep(store_module.FLUSH_INTERVAL_SECONDS + 0.5)
+            persisted = valid_store(data / "research.json")
+            done_details = {p.locator or p.url for p in persisted.papers.values() if p.detail_observed_at}
+            seen = len(kns.requests)
+            recovered = await mcp.call("operation_control", action="recover")
+            assert recovered["status"] == "completed"
+            again = await mcp.call("operation_control", action="continue", operation_id=op_id)
+            final = await mcp.until(again, FINAL, timeout=240)
+            FIGURES["continues"] += 1
+    assert final["status"] == "completed" and final["result"]["candidate_count"] > 0, show(final)
+    later = {r.url for r in kns.requests[seen:] if r.endpoint == "detail"}
+    repeated = {u for u in done_details if u in later}
+    FIGURES["repeated_after_continue"] += len(repeated)
+    assert not repeated
+    assert browser_processes(str(data / "browser")) == []
+
+
 if __name__ == "__main__":
     asyncio.run(_serve_with_fake_site())
