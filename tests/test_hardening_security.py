@@ -379,3 +379,74 @@ def test_client_config_writes_keep_every_other_entry(
     assert merged == expected
     backups = [p for p in folder.iterdir() if p != path]
     assert len(backups) == 1 and json.loads(backups[0].read_text("utf-8")) == json.loads(json.dumps(document))
+
+
+# --- export_citations over MCP: formulas and file names ----------------------------------------------------
+
+
+def _seed_formula_papers(data: Path) -> list[str]:
+    from cnki_mcp.store import Store
+
+    store = Store.open(data)
+    refs = []
+    try:
+        for i, formula in enumerate(FORMULAS):
+            paper = Paper(record_ref=f"rec_formula_{i}", title=f"{formula}题名{i}", authors=[f"{formula}张三"],
+                          source=formula + "期刊", year=2024, doi=formula)
+            store.put_paper(paper)
+            refs.append(paper.record_ref)
+        store.flush()
+    finally:
+        store.close_sync()
+    return refs
+
+
+def test_export_citations_over_mcp_neutralises_formulas_and_keeps_files_inside(tmp_path: Path) -> None:
+    import csv
+    import io
+
+    from tests.test_hardening_input import McpServer, answer, server_env
+
+    box = tmp_path / "box"
+    data = box / "data"
+    refs = _seed_formula_papers(data)
+    (data / "exports").mkdir(exist_ok=True)
+    (box / "victim").mkdir()
+    (data / "exports" / "planted.csv").symlink_to(box / "victim" / "target.csv")  # dangling on purpose
+    before = scan(box)
+    server = McpServer(server_env(data), tmp_path / "stderr.txt").start()
+    try:
+        exported = answer(server.call("export_citations", {"record_refs": refs, "format": "csv"}))
+        rows = list(csv.reader(io.StringIO(exported["data"]["text"].lstrip("\ufeff"))))
+        assert len(rows) == len(FORMULAS) + 1
+        for row in rows[1:]:
+            for cell in row:
+                assert not cell.lstrip(" \t\r\n").startswith(("=", "+", "-", "@")) or cell.startswith("'"), row
+        saved = answer(server.call("export_citations", {"record_refs": refs, "format": "csv", "filename": "refs.csv"}))
+        assert Path(saved["data"]["path"]).resolve().parent == (data / "exports").resolve()
+        for name in ("../escape.csv", "sub/escape.csv", "C:\\escape.csv", "\\\\srv\\s\\escape.csv", "CON.csv", ".hidden.csv"):
+            result = server.call("export_citations", {"record_refs": refs, "format": "csv", "filename": name})
+            assert answer(result)["errors"][0]["code"] == "INVALID_FILENAME", (name, result.structured_content)
+            FIGURES["hostile_paths"] += 1
+        planted = answer(server.call("export_citations", {"record_refs": refs, "format": "csv", "filename": "planted.csv"}))
+        assert planted["errors"][0]["code"] == "FILE_EXISTS"
+    finally:
+        server.close()
+    escaped = outside(before, scan(box), os.path.relpath(data, box))
+    FIGURES["written_outside"] += len(escaped)
+    assert not escaped and os.listdir(box / "victim") == []
+
+
+def test_an_absolute_export_name_is_invalid_not_an_existence_oracle(tmp_path: Path) -> None:
+    """The name is checked before app.export_citations asks whether exports/<name> exists."""
+    from tests.test_hardening_input import McpServer, answer, server_env
+
+    data = tmp_path / "data"
+    refs = _seed_formula_papers(data)
+    server = McpServer(server_env(data), tmp_path / "stderr.txt").start()
+    try:
+        for name in ("/etc/passwd", "../research.json"):
+            result = answer(server.call("export_citations", {"record_refs": refs, "filename": name}))
+            assert result["errors"][0]["code"] == "INVALID_FILENAME", result
+    finally:
+        server.close()
