@@ -450,3 +450,68 @@ def test_an_absolute_export_name_is_invalid_not_an_existence_oracle(tmp_path: Pa
             assert result["errors"][0]["code"] == "INVALID_FILENAME", result
     finally:
         server.close()
+
+
+# --- secrets: cookies, tokens and reader invoices stay inside the browser ------------------------------------
+
+
+async def _devtools(profile: Path, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One DevTools call on the server's running browser (its own endpoint, read from the profile)."""
+    import websockets
+
+    port, path = (profile / "DevToolsActivePort").read_text().split()[:2]
+    async with websockets.connect(f"ws://127.0.0.1:{port}{path}", max_size=None) as ws:
+        await ws.send(json.dumps({"id": 1, "method": method, "params": params}))
+        while (reply := json.loads(await asyncio.wait_for(ws.recv(), 10))).get("id") != 1:
+            pass
+    assert "error" not in reply, reply
+    return reply["result"]
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+async def test_no_cookie_token_or_invoice_reaches_results_logs_or_snapshots(kns: KnsSimulator, chromium: str, tmp_path: Path) -> None:
+    import secrets
+
+    from tests.test_hardening_faults import FINAL, seed_papers, sim_env, sim_server
+
+    data = tmp_path / "data"
+    refs = seed_papers(data, kns, 2)
+    kns.configure(login="institution", reader="full")
+    cookies = {"SID_kns8": f"sid-{secrets.token_hex(16)}", "Ecp_Session": f"tok-{secrets.token_hex(16)}"}
+    replies: list[dict[str, Any]] = []
+    with open(tmp_path / "stderr.txt", "ab") as errlog:
+        async with sim_server(sim_env(data, kns, chromium, CNKI_LOG_LEVEL="DEBUG"), errlog) as mcp:
+            replies.append(await mcp.until(await mcp.call("session_status", refresh=True), FINAL))
+            profile = data / "browser" / "profile"
+            await _devtools(profile, "Storage.setCookies", {"cookies": [
+                {"name": name, "value": value, "domain": ".cnki.net", "path": "/", "secure": True, "httpOnly": True}
+                for name, value in cookies.items()
+            ]})
+            kns.fault("grid", "truncate", fraction=0.02, times=2)  # a broken page: a snapshot is saved
+            for tool, args in (
+                ("structured_search", {"expression": {"field": "title", "value": "法"}, "limit": 5, "options": {"freshness": "live"}}),
+                ("structured_search", {"expression": {"field": "title", "value": "违约金"}, "limit": 5, "options": {"freshness": "live"}}),
+                ("get_metadata", {"record_refs": refs, "refresh": True, "quality": True}),
+                ("read_online_html", {"record_ref": refs[0]}),
+                ("download_paper", {"record_ref": refs[1], "format": "pdf"}),
+                ("session_status", {"refresh": True}),
+            ):
+                replies.append(await mcp.until(await mcp.call(tool, **args), FINAL))
+            replies.append(await mcp.call("diagnostics"))
+            # The secrets were really in play: the browser still holds the cookies for every cnki.net request.
+            held = (await _devtools(profile, "Storage.getCookies", {}))["cookies"]
+            assert {c["value"] for c in held if c["domain"] == ".cnki.net"} >= set(cookies.values())
+    tokens = {r.query[key] for r in kns.requests for key in ("invoice", "nonce") if r.query.get(key)}
+    assert tokens and replies[4]["status"] == "completed" and replies[5]["status"] == "completed", replies[4:6]
+    snapshots = list((data / "diagnostics").glob("*.html"))
+    assert snapshots
+    haystacks = {"results": json.dumps(replies, ensure_ascii=False), "stderr": (tmp_path / "stderr.txt").read_text("utf-8", "replace")}
+    for path in data.rglob("*"):
+        if path.is_file() and not path.is_symlink() and "browser" not in path.relative_to(data).parts[:1] and path.suffix != ".pdf":
+            haystacks[str(path.relative_to(data))] = path.read_text("utf-8", "replace")
+    leaks = [(where, secret[:12]) for where, text in haystacks.items() for secret in [*cookies.values(), *tokens] if secret in text]
+    FIGURES["secrets_checked"] = len(cookies) + len(tokens)
+    FIGURES["places_scanned"] = len(haystacks)
+    assert leaks == []
