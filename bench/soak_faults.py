@@ -8,7 +8,8 @@ The CI suite (tests/test_hardening_*.py) does a few of each; this repeats them w
   SIGKILLed, alternately after freezing the site at a random request (everything done is on disk) and at a
   random moment (work of the last two seconds may be redone); a new server continues the search. Counts
   requests repeated although their result was on disk (must be 0), work redone from the unflushed window,
-  and records lost (must be 0).
+  requests that had finished long before the last flush but were not in it (a retrieval round cut short;
+  must be 0 once that bug is fixed), and records lost (must be 0).
 * ``--flush-kills``: a process that only grows and flushes the store is killed at random moments; every
   research.json left behind must decode and keep every record of the previous one.
 * ``--inputs``: schema-driven generated argument objects through one server (hypothesis), as in
@@ -101,6 +102,7 @@ def main() -> int:
         totals = asyncio.run(kills(args.kills, args.seed))
         print(f"search kills: {dict(totals)}")
         broken |= bool(totals["failures"] or totals["repeated_after_continue"] or totals["lost_records"])
+        broken |= bool(totals["redone_settled_but_unsaved"])  # the retrieval-round bug (see the xfail test)
     if args.flush_kills:
         totals = asyncio.run(flush_kills(args.flush_kills, args.seed))
         print(f"flush kills: {dict(totals)}")

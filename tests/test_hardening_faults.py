@@ -34,7 +34,7 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import StoreData
 from cnki_mcp.store import Store
-from tests.fake_site import FakeSite, sim_paper
+from tests.fake_site import FEEDBACK_TERMS, FakeSite, sim_paper
 
 REPO = Path(__file__).resolve().parents[1]
 QUERY = {"query": "自动驾驶 产品责任"}
@@ -330,27 +330,61 @@ async def _kill_then_continue(tmp_path: Path, rng: random.Random, *, freeze: boo
     assert final["result"]["candidate_count"] == 200
     after = read_log(log)[len(before):]
     again = {(kind, key) for _, kind, key in before} & {(kind, key) for _, kind, key in after}
-    # A request is "lost work" only if it finished after the snapshot on disk was taken.
-    on_disk = {(kind, key) for at, kind, key in before if at < flushed_at - 0.3}
-    assert not again & on_disk, sorted(again & on_disk)
+    on_disk = persisted_requests(persisted, op_id)
+    # Finished well before the snapshot on disk was taken, yet not part of it (see the xfail test below).
+    settled = {(kind, key) for at, kind, key in before if at < flushed_at - 0.3}
     stored = valid_store(data / "research.json")
-    assert set(persisted.papers) <= set(stored.papers)  # nothing that was on disk is lost
     assert killed_at > flushed_at
-    return {"repeated_after_continue": len(again & on_disk), "redone_unflushed": len(again), "lost_records": len(set(persisted.papers) - set(stored.papers))}
+    return {
+        "repeated_after_continue": len(again & on_disk),
+        "redone_unflushed": len(again - on_disk),
+        "redone_settled_but_unsaved": len((again & settled) - on_disk),
+        "lost_records": len(set(persisted.papers) - set(stored.papers)),
+    }
+
+
+_CHANNEL_FIELDS = {"q1": "subject", "q2": "title", "q3": "keywords"}
+
+
+def persisted_requests(data: StoreData, op_id: str) -> set[tuple[str, str]]:
+    """The fake site's requests whose results research.json holds: read details, journals, grid pages
+    the search's checkpoint counts (feedback pages conservatively: up to the fewest any feedback channel has)."""
+    done = {("detail", p.filename) for p in data.papers.values() if p.detail_observed_at}
+    done |= {("journal", key) for key in data.sources}
+    checkpoint = data.operations[op_id].checkpoint or {}
+    coverage = {c["channel"]: c["pages"] for c in checkpoint.get("coverage") or []}
+    for channel, field in _CHANNEL_FIELDS.items():
+        done |= {("grid", f"{field}#{page}") for page in range(1, coverage.get(channel, 0) + 1)}
+    feedback = [pages for channel, pages in coverage.items() if channel.startswith("feedback")]
+    if feedback:
+        done |= {("grid", f"feedback:{term}#{page}") for term in FEEDBACK_TERMS for page in range(1, min(feedback) + 1)}
+    return done
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1])
 async def test_sigkill_at_a_random_frozen_request_then_continue_repeats_nothing(tmp_path: Path, seed: int) -> None:
     figures = await _kill_then_continue(tmp_path, random.Random(seed), freeze=True)
-    assert figures["redone_unflushed"] == 0  # frozen two flushes long: everything done was on disk
+    assert figures["repeated_after_continue"] == 0 and figures["lost_records"] == 0
+    assert figures["redone_unflushed"] == 0  # frozen two flushes long (in the detail phase): everything done was on disk
     FIGURES.update(figures)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="bug: research._round collects a retrieval round only when every channel's page "
+                   "has answered, so a page that finished before a crash but whose round did not is fetched again")
+async def test_a_crash_inside_a_retrieval_round_repeats_no_finished_page(tmp_path: Path) -> None:
+    """Frozen at the 5th request: subject#2 has answered, title#2 hangs. continue asks for subject#2 again."""
+    figures = await _kill_then_continue(tmp_path, random.Random(30008), freeze=True)  # freeze_at = 4
+    assert figures["redone_settled_but_unsaved"] == 0, figures
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [4])
 async def test_sigkill_at_a_random_moment_then_continue_redoes_only_unflushed_work(tmp_path: Path, seed: int) -> None:
-    FIGURES.update(await _kill_then_continue(tmp_path, random.Random(seed), freeze=False))
+    figures = await _kill_then_continue(tmp_path, random.Random(seed), freeze=False)
+    assert figures["repeated_after_continue"] == 0 and figures["lost_records"] == 0, figures
+    FIGURES.update(figures)
 
 
 # --- SIGKILL during a flush ----------------------------------------------------------------------------
