@@ -123,7 +123,9 @@ class Server:
                     await session.initialize()
                     diagnostics = (await session.call_tool("diagnostics", {})).structured_content or {}
                     self.pid = int(diagnostics["process_id"])
-                    await self.call(session, "search_results", {"search_id": self.search_ids[0]})  # open the store
+                    opened = time.perf_counter()
+                    await session.call_tool("search_results", {"search_id": self.search_ids[0]})  # opens the store
+                    open_seconds = time.perf_counter() - opened
                     idle_rss = psutil.Process(self.pid).memory_info().rss
                     started = await self.call(session, "search", {"query": "自动驾驶 产品责任", "options": {"freshness": "live"}})
                     self.search_id = started["operation_id"]
@@ -142,12 +144,14 @@ class Server:
                     after = len(self.log.read_text().splitlines()) if self.log.exists() else 0
                     await session.call_tool("operation_control", {"action": "cancel", "operation_id": self.search_id})
         return {
-            "elapsed": elapsed, "idle_rss": idle_rss, "search_status": status.get("status"),
+            "elapsed": elapsed, "idle_rss": idle_rss, "search_status": status.get("status"), "open_seconds": open_seconds,
             "site_requests_during_load": after - before,
         }
 
 
 def table(latencies: dict[str, list[float]]) -> None:
+    if not latencies:
+        return
     everything = [v for values in latencies.values() for v in values]
     print(f"{'tool':<20}{'calls':>7}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}")
     for tool, values in sorted(latencies.items()) + [("all", everything)]:
@@ -158,7 +162,8 @@ def table(latencies: dict[str, list[float]]) -> None:
 def report(label: str, server: Server, outcome: dict[str, Any], streams: int) -> None:
     loaded = {tool: values for tool, values in server.latencies.items() if tool != "search"}
     total = sum(len(values) for values in loaded.values())
-    print(f"\n== {label}: one stream alone (baseline)")
+    print(f"\n== {label}: first call (opens the {len(server.refs)}-paper store): {outcome['open_seconds'] * 1e3:.0f} ms")
+    print(f"== {label}: one stream alone (baseline)")
     table(server.baseline)
     print(f"== {label}: {streams} concurrent streams, {total} calls in {outcome['elapsed']:.1f} s "
           f"({total / outcome['elapsed']:.0f} calls/s), a search running")
