@@ -289,7 +289,7 @@ class InjectingSite(FakeSite):
 
 
 async def test_instructions_inside_pages_are_returned_as_data_and_change_nothing(tmp_path: Path) -> None:
-    from tests.test_search_tool import call, with_site
+    from tests.test_hardening_faults import call, with_site
 
     clean_site, hostile_site = FakeSite(), InjectingSite()
     runs = []
