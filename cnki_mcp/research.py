@@ -301,6 +301,9 @@ class SearchState(msgspec.Struct, omit_defaults=True):
     feedback_refs: list[str] = []
     feedback_pool: list[str] = []
     finished: bool = False
+    # Pages that answered during a round that was not yet collected: a continue uses them instead of
+    # asking CNKI again, while collection still happens in channel order.
+    pending: dict[str, GridPage] = {}
 
 
 def search_input(args: SearchArgs) -> SearchInput:
@@ -767,14 +770,21 @@ class Research:
         request = run.state.input
 
         async def fetch(channel: Channel) -> GridPage:
+            waiting = run.state.pending.get(channel.name)
+            if waiting is not None:
+                return waiting
             page = run.coverage[channel.name].pages + 1
-            return await self.site.grid(op, self._query(channel, request), page)
+            grid = await self.site.grid(op, self._query(channel, request), page)
+            run.state.pending[channel.name] = grid
+            op.checkpoint(run.state)
+            return grid
 
         results = await asyncio.gather(*(fetch(channel) for channel in channels), return_exceptions=True)
         fatal: CnkiError | None = None
         for channel, result in zip(channels, results):
             if isinstance(result, GridPage):
                 self._collect(run, channel, result, feedback)
+                run.state.pending.pop(channel.name, None)
                 continue
             if isinstance(result, asyncio.CancelledError):
                 raise result

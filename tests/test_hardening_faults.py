@@ -371,8 +371,6 @@ async def test_sigkill_at_a_random_frozen_request_then_continue_repeats_nothing(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="bug: research._round collects a retrieval round only when every channel's page "
-                   "has answered, so a page that finished before a crash but whose round did not is fetched again")
 async def test_a_crash_inside_a_retrieval_round_repeats_no_finished_page(tmp_path: Path) -> None:
     """Frozen at the 5th request: subject#2 has answered, title#2 hangs. continue asks for subject#2 again."""
     figures = await _kill_then_continue(tmp_path, random.Random(30008), freeze=True)  # freeze_at = 4
