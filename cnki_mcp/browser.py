@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 import psutil
@@ -136,6 +137,10 @@ class Tab:
         self._documents: dict[str, tuple[int, str]] = {}
         self._document_seen = asyncio.Event()
         self._fetch_ids = itertools.count(1)
+        # Redirects of the page's own requests as (sequence, from URL, to URL, status), newest last.
+        self._redirects: collections.deque[tuple[int, str, str, int]] = collections.deque(maxlen=32)
+        self._redirect_seq = itertools.count(1)
+        self._last_redirect = 0
 
     @property
     def url(self) -> str:
@@ -147,6 +152,30 @@ class Tab:
         if getattr(event.type_, "value", event.type_) == "Document":
             self._documents[str(event.loader_id)] = (int(event.response.status), str(event.response.url))
             self._document_seen.set()
+
+    def _on_request(self, event: Any, _conn: Any = None) -> None:
+        redirect = event.redirect_response
+        if redirect is not None and getattr(event.type_, "value", event.type_) != "Document":
+            self._last_redirect = next(self._redirect_seq)
+            self._redirects.append((self._last_redirect, str(redirect.url), str(event.request.url), int(redirect.status)))
+
+    def _cross_origin_redirect(self, url: str, since: int) -> tuple[str, int] | None:
+        """Where a request for ``url`` made after ``since`` was redirected to another origin, if it was.
+
+        A cross-origin redirect is what makes an in-page fetch fail with a bare network error (CORS),
+        e.g. a grid POST answered with a redirect to the login host.
+        """
+        hops = {source: (to, status) for seq, source, to, status in self._redirects if seq > since}
+        current, seen, final = url, {url}, None
+        while current in hops:
+            current, status = hops[current]
+            if current in seen:
+                break
+            seen.add(current)
+            final = (current, status)
+        if final is None or _origin(final[0]) == _origin(url):
+            return None
+        return final
 
     async def _document(self, loader_id: str, timeout: float) -> tuple[int, str] | None:
         deadline = time.monotonic() + timeout
@@ -579,6 +608,14 @@ _CLICK_STATE_JS = r"""
 """
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    try:
+        parts = urlsplit(url)
+        return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port
+    except ValueError:
+        return "", url, None
+
+
 def _js_call(function_source: str, *args: Any) -> str:
     """An expression that calls a JS function with JSON-encoded arguments (no string splicing)."""
     encoded = ", ".join(json.dumps(a, ensure_ascii=False) for a in args)
@@ -948,6 +985,9 @@ class Browser:
         except Exception as exc:
             if self._session is not None and not self._session.alive():
                 raise CnkiError("BROWSER_UNAVAILABLE", _DEAD_MESSAGE, details=self._dead_details()) from exc
+            if "navigated" in str(exc):
+                import traceback, sys
+                print("DBGNAV", "".join(traceback.format_stack()), file=sys.stderr)
             raise as_cnki_error(exc) from exc
 
     async def _tab_call(self, tab: Tab, command: Any, timeout: float) -> Any:
@@ -972,6 +1012,7 @@ class Browser:
         try:
             await self._guard(conn.attach(), CALL_TIMEOUT)
             conn.add_handler(cdp.network.ResponseReceived, tab._on_response)
+            conn.add_handler(cdp.network.RequestWillBeSent, tab._on_request)
             await self._call(conn, cdp.network.enable(), CALL_TIMEOUT)
             # Background tabs are hidden: without this, mouse input waits ~5 s for a frame that never comes.
             await self._call(conn, cdp.emulation.set_focus_emulation_enabled(enabled=True), CALL_TIMEOUT)
@@ -1053,6 +1094,24 @@ class Browser:
                 return None
             await self._wait_changed(session, remaining)
 
+    async def page_tabs(self) -> list[Tab]:
+        """Every page of this browser, ours or opened by a person (attached on first sight), oldest first."""
+        session = self._live()
+        result = []
+        for tid, info in list(session.pages.items()):
+            tab = session.tabs.get(tid)
+            if tab is None:
+                opener = str(info.opener_id) if info.opener_id else None
+                try:
+                    tab = await self._adopt(session, info, opener)
+                except CnkiError as exc:
+                    if not session.alive():
+                        raise
+                    log.debug("could not attach to tab %s (closed meanwhile?): %s", tid, exc)
+                    continue
+            result.append(tab)
+        return result
+
     async def popups(self, opener: Tab) -> list[Tab]:
         """All live tabs opened by ``opener``, oldest first."""
         session = self._live(opener)
@@ -1090,8 +1149,18 @@ class Browser:
         return str(html or "")
 
     async def screenshot(self, tab: Tab, timeout: float = CALL_TIMEOUT) -> bytes:
-        """A PNG of the visible part of the page, for diagnostics."""
-        data = await self._tab_call(tab, _cdp().page.capture_screenshot(format_="png"), timeout)
+        """A PNG of the visible part of the page, for diagnostics.
+
+        Headless Chrome paints only the front tab of a window that is not minimised (a human step
+        minimises it afterwards): a capture of anything else waits for a frame that never comes.
+        So headless, the window is restored and the tab brought to the front first (no one sees
+        it). A headed window is left as it is: a person may be using it.
+        """
+        cdp = _cdp()
+        if self.headless:
+            await self._set_window_state(tab, "normal")
+            await self._tab_call(tab, cdp.page.bring_to_front(), timeout)
+        data = await self._tab_call(tab, cdp.page.capture_screenshot(format_="png"), timeout)
         return base64.b64decode(data)
 
     async def wait_for(self, tab: Tab, js_predicate: str, timeout: float, *, interval: float = 0.12) -> Any:
@@ -1164,9 +1233,13 @@ class Browser:
         """Run fetch() inside the page: the page's origin, cookies and Referer go along.
 
         The body is capped at 8 MiB (RESPONSE_TOO_LARGE); a network failure or the in-page timeout
-        is RESOURCE_FAILED. If the caller is cancelled, the in-page request is aborted too.
+        is RESOURCE_FAILED. A redirect to another origin (which the page's CORS rules refuse to
+        follow, e.g. to the login host) is returned as that redirect: its status, the target URL as
+        ``url``, an empty body, ``redirected`` set. If the caller is cancelled, the in-page request
+        is aborted too.
         """
         call_id = f"{tab.generation}-{next(tab._fetch_ids)}"
+        since = tab._last_redirect
         expression = _js_call(
             _FETCH_JS, call_id, url, method.upper(), body, headers or {}, int(timeout * 1000), RESPONSE_CAP
         )
@@ -1181,6 +1254,9 @@ class Browser:
         if not isinstance(out, dict):
             raise CnkiError("RESOURCE_FAILED", "页面内请求没有返回结果。", details={"url": url})
         if "error" in out:
+            moved = None if out.get("timedOut") else tab._cross_origin_redirect(url, since)
+            if moved is not None:
+                return FetchResult(status=moved[1], url=moved[0], text="", redirected=True)
             if out.get("timedOut"):
                 message = f"页面内请求超时（{timeout:.0f} 秒）。"
             else:
