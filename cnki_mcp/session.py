@@ -136,19 +136,27 @@ class Sessions:
     async def _wait_for_login(
         self, op: OperationContext, tab: Tab, resume: asyncio.Event, before: SessionState | None
     ) -> None:
-        """Every 1.5 s look at every CNKI tab of the login (2 s each) for a personal or institution identity.
+        """Every 1.5 s look at every CNKI tab (2 s each) for a personal or institution identity.
 
-        With ``force`` (``before`` given) only an identity different from the one before counts.
+        Besides the login tab, a tab counts only when its page was loaded after the wait began: a
+        tab left open from before still shows the header of that time. With ``force`` (``before``
+        given) only an identity different from the one before counts.
         """
         deadline = time.monotonic() + LOGIN_TIMEOUT
+        fresh = f"performance.timeOrigin >= {time.time() * 1000:.0f}"
         while True:
             if op.cancelled:
                 raise CnkiError("CANCELLED")
             if resume.is_set():
                 return
             for candidate in await self._login_tabs(tab):
-                seen = await self.site.observe(candidate, timeout=LOGIN_TAB_TIMEOUT)
-                if seen is None or not _cnki_page(seen.url):
+                try:
+                    seen = await self.site.observe(candidate, fresh, LOGIN_TAB_TIMEOUT)
+                except CnkiError:
+                    if candidate is tab or not self.site.browser.running:
+                        raise
+                    continue  # another tab closed while we looked
+                if seen is None or not _cnki_page(seen.url) or candidate is not tab and not seen.condition:
                     continue
                 state = parse_session(seen.html)
                 if identified(state) and (before is None or _signature(state) != _signature(before)):
@@ -161,17 +169,10 @@ class Sessions:
                 await asyncio.wait_for(resume.wait(), min(LOGIN_POLL, remaining))
 
     async def _login_tabs(self, tab: Tab) -> list[Tab]:
-        """The login tab and the tabs it (or its popups) opened, e.g. a www.cnki.net tab after SSO."""
-        found = [tab]
-        level = [tab]
-        for _depth in range(2):
-            opened: list[Tab] = []
-            for opener in level:
-                with contextlib.suppress(CnkiError):
-                    opened += [t for t in await self.site.browser.popups(opener) if t not in found and t not in opened]
-            found += opened
-            level = opened
-        return [t for t in found if not t.closed and not t.crashed]
+        """The login tab first, then every other page of the browser: ours, the ones the login opened
+        (e.g. a www.cnki.net tab after SSO) and the ones a person opened by hand."""
+        others = [t for t in await self.site.browser.page_tabs() if t is not tab]
+        return [t for t in [tab, *others] if not t.closed and not t.crashed]
 
 
 def _cnki_page(url: str) -> bool:

@@ -60,7 +60,7 @@ class Pages:
         html = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
         return {"url": tab.url, "ready": True, "complete": True, "pending": False, "condition": True, "html": html}
 
-    async def popups(self, opener: Any) -> list[Any]:
+    async def page_tabs(self) -> list[Any]:
         return []
 
 
