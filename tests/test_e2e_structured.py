@@ -1,0 +1,282 @@
+"""structured_search end to end: the real MCP client, `python -m cnki_mcp serve`, headless Chromium, the simulator.
+
+One server process (and so one browser) serves the whole module. Every expected list comes from the
+simulator's oracle applied to a QueryJson this file writes by hand from the expression's meaning, so a
+wrong translation by the product (field, operator, NOT, year range, sort) shows up as wrong records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+import pytest_asyncio
+from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
+
+from tests.kns.corpus import Paper as SimPaper
+from tests.kns.server import KnsSimulator, SimRequest
+
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
+
+REPO = Path(__file__).resolve().parents[1]
+FINAL = ("completed", "partial", "failed", "skipped", "cancelled", "interrupted")
+SORT_CODES = {"relevance": "FFD", "date_desc": "PT", "cited_desc": "CF", "downloaded_desc": "DFR"}
+
+SURNAMES = ["王", "张", "李", "刘", "陈", "杨", "赵", "黄", "周", "吴"]
+TOPICS = ["知识图谱", "数字经济"]
+# a title on one of two topics, an author with one of ten surnames, not 研究 in the title, 2015–2025:
+# 18 rows, one grid page, and four different orders for the four sorts.
+NARROW = {
+    "op": "and",
+    "items": [
+        {"op": "or", "items": [{"field": "title", "value": topic} for topic in TOPICS]},
+        {"op": "or", "items": [{"field": "authors", "value": name} for name in SURNAMES]},
+        {"op": "not", "items": [{"field": "title", "value": "研究"}]},
+    ],
+}
+# 的 in the title, the ten surnames, not 违约金, 2014–2026: about 110 rows, three grid pages of 50.
+WIDE = {
+    "op": "and",
+    "items": [
+        {"field": "title", "value": "的"},
+        {"op": "or", "items": [{"field": "authors", "value": name} for name in SURNAMES]},
+        {"op": "not", "items": [{"field": "title", "value": "违约金"}]},
+    ],
+}
+
+
+def _item(field: str, value: str, logic: int = 0) -> dict[str, Any]:
+    return {"Field": field, "Operator": "FUZZY", "Value": value, "Logic": logic}
+
+
+def oracle_query(branches: list[list[dict[str, Any]]], year_from: int, year_to: int) -> dict[str, Any]:
+    """A QueryJson for the simulator's oracle: OR of AND-branches, the year range as PT/7."""
+    children = [{"Key": f"b{i}", "Logic": 1, "Items": items, "ChildItems": []} for i, items in enumerate(branches)]
+    date = {"Field": "PT", "Operator": 7, "Value": f"{year_from}-01-01", "Value2": f"{year_to}-12-31"}
+    return {"QNode": {"QGroup": [
+        {"Key": "Subject", "Items": [], "ChildItems": children},
+        {"Key": "ControlGroup", "Items": [], "ChildItems": [{"Key": "date", "Items": [date], "ChildItems": []}]},
+    ]}}
+
+
+def narrow_oracle(*, negated: bool = True, years: tuple[int, int] = (2015, 2025)) -> dict[str, Any]:
+    tail = [_item("TI", "研究", 2)] if negated else []
+    return oracle_query([[_item("TI", t), _item("AU", a), *tail] for a in SURNAMES for t in TOPICS], *years)
+
+
+NARROW_ORACLE = narrow_oracle()
+WIDE_ORACLE = oracle_query(
+    [[_item("TI", "的"), _item("AU", name), _item("TI", "违约金", 2)] for name in SURNAMES], 2014, 2026
+)
+
+
+def _chromium() -> str:
+    path = os.environ.get("CNKI_TEST_BROWSER") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        pytest.skip("没有可用的 Chromium（CI 会安装 Debian 的 chromium）")
+    return path
+
+
+class Mcp:
+    """A connected MCP client, held open by a task of its own so any test of the module can call it."""
+
+    def __init__(self, client: Client, data: Path) -> None:
+        self.client = client
+        self.data = data
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = await self.client.call_tool(tool, arguments)
+        assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
+        return json.loads(result.content[0].text)
+
+    async def final(self, view: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while view.get("status") not in FINAL:
+            assert time.monotonic() < deadline, view
+            view = await self.call("operation_status", {"operation_id": view["operation_id"], "wait_seconds": 20})
+        return view
+
+    async def search(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        view = await self.final(await self.call("structured_search", arguments))
+        assert view["status"] == "completed", view
+        return view
+
+    async def records(self, search_id: str, scope: str = "selected") -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = await self.call(
+                "search_results", {"search_id": search_id, "view": "records", "scope": scope, "offset": offset, "limit": 100}
+            )
+            rows += [row["record"] for row in page["results"]]
+            offset = page["next_offset"]
+        return rows
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def mcp(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mcp]:
+    data = tmp_path_factory.mktemp("structured") / "data"
+    env = {
+        "CNKI_DATA_DIR": str(data),
+        "CNKI_HEADLESS": "1",
+        "CNKI_BROWSER_PATH": _chromium(),
+        "CNKI_BROWSER_ARGS": kns_server.browser_args,
+        "CNKI_REQUEST_INTERVAL_MS": "10",
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", ""),
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=env, cwd=REPO)
+    ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        # The client's task group must be entered and left by one task: this one.
+        try:
+            async with Client(params, read_timeout_seconds=90) as client:
+                ready.set_result(client)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    holder = asyncio.create_task(hold())
+    client = await asyncio.wait_for(asyncio.shield(ready), 60)
+    try:
+        yield Mcp(client, data)
+    finally:
+        stop.set()
+        await asyncio.wait_for(holder, 30)
+
+
+def grid_posts(kns: KnsSimulator) -> list[SimRequest]:
+    """Our grid POSTs (50 rows a page), not the page's own template click (20 rows)."""
+    return [r for r in kns.requests if r.endpoint == "grid" and r.method == "POST" and r.form.get("pageSize") == "50"]
+
+
+def assert_record(record: dict[str, Any], paper: SimPaper, kns: KnsSimulator) -> None:
+    assert (record["title"], record["authors"], record["source"], record["year"]) == (
+        paper.title, paper.authors, paper.source, paper.year
+    )
+    assert record["filename"] == paper.filename
+    url = urlsplit(record["url"])
+    assert (url.scheme, url.hostname, url.path) == ("https", "kns.cnki.net", "/kcms2/article/abstract")
+    assert record["url"] == kns.detail_url(paper) and "locator" not in record
+    assert not any(k in key.lower() for key, _ in parse_qsl(url.query) for k in ("token", "ticket", "session", "signature"))
+
+
+STABLE_REFS: dict[str, str] = {}  # filename -> record_ref across every search of the module
+
+
+def assert_stable_refs(records: list[dict[str, Any]]) -> None:
+    for record in records:
+        assert STABLE_REFS.setdefault(record["filename"], record["record_ref"]) == record["record_ref"]
+    assert len({r["record_ref"] for r in records}) == len(records)
+
+
+@pytest.mark.parametrize("sort", list(SORT_CODES))
+async def test_title_author_not_and_years_in_each_sort_return_the_oracle_records(
+    mcp: Mcp, kns: KnsSimulator, sort: str
+) -> None:
+    expected = kns.expected(NARROW_ORACLE, SORT_CODES[sort])
+    assert 10 <= len(expected) <= 50  # one grid page
+    assert all(2015 <= p.year <= 2025 and "研究" not in p.title for p in expected)
+    assert all(any(t in p.title for t in TOPICS) and any(s in "".join(p.authors) for s in SURNAMES) for p in expected)
+
+    view = await mcp.search({
+        "expression": NARROW, "year_from": 2015, "year_to": 2025, "sort": sort, "limit": 50,
+        "options": {"freshness": "live"},
+    })
+    result = view["result"]
+    assert result["plan"]["method"] == "structured" and result["enhanced_count"] == 0
+    assert result["candidate_count"] == result["selected_count"] == len(expected)
+    assert [row["title"] for row in result["results"]] == [p.title for p in expected]
+
+    (post,) = grid_posts(kns)
+    assert (post.form["sortField"], post.form["pageNum"], post.status) == (SORT_CODES[sort], "1", 200)
+    assert kns.count("detail") == 0  # metadata=basic is the structured default
+
+    records = await mcp.records(result["search_id"])
+    assert [r["filename"] for r in records] == [p.filename for p in expected]
+    for record, paper in zip(records, expected):
+        assert_record(record, paper, kns)
+    assert_stable_refs(records)
+
+
+async def test_the_narrow_expression_tells_sorts_negation_and_years_apart(kns: KnsSimulator) -> None:
+    """Guards the test above: each sort, the NOT and the year range change the expected list."""
+    orders = {tuple(p.filename for p in kns.expected(NARROW_ORACLE, code)) for code in SORT_CODES.values()}
+    assert len(orders) == 4
+    plain = len(kns.expected(NARROW_ORACLE))
+    assert len(kns.expected(narrow_oracle(negated=False))) > plain
+    assert len(kns.expected(narrow_oracle(years=(2000, 2030)))) > plain
+
+
+async def test_paging_beyond_page_one_follows_the_turn_page_cursor(mcp: Mcp, kns: KnsSimulator) -> None:
+    expected = kns.expected(WIDE_ORACLE, "PT")
+    assert 100 < len(expected) <= 150
+
+    view = await mcp.search({
+        "expression": WIDE, "year_from": 2014, "year_to": 2026, "sort": "date_desc", "limit": 100,
+        "options": {"candidate_target": 150, "freshness": "live"},
+    })
+    result = view["result"]
+    (coverage,) = result["coverage"]
+    assert {k: coverage[k] for k in ("pages", "rows", "total", "exhausted")} == {
+        "pages": 3, "rows": len(expected), "total": len(expected), "exhausted": True
+    }, coverage
+    assert result["candidate_count"] == len(expected) and result["selected_count"] == 100
+    assert len(result["results"]) == 100
+
+    posts = grid_posts(kns)
+    assert [p.form["pageNum"] for p in posts] == ["1", "2", "3"] and all(p.status == 200 for p in posts)
+    first, *later = posts
+    assert "turnpage" not in first.form and first.form["boolSearch"] == "true"
+    assert json.loads(first.form["QueryJson"])["SearchFrom"] == 1
+    for post in later:  # the simulator answers a later page without page 1's cursor with HTTP 400
+        assert post.form["turnpage"] and post.form["boolSearch"] == "false"
+        assert json.loads(post.form["QueryJson"])["SearchFrom"] == 4
+    assert later[0].form["turnpage"] == later[1].form["turnpage"]  # one cursor per listing
+    assert all(p.form["sortField"] == "PT" for p in posts)
+
+    candidates = await mcp.records(result["search_id"], scope="candidates")
+    assert [r["filename"] for r in candidates] == [p.filename for p in expected]
+    for record, paper in zip(candidates, expected):
+        assert_record(record, paper, kns)
+    assert_stable_refs(candidates)
+    selected = await mcp.records(result["search_id"])
+    assert [r["filename"] for r in selected] == [p.filename for p in expected[:100]]
+
+
+async def test_ranked_metadata_reads_the_detail_pages(mcp: Mcp, kns: KnsSimulator) -> None:
+    expected = kns.expected(NARROW_ORACLE, "CF")
+    view = await mcp.search({
+        "expression": NARROW, "year_from": 2015, "year_to": 2025, "sort": "cited_desc", "limit": 50,
+        "options": {"metadata": "ranked", "freshness": "live"},
+    })
+    result = view["result"]
+    assert [row["title"] for row in result["results"]] == [p.title for p in expected]
+    assert result["enhanced_count"] == len(expected)  # up to 30 candidates all get their detail page
+    details = [r for r in kns.requests if r.endpoint == "detail"]
+    requested = {dict(parse_qsl(urlsplit(r.url).query))["v"] for r in details}
+    assert requested == {dict(parse_qsl(urlsplit(kns.detail_url(p)).query))["v"] for p in expected}
+    assert len(details) == len(expected)  # read through the network stack, no rendering needed
+    assert kns.count("journal") >= 1
+
+    records = await mcp.records(result["search_id"])
+    assert [r["filename"] for r in records] == [p.filename for p in expected]
+    for record, paper in zip(records, expected):
+        assert_record(record, paper, kns)
+        assert record["abstract"] == paper.abstract and record["keywords"] == paper.keywords
+        assert record["detail_observed_at"]
+    assert_stable_refs(records)
