@@ -194,6 +194,10 @@ class Tab:
         return f"<Tab {self.target_id[:8]} gen={self.generation} {self.url!r}>"
 
 
+# CDP's answer when the page was replaced while a command ran in it (a redirect, a script's navigation).
+_NAVIGATED = "Inspected target navigated or closed"
+
+
 class PageScriptError(CnkiError):
     """A script evaluated in a page threw; ``description`` is the JavaScript error text."""
 
@@ -985,9 +989,8 @@ class Browser:
         except Exception as exc:
             if self._session is not None and not self._session.alive():
                 raise CnkiError("BROWSER_UNAVAILABLE", _DEAD_MESSAGE, details=self._dead_details()) from exc
-            if "navigated" in str(exc):
-                import traceback, sys
-                print("DBGNAV", "".join(traceback.format_stack()), file=sys.stderr)
+            if _NAVIGATED in str(exc):
+                raise CnkiError("PAGE_NAVIGATED", details={"cause": str(exc)}) from exc
             raise as_cnki_error(exc) from exc
 
     async def _tab_call(self, tab: Tab, command: Any, timeout: float) -> Any:

@@ -100,6 +100,7 @@ CATALOGUE: dict[str, Code] = {
     "ACCESS_DENIED": Code("知网拒绝了访问（无权限）。"),
     "LOCATOR_EXPIRED": Code("论文链接已失效。", True),
     "CONTENT_NOT_READY": Code("页面内容没有加载出来。", True),
+    "PAGE_NAVIGATED": Code("页面在操作进行中跳转了（例如转到了验证页面）。", True),
     "IDENTITY_CONFLICT": Code("页面上的论文与要求的论文不一致。"),
     "QUERY_TEMPLATE_UNAVAILABLE": Code("无法从知网检索页取得检索请求格式。", True),
     "QUERY_TEMPLATE_UNSUPPORTED": Code("知网检索请求的格式与预期不符。"),

@@ -124,6 +124,7 @@ _READY_JS = (
 _CAPTURE_JS = r"""
 (() => {
   window.__cnkiGridCaptured = null;
+  sessionStorage.removeItem('__cnkiGridCaptured');
   if (window.__cnkiGridHook) return true;
   window.__cnkiGridHook = true;
   const asText = (body) => {
@@ -135,7 +136,10 @@ _CAPTURE_JS = r"""
     try {
       const absolute = new URL(String(url), location.href).href;
       if (String(method || 'GET').toUpperCase() !== 'POST' || absolute.indexOf('/brief/grid') < 0) return;
-      if (!window.__cnkiGridCaptured) window.__cnkiGridCaptured = {url: absolute, body: asText(body)};
+      if (window.__cnkiGridCaptured) return;
+      window.__cnkiGridCaptured = {url: absolute, body: asText(body)};
+      // Kept for the tab's session too: a challenge answer may navigate the page away at once.
+      sessionStorage.setItem('__cnkiGridCaptured', JSON.stringify(window.__cnkiGridCaptured));
     } catch (e) {}
   };
   const open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
@@ -155,6 +159,18 @@ _CAPTURE_JS = r"""
     return pageFetch.apply(this, arguments);
   };
   return true;
+})()
+"""
+
+# The captured grid request, or where the search was turned away to (a verification or login page).
+_CAPTURED_JS = r"""
+(() => {
+  const kept = window.__cnkiGridCaptured || JSON.parse(sessionStorage.getItem('__cnkiGridCaptured') || 'null');
+  if (kept) return kept;
+  const path = location.pathname.toLowerCase();
+  if (path.indexOf('/verify/') >= 0 || location.hostname.indexOf('login.') === 0
+      || document.querySelector('[name=vericodeForm]')) return {challenge: location.href};
+  return null;
 })()
 """
 
@@ -607,17 +623,26 @@ class Site:
         if not await self.browser.evaluate(tab, _js_call(_FILL_JS, anchor)):
             raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可见的检索输入框。", details=where)
         async with self.request(op):
-            clicked = await self.browser.click(tab, "input.btn-search,button.btn-search", 5.0)
+            try:
+                clicked = await self.browser.click(tab, "input.btn-search,button.btn-search", 5.0)
+            except CnkiError as exc:
+                if exc.code != "PAGE_NAVIGATED":
+                    raise
+                clicked = True  # the page navigated under the click: the search did start
         if not clicked:
             raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可点击的检索按钮。", details=where)
         try:
-            captured = await self.browser.wait_for(tab, "window.__cnkiGridCaptured", CAPTURE_TIMEOUT)
+            captured = await self.browser.wait_for(tab, _CAPTURED_JS, CAPTURE_TIMEOUT)
         except CnkiError as exc:
             if exc.code != "CONTENT_NOT_READY":
                 raise
             raise CnkiError(
                 "QUERY_TEMPLATE_UNAVAILABLE", f"{CAPTURE_TIMEOUT:.0f} 秒内没有捕获到检索请求。", details=where
             ) from None
+        if "challenge" in captured:
+            page = endpoint_url(str(captured["challenge"]))
+            code = "LOGIN_REQUIRED" if "//login." in page else "VERIFICATION_REQUIRED"
+            raise CnkiError(code, details={"url": page, "stage": "template"})
         url = endpoint_url(str(captured.get("url") or ""))
         if not is_site_url(url):
             raise CnkiError("QUERY_TEMPLATE_UNSUPPORTED", "检索请求没有发往知网。", details={"url": url})
@@ -675,6 +700,18 @@ class Site:
                     recovered = True
                     await self._reset_tabs()
                     last = exc
+                    continue
+                if exc.code in _CHALLENGE_CODES and attempt < GRID_ATTEMPTS - 1:
+                    # Turned away while the template was captured: the person answers on the work tab.
+                    challenged += 1
+                    last = exc
+                    await self.human_step(op, tab, exc, epoch=epoch)
+                    continue
+                if exc.code == "PAGE_NAVIGATED" and attempt < GRID_ATTEMPTS - 1:
+                    # The search page's own script moved it (often to a verification page) under our
+                    # request: let it settle, hand any challenge to the person, then ask again.
+                    last = exc
+                    await self.wait_page(op, tab, lambda seen: True, BOOTSTRAP_TIMEOUT)
                     continue
                 raise
             problem = classify_response(result.status, result.url, result.text)

@@ -598,7 +598,7 @@ async def test_a_captcha_on_the_very_first_search_is_skipped(kns: Any, chromium:
             view = await mcp.until(view.structured_content, FINAL)
     # The search still answers with its (empty) summary, so a skipped channel makes it partial (engine.md §12.2).
     assert view["status"] in ("skipped", "partial"), view
-    assert [e["code"] for e in view["errors"]] == ["VERIFICATION_SKIPPED"], view
+    assert [e["code"] for e in view["errors"]] == ["VERIFICATION_SKIPPED"], view["errors"]
     assert view["result"]["candidate_count"] == 0
 
 
