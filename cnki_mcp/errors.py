@@ -175,6 +175,16 @@ _TRANSPORT_MARKERS = (
 )
 
 
+# Messages quote what the caller sent; a huge value must not come back whole (twice, in text and structure).
+MESSAGE_MAX_CHARS = 600
+
+
+def _clip(message: str) -> str:
+    if len(message) <= MESSAGE_MAX_CHARS:
+        return message
+    return message[: MESSAGE_MAX_CHARS - 1] + "…"
+
+
 class CnkiError(Exception):
     """A failure with a declared code; the message defaults to the catalogue's Chinese text."""
 
@@ -190,7 +200,7 @@ class CnkiError(Exception):
         if known is None:
             raise ValueError(f"undeclared error code {code!r}")
         self.code = code
-        self.message = message or known.message
+        self.message = _clip(message or known.message)
         self.retryable = known.retryable if retryable is None else retryable
         self.details = details
         super().__init__(f"{code}: {self.message}")

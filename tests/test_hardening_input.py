@@ -555,7 +555,6 @@ def test_odd_unicode_round_trips_as_data(mcp: McpServer, text: str) -> None:
     assert codes(missing) == ["SEARCH_NOT_FOUND"]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: error messages quote the offending value whole (app.App._search, arguments._choice, …)")
 def test_error_messages_do_not_echo_huge_values(mcp: McpServer) -> None:
     """A 1 MB search_id comes back twice (text and structured) inside SEARCH_NOT_FOUND's message."""
     for tool, args in [
