@@ -673,9 +673,19 @@ def _detail_type(root: lxml.html.HtmlElement, dbcode: str, rows: dict[str, str])
     return ""
 
 
+# Detail pages of kinds the product does not read (a book's page lists chapters, not a paper).
+_UNSUPPORTED_DETAIL_KINDS = ((".main-book, .book-info", "book", "图书"),)
+
+
 def parse_detail(html: str, url: str) -> Paper:
     """Every field of a kcms2 detail page, first non-empty source wins (§4.2)."""
     root = _document(html)
+    for selector, kind, label in _UNSUPPORTED_DETAIL_KINDS:
+        if _first(root, selector) is not None:
+            # Recognised, so rendering the page again would not help: details.page_kind says so.
+            raise CnkiError(
+                "PARSER_UNSUPPORTED", f"暂不支持读取{label}的详情页。", details={"url": url, "page_kind": kind}
+            )
     meta = _meta(root)
     title = _clean_title(_meta_first(meta, "citation_title", "dc.title")) or _detail_title(root)
     if not title:

@@ -89,6 +89,14 @@ _CHALLENGE_CODES = frozenset({"VERIFICATION_REQUIRED", "LOGIN_REQUIRED"})
 _BACKOFF_CODES = frozenset({"RATE_LIMITED", "SITE_UNAVAILABLE"})
 # Parse failures that say "this is not the paper", not "this page did not render yet".
 _IDENTITY_CODES = frozenset({"IDENTITY_CONFLICT", "SOURCE_IDENTITY_UNCONFIRMED"})
+
+
+def _final_parse_error(exc: CnkiError) -> bool:
+    """A parse failure that another look at the page cannot change (wrong paper, too large, a known
+    unsupported kind of page), as opposed to a page that is not rendered yet."""
+    if exc.code in _IDENTITY_CODES or exc.code == "RESPONSE_TOO_LARGE":
+        return True
+    return exc.code == "PARSER_UNSUPPORTED" and isinstance(exc.details, dict) and "page_kind" in exc.details
 _SNAPSHOT_CODES = frozenset({"PARSER_UNSUPPORTED", "SOURCE_SCHEMA_UNSUPPORTED"})
 
 
@@ -489,7 +497,7 @@ class Site:
                 try:
                     value = accept(seen)
                 except CnkiError as exc:
-                    if exc.code in _IDENTITY_CODES or exc.code == "RESPONSE_TOO_LARGE":
+                    if _final_parse_error(exc):
                         raise
                     last = exc
                 else:
@@ -850,7 +858,7 @@ class Site:
             try:
                 value = await asyncio.to_thread(parse, result.text, url)
             except CnkiError as exc:
-                if exc.code in _IDENTITY_CODES or exc.code == "RESPONSE_TOO_LARGE":
+                if _final_parse_error(exc):
                     raise
                 log.debug("%s page needs rendering: %s", kind, exc.message)
                 break

@@ -192,6 +192,21 @@ async def test_detail_journal_render_fallback_expiry_and_locate(env: Env, kns: K
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_a_book_page_is_unsupported_at_once_without_rendering(env: Env, kns: KnsSimulator) -> None:
+    book = next(p for p in kns.corpus.papers if p.doc_type == "图书")
+    paper = Paper(record_ref="rec_book", title=book.title, locator=kns.detail_url(book), document_type="图书")
+    kns.clear_log()
+
+    async def work(op: OperationContext) -> None:
+        await env.site.detail(op, paper)
+
+    job = await run(env, work)
+    assert [e.code for e in job.record.errors] == ["PARSER_UNSUPPORTED"]
+    assert job.record.errors[0].details["page_kind"] == "book"
+    assert kns.count("detail") == 1  # read once, never rendered again for nothing
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_a_detail_read_first_puts_the_work_tab_on_cnki(env: Env, kns: KnsSimulator) -> None:
     site = Site(env.site.browser, Limiter(interval_ms=10), env.store.diagnostics_dir)  # a fresh work tab
     kns.configure(login="institution")

@@ -320,11 +320,17 @@ def test_detail_newspaper_reference_fixture() -> None:
     assert (paper.title, paper.abstract, paper.excerpt) == ("报纸题名", "", "正文片段")
 
 
-@pytest.mark.parametrize("name", ["detail-book.html", "grid-changed-login.html"])
-def test_detail_without_trustworthy_title(name: str) -> None:
-    html = page(name).replace("<h1>changed login page</h1>", "")
+def test_detail_without_trustworthy_title() -> None:
+    html = page("grid-changed-login.html").replace("<h1>changed login page</h1>", "")
     problem = error_of(parse_detail, html, DETAIL_URL)
     assert problem.code == "PARSER_UNSUPPORTED" and problem.message == "详情页缺少可信题名"
+    assert "page_kind" not in problem.details  # may still render into a paper's page
+
+
+def test_book_page_is_recognised_as_unsupported_at_once() -> None:
+    problem = error_of(parse_detail, page("detail-book.html"), DETAIL_URL)
+    assert problem.code == "PARSER_UNSUPPORTED" and problem.details["page_kind"] == "book"
+    assert "图书" in problem.message
 
 
 def test_detail_identifier_fallbacks() -> None:
