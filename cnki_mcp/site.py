@@ -647,6 +647,10 @@ class Site:
             raise CnkiError(
                 "QUERY_TEMPLATE_UNAVAILABLE", f"{CAPTURE_TIMEOUT:.0f} 秒内没有捕获到检索请求。", details=where
             ) from None
+        # The page's request left tens of milliseconds into the click's slot (the click waits for a
+        # steady button first): an empty slot now spaces the next request from when it really went out.
+        async with self.limiter.slot():
+            pass
         if "challenge" in captured:
             page = endpoint_url(str(captured["challenge"]))
             code = "LOGIN_REQUIRED" if "//login." in page else "VERIFICATION_REQUIRED"

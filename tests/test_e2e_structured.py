@@ -8,6 +8,7 @@ wrong translation by the product (field, operator, NOT, year range, sort) shows 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import shutil
@@ -23,6 +24,14 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
+from cnki_mcp.browser import Browser
+from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.limiter import Limiter
+from cnki_mcp.model import Paper
+from cnki_mcp.query import compile_expression
+from cnki_mcp.research import GridQuery
+from cnki_mcp.site import Site
+from cnki_mcp.store import Store
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator, SimRequest
 
@@ -280,3 +289,33 @@ async def test_ranked_metadata_reads_the_detail_pages(mcp: Mcp, kns: KnsSimulato
         assert record["abstract"] == paper.abstract and record["keywords"] == paper.keywords
         assert record["detail_observed_at"]
     assert_stable_refs(records)
+
+
+async def test_request_starts_stay_an_interval_apart_around_the_template_click(
+    kns: KnsSimulator, tmp_path: Path
+) -> None:
+    """The click's own request leaves after the click's checks; the next one must still wait a full interval."""
+    store = await asyncio.to_thread(Store.open, tmp_path / "data")
+    await store.start()
+    browser = Browser(tmp_path / "profile", Path(_chromium()), headless=True, extra_args=kns.browser_arg_list)
+    site = Site(browser, Limiter(interval_ms=200), store.diagnostics_dir)
+    papers = [p for p in kns.corpus.papers if p.doc_type == "期刊"][:3]
+    query = GridQuery(compile_expression({"field": "title", "value": "知识图谱"}))
+
+    async def work(op: OperationContext) -> None:
+        await asyncio.gather(
+            site.grid(op, query, 1),
+            *(site.detail(op, Paper(title=p.title, locator=kns.detail_url(p))) for p in papers),
+        )
+
+    try:
+        job = Jobs(store).start("metadata", kind_budget("metadata"), work)
+        await asyncio.wait_for(job.done.wait(), 60)
+    finally:
+        await browser.close()
+        await store.close()
+    assert job.record.status == "completed", job.record.errors
+    arrivals = sorted((r for r in kns.requests if r.endpoint != "other"), key=lambda r: r.at)
+    assert [r.endpoint for r in arrivals].count("grid") == 2 and len(arrivals) == 6  # page, click, ours, 3 details
+    gaps = [round(b.at - a.at, 3) for a, b in itertools.pairwise(arrivals)]
+    assert min(gaps) >= 0.2 - 0.03, gaps  # a few ms of loopback jitter, never most of an interval
