@@ -243,6 +243,7 @@ async def test_skip_policy_reports_the_records_it_skipped(mcp: Mcp, kns: KnsSimu
     assert {e["details"]["record_ref"] for e in skipped} == unread
 
 
+@pytest.mark.slow  # two 12 s render waits: the page is read again after relocating the paper
 async def test_a_page_that_cannot_be_parsed_is_reported_and_saved_scrubbed(mcp: Mcp, kns: KnsSimulator) -> None:
     view = await mcp.wait(await mcp.search("自动驾驶", metadata="basic"))
     record = (await mcp.records(view["result"]["search_id"]))[0]
