@@ -17,6 +17,7 @@ from cnki_mcp import __version__
 from cnki_mcp.errors import CnkiError
 
 T = TypeVar("T")
+SHUTDOWN_SECONDS = 20
 
 
 def _fail(error: CnkiError) -> None:
@@ -72,16 +73,23 @@ async def _serve() -> None:
     from cnki_mcp.server import serve_stdio
 
     app = App()
-    main = asyncio.current_task()
     loop = asyncio.get_running_loop()
-    if main is not None and sys.platform != "win32":
-        # A clean stop lets operations end as cancelled and the store flush, instead of a crash.
+    stopping: list[asyncio.Task[None]] = []
+
+    async def stop(signum: int) -> None:
+        # Cancelling the server would wait for the stdin reader thread, which only returns when the
+        # client closes the pipe; so close what matters (operations, browser, store) and leave.
+        try:
+            await asyncio.wait_for(app.close(), SHUTDOWN_SECONDS)
+        finally:
+            logging.shutdown()
+            os._exit(128 + signum)
+
+    if sys.platform != "win32":
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.add_signal_handler(signum, main.cancel)
+            loop.add_signal_handler(signum, lambda s=signum: stopping or stopping.append(loop.create_task(stop(s))))
     try:
         await serve_stdio(app)
-    except asyncio.CancelledError:
-        pass
     finally:
         await app.close()
 

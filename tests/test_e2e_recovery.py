@@ -327,13 +327,7 @@ def errlog(tmp_path: Path) -> Iterator[BinaryIO]:
         yield handle
 
 
-@pytest.mark.parametrize("ending", [
-    "stdin_closed",
-    pytest.param("sigterm", marks=pytest.mark.xfail(strict=True, reason=(
-        "cli._serve cancels the serving task on SIGTERM, but the cancellation waits for the MCP stdin reader "
-        "thread, which blocks until the client closes the pipe: neither the server nor its browser ends"
-    ))),
-])
+@pytest.mark.parametrize("ending", ["stdin_closed", "sigterm"])
 async def test_no_browser_process_outlives_the_server(
     kns: KnsSimulator, tmp_path: Path, errlog: BinaryIO, ending: str
 ) -> None:
