@@ -377,6 +377,10 @@ async def plan_search(args: SearchArgs, ctx: Any) -> Plan:
 # --- the engine -----------------------------------------------------------------------------------
 
 
+# Failures a fresh link cannot cure: no access, a skipped or unsolved challenge, a page we cannot read.
+NOT_RELOCATED = frozenset({"ACCESS_DENIED", "VERIFICATION_SKIPPED", "VERIFICATION_REPEATED", "PARSER_UNSUPPORTED"})
+
+
 def _wrap(error: CnkiError, paper: Paper, stage: str) -> CnkiError:
     """A record-level failure carries the record; fatal ones pass unchanged."""
     if error.fatal:
@@ -505,7 +509,7 @@ class Research:
             return await self.site.detail(op, paper)
         except Exception as exc:  # noqa: BLE001 - classified below
             error = as_cnki_error(exc)
-            if error.fatal or error.code == "ACCESS_DENIED":
+            if error.fatal or error.code in NOT_RELOCATED:
                 raise _wrap(error, paper, "detail") from None
         relocated = await self._located(op, paper)
         try:

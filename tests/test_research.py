@@ -338,10 +338,11 @@ async def test_detail_freshness_refresh_and_relocation(jobs: Jobs, store: Store)
     assert [kind for kind, _ in site.log[3:]] == ["detail", "locate", "detail"]
 
 
-async def test_access_denied_is_not_relocated_and_fails_only_its_record(jobs: Jobs, store: Store) -> None:
+@pytest.mark.parametrize("code", ["ACCESS_DENIED", "VERIFICATION_SKIPPED", "PARSER_UNSUPPORTED"])
+async def test_failures_a_new_link_cannot_cure_are_not_relocated(jobs: Jobs, store: Store, code: str) -> None:
     site = FakeSite()
     refs = [p.record_ref for p in upsert(store, [sim_paper(i) for i in range(4)])]
-    site.failures["detail"][sim_paper(2).filename] = "ACCESS_DENIED"
+    site.failures["detail"][sim_paper(2).filename] = code
 
     async def work(op: OperationContext) -> dict[str, Any]:
         return await Research(store, site).metadata(op, refs, [], quality=True, refresh=False)
@@ -349,7 +350,7 @@ async def test_access_denied_is_not_relocated_and_fails_only_its_record(jobs: Jo
     view = await in_operation(jobs, work)
     assert view["status"] == "partial" and len(view["result"]["records"]) == 4
     (error,) = view["errors"]
-    assert error["code"] == "ACCESS_DENIED"
+    assert error["code"] == code
     assert error["details"]["record_ref"] == refs[2] and error["details"]["stage"] == "detail"
     assert site.counts["locate"] == 0 and site.counts["detail"] == 4 and site.counts["journal"] == 3
 
