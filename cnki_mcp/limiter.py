@@ -34,6 +34,7 @@ class Limiter:
         self._gate = asyncio.Event()
         self._gate.set()
         self._next_start = 0.0
+        self._last_start = float("-inf")  # when the latest request actually started
         self._backoff = 1.0
         self._inflight = 0
         self._waiting = 0
@@ -84,6 +85,10 @@ class Limiter:
                 # A person took over the browser while this start was pending: wait for them,
                 # then take a fresh start time so the queue does not rush the site at once.
                 await self._gate.wait()
+            # The previous start may have woken late: never start closer to it than the interval.
+            while (gap := self._last_start + self.interval * self._backoff - time.monotonic()) > 0:
+                await asyncio.sleep(gap)
+            self._last_start = time.monotonic()
         except BaseException:
             self._give_back()
             raise
