@@ -25,16 +25,15 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import psutil
 import pytest
 import pytest_asyncio
-from mcp import Client, StdioServerParameters
-from mcp.types import TextContent
+from mcp import StdioServerParameters
 
 from tests.kns.corpus import Paper as SimPaper
+from tests.harness import FINAL, McpSession, held_client
 from tests.kns.server import KnsSimulator, SimRequest
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 REPO = Path(__file__).resolve().parents[1]
-FINAL = ("completed", "partial", "failed", "skipped", "cancelled", "interrupted")
 SURNAMES = ["王", "张", "李", "刘", "陈", "杨", "赵", "黄", "周", "吴"]
 
 
@@ -101,25 +100,8 @@ def browsers_on(profile: Path) -> list[int]:
     return found
 
 
-class Mcp:
-    """A connected MCP client, held open by a task of its own so any test of the module can call it."""
-
-    def __init__(self, client: Client, data: Path) -> None:
-        self.client = client
-        self.data = data
-
-    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = await self.client.call_tool(tool, arguments)
-        assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
-        return json.loads(result.content[0].text)
-
-    async def wait(self, view: dict[str, Any], until: tuple[str, ...] = FINAL, timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while view.get("status") not in until:
-            assert time.monotonic() < deadline, view
-            assert view.get("status") in ("running", "awaiting_user"), view
-            view = await self.call("operation_status", {"operation_id": view["operation_id"], "wait_seconds": 5})
-        return view
+class Mcp(McpSession):
+    """The module's connected client, with this module's shortcuts."""
 
     async def search(self, topic: str, **options: Any) -> dict[str, Any]:
         """Start a live structured search on ``topic`` (returns after the 2 s inline wait at most)."""
@@ -138,27 +120,8 @@ async def mcp(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=server_env(kns_server, data), cwd=REPO
     )
-    ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-    stop = asyncio.Event()
-
-    async def hold() -> None:
-        # The client's task group must be entered and left by one task: this one.
-        try:
-            async with Client(params, read_timeout_seconds=90) as client:
-                ready.set_result(client)
-                await stop.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            raise
-
-    holder = asyncio.create_task(hold())
-    client = await asyncio.wait_for(asyncio.shield(ready), 60)
-    try:
+    async with held_client(params) as client:
         yield Mcp(client, data)
-    finally:
-        stop.set()
-        await asyncio.wait_for(holder, 30)
 
 
 async def test_a_grid_redirect_to_the_login_host_is_a_login_wall_for_a_person(mcp: Mcp, kns: KnsSimulator) -> None:

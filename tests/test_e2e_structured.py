@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import pytest_asyncio
-from mcp import Client, StdioServerParameters
-from mcp.types import TextContent
+from mcp import StdioServerParameters
 
 from cnki_mcp.browser import Browser
 from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
@@ -33,12 +31,12 @@ from cnki_mcp.research import GridQuery
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store
 from tests.kns.corpus import Paper as SimPaper
+from tests.harness import McpSession, held_client
 from tests.kns.server import KnsSimulator, SimRequest
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 REPO = Path(__file__).resolve().parents[1]
-FINAL = ("completed", "partial", "failed", "skipped", "cancelled", "interrupted")
 SORT_CODES = {"relevance": "FFD", "date_desc": "PT", "cited_desc": "CF", "downloaded_desc": "DFR"}
 
 SURNAMES = ["王", "张", "李", "刘", "陈", "杨", "赵", "黄", "周", "吴"]
@@ -96,27 +94,11 @@ def _chromium() -> str:
     return path
 
 
-class Mcp:
-    """A connected MCP client, held open by a task of its own so any test of the module can call it."""
-
-    def __init__(self, client: Client, data: Path) -> None:
-        self.client = client
-        self.data = data
-
-    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = await self.client.call_tool(tool, arguments)
-        assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
-        return json.loads(result.content[0].text)
-
-    async def final(self, view: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while view.get("status") not in FINAL:
-            assert time.monotonic() < deadline, view
-            view = await self.call("operation_status", {"operation_id": view["operation_id"], "wait_seconds": 20})
-        return view
+class Mcp(McpSession):
+    """The module's connected client, with this module's shortcuts."""
 
     async def search(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        view = await self.final(await self.call("structured_search", arguments))
+        view = await self.wait(await self.call("structured_search", arguments))
         assert view["status"] == "completed", view
         return view
 
@@ -145,27 +127,8 @@ async def mcp(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory
         "HOME": os.environ.get("HOME", ""),
     }
     params = StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=env, cwd=REPO)
-    ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-    stop = asyncio.Event()
-
-    async def hold() -> None:
-        # The client's task group must be entered and left by one task: this one.
-        try:
-            async with Client(params, read_timeout_seconds=90) as client:
-                ready.set_result(client)
-                await stop.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            raise
-
-    holder = asyncio.create_task(hold())
-    client = await asyncio.wait_for(asyncio.shield(ready), 60)
-    try:
+    async with held_client(params) as client:
         yield Mcp(client, data)
-    finally:
-        stop.set()
-        await asyncio.wait_for(holder, 30)
 
 
 def grid_posts(kns: KnsSimulator) -> list[SimRequest]:
