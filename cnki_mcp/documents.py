@@ -13,6 +13,7 @@ cost no request. Trial and incomplete texts are never kept: the next call reads 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
@@ -28,7 +29,7 @@ from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Paper, Section
 from cnki_mcp.parse import ReaderDocument, classify_response, parse_detail, parse_reader, public_url
 from cnki_mcp.research import Research, titles_in_store
-from cnki_mcp.site import bind_detail
+from cnki_mcp.site import bind_detail, page_problem
 from cnki_mcp.store import Store
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ class PageSite(Protocol):
     def request(self, op: OperationContext) -> Any: ...
 
     async def observe(self, tab: Tab, condition: str = "true", timeout: float = 5.0) -> Any: ...
+
+    async def glance(self, tab: Tab) -> Any: ...
 
     async def wait_page(
         self, op: OperationContext, tab: Tab, accept: Callable[[Any], Any], timeout: float, *, condition: str = "true"
@@ -359,22 +362,17 @@ async def follow_reader(op: OperationContext, site: PageSite, opener: Tab, paper
     last: CnkiError | None = None
     while True:
         for tab in await _tabs(site.browser, opener):
-            try:
+            with contextlib.suppress(CnkiError):  # a tab that cannot run it now is looked at next round
                 await site.browser.evaluate(tab, _SHOW_SLIDER_JS, 2.0)
-                seen = await site.observe(tab)
-            except CnkiError as exc:
-                if exc.code == "BROWSER_UNAVAILABLE" and not site.browser.running:
-                    raise
-                continue
+            seen = await site.glance(tab)
             if seen is None or not seen.ready:
                 continue
-            if seen.page.state in ("challenge", "login"):
-                code = "VERIFICATION_REQUIRED" if seen.page.state == "challenge" else "LOGIN_REQUIRED"
-                reason = CnkiError(code, details={"url": scrub_url(seen.url), "reason": seen.page.reason})
-                await site.human_step(op, tab, reason)
+            problem = page_problem(seen.page, seen.url)
+            if problem is not None and problem.code != "ACCESS_DENIED":
+                await site.human_step(op, tab, problem)
                 deadline = time.monotonic() + READER_WAIT
                 break
-            if seen.page.state == "denied":
+            if problem is not None:
                 raise CnkiError("ACCESS_DENIED", f"知网拒绝阅读全文：{seen.page.reason}", details={"url": scrub_url(seen.url)})
             if tab is opener and "/kcms" in urlsplit(seen.url).path.lower():
                 continue  # the detail page itself, still waiting for the reader to open

@@ -37,6 +37,7 @@ from cnki_mcp.files import adopt_file, safe_folder, validate_filename
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Artifact, Paper
 from cnki_mcp.parse import parse_download_refusal
+from cnki_mcp.site import page_problem
 from cnki_mcp.store import Store
 
 log = logging.getLogger(__name__)
@@ -403,17 +404,12 @@ class Downloads:
         for tab in tabs:
             if tab.closed:
                 continue
-            try:
-                seen = await site.observe(tab)
-            except CnkiError as exc:
-                if exc.code == "BROWSER_UNAVAILABLE" and not browser.running:
-                    raise
-                continue
+            seen = await site.glance(tab)
             if seen is None or not seen.ready:
                 continue
-            if seen.page.state in ("challenge", "login"):
-                code = "VERIFICATION_REQUIRED" if seen.page.state == "challenge" else "LOGIN_REQUIRED"
-                await self._human(op, site, tab, CnkiError(code, details={"url": scrub_url(seen.url)}))
+            problem = page_problem(seen.page, seen.url)
+            if problem is not None and problem.code != "ACCESS_DENIED":
+                await self._human(op, site, tab, problem)
                 return True
             if tab is opener:
                 continue

@@ -299,7 +299,7 @@ def _human_message(reason: CnkiError) -> str:
     return LOGIN_MESSAGE if reason.code == "LOGIN_REQUIRED" else VERIFY_MESSAGE
 
 
-def _page_problem(page: PageState, url: str) -> CnkiError | None:
+def page_problem(page: PageState, url: str) -> CnkiError | None:
     """The problem a live tab shows, as the code a response would have given (no query in details)."""
     url = endpoint_url(url)
     if page.state == "challenge":
@@ -466,6 +466,16 @@ class Site:
             page=await asyncio.to_thread(inspect_live_page, html, url),
         )
 
+    async def glance(self, tab: Tab) -> Observation | None:
+        """``observe`` for polling several tabs: one that is closed or cannot answer now is None; only a
+        dead browser raises."""
+        try:
+            return await self.observe(tab)
+        except CnkiError as exc:
+            if exc.code == "BROWSER_UNAVAILABLE" and not self.browser.running:
+                raise
+            return None
+
     async def wait_page(
         self,
         op: OperationContext,
@@ -487,7 +497,7 @@ class Site:
             epoch = self._epoch
             seen = await self.observe(tab, condition)
             if seen is not None and seen.ready:
-                problem = _page_problem(seen.page, seen.url)
+                problem = page_problem(seen.page, seen.url)
                 if problem is not None and problem.code in _CHALLENGE_CODES:
                     await self.human_step(op, tab, problem, epoch=epoch)
                     deadline = time.monotonic() + timeout

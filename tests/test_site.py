@@ -19,7 +19,7 @@ from cnki_mcp.query import Condition, compile_expression
 from cnki_mcp.research import GridQuery
 from cnki_mcp.site import (
     Site,
-    _page_problem,
+    page_problem,
     anchor_of,
     bind_detail,
     endpoint_url,
@@ -82,13 +82,13 @@ def test_bind_detail_keeps_the_reference_and_fills_gaps() -> None:
         bind_detail(requested, Paper(title="违约金研究：以司法为例", authors=["李四"]), "https://kns.cnki.net/x")
 
 
-def test_live_page_problems_hide_query_strings() -> None:
+def test_livepage_problems_hide_query_strings() -> None:
     url = "https://kns.cnki.net/verify/home?returnUrl=secret"
-    problem = _page_problem(PageState(state="challenge", reason="滑块"), url)
+    problem = page_problem(PageState(state="challenge", reason="滑块"), url)
     assert problem is not None and problem.code == "VERIFICATION_REQUIRED" and problem.details["url"] == endpoint_url(url)
-    assert _page_problem(PageState(state="login"), url).code == "LOGIN_REQUIRED"
-    assert _page_problem(PageState(state="denied", reason="机构未订购"), url).code == "ACCESS_DENIED"
-    assert _page_problem(PageState(state="ready"), url) is None
+    assert page_problem(PageState(state="login"), url).code == "LOGIN_REQUIRED"
+    assert page_problem(PageState(state="denied", reason="机构未订购"), url).code == "ACCESS_DENIED"
+    assert page_problem(PageState(state="ready"), url) is None
 
 
 # --------------------------------------------------------------------------------------------
