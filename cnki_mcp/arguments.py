@@ -428,33 +428,29 @@ def _get_metadata(args: GetMetadataArgs, raw: dict[str, Any]) -> None:
     args.fields = [f.strip() for f in args.fields]
 
 
+def _defaulted(value: int, default: int, maximum: int, code: str, field: str, unit: str = "") -> int:
+    """An integer where 0 means the default, else 1..maximum."""
+    value = value or default
+    if not 1 <= value <= maximum:
+        raise CnkiError(
+            code,
+            f"{field} 须在 1–{maximum}{unit} 之间（0 表示默认 {default}），收到的是 {value}。",
+            details={"field": field},
+        )
+    return value
+
+
 def _read_online_html(args: ReadOnlineHtmlArgs, raw: dict[str, Any]) -> None:
     _exactly_one_document(args.record_ref, args.title)
     _offset(args.offset)
-    if args.max_characters == 0:
-        args.max_characters = READ_CHARACTERS_DEFAULT
-    if not 1 <= args.max_characters <= READ_CHARACTERS_MAX:
-        raise CnkiError(
-            "INVALID_LIMIT",
-            f"max_characters 须在 1–{READ_CHARACTERS_MAX} 之间（0 表示默认 {READ_CHARACTERS_DEFAULT}），"
-            f"收到的是 {args.max_characters}。",
-            details={"field": "max_characters"},
-        )
+    args.max_characters = _defaulted(args.max_characters, READ_CHARACTERS_DEFAULT, READ_CHARACTERS_MAX, "INVALID_LIMIT", "max_characters")
     args.on_verification = _policy(args.on_verification)
 
 
 def _download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> None:
     _exactly_one_document(args.record_ref, args.title)
     args.format = _choice(args.format, DOWNLOAD_FORMATS, "auto", "INVALID_FORMAT", "format")
-    if args.wait_seconds == 0:
-        args.wait_seconds = DOWNLOAD_WAIT_DEFAULT
-    if not 1 <= args.wait_seconds <= DOWNLOAD_WAIT_MAX:
-        raise CnkiError(
-            "INVALID_WAIT",
-            f"wait_seconds 须在 1–{DOWNLOAD_WAIT_MAX} 秒之间（0 表示默认 {DOWNLOAD_WAIT_DEFAULT}），"
-            f"收到的是 {args.wait_seconds}。",
-            details={"field": "wait_seconds"},
-        )
+    args.wait_seconds = _defaulted(args.wait_seconds, DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
     args.on_verification = _policy(args.on_verification)
 
 
