@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -28,6 +28,7 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Paper, Section
 from cnki_mcp.parse import ReaderDocument, classify_response, parse_detail, parse_reader, public_url
+from cnki_mcp.redact import client_url, without_secrets
 from cnki_mcp.research import Research, titles_in_store
 from cnki_mcp.site import bind_detail, page_problem
 from cnki_mcp.store import Store
@@ -50,10 +51,6 @@ _SHOW_SLIDER_JS = (
     "(() => { const box = document.querySelector('.read-btn-boxXml');"
     " if (box) box.scrollIntoView({block: 'center', behavior: 'instant'}); return !!box; })()"
 )
-# Query values that grant access (reader invoices, download order tokens): never shown to clients.
-SECRET_QUERY_KEYS = frozenset({"invoice", "nonce", "token", "access_token", "ticket", "sign", "signature", "id", "v"})
-_SECRET_PARTS = ("token", "invoice", "nonce", "ticket", "sign", "session")
-_URL_STARTS = ("http://", "https://", "//")
 
 
 class PageSite(Protocol):
@@ -77,36 +74,9 @@ class PageSite(Protocol):
 
     async def locate(self, op: OperationContext, titles: list[str]) -> dict[str, list[Paper]]: ...
 
-
-# --------------------------------------------------------------------------------------------
-# URLs shown to clients
-
-
-def scrub_url(url: str) -> str:
-    """``url`` without query values that carry access (invoice, nonce, token, order ids …)."""
-    if not url:
-        return ""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return ""
-    kept = [
-        (key, value)
-        for key, value in parse_qsl(parts.query, keep_blank_values=True)
-        if key.lower() not in SECRET_QUERY_KEYS and not any(word in key.lower() for word in _SECRET_PARTS)
-    ]
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(kept), ""))
-
-
-def scrubbed(error: CnkiError) -> CnkiError:
-    """The same error with every URL in its details scrubbed (pages of readers and orders carry tokens)."""
-    details = error.details
-    if isinstance(details, dict):
-        error.details = {
-            key: scrub_url(value) if isinstance(value, str) and value.startswith(_URL_STARTS) else value
-            for key, value in details.items()
-        }
-    return error
+    async def snapshot(
+        self, kind: str, body: str, url: str, tab: Tab | None = None, *, extension: str = "html"
+    ) -> str: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,7 +343,7 @@ async def follow_reader(op: OperationContext, site: PageSite, opener: Tab, paper
                 deadline = time.monotonic() + READER_WAIT
                 break
             if problem is not None:
-                raise CnkiError("ACCESS_DENIED", f"知网拒绝阅读全文：{seen.page.reason}", details={"url": scrub_url(seen.url)})
+                raise CnkiError("ACCESS_DENIED", f"知网拒绝阅读全文：{seen.page.reason}", details={"url": client_url(seen.url)})
             if tab is opener and "/kcms" in urlsplit(seen.url).path.lower():
                 continue  # the detail page itself, still waiting for the reader to open
             try:
@@ -412,7 +382,7 @@ async def read_document(op: OperationContext, store: Store, site: PageSite, pape
         op.stage("reading")
         document = await follow_reader(op, site, tab, bound)
     except CnkiError as exc:
-        raise scrubbed(exc) from None
+        raise without_secrets(exc) from None
     finally:
         await site.browser.close_tab(tab)
     return bound, document

@@ -31,12 +31,13 @@ import msgspec
 
 from cnki_mcp.browser import Tab
 from cnki_mcp.clock import utc_now_iso
-from cnki_mcp.documents import ENTRY_WAIT, PageSite, open_detail, scrub_url, scrubbed, settle
+from cnki_mcp.documents import ENTRY_WAIT, PageSite, open_detail, settle
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.files import adopt_file, safe_folder, validate_filename
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Artifact, Paper
 from cnki_mcp.parse import parse_download_refusal
+from cnki_mcp.redact import client_url, without_secrets
 from cnki_mcp.site import page_problem
 from cnki_mcp.store import Store
 
@@ -289,7 +290,7 @@ class Downloads:
             try:
                 return await self._download(op, store, site, paper, request)
             except CnkiError as exc:
-                raise scrubbed(exc) from None
+                raise without_secrets(exc) from None
 
     async def _download(
         self, op: OperationContext, store: Store, site: PageSite, paper: Paper, request: DownloadRequest
@@ -413,7 +414,7 @@ class Downloads:
                 return True
             if tab is opener:
                 continue
-            url = scrub_url(seen.url)
+            url = client_url(seen.url)
             op.stage("download_tab", {"url": url})
             refusal = parse_download_refusal(seen.html)
             if refusal:

@@ -1,7 +1,8 @@
 """Parsers for every CNKI page the product reads: result grid, detail, journal, reader, download
 popups, login header, and the classification of fetched responses (spec/site.md §3–§8).
 
-All functions are pure: HTML text in, msgspec Structs out, failures as ``CnkiError``. Page text is
+All functions are pure: HTML text in, msgspec Structs out, failures as ``CnkiError``; saving a page
+that failed is ``snapshots.py``'s job. Page text is
 only ever treated as data. Selectors follow the structures recorded in spec/real-pages.md; where
 sources disagree (``td.quote`` vs ``td.cited``, second ``h3.author`` vs ``h3.orgn`` …) every variant
 is accepted.
@@ -11,13 +12,9 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 import re
-import secrets
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
-from pathlib import Path
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
 import lxml.html
@@ -36,6 +33,7 @@ from cnki_mcp.model import (
     SessionState,
     TierEvidence,
 )
+from cnki_mcp.redact import is_secret_key
 from cnki_mcp.text import (
     clean,
     normalize,
@@ -52,7 +50,6 @@ MAX_MARKUP_BYTES = 8 * 1024 * 1024
 EMPTY_PREVIEW_CHARS = 160
 READER_MIN_BYTES = 150
 REFUSAL_SAMPLE_CHARS = 300
-SNAPSHOT_KEEP = 200
 
 
 # --------------------------------------------------------------------------------------------
@@ -111,9 +108,6 @@ def is_site_url(url: str) -> bool:
     return parts.scheme == "https" and (host == "cnki.net" or host.endswith(".cnki.net"))
 
 
-_SECRET_QUERY_KEYS = ("token", "ticket", "session", "password", "signature")
-
-
 def public_url(locator: str) -> str:
     """The locator when it may be shown to clients as the paper's url, else "" (§1.2)."""
     if not is_site_url(locator):
@@ -122,7 +116,7 @@ def public_url(locator: str) -> str:
     if "@" in parts.netloc or "abstract" not in parts.path.lower():
         return ""
     for key, _ in parse_qsl(parts.query, keep_blank_values=True):
-        if any(word in key.lower() for word in _SECRET_QUERY_KEYS):
+        if is_secret_key(key):
             return ""
     return locator
 
@@ -1243,75 +1237,6 @@ def parse_download_refusal(html: str) -> str | None:
     """The popup's text sample when it refuses the download (余额不足, 未订购 …), else None."""
     sample = _page_text(_document(html))[:REFUSAL_SAMPLE_CHARS]
     return sample if _REFUSAL.search(sample) else None
-
-
-# --------------------------------------------------------------------------------------------
-# Diagnostics snapshots
-
-_SCRUB_QUERY = re.compile(
-    r"([?&](?:amp;)?(?:v|p|id|invoice|nonce|token|access_token|ticket|sign|signature|session|sid|uid|"
-    r"captchaid|time|cid|code|key|auth)=)[^&\"'\s<>#]*",
-    re.I,
-)
-_SCRUB_COOKIE = re.compile(
-    r"\b((?:Ecp_\w+|SID_\w+|LID|c_m_\w+|JSESSIONID|KNS2COOKIE|cnkiUserKey|UM_distinctid|tfstk|Hm_\w+|"
-    r"ASP\.NET_SessionId|dblang|knsadv-searchtype|knsLeftGroupSelectItem|kcmscanary)=)[^;\"'\s<>&]+"
-)
-_SCRUB_KEYED = re.compile(
-    r"((?:[\"'])?[\w-]*(?:token|ticket|session|passw|secret|invoice|nonce|signature|cookie)[\w-]*(?:[\"'])?\s*[:=]\s*)"
-    r"([\"'])(?:(?!\2).)*\2",
-    re.I,
-)
-_INPUT_TAG = re.compile(r"<input\b[^>]*>", re.I)
-_INPUT_VALUE = re.compile(r"(\bvalue\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s>]+)", re.I)
-_SECRET_INPUT = re.compile(r"\btype\s*=\s*[\"']?(?:hidden|password)\b|\bcbItem\b", re.I)
-
-
-def scrub(html: str) -> str:
-    """Remove cookie values, session tokens, invoices and hidden form values from saved markup."""
-
-    def _input(match: re.Match[str]) -> str:
-        tag = match[0]
-        return _INPUT_VALUE.sub(r'\1"REDACTED"', tag) if _SECRET_INPUT.search(tag) else tag
-
-    html = _INPUT_TAG.sub(_input, html)
-    html = _SCRUB_QUERY.sub(r"\1REDACTED", html)
-    html = _SCRUB_COOKIE.sub(r"\1REDACTED", html)
-    return _SCRUB_KEYED.sub(r"\1\2REDACTED\2", html)
-
-
-def save_snapshot(
-    diagnostics_dir: Path, kind: str, html: str, url: str = "", screenshot: bytes | None = None
-) -> Path:
-    """Store a page that could not be handled, scrubbed of secrets, so a user can report it.
-
-    Blocking file I/O: call it through ``asyncio.to_thread`` from async code.
-    """
-    diagnostics_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    label = re.sub(r"[^a-z0-9_-]+", "-", kind.lower()).strip("-") or "page"
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = diagnostics_dir / f"{label}-{stamp}-{secrets.token_hex(3)}.html"
-    where = scrub(url).replace("--", "%2D%2D")
-    header = f"<!-- cnki-mcp snapshot kind={label} url={where} saved_at={_now()} parser={PARSER_VERSION} -->\n"
-    _write_private(path, (header + scrub(html)).encode("utf-8", "replace"))
-    if screenshot:
-        _write_private(path.with_suffix(".png"), screenshot)
-    _prune_snapshots(diagnostics_dir)
-    log.warning("saved page snapshot %s", path)
-    return path
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-
-
-def _prune_snapshots(folder: Path) -> None:
-    pages = sorted(folder.glob("*.html"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in pages[SNAPSHOT_KEEP:]:
-        old.unlink(missing_ok=True)
-        old.with_suffix(".png").unlink(missing_ok=True)
 
 
 def _now() -> str:

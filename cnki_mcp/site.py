@@ -47,7 +47,6 @@ from cnki_mcp.parse import (
     parse_detail,
     parse_grid,
     parse_journal,
-    save_snapshot,
 )
 from cnki_mcp.query import (
     TITLES_PER_LOCATE,
@@ -61,6 +60,7 @@ from cnki_mcp.query import (
     title_expression,
 )
 from cnki_mcp.research import GridQuery
+from cnki_mcp.snapshots import save_snapshot
 from cnki_mcp.text import title_key
 
 log = logging.getLogger(__name__)
@@ -429,17 +429,27 @@ class Site:
             raise problem
         await asyncio.sleep(BACKOFF_SLEEPS[done])
 
-    async def _snapshot(self, kind: str, html: str, url: str, tab: Tab | None = None) -> None:
+    async def snapshot(
+        self, kind: str, body: str, url: str, tab: Tab | None = None, *, extension: str = "html"
+    ) -> str:
+        """Save a page that could not be handled (redacted; a screenshot when ``tab`` is given).
+
+        Returns the snapshot's file name for the error's details, or "" when it could not be saved.
+        """
         screenshot = None
-        if tab is not None:
+        if tab is not None and not tab.closed:
             try:
                 screenshot = await self.browser.screenshot(tab, 5.0)
             except CnkiError as exc:
                 log.debug("no screenshot for the snapshot: %s", exc)
         try:
-            await asyncio.to_thread(save_snapshot, self.diagnostics_dir, kind, html, url, screenshot)
+            path = await asyncio.to_thread(
+                save_snapshot, self.diagnostics_dir, kind, body, url, screenshot, extension=extension
+            )
         except OSError as exc:
             log.warning("could not save a page snapshot: %s", exc)
+            return ""
+        return path.name
 
     # -- live pages ------------------------------------------------------------------------
 
@@ -764,7 +774,7 @@ class Site:
                     parsed = GridPage(rows=[], total=0, exhausted=True)
                 else:
                     if exc.code in _SNAPSHOT_CODES:
-                        await self._snapshot("grid", result.text, result.url)
+                        await self.snapshot("grid", result.text, result.url)
                     raise
             self.limiter.fast()
             if parsed.cursor:
@@ -898,7 +908,7 @@ class Site:
                 value = await self.wait_page(op, tab, accept, RENDER_TIMEOUT)
             except CnkiError as exc:
                 if exc.code in _SNAPSHOT_CODES and last_html:
-                    await self._snapshot(kind, last_html, last_url, tab)
+                    await self.snapshot(kind, last_html, last_url, tab)
                 raise
             self.limiter.fast()
             return value

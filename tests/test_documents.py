@@ -1,4 +1,4 @@
-"""read_online_html without a browser: paging, sections, the text cache, URL scrubbing, records."""
+"""read_online_html without a browser: paging, sections, the text cache, records."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from cnki_mcp.documents import (
     local_ref,
     page_of,
     reader_result,
-    scrub_url,
-    scrubbed,
     select_section,
 )
 from cnki_mcp.errors import CnkiError
@@ -129,17 +127,6 @@ def test_trial_and_incomplete_texts_are_never_cached_and_replace_nothing_stale()
     assert not cache.put(PAPER, document(scope="partial"))
     assert not cache.put(PAPER, document(missing_catalog_headings=["三、结论"]))
     assert len(cache) == 0
-
-
-def test_scrub_url_drops_access_values() -> None:
-    url = ("https://kns.cnki.net/nzkhtml/xmlRead/trialRead.html?dbCode=CJFD&fileName=FX001"
-           "&invoice=SECRET1&appId=KNS&nonce=SECRET2&access_token=SECRET3#frag")
-    out = scrub_url(url)
-    assert "SECRET" not in out and "invoice" not in out and "frag" not in out
-    assert out.startswith("https://kns.cnki.net/nzkhtml/xmlRead/trialRead.html?") and "fileName=FX001" in out
-    assert "SECRET" not in scrub_url("https://bar.cnki.net/bar/download/order?id=SECRET")
-    error = scrubbed(CnkiError("CONTENT_NOT_READY", details={"url": url, "n": 1}))
-    assert "SECRET" not in error.details["url"] and error.details["n"] == 1
 
 
 def test_local_ref(isolated_data_dir: Path) -> None:

@@ -4,7 +4,6 @@ site.md §10.3 and our own fixture pages for each variant real-pages.md reports.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,6 @@ from cnki_mcp.parse import (
     parse_reader,
     parse_session,
     public_url,
-    save_snapshot,
-    scrub,
     strip_role_suffix,
 )
 
@@ -654,36 +651,6 @@ def test_download_refusal(text: str) -> None:
 def test_download_refusal_ignores_ordinary_pages_and_late_text() -> None:
     assert parse_download_refusal("<body><p>下载中，请稍候</p></body>") is None
     assert parse_download_refusal("<body><p>" + "说明" * 200 + "余额不足</p></body>") is None
-
-
-# --------------------------------------------------------------------------------------------
-# snapshots
-
-
-def test_scrub_removes_secrets() -> None:
-    html = (
-        '<a href="https://kns.cnki.net/kcms2/article/abstract?v=SECRETV&amp;uniplatform=NZKPT">t</a>'
-        '<a href="https://kns.cnki.net/reader/xml?invoice=INV123&nonce=N0NCE&loginType=trialRead">r</a>'
-        '<input type="hidden" id="hidTurnPage" value="CURSOR-SECRET"><input value="visible" type="text">'
-        "<script>document.cookie='Ecp_ClientId=CLIENT123; SID_kns_new=SID456';var cfg={\"accessToken\":\"TOK789\"};</script>"
-        '<input class="cbItem" type="checkbox" value="EXPORTID">'
-    )
-    cleaned = scrub(html)
-    for secret in ("SECRETV", "INV123", "N0NCE", "CURSOR-SECRET", "CLIENT123", "SID456", "TOK789", "EXPORTID"):
-        assert secret not in cleaned
-    assert "uniplatform=NZKPT" in cleaned and "loginType=trialRead" in cleaned and 'value="visible"' in cleaned
-
-
-def test_save_snapshot(tmp_path: Path) -> None:
-    folder = tmp_path / "diagnostics"
-    path = save_snapshot(folder, "Detail Page", '<p>x</p><input type="hidden" value="tok">', url="https://kns.cnki.net/kcms2/article/abstract?v=abc", screenshot=b"\x89PNG")
-    assert path.parent == folder and path.name.startswith("detail-page-") and path.suffix == ".html"
-    text = path.read_text(encoding="utf-8")
-    assert "url=https://kns.cnki.net/kcms2/article/abstract?v=REDACTED" in text and '"tok"' not in text
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert path.with_suffix(".png").read_bytes() == b"\x89PNG"
-    second = save_snapshot(folder, "grid", "<p>y</p>")
-    assert second != path and len(list(folder.glob("*.html"))) == 2
 
 
 # --------------------------------------------------------------------------------------------
