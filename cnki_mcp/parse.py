@@ -1228,15 +1228,33 @@ def parse_session(html: str) -> SessionState:
 # Download popups (§7.2)
 
 _REFUSAL = re.compile(
-    r"余额不足|未订购|机构未购买|无权|没有权限|暂无权限|权限不足|请先登录|下载失败|下载异常|超出.{0,6}限"
-    r"|会话已经结束|请返回原页面刷新|服务端出现未知错误|来源应用不正确"
+    r"余额不足|未订购|没有订购|机构未购买|无权|没有权限|暂无权限|权限不足|请先登录|下载失败|下载异常|超出.{0,6}限"
+    r"|会话已经结束|请返回原页面刷新|服务端出现未知错误|来源应用不正确|只收录题录|暂不提供原文"
+    r"|不在有效期|操作太过频繁"
 )
+_ERROR_PAGE = re.compile(r"/errormsg\.(?:html?|aspx)$", re.I)
 
 
 def parse_download_refusal(html: str) -> str | None:
     """The popup's text sample when it refuses the download (余额不足, 未订购 …), else None."""
     sample = _page_text(_document(html))[:REFUSAL_SAMPLE_CHARS]
     return sample if _REFUSAL.search(sample) else None
+
+
+def refusal_in_url(url: str) -> str | None:
+    """The site's words when ``url`` is CNKI's error page (``…/ErrorMsg.html?…``), which carries the
+    refusal (对不起，本刊只收录题录信息，暂不提供原文下载…) URL-encoded in its query; else None."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if not is_site_url(url) or not _ERROR_PAGE.search(parts.path):
+        return None
+    texts = [trim(value) for _, value in parse_qsl(parts.query, keep_blank_values=True) if trim(value)]
+    words = next((text for text in texts if _REFUSAL.search(text)), "") or next(
+        (text for text in texts if re.search(r"[\u4e00-\u9fff]", text)), ""
+    )
+    return words[:REFUSAL_SAMPLE_CHARS] or "知网错误页（没有给出原因）"
 
 
 def _now() -> str:

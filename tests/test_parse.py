@@ -18,6 +18,7 @@ from cnki_mcp.parse import (
     parse_count,
     parse_detail,
     parse_download_refusal,
+    refusal_in_url,
     parse_grid,
     parse_journal,
     parse_reader,
@@ -688,3 +689,18 @@ def test_live_page_script_marks_invisible_elements(tmp_path: Path, chromium: str
     # Without the marks, static HTML takes the stylesheet-hidden GeeTest panel for a challenge.
     unmarked = without_dialog.replace("data-cnki-hidden", "data-x")
     assert inspect_live_page(unmarked, DETAIL_URL).state == "challenge"
+
+
+def test_refusal_in_url_reads_the_error_pages_message() -> None:
+    url = ("https://kns.cnki.net/kns8s/ErrorMsg.html?errorMsg=%E5%AF%B9%E4%B8%8D%E8%B5%B7%EF%BC%8C%E6%9C%AC%E5%88%8A"
+           "%E5%8F%AA%E6%94%B6%E5%BD%95%E9%A2%98%E5%BD%95%E4%BF%A1%E6%81%AF&errorCode=-1")
+    assert refusal_in_url(url) == "对不起，本刊只收录题录信息"
+    assert refusal_in_url("https://bar.cnki.net/bar/ErrorMsg.html") == "知网错误页（没有给出原因）"
+    assert refusal_in_url("https://kns.cnki.net/kns8s/AdvSearch?errorMsg=x") is None
+    assert refusal_in_url("https://evil.example/ErrorMsg.html?m=%E6%9C%AA%E8%AE%A2%E8%B4%AD") is None
+
+
+def test_download_refusal_texts_of_every_generation() -> None:
+    for text in ("对不起，本刊只收录题录信息，暂不提供原文下载", "对不起，贵单位没有订购该专辑，请您与贵单位图书馆联系订购！",
+                 "产品不在有效期范围之内！", "对不起，您的操作太过频繁！请退出后重新登录。"):
+        assert parse_download_refusal(f"<body><p>{text}</p></body>") == text

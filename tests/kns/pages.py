@@ -795,6 +795,20 @@ REFUSALS = {
 }
 
 
+# The refusal CNKI sends instead of a reader or a file when it holds only the bibliographic record.
+ABSTRACT_ONLY = "对不起，本刊只收录题录信息，暂不提供原文下载。给您造成不便请谅解！"
+
+
+def error_msg_url(message: str) -> str:
+    """CNKI's error page, its message URL-encoded in the query (the host is not known; kns is assumed)."""
+    return f"{KNS}/kns8s/ErrorMsg.html?errorMsg={quote(message, safe='')}&errorCode=-1"
+
+
+def error_msg_page(message: str) -> str:
+    return page("提示信息 - 中国知网", f'<div class="errorMsg-box"><p class="errorMsg">{esc(message or "发生错误")}</p>'
+                                   f'<a href="javascript:history.back()">返回</a></div>')
+
+
 def refusal_page(kind: str) -> str:
     title, text = REFUSALS[kind]
     return page(f"{title} - 中国知网", f'<div class="download-error"><div class="error-tips"><p class="tips">{esc(text)}</p>'

@@ -33,11 +33,11 @@ log = logging.getLogger(__name__)
 
 CERT_DIR = Path(__file__).parent / "certs"
 ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "download", "file", "login", "home",
-             "verify", "other")
+             "verify", "error", "other")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha")
 CAPTCHA_STYLES = ("redirect", "vericode", "json403", "tencent", "title", "timeout")
 DOWNLOAD_MODES = ("auto", "ok", "login", "login_page", "balance", "unsubscribed", "no_permission", "session_end",
-                  "expired", "html")
+                  "expired", "html", "abstract_only")
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
     500: "服务器内部错误", 502: "502 Bad Gateway", 503: "服务繁忙，请稍后重试", 504: "504 Gateway Time-out",
@@ -63,7 +63,7 @@ class Scenario:
     abstract_tag: str = "span"  # span | p | div for #ChDivSummary
     abstract_truncate: int = 0  # >0: visible #ChDivSummary cut to N chars, full text in input#abstract_text
     double_download: bool = False  # a second #pdfDown at the bottom of the detail page
-    reader: str = "auto"  # auto (trial unless logged in or free) | full | trial
+    reader: str = "auto"  # auto (trial unless logged in or free) | full | trial | refused (302 to ErrorMsg.html)
     reader_slider: bool = False  # 「滑动验证，继续阅读全文」 until solved
     reader_url: str = "nzkhtml"  # nzkhtml (xmlRead/xml.html, trialRead.html) | reader_xml (/reader/xml?…&loginType=trialRead)
     reader_lazy: bool = True  # sections after the first two arrive by XHR
@@ -123,6 +123,8 @@ class _Resp:
 
 def classify(host: str, path: str) -> str:
     p = path.lower()
+    if p.endswith("/errormsg.html"):
+        return "error"
     if host == "kns.cnki.net":
         if p.startswith("/kns8s/brief/grid"):
             return "grid"
@@ -443,7 +445,7 @@ class KnsSimulator:
         chosen: Fault | None = None
         with self._lock:
             for f in self.faults:
-                if f.endpoint not in ("*", rec.endpoint) or rec.endpoint in ("verify", "login", "other") and f.endpoint == "*":
+                if f.endpoint not in ("*", rec.endpoint) or rec.endpoint in ("verify", "login", "error", "other") and f.endpoint == "*":
                     continue
                 f.seen += 1
                 if f.seen <= f.after:
@@ -538,6 +540,8 @@ class KnsSimulator:
             return _Resp(200, pages.verify_home_page(rec.query.get("returnUrl", ""), self.solves))
         if ep == "home":
             return _Resp(200, pages.home_page(sc))
+        if ep == "error":
+            return _Resp(200, pages.error_msg_page(rec.query.get("errorMsg", "")))
         if rec.host.endswith("cnki.net") or rec.host == "cnki.net":
             return _Resp(404, pages.simple_page("页面不存在", "404 页面不存在"))
         return _Resp(421, pages.simple_page("Misdirected", "unknown host"))
@@ -684,8 +688,12 @@ class KnsSimulator:
             return _Resp(200, pages.refusal_page("referer"))
         kind = parts[2]
         if kind == "html":
+            if sc.reader == "refused":
+                return _redirect(pages.error_msg_url(pages.ABSTRACT_ONLY))
             return _redirect(self._reader_url(p, sc, epoch))
         mode = sc.download
+        if mode == "abstract_only":
+            return _redirect(pages.error_msg_url(pages.ABSTRACT_ONLY))
         if mode == "auto":
             mode = "login" if sc.login == "none" and not p.free else "ok"
         if mode == "login":
