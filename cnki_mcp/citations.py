@@ -65,6 +65,7 @@ TEMPLATE_FIELDS: tuple[str, ...] = (
     "url",
     "record_ref",
     "type",
+    "clc",
 )
 MAX_TEMPLATE_BYTES = 5000
 # Entries of the text formats are separated by one blank line, without a trailing newline.
@@ -146,11 +147,22 @@ def parse_name(raw: str) -> Name:
     parts = text.split(" ")
     if len(parts) == 1:
         return Name(literal=text)
+    capitalised = [part for part in parts if _is_capitalised_surname(part)]
+    if capitalised and len(capitalised) < len(parts):
+        # Chinese authors of English papers write the surname in capitals, first or last: WANG Fang, Fang WANG.
+        family = " ".join(part.title() for part in capitalised)
+        return Name(family=family, given=" ".join(part for part in parts if part not in capitalised))
     # Lower-case particles before the surname belong to it: "Maria de Souza" -> "de Souza".
     cut = len(parts) - 1
     while cut > 1 and parts[cut - 1].islower():
         cut -= 1
     return Name(family=" ".join(parts[cut:]), given=" ".join(parts[:cut]))
+
+
+def _is_capitalised_surname(part: str) -> bool:
+    """A name token written all in capitals (WANG, OUYANG, SIMA-QIAN), not an initial (F, F.)."""
+    letters = part.replace("-", "").replace("'", "")
+    return len(letters) >= 2 and letters.isalpha() and letters.isupper()
 
 
 def _language(paper: Paper) -> str:
@@ -237,8 +249,15 @@ def csl_item(paper: Paper) -> dict[str, Any]:
     keywords = [k.strip() for k in paper.keywords if k.strip()]
     if keywords:
         item["keyword"] = ", ".join(keywords)
+    if paper.clc_codes:
+        item["call-number"] = _clc(paper)
     item["language"] = _language(paper)
     return item
+
+
+def _clc(paper: Paper) -> str:
+    """中图分类号 as one call number (RIS CN, EndNote %L, CSL call-number): ``TP18; TP311.13``."""
+    return "; ".join(code.strip() for code in paper.clc_codes if code.strip())
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -891,6 +910,7 @@ def _bibtex(papers: list[Paper]) -> str:
             ("url", _tex_url(paper.url)),
             ("abstract", tex_escape(paper.abstract)),
             ("keywords", tex_escape(", ".join(k.strip() for k in paper.keywords if k.strip()))),
+            ("clc", tex_escape(_clc(paper))),
         ]
         fields += [(name, value) for name, value in values if value]
         lines = [f"@{kind.bibtex}{{{key},"] + [f"  {name} = {{{value}}}," for name, value in fields] + ["}"]
@@ -931,6 +951,7 @@ def _ris(papers: list[Paper]) -> str:
         lines += [("M3", _genre(paper, kind)), ("DO", _clean(paper.doi)), ("UR", _clean(paper.url))]
         lines.append(("AB", _clean(paper.abstract)))
         lines += [("KW", _clean(k)) for k in paper.keywords if k.strip()]
+        lines.append(("CN", _clean(_clc(paper))))
         if kind.key == "online_first":
             lines.append(("N1", "网络首发"))
         body = [f"{tag}  - {value}" for tag, value in lines if value]
@@ -954,6 +975,7 @@ def _endnote(papers: list[Paper]) -> str:
         lines += [("%9", _genre(paper, kind)), ("%R", _clean(paper.doi)), ("%U", _clean(paper.url))]
         lines.append(("%X", _clean(paper.abstract)))
         lines += [("%K", _clean(k)) for k in paper.keywords if k.strip()]
+        lines.append(("%L", _clean(_clc(paper))))
         if kind.key == "online_first":
             lines.append(("%Z", "网络首发"))
         records.append("\n".join(f"{tag} {value}" for tag, value in lines if value))
@@ -979,7 +1001,7 @@ def csv_cell(value: str) -> str:
     return value
 
 
-CSV_COLUMNS = ("title", "authors", "source", "year", "volume", "issue", "pages", "doi", "url")
+CSV_COLUMNS = ("title", "authors", "source", "year", "volume", "issue", "pages", "doi", "url", "clc")
 
 
 def _csv(papers: list[Paper]) -> str:
@@ -997,6 +1019,7 @@ def _csv(papers: list[Paper]) -> str:
             paper.pages,
             paper.doi,
             paper.url,
+            _clc(paper),
         ]
         writer.writerow([csv_cell(cell) for cell in row])
     # The byte-order mark lets Excel detect UTF-8 and show Chinese text instead of mojibake.
@@ -1075,6 +1098,7 @@ def _template_values(paper: Paper) -> dict[str, str]:
         "url": _clean(paper.url),
         "record_ref": paper.record_ref,
         "type": _clean(paper.document_type),
+        "clc": _clean(_clc(paper)),
     }
 
 

@@ -106,7 +106,13 @@ CATALOGUE: dict[str, Code] = {
     "QUERY_TEMPLATE_UNSUPPORTED": Code("知网检索请求的格式与预期不符。"),
     "PAGINATION_MISMATCH": Code("知网返回的页码与请求不一致。"),
     "PARSER_UNSUPPORTED": Code("页面结构不受支持。"),
-    "SITE_TEMPORARILY_EMPTY": Code("知网暂时没有返回数据。", True),
+    "SITE_TEMPORARILY_EMPTY": Code(
+        "知网暂时只返回空白结果（通常是访问过于频繁被限流）；这不代表没有文献。请稍后用 operation_control 的 continue 继续，"
+        "或调大 CNKI_REQUEST_INTERVAL_MS。",
+        True,
+    ),
+    "QUERY_REJECTED": Code("知网拒绝了这次检索（检索条件的结构或长度不被接受）；请简化检索条件后重试。"),
+    "SORT_NOT_APPLIED": Code("知网返回的结果没有按要求的方式排序。"),
     "RESPONSE_TOO_LARGE": Code("页面超过 8 MB。"),
     "SOURCE_LOCATOR_MISSING": Code("详情页没有期刊链接。"),
     "SOURCE_IDENTITY_UNCONFIRMED": Code("期刊页面的名称与论文来源对不上。"),

@@ -9,10 +9,11 @@ one that was running when the process died reads as ``interrupted``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -99,6 +100,16 @@ class OperationContext:
     def requests(self) -> int:
         return self._job.record.requests
 
+    def remaining_seconds(self) -> float | None:
+        """Active time left in the budget (None: no time limit)."""
+        limit = self._job.record.budget.timeout_seconds
+        return None if limit <= 0 else limit - self._job.active_seconds()
+
+    def remaining_requests(self) -> int | None:
+        """Requests left in the budget (None: no request limit)."""
+        limit = self._job.record.budget.max_requests
+        return None if limit <= 0 else limit - self._job.record.requests
+
     def charge(self) -> None:
         """Admit one CNKI request against the budget (called before the limiter slot is taken)."""
         job = self._job
@@ -125,6 +136,18 @@ class OperationContext:
         if progress is not None:
             self._job.record.progress = progress
         self._jobs._touch(self._job)
+
+    @contextlib.contextmanager
+    def stage_while(self, name: str, progress: dict[str, Any]) -> Iterator[None]:
+        """Show ``name`` for the duration of a step (a wait), then the stage that was shown before."""
+        record = self._job.record
+        before, before_progress = record.stage, record.progress
+        self.stage(name, progress)
+        try:
+            yield
+        finally:
+            record.stage, record.progress = before, before_progress
+            self._jobs._touch(self._job)
 
     def add_error(self, problem: Problem | CnkiError) -> None:
         if isinstance(problem, CnkiError):

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 STORE_VERSION = 5
-PARSER_VERSION = "5"
+PARSER_VERSION = "6"
 
 
 class Problem(msgspec.Struct, omit_defaults=True):
@@ -65,6 +65,7 @@ class Paper(msgspec.Struct, omit_defaults=True):
     keywords: list[str] = []
     institutions: list[str] = []
     funds: list[str] = []
+    clc_codes: list[str] = []  # 中图分类号 (Chinese Library Classification), e.g. ["TP18", "TP311.13"]
     volume: str = ""
     issue: str = ""
     pages: str = ""
@@ -121,6 +122,8 @@ class Coverage(msgspec.Struct, omit_defaults=True):
     exhausted: bool = False
     failed: bool = False
     error: str = ""
+    error_code: str = ""
+    zero: str = ""  # an empty listing is a real zero: "stated" by the page, or confirmed by a "control" listing
 
 
 class Channel(msgspec.Struct, omit_defaults=True):

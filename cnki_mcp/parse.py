@@ -11,6 +11,7 @@ is accepted.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import re
 from collections.abc import Iterable, Iterator
@@ -65,6 +66,11 @@ class GridPage(msgspec.Struct):
     page_count: int = 0  # last page from the pager, 0 when unknown
     cursor: str = ""  # #hidTurnPage, needed to ask for the next page
     exhausted: bool = False
+    # What the site made of the query (#briefRequest): the page's own script sends both back when paging.
+    products: str = ""
+    view: str = ""
+    sort_shown: str = ""  # the sort code the page marks as active (#orderList li.cur), "" when unmarked
+    zero: str = ""  # why an empty page is a real zero: "stated" by the page, or "control" (site.py)
 
 
 class ReaderDocument(msgspec.Struct):
@@ -280,6 +286,7 @@ def _identifiers(scope: lxml.html.HtmlElement, locator: str) -> dict[str, str]:
 
 _ZERO_RESULT = re.compile(r"未找到|没有找到|未检索到|暂无.{0,6}结果")
 _TEMPORARY_EMPTY = re.compile(r"暂无数据|稍后重试|服务繁忙")
+_GRID_REFUSAL = re.compile(r"查询对象结构错误|参数校验|起始游标越界|没有指定检索分类|检索表达式.{0,6}错误")
 _TOTAL_TEXT = re.compile(r"(?:共找到|找到)\s*([\d,]+(?:\.\d+)?万?)\s*条")
 _PAGE_MARK = re.compile(r"(\d+)\s*/\s*(\d+)")
 
@@ -314,7 +321,6 @@ def _grid_row(tr: lxml.html.HtmlElement, base_url: str) -> Paper | None:
         texts = [_text_without(a, "sup") for a in links] if links else _split(_text_without(cell, "sup"))
         authors = _author_names(texts)
     date = _text(_first(tr, "td.date"))
-    cited = _first(tr, "td.quote, td.cited")
     downloaded = _first(tr, "td.download")
     abstract = _first(tr, ".abstract")
     return Paper(
@@ -326,7 +332,7 @@ def _grid_row(tr: lxml.html.HtmlElement, base_url: str) -> Paper | None:
         document_type=_text(_first(tr, "td.data")),
         url=public_url(locator),
         locator=locator,
-        cited=parse_count(_text(cited)) if cited is not None else None,
+        cited=_cited_count(tr),
         downloaded=parse_count(_text(downloaded)) if downloaded is not None else None,
         abstract=_text(abstract),
         keywords=unique_strings(_text(a).strip(";；") for a in tr.cssselect(".keywords a")),
@@ -334,6 +340,16 @@ def _grid_row(tr: lxml.html.HtmlElement, base_url: str) -> Paper | None:
         listed_at=_now(),
         **_identifiers(tr, locator),
     )
+
+
+def _cited_count(tr: lxml.html.HtmlElement) -> int | None:
+    """The citation count of a row. Some layouts put a ready-made GB/T citation string in ``td.quote``
+    (the 引用 column) and the count in ``td.cited``: only a cell that reads as a count counts."""
+    for cell in tr.cssselect("td.cited, td.quote"):
+        count = parse_count(_text(cell))
+        if count is not None:
+            return count
+    return None
 
 
 def _sentence_row(block: lxml.html.HtmlElement, base_url: str) -> Paper | None:
@@ -407,10 +423,18 @@ def _grid_pager(root: lxml.html.HtmlElement) -> tuple[int, int]:
 
 
 def _empty_kind(root: lxml.html.HtmlElement) -> tuple[str, str]:
-    """Why a grid answer has no rows: zero, rejected (reason), temporary, or "" (unknown)."""
+    """Why a grid answer has no rows: zero, rejected (reason), temporary, or "" (unknown).
+
+    A refusal's reason sits in ``p.no-content[value]`` or in a plain hidden input
+    (``<input value="查询对象结构错误！">``, 参数校验…, 起始游标越界).
+    """
     for note in root.cssselect("p.no-content"):
         reason = trim(note.get("value") or "")
         if reason:
+            return "rejected", reason
+    for field in root.iter("input"):
+        reason = trim(field.get("value") or "")
+        if _GRID_REFUSAL.search(reason):
             return "rejected", reason
     text = _page_text(root)
     if _ZERO_RESULT.search(text):
@@ -420,8 +444,37 @@ def _empty_kind(root: lxml.html.HtmlElement) -> tuple[str, str]:
     return "", ""
 
 
+def _brief_request(root: lxml.html.HtmlElement) -> tuple[str, str]:
+    """(Products, View) of the query as the site echoes it in ``#briefRequest``; ("", "") when absent."""
+    raw = _input_value(root, "#briefRequest")
+    try:
+        request = json.loads(raw) if raw else {}
+        inner = (request.get("queryJson") or request.get("QueryJson")) if isinstance(request, dict) else None
+        query = json.loads(inner) if isinstance(inner, str) else inner
+    except ValueError:
+        return "", ""
+    if not isinstance(query, dict):
+        return "", ""
+    fields = {str(key).lower(): value for key, value in query.items()}
+    products, view = fields.get("products"), fields.get("view")
+    return (products if isinstance(products, str) else ""), (view if isinstance(view, str) else "")
+
+
+def _sort_shown(root: lxml.html.HtmlElement) -> str:
+    for item in root.cssselect("#orderList li"):
+        if "cur" in (item.get("class") or "").split():
+            return trim(item.get("data-sort") or item.get("id") or "").upper()
+    return ""
+
+
 def parse_grid(html: str, base_url: str) -> GridPage:
-    """Rows and pager of a brief/grid answer (or of the rendered result page around it)."""
+    """Rows and pager of a brief/grid answer (or of the rendered result page around it).
+
+    An empty answer is a zero only when the page says so (a count of 0, 未检索到…); the bare
+    ``p.no-content`` shell (抱歉，暂无数据，请稍后重试) is SITE_TEMPORARILY_EMPTY with
+    ``details.no_content``: CNKI answers both a real zero and throttling with it, and the site layer
+    decides which from the listing and a control query. A refusal is QUERY_REJECTED.
+    """
     root = _document(html)
     rows = [_with_ref(paper) for tr in _grid_rows(root) if (paper := _grid_row(tr, base_url)) is not None]
     if not rows:
@@ -433,29 +486,39 @@ def parse_grid(html: str, base_url: str) -> GridPage:
     total = _grid_total(root)
     page, page_count = _grid_pager(root)
     cursor = _input_value(root, "#hidTurnPage")
-    if not rows and total != 0:
+    products, view = _brief_request(root)
+    zero = ""
+    if not rows:
         kind, reason = _empty_kind(root)
         preview = _page_text(root)[:EMPTY_PREVIEW_CHARS]
         if kind == "rejected":
             raise CnkiError(
-                "PARSER_UNSUPPORTED", f"知网拒绝了这次检索：{reason}", details={"reason": reason, "preview": preview}
+                "QUERY_REJECTED", f"知网拒绝了这次检索：{reason}", details={"reason": reason, "preview": preview}
             )
-        if kind == "temporary":
-            # azazo1 reads an empty-valued p.no-content as "no hits", hushiliang as a refusal; the
-            # site layer may treat a repeat of this exact answer as zero results.
-            no_content = bool(root.cssselect("p.no-content"))
+        if total != 0 and kind == "temporary":
             raise CnkiError(
                 "SITE_TEMPORARILY_EMPTY",
                 f"知网暂时没有返回数据：{preview}",
-                details={"preview": preview, "no_content": no_content},
+                details={"preview": preview, "no_content": bool(root.cssselect("p.no-content"))},
             )
-        if kind != "zero":
+        if total != 0 and kind != "zero":
             raise CnkiError(
                 "PARSER_UNSUPPORTED", f"检索结果页结构不受支持：{preview}", details={"preview": preview}
             )
-        total = 0
+        total, zero = 0, "stated"
     exhausted = (total is not None and len(rows) >= total) or (page_count > 0 and page >= page_count)
-    return GridPage(rows=rows, total=total, page=page, page_count=page_count, cursor=cursor, exhausted=exhausted)
+    return GridPage(
+        rows=rows,
+        total=total,
+        page=page,
+        page_count=page_count,
+        cursor=cursor,
+        exhausted=exhausted,
+        products=products,
+        view=view,
+        sort_shown=_sort_shown(root),
+        zero=zero,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -638,6 +701,16 @@ def _detail_funds(root: lxml.html.HtmlElement) -> list[str]:
     return unique_strings(part.strip(" ;；。") for text in funds for part in _split(text, ";；"))
 
 
+_CLC_CODE = re.compile(r"[A-Z][A-Z0-9]*(?:[.\-+=:/][0-9A-Za-z]+)*")
+
+
+def _detail_clc(root: lxml.html.HtmlElement, rows: dict[str, str]) -> list[str]:
+    """中图分类号 from the 分类号 row (``p.clc-code``; the legacy ``#catalog_ZTCLS``): ``TP18;TP311.13``."""
+    text = _text(_first(root, "p.clc-code, #catalog_ZTCLS")) or rows.get("分类号", "")
+    text = re.sub(r"^分类号\s*[:：]\s*", "", text)
+    return unique_strings(code for code in re.split(r"[;；,，、\s]+", text) if _CLC_CODE.fullmatch(code))
+
+
 def _detail_identifiers(root: lxml.html.HtmlElement, url: str) -> dict[str, str]:
     ids = _identifiers(root, url)
     for key in ids:
@@ -743,6 +816,7 @@ def parse_detail(html: str, url: str) -> Paper:
         excerpt=excerpt,
         keywords=_detail_keywords(root, meta),
         funds=_detail_funds(root),
+        clc_codes=_detail_clc(root, rows),
         document_type=_detail_type(root, ids["dbcode"], rows),
         url=public_url(url),
         locator=url,
@@ -768,10 +842,12 @@ def check_identity(paper_expected: Paper, paper_seen: Paper) -> None:
 # Journal page (§5)
 
 _TIER = re.compile(
-    r"(?<![A-Za-z0-9])(?:CSSCI来源期刊|CSSCI扩展版|CSSCI|CSCD来源期刊|CSCD核心库|CSCD扩展库|CSCD|北大核心|SSCI|SCI-E|SCI"
-    r"|A&HCI|EI来源期刊|EI|AMI(?:综合评价)?(?:顶级|权威|核心|扩展|入库))(?![A-Za-z0-9])",
+    r"(?<![A-Za-z0-9])(?:CSSCI来源期刊|CSSCI扩展版|CSSCI|CSCD来源期刊|CSCD核心库|CSCD扩展库|CSCD|北大核心期刊|北大核心"
+    r"|SSCI|SCI-E|SCI|A&HCI|EI来源期刊|EI|WJCI|AMI(?:综合评价)?(?:顶级|权威|核心|扩展|入库)?)(?![A-Za-z0-9])",
     re.I,
 )
+# Tags written in a longer form on some pages, kept under the name the rest of the product uses.
+_TIER_NAMES = {"北大核心期刊": "北大核心"}
 _TIER_LABEL = re.compile(r"^(?:数据库收录|来源类别|期刊荣誉|期刊收录|收录)\s*[:：]")
 _TIER_SEPARATORS = re.compile(r"[\s，,；;、:：()（）\[\]]+")
 _COMPOSITE = re.compile(r"复合影响因子\s*[:：]?\s*(\d+(?:\.\d+)?)")
@@ -843,9 +919,14 @@ def parse_journal(html: str, url: str, expected_source: str) -> Quality:
         if rest and not _TIER_LABEL.match(text):
             continue
         for tier in found:
+            tier = _TIER_NAMES.get(tier, tier)
             if normalize(tier) not in {normalize(seen) for seen in tiers}:
                 tiers.append(tier)
                 evidence.append(TierEvidence(tier=tier, text=text))
+    if "AMI" in tiers and any(tier.startswith("AMI") and tier != "AMI" for tier in tiers):
+        # A bare AMI tag says less than the levelled one the same page lists.
+        at = tiers.index("AMI")
+        del tiers[at], evidence[at]
 
     box_text = _text(box)
     composite = _single_number(_COMPOSITE, box_text)
@@ -1019,6 +1100,21 @@ def _content_of(root: lxml.html.HtmlElement) -> bool:
     return bool(root.cssselect(_CONTENT_MARKERS))
 
 
+def challenge_url(body: str) -> str:
+    """The verification page a JSON answer sends the person to (``{"code":-403,"message":"https://kns.cnki.net/
+    verify/home?captchaType=blockPuzzle&…"}``, with HTTP 403 or 200); "" when there is none or it is not CNKI's."""
+    if len(body) > _SMALL_BODY or not body.lstrip().startswith("{"):
+        return ""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return ""
+    message = answer.get("message") if isinstance(answer, dict) else None
+    if not isinstance(message, str) or not is_site_url(message.strip()):
+        return ""
+    return message.strip() if "/verify/" in urlsplit(message.strip()).path.lower() else ""
+
+
 def classify_response(status: int, url: str, body: str) -> CnkiError | None:
     """The problem a fetched response shows, or None when it should be parsed (§8.1)."""
     details = {"status": status, "url": url}
@@ -1031,6 +1127,7 @@ def classify_response(status: int, url: str, body: str) -> CnkiError | None:
         _VERIFY_BODY.search(body)
         or "/verify/" in path
         or (status == 403 and _VERIFY_JSON.search(body))
+        or challenge_url(body)
         or (
             len(body.encode("utf-8", "replace")) < _SMALL_BODY
             and _SMALL_CHALLENGE.search(body)

@@ -469,9 +469,11 @@ def subject_group(branches: Sequence[Sequence[Condition]]) -> dict[str, Any]:
 # --- the grid request -----------------------------------------------------------------------------
 
 SORT_CODES: dict[str, str] = {"": "FFD", "relevance": "FFD", "date_desc": "PT", "cited_desc": "CF", "downloaded_desc": "DFR"}
+SORT_LABELS: dict[str, str] = {"FFD": "相关度", "PT": "发表时间", "CF": "被引次数", "DFR": "下载次数", "ZH": "综合"}
 PAGE_SIZE = 50
 SEARCH_FROM_NEW = 1
 SEARCH_FROM_PAGING = 4
+SEARCH_FROM_SORT = 5
 DATE_KEY = ".tit-date-box"
 DATE_TITLE = "发表时间"
 DATE_OPERATOR = 7
@@ -531,8 +533,10 @@ def rewrite_query_json(
     year_from: int = 0,
     year_to: int = 0,
     page: int = 1,
+    sort_request: bool = False,
 ) -> dict[str, Any]:
-    """A copy of the template's QueryJson asking for ``branches`` within the year range, for ``page``."""
+    """A copy of the template's QueryJson asking for ``branches`` within the year range, for ``page``
+    (``sort_request``: page 1 asked the way the page's sort links ask)."""
     query_json = copy.deepcopy(dict(template))
     groups = _query_groups(query_json)
     subject_found = False
@@ -558,8 +562,22 @@ def rewrite_query_json(
         if not isinstance(children, list):
             raise _unsupported("ControlGroup.ChildItems 不是数组")
         children.append(_date_group(year_from, year_to))
-    query_json["SearchFrom"] = SEARCH_FROM_NEW if page <= 1 else SEARCH_FROM_PAGING
+    if page > 1:
+        query_json["SearchFrom"] = SEARCH_FROM_PAGING
+    else:
+        query_json["SearchFrom"] = SEARCH_FROM_SORT if sort_request else SEARCH_FROM_NEW
     return query_json
+
+
+def with_site_echo(query_json: Mapping[str, Any], products: str, view: str) -> dict[str, Any]:
+    """A page ≥ 2 QueryJson carrying what page 1's answer said of the query (``#briefRequest``):
+    its ``Products`` and ``View``, as the result page's own script sends them when paging."""
+    echoed = dict(query_json)
+    if products:
+        echoed["Products"] = products
+    if view:
+        echoed["View"] = view
+    return echoed
 
 
 def sort_code(sort: str) -> str:
@@ -577,21 +595,25 @@ def grid_form(
     sort: str = "",
     cursor: str = "",
     page_size: int = PAGE_SIZE,
+    new_search: bool = True,
+    sort_request: bool = False,
 ) -> dict[str, str]:
     """The grid POST's form: the template's fields with the query, page, sort and paging cursor forced.
 
     Pages after the first need ``cursor`` (``#hidTurnPage`` of the previous page of the same query).
+    Page 1 is a new search (``boolSearch=true``) unless ``new_search`` is False (asked again after a
+    solved challenge); ``sort_request`` asks the way the page's sort links do (``boolSortSearch=true``).
     """
     if page > 1 and not cursor:
         raise ValueError("pages after the first need the paging cursor of page 1")
     form = {name: str(value) for name, value in template_form.items()}
     form[query_json_field(template_form)] = json.dumps(query_json, ensure_ascii=False, separators=(",", ":"))
     form["pageNum"] = str(page)
-    form["boolSearch"] = "true" if page <= 1 else "false"
+    form["boolSearch"] = "true" if page <= 1 and new_search else "false"
     form["dstyle"] = "listmode"
     form["sortField"] = sort_code(sort)
     form["sortType"] = "desc"
-    form["boolSortSearch"] = "false"
+    form["boolSortSearch"] = "true" if sort_request and page <= 1 else "false"
     form["sentenceSearch"] = "false"
     if "pageSize" in form:
         form["pageSize"] = str(page_size)

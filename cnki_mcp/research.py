@@ -174,7 +174,7 @@ class PaperIndex:
 _LIST_OR_DETAIL = ("title", "authors", "source", "publication_date")
 _ALWAYS = (
     "source_url", "document_type", "doi", "dbcode", "dbname", "filename", "url", "locator",
-    "abstract", "excerpt", "volume", "issue", "pages", "keywords", "institutions", "funds", "online_first",
+    "abstract", "excerpt", "volume", "issue", "pages", "keywords", "institutions", "funds", "clc_codes", "online_first",
 )
 
 
@@ -378,7 +378,9 @@ async def plan_search(args: SearchArgs, ctx: Any) -> Plan:
 
 
 # Failures a fresh link cannot cure: no access, a skipped or unsolved challenge, a page we cannot read.
-NOT_RELOCATED = frozenset({"ACCESS_DENIED", "VERIFICATION_SKIPPED", "VERIFICATION_REPEATED", "PARSER_UNSUPPORTED"})
+NOT_RELOCATED = frozenset(
+    {"ACCESS_DENIED", "VERIFICATION_SKIPPED", "VERIFICATION_REPEATED", "PARSER_UNSUPPORTED", "QUERY_REJECTED", "SITE_TEMPORARILY_EMPTY"}
+)
 
 
 def _wrap(error: CnkiError, paper: Paper, stage: str) -> CnkiError:
@@ -702,6 +704,7 @@ class Research:
     async def _phases(self, op: OperationContext, run: _Run) -> None:
         state = run.state
         options = state.input.options
+        _reopen_temporary_failures(state)
         if not state.coverage:
             state.coverage = [Coverage(channel=channel.name) for channel in state.plan.channels]
             run.coverage = {c.channel: c for c in state.coverage}
@@ -799,6 +802,7 @@ class Research:
             coverage = run.coverage[channel.name]
             coverage.failed = True
             coverage.error = error.message
+            coverage.error_code = error.code
             op.add_error(CnkiError(error.code, error.message, retryable=error.retryable,
                                    details={"channel": channel.name, "cause": error.details}))
             run.errors += 1
@@ -829,8 +833,10 @@ class Research:
                 hits.append(Hit(channel=channel.name, position=coverage.rows + index + 1, weight=channel.weight))
         coverage.pages += 1
         coverage.rows += len(grid.rows)
-        coverage.total = grid.total
+        if grid.total is not None:  # a page that does not state the total keeps the one stated before
+            coverage.total = grid.total
         coverage.exhausted = grid.exhausted
+        coverage.zero = grid.zero
 
     async def _feedback(self, op: OperationContext, run: _Run) -> None:
         state = run.state
@@ -907,6 +913,9 @@ class Research:
         if excluded:
             summary["selection_exclusions"] = excluded
         summary["coverage"] = coverage_json(state.coverage)
+        incomplete = incomplete_channels(state.coverage)
+        if incomplete:
+            summary["incomplete_channels"] = incomplete
         summary["plan"] = msgspec.to_builtins(state.plan)
         summary["results"] = [_title_row(item.paper) for item in selected[: request.limit or DEFAULT_LIMIT]]
         return summary
@@ -954,6 +963,30 @@ class Research:
         return {"records": records}
 
 
+# Failures of a listing that asking again later can cure: a continue retries those channels.
+_TEMPORARY_CHANNEL_CODES = frozenset({"SITE_TEMPORARILY_EMPTY", "RATE_LIMITED", "SITE_UNAVAILABLE", "RESOURCE_FAILED"})
+
+
+def _reopen_temporary_failures(state: SearchState) -> None:
+    """On continue, channels stopped by a temporary failure are listed again; later phases run again
+    too (records already enriched cost no request: their details are fresh)."""
+    reopened = [c for c in state.coverage if c.failed and c.error_code in _TEMPORARY_CHANNEL_CODES]
+    if not reopened:
+        return
+    feedback = {channel.name for channel in state.feedback or ()}
+    for coverage in reopened:
+        coverage.failed = False
+        coverage.error = coverage.error_code = ""
+    state.retrieved = state.enriched = state.finished = False
+    if any(coverage.channel in feedback for coverage in reopened):
+        state.feedback_done = False
+
+
+def incomplete_channels(coverage: Iterable[Coverage]) -> list[str]:
+    """Listings that stopped before their end because of a failure (their candidates are missing)."""
+    return [entry.channel for entry in coverage if entry.failed and not entry.exhausted]
+
+
 def coverage_json(coverage: Iterable[Coverage]) -> list[dict[str, Any]]:
     """Coverage as clients see it: pages, rows, total (null when unknown) and exhausted always present."""
     out = []
@@ -965,10 +998,14 @@ def coverage_json(coverage: Iterable[Coverage]) -> list[dict[str, Any]]:
             "total": entry.total,
             "exhausted": entry.exhausted,
         }
+        if entry.total == 0 and entry.zero:
+            row["zero_confirmed_by"] = "page" if entry.zero == "stated" else "control_query"
         if entry.failed:
             row["failed"] = True
         if entry.error:
             row["error"] = entry.error
+        if entry.error_code:
+            row["error_code"] = entry.error_code
         out.append(row)
     return out
 

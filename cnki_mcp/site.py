@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
 
@@ -40,6 +40,7 @@ from cnki_mcp.parse import (
     LIVE_PAGE_SCRIPT,
     GridPage,
     PageState,
+    challenge_url,
     check_identity,
     classify_response,
     inspect_live_page,
@@ -49,6 +50,7 @@ from cnki_mcp.parse import (
     parse_journal,
 )
 from cnki_mcp.query import (
+    SORT_LABELS,
     TITLES_PER_LOCATE,
     Condition,
     compile_expression,
@@ -58,6 +60,7 @@ from cnki_mcp.query import (
     sort_code,
     template_query_json,
     title_expression,
+    with_site_echo,
 )
 from cnki_mcp.research import GridQuery
 from cnki_mcp.snapshots import save_snapshot
@@ -81,6 +84,13 @@ HUMAN_CLEAR_OBSERVATIONS = 2
 HUMAN_TIMEOUT = 20 * 60.0
 MINIMIZE_TIMEOUT = 2.0
 CURSOR_CAP = 2000
+# Waits before asking again after the bare empty shell (throttling lasts from seconds to minutes).
+EMPTY_WAITS = (5.0, 15.0, 60.0)
+PAUSE_POLL = 0.5
+# Time kept in hand after a wait, so the request that follows still fits in the operation's budget.
+WAIT_MARGIN_SECONDS = 5.0
+# A listing CNKI always fills: rows there prove that an empty page 1 is a real zero.
+CONTROL_EXPRESSION = {"field": "subject", "value": "研究"}
 
 VERIFY_MESSAGE = "知网要求人工验证：请在弹出的浏览器窗口完成验证，完成后任务会自动继续"
 LOGIN_MESSAGE = "知网要求登录：请在弹出的浏览器窗口登录，完成后任务会自动继续"
@@ -97,7 +107,8 @@ def _final_parse_error(exc: CnkiError) -> bool:
     if exc.code in _IDENTITY_CODES or exc.code == "RESPONSE_TOO_LARGE":
         return True
     return exc.code == "PARSER_UNSUPPORTED" and isinstance(exc.details, dict) and "page_kind" in exc.details
-_SNAPSHOT_CODES = frozenset({"PARSER_UNSUPPORTED", "SOURCE_SCHEMA_UNSUPPORTED"})
+_SNAPSHOT_CODES = frozenset({"PARSER_UNSUPPORTED", "SOURCE_SCHEMA_UNSUPPORTED", "QUERY_REJECTED"})
+_TEMPLATE_CODES = frozenset({"QUERY_TEMPLATE_UNAVAILABLE", "QUERY_TEMPLATE_UNSUPPORTED"})
 
 
 class Observation(msgspec.Struct):
@@ -110,6 +121,24 @@ class Observation(msgspec.Struct):
     pending: bool
     condition: bool
     page: PageState
+
+
+class _Listing(msgspec.Struct):
+    """What paging a listing needs from its earlier pages: the cursor and the query as the site echoed it."""
+
+    cursor: str = ""
+    products: str = ""
+    view: str = ""
+
+
+class _EmptyShell(Exception):
+    """The grid answered with the bare ``p.no-content`` shell; body and URL are kept for a snapshot."""
+
+    def __init__(self, error: CnkiError, body: str, url: str) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.body = body
+        self.url = url
 
 
 class _Template(msgspec.Struct):
@@ -286,6 +315,33 @@ def bind_detail(requested: Paper, observed: Paper, locator: str) -> Paper:
     )
 
 
+def with_return_url(url: str, fallback: str) -> str:
+    """A verify page URL that sends the browser back after success (``returnUrl`` added when missing)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key.lower() == "returnurl" for key, _ in query):
+        return url
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode([*query, ("returnUrl", fallback)]), ""))
+
+
+def _can_wait(op: OperationContext, seconds: float) -> bool:
+    """Whether the operation's time and requests leave room for a wait and the request after it."""
+    time_left = op.remaining_seconds()
+    requests_left = op.remaining_requests()
+    if time_left is not None and time_left < seconds + WAIT_MARGIN_SECONDS:
+        return False
+    return requests_left is None or requests_left >= 2
+
+
+def _sort_not_applied(wanted: str, shown: str) -> CnkiError:
+    return CnkiError(
+        "SORT_NOT_APPLIED",
+        f"要求按{SORT_LABELS.get(wanted, wanted)}排序，但知网第 1 页标记的是按{SORT_LABELS.get(shown, shown)}排序；"
+        "结果按知网给出的顺序返回，没有在本地重新排序。",
+        details={"requested": wanted, "shown": shown},
+    )
+
+
 def _refuse_if_skipping(op: OperationContext, reason: CnkiError) -> None:
     if op.on_verification == "skip":
         raise CnkiError(
@@ -327,7 +383,8 @@ class Site:
         self._work: Tab | None = None
         self._render: Tab | None = None
         self._template: _Template | None = None
-        self._cursors: dict[str, str] = {}
+        self._listings: dict[str, _Listing] = {}
+        self.empty_waits = EMPTY_WAITS
         self._tab_lock = asyncio.Lock()
         self._template_lock = asyncio.Lock()
         self._render_lock = asyncio.Lock()
@@ -369,7 +426,7 @@ class Site:
         if generation != self._generation:
             self._generation = generation
             self.drop_pages()
-            self._cursors.clear()
+            self._listings.clear()
 
     @staticmethod
     def _usable(tab: Tab | None, generation: int) -> bool:
@@ -450,6 +507,15 @@ class Site:
             log.warning("could not save a page snapshot: %s", exc)
             return ""
         return path.name
+
+    async def tab_snapshot(self, kind: str, tab: Tab) -> str:
+        """``snapshot`` of what a live tab shows now (its DOM and a screenshot); "" when it cannot answer."""
+        try:
+            html = await self.browser.page_html(tab, 5.0)
+        except CnkiError as exc:
+            log.debug("no page for the snapshot: %s", exc)
+            return ""
+        return await self.snapshot(kind, html, tab.url, tab)
 
     # -- live pages ------------------------------------------------------------------------
 
@@ -621,7 +687,9 @@ class Site:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise CnkiError(
-                    "VERIFICATION_TIMEOUT", "等待人工验证超过 20 分钟，已停止等待。", details={"url": endpoint_url(tab.url)}
+                    "VERIFICATION_TIMEOUT",
+                    "等待人工验证超过 20 分钟，已停止等待；处理好浏览器窗口里的验证后重新调用即可。",
+                    details={"url": endpoint_url(tab.url), "snapshot": await self.tab_snapshot("challenge", tab)},
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(resume.wait(), min(self.human_poll, remaining))
@@ -636,7 +704,12 @@ class Site:
             await self._sync()
             if self._template is not None and self._template.generation == self._generation:
                 return self._template
-            self._template = await self._capture(op, anchor)
+            try:
+                self._template = await self._capture(op, anchor)
+            except CnkiError as exc:
+                if exc.code in _TEMPLATE_CODES and self._work is not None:
+                    exc.details = {**(exc.details or {}), "snapshot": await self.tab_snapshot("template", self._work)}
+                raise
             return self._template
 
     async def _capture(self, op: OperationContext, anchor: str) -> _Template:
@@ -681,41 +754,110 @@ class Site:
         form = parse_form(str(captured.get("body") or ""))
         return _Template(url=url, form=form, query_json=template_query_json(form), generation=self._generation)
 
-    # -- the result grid (§2.5–§2.7) ----------------------------------------------------------
+    # -- the result grid ------------------------------------------------------------------------
 
     async def grid(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
         """One page of a listing. Pages after the first need page 1's cursor: fetched first when missing."""
         if page < 1:
             raise ValueError("pages start at 1")
         key = query_key(query)
-        if page > 1 and key not in self._cursors:
+        if page > 1 and key not in self._listings:
             await self._grid_page(op, query, 1, key)
-            if key not in self._cursors:
+            if key not in self._listings:
                 raise CnkiError(
                     "PAGINATION_MISMATCH", "知网第 1 页没有给出翻页标记，无法读取后面的页。", details={"page": page}
                 )
         return await self._grid_page(op, query, page, key)
 
-    def _remember_cursor(self, key: str, cursor: str) -> None:
-        if key not in self._cursors and len(self._cursors) >= CURSOR_CAP:
-            self._cursors.clear()
-        self._cursors[key] = cursor
+    def _remember(self, key: str, page: GridPage) -> None:
+        known = self._listings.get(key)
+        if known is None and len(self._listings) >= CURSOR_CAP:
+            self._listings.clear()
+        self._listings[key] = _Listing(
+            cursor=page.cursor or (known.cursor if known else ""),
+            products=page.products or (known.products if known else ""),
+            view=page.view or (known.view if known else ""),
+        )
 
     async def _grid_page(self, op: OperationContext, query: GridQuery, page: int, key: str) -> GridPage:
+        """One page, with CNKI's bare empty shell (抱歉，暂无数据，请稍后重试) told apart from a real zero.
+
+        The site answers both a real zero and throttling with that shell. On page 2 or later it is never
+        the end of a listing whose earlier pages had rows: ask again after growing waits. On page 1 ask
+        again after a wait; when the shell is still there, a control listing decides: rows there mean the
+        site is answering and the zero is real, the shell there too means throttling, so keep waiting.
+        When the waits, the operation's time or its requests run out: SITE_TEMPORARILY_EMPTY.
+        """
+        waits = list(self.empty_waits)
+        waited = 0.0
+        while True:
+            try:
+                return await self._grid_request(op, query, page, key)
+            except _EmptyShell as shell:
+                if page == 1 and waited and await self._site_answers(op):
+                    return GridPage(rows=[], total=0, exhausted=True, zero="control")
+                if not waits or not _can_wait(op, waits[0]):
+                    raise await self._still_empty(shell, page, waited) from None
+            wait = waits.pop(0)
+            await self._pause(op, wait, {"page": page, "wait_seconds": wait, "waited_seconds": waited})
+            waited += wait
+
+    async def _site_answers(self, op: OperationContext) -> bool:
+        """Whether CNKI lists rows for a query that always has some (the control of an empty page 1)."""
+        query = GridQuery(branches=compile_expression(CONTROL_EXPRESSION))
+        try:
+            control = await self._grid_request(op, query, 1, query_key(query))
+        except _EmptyShell:
+            return False
+        return bool(control.rows)
+
+    async def _pause(self, op: OperationContext, seconds: float, progress: dict[str, Any]) -> None:
+        """Wait out a throttled site, shown as its own stage; a cancel ends the wait at once."""
+        self.limiter.slow()
+        with op.stage_while("waiting_for_site", progress):
+            deadline = time.monotonic() + seconds
+            while (left := deadline - time.monotonic()) > 0:
+                if op.cancelled:
+                    raise CnkiError("CANCELLED")
+                await asyncio.sleep(min(PAUSE_POLL, left))
+
+    async def _still_empty(self, shell: _EmptyShell, page: int, waited: float) -> CnkiError:
+        snapshot = await self.snapshot("grid-empty", shell.body, shell.url)
+        details: dict[str, Any] = {"page": page, "waited_seconds": round(waited), "snapshot": snapshot}
+        return CnkiError(
+            "SITE_TEMPORARILY_EMPTY",
+            f"知网第 {page} 页在 {waited:.0f} 秒的等待后仍只返回空白结果（抱歉，暂无数据，请稍后重试），"
+            "通常是访问过于频繁被限流，这不代表没有文献；稍后用 operation_control 的 continue 继续即可补上。",
+            details=details,
+        )
+
+    async def _grid_request(self, op: OperationContext, query: GridQuery, page: int, key: str) -> GridPage:
+        """Ask for one grid page: template, form and in-page POST, with challenges, back-off and recovery.
+
+        The bare empty shell is raised as ``_EmptyShell`` for ``_grid_page`` to judge.
+        """
         anchor = anchor_of(query.branches)
         challenged = backoffs = 0
-        recovered = retried_empty = False
+        recovered = solved = sort_asked = False
+        wanted_sort = sort_code(query.sort)
         last: CnkiError | None = None
         for attempt in range(GRID_ATTEMPTS):
             epoch = self._epoch
+            listing = self._listings.get(key)
             try:
                 tab = await self._work_tab()  # first: a replaced work tab drops the template
                 template = await self._ensure_template(op, anchor)
                 query_json = rewrite_query_json(
-                    template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page
+                    template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page,
+                    sort_request=sort_asked,
                 )
-                cursor = self._cursors.get(key, "") if page > 1 else ""
-                form = grid_form(template.form, query_json, page=page, sort=query.sort, cursor=cursor)
+                if page > 1 and listing is not None:
+                    query_json = with_site_echo(query_json, listing.products, listing.view)
+                form = grid_form(
+                    template.form, query_json, page=page, sort=query.sort,
+                    cursor=listing.cursor if page > 1 and listing is not None else "",
+                    new_search=not solved, sort_request=sort_asked,
+                )
                 async with self.request(op):
                     result = await self.browser.fetch_in_page(
                         tab,
@@ -738,12 +880,14 @@ class Site:
                     challenged += 1
                     last = exc
                     await self.human_step(op, tab, exc, epoch=epoch)
+                    solved = True
                     continue
                 if exc.code == "PAGE_NAVIGATED" and attempt < GRID_ATTEMPTS - 1:
                     # The search page's own script moved it (often to a verification page) under our
                     # request: let it settle, hand any challenge to the person, then ask again.
                     last = exc
                     await self.wait_page(op, tab, lambda seen: True, BOOTSTRAP_TIMEOUT)
+                    solved = True
                     continue
                 raise
             problem = classify_response(result.status, result.url, result.text)
@@ -754,6 +898,9 @@ class Site:
                     if attempt == GRID_ATTEMPTS - 1:
                         break  # no retry would follow the person's work
                     await self._grid_challenge(op, problem, result.url, result.text, template, query_json, epoch)
+                    # Asked again as a continuation (boolSearch=false): a new search straight after a
+                    # solved challenge is reported to be challenged again, in a loop.
+                    solved = True
                     continue
                 if problem.code in _BACKOFF_CODES:
                     await self._backoff(problem, backoffs)
@@ -764,27 +911,28 @@ class Site:
                 # A 50-row page takes tens of milliseconds to parse: keep the event loop free meanwhile.
                 parsed = await asyncio.to_thread(parse_grid, result.text, result.url)
             except CnkiError as exc:
-                if exc.code == "SITE_TEMPORARILY_EMPTY" and not retried_empty:
-                    retried_empty = True
-                    last = exc
-                    continue
                 if exc.code == "SITE_TEMPORARILY_EMPTY" and isinstance(exc.details, dict) and exc.details.get("no_content"):
-                    # CNKI also answers a genuine zero result with this bare p.no-content notice (azazo1's
-                    # capture): the same answer twice in a row is taken as no hits.
-                    parsed = GridPage(rows=[], total=0, exhausted=True)
-                else:
-                    if exc.code in _SNAPSHOT_CODES:
-                        await self.snapshot("grid", result.text, result.url)
-                    raise
+                    raise _EmptyShell(exc, result.text, result.url) from None
+                if exc.code == "SITE_TEMPORARILY_EMPTY" and attempt < GRID_ATTEMPTS - 1:
+                    last = exc  # a busy notice of another shape: ask again once more
+                    continue
+                if exc.code in _SNAPSHOT_CODES:
+                    exc.details = {**(exc.details or {}), "snapshot": await self.snapshot("grid", result.text, result.url)}
+                raise
             self.limiter.fast()
-            if parsed.cursor:
-                self._remember_cursor(key, parsed.cursor)
+            if page == 1 and parsed.sort_shown and parsed.sort_shown != wanted_sort and not sort_asked:
+                sort_asked = True  # ask the way the page's own sort links do
+                continue
+            if parsed.rows or parsed.cursor:
+                self._remember(key, parsed)
             if parsed.page > 0 and parsed.page != page:
                 raise CnkiError(
                     "PAGINATION_MISMATCH",
                     f"请求第 {page} 页，知网返回了第 {parsed.page} 页。",
                     details={"requested": page, "returned": parsed.page},
                 )
+            if page == 1 and parsed.sort_shown and parsed.sort_shown != wanted_sort:
+                op.add_error(_sort_not_applied(wanted_sort, parsed.sort_shown))
             return filter_years(parsed, query.year_from, query.year_to)
         if challenged >= GRID_ATTEMPTS:
             raise CnkiError("VERIFICATION_REPEATED", "人工处理后站点仍要求验证，已停止重试")
@@ -801,7 +949,8 @@ class Site:
         query_json: dict[str, Any],
         epoch: int,
     ) -> None:
-        """Show the grid's challenge to a person (§2.7): in the search page, or where the site redirected."""
+        """Show the grid's challenge to a person: in the search page, the verify page the answer names, or
+        where the site redirected."""
         _refuse_if_skipping(op, problem)
         if epoch != self._epoch:
             return  # solved by someone else meanwhile
@@ -811,20 +960,32 @@ class Site:
                 tab, _js_call(_SHOW_VERICODE_JS, body, json.dumps(query_json, ensure_ascii=False))
             )
             if not shown:
-                raise CnkiError("VERIFICATION_CONTEXT_UNAVAILABLE", details={"url": endpoint_url(response_url)})
+                raise await self._no_context(response_url, body, problem)
+            await self.human_step(op, tab, problem, epoch=epoch)
+            return
+        verify = challenge_url(body)
+        if verify:
+            # {"code":-403,"message":"https://kns.cnki.net/verify/home?captchaType=blockPuzzle&…"}: the person
+            # solves it on the work tab, which comes back to the search page; the template stays valid.
+            async with self.request(op):
+                await self.browser.navigate(tab, with_return_url(verify, ADVANCED_SEARCH_URL), BOOTSTRAP_TIMEOUT)
             await self.human_step(op, tab, problem, epoch=epoch)
             return
         # The work page leaves the search page: the template must be captured again afterwards.
         self._template = None
         if endpoint_url(response_url) == template.url or not is_site_url(response_url):
-            raise CnkiError(
-                "VERIFICATION_CONTEXT_UNAVAILABLE",
-                "知网要求验证，但没有可以显示给你处理的页面。",
-                details={"url": endpoint_url(response_url), "reason": problem.code},
-            )
+            raise await self._no_context(response_url, body, problem)
         async with self.request(op):
             await self.browser.navigate(tab, response_url, BOOTSTRAP_TIMEOUT)
         await self.human_step(op, tab, problem, epoch=epoch)
+
+    async def _no_context(self, response_url: str, body: str, problem: CnkiError) -> CnkiError:
+        snapshot = await self.snapshot("grid-challenge", body, response_url)
+        return CnkiError(
+            "VERIFICATION_CONTEXT_UNAVAILABLE",
+            "知网要求验证，但没有可以显示给你处理的页面；请稍后重试。",
+            details={"url": endpoint_url(response_url), "reason": problem.code, "snapshot": snapshot},
+        )
 
     # -- detail and journal pages (§4.1, §5) --------------------------------------------------
 

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from cnki_mcp import citations
-from cnki_mcp.citations import FORMATS, Name, parse_name, render, title_case, validate_template
+from cnki_mcp.citations import FORMATS, Name, csl_item, parse_name, render, title_case, validate_template
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import CitationResult, Paper
 
@@ -174,10 +174,26 @@ def test_document_type_classification(document_type: str, online_first: bool, ke
         ("Schmidt, Anna Maria", Name(family="Schmidt", given="Anna Maria")),
         ("Maria de Souza", Name(family="de Souza", given="Maria")),
         ("Plato", Name(literal="Plato")),
+        ("WANG Fang", Name(family="Wang", given="Fang")),
+        ("Fang WANG", Name(family="Wang", given="Fang")),
+        ("OUYANG Xiu-wen", Name(family="Ouyang", given="Xiu-wen")),
+        ("LI J.", Name(family="Li", given="J.")),
+        ("John F. KENNEDY", Name(family="Kennedy", given="John F.")),
+        ("WANG FANG", Name(family="FANG", given="WANG")),  # all capitals: nothing tells which is the surname
     ],
 )
 def test_parse_name(raw: str, name: Name) -> None:
     assert parse_name(raw) == name
+
+
+def test_capitalised_surname_is_cited_like_the_plain_spelling() -> None:
+    def cite(author: str, style: str) -> str:
+        paper = Paper(record_ref="r", title="Deep learning", authors=[author], source="Journal of AI", year=2021,
+                      document_type="期刊", volume="3", issue="2", pages="1-9")
+        return render([paper], style).text
+
+    for style in ("apa", "mla", "chicago", "vancouver", "gbt7714"):
+        assert cite("WANG Fang", style) == cite("Fang Wang", style), style
 
 
 # --- prose styles -----------------------------------------------------------------------------
@@ -418,12 +434,24 @@ def test_json_is_the_public_record(papers: list[Paper]) -> None:
 
 def test_csv_layout(papers: list[Paper]) -> None:
     text = render(papers, "csv").text
-    assert text.startswith("\ufefftitle,authors,source,year,volume,issue,pages,doi,url\r\n")
+    assert text.startswith("\ufefftitle,authors,source,year,volume,issue,pages,doi,url,clc\r\n")
     assert text.endswith("\r\n")
     rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"), newline="")))
     assert len(rows) == len(papers) + 1
     assert rows[2][1] == "Emily R. Carter; Jean-Paul Moreau; Hiroshi Tanaka; Schmidt, Anna"
     assert rows[9][1:4] == ["", "", ""]
+
+
+def test_clc_codes_reach_every_format_with_a_place_for_them() -> None:
+    paper = Paper(record_ref="rec_clc", title="深度学习研究", authors=["王芳"], source="软件学报", year=2024,
+                  document_type="期刊", clc_codes=["TP18", "TP311.13"])
+    assert csl_item(paper)["call-number"] == "TP18; TP311.13"
+    assert "CN  - TP18; TP311.13" in render([paper], "ris").text.splitlines()
+    assert "%L TP18; TP311.13" in render([paper], "endnote").text.splitlines()
+    assert "  clc = {TP18; TP311.13}," in render([paper], "bibtex").text.splitlines()
+    assert list(csv.reader(io.StringIO(render([paper], "csv").text.lstrip("\ufeff"))))[1][-1] == "TP18; TP311.13"
+    assert render([paper], "custom", "{title} [{clc}]").text == "深度学习研究 [TP18; TP311.13]"
+    assert json.loads(render([paper], "json").text)[0]["clc_codes"] == ["TP18", "TP311.13"]
 
 
 @pytest.mark.parametrize(

@@ -218,5 +218,5 @@ def test_any_records_render_and_parse_back(papers: list[Paper]) -> None:
     ris = rispy.loads(citations.render(papers, "ris").text)
     assert len(ris) == len(papers) and all("unknown_tag" not in r for r in ris)
     rows = list(csv.reader(io.StringIO(citations.render(papers, "csv").text.lstrip("\ufeff"), newline="")))
-    assert len(rows) == len(papers) + 1 and all(len(r) == 9 for r in rows)
+    assert len(rows) == len(papers) + 1 and all(len(r) == 10 for r in rows)
     assert len(json.loads(citations.render(papers, "csl_json").text)) == len(papers)

@@ -28,16 +28,19 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Job, Jobs, OperationContext, kind_budget
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.model import Paper
+from cnki_mcp.parse import GridPage
 from cnki_mcp.query import compile_expression
 from cnki_mcp.session import Sessions
 from cnki_mcp.research import GridQuery
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store
+from tests.kns import pages as sim_pages
 from tests.kns.server import KnsSimulator
 
 pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[1]
+SHORT_WAITS = (0.2, 0.4, 0.8)
 
 
 def _chromium() -> str:
@@ -63,6 +66,7 @@ async def env(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory
         store.browser_dir / "profile", Path(_chromium()), headless=True, extra_args=kns_server.browser_arg_list
     )
     site = Site(browser, Limiter(interval_ms=10, max_inflight=6), store.diagnostics_dir)
+    site.empty_waits = SHORT_WAITS  # the real 5 s / 15 s / 60 s schedule is exercised over MCP
     yield Env(site=site, jobs=Jobs(store), sessions=Sessions(site), store=store)
     await browser.close()
     await store.close()
@@ -130,6 +134,9 @@ async def test_template_capture_and_three_pages_with_cursor_years_and_sort(env: 
     assert ours[1].form["turnpage"] and ours[1].form["boolSearch"] == "false" and "CurPage" not in ours[1].form
     query_json = json.loads(ours[2].form["QueryJson"])
     assert query_json["SearchFrom"] == 4 and json.loads(ours[0].form["QueryJson"])["SearchFrom"] == 1
+    # pages after the first carry what page 1's answer said of the query, as the page's own script does
+    assert (query_json["Products"], query_json["View"]) == (sim_pages.PRODUCTS["WD0FTY92"], "changeDBCh")
+    assert "View" not in json.loads(ours[0].form["QueryJson"])
     control = next(g for g in query_json["QNode"]["QGroup"] if g["Key"] == "ControlGroup")
     date = control["ChildItems"][-1]["Items"][0]
     assert (date["Field"], date["Operator"], date["Value"], date["Value2"]) == ("PT", 7, "2020-01-01", "2024-12-31")
@@ -142,7 +149,7 @@ async def test_template_capture_and_three_pages_with_cursor_years_and_sort(env: 
     assert env.site.limiter.backoff == 1.0
 
     # a lost cursor (e.g. after a restart) costs one page-1 request first
-    env.site._cursors.clear()
+    env.site._listings.clear()
     kns.clear_log()
     job = await run(env, lambda op: env.site.grid(op, query, 2))
     assert job.record.status == "completed" and job.record.requests == 2
@@ -231,19 +238,127 @@ async def test_a_broken_grid_answer_is_reported_and_saved_for_diagnosis(env: Env
     assert "url=https://kns.cnki.net/kns8s/brief/grid" in saved.pop().read_text(encoding="utf-8")
 
 
+FOUND = GridQuery(compile_expression({"field": "keywords", "value": "语义检索", "match": "exact"}))
+NOTHING = GridQuery(compile_expression({"field": "title", "value": "没有这样的题名"}))
+
+
+def subject_of(post: Any) -> str:
+    return json.loads(post.form["QueryJson"])["QNode"]["QGroup"][0]["ChildItems"][0]["Items"][0]["Value"]
+
+
 @pytest.mark.asyncio(loop_scope="module")
-async def test_empty_answers_are_retried_once(env: Env, kns: KnsSimulator) -> None:
-    found = GridQuery(compile_expression({"field": "keywords", "value": "语义检索", "match": "exact"}))
-    nothing = GridQuery(compile_expression({"field": "title", "value": "没有这样的题名"}))
+async def test_a_lone_empty_shell_is_asked_again_after_a_wait(env: Env, kns: KnsSimulator) -> None:
     await warm(env, kns)
     kns.fault("grid", "empty", times=1)
-    job = await run(env, lambda op: env.site.grid(op, found, 1))
-    assert job.record.status == "completed" and job.record.result["rows"] and len(grid_posts(kns)) == 2
-
-    kns.configure(empty_style="no_content")  # a real zero result in the bare form azazo1 captured
-    job = await run(env, lambda op: env.site.grid(op, nothing, 1))
+    started = time.monotonic()
+    job = await run(env, lambda op: env.site.grid(op, FOUND, 1))
     assert job.record.status == "completed", job.record.errors
-    assert job.record.result["total"] == 0 and job.record.result["exhausted"] and job.record.requests == 2
+    assert job.record.result["rows"]
+    assert [p.status for p in grid_posts(kns)] == [200, 200]
+    assert time.monotonic() - started >= SHORT_WAITS[0]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_bare_zero_is_confirmed_by_a_control_listing(env: Env, kns: KnsSimulator) -> None:
+    await warm(env, kns)
+    kns.configure(empty_style="no_content")  # a real zero in the bare form one scraper captured
+    job = await run(env, lambda op: env.site.grid(op, NOTHING, 1))
+    assert job.record.status == "completed", job.record.errors
+    assert (job.record.result["total"], job.record.result["exhausted"]) == (0, True)
+    assert job.record.result["zero"] == "control"
+    assert [subject_of(p) for p in grid_posts(kns)] == ["没有这样的题名", "没有这样的题名", "研究"]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_zero_the_page_states_needs_no_second_look(env: Env, kns: KnsSimulator) -> None:
+    await warm(env, kns)
+    job = await run(env, lambda op: env.site.grid(op, NOTHING, 1))
+    assert job.record.result["zero"] == "stated"
+    assert job.record.requests == 1
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_throttling_from_page_3_is_waited_out_and_the_listing_completes(env: Env, kns: KnsSimulator) -> None:
+    query = GridQuery(compile_expression({"field": "subject", "value": "研究"}))
+    await warm(env, kns)
+    kns.fault("grid", "empty", min_page=3, duration=0.5)  # every page ≥ 3 answers the shell for half a second
+
+    async def pages(op: OperationContext) -> list[GridPage]:
+        return [await env.site.grid(op, query, page) for page in (1, 2, 3, 4)]
+
+    job = await run(env, pages)
+    assert job.record.status == "completed", job.record.errors
+    assert [len(page["rows"]) for page in job.record.result] == [50, 50, 50, 50]
+    asked = [p.form["pageNum"] for p in grid_posts(kns)]
+    assert asked[:3] == ["1", "2", "3"]
+    assert asked[-2:] == ["3", "4"]
+    assert asked.count("1") == 1  # no control listing on page ≥ 2: an empty page there is never the end
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_throttling_that_outlasts_the_waits_is_temporary_never_zero(env: Env, kns: KnsSimulator) -> None:
+    await warm(env, kns)
+    kns.fault("grid", "empty")  # the control listing gets the shell too: the site is throttling
+    before = set(env.store.diagnostics_dir.glob("grid-empty-*.html"))
+    job = await run(env, lambda op: env.site.grid(op, FOUND, 1))
+    (error,) = job.record.errors
+    assert job.record.status == "partial"
+    assert error.code == "SITE_TEMPORARILY_EMPTY"
+    assert error.retryable
+    assert error.details["waited_seconds"] == round(sum(SHORT_WAITS))
+    assert job.record.requests == 4 + 3  # the page four times, a control listing after each wait
+    assert len(set(env.store.diagnostics_dir.glob("grid-empty-*.html")) - before) == 1
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_refusal_in_a_hidden_input_is_reported_with_its_words(env: Env, kns: KnsSimulator) -> None:
+    await warm(env, kns)
+    kns.fault("grid", "reject", reason="查询对象结构错误！", where="input", times=1)
+    job = await run(env, lambda op: env.site.grid(op, FOUND, 1))
+    (error,) = job.record.errors
+    assert error.code == "QUERY_REJECTED"
+    assert error.details["reason"] == "查询对象结构错误！"
+    assert (env.store.diagnostics_dir / error.details["snapshot"]).is_file()
+    assert job.record.requests == 1
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_sort_the_first_answer_ignored_is_asked_the_way_the_sort_links_ask(env: Env, kns: KnsSimulator) -> None:
+    query = GridQuery(compile_expression({"field": "subject", "value": "研究"}), sort="cited_desc")
+    await warm(env, kns)
+    kns.configure(sort_honoured="sort_request")
+    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    posts = grid_posts(kns)
+    cited = [row["cited"] or 0 for row in job.record.result["rows"]]
+    assert job.record.status == "completed", job.record.errors
+    assert cited == sorted(cited, reverse=True)
+    assert [p.form["boolSortSearch"] for p in posts] == ["false", "true"]
+    assert json.loads(posts[1].form["QueryJson"])["SearchFrom"] == 5
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_sort_the_site_never_applies_is_said(env: Env, kns: KnsSimulator) -> None:
+    query = GridQuery(compile_expression({"field": "subject", "value": "研究"}), sort="date_desc")
+    await warm(env, kns)
+    kns.configure(sort_honoured="never")
+    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    (error,) = job.record.errors
+    assert job.record.status == "partial"
+    assert error.code == "SORT_NOT_APPLIED"
+    assert error.details == {"requested": "PT", "shown": "FFD"}
+    assert job.record.result["rows"]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_pages_after_the_first_echo_products_and_view_where_the_site_requires_them(
+    env: Env, kns: KnsSimulator
+) -> None:
+    query = GridQuery(compile_expression({"field": "subject", "value": "研究"}))
+    await warm(env, kns)
+    kns.configure(paging_echo="required")
+    job = await run(env, lambda op: env.site.grid(op, query, 2))
+    assert job.record.status == "completed", job.record.errors
+    assert len(job.record.result["rows"]) == 50
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -270,7 +385,7 @@ async def test_rate_limit_and_server_errors_back_off_then_succeed(env: Env, kns:
 
 
 @pytest.mark.asyncio(loop_scope="module")
-@pytest.mark.parametrize("style", ["redirect", "vericode"])
+@pytest.mark.parametrize("style", ["redirect", "vericode", "json403", "json200"])
 async def test_grid_captcha_waits_for_a_person_then_completes(env: Env, kns: KnsSimulator, style: str) -> None:
     await warm(env, kns)
     kns.captcha("grid", style=style)
@@ -288,6 +403,30 @@ async def test_grid_captcha_waits_for_a_person_then_completes(env: Env, kns: Kns
     if style == "redirect":
         assert kns.count("verify") >= 1  # the work page went to the verification page
     assert grid_posts(kns)[-1].status == 200
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_the_grids_json_challenge_is_shown_on_its_verify_page_and_page_1_is_asked_as_a_continuation(
+    env: Env, kns: KnsSimulator
+) -> None:
+    await warm(env, kns)
+    kns.captcha("grid", style="json403")
+    kns.configure(rechallenge_new_search=True)  # a new search right after a solve is challenged again
+    query = GridQuery(compile_expression({"field": "title", "value": "大语言模型"}))
+    epoch = env.site.epoch
+    job = env.jobs.start("search", kind_budget("metadata"), lambda op: env.site.grid(op, query, 1))
+    await until_awaiting(job)
+    shown = env.site.human_page(job.record.operation_id)
+    assert shown is not None
+    assert "/verify/home?captchaType=blockPuzzle" in shown.url
+    assert "returnUrl=https%3A%2F%2Fkns.cnki.net%2Fkns8s%2FAdvSearch" in shown.url
+    kns.solve()
+    await asyncio.wait_for(job.done.wait(), 30)
+    posts = grid_posts(kns)
+    assert job.record.status == "completed", job.record.errors
+    assert env.site.epoch == epoch + 1  # one human step: the retry did not start a new search
+    assert [(p.status, p.form["boolSearch"]) for p in posts] == [(403, "true"), (200, "false")]
+    assert kns.count("search") == 1  # back on the search page; the template was not captured again
 
 
 @pytest.mark.asyncio(loop_scope="module")

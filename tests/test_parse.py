@@ -146,8 +146,39 @@ def test_grid_no_content_variants() -> None:
     busy = error_of(parse_grid, "<div><p>服务繁忙，请稍后重试</p></div>", GRID_URL)
     assert busy.details["no_content"] is False
     refused = error_of(parse_grid, rejected, GRID_URL)
-    assert refused.code == "PARSER_UNSUPPORTED"
+    assert refused.code == "QUERY_REJECTED"
     assert "查询对象结构错误" in refused.message and refused.details["reason"] == "查询对象结构错误, 没有指定检索分类！"
+
+
+@pytest.mark.parametrize("reason", ["查询对象结构错误！", "参数校验失败", "起始游标越界"])
+def test_grid_refusal_in_a_plain_hidden_input(reason: str) -> None:
+    html = f'<input type="hidden" id="errorMsg" value="{reason}"><p class="no-content" value="">抱歉，暂无数据，请稍后重试。</p>'
+    refused = error_of(parse_grid, html, GRID_URL)
+    assert refused.code == "QUERY_REJECTED"
+    assert refused.details["reason"] == reason
+
+
+def test_grid_zero_stated_by_the_page() -> None:
+    counted = parse_grid('<div><span class="pagerTitleCell">共找到<em>0</em>条结果</span>'
+                         '<p class="no-content" value="">抱歉，暂无数据，请稍后重试。</p></div>', GRID_URL)
+    not_found = parse_grid('<div class="no-content-box"><p class="no-content" value="">未检索到相关文献</p></div>', GRID_URL)
+    assert (counted.total, counted.exhausted, counted.zero) == (0, True, "stated")
+    assert (not_found.total, not_found.exhausted, not_found.zero) == (0, True, "stated")
+
+
+def test_grid_echo_of_the_query_and_sort_marker() -> None:
+    grid = parse_grid(sample("hunnu-kns8s-results-page-2026.redacted.html"), GRID_URL)
+    assert grid.products == "CJFQ,CAPJ,ZHYX,CJTL"
+    assert grid.view == "changeDBCh"
+    assert grid.sort_shown == "PT"
+
+
+def test_grid_cited_count_is_never_read_from_a_citation_string() -> None:
+    row = ('<table class="result-table-list"><tr><td class="name"><a class="fz14" href="/kcms2/article/abstract?v=x">题名</a></td>'
+           '<td class="cited">1,204</td><td class="quote"><span>[1]张三.题名[J].期刊,2024,44(03):1-10.</span></td></tr></table>')
+    quote_only = row.replace('<td class="cited">1,204</td>', "")
+    assert parse_grid(row, GRID_URL).rows[0].cited == 1204
+    assert parse_grid(quote_only, GRID_URL).rows[0].cited is None
 
 
 def test_grid_verify_page_is_not_a_grid() -> None:
@@ -224,7 +255,22 @@ def test_detail_online_first_sample() -> None:
     assert paper.online_first and paper.document_type == "期刊"
     assert (paper.dbcode, paper.filename, paper.dbname) == ("CAPJ", "FIXTURE20260409001", "")
     assert paper.url == DETAIL_URL == paper.locator
+    assert paper.clc_codes == ["F273.1"]
     assert paper.detail_parser == PARSER_VERSION and paper.detail_observed_at
+
+
+@pytest.mark.parametrize(
+    ("row", "codes"),
+    [
+        ('<span class="rowtit">分类号：</span><p class="clc-code">TP18;TP311.13;G250.7</p>', ["TP18", "TP311.13", "G250.7"]),
+        ('<span class="rowtit">分类号：</span><p>D923.4；F832.5</p>', ["D923.4", "F832.5"]),
+        ('<span id="catalog_ZTCLS">分类号：R-0</span>', ["R-0"]),
+        ('<span class="rowtit">分类号：</span><p>暂无</p>', []),
+    ],
+)
+def test_detail_clc_codes(row: str, codes: list[str]) -> None:
+    html = f'<html><body><div class="wx-tit"><h1>题名</h1></div><ul><li class="top-space">{row}</li></ul></body></html>'
+    assert parse_detail(html, DETAIL_URL).clc_codes == codes
 
 
 def test_detail_newspaper_sample_keeps_snapshot_as_excerpt() -> None:
@@ -416,6 +462,24 @@ def test_journal_tier_filters_and_metrics() -> None:
     assert quality.composite_impact is None  # printed twice: unknown
     assert quality.aggregate_impact == 0.876
     assert quality.metric_year == 2024 and quality.state == "present"
+
+
+JOURNAL_2026_TAGS = (
+    '<html><body><dl class="journalInfo"><dd class="infobox"><h3 class="titbox titbox1">法学评论</h3>'
+    '<p class="journalType journalType2"><span title="北大核心期刊">北大核心期刊</span><span title="WJCI">WJCI</span>'
+    '<span title="AMI">AMI</span><span title="CSSCI">CSSCI</span></p>{extra}</dd></dl></body></html>'
+)
+
+
+def test_journal_tags_in_their_2026_spelling() -> None:
+    quality = parse_journal(JOURNAL_2026_TAGS.format(extra=""), JOURNAL_URL, "法学评论")
+    assert quality.tiers == ["北大核心", "WJCI", "AMI", "CSSCI"]
+    assert quality.tier_evidence[0].text == "北大核心期刊"
+
+
+def test_journal_bare_ami_tag_gives_way_to_a_levelled_one() -> None:
+    levelled = JOURNAL_2026_TAGS.format(extra="<ul><li>AMI核心</li></ul>")
+    assert parse_journal(levelled, JOURNAL_URL, "法学评论").tiers == ["北大核心", "WJCI", "CSSCI", "AMI核心"]
 
 
 def test_journal_heading_markup_is_matched_to_the_entity() -> None:

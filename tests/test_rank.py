@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cnki_mcp.model import Evidence, Hit, Paper, Quality
+from cnki_mcp.model import PARSER_VERSION, Evidence, Hit, Paper, Quality
 from cnki_mcp.query import feedback_channels
 from cnki_mcp.text import is_han
 from cnki_mcp.rank import (
@@ -46,7 +46,7 @@ def journal(*tiers: str, composite: float | None = None, aggregate: float | None
         composite_impact=composite,
         aggregate_impact=aggregate,
         state=kw.get("state", "present"),
-        parser=kw.get("parser", "5"),
+        parser=kw.get("parser", PARSER_VERSION),
     )
 
 

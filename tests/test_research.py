@@ -14,7 +14,7 @@ import pytest
 from cnki_mcp.arguments import SearchOptions
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
-from cnki_mcp.model import Budget, Paper, Quality
+from cnki_mcp.model import PARSER_VERSION, Budget, Paper, Quality
 from cnki_mcp.query import plan_explicit
 from cnki_mcp.research import (
     Research,
@@ -189,7 +189,7 @@ async def test_journal_single_flight(jobs: Jobs, store: Store) -> None:
 
 def test_listing_never_overrides_a_detail() -> None:
     detail = Paper(record_ref="r", title="题名", abstract="摘要", keywords=["关键词"], year=2023,
-                   publication_date="2023-01-05", detail_observed_at="2026-01-01T00:00:00.000Z", detail_parser="5")
+                   publication_date="2023-01-05", detail_observed_at="2026-01-01T00:00:00.000Z", detail_parser=PARSER_VERSION)
     listing = Paper(record_ref="x", title="题名", publication_date="2022-12-28", year=2022, cited=9,
                     listed_at="2026-02-01T00:00:00.000Z")
     merged = merge(detail, listing)
@@ -254,6 +254,24 @@ async def test_failed_channel_is_never_fetched_again(jobs: Jobs, store: Store) -
     before = len(site.log)
     await continue_run(jobs, store, site, op_id)
     assert all(not key.startswith("title#") for _, key in site.log[before:])
+
+
+async def test_a_listing_stopped_by_throttling_is_said_and_a_continue_finishes_it(jobs: Jobs, store: Store) -> None:
+    site = FakeSite()
+    site.failures["grid"]["title#2"] = "SITE_TEMPORARILY_EMPTY"  # non-fatal, once: the site throttled page 2
+    request = search_request(max_pages=3, metadata="basic")
+    view, op_id = await run_search(jobs, store, site, request)
+    q2 = view["result"]["coverage"][1]
+    assert view["status"] == "partial"
+    assert view["result"]["incomplete_channels"] == ["q2"]
+    assert (q2["pages"], q2["failed"], q2["error_code"], q2["exhausted"]) == (1, True, "SITE_TEMPORARILY_EMPTY", False)
+    assert q2["total"] == 120  # page 1's total is kept, never overwritten with a zero
+    before = len(site.log)
+    second = await continue_run(jobs, store, site, op_id)
+    assert second["status"] == "completed"
+    assert site.log[before:] == [("grid", "title#2"), ("grid", "title#3")]
+    assert "incomplete_channels" not in second["result"]
+    assert [c["pages"] for c in second["result"]["coverage"]] == [3, 3, 3]
 
 
 async def test_year_filter_positions_and_rows(jobs: Jobs, store: Store) -> None:

@@ -116,6 +116,12 @@ class ScriptedBrowser:
         html = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
         return {"url": tab.url, "ready": True, "complete": True, "pending": False, "condition": True, "html": html}
 
+    async def page_html(self, tab: Any, timeout: float = 10.0) -> str:
+        return self.pages[0]
+
+    async def screenshot(self, tab: Any, timeout: float = 10.0) -> bytes:
+        return b"\x89PNG"
+
     async def bring_to_front(self, tab: Any) -> bool:
         self.shown.append(tab)
         return False
@@ -195,6 +201,9 @@ async def test_timeout_and_cancel_release_the_limiter(jobs: Jobs, tmp_path: Path
     job, _ = await run_step(jobs, site)
     await asyncio.wait_for(job.done.wait(), 5)
     assert job.record.errors[0].code == "VERIFICATION_TIMEOUT" and not site.limiter.held
+    snapshot = tmp_path / "diagnostics" / job.record.errors[0].details["snapshot"]
+    assert snapshot.read_text(encoding="utf-8").startswith("<!-- cnki-mcp snapshot kind=challenge ")
+    assert snapshot.with_suffix(".png").read_bytes() == b"\x89PNG"
 
     site.human_timeout = 60
     job, _ = await run_step(jobs, site)

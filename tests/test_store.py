@@ -24,6 +24,7 @@ from cnki_mcp import settings, store as store_module
 from cnki_mcp.clock import age_seconds, format_utc, parse_utc, utc_now_iso
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import (
+    PARSER_VERSION,
     Artifact,
     Config,
     Operation,
@@ -93,7 +94,7 @@ def test_round_trip(tmp_path: Path) -> None:
     store = Store.open(tmp_path)
     paper = sample_paper(1)
     store.put_paper(paper)
-    store.put_source("计算机学报", Quality(canonical_title="计算机学报", tiers=["北大核心"], state="present", parser="5"))
+    store.put_source("计算机学报", Quality(canonical_title="计算机学报", tiers=["北大核心"], state="present", parser=PARSER_VERSION))
     record = SearchRecord(
         search_id="s_1", status="completed", query="文本分类", entries=[SearchEntry(record_ref=paper.record_ref, score=0.8)],
         created_at=utc_now_iso(),
@@ -315,18 +316,18 @@ def test_cached_search_expires(tmp_path: Path) -> None:
 
 
 def test_detail_freshness() -> None:
-    def paper(age: timedelta, parser: str = "5") -> Paper:
+    def paper(age: timedelta, parser: str = PARSER_VERSION) -> Paper:
         return Paper(detail_observed_at=iso(NOW - age), detail_parser=parser)
 
     assert detail_is_fresh(paper(timedelta(days=29, hours=23)), NOW)
     assert not detail_is_fresh(paper(timedelta(days=30, seconds=1)), NOW)
     assert not detail_is_fresh(paper(timedelta(days=1), parser="4"), NOW)
-    assert not detail_is_fresh(Paper(detail_parser="5"), NOW)
-    assert not detail_is_fresh(Paper(detail_parser="5", detail_observed_at="garbage"), NOW)
+    assert not detail_is_fresh(Paper(detail_parser=PARSER_VERSION), NOW)
+    assert not detail_is_fresh(Paper(detail_parser=PARSER_VERSION, detail_observed_at="garbage"), NOW)
 
 
 def test_journal_freshness() -> None:
-    def quality(age: timedelta, state: str, parser: str = "5") -> Quality:
+    def quality(age: timedelta, state: str, parser: str = PARSER_VERSION) -> Quality:
         return Quality(observed_at=iso(NOW - age), state=state, parser=parser)
 
     assert journal_is_fresh(quality(timedelta(days=6, hours=23), "present"), NOW)
@@ -334,7 +335,7 @@ def test_journal_freshness() -> None:
     assert journal_is_fresh(quality(timedelta(hours=23), "unknown"), NOW)
     assert not journal_is_fresh(quality(timedelta(days=1, seconds=1), "unknown"), NOW)
     assert not journal_is_fresh(quality(timedelta(hours=1), "present", parser="4"), NOW)
-    assert not journal_is_fresh(Quality(state="present", parser="5"), NOW)
+    assert not journal_is_fresh(Quality(state="present", parser=PARSER_VERSION), NOW)
 
 
 # --- directory lock ------------------------------------------------------------------------------

@@ -157,6 +157,14 @@ def highlight(text: str, terms: list[str]) -> str:
     return out
 
 
+def shown_name(p: Paper, name: str, sc: Scenario) -> str:
+    """An author as the page writes it: English papers may write the surname first in capitals (WANG Wei)."""
+    if sc.english_names == "capitalised" and p.language == "en" and " " in name:
+        surname, given = name.split(" ", 1)
+        return f"{surname.upper()} {given}"
+    return name
+
+
 # ---------------------------------------------------------------- search page
 
 ADV_FIELDS = (("SU", "主题", "TOPRANK"), ("TKA", "篇关摘", "FUZZY"), ("KY", "关键词", "DEFAULT"), ("TI", "篇名", "FUZZY"),
@@ -397,8 +405,8 @@ def grid_row(p: Paper, n: int, sc: Scenario, epoch: int, terms: list[str]) -> st
     if p.resource == "NEWSPAPER":
         authors = esc(";".join(p.authors))  # some rows carry plain author text
     else:
-        authors = ";".join(f'<a class="KnowledgeNetLink" target="knet" href="{esc(author_url(a))}">{esc(a)}</a>'
-                           for a in p.authors)
+        authors = ";".join(f'<a class="KnowledgeNetLink" target="knet" href="{esc(author_url(a))}">'
+                           f'{esc(shown_name(p, a, sc))}</a>' for a in p.authors)
     comment = "<!-- 会议 表名是 IPFDTEMP 或者 IPFDPREP 的跳转knavi不加链接 -->"
     if p.source_key:
         source = f'{comment}<p><a target="_blank" href="{esc(source_url(p.source_key))}">{esc(p.source)}</a></p>'
@@ -409,6 +417,11 @@ def grid_row(p: Paper, n: int, sc: Scenario, epoch: int, terms: list[str]) -> st
         cited = f'<a class="quoteCnt" href="{esc(href)}&amp;anchor=citnet" target="_blank">{fmt_count(p.cited, sc.count_style)}</a>'
     else:
         cited = ""
+    if sc.cited_class == "citation":
+        # the 引用 column holds a ready GB/T 7714 string; the count moves to td.cited
+        citation = f"[1]{'，'.join(p.authors)}.{p.title}[J].{p.source},{p.year}."
+        cited = f'{cited}</td><td class="quote"><span class="quote-text">{esc(citation)}</span>'
+        cited_cls = "cited"
     oid = order_url(p, "caj", epoch) + "&language=CHS"
     notlogged = " icon-notlogged" if sc.login == "none" else ""
     return (
@@ -427,6 +440,18 @@ def grid_row(p: Paper, n: int, sc: Scenario, epoch: int, terms: list[str]) -> st
         f'<a class="icon-collect" title="收藏" data-dbname="{p.dbcode}" data-resource="{p.resource}" '
         f'data-filename="{esc(p.filename)}"><i></i></a><a class="icon-quote" title="引用"><i></i></a></td></tr>'
     )
+
+
+# What the site makes of a query's library (echoed as QueryJson.Products in #briefRequest).
+PRODUCTS = {
+    "WD0FTY92": "CJFQ,CAPJ,ZHYX,CJTL,CDFD,CMFD,CPFD,IPFD,CPVD,CCND,WBFD,SCSF,SCHF,SCSD,SNAD,CCJD,CJFN,CCVD",
+    "YSTT4HG0": "CJFQ,CAPJ,CJTL",
+}
+
+
+def products_of(query: Any) -> str:
+    raw = {str(k).lower(): v for k, v in query.raw.items()}
+    return PRODUCTS.get(str(raw.get("classid") or "WD0FTY92").upper(), "")
 
 
 SORTS = (("FFD", "相关度"), ("PT", "发表时间"), ("CF", "被引"), ("DFR", "下载"), ("ZH", "综合"))
@@ -480,7 +505,11 @@ def grid_empty(style: str) -> str:
             '<p class="no-content" value="">抱歉，暂无数据，请稍后重试。</p></div>')
 
 
-def grid_rejected(reason: str) -> str:
+def grid_rejected(reason: str, where: str = "value") -> str:
+    """A refused query: the reason in ``p.no-content[value]``, or in a plain hidden input beside an empty one."""
+    if where == "input":
+        return (f'<input type="hidden" id="errorMsg" value="{esc(reason)}">'
+                '<p class="no-content" value="">抱歉，暂无数据，请稍后重试。</p>')
     return f'<p class="no-content" value="{esc(reason)}">抱歉，暂无数据，请稍后重试。</p>'
 
 
@@ -540,7 +569,7 @@ def detail_page(p: Paper, sc: Scenario, epoch: int) -> str:
         return book_page(p, sc)
     title_icons = ' <i class="icon icon-shoufa"></i>' if p.online_first else ""
     authors = "".join(
-        f'<span><a target="_blank" href="{esc(author_url(a))}">{esc(a)}'
+        f'<span><a target="_blank" href="{esc(author_url(a))}">{esc(shown_name(p, a, sc))}'
         f'{"<sup>" + ",".join(map(str, p.author_orgs[i])) + "</sup>" if len(p.institutions) > 1 else ""}</a>'
         f'{"<i class=" + chr(34) + "icon-email" + chr(34) + "></i>" if a == p.corresponding else ""}'
         f'<input class="authorcode" type="hidden" value="{int(hashlib.md5(a.encode()).hexdigest()[:8], 16)}"></span>'
@@ -669,11 +698,21 @@ def timeout_verify_page(solves: int) -> str:
 
 # ---------------------------------------------------------------- knavi
 
+def journal_tags(j: Journal, sc: Scenario) -> list[str]:
+    """The tag spans of a journal page: as listed, or the 2026 spelling (北大核心期刊, a bare AMI, WJCI)."""
+    if sc.journal_tags != "2026":
+        return list(j.tiers)
+    tags = ["北大核心期刊" if t == "北大核心" else "AMI" if t.startswith("AMI") else t for t in j.tiers]
+    if any(t in ("CSCD", "EI", "SCI") for t in j.tiers):
+        tags.append("WJCI")
+    return tags
+
+
 def journal_page(j: Journal, sc: Scenario, papers: list[Paper]) -> str:
     if j.kind != "journal":
         return unit_page(j, sc, papers)
     name_en = f"<p>{esc(j.name_en)}</p>" if j.name_en else ""
-    tiers = "".join(f'<span class="journalType journalType2" title="{esc(t)}">{esc(t)}</span>' for t in j.tiers)
+    tiers = "".join(f'<span class="journalType journalType2" title="{esc(t)}">{esc(t)}</span>' for t in journal_tags(j, sc))
     incl = "".join(f"<li>{esc(t)}{'期刊（2023年版）' if t == '北大核心' else ''}</li>" for t in j.tiers)
     former = f"<p>曾用刊名：<span>{esc(';'.join(j.former))}</span></p>" if j.former else ""
     metrics = ""

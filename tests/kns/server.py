@@ -13,12 +13,14 @@ Start it, point Chromium at it with `browser_args`, configure a scenario per tes
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import socket
 import ssl
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,7 +37,7 @@ CERT_DIR = Path(__file__).parent / "certs"
 ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "download", "file", "login", "home",
              "verify", "error", "other")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha")
-CAPTCHA_STYLES = ("redirect", "vericode", "json403", "tencent", "title", "timeout")
+CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout")
 DOWNLOAD_MODES = ("auto", "ok", "login", "login_page", "balance", "unsubscribed", "no_permission", "session_end",
                   "expired", "html", "abstract_only")
 STATUS_TEXT = {
@@ -51,11 +53,16 @@ class Scenario:
     login: str = "none"  # none | institution | personal | both
     institution_name: str = "示例大学图书馆"
     personal_name: str = "cnki_reader"
-    cited_class: str = "quote"  # quote (majority) | cited (azazo1 fixture)
+    cited_class: str = "quote"  # quote (majority) | cited (azazo1 fixture) | citation (td.quote holds a GB/T string, td.cited the count)
     count_style: str = "comma"  # plain | comma (1,024) | wan (1.2万)
     empty_style: str = "zero"  # zero (count 0 + p.no-content) | no_content (azazo1) | not_found (未检索到相关文献)
     turnpage: str = "strict"  # strict: page>1 needs #hidTurnPage value (else HTTP 400) | lenient | reset (serves page 1)
     page_cap: int = 300
+    paging_echo: str = "off"  # off | required: page > 1 must carry #briefRequest's Products and View, else refused
+    sort_honoured: str = "always"  # always | sort_request (page 1 sorts only with boolSortSearch=true) | never
+    rechallenge_new_search: bool = False  # after a solved grid challenge, a new search (boolSearch=true) is challenged again
+    journal_tags: str = "plain"  # plain | 2026 (tags written 北大核心期刊, AMI without its level, WJCI)
+    english_names: str = "as_stored"  # as_stored (Wang Wei) | capitalised (WANG Wei: surname first, in capitals)
     detail_meta: bool = False  # add citation_* meta tags (not seen on real kcms2 pages)
     detail_js: bool | frozenset[str] = frozenset()  # True or filenames: detail content inserted by script after 200 ms
     dynamic_doc_top: bool = True  # theses/conference: .top-tip filled by script
@@ -88,6 +95,11 @@ class Fault:
     mode: str = "html"  # truncate: html (short but consistent body) | connection (connection dropped mid-body)
     fraction: float = 0.5
     reason: str = "查询对象结构错误, 没有指定检索分类！"
+    where: str = "value"  # reject: the reason in p.no-content[value] | in a plain hidden "input"
+    min_page: int = 0  # grid: only requests for this page or later match
+    duration: float = 0.0  # >0: the fault stops this many seconds after it first fired (a throttling window)
+    first_fired: float = 0.0
+    rearmed: bool = False
     seen: int = 0
     fired: int = 0
     solved: bool = False
@@ -447,6 +459,10 @@ class KnsSimulator:
             for f in self.faults:
                 if f.endpoint not in ("*", rec.endpoint) or rec.endpoint in ("verify", "login", "error", "other") and f.endpoint == "*":
                     continue
+                if f.min_page and _page_of(rec) < f.min_page:
+                    continue
+                if f.duration and f.first_fired and time.time() - f.first_fired > f.duration:
+                    continue
                 f.seen += 1
                 if f.seen <= f.after:
                     continue
@@ -456,6 +472,7 @@ class KnsSimulator:
                 elif f.times is not None and f.fired >= f.times:
                     continue
                 f.fired += 1
+                f.first_fired = f.first_fired or time.time()
                 if f.kind == "delay":
                     delay += f.seconds
                 elif f.kind == "truncate":
@@ -483,7 +500,7 @@ class KnsSimulator:
                 return _Resp(200, pages.grid_temporary_empty())
             return _Resp(200, pages.simple_page("暂无数据", "暂无数据，请稍后重试"))
         if f.kind == "reject":
-            return _Resp(200, pages.grid_rejected(f.reason))
+            return _Resp(200, pages.grid_rejected(f.reason, f.where))
         if f.kind == "denied":
             return _Resp(200, pages.simple_page("无权访问", "您所在的机构未订购该资源（机构未订购），无权访问。"))
         if f.kind == "login":
@@ -495,8 +512,11 @@ class KnsSimulator:
         verify = f"https://kns.cnki.net/verify/home?captchaType=slide&returnUrl={quote(back, safe='')}"
         if style == "redirect":
             return _redirect(verify)
-        if style == "json403":
-            return _Resp(403, json.dumps({"code": -403, "message": verify}, ensure_ascii=False),
+        if style in ("json403", "json200"):
+            # The grid's usual challenge: JSON naming a verify page without any way back (no returnUrl).
+            ident = hashlib.sha1(rec.url.encode()).hexdigest()[:16]
+            bare = f"https://kns.cnki.net/verify/home?captchaType=blockPuzzle&ident={ident}&captchaId={uuid.uuid4()}"
+            return _Resp(403 if style == "json403" else 200, json.dumps({"code": -403, "message": bare}),
                          "application/json; charset=utf-8")
         if style == "vericode":
             form = pages.vericode_form()
@@ -560,7 +580,21 @@ class KnsSimulator:
         except ValueError:
             return _Resp(200, pages.grid_rejected("查询对象结构错误"))
         size = size if 1 <= size <= 50 else 20
+        new_search = rec.form.get("boolSearch") == "true"
+        if sc.rechallenge_new_search and new_search:
+            again = self._rechallenge()
+            if again is not None:
+                return self._captcha_response(again.style, rec, sc)
+        products, view = pages.products_of(q), "changeDBCh"
+        if sc.paging_echo == "required" and page_num > 1:
+            sent = {str(k).lower(): v for k, v in q.raw.items()}
+            if sent.get("products") != products or sent.get("view") != view:
+                return _Resp(200, pages.grid_rejected("查询对象结构错误！", "input"))
         sort_field = rec.form.get("sortField", "")
+        if sc.sort_honoured == "never" or (
+            sc.sort_honoured == "sort_request" and page_num == 1 and rec.form.get("boolSortSearch") != "true"
+        ):
+            sort_field = ""
         hits = search(self.corpus, q, sort_field, rec.form.get("sortType", "") or "desc")
         token = pages.encode_token("tp", q.fingerprint())
         if page_num > 1 and rec.form.get("turnpage", "") != token:
@@ -572,7 +606,8 @@ class KnsSimulator:
             return _Resp(200, pages.grid_empty(sc.empty_style))
         page_num = min(page_num, sc.page_cap)
         rows = hits[(page_num - 1) * size: page_num * size]
-        request = {"queryJson": text, "pageNum": page_num, "turnpage": rec.form.get("turnpage"), "pageSize": size,
+        echoed = dict(q.raw, Products=products, view=view)
+        request = {"queryJson": json.dumps(echoed, ensure_ascii=False), "pageNum": page_num, "turnpage": rec.form.get("turnpage"), "pageSize": size,
                    "dstyle": rec.form.get("dstyle", "listmode"), "sortField": sort_field,
                    "sortType": rec.form.get("sortType", ""), "boolSearch": rec.form.get("boolSearch") == "true",
                    "aside": rec.form.get("aside", ""), "searchFrom": rec.form.get("searchFrom", "")}
@@ -580,6 +615,16 @@ class KnsSimulator:
             epoch = self.epoch
         return _Resp(200, pages.grid_fragment(rows, len(hits), page_num, size, sort_field, sc, epoch, token,
                                               q.positive_terms, request))
+
+    def _rechallenge(self) -> Fault | None:
+        """The solved grid captcha, armed again (a new search right after a solve is challenged again)."""
+        with self._lock:
+            for f in self.faults:
+                if f.kind == "captcha" and f.endpoint == "grid" and f.solved and not f.rearmed:
+                    f.solved = False
+                    f.rearmed = True
+                    return f
+        return None
 
     def _paper_from_v(self, rec: SimRequest) -> tuple[Paper | None, bool]:
         """(paper, stale) from v= or dbcode/filename query parameters."""
@@ -722,6 +767,13 @@ class KnsSimulator:
             self.configure(login=new, institution_name=name)
             return _redirect(target)
         return _Resp(200, pages.login_page(sc, target, unit=rec.query.get("type") == "unit"))
+
+
+def _page_of(rec: SimRequest) -> int:
+    try:
+        return int(rec.form.get("pageNum") or rec.form.get("CurPage") or 1)
+    except ValueError:
+        return 1
 
 
 def _redirect(location: str) -> _Resp:
