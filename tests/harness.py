@@ -10,10 +10,38 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import os
+import shutil
+import sys
+
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
 FINAL = ("completed", "partial", "failed", "skipped", "cancelled", "interrupted")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def chromium_or_skip() -> str:
+    """The Chromium the tests drive (CNKI_TEST_BROWSER, else Debian's), or skip the test."""
+    path = os.environ.get("CNKI_TEST_BROWSER") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        pytest.skip("没有可用的 Chromium（CI 会安装 Debian 的 chromium）")
+    return path
+
+
+def serve_params(data: Path, browser_args: str, **env: str) -> StdioServerParameters:
+    """``python -m cnki_mcp serve`` on ``data`` with a headless Chromium pointed at the simulator."""
+    base = {
+        "CNKI_DATA_DIR": str(data),
+        "CNKI_HEADLESS": "1",
+        "CNKI_BROWSER_PATH": chromium_or_skip(),
+        "CNKI_BROWSER_ARGS": browser_args,
+        "CNKI_REQUEST_INTERVAL_MS": "10",
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", ""),
+    }
+    return StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=base | env, cwd=REPO)
 
 
 class McpSession:

@@ -8,49 +8,26 @@ One server process (and so one browser) serves the whole module; the waits are t
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sys
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from mcp import StdioServerParameters
 
-from tests.harness import McpSession, held_client
+from tests.harness import McpSession, held_client, serve_params
 from tests.kns.server import KnsSimulator, SimRequest
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(400)]
 
-REPO = Path(__file__).resolve().parents[1]
 NOTHING = {"field": "title", "value": "没有这样的题名"}
 LLM = {"field": "keywords", "value": "大语言模型", "match": "exact"}
-
-
-def _chromium() -> str:
-    path = os.environ.get("CNKI_TEST_BROWSER") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path:
-        pytest.skip("没有可用的 Chromium（CI 会安装 Debian 的 chromium）")
-    return path
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def mcp(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[McpSession]:
     data = tmp_path_factory.mktemp("fidelity") / "data"
-    env = {
-        "CNKI_DATA_DIR": str(data),
-        "CNKI_HEADLESS": "1",
-        "CNKI_BROWSER_PATH": _chromium(),
-        "CNKI_BROWSER_ARGS": kns_server.browser_args,
-        "CNKI_REQUEST_INTERVAL_MS": "10",
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-    }
-    params = StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=env, cwd=REPO)
-    async with held_client(params) as client:
+    async with held_client(serve_params(data, kns_server.browser_args)) as client:
         yield McpSession(client, data)
 
 

@@ -10,9 +10,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
-import shutil
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,6 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import pytest_asyncio
-from mcp import StdioServerParameters
 
 from cnki_mcp.browser import Browser
 from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
@@ -31,12 +27,11 @@ from cnki_mcp.research import GridQuery
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store
 from tests.kns.corpus import Paper as SimPaper
-from tests.harness import McpSession, held_client
+from tests.harness import McpSession, chromium_or_skip, held_client, serve_params
 from tests.kns.server import KnsSimulator, SimRequest
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
-REPO = Path(__file__).resolve().parents[1]
 SORT_CODES = {"relevance": "FFD", "date_desc": "PT", "cited_desc": "CF", "downloaded_desc": "DFR"}
 
 SURNAMES = ["王", "张", "李", "刘", "陈", "杨", "赵", "黄", "周", "吴"]
@@ -87,13 +82,6 @@ WIDE_ORACLE = oracle_query(
 )
 
 
-def _chromium() -> str:
-    path = os.environ.get("CNKI_TEST_BROWSER") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path:
-        pytest.skip("没有可用的 Chromium（CI 会安装 Debian 的 chromium）")
-    return path
-
-
 class Mcp(McpSession):
     """The module's connected client, with this module's shortcuts."""
 
@@ -117,17 +105,7 @@ class Mcp(McpSession):
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def mcp(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mcp]:
     data = tmp_path_factory.mktemp("structured") / "data"
-    env = {
-        "CNKI_DATA_DIR": str(data),
-        "CNKI_HEADLESS": "1",
-        "CNKI_BROWSER_PATH": _chromium(),
-        "CNKI_BROWSER_ARGS": kns_server.browser_args,
-        "CNKI_REQUEST_INTERVAL_MS": "10",
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-    }
-    params = StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=env, cwd=REPO)
-    async with held_client(params) as client:
+    async with held_client(serve_params(data, kns_server.browser_args)) as client:
         yield Mcp(client, data)
 
 
@@ -260,7 +238,7 @@ async def test_request_starts_stay_an_interval_apart_around_the_template_click(
     """The click's own request leaves after the click's checks; the next one must still wait a full interval."""
     store = await asyncio.to_thread(Store.open, tmp_path / "data")
     await store.start()
-    browser = Browser(tmp_path / "profile", Path(_chromium()), headless=True, extra_args=kns.browser_arg_list)
+    browser = Browser(tmp_path / "profile", Path(chromium_or_skip()), headless=True, extra_args=kns.browser_arg_list)
     site = Site(browser, Limiter(interval_ms=200), store.diagnostics_dir)
     papers = [p for p in kns.corpus.papers if p.doc_type == "期刊"][:3]
     query = GridQuery(compile_expression({"field": "title", "value": "知识图谱"}))
