@@ -16,7 +16,7 @@ from cnki_mcp.documents import (
 )
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Paper, ReaderCoverage, Section
-from cnki_mcp.parse import ReaderDocument, parse_reader
+from cnki_mcp.reader import ReaderDocument, parse_reader
 from cnki_mcp.store import Store
 
 READER_HTML = """<html><head><meta name="citation_title" content="数据治理研究"></head><body>
