@@ -59,6 +59,7 @@ _MAIN_SHARE = 0.9  # a child holding this share of the text is the text's block
 _DATA_FLAG_KEY = re.compile(r"trial|tryread|shidu", re.I)
 _TRUE_VALUES = frozenset({"1", "true", "y", "yes"})
 _LEADING_NUMBER = re.compile(r"^\s*\[\d+\]\s*")
+_MATH = re.compile(r"<math[\s>]")
 
 
 class ReaderDocument(msgspec.Struct):
@@ -556,6 +557,7 @@ def parse_reader_data(body: str, *, expected_title: str = "") -> ReaderDocument:
     blocks = [*_header(data, metadata, title), *body_blocks, *_references(data.get("references"))]
     extracted = _non_space_count("".join(text for _, text in blocks))
     figures = sum(1 for item in items if isinstance(item, dict) and str(item.get("type")).upper() == "FIGURE")
+    formulas = sum(len(_MATH.findall(str(item.get("value")))) for item in items if isinstance(item, dict))
     return _document(
         blocks,
         _Signs(data_flag=flag),
@@ -563,7 +565,7 @@ def parse_reader_data(body: str, *, expected_title: str = "") -> ReaderDocument:
         generation="reader_json",
         container=DATA_PATH,
         source_chars=extracted,
-        non_text=figures + body.count("<math"),
+        non_text=figures + formulas,
     )
 
 
