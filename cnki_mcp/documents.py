@@ -459,7 +459,7 @@ class ReaderWatch:
         if document is None:
             if problem is not None:  # a denial counts only where no reader text shows
                 raise CnkiError("ACCESS_DENIED", f"知网拒绝阅读全文：{seen.page.reason}", details={"url": client_url(seen.url)})
-            words = parse_download_refusal(seen.html)
+            words = await asyncio.to_thread(parse_download_refusal, seen.html)
             if words:
                 raise _refused(words, seen.url)
         if is_reader_app(seen.url):

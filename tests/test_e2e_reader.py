@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import chromium_path
+from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator
-from tests.test_e2e_documents import EntrySimulator, error_code, journal_papers, seed, serve
+from tests.test_e2e_documents import error_code, journal_papers, seed, serve
+from tests.test_e2e_documents import sim, sim_server  # noqa: F401  (a simulator of this module's own)
 
 pytestmark = [
     pytest.mark.browser,
@@ -25,23 +27,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def sim_server() -> KnsSimulator:
-    sim = EntrySimulator().start()
-    try:
-        yield sim
-    finally:
-        sim.stop()
-
-
-@pytest.fixture
-def sim(sim_server: KnsSimulator) -> KnsSimulator:
-    sim_server.reset()
-    yield sim_server
-    sim_server.reset()
-
-
-def papers_with_references(sim: KnsSimulator, count: int) -> list:
+def papers_with_references(sim: KnsSimulator, count: int) -> list[SimPaper]:
     return [p for p in journal_papers(sim, 40) if p.references][:count]
 
 
