@@ -604,6 +604,10 @@ def test_kreader_data_answers_once_per_invoice_when_asked(kns: KnsSimulator) -> 
     kns.configure(reader_data="ok")
     link = reader_link(kns, p)
     assert [reader_json(kns, link)["code"] for _ in range(2)] == [200, 200]
+    kns.fault("reader_data", "status", status=500, after=1)
+    query = urlsplit("https:" + reader_link(kns, p)).query
+    data_url = f"https://kns.cnki.net/ossapi/kreader-api/v1/xml/data?{query}&datatype=all"
+    assert [fetch(kns, data_url).status for _ in range(2)] == [200, 500]  # the page's call passes, the next fails
 
 
 def test_reader_in_a_frame_and_a_decoy_entry(kns: KnsSimulator) -> None:
