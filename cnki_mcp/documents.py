@@ -456,12 +456,12 @@ class ReaderWatch:
             return None  # the detail page itself, still waiting for the reader to open
         self.last_page = (tab, seen.url, seen.html)
         document = await self._page_text(tab, seen.url, seen.html)
-        if document is None:
-            if problem is not None:  # a denial counts only where no reader text shows
-                raise CnkiError("ACCESS_DENIED", f"知网拒绝阅读全文：{seen.page.reason}", details={"url": client_url(seen.url)})
+        if document is None:  # refusals and denials count only where no reader text shows
             words = await asyncio.to_thread(parse_download_refusal, seen.html)
             if words:
                 raise _refused(words, seen.url)
+            if problem is not None:
+                raise CnkiError("ACCESS_DENIED", f"知网拒绝阅读全文：{seen.page.reason}", details={"url": client_url(seen.url)})
         if is_reader_app(seen.url):
             return await self._app_text(tab, seen.url, seen.html, document)
         return self._verdict(document) if document is not None else None

@@ -120,6 +120,12 @@ async def test_2026_reader(sim: KnsSimulator, isolated_data_dir: Path) -> None:
         assert (isolated_data_dir / "diagnostics" / no["errors"][0]["details"]["snapshot"]).exists()
         print(f"refusal answered {answered:.2f} s after the click; whole call {time.monotonic() - started:.2f} s")
 
+        # A refusal page in place of the reader (legacy text): the same, at once.
+        sim.configure(reader="refused_page")
+        page_no = await session.finish(await session.call("read_online_html", record_ref=refs[3]))
+        assert error_code(page_no) == "READER_REFUSED" and "没有订购该专辑" in page_no["errors"][0]["message"], page_no
+        assert page_no["errors"][0]["details"]["snapshot"].startswith("reader-")
+
         # A styled stand-in entry ahead of the real one is skipped.
         sim.configure(reader="full", reader_data="ok", html_entry_decoy=True)
         chosen_entry = await session.finish(await session.call("read_online_html", record_ref=refs[4]))

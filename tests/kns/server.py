@@ -65,7 +65,7 @@ class Scenario:
     abstract_tag: str = "span"  # span | p | div for #ChDivSummary
     abstract_truncate: int = 0  # >0: visible #ChDivSummary cut to N chars, full text in input#abstract_text
     double_download: bool = False  # a second #pdfDown at the bottom of the detail page
-    reader: str = "auto"  # auto (trial unless logged in or free) | full | trial | refused (302 to ErrorMsg.html)
+    reader: str = "auto"  # auto (trial unless logged in or free) | full | trial | refused (302 to ErrorMsg.html) | refused_page
     reader_slider: bool = False  # 「滑动验证，继续阅读全文」 until solved
     reader_url: str = "nzkhtml"  # nzkhtml (xmlRead/xml.html, trialRead.html) | reader_xml (/reader/xml?…&loginType=trialRead)
     reader_generation: str = "nzkhtml"  # nzkhtml | kreader (2026: /reader/xml SPA shell fed by ossapi/kreader-api JSON)
@@ -738,6 +738,8 @@ class KnsSimulator:
         if kind == "html":
             if sc.reader == "refused":
                 return _redirect(pages.error_msg_url(pages.ABSTRACT_ONLY))
+            if sc.reader == "refused_page":
+                return _Resp(200, pages.refusal_page("no_album"))
             return _redirect(self._reader_url(p, sc, epoch))
         mode = sc.download
         if mode == "abstract_only":
