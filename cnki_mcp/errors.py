@@ -119,6 +119,7 @@ CATALOGUE: dict[str, Code] = {
     "SOURCE_SCHEMA_UNSUPPORTED": Code("期刊页面没有可识别的期刊信息。"),
     "HTML_ENTRY_NOT_FOUND": Code("详情页没有“HTML阅读”入口，可以改用 download_paper。"),
     "READER_UNSUPPORTED": Code("阅读页结构不受支持。"),
+    "READER_REFUSED": Code("知网不提供这篇文献的在线阅读；可以用 get_metadata 查看题录和摘要。"),
     "SECTION_NOT_FOUND": Code("没有这个章节；章节名见返回结果中的 sections。"),
     "SECTION_AMBIGUOUS": Code("有多个同名章节。"),
     "CONTENT_PARTIAL": Code("正文不完整。"),

@@ -253,14 +253,24 @@ class Section(msgspec.Struct):
 
 
 class ReaderCoverage(msgspec.Struct):
-    """How much of the reader page the extracted text covers (read_online_html ``coverage``)."""
+    """How much of the reader page the extracted text covers (read_online_html ``coverage``).
+
+    ``scope`` is judged from the content: ``full`` (the whole catalogue has its text, no trial sign),
+    ``trial`` (``trial_evidence`` says what showed it), ``partial`` (catalogue entries without text),
+    ``unknown`` (nothing to compare the text with). ``generation`` names what was read:
+    ``reader_json`` (the 2026 reader's own data), ``reader_dom`` (its rendered page) or ``nzkhtml``.
+    ``fallback_reason`` says why the 2026 reader's data was not used when its page was read instead.
+    """
 
     container: str = ""
     dom_characters: int = 0
     extracted_characters: int = 0
     missing_catalog_headings: list[str] = []
     non_text_elements: int = 0
-    scope: str = "unknown"  # unknown | partial | trial
+    scope: str = "unknown"  # full | trial | partial | unknown
+    generation: str = ""  # reader_json | reader_dom | nzkhtml
+    trial_evidence: list[str] = []
+    fallback_reason: str = ""
 
 
 class CitationResult(msgspec.Struct, omit_defaults=True):

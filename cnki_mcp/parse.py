@@ -1,5 +1,6 @@
-"""Parsers for every CNKI page the product reads: result grid, detail, journal, reader, download
-popups, login header, and the classification of fetched responses (spec/site.md §3–§8).
+"""Parsers for the CNKI pages the product reads: result grid, detail, journal, download popups,
+login header, and the classification of fetched responses (spec/site.md §3–§8). The HTML reader
+has a module of its own (``reader.py``), the shared markup helpers live in ``markup.py``.
 
 All functions are pure: HTML text in, msgspec Structs out, failures as ``CnkiError``; saving a page
 that failed is ``snapshots.py``'s job. Page text is
@@ -10,7 +11,6 @@ is accepted.
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import re
@@ -20,7 +20,6 @@ from urllib.parse import parse_qsl, urljoin, urlsplit
 
 import lxml.html
 import msgspec
-from lxml import etree
 
 from cnki_mcp.clock import utc_now_iso
 from cnki_mcp.errors import CnkiError
@@ -29,27 +28,41 @@ from cnki_mcp.model import (
     PARSER_VERSION,
     Paper,
     Quality,
-    ReaderCoverage,
-    Section,
     SessionState,
     TierEvidence,
 )
+from cnki_mcp.markup import (
+    MAX_MARKUP_BYTES,
+    NON_CONTENT_TAGS,
+    first_match,
+    input_value,
+    load_page,
+    meta_all,
+    meta_first,
+    meta_tags,
+    own_text,
+    page_text,
+    parse_markup,
+    prune,
+    spaced_text,
+    split_values,
+    text_of,
+    text_without,
+)
+from cnki_mcp.reader import TRIAL_NOTICE
 from cnki_mcp.redact import is_secret_key
 from cnki_mcp.text import (
     clean,
     normalize,
     source_key,
     strip_source_tail,
-    title_key,
     trim,
     unique_strings,
 )
 
 log = logging.getLogger(__name__)
 
-MAX_MARKUP_BYTES = 8 * 1024 * 1024
 EMPTY_PREVIEW_CHARS = 160
-READER_MIN_BYTES = 150
 REFUSAL_SAMPLE_CHARS = 300
 
 
@@ -71,14 +84,6 @@ class GridPage(msgspec.Struct):
     view: str = ""
     sort_shown: str = ""  # the sort code the page marks as active (#orderList li.cur), "" when unmarked
     zero: str = ""  # why an empty page is a real zero: "stated" by the page, or "control" (site.py)
-
-
-class ReaderDocument(msgspec.Struct):
-    title: str
-    text: str
-    sections: list[Section]
-    trial: bool
-    coverage: ReaderCoverage
 
 
 class PageState(msgspec.Struct):
@@ -141,95 +146,6 @@ def _resolve(href: str | None, base: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Markup loading and text helpers
-
-_HIDING_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
-_OFFSCREEN_STYLE = re.compile(r"(?:^|[;\s])(?:top|left)\s*:\s*-\s*\d{4,}", re.I)
-_INVISIBLE_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden|opacity\s*:\s*0(?:\.0*)?\s*(?:;|$)", re.I)
-_NON_CONTENT_TAGS = frozenset({"script", "style", "noscript", "template"})
-_KEEP_TAGS = frozenset({"html", "head", "body", "input", "meta", "title"})
-
-
-def _check_size(html: str) -> None:
-    if len(html) > MAX_MARKUP_BYTES // 4 and len(html.encode("utf-8", "replace")) > MAX_MARKUP_BYTES:
-        raise CnkiError("RESPONSE_TOO_LARGE", "页面超过 8 MB，未解析。", details={"limit_bytes": MAX_MARKUP_BYTES})
-
-
-def _parse(html: str) -> lxml.html.HtmlElement:
-    _check_size(html)
-    parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True, huge_tree=True)
-    try:
-        return lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=parser)
-    except (etree.ParserError, ValueError):
-        return lxml.html.document_fromstring(b"<html><body></body></html>", parser=parser)
-
-
-def _prune(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
-    """The pre-cleaning every parser applies: scripts and hidden elements go (§3)."""
-    doomed = []
-    for el in root.iter():
-        tag = el.tag if isinstance(el.tag, str) else ""
-        if tag in _NON_CONTENT_TAGS:
-            doomed.append(el)
-        elif tag and tag not in _KEEP_TAGS and (
-            el.get("hidden") is not None
-            or (el.get("aria-hidden") or "").strip().lower() == "true"
-            or _HIDING_STYLE.search(el.get("style") or "")
-        ):
-            doomed.append(el)
-    for el in doomed:
-        el.drop_tree()
-    return root
-
-
-def _document(html: str) -> lxml.html.HtmlElement:
-    return _prune(_parse(html))
-
-
-def _text(el: lxml.html.HtmlElement | None) -> str:
-    return clean(el.text_content()) if el is not None else ""
-
-
-def _spaced_text(el: lxml.html.HtmlElement | None) -> str:
-    """Text with a space between every text node, so adjacent blocks never run together."""
-    return clean(" ".join(el.itertext())) if el is not None else ""
-
-
-def _own_text(el: lxml.html.HtmlElement) -> str:
-    """The element's text with its child elements removed (their tails stay)."""
-    parts = [el.text or ""]
-    parts.extend(child.tail or "" for child in el)
-    return clean(" ".join(parts))
-
-
-def _text_without(el: lxml.html.HtmlElement, selector: str) -> str:
-    twin = copy.deepcopy(el)
-    twin.tail = None
-    for junk in twin.cssselect(selector):
-        junk.drop_tree()
-    return _text(twin)
-
-
-def _first(root: lxml.html.HtmlElement, selector: str) -> lxml.html.HtmlElement | None:
-    found = root.cssselect(selector)
-    return found[0] if found else None
-
-
-def _input_value(root: lxml.html.HtmlElement, selector: str) -> str:
-    el = _first(root, selector)
-    return trim(el.get("value") or "") if el is not None else ""
-
-
-def _page_text(root: lxml.html.HtmlElement) -> str:
-    body = root.find("body")
-    return _text(body if body is not None else root)
-
-
-def _split(text: str, separators: str = ";；,，") -> list[str]:
-    return [part for part in re.split(f"[{separators}]", text) if trim(part)]
-
-
-# --------------------------------------------------------------------------------------------
 # Small value rules shared by grid and detail
 
 _COUNT = re.compile(r"(\d+(?:\.\d+)?)(万?)")
@@ -270,7 +186,7 @@ def _clean_title(text: str) -> str:
 def _identifiers(scope: lxml.html.HtmlElement, locator: str) -> dict[str, str]:
     """dbcode/dbname/filename from the first [data-filename] element, else the locator query (§1.3)."""
     ids = {"dbcode": "", "dbname": "", "filename": ""}
-    marked = _first(scope, "[data-filename]")
+    marked = first_match(scope, "[data-filename]")
     if marked is not None:
         for key in ids:
             ids[key] = trim(marked.get(f"data-{key}") or "")
@@ -307,7 +223,7 @@ def _with_ref(paper: Paper) -> Paper:
 
 
 def _grid_row(tr: lxml.html.HtmlElement, base_url: str) -> Paper | None:
-    anchor = _first(tr, "td.name a, a.fz14")
+    anchor = first_match(tr, "td.name a, a.fz14")
     if anchor is None:
         return None
     title = _clean_title(anchor.text_content())
@@ -315,28 +231,28 @@ def _grid_row(tr: lxml.html.HtmlElement, base_url: str) -> Paper | None:
         return None
     locator = _resolve(anchor.get("href"), base_url)
     authors: list[str] = []
-    cell = _first(tr, "td.author")
+    cell = first_match(tr, "td.author")
     if cell is not None:
         links = cell.cssselect("a")
-        texts = [_text_without(a, "sup") for a in links] if links else _split(_text_without(cell, "sup"))
+        texts = [text_without(a, "sup") for a in links] if links else split_values(text_without(cell, "sup"))
         authors = _author_names(texts)
-    date = _text(_first(tr, "td.date"))
-    downloaded = _first(tr, "td.download")
-    abstract = _first(tr, ".abstract")
+    date = text_of(first_match(tr, "td.date"))
+    downloaded = first_match(tr, "td.download")
+    abstract = first_match(tr, ".abstract")
     return Paper(
         title=title,
         authors=authors,
-        source=strip_source_tail(_text(_first(tr, "td.source"))),
+        source=strip_source_tail(text_of(first_match(tr, "td.source"))),
         year=year_of(date),
         publication_date=date,
-        document_type=_text(_first(tr, "td.data")),
+        document_type=text_of(first_match(tr, "td.data")),
         url=public_url(locator),
         locator=locator,
         cited=_cited_count(tr),
-        downloaded=parse_count(_text(downloaded)) if downloaded is not None else None,
-        abstract=_text(abstract),
-        keywords=unique_strings(_text(a).strip(";；") for a in tr.cssselect(".keywords a")),
-        online_first=any("网络首发" in _text(mark) for mark in tr.cssselect(".marktip")),
+        downloaded=parse_count(text_of(downloaded)) if downloaded is not None else None,
+        abstract=text_of(abstract),
+        keywords=unique_strings(text_of(a).strip(";；") for a in tr.cssselect(".keywords a")),
+        online_first=any("网络首发" in text_of(mark) for mark in tr.cssselect(".marktip")),
         listed_at=_now(),
         **_identifiers(tr, locator),
     )
@@ -346,7 +262,7 @@ def _cited_count(tr: lxml.html.HtmlElement) -> int | None:
     """The citation count of a row. Some layouts put a ready-made GB/T citation string in ``td.quote``
     (the 引用 column) and the count in ``td.cited``: only a cell that reads as a count counts."""
     for cell in tr.cssselect("td.cited, td.quote"):
-        count = parse_count(_text(cell))
+        count = parse_count(text_of(cell))
         if count is not None:
             return count
     return None
@@ -354,27 +270,27 @@ def _cited_count(tr: lxml.html.HtmlElement) -> int | None:
 
 def _sentence_row(block: lxml.html.HtmlElement, base_url: str) -> Paper | None:
     """A 句子检索 (brief/senquery) result block: ``.middle`` with ``h6 a.fz14`` and ``.baseinfo``."""
-    anchor = _first(block, "h6 a.fz14, a.fz14")
+    anchor = first_match(block, "h6 a.fz14, a.fz14")
     if anchor is None:
         return None
     title = _clean_title(anchor.text_content())
     if not title:
         return None
     locator = _resolve(anchor.get("href"), base_url)
-    info = _first(block, ".baseinfo")
+    info = first_match(block, ".baseinfo")
     authors: list[str] = []
     source = date = doctype = ""
     downloaded: int | None = None
     if info is not None:
-        authors = _author_names(_text(a) for a in info.cssselect("a.KnowledgeNetLink"))
+        authors = _author_names(text_of(a) for a in info.cssselect("a.KnowledgeNetLink"))
         for span in info.cssselect("span"):
-            label = _text(_first(span, "label"))
+            label = text_of(first_match(span, "label"))
             if label.startswith("来源"):
-                source = strip_source_tail(_text_without(span, "label"))
-        date = _text(_first(info, ".date"))
-        doctype = _text(_first(info, "em")).strip("【】[] ")
-        count = _first(info, "a.downloadCnt")
-        downloaded = parse_count(_text(count)) if count is not None else None
+                source = strip_source_tail(text_without(span, "label"))
+        date = text_of(first_match(info, ".date"))
+        doctype = text_of(first_match(info, "em")).strip("【】[] ")
+        count = first_match(info, "a.downloadCnt")
+        downloaded = parse_count(text_of(count)) if count is not None else None
     return Paper(
         title=title,
         authors=authors,
@@ -392,31 +308,31 @@ def _sentence_row(block: lxml.html.HtmlElement, base_url: str) -> Paper | None:
 
 def _grid_total(root: lxml.html.HtmlElement) -> int | None:
     for el in root.cssselect(".pagerTitleCell em, #countPageDiv em"):
-        count = parse_count(_text(el))
+        count = parse_count(text_of(el))
         if count is not None:
             return count
-    match = _TOTAL_TEXT.search(_page_text(root))
+    match = _TOTAL_TEXT.search(page_text(root))
     if match:
         return parse_count(match[1])
-    hidden = _input_value(root, "#totalCnt")
+    hidden = input_value(root, "#totalCnt")
     return parse_count(hidden) if hidden else None
 
 
 def _grid_pager(root: lxml.html.HtmlElement) -> tuple[int, int]:
     current = last = 0
-    mark = _first(root, ".countPageMark")
+    mark = first_match(root, ".countPageMark")
     if mark is not None:
-        match = _PAGE_MARK.search(_text(mark))
+        match = _PAGE_MARK.search(text_of(mark))
         if match:
             current, last = int(match[1]), int(match[2])
         elif (mark.get("data-pagenum") or "").strip().isdigit():
             last = int(mark.get("data-pagenum").strip())
     if not current:
-        hidden = _input_value(root, "#curPageHid")
+        hidden = input_value(root, "#curPageHid")
         if hidden.isdigit():
             current = int(hidden)
         else:
-            active = _first(root, "a.cur[data-curpage]")
+            active = first_match(root, "a.cur[data-curpage]")
             if active is not None and (active.get("data-curpage") or "").strip().isdigit():
                 current = int(active.get("data-curpage").strip())
     return current, last
@@ -436,7 +352,7 @@ def _empty_kind(root: lxml.html.HtmlElement) -> tuple[str, str]:
         reason = trim(field.get("value") or "")
         if _GRID_REFUSAL.search(reason):
             return "rejected", reason
-    text = _page_text(root)
+    text = page_text(root)
     if _ZERO_RESULT.search(text):
         return "zero", ""
     if _TEMPORARY_EMPTY.search(text):
@@ -446,7 +362,7 @@ def _empty_kind(root: lxml.html.HtmlElement) -> tuple[str, str]:
 
 def _brief_request(root: lxml.html.HtmlElement) -> tuple[str, str]:
     """(Products, View) of the query as the site echoes it in ``#briefRequest``; ("", "") when absent."""
-    raw = _input_value(root, "#briefRequest")
+    raw = input_value(root, "#briefRequest")
     try:
         request = json.loads(raw) if raw else {}
         inner = (request.get("queryJson") or request.get("QueryJson")) if isinstance(request, dict) else None
@@ -475,7 +391,7 @@ def parse_grid(html: str, base_url: str) -> GridPage:
     ``details.no_content``: CNKI answers both a real zero and throttling with it, and the site layer
     decides which from the listing and a control query. A refusal is QUERY_REJECTED.
     """
-    root = _document(html)
+    root = load_page(html)
     rows = [_with_ref(paper) for tr in _grid_rows(root) if (paper := _grid_row(tr, base_url)) is not None]
     if not rows:
         rows = [
@@ -485,12 +401,12 @@ def parse_grid(html: str, base_url: str) -> GridPage:
         ]
     total = _grid_total(root)
     page, page_count = _grid_pager(root)
-    cursor = _input_value(root, "#hidTurnPage")
+    cursor = input_value(root, "#hidTurnPage")
     products, view = _brief_request(root)
     zero = ""
     if not rows:
         kind, reason = _empty_kind(root)
-        preview = _page_text(root)[:EMPTY_PREVIEW_CHARS]
+        preview = page_text(root)[:EMPTY_PREVIEW_CHARS]
         if kind == "rejected":
             raise CnkiError(
                 "QUERY_REJECTED", f"知网拒绝了这次检索：{reason}", details={"reason": reason, "preview": preview}
@@ -547,38 +463,15 @@ _DBCODE_TYPES = {
 _DATE_ROWS = ("报纸日期", "出版日期", "发表日期", "发表时间", "会议时间")
 
 
-def _meta(root: lxml.html.HtmlElement) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for el in root.iter("meta"):
-        name = (el.get("name") or el.get("property") or "").strip().lower()
-        content = clean(el.get("content") or "")
-        if name and content:
-            values = found.setdefault(name, [])
-            if content not in values:
-                values.append(content)
-    return found
-
-
-def _meta_first(meta: dict[str, list[str]], *names: str) -> str:
-    for name in names:
-        if meta.get(name):
-            return meta[name][0]
-    return ""
-
-
-def _meta_all(meta: dict[str, list[str]], *names: str) -> list[str]:
-    return [value for name in names for value in meta.get(name, [])]
-
-
 def _rows(root: lxml.html.HtmlElement) -> dict[str, str]:
     """Label rows (``.rowtit`` 摘要：, 导师：, 报纸日期： …) mapped to the text that follows them."""
     rows: dict[str, str] = {}
     for tit in root.cssselect(".rowtit, .rowtit2"):
-        label = _text(tit).rstrip("：:")
+        label = text_of(tit).rstrip("：:")
         if not label or label in rows:
             continue
         value = tit.getnext()
-        text = _text(value) if value is not None else clean(tit.tail or "")
+        text = text_of(value) if value is not None else clean(tit.tail or "")
         if text:
             rows[label] = text
     return rows
@@ -603,50 +496,50 @@ def _detail_title(root: lxml.html.HtmlElement) -> str:
 
 def _byline_text(el: lxml.html.HtmlElement) -> list[str]:
     if el.cssselect("a"):
-        return [_text_without(el, "sup, .authortip, i")]
-    return _split(_text_without(el, "sup, .authortip, i"))
+        return [text_without(el, "sup, .authortip, i")]
+    return split_values(text_without(el, "sup, .authortip, i"))
 
 
 def _detail_authors(root: lxml.html.HtmlElement, meta: dict[str, list[str]]) -> list[str]:
-    texts = _meta_all(meta, "citation_author", "dc.creator")
+    texts = meta_all(meta, "citation_author", "dc.creator")
     if not texts:
-        part = _first(root, "#authorpart")
+        part = first_match(root, "#authorpart")
         if part is not None:
             spans = [child for child in part if child.tag == "span"]
             texts = [name for span in spans for name in _byline_text(span)]
             if not texts:
-                texts = [_text_without(a, "sup, .authortip, i") for a in part.cssselect("a")]
+                texts = [text_without(a, "sup, .authortip, i") for a in part.cssselect("a")]
             if not texts:
-                texts = _split(_text_without(part, "sup, .authortip"))
+                texts = split_values(text_without(part, "sup, .authortip"))
     if not texts:
-        first = _first(root, ".wx-tit > h3.author")
+        first = first_match(root, ".wx-tit > h3.author")
         if first is not None:
-            texts = [_text_without(el, "sup, .authortip, i") for el in first.cssselect("a, span")]
+            texts = [text_without(el, "sup, .authortip, i") for el in first.cssselect("a, span")]
     return _author_names(texts)
 
 
 def _detail_institutions(root: lxml.html.HtmlElement, meta: dict[str, list[str]]) -> list[str]:
-    texts = _meta_all(meta, "citation_author_institution", "citation_author_affiliation")
-    part = _first(root, "#authorpart")
+    texts = meta_all(meta, "citation_author_institution", "citation_author_affiliation")
+    part = first_match(root, "#authorpart")
     if part is not None:
         for sibling in part.itersiblings():
             if sibling.tag == "h3" and "author" in (sibling.get("class") or "").split():
-                texts.extend(_text(el) for el in sibling.cssselect("a, span"))
+                texts.extend(text_of(el) for el in sibling.cssselect("a, span"))
     if not texts:
-        texts = [_text(el) for el in root.cssselect(".orgn a, .author-org a, #catalog_ORG")]
+        texts = [text_of(el) for el in root.cssselect(".orgn a, .author-org a, #catalog_ORG")]
     if not texts:
         for orgn in root.cssselect("h3.orgn, .orgn"):
             spans = orgn.cssselect("span")
-            texts.extend([_text(span) for span in spans] if spans else _split(_text(orgn), ";；"))
+            texts.extend([text_of(span) for span in spans] if spans else split_values(text_of(orgn), ";；"))
     return unique_strings(_INSTITUTION_INDEX.sub("", trim(text).strip(";；")) for text in texts)
 
 
 def _source_link(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
     for selector in (".top-tip .source a", ".top-tip a[href*='navi.cnki.net']", ".top-tip a[href*='/knavi/']"):
         for link in root.cssselect(selector):
-            if "收录来源" in _text(link) or "ydsm" in (link.get("class") or ""):
+            if "收录来源" in text_of(link) or "ydsm" in (link.get("class") or ""):
                 continue
-            if _text(link):
+            if text_of(link):
                 return link
     return None
 
@@ -661,21 +554,21 @@ def _date_text(text: str) -> str:
 
 def _detail_abstract(root: lxml.html.HtmlElement) -> tuple[str, str]:
     """(abstract, excerpt): a 正文快照/全文快照 block is an excerpt, never an abstract (§4.2)."""
-    el = _first(root, "#ChDivSummary")
+    el = first_match(root, "#ChDivSummary")
     if el is None:
-        el = _first(root, ".abstract-text")
+        el = first_match(root, ".abstract-text")
     if el is None:
         el = next((cand for cand in root.cssselect("#abstract_text") if cand.tag != "input"), None)
     text = ""
     if el is not None:
-        text = re.sub(r"^摘要\s*[:：]\s*", "", _text(el))
+        text = re.sub(r"^摘要\s*[:：]\s*", "", text_of(el))
         parent = el.getparent()
-        if parent is not None and re.search("正文快照|全文快照", _text(parent)):
+        if parent is not None and re.search("正文快照|全文快照", text_of(parent)):
             return "", text
     # The visible summary may be cut short; the hidden input carries the whole abstract.
-    full = _input_value(root, "input#abstract_text")
+    full = input_value(root, "input#abstract_text")
     if full and "<" in full:
-        full = _text(lxml.html.fragment_fromstring(full, create_parent="div"))
+        full = text_of(lxml.html.fragment_fromstring(full, create_parent="div"))
     full = clean(full)
     if full and len(full) > len(text) and full.startswith(text.rstrip("…. ")[:20]):
         text = full
@@ -683,22 +576,22 @@ def _detail_abstract(root: lxml.html.HtmlElement) -> tuple[str, str]:
 
 
 def _detail_keywords(root: lxml.html.HtmlElement, meta: dict[str, list[str]]) -> list[str]:
-    parts = _meta_all(meta, "citation_keywords", "dc.subject")
+    parts = meta_all(meta, "citation_keywords", "dc.subject")
     if not parts:
-        el = _first(root, ".keywords, #ChDivKeyWord, #catalog_KEYWORD")
+        el = first_match(root, ".keywords, #ChDivKeyWord, #catalog_KEYWORD")
         if el is not None:
             anchors = el.cssselect("a")
-            parts = [_text(a) for a in anchors] if anchors else [_text(el)]
+            parts = [text_of(a) for a in anchors] if anchors else [text_of(el)]
     words = (re.sub(r"^关键词\s*[:：]\s*", "", trim(part)) for part in parts)
-    return unique_strings(word for text in words for word in _split(text))
+    return unique_strings(word for text in words for word in split_values(text))
 
 
 def _detail_funds(root: lxml.html.HtmlElement) -> list[str]:
-    texts = [_text(el) for el in root.cssselect("#catalog_FUND, .funds a")]
+    texts = [text_of(el) for el in root.cssselect("#catalog_FUND, .funds a")]
     if not texts:
-        texts = [_text(el) for el in root.cssselect(".funds")]
+        texts = [text_of(el) for el in root.cssselect(".funds")]
     funds = (re.sub(r"^基金(?:资助)?\s*[:：]\s*", "", trim(text)) for text in texts)
-    return unique_strings(part.strip(" ;；。") for text in funds for part in _split(text, ";；"))
+    return unique_strings(part.strip(" ;；。") for text in funds for part in split_values(text, ";；"))
 
 
 _CLC_CODE = re.compile(r"[A-Z][A-Z0-9]*(?:[.\-+=:/][0-9A-Za-z]+)*")
@@ -706,7 +599,7 @@ _CLC_CODE = re.compile(r"[A-Z][A-Z0-9]*(?:[.\-+=:/][0-9A-Za-z]+)*")
 
 def _detail_clc(root: lxml.html.HtmlElement, rows: dict[str, str]) -> list[str]:
     """中图分类号 from the 分类号 row (``p.clc-code``; the legacy ``#catalog_ZTCLS``): ``TP18;TP311.13``."""
-    text = _text(_first(root, "p.clc-code, #catalog_ZTCLS")) or rows.get("分类号", "")
+    text = text_of(first_match(root, "p.clc-code, #catalog_ZTCLS")) or rows.get("分类号", "")
     text = re.sub(r"^分类号\s*[:：]\s*", "", text)
     return unique_strings(code for code in re.split(r"[;；,，、\s]+", text) if _CLC_CODE.fullmatch(code))
 
@@ -714,13 +607,13 @@ def _detail_clc(root: lxml.html.HtmlElement, rows: dict[str, str]) -> list[str]:
 def _detail_identifiers(root: lxml.html.HtmlElement, url: str) -> dict[str, str]:
     ids = _identifiers(root, url)
     for key in ids:
-        ids[key] = ids[key] or _input_value(root, f"input[name={key}], input#{key}")
+        ids[key] = ids[key] or input_value(root, f"input[name={key}], input#{key}")
     # 记笔记 links and hidden parameters carry dbcode and filename; their table name is not the
     # dbname the grid reports, so it is not used (a mismatch would look like a different paper).
-    note = _first(root, "li.btn-note a[href]")
+    note = first_match(root, "li.btn-note a[href]")
     query = {k.lower(): v for k, v in parse_qsl(urlsplit(note.get("href")).query)} if note is not None else {}
     for key in ("dbcode", "filename"):
-        ids[key] = ids[key] or _input_value(root, f"#param{key}") or trim(query.get(key, ""))
+        ids[key] = ids[key] or input_value(root, f"#param{key}") or trim(query.get(key, ""))
     return ids
 
 
@@ -732,7 +625,7 @@ def _detail_type(root: lxml.html.HtmlElement, dbcode: str, rows: dict[str, str])
     if "会议名称" in rows:
         return "会议"
     if any(label in rows for label in ("导师", "学科专业", "学位授予年度")):
-        degree = " ".join(rows.values()) + _text(_first(root, ".top-tip"))
+        degree = " ".join(rows.values()) + text_of(first_match(root, ".top-tip"))
         if "博士" in degree:
             return "博士"
         if "硕士" in degree:
@@ -746,29 +639,29 @@ _UNSUPPORTED_DETAIL_KINDS = ((".main-book, .book-info", "book", "图书"),)
 
 def parse_detail(html: str, url: str) -> Paper:
     """Every field of a kcms2 detail page, first non-empty source wins (§4.2)."""
-    root = _document(html)
+    root = load_page(html)
     for selector, kind, label in _UNSUPPORTED_DETAIL_KINDS:
-        if _first(root, selector) is not None:
+        if first_match(root, selector) is not None:
             # Recognised, so rendering the page again would not help: details.page_kind says so.
             raise CnkiError(
                 "PARSER_UNSUPPORTED", f"暂不支持读取{label}的详情页。", details={"url": url, "page_kind": kind}
             )
-    meta = _meta(root)
-    title = _clean_title(_meta_first(meta, "citation_title", "dc.title")) or _detail_title(root)
+    meta = meta_tags(root)
+    title = _clean_title(meta_first(meta, "citation_title", "dc.title")) or _detail_title(root)
     if not title:
         raise CnkiError("PARSER_UNSUPPORTED", "详情页缺少可信题名", details={"url": url})
     rows = _rows(root)
 
     link = _source_link(root)
     source_url = _resolve(link.get("href"), url) if link is not None else ""
-    source = _meta_first(meta, "citation_journal_title", "citation_conference_title", "dc.source")
-    source = strip_source_tail(source or (_text(link) if link is not None else ""))
+    source = meta_first(meta, "citation_journal_title", "citation_conference_title", "dc.source")
+    source = strip_source_tail(source or (text_of(link) if link is not None else ""))
 
-    top_tip = _text(_first(root, ".top-tip"))
-    date = _meta_first(meta, "citation_publication_date", "citation_date", "dc.date")
-    volume = _meta_first(meta, "citation_volume")
-    issue = _meta_first(meta, "citation_issue")
-    pages = _meta_first(meta, "citation_pages")
+    top_tip = text_of(first_match(root, ".top-tip"))
+    date = meta_first(meta, "citation_publication_date", "citation_date", "dc.date")
+    volume = meta_first(meta, "citation_volume")
+    issue = meta_first(meta, "citation_issue")
+    pages = meta_first(meta, "citation_pages")
     cited_issue = _ISSUE.search(top_tip)
     if cited_issue:
         date = date or cited_issue[1]
@@ -776,29 +669,29 @@ def parse_detail(html: str, url: str) -> Paper:
         issue = issue or (cited_issue[3].lstrip("0") or "0" if cited_issue[3].isdigit() else cited_issue[3])
         pages = pages or re.sub(r"\s*[-—–]\s*", "-", cited_issue[4] or "")
     if not pages:
-        pages = "-".join(unique_strings(_meta_all(meta, "citation_firstpage", "citation_lastpage")))
+        pages = "-".join(unique_strings(meta_all(meta, "citation_firstpage", "citation_lastpage")))
     if not pages:
-        printed = re.search(r"页码\s*[:：]\s*(\d+(?:\s*[-—–]\s*\d+)?)", _spaced_text(_first(root, ".total-inform")))
+        printed = re.search(r"页码\s*[:：]\s*(\d+(?:\s*[-—–]\s*\d+)?)", spaced_text(first_match(root, ".total-inform")))
         pages = re.sub(r"\s*[-—–]\s*", "-", printed[1]) if printed else ""
     if not date:
-        date = _text(_first(root, ".top-tip .date, #catalog_PUBLISHDATE, #ndate"))
+        date = text_of(first_match(root, ".top-tip .date, #catalog_PUBLISHDATE, #ndate"))
     if not date:
         date = next((_date_text(rows[label]) for label in _DATE_ROWS if label in rows), "")
     if not date:
-        date = _date_text(_text(_first(root, ".head-time")))
+        date = _date_text(text_of(first_match(root, ".head-time")))
     year = year_of(top_tip) or year_of(date)
 
     abstract, excerpt = _detail_abstract(root)
     if not abstract and not excerpt:
-        abstract = _meta_first(meta, "citation_abstract", "dc.description")
+        abstract = meta_first(meta, "citation_abstract", "dc.description")
 
-    doi = _meta_first(meta, "citation_doi", "dc.identifier.doi")
+    doi = meta_first(meta, "citation_doi", "dc.identifier.doi")
     if not doi:
-        match = _DOI_TEXT.search(f"DOI：{rows['DOI']}" if "DOI" in rows else _spaced_text(root.find("body")))
+        match = _DOI_TEXT.search(f"DOI：{rows['DOI']}" if "DOI" in rows else spaced_text(root.find("body")))
         doi = match[1].rstrip(".;；,，。") if match else ""
 
     ids = _detail_identifiers(root, url)
-    online_first = "网络首发" in _text(_first(root, ".head-time")) or bool(root.cssselect(".wx-tit h1 .icon-shoufa"))
+    online_first = "网络首发" in text_of(first_match(root, ".head-time")) or bool(root.cssselect(".wx-tit h1 .icon-shoufa"))
     now = _now()
     return Paper(
         title=title,
@@ -876,13 +769,13 @@ def _single_number(pattern: re.Pattern[str], text: str) -> float | None:
 
 def parse_journal(html: str, url: str, expected_source: str) -> Quality:
     """Tiers and impact factors of a navi.cnki.net journal page, bound to the paper's source."""
-    root = _document(html)
-    box = _first(root, ".journalInfo .infobox")
-    head = _first(box, "h3.titbox") if box is not None else None
+    root = load_page(html)
+    box = first_match(root, ".journalInfo .infobox")
+    head = first_match(box, "h3.titbox") if box is not None else None
     lines = _title_lines(head) if head is not None else []
     # libxml2 closes an <h3> at a child <p> (browsers do not), so re-read the heading's own markup.
     for markup in _TITBOX_MARKUP.finditer(html) if lines else ():
-        twin = _prune(lxml.html.fragment_fromstring(markup[1], create_parent="h3"))
+        twin = prune(lxml.html.fragment_fromstring(markup[1], create_parent="h3"))
         twin_lines = _title_lines(twin)
         if twin_lines and twin_lines[0] == lines[0]:
             head, lines = twin, twin_lines
@@ -892,11 +785,11 @@ def parse_journal(html: str, url: str, expected_source: str) -> Quality:
     current = lines[0]
     names = [(current, "current_title")]
     names += [(line, "translated_title") for line in lines[1:]]
-    names += [(_text(p), "translated_title") for p in head.cssselect("p")]
+    names += [(text_of(p), "translated_title") for p in head.cssselect("p")]
     for el in box.cssselect("p, li"):
-        text = _text(el)
+        text = text_of(el)
         if _FORMER.match(text):
-            names += [(name, "former_title") for name in _split(_FORMER.sub("", text), ";；")]
+            names += [(name, "former_title") for name in split_values(_FORMER.sub("", text), ";；")]
     wanted = source_key(expected_source)
     basis = next((basis for name, basis in names if wanted and source_key(name) == wanted), "")
     if not basis:
@@ -911,7 +804,7 @@ def parse_journal(html: str, url: str, expected_source: str) -> Quality:
     for el in box.iter("p", "span", "a", "li"):
         if any(anc.tag in ("h1", "h2", "h3") for anc in el.iterancestors()):
             continue
-        text = _own_text(el)
+        text = own_text(el)
         found = [match[0] for match in _TIER.finditer(text)]
         if not found:
             continue
@@ -928,7 +821,7 @@ def parse_journal(html: str, url: str, expected_source: str) -> Quality:
         at = tiers.index("AMI")
         del tiers[at], evidence[at]
 
-    box_text = _text(box)
+    box_text = text_of(box)
     composite = _single_number(_COMPOSITE, box_text)
     aggregate = _single_number(_AGGREGATE, box_text)
     metric = _METRIC_YEAR.search(box_text)
@@ -946,138 +839,6 @@ def parse_journal(html: str, url: str, expected_source: str) -> Quality:
         observed_at=_now(),
         parser=PARSER_VERSION,
     )
-
-
-# --------------------------------------------------------------------------------------------
-# HTML reader (§6.2)
-
-_HEADINGS = {f"h{level}": level for level in range(1, 7)}
-_BLOCK_TAGS = frozenset({"div", "section", "article", "p", "li", "tr", "blockquote", "figure", "figcaption"})
-_CELL_TAGS = frozenset({"td", "th"})
-_READER_NOISE = "nav, header, footer, aside, button, .toolbar, .ai-panel, .catalog"
-_NON_TEXT = ("img", "canvas", "svg", "math", "iframe", "object")
-_TRIAL_TEXT = re.compile("仅供试读|试读结束|试读内容结束|购买后阅读全文|订购后阅读全文|剩余内容请购买")
-_TRIAL_URL = re.compile(r"logintype=trialread|/trialread", re.I)
-
-
-class _Blocks:
-    """Walks the reader container in document order, cutting text into blocks and headings."""
-
-    def __init__(self) -> None:
-        self.blocks: list[tuple[int, str]] = []  # (heading level or 0, text)
-        self._buffer: list[str] = []
-
-    def flush(self) -> None:
-        raw = "".join(self._buffer)
-        self._buffer = []
-        text = "\n".join(line for line in (clean(part) for part in raw.split("\n")) if line)
-        if text:
-            self.blocks.append((0, text))
-
-    def add(self, text: str | None) -> None:
-        if text:
-            self._buffer.append(clean(f"x{text}x")[1:-1])  # collapse, but keep edge spaces
-
-    def walk(self, el: lxml.html.HtmlElement) -> None:
-        for child in el:
-            tag = child.tag if isinstance(child.tag, str) else ""
-            if tag in _HEADINGS:
-                self.flush()
-                ident = (child.get("id") or "").lower()
-                level = 1 if ident in ("bibliography", "footnote") else _HEADINGS[tag]
-                title = _text(child)
-                if title:
-                    self.blocks.append((level, title))
-            elif tag == "br":
-                self._buffer.append("\n")
-            elif tag in _BLOCK_TAGS:
-                self.flush()
-                self.add(child.text)
-                self.walk(child)
-                self.flush()
-            else:
-                self.add(child.text)
-                self.walk(child)
-                if tag in _CELL_TAGS:
-                    self._buffer.append(" ")
-            self.add(child.tail)
-
-
-def _sections(blocks: list[tuple[int, str]]) -> list[Section]:
-    starts: list[int] = []
-    offset = 0
-    for _, text in blocks:
-        starts.append(offset)
-        offset += len(text) + 2
-    sections = []
-    for index, (level, title) in enumerate(blocks):
-        if not level:
-            continue
-        last = index
-        for later in range(index + 1, len(blocks)):
-            if 0 < blocks[later][0] <= level:
-                break
-            last = later
-        end = starts[last] + len(blocks[last][1])
-        sections.append(Section(level=level, title=title, offset=starts[index], length=end - starts[index]))
-    return sections
-
-
-def _non_space_count(text: str) -> int:
-    return sum(1 for char in text if not char.isspace())
-
-
-def parse_reader(html: str, *, url: str = "", expected_title: str = "") -> ReaderDocument:
-    """Text, sections and coverage of an HTML reader page (§6.2)."""
-    root = _document(html)
-    container = _first(root, "#paperRead")
-    if container is None:
-        container = _first(root, "#XMLContent, .reader-content, .html-content")
-    if container is None:
-        raise CnkiError("READER_UNSUPPORTED", "没有识别到正文容器")
-    meta = _meta(root)
-    title = _meta_first(meta, "citation_title") or _text(
-        _first(container, ".js-prefix h1.Chapter, .ChapterH1 h1.Chapter, .article-title, .paper-title")
-    )
-    if title and expected_title and title_key(title) != title_key(expected_title):
-        raise CnkiError(
-            "IDENTITY_CONFLICT", "正文题名与请求不一致", details={"requested": expected_title, "observed": title}
-        )
-    catalog = unique_strings(
-        _text(el) for el in root.cssselect(".catalog a[href^='#'], .toc a[href^='#'], .catalogboxs .tit")
-    )
-    trial = bool(_TRIAL_URL.search(url)) or bool(_TRIAL_TEXT.search(_page_text(root)))
-    for noise in container.cssselect(_READER_NOISE):
-        noise.drop_tree()
-
-    walker = _Blocks()
-    walker.add(container.text)
-    walker.walk(container)
-    walker.flush()
-    text = "\n\n".join(block for _, block in walker.blocks)
-    if len(text.encode("utf-8")) < READER_MIN_BYTES:
-        raise CnkiError("READER_UNSUPPORTED", "正文不足，未将摘要当全文", details={"characters": len(text)})
-
-    headings = {title_key(block) for level, block in walker.blocks if level}
-    missing = [entry for entry in catalog if title_key(entry) not in headings]
-    dom_characters = _non_space_count(container.text_content())
-    extracted = _non_space_count(text)
-    if trial:
-        scope = "trial"
-    elif missing or extracted < dom_characters:
-        scope = "partial"
-    else:
-        scope = "unknown"
-    ident = container.get("id")
-    coverage = ReaderCoverage(
-        container=f"#{ident}" if ident else str(container.tag),
-        dom_characters=dom_characters,
-        extracted_characters=extracted,
-        missing_catalog_headings=missing,
-        non_text_elements=sum(1 for el in container.iter(*_NON_TEXT)),
-        scope=scope,
-    )
-    return ReaderDocument(title=title, text=text, sections=_sections(walker.blocks), trial=trial, coverage=coverage)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1145,8 +906,8 @@ def classify_response(status: int, url: str, body: str) -> CnkiError | None:
         return CnkiError("SITE_UNAVAILABLE", "知网服务暂时不可用", details=details)
     if not (_RATE_TEXT.search(body) or _DENIED_TEXT.search(body) or _TEMPORARY_EMPTY.search(body)):
         return None
-    root = _document(body)
-    text = _page_text(root)
+    root = load_page(body)
+    text = page_text(root)
     if _RATE_TEXT.search(text):
         return CnkiError("RATE_LIMITED", "知网提示访问过于频繁，请稍后继续", details=details)
     denied = _DENIED_TEXT.search(text)
@@ -1189,6 +950,8 @@ LIVE_PAGE_SCRIPT = """(() => {
   return document.documentElement.outerHTML;
 })()"""
 
+_OFFSCREEN_STYLE = re.compile(r"(?:^|[;\s])(?:top|left)\s*:\s*-\s*\d{4,}", re.I)
+_INVISIBLE_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden|opacity\s*:\s*0(?:\.0*)?\s*(?:;|$)", re.I)
 _CHALLENGE_WIDGETS = (
     "#tCaptchaDyMainWrap, .captcha-dialog, .geetest_panel, [id^=nc_][id$=_wrapper], .tcaptcha-transform,"
     " #tcaptcha_transform_dy"
@@ -1225,23 +988,40 @@ def _any_visible(root: lxml.html.HtmlElement, selector: str) -> list[lxml.html.H
     return [el for el in root.cssselect(selector) if _visible(el)]
 
 
+def _shows_trial_notice(root: lxml.html.HtmlElement) -> bool:
+    return any(
+        isinstance(el.tag, str) and TRIAL_NOTICE.search(own_text(el)) and _visible(el) for el in root.iter()
+    )
+
+
+def _reader_slider(root: lxml.html.HtmlElement) -> bool:
+    """The reader's own slider 「滑动验证，继续阅读全文」 that a person solves to see the rest.
+
+    The same slider box under a trial notice (试读结束，购买后阅读全文 …) is the end of a trial:
+    sliding it leads to buying or logging in, not to more text, so it is part of the trial text
+    and no human step. The page tells the two apart: a visible trial notice means a trial.
+    """
+    box = first_match(root, ".read-btn-boxXml")
+    return (
+        box is not None
+        and bool(_any_visible(box, ".slider-wrapper"))
+        and bool(re.search("滑动验证|继续阅读全文", text_of(box)))
+        and _visible(box)
+        and not _shows_trial_notice(root)
+    )
+
+
 def _challenge_reason(root: lxml.html.HtmlElement, url: str) -> str:
     for frame in _any_visible(root, "iframe"):
         if re.search("captcha|verify", (frame.get("src") or "") + (frame.get("title") or ""), re.I):
             return "验证码窗口"
     if _any_visible(root, _CHALLENGE_WIDGETS):
         return "滑块或验证码"
-    box = _first(root, ".read-btn-boxXml")
-    if (
-        box is not None
-        and _any_visible(box, ".slider-wrapper")
-        and re.search("滑动验证|继续阅读全文", _text(box))
-        and _visible(box)
-    ):
+    if _reader_slider(root):
         return "阅读页滑动验证"
     if _any_visible(root, ".verifycode #vericode") and _any_visible(root, ".verifycode #changeVercode"):
         return "图片验证码"
-    title = trim(_text(_first(root, "title")))
+    title = trim(text_of(first_match(root, "title")))
     if title == "安全验证" or "超时验证" in title:
         return title
     if "/verify/" in (urlsplit(url).path.lower() if url else ""):
@@ -1260,28 +1040,28 @@ def _identity(root: lxml.html.HtmlElement) -> tuple[bool, list[str], bool, str]:
     institutions = unique_strings(
         name
         for el in _any_visible(root, _INSTITUTION_NAMES)
-        if (name := _text(el) or trim(el.get("data-institution-name") or "")) and name not in _NOT_A_NAME
+        if (name := text_of(el) or trim(el.get("data-institution-name") or "")) and name not in _NOT_A_NAME
     )
     personal_name = ""
     personal = False
     for el in _any_visible(root, ".ecp_header_personalName_loginbg"):
         personal = True
-        personal_name = personal_name or _text(el)
+        personal_name = personal_name or text_of(el)
     if not personal:
-        personal = any(_text(el).lower() in _LOGOUT_TEXTS for el in _any_visible(root, "a, button"))
+        personal = any(text_of(el).lower() in _LOGOUT_TEXTS for el in _any_visible(root, "a, button"))
     if not personal and _any_visible(root, "#Ecp_top_logout"):
         personal = True
-        personal_name = _text(_first(root, "#Ecp_loginShowName"))
+        personal_name = text_of(first_match(root, "#Ecp_loginShowName"))
     ready = bool(institutions) or any(
-        re.search("登录|退出|注册", _text(el)) for el in _any_visible(root, _HEADER_AREAS)
+        re.search("登录|退出|注册", text_of(el)) for el in _any_visible(root, _HEADER_AREAS)
     )
     return ready, institutions, personal, personal_name
 
 
 def _live_tree(html: str) -> lxml.html.HtmlElement:
     """The page as parsed, minus scripts and styles; hidden elements stay (visibility is checked)."""
-    root = _parse(html)
-    for junk in list(root.iter(*_NON_CONTENT_TAGS)):
+    root = parse_markup(html)
+    for junk in list(root.iter(*NON_CONTENT_TAGS)):
         junk.drop_tree()
     return root
 
@@ -1301,7 +1081,7 @@ def inspect_live_page(html: str, url: str) -> PageState:
         return PageState(state="challenge", reason=challenge, **identity)
     if _login_prompt(raw, url):
         return PageState(state="login", reason="登录页", **identity)
-    denied = _DENIED_TEXT.search(_page_text(_prune(raw)))
+    denied = _DENIED_TEXT.search(page_text(prune(raw)))
     if denied and not _content_of(raw):
         return PageState(state="denied", reason=denied[0], **identity)
     return PageState(state="ready", **identity)
@@ -1334,7 +1114,7 @@ _ERROR_PAGE = re.compile(r"/errormsg\.(?:html?|aspx)$", re.I)
 
 def parse_download_refusal(html: str) -> str | None:
     """The popup's text sample when it refuses the download (余额不足, 未订购 …), else None."""
-    sample = _page_text(_document(html))[:REFUSAL_SAMPLE_CHARS]
+    sample = page_text(load_page(html))[:REFUSAL_SAMPLE_CHARS]
     return sample if _REFUSAL.search(sample) else None
 
 

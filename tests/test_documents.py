@@ -9,6 +9,7 @@ import pytest
 from cnki_mcp.documents import (
     ReaderCache,
     complete_article,
+    continues,
     local_ref,
     page_of,
     reader_result,
@@ -16,7 +17,7 @@ from cnki_mcp.documents import (
 )
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Paper, ReaderCoverage, Section
-from cnki_mcp.parse import ReaderDocument, parse_reader
+from cnki_mcp.reader import ReaderDocument, parse_reader
 from cnki_mcp.store import Store
 
 READER_HTML = """<html><head><meta name="citation_title" content="数据治理研究"></head><body>
@@ -79,7 +80,7 @@ def test_result_pages_through_a_section_and_keeps_the_whole_catalogue() -> None:
     assert whole["text"] == doc.text and whole["next_offset"] is None
     assert whole["total_characters"] == len(doc.text)
     assert "\n\n" in whole["text"]  # paragraphs separated by a blank line
-    assert whole["complete_article"] is None and whole["trial"] is False
+    assert whole["complete_article"] is True and whole["trial"] is False
     assert whole["url"] == PAPER.url and "section" not in whole
 
     first = reader_result(PAPER, doc, section="一、引言", offset=0, max_characters=10)
@@ -91,42 +92,67 @@ def test_result_pages_through_a_section_and_keeps_the_whole_catalogue() -> None:
     assert rest["next_offset"] is None and rest["total_characters"] == first["section"]["length"]
 
 
-def test_complete_article_is_false_or_unknown_never_true() -> None:
-    assert complete_article(document()) is None
+def test_complete_article_from_the_judged_scope() -> None:
+    assert complete_article(document()) is True  # the whole catalogue has its text
+    assert complete_article(document(scope="unknown")) is None
     assert complete_article(document(scope="partial")) is False
-    assert complete_article(document(missing_catalog_headings=["三、结论"])) is False
+    assert complete_article(document(scope="full", missing_catalog_headings=["三、结论"])) is False
     trial = document()
     trial.trial = True
     assert complete_article(trial) is False
+
+
+def test_a_call_continues_a_text_with_an_offset_or_a_section() -> None:
+    assert continues("", 20_000)
+    assert continues("一、引言", 0)
+    assert not continues("  ", 0)
 
 
 def test_cache_keeps_full_texts_thirty_minutes_and_sixteen_at_most() -> None:
     now = [1000.0]
     cache = ReaderCache(clock=lambda: now[0])
     doc = document()
-    assert cache.put(PAPER, doc)
-    assert cache.get(PAPER.record_ref) == (PAPER, doc)
+    cache.put(PAPER, doc)
+    assert cache.get(PAPER.record_ref, resume=False) == (PAPER, doc)
     now[0] += 30 * 60 + 1
-    assert cache.get(PAPER.record_ref) is None
+    assert cache.get(PAPER.record_ref, resume=True) is None
 
     for i in range(20):
         now[0] += 1
-        assert cache.put(Paper(record_ref=f"rec_{i}", title="t"), doc)
+        cache.put(Paper(record_ref=f"rec_{i}", title="t"), doc)
     assert len(cache) == 16
-    assert cache.get("rec_0") is None and cache.get("rec_3") is None  # the oldest went first
-    assert cache.get("rec_4") is not None and cache.get("rec_19") is not None
+    assert cache.get("rec_0", resume=False) is None and cache.get("rec_3", resume=False) is None  # the oldest went first
+    assert cache.get("rec_4", resume=False) is not None and cache.get("rec_19", resume=False) is not None
 
 
-def test_trial_and_incomplete_texts_are_never_cached_and_replace_nothing_stale() -> None:
+def test_texts_without_a_verdict_are_kept_like_full_texts() -> None:
     cache = ReaderCache()
-    assert cache.put(PAPER, document())
+    unknown = document(scope="unknown")
+    cache.put(PAPER, unknown)
+    assert cache.get(PAPER.record_ref, resume=False) == (PAPER, unknown)
+
+
+@pytest.mark.parametrize("coverage", [{"scope": "trial"}, {"scope": "partial"}, {"missing_catalog_headings": ["三、结论"]}])
+def test_incomplete_texts_serve_only_calls_that_continue_them_for_ten_minutes(coverage: dict[str, object]) -> None:
+    now = [1000.0]
+    cache = ReaderCache(clock=lambda: now[0])
+    incomplete = document(**coverage)
+    cache.put(PAPER, incomplete)
+    assert cache.get(PAPER.record_ref, resume=True) == (PAPER, incomplete)
+    assert cache.get(PAPER.record_ref, resume=False) is None  # a call from the start reads again
+    now[0] += 10 * 60 + 1
+    assert cache.get(PAPER.record_ref, resume=True) is None
+
+
+def test_a_new_read_replaces_the_cached_copy() -> None:
+    cache = ReaderCache()
+    cache.put(PAPER, document())
     trial = document()
     trial.trial = True
-    assert not cache.put(PAPER, trial)
-    assert cache.get(PAPER.record_ref) is None  # an older full copy is not served instead
-    assert not cache.put(PAPER, document(scope="partial"))
-    assert not cache.put(PAPER, document(missing_catalog_headings=["三、结论"]))
-    assert len(cache) == 0
+    cache.put(PAPER, trial)
+    assert cache.get(PAPER.record_ref, resume=False) is None  # the older full copy is not served instead
+    assert cache.get(PAPER.record_ref, resume=True) == (PAPER, trial)
+    assert len(cache) == 1
 
 
 def test_local_ref(isolated_data_dir: Path) -> None:

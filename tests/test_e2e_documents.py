@@ -157,7 +157,7 @@ async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
         for section in full.sections:
             assert section.title in text and all(p in text for p in section.paragraphs)
         assert article["next_offset"] is None and article["total_characters"] == len(text)
-        assert article["trial"] is False and article["complete_article"] is None
+        assert article["trial"] is False and article["complete_article"] is True
         assert article["coverage"]["missing_catalog_headings"] == []
         titles = [s["title"] for s in article["sections"]]
         assert [s.title for s in full.sections] == [t for t in titles if t in {s.title for s in full.sections}]
@@ -205,7 +205,7 @@ async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
         sim.solve()
         solved = await session.finish(waiting)
         assert solved["status"] == "completed", solved
-        assert solved["result"]["complete_article"] is None and slider.sections[-1].title in solved["result"]["text"]
+        assert solved["result"]["complete_article"] is True and slider.sections[-1].title in solved["result"]["text"]
 
         # No reader entry on the detail page (reached again by title after its stored link expired).
         sim.expire_locators()

@@ -33,7 +33,6 @@ from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import StoreData
-from cnki_mcp.store import Store
 from tests.fake_site import FEEDBACK_TERMS, FakeSite, sim_paper
 
 REPO = Path(__file__).resolve().parents[1]

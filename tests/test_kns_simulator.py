@@ -551,6 +551,76 @@ def test_reader_full_trial_lazy_and_slider(kns: KnsSimulator) -> None:
     assert not fetch(kns, loc).css(".read-btn-boxXml")
 
 
+def reader_link(kns: KnsSimulator, p: Paper) -> str:
+    """Where the detail page's 「HTML阅读」 order URL redirects (the reader URL of this visit)."""
+    ref = {"Referer": kns.detail_url(p)}
+    return fetch(kns, kns.order_url(p, "html"), headers=ref).headers["location"]
+
+
+def reader_json(kns: KnsSimulator, reader_url: str) -> dict[str, Any]:
+    query = urlsplit("https:" + reader_url).query
+    return json.loads(fetch(kns, f"https://kns.cnki.net/ossapi/kreader-api/v1/xml/data?{query}&datatype=all").text)
+
+
+def test_kreader_url_says_trial_read_for_full_texts_too(kns: KnsSimulator) -> None:
+    p = next(p for p in kns.corpus.papers if p.is_journal and not p.free and p.references)
+    kns.configure(reader_generation="kreader", reader="full")
+    first = reader_link(kns, p)
+    assert first.startswith("//kns.cnki.net/reader/xml?invoice=") and first.endswith("&loginType=trialRead")
+    assert "&dflag=xml&" in first and f"&filename={p.filename}&" in first
+    assert reader_link(kns, p) != first  # a fresh invoice on every visit
+    shell = fetch(kns, first)
+    assert shell.css("title")[0].text == f"HTML阅读-{p.title}" and shell.css("#app")[0].text is None
+    assert "/ossapi/kreader-api/v1/xml/data?" in shell.text and "#paperRead" not in shell.text
+
+
+def test_kreader_data_full_trial_and_stale_invoices(kns: KnsSimulator) -> None:
+    p = next(p for p in kns.corpus.papers if p.is_journal and not p.free and p.references)
+    kns.configure(reader_generation="kreader", reader="full")
+    full = reader_json(kns, reader_link(kns, p))
+    assert full["code"] == 200 and full["data"]["metadata"]["fileName"] == p.filename
+    kinds = [item["type"] for item in full["data"]["fullText"]]
+    assert kinds.count("CATALOG") == len(p.sections) and {"PARAGRAPH", "FIGURE", "TABLE"} <= set(kinds)
+    assert len(full["data"]["references"]) == len(p.references)
+    kns.configure(reader="trial")
+    trial = reader_json(kns, reader_link(kns, p))["data"]
+    assert [item["type"] for item in trial["fullText"][-2:]] == ["CATALOG", "CATALOG"]  # the catalogue goes on
+    assert trial["references"] == [] and "isTrial" not in trial["metadata"]
+    kns.configure(reader_trial_flag=True)
+    assert reader_json(kns, reader_link(kns, p))["data"]["metadata"]["isTrial"] is True
+    old = reader_link(kns, p)
+    kns.expire_locators()
+    assert reader_json(kns, old)["code"] == 401
+    assert reader_json(kns, "//kns.cnki.net/reader/xml?invoice=forged&filename=X")["code"] == 401
+    assert kns.count("reader_data") == 5
+
+
+def test_kreader_data_answers_once_per_invoice_when_asked(kns: KnsSimulator) -> None:
+    p = next(p for p in kns.corpus.papers if p.is_journal and p.references)
+    kns.configure(reader_generation="kreader", reader="full", reader_data="once")
+    link = reader_link(kns, p)
+    assert reader_json(kns, link)["code"] == 200
+    assert reader_json(kns, link)["code"] == 401
+    kns.configure(reader_data="ok")
+    link = reader_link(kns, p)
+    assert [reader_json(kns, link)["code"] for _ in range(2)] == [200, 200]
+    kns.fault("reader_data", "status", status=500, after=1)
+    query = urlsplit("https:" + reader_link(kns, p)).query
+    data_url = f"https://kns.cnki.net/ossapi/kreader-api/v1/xml/data?{query}&datatype=all"
+    assert [fetch(kns, data_url).status for _ in range(2)] == [200, 500]  # the page's call passes, the next fails
+
+
+def test_reader_in_a_frame_and_a_decoy_entry(kns: KnsSimulator) -> None:
+    p = next(p for p in kns.corpus.papers if p.is_journal and p.references)
+    kns.configure(reader="full", reader_frame=True, html_entry_decoy=True)
+    entries = fetch(kns, kns.detail_url(p)).css("li.btn-html a")
+    assert [a.get("style") is not None for a in entries] == [True, False]
+    outer = fetch(kns, reader_link(kns, p))
+    frame = outer.css("iframe#readerFrame")[0].get("src")
+    assert not outer.css("#paperRead") and frame.endswith("&frame=1")
+    assert fetch(kns, frame).css("#paperRead.ChapterContainer")
+
+
 def test_reset_restores_defaults(kns: KnsSimulator) -> None:
     kns.configure(login="personal", cited_class="cited")
     kns.captcha("grid")

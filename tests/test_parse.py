@@ -21,7 +21,6 @@ from cnki_mcp.parse import (
     refusal_in_url,
     parse_grid,
     parse_journal,
-    parse_reader,
     parse_session,
     public_url,
     strip_role_suffix,
@@ -32,6 +31,7 @@ PAGES = Path(__file__).parent / "fixtures" / "pages"
 GRID_URL = "https://kns.cnki.net/kns8s/brief/grid"
 DETAIL_URL = "https://kns.cnki.net/kcms2/article/abstract?v=tok&uniplatform=NZKPT"
 JOURNAL_URL = "https://navi.cnki.net/knavi/detail?p=abc&uniplatform=NZKPT"
+READER_URL = "https://kns.cnki.net/nzkhtml/xmlRead/xml.html?fileName=X&tableName=CJFDTOTAL&dbCode=CJFD"
 
 
 def sample(name: str) -> str:
@@ -498,66 +498,6 @@ def test_journal_without_metrics_is_unknown() -> None:
 def test_journal_without_entity() -> None:
     problem = error_of(parse_journal, page("journal-missing.html"), JOURNAL_URL, "法学评论")
     assert problem.code == "SOURCE_SCHEMA_UNSUPPORTED" and problem.message == "来源页没有可辨认的期刊实体"
-
-
-# --------------------------------------------------------------------------------------------
-# reader (§6.2)
-
-READER_URL = "https://kns.cnki.net/nzkhtml/xmlRead/xml.html?fileName=X&tableName=CJFDTOTAL&dbCode=CJFD"
-
-
-def test_reader_text_sections_and_coverage() -> None:
-    doc = parse_reader(page("reader-fulltext.html"), url=READER_URL, expected_title="数字平台算法治理研究")
-    assert doc.title == "数字平台算法治理研究" and not doc.trial
-    paragraphs = doc.text.split("\n\n")
-    assert paragraphs[:3] == ["数字平台算法治理研究", "作者甲 作者乙\n某大学法学院", "摘要：本文讨论数字平台算法的治理路径， 提出分层监管框架。"]
-    assert "方法段落采用混合方法研究设计，变量记为x。" in paragraphs
-    assert "变量 均值" in paragraphs and paragraphs[-1] == "（完）"
-    for noise in ("复制", "AI 助手", "隐藏的内容", "三、结论与讨论"):
-        assert noise not in doc.text
-    titles = [(s.level, s.title) for s in doc.sections]
-    assert titles == [(1, "数字平台算法治理研究"), (2, "第一节"), (2, "二、研究方法"), (3, "（一）数据来源"), (1, "参考文献")]
-    by_title = {s.title: doc.text[s.offset : s.offset + s.length] for s in doc.sections}
-    assert by_title["第一节"] == "第一节\n\n子章节内容"
-    assert by_title["二、研究方法"].endswith("变量 均值") and "数据来自某省" in by_title["二、研究方法"]
-    assert by_title["参考文献"] == "参考文献\n\n[1] 某作者. 某文献[J]. 某期刊, 2020(1): 1-10.\n\n（完）"
-    top = doc.sections[0]
-    assert top.offset == 0 and top.offset + top.length + 2 == doc.sections[-1].offset
-    assert doc.sections[-1].offset + doc.sections[-1].length == len(doc.text)
-    coverage = doc.coverage
-    assert coverage.container == "#paperRead"
-    assert coverage.missing_catalog_headings == ["三、结论与讨论"]
-    assert coverage.scope == "partial" and coverage.non_text_elements == 2
-    assert coverage.extracted_characters == coverage.dom_characters == sum(1 for c in doc.text if not c.isspace())
-
-
-def test_reader_sections_tile_the_text() -> None:
-    doc = parse_reader(page("reader-fulltext.html"))
-    for section in doc.sections:
-        assert doc.text[section.offset : section.offset + len(section.title)] == section.title
-        end = section.offset + section.length
-        assert end == len(doc.text) or doc.text[end : end + 2] == "\n\n"
-
-
-def test_reader_trial_by_text_and_by_url() -> None:
-    doc = parse_reader(page("reader-trial.html"))
-    assert doc.trial and doc.coverage.scope == "trial" and doc.coverage.missing_catalog_headings == []
-    by_url = parse_reader(page("reader-fulltext.html").replace("三、结论与讨论", "第一节"), url="https://kns.cnki.net/reader/xml?invoice=x&loginType=trialRead")
-    assert by_url.trial and by_url.coverage.scope == "trial"
-    trial_path = parse_reader(page("reader-fulltext.html"), url="https://kns.cnki.net/nzkhtml/xmlRead/trialRead.html?fileName=X")
-    assert trial_path.trial
-
-
-def test_reader_complete_catalogue_is_unknown_scope() -> None:
-    doc = parse_reader(page("reader-fulltext.html").replace("三、结论与讨论", "（一）数据来源"))
-    assert doc.coverage.scope == "unknown" and doc.coverage.missing_catalog_headings == []
-
-
-def test_reader_failures() -> None:
-    assert error_of(parse_reader, page("reader-summary-only.html")).message == "正文不足，未将摘要当全文"
-    assert error_of(parse_reader, page("detail-core.html")).message == "没有识别到正文容器"
-    conflict = error_of(parse_reader, page("reader-fulltext.html"), expected_title="另一篇论文")
-    assert conflict.code == "IDENTITY_CONFLICT" and conflict.message == "正文题名与请求不一致"
 
 
 # --------------------------------------------------------------------------------------------

@@ -624,6 +624,9 @@ def detail_page(p: Paper, sc: Scenario, epoch: int) -> str:
                      f'<a target="_blank" class="btn-sf" href="{KNS}/kcms2/certificate?v={encode_token("c", p.filename)}">网络首发证书下载<i></i></a></div>')
     notlogged = " downloadlink icon-notlogged" if sc.login == "none" else ""
     dl = [f'<li class="btn-html"><a id="htmlRead" class="btn-html" target="_blank" href="{esc(order_url(p, "html", epoch))}">HTML阅读</a></li>']
+    if sc.html_entry_decoy:  # a greyed stand-in the page keeps ahead of the working entry
+        dl.insert(0, '<li class="btn-html"><a class="btn-html" style="color:#999;cursor:not-allowed" '
+                     'href="javascript:void(0)">HTML阅读</a></li>')
     if p.resource == "NEWSPAPER":
         dl.append(f'<li class="btn-dlcaj"><a id="cajDown" name="cajDown" class="{notlogged.strip()}" target="_blank" href="{esc(order_url(p, "caj", epoch))}">CAJ下载</a></li>')
         dl.append(f'<li class="btn-dlpdf"><a id="pdfDown" name="pdfDown" class="{notlogged.strip()}" target="_blank" href="{esc(order_url(p, "pdf", epoch))}">PDF下载</a></li>')
@@ -822,6 +825,113 @@ def reader_page(p: Paper, sc: Scenario, trial: bool, solved_slider: bool, chapte
     return page(f"{p.title} - HTML阅读 - 中国知网", body)
 
 
+def reader_frame_page(p: Paper, frame_url: str) -> str:
+    """An nzkhtml reader whose text sits in a same-origin iframe (the frame is the usual reader page)."""
+    body = (f'<div class="reader-top"><span class="reader-title">{esc(p.title)}</span></div>'
+            f'<iframe id="readerFrame" src="{esc(frame_url)}" style="width:100%;height:3000px;border:0"></iframe>')
+    return page(f"{p.title} - HTML阅读 - 中国知网", body)
+
+
+def _kreader_items(p: Paper, trial: bool, invoice: str) -> list[dict[str, Any]]:
+    """fullText of the 2026 reader JSON: CATALOG headings (levels kept), PARAGRAPHs with citation marks,
+    one FIGURE and one TABLE in the second section. A trial keeps the catalogue but only the first
+    section's text."""
+    items: list[dict[str, Any]] = []
+    for i, s in enumerate(p.sections):
+        items.append({"type": "CATALOG", "value": {"no": str(100 + 10 * i), "title": f"<b>{esc(s.title)}</b>",
+                                                   "level": str(s.level)}})
+        if trial and i >= 1:
+            continue
+        for j, para in enumerate(s.paragraphs):
+            mark = '<sup><a id="68" type="reference">[1]</a></sup>' if j == 0 and p.references else ""
+            items.append({"type": "PARAGRAPH", "value": {"no": str(101 + 10 * i + j), "content": esc(para) + mark}})
+        if i == 1 and not trial:
+            href = (f"{KNS}/ossapi/kreader-api/v1/xml/attachment?product={p.dbcode}&filename={p.filename}"
+                    f"&annexid={p.filename}_231.jpg&invoice={invoice}&nonce=n&idenid=i")
+            items.append({"type": "FIGURE", "value": {"no": "231", "title": f"<b>图1 {esc((p.keywords or ['研究'])[0])}的分析框架</b>",
+                                                      "enTitle": "<b>Fig.1 Analytical framework</b>", "listImageHref": [href]}})
+            items.append({"type": "TABLE", "value": {"no": "232", "title": "<b>表1 样本构成</b>",
+                                                     "content": "<tr><td>类别</td><td>数量</td></tr><tr><td>期刊论文</td><td>120</td></tr>"}})
+    return items
+
+
+def kreader_data(p: Paper, trial: bool, trial_flag: bool, invoice: str) -> dict[str, Any]:
+    """`data` of ossapi/kreader-api/v1/xml/data (datatype=all), shaped as real-pages-2026 §4 records."""
+    metadata: dict[str, Any] = {"resourceType": p.dbcode, "fileName": p.filename, "title": f"<b>{esc(p.title)}</b>",
+                                "titleEN": esc(p.title_en), "receivedDate": p.date[:10], "abstracts": esc(p.abstract),
+                                "abstractsEN": ""}
+    if trial and trial_flag:
+        metadata["isTrial"] = True
+    return {
+        "metadata": metadata,
+        "authors": [{"title": a} for a in p.authors],
+        "affiliation": [{"title": o} for o in p.institutions],
+        "keywords": [{"title": k} for k in p.keywords],
+        "funds": [{"title": f} for f in p.funds],
+        "source": {"type": p.resource, "year": str(p.year), "issue": p.issue},
+        "fullText": _kreader_items(p, trial, invoice),
+        "references": [] if trial else [{"no": str(67 + n), "seq": str(n), "title": f"[{n}] {esc(r)}"}
+                                        for n, r in enumerate(p.references, start=1)],
+    }
+
+
+# The 2026 reader's page: a small app shell. Its script asks ossapi/kreader-api for the JSON with the
+# page's own query and renders it: a 欢迎 banner, the 目录图表 panel, the article, 参考文献, 返回顶部, and
+# for a trial the 试读结束 notice with its slider box.
+_KREADER_SCRIPT = """<script>
+(function () {
+  var app = document.getElementById('app'), TRIAL = %TRIAL%, WELCOME = %WELCOME%;
+  function plain(html) { var el = document.createElement('div'); el.innerHTML = html || ''; return el.textContent; }
+  function names(list) { return (list || []).map(function (x) { return x.title; }).join('；'); }
+  function render(d) {
+    var md = d.metadata || {}, body = [], cat = [];
+    (d.fullText || []).forEach(function (it) {
+      var v = it.value || {};
+      if (it.type === 'CATALOG') {
+        var h = 'h' + (Number(v.level || 1) + 1);
+        body.push('<' + h + ' class="catalog-title">' + v.title + '</' + h + '>');
+        cat.push('<li class="level' + v.level + '">' + plain(v.title) + '</li>');
+      } else if (it.type === 'PARAGRAPH') {
+        body.push('<p>' + v.content + '</p>');
+      } else if (it.type === 'FIGURE') {
+        body.push('<div class="figure"><div class="figure-img"></div><p class="figure-title">' + v.title
+          + '</p><p class="figure-title-en">' + (v.enTitle || '') + '</p></div>');
+        cat.push('<li class="figure">' + plain(v.title) + '</li>');
+      } else if (it.type === 'TABLE') {
+        body.push('<div class="table-box"><p class="table-title">' + v.title + '</p><table>' + v.content + '</table></div>');
+        cat.push('<li class="table">' + plain(v.title) + '</li>');
+      }
+    });
+    var refs = (d.references || []).map(function (r) { return '<li>' + r.title + '</li>'; }).join('');
+    var trial = TRIAL ? '<div class="read-btn-boxXml"><p class="trial-end">试读结束，登录或购买后可继续阅读全文</p>'
+      + '<div class="slider-wrapper" style="width:300px;height:40px;background:#eee"><span class="drag-text">'
+      + '向右滑动，继续阅读全文</span></div></div>' : '';
+    app.innerHTML = '<div class="reader-header"><span class="welcome">欢迎' + (WELCOME ? ' ' + WELCOME : '您') + '</span></div>'
+      + '<div class="reader-body"><div class="catalog-panel"><div class="panel-tabs"><span>目录</span><span>图表</span></div>'
+      + '<ul>' + cat.join('') + '</ul></div><div class="article-main"><h1 class="article-title">' + md.title + '</h1>'
+      + '<div class="authors">' + names(d.authors) + '</div><div class="orgs">' + names(d.affiliation) + '</div>'
+      + '<div class="abstract"><span class="label">摘要：</span>' + (md.abstracts || '') + '</div>'
+      + '<div class="keywords"><span class="label">关键词：</span>' + names(d.keywords) + '</div>'
+      + '<div class="article-body">' + body.join('') + '</div>'
+      + (refs ? '<div class="references"><h2>参考文献</h2><ol>' + refs + '</ol></div>' : '') + trial + '</div></div>'
+      + '<a class="back-top" href="#app">返回顶部</a>';
+  }
+  function failed() { app.innerHTML = '<div class="reader-error">文献加载失败，请刷新重试</div>'; }
+  var query = new URLSearchParams(location.search);
+  query.set('datatype', 'all');
+  fetch('/ossapi/kreader-api/v1/xml/data?' + query.toString(), {credentials: 'include'})
+    .then(function (r) { return r.json(); })
+    .then(function (j) { if (j && j.code === 200 && j.data) render(j.data); else failed(); }, failed);
+})();
+</script>"""
+
+
+def kreader_page(p: Paper, trial: bool, welcome: str) -> str:
+    script = _KREADER_SCRIPT.replace("%TRIAL%", "true" if trial else "false").replace(
+        "%WELCOME%", json.dumps(welcome, ensure_ascii=False))
+    return page(f"HTML阅读-{p.title}", f'<div id="app"></div>{script}')
+
+
 # ---------------------------------------------------------------- download, login, misc
 
 REFUSALS = {
@@ -831,6 +941,7 @@ REFUSALS = {
     "session_end": ("会话已经结束", "会话已经结束，请返回原页面刷新后重试。"),
     "referer": ("来源应用不正确", "来源应用不正确(01)"),
     "expired": ("下载失败", "下载链接已过期，请返回原页面刷新。服务端出现未知错误。"),
+    "no_album": ("未订购", "对不起，贵单位没有订购该专辑，请您与贵单位图书馆联系订购！"),
 }
 
 

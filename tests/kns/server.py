@@ -34,10 +34,12 @@ from .query import ParsedQuery, QueryRejected, parse_query_json, search
 log = logging.getLogger(__name__)
 
 CERT_DIR = Path(__file__).parent / "certs"
-ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "download", "file", "login", "home",
-             "verify", "error", "other")
+ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
+             "home", "verify", "error", "other")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha")
 CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout")
+READER_GENERATIONS = ("nzkhtml", "kreader")
+READER_DATA_MODES = ("ok", "once")
 DOWNLOAD_MODES = ("auto", "ok", "login", "login_page", "balance", "unsubscribed", "no_permission", "session_end",
                   "expired", "html", "abstract_only")
 STATUS_TEXT = {
@@ -70,9 +72,14 @@ class Scenario:
     abstract_tag: str = "span"  # span | p | div for #ChDivSummary
     abstract_truncate: int = 0  # >0: visible #ChDivSummary cut to N chars, full text in input#abstract_text
     double_download: bool = False  # a second #pdfDown at the bottom of the detail page
-    reader: str = "auto"  # auto (trial unless logged in or free) | full | trial | refused (302 to ErrorMsg.html)
+    reader: str = "auto"  # auto (trial unless logged in or free) | full | trial | refused (302 to ErrorMsg.html) | refused_page
     reader_slider: bool = False  # 「滑动验证，继续阅读全文」 until solved
     reader_url: str = "nzkhtml"  # nzkhtml (xmlRead/xml.html, trialRead.html) | reader_xml (/reader/xml?…&loginType=trialRead)
+    reader_generation: str = "nzkhtml"  # nzkhtml | kreader (2026: /reader/xml SPA shell fed by ossapi/kreader-api JSON)
+    reader_frame: bool = False  # nzkhtml: the reader text sits in a same-origin iframe
+    reader_data: str = "ok"  # kreader: ok | once (an invoice answers its JSON once; later calls get {code:401})
+    reader_trial_flag: bool = False  # kreader: trial JSON carries metadata.isTrial = true
+    html_entry_decoy: bool = False  # detail page: a styled, dead li.btn-html a 「HTML阅读」 before the real one
     reader_lazy: bool = True  # sections after the first two arrive by XHR
     reader_lazy_delay: float = 0.15
     trial_notice: bool = False  # trial reader shows 试读结束，购买后阅读全文
@@ -146,6 +153,8 @@ def classify(host: str, path: str) -> str:
             return "detail"
         if p.startswith("/nzkhtml/xmlread/chapter"):
             return "reader_part"
+        if p.startswith("/ossapi/kreader-api/"):
+            return "reader_data"
         if p.startswith("/nzkhtml/") or p.startswith("/reader/"):
             return "reader"
         if p.startswith("/verify/"):
@@ -243,6 +252,8 @@ class KnsSimulator:
         self.epoch = 1
         self.slider_solved = False
         self.solves = 0
+        self.reader_visits = 0  # every reader URL handed out gets a fresh invoice
+        self.used_invoices: set[str] = set()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -299,8 +310,10 @@ class KnsSimulator:
             bad = set(changes) - names
             if bad:
                 raise TypeError(f"unknown scenario fields: {sorted(bad)}")
-            if "download" in changes and changes["download"] not in DOWNLOAD_MODES:
-                raise ValueError(f"download must be one of {DOWNLOAD_MODES}")
+            for name, allowed in (("download", DOWNLOAD_MODES), ("reader_generation", READER_GENERATIONS),
+                                  ("reader_data", READER_DATA_MODES)):
+                if name in changes and changes[name] not in allowed:
+                    raise ValueError(f"{name} must be one of {allowed}")
             if "detail_js" in changes and not isinstance(changes["detail_js"], bool):
                 changes["detail_js"] = frozenset(changes["detail_js"])
             self.scenario = dataclasses.replace(self.scenario, **changes)
@@ -359,6 +372,7 @@ class KnsSimulator:
             self.epoch = 1
             self.slider_solved = False
             self.solves = 0
+            self.used_invoices = set()
 
     # ------------------------------------------------------------ observation
 
@@ -544,6 +558,8 @@ class KnsSimulator:
             return self._journal(rec, sc)
         if ep in ("reader", "reader_part"):
             return self._reader(rec, sc)
+        if ep == "reader_data":
+            return self._reader_data(rec, sc)
         if ep in ("download", "file"):
             return self._download(rec, sc)
         if ep == "login":
@@ -679,31 +695,63 @@ class KnsSimulator:
 
     def _reader_url(self, p: Paper, sc: Scenario, epoch: int) -> str:
         trial = self._reader_trial(p, sc)
-        invoice = pages.encode_token("r", epoch, p.filename, int(trial))
+        with self._lock:
+            self.reader_visits += 1
+            visit = self.reader_visits
+        invoice = pages.encode_token("r", epoch, p.filename, int(trial), visit)
+        nonce = pages.encode_token("n", p.filename, visit)
+        if sc.reader_generation == "kreader":
+            # the 2026 URL says loginType=trialRead for full texts too (real-pages-2026 §4)
+            return (f"//kns.cnki.net/reader/xml?invoice={invoice}&platform=NZKPT&sourcetype=nxgp&product={p.dbcode}"
+                    f"&filename={p.filename}&tablename={p.table}&type={p.resource}&scope=readonline&cflag=html"
+                    f"&dflag=xml&pages=&language=CHS&trial=&nonce={nonce}&loginType=trialRead")
         if sc.reader_url == "reader_xml":
-            url = f"//kns.cnki.net/reader/xml?invoice={invoice}&nonce={pages.encode_token('n', p.filename)}"
+            url = f"//kns.cnki.net/reader/xml?invoice={invoice}&nonce={nonce}"
             return url + ("&loginType=trialRead" if trial else "")
         name = "trialRead.html" if trial else "xml.html"
         return (f"//kns.cnki.net/nzkhtml/xmlRead/{name}?dbCode={p.dbcode}&tableName={p.table}&fileName={p.filename}"
                 f"&fileSourceType=1&invoice={invoice}&appId=KNS_BASIC_PSMC")
 
-    def _reader(self, rec: SimRequest, sc: Scenario) -> _Resp:
+    def _invoice(self, rec: SimRequest) -> tuple[Paper | None, bool, bool]:
+        """(paper, trial, current) of the request's reader invoice; paper None when it is no invoice."""
         parts = pages.decode_token(rec.query.get("invoice", "")) or []
-        if len(parts) != 4 or parts[0] != "r":
-            return _Resp(200, pages.refusal_page("session_end"))
-        p = self.corpus.by_filename(parts[2])
+        if len(parts) != 5 or parts[0] != "r":
+            return None, False, False
+        with self._lock:
+            current = parts[1] == str(self.epoch)
+        return self.corpus.by_filename(parts[2]), parts[3] == "1", current
+
+    def _reader(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        p, trial, _ = self._invoice(rec)
         if p is None:
-            return _Resp(404, pages.simple_page("文献不存在", "404"))
-        trial = parts[3] == "1"
+            return _Resp(200, pages.refusal_page("session_end"))
         if rec.endpoint == "reader_part":
             if trial:
                 return _Resp(403, pages.simple_page("无权访问", "试读内容已结束，无权访问"))
             start = int(rec.query.get("start") or 0)
             return _Resp(200, pages.reader_sections_html(p, start, len(p.sections)))
+        if sc.reader_generation == "kreader" and rec.path.lower().startswith("/reader/"):
+            welcome = sc.institution_name if sc.login in ("institution", "both") else ""
+            return _Resp(200, pages.kreader_page(p, trial, welcome))
+        if sc.reader_frame and not rec.query.get("frame"):
+            return _Resp(200, pages.reader_frame_page(p, rec.url + "&frame=1"))
         chapter_url = f"/nzkhtml/xmlRead/chapter?fileName={p.filename}&invoice={rec.query['invoice']}"
         with self._lock:
             solved = self.slider_solved
         return _Resp(200, pages.reader_page(p, sc, trial, solved, chapter_url, self.solves))
+
+    def _reader_data(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        """ossapi/kreader-api/v1/xml/data: {code:200, data} for a current invoice of that file, else {code:401}."""
+        p, trial, current = self._invoice(rec)
+        invoice = rec.query.get("invoice", "")
+        with self._lock:
+            spent = sc.reader_data == "once" and invoice in self.used_invoices
+            self.used_invoices.add(invoice)
+        if p is None or not current or spent or rec.query.get("filename", p.filename) != p.filename:
+            body: dict[str, Any] = {"code": 401, "message": "凭证无效或已过期", "data": None}
+        else:
+            body = {"code": 200, "message": "success", "data": pages.kreader_data(p, trial, sc.reader_trial_flag, invoice)}
+        return _Resp(200, json.dumps(body, ensure_ascii=False), "application/json; charset=utf-8")
 
     def _download(self, rec: SimRequest, sc: Scenario) -> _Resp:
         parts = pages.decode_token(rec.query.get("id", "")) or []
@@ -735,6 +783,8 @@ class KnsSimulator:
         if kind == "html":
             if sc.reader == "refused":
                 return _redirect(pages.error_msg_url(pages.ABSTRACT_ONLY))
+            if sc.reader == "refused_page":
+                return _Resp(200, pages.refusal_page("no_album"))
             return _redirect(self._reader_url(p, sc, epoch))
         mode = sc.download
         if mode == "abstract_only":
