@@ -1,7 +1,7 @@
 """Tool implementations: checks that need state, title resolution, and orchestration of operations.
 
 ``App.call`` is the one entry point the MCP surface uses. Arguments arrive already parsed and
-range-checked by ``arguments.parse``. Nothing here starts the store before a tool needs it, and
+range-checked by ``tools.parse_arguments``; each tool's handler is the method named like it. Nothing here starts the store before a tool needs it, and
 nothing starts a browser before a tool needs CNKI.
 """
 
@@ -31,6 +31,7 @@ from cnki_mcp.model import Config, Paper, SearchRecord, SessionState, public_pap
 from cnki_mcp.session import Sessions, session_view
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store, load_config
+from cnki_mcp.tools import spec_of
 
 log = logging.getLogger(__name__)
 
@@ -63,21 +64,6 @@ class App:
         self._sessions: Sessions | None = None
         self._reader = Reader()  # HTML full texts, in memory only
         self._downloads = Downloads()
-        self._handlers: dict[str, Handler] = {
-            "diagnostics": self.diagnostics,
-            "operation_status": self.operation_status,
-            "operation_control": self.operation_control,
-            "search_results": self.search_results,
-            "get_metadata": self.get_metadata,
-            "session_status": self.session_status,
-            "login": self.login,
-            "link_references": self.link_references,
-            "structured_search": self.structured_search,
-            "search": self.search,
-            "read_online_html": self.read_online_html,
-            "download_paper": self.download_paper,
-            "export_citations": self.export_citations,
-        }
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -127,9 +113,8 @@ class App:
     # --- dispatch -------------------------------------------------------------------------
 
     async def call(self, tool: str, args: Any, ctx: Any) -> Any:
-        handler = self._handlers.get(tool)
-        if handler is None:
-            raise CnkiError("UNKNOWN_TOOL", f"没有名为 {tool} 的工具。")
+        """Run the registered tool ``tool`` with arguments already parsed by ``tools.parse_arguments``."""
+        handler: Handler = getattr(self, spec_of(tool).handler)
         return await handler(args, ctx)
 
     # --- local tools ----------------------------------------------------------------------

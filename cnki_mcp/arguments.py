@@ -1,13 +1,14 @@
-"""Tool arguments: one msgspec Struct per tool, and ``parse`` that converts, validates and fills defaults.
+"""Tool arguments: one msgspec Struct and one validator per tool, and ``parse`` that runs them.
 
-``parse(tool, raw)`` is the only entry point. It rejects unknown fields, wrong types and missing
+``parse(kind, validate, raw)`` is the only entry point (``tools.parse_arguments`` picks the pair of a
+tool from the registry). It rejects unknown fields, wrong types and missing
 required fields with ``INVALID_INPUT`` (null on an optional field counts as not given), then applies the range and enum rules of each tool in the documented order and
 raises the precise code (``INVALID_QUERY``, ``INVALID_LIMIT`` …) with a Chinese message that names the
 field. What it returns is complete: an omitted value, and 0 or "" where the contract says "0 means the
 default", already carry the documented default, so later code never re-applies defaults.
 
-Two deliberate clamps follow the specification instead of rejecting: ``operation_status.wait_seconds``
-is clamped to 0–55, and negative ``operation_control.additional_*`` values count as 0.
+Two deliberate clamps follow the specification instead of rejecting: the status wait is clamped to
+0–55 s, and negative ``additional_*`` values of a control call count as 0.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import PRIVATE_PAPER_FIELDS, Paper
 from cnki_mcp.citations import FORMATS, validate_template
+from cnki_mcp.errors import CnkiError
 from cnki_mcp.files import validate_filename
-from cnki_mcp.query import validate_plan
+from cnki_mcp.links import MAX_REFERENCES
+from cnki_mcp.model import PRIVATE_PAPER_FIELDS, Paper
+from cnki_mcp.query import MAX_GROUPS, MAX_TERM_CHARS, MAX_TERMS, validate_plan
 
 # --- limits and enums (the tool contract and its documented defaults) -------------------------------
 
@@ -38,6 +40,8 @@ DOWNLOAD_WAIT_MAX = 900
 READ_CHARACTERS_DEFAULT = 20_000
 READ_CHARACTERS_MAX = 200_000
 TEXT_BYTES_MAX = 512 * 1024
+REFERENCES_MAX = MAX_REFERENCES
+PLAN_GROUPS_MAX, PLAN_TERMS_MAX, PLAN_TERM_CHARS = MAX_GROUPS, MAX_TERMS, MAX_TERM_CHARS
 
 MODES = ("precise", "balanced", "broad")
 POLICIES = ("ask", "skip")
@@ -67,11 +71,11 @@ METADATA_FIELDS = frozenset(
 # --- the Structs -----------------------------------------------------------------------------------
 
 
-class _Args(msgspec.Struct, forbid_unknown_fields=True):
+class ToolArgs(msgspec.Struct, forbid_unknown_fields=True):
     """Base of every tool's arguments."""
 
 
-class SearchOptions(_Args):
+class SearchOptions(ToolArgs):
     on_verification: str = "ask"
     sort: str = "relevance"
     candidate_target: int = 300
@@ -82,7 +86,7 @@ class SearchOptions(_Args):
     freshness: str = "prefer_cache"
 
 
-class SearchArgs(_Args):
+class SearchArgs(ToolArgs):
     query: str
     mode: str = "balanced"
     limit: int = LIMIT_DEFAULT
@@ -92,7 +96,7 @@ class SearchArgs(_Args):
     options: SearchOptions = msgspec.field(default_factory=SearchOptions)
 
 
-class StructuredSearchArgs(_Args):
+class StructuredSearchArgs(ToolArgs):
     expression: dict[str, Any]  # tree checked by query.py
     limit: int = LIMIT_DEFAULT
     year_from: int = 0
@@ -101,7 +105,7 @@ class StructuredSearchArgs(_Args):
     options: SearchOptions = msgspec.field(default_factory=SearchOptions)
 
 
-class SearchResultsArgs(_Args):
+class SearchResultsArgs(ToolArgs):
     search_id: str
     scope: str = "selected"
     view: str = "titles"
@@ -109,7 +113,7 @@ class SearchResultsArgs(_Args):
     limit: int = LIMIT_DEFAULT
 
 
-class GetMetadataArgs(_Args):
+class GetMetadataArgs(ToolArgs):
     record_refs: list[str] = []
     titles: list[str] = []
     search_id: str = ""
@@ -122,7 +126,7 @@ class GetMetadataArgs(_Args):
     local_only: bool = False
 
 
-class ReadOnlineHtmlArgs(_Args):
+class ReadOnlineHtmlArgs(ToolArgs):
     record_ref: str = ""
     title: str = ""
     section: str = ""
@@ -131,7 +135,7 @@ class ReadOnlineHtmlArgs(_Args):
     on_verification: str = "ask"
 
 
-class DownloadPaperArgs(_Args):
+class DownloadPaperArgs(ToolArgs):
     record_ref: str = ""
     title: str = ""
     format: str = "auto"
@@ -142,7 +146,7 @@ class DownloadPaperArgs(_Args):
     on_verification: str = "ask"
 
 
-class ExportCitationsArgs(_Args):
+class ExportCitationsArgs(ToolArgs):
     record_refs: list[str] = []
     titles: list[str] = []
     search_id: str = ""
@@ -152,61 +156,44 @@ class ExportCitationsArgs(_Args):
     filename: str = ""
 
 
-class LinkReferencesArgs(_Args):
+class LinkReferencesArgs(ToolArgs):
     text: str
     lookup_missing: bool = False
 
 
-class LoginArgs(_Args):
+class LoginArgs(ToolArgs):
     remote_access_url: str = ""
     force: bool = False
 
 
-class SessionStatusArgs(_Args):
+class SessionStatusArgs(ToolArgs):
     refresh: bool = False
 
 
-class OperationStatusArgs(_Args):
+class OperationStatusArgs(ToolArgs):
     operation_id: str = ""  # empty = the active operation, or idle
     wait_seconds: int = 0
 
 
-class OperationControlArgs(_Args):
+class OperationControlArgs(ToolArgs):
     action: str
     operation_id: str = ""
     additional_requests: int = 0
     additional_seconds: int = 0
 
 
-class DiagnosticsArgs(_Args):
+class DiagnosticsArgs(ToolArgs):
     pass
 
 
-ARGUMENT_TYPES: dict[str, type[_Args]] = {
-    "diagnostics": DiagnosticsArgs,
-    "download_paper": DownloadPaperArgs,
-    "export_citations": ExportCitationsArgs,
-    "get_metadata": GetMetadataArgs,
-    "link_references": LinkReferencesArgs,
-    "login": LoginArgs,
-    "operation_control": OperationControlArgs,
-    "operation_status": OperationStatusArgs,
-    "read_online_html": ReadOnlineHtmlArgs,
-    "search": SearchArgs,
-    "search_results": SearchResultsArgs,
-    "session_status": SessionStatusArgs,
-    "structured_search": StructuredSearchArgs,
-}
+Validator = Callable[[Any, dict[str, Any]], None]
 
 
 # --- entry point -----------------------------------------------------------------------------------
 
 
-def parse(tool: str, raw: dict[str, Any] | None) -> _Args:
-    """Convert and validate ``raw`` for ``tool``; raise CnkiError with the precise code on the first problem."""
-    kind = ARGUMENT_TYPES.get(tool)
-    if kind is None:
-        raise CnkiError("UNKNOWN_TOOL", f"没有名为 {tool!r} 的工具。", details={"tool": tool})
+def parse(kind: type[ToolArgs], validate: Validator, raw: dict[str, Any] | None) -> ToolArgs:
+    """Convert ``raw`` to ``kind`` and validate it; raise CnkiError with the precise code on the first problem."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -216,11 +203,11 @@ def parse(tool: str, raw: dict[str, Any] | None) -> _Args:
         args = msgspec.convert(given, kind)
     except msgspec.ValidationError as exc:
         raise _structural_error(str(exc), kind) from None
-    _VALIDATORS[tool](args, given)
+    validate(args, given)
     return args
 
 
-def _without_nulls(raw: dict[str, Any], kind: type[_Args]) -> dict[str, Any]:
+def _without_nulls(raw: dict[str, Any], kind: type[ToolArgs]) -> dict[str, Any]:
     """null on an optional field means "not given" (many clients send it for unset parameters).
 
     An unknown field stays, null or not, so it is still rejected.
@@ -264,7 +251,7 @@ def _type_name(name: str) -> str:
     return " 或 ".join(_TYPE_NAMES.get(part.strip(), part.strip()) for part in name.split("|"))
 
 
-def _structural_error(text: str, kind: type[_Args]) -> CnkiError:
+def _structural_error(text: str, kind: type[ToolArgs]) -> CnkiError:
     if m := _UNKNOWN.search(text):
         field = _path(m["at"], m["field"])
         where = {"": kind, "options": SearchOptions}.get(_path(m["at"]))
@@ -365,7 +352,7 @@ def _documents_given(args: GetMetadataArgs | ExportCitationsArgs) -> None:
 # --- per-tool rules (raw is the decoded input, for "was this given?" questions) ---------------------
 
 
-def _search(args: SearchArgs, raw: dict[str, Any]) -> None:
+def validate_search(args: SearchArgs, raw: dict[str, Any]) -> None:
     args.query = args.query.strip()
     if not 1 <= len(args.query) <= QUERY_MAX:
         raise CnkiError(
@@ -379,7 +366,7 @@ def _search(args: SearchArgs, raw: dict[str, Any]) -> None:
         args.concept_groups = validate_plan(args.concept_groups)
 
 
-def _structured_search(args: StructuredSearchArgs, raw: dict[str, Any]) -> None:
+def validate_structured_search(args: StructuredSearchArgs, raw: dict[str, Any]) -> None:
     args.limit = _limit(args.limit)
     _years(args.year_from, args.year_to)
     args.sort = _choice(args.sort, SORTS, "relevance", "INVALID_SORT", "sort")
@@ -395,14 +382,14 @@ def _structured_search(args: StructuredSearchArgs, raw: dict[str, Any]) -> None:
     args.sort = args.options.sort
 
 
-def _search_results(args: SearchResultsArgs, raw: dict[str, Any]) -> None:
+def validate_search_results(args: SearchResultsArgs, raw: dict[str, Any]) -> None:
     args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
     args.view = _choice(args.view, VIEWS, "titles", "INVALID_VIEW", "view")
     _offset(args.offset)
     args.limit = _limit(args.limit)
 
 
-def _get_metadata(args: GetMetadataArgs, raw: dict[str, Any]) -> None:
+def validate_get_metadata(args: GetMetadataArgs, raw: dict[str, Any]) -> None:
     count = len(args.record_refs) + len(args.titles)
     if count > BATCH_MAX:
         raise CnkiError(
@@ -440,21 +427,21 @@ def _defaulted(value: int, default: int, maximum: int, code: str, field: str, un
     return value
 
 
-def _read_online_html(args: ReadOnlineHtmlArgs, raw: dict[str, Any]) -> None:
+def validate_read_online_html(args: ReadOnlineHtmlArgs, raw: dict[str, Any]) -> None:
     _exactly_one_document(args.record_ref, args.title)
     _offset(args.offset)
     args.max_characters = _defaulted(args.max_characters, READ_CHARACTERS_DEFAULT, READ_CHARACTERS_MAX, "INVALID_LIMIT", "max_characters")
     args.on_verification = _policy(args.on_verification)
 
 
-def _download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> None:
+def validate_download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> None:
     _exactly_one_document(args.record_ref, args.title)
     args.format = _choice(args.format, DOWNLOAD_FORMATS, "auto", "INVALID_FORMAT", "format")
     args.wait_seconds = _defaulted(args.wait_seconds, DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
     args.on_verification = _policy(args.on_verification)
 
 
-def _export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) -> None:
+def validate_export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) -> None:
     if len(args.titles) > BATCH_MAX:
         raise CnkiError(
             "BATCH_TOO_LARGE",
@@ -472,7 +459,7 @@ def _export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) -> None:
         validate_filename(args.filename)
 
 
-def _link_references(args: LinkReferencesArgs, raw: dict[str, Any]) -> None:
+def validate_link_references(args: LinkReferencesArgs, raw: dict[str, Any]) -> None:
     size = len(args.text.encode("utf-8"))
     if size > TEXT_BYTES_MAX:
         raise CnkiError(
@@ -482,7 +469,7 @@ def _link_references(args: LinkReferencesArgs, raw: dict[str, Any]) -> None:
         )
 
 
-def _login(args: LoginArgs, raw: dict[str, Any]) -> None:
+def validate_login(args: LoginArgs, raw: dict[str, Any]) -> None:
     url = args.remote_access_url.strip()
     args.remote_access_url = url
     if not url:
@@ -501,15 +488,11 @@ def _login(args: LoginArgs, raw: dict[str, Any]) -> None:
         )
 
 
-def _session_status(args: SessionStatusArgs, raw: dict[str, Any]) -> None:
-    return None
-
-
-def _operation_status(args: OperationStatusArgs, raw: dict[str, Any]) -> None:
+def validate_operation_status(args: OperationStatusArgs, raw: dict[str, Any]) -> None:
     args.wait_seconds = min(max(args.wait_seconds, 0), STATUS_WAIT_MAX)
 
 
-def _operation_control(args: OperationControlArgs, raw: dict[str, Any]) -> None:
+def validate_operation_control(args: OperationControlArgs, raw: dict[str, Any]) -> None:
     if args.action not in ACTIONS:
         raise CnkiError(
             "INVALID_ACTION",
@@ -526,22 +509,5 @@ def _operation_control(args: OperationControlArgs, raw: dict[str, Any]) -> None:
         setattr(args, name, value)
 
 
-def _diagnostics(args: DiagnosticsArgs, raw: dict[str, Any]) -> None:
-    return None
-
-
-_VALIDATORS: dict[str, Callable[[Any, dict[str, Any]], None]] = {
-    "diagnostics": _diagnostics,
-    "download_paper": _download_paper,
-    "export_citations": _export_citations,
-    "get_metadata": _get_metadata,
-    "link_references": _link_references,
-    "login": _login,
-    "operation_control": _operation_control,
-    "operation_status": _operation_status,
-    "read_online_html": _read_online_html,
-    "search": _search,
-    "search_results": _search_results,
-    "session_status": _session_status,
-    "structured_search": _structured_search,
-}
+def no_rules(args: ToolArgs, raw: dict[str, Any]) -> None:
+    """Tools whose arguments need no check beyond their types."""

@@ -33,6 +33,10 @@ CANCEL_GRACE_SECONDS = 5.0
 RESUME_WAIT_SECONDS = 3.0
 INTERRUPTED_MESSAGE = "服务进程在任务运行中退出；检索任务可以用 operation_control 的 continue 继续，其他任务请重新调用原工具。"
 
+# What a continue adds when the budget is spent and no addition is given.
+CONTINUE_REQUESTS = 200
+CONTINUE_SECONDS = 300
+
 # Fixed budgets per kind (requests, seconds); search budgets come from its options.
 KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "metadata": (600, 900),
@@ -449,9 +453,9 @@ class Jobs:
         budget.max_requests += max(additional_requests, 0)
         budget.timeout_seconds += max(additional_seconds, 0)
         if additional_requests <= 0 and prior.requests >= budget.max_requests:
-            budget.max_requests = prior.requests + 200
+            budget.max_requests = prior.requests + CONTINUE_REQUESTS
         if additional_seconds <= 0 and prior.active_seconds >= budget.timeout_seconds:
-            budget.timeout_seconds = int(prior.active_seconds) + 300
+            budget.timeout_seconds = int(prior.active_seconds) + CONTINUE_SECONDS
         return prior, budget
 
     async def shutdown(self) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cnki_mcp import arguments
+from cnki_mcp.tools import parse_arguments
 from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Evidence, Paper, SearchEntry, SearchRecord
@@ -42,7 +42,7 @@ async def seeded(isolated_data_dir: Path) -> Path:
 
 
 async def _call(app: App, tool: str, raw: dict[str, Any]) -> Any:
-    return await app.call(tool, arguments.parse(tool, raw), None)
+    return await app.call(tool, parse_arguments(tool, raw), None)
 
 
 @pytest.fixture
@@ -143,7 +143,7 @@ async def test_export_citations_from_a_search_and_to_a_file(app: App, seeded: Pa
 )
 def test_export_arguments_are_rejected_before_any_work(raw: dict, code: str) -> None:
     with pytest.raises(CnkiError) as failure:
-        arguments.parse("export_citations", raw)
+        parse_arguments("export_citations", raw)
     assert failure.value.code == code
 
 

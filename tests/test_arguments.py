@@ -1,4 +1,4 @@
-"""arguments.parse: structural checks, range and enum rules in the documented order, and defaults."""
+"""tools.parse_arguments: structural checks, range and enum rules in the documented order, and defaults."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from cnki_mcp import arguments
 from cnki_mcp.arguments import (
+    METADATA_FIELDS,
     DiagnosticsArgs,
     DownloadPaperArgs,
     ExportCitationsArgs,
@@ -23,9 +23,10 @@ from cnki_mcp.arguments import (
     SearchResultsArgs,
     SessionStatusArgs,
     StructuredSearchArgs,
-    parse,
 )
 from cnki_mcp.errors import CnkiError
+from cnki_mcp.tools import REGISTRY, ToolName
+from cnki_mcp.tools import parse_arguments as parse
 
 EXPR = {"field": "title", "value": "违约金"}
 
@@ -92,8 +93,8 @@ def test_minimal_input_gets_documented_defaults(tool: str, raw: dict[str, Any], 
 
 
 def test_every_tool_has_a_struct_and_a_defaults_case() -> None:
-    assert {d[0] for d in DEFAULTS} == set(arguments.ARGUMENT_TYPES)
-    assert len(arguments.ARGUMENT_TYPES) == 13
+    assert {d[0] for d in DEFAULTS} == set(REGISTRY)
+    assert len(REGISTRY) == len(ToolName) == 13
 
 
 def test_zero_and_empty_mean_the_default() -> None:
@@ -234,7 +235,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("tool", "raw"), VALID, ids=[f"{v[0]}-{i}" for i, v in enumerate(VALID)])
 def test_boundary_values_are_accepted(tool: str, raw: dict[str, Any]) -> None:
-    assert isinstance(parse(tool, raw), arguments.ARGUMENT_TYPES[tool])
+    assert isinstance(parse(tool, raw), REGISTRY[ToolName(tool)].arguments)
 
 
 # --- rejections ----------------------------------------------------------------------------------
@@ -361,7 +362,7 @@ def test_invalid_input_gets_the_precise_code(tool: str, raw: Any, code: str) -> 
 
 
 def test_every_tool_has_a_rejection_case() -> None:
-    assert set(arguments.ARGUMENT_TYPES) <= {t for t, _, _ in INVALID}
+    assert set(REGISTRY) <= {t for t, _, _ in INVALID}
 
 
 # --- order: the first failing rule wins ------------------------------------------------------------
@@ -437,5 +438,5 @@ def test_unknown_option_lists_the_accepted_options() -> None:
 
 
 def test_fields_selection_knows_the_public_paper_fields() -> None:
-    assert {"abstract", "keywords", "doi", "quality", "authors", "record_ref"} <= arguments.METADATA_FIELDS
-    assert "locator" not in arguments.METADATA_FIELDS
+    assert {"abstract", "keywords", "doi", "quality", "authors", "record_ref"} <= METADATA_FIELDS
+    assert "locator" not in METADATA_FIELDS

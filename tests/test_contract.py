@@ -25,6 +25,7 @@ from mcp.types import (
 )
 
 from cnki_mcp import __version__, arguments, server
+from cnki_mcp.tools import REGISTRY, ToolName
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Problem
 
@@ -81,7 +82,7 @@ async def test_schema_document_is_what_tools_list_serves() -> None:
 
 def test_thirteen_tools_sorted_by_name() -> None:
     names = [t.name for t in server.TOOLS]
-    assert names == sorted(names) == sorted(arguments.ARGUMENT_TYPES)
+    assert names == sorted(names) == sorted(REGISTRY)
     assert len(names) == 13
 
 
@@ -124,10 +125,10 @@ def _struct_shape(kind: type[msgspec.Struct]) -> set[str]:
 
 
 def test_schema_properties_match_the_argument_structs() -> None:
-    """What the schema advertises is exactly what arguments.parse accepts."""
+    """What the schema advertises is exactly what tools.parse_arguments accepts."""
     for name, tool in by_name().items():
         properties = tool["inputSchema"].get("properties", {})
-        assert set(properties) == _struct_shape(arguments.ARGUMENT_TYPES[name]), name
+        assert set(properties) == _struct_shape(REGISTRY[ToolName(name)].arguments), name
         if "options" in properties:
             assert set(properties["options"]["properties"]) == _struct_shape(arguments.SearchOptions)
 

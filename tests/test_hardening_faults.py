@@ -28,7 +28,8 @@ import msgspec
 import psutil
 import pytest
 
-from cnki_mcp import arguments, files, store as store_module
+from cnki_mcp import files, store as store_module
+from cnki_mcp.tools import parse_arguments
 from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
@@ -45,7 +46,7 @@ FIGURES: Counter[str] = Counter()
 
 
 async def call(app: App, tool: str, raw: dict[str, Any]) -> Any:
-    return await app.call(tool, arguments.parse(tool, raw), None)
+    return await app.call(tool, parse_arguments(tool, raw), None)
 
 
 def with_site(app: App, site: FakeSite) -> App:

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cnki_mcp import arguments, citations, clients, files
+from cnki_mcp import citations, clients, files
+from cnki_mcp.tools import parse_arguments
 from cnki_mcp.app import App
 from cnki_mcp.download import DownloadRequest, check_target
 from cnki_mcp.errors import CnkiError
@@ -191,7 +192,7 @@ def test_download_targets_over_mcp_never_leave_the_data_directory(tmp_path: Path
 )
 def test_remote_access_url_rejects_other_schemes(scheme: str, host: str) -> None:
     with pytest.raises(CnkiError) as bad:
-        arguments.parse("login", {"remote_access_url": f"{scheme}://{host}/login"})
+        parse_arguments("login", {"remote_access_url": f"{scheme}://{host}/login"})
     assert bad.value.code == "INVALID_LOGIN_URL"
 
 
@@ -203,9 +204,9 @@ def test_remote_access_url_rejects_other_schemes(scheme: str, host: str) -> None
 )
 def test_remote_access_url_rejects_userinfo(userinfo: str, host: str, path: str) -> None:
     with pytest.raises(CnkiError) as bad:
-        arguments.parse("login", {"remote_access_url": f"https://{userinfo}{host}{path}"})
+        parse_arguments("login", {"remote_access_url": f"https://{userinfo}{host}{path}"})
     assert bad.value.code == "INVALID_LOGIN_URL"
-    good = arguments.parse("login", {"remote_access_url": f"HTTPS://{host}{path}"})
+    good = parse_arguments("login", {"remote_access_url": f"HTTPS://{host}{path}"})
     assert good.remote_access_url == f"HTTPS://{host}{path}"  # type: ignore[attr-defined]
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp import arguments
+from cnki_mcp.tools import parse_arguments
 from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.links import Match, find_spans, render
@@ -71,7 +71,7 @@ async def app(isolated_data_dir: Path):
 
 async def test_tool_links_local_records(app: App) -> None:
     text = "参见《再论违约金调整 ——以民法典第585条为中心》与《没有公开链接的论文》及《未知》。"
-    reply = await app.call("link_references", arguments.parse("link_references", {"text": text}), None)
+    reply = await app.call("link_references", parse_arguments("link_references", {"text": text}), None)
     assert reply["status"] == "completed"
     assert reply["text"].startswith("参见[《再论违约金调整 ——以民法典第585条为中心》](https://kns.cnki.net/kcms2/article/abstract?v=abc)")
     assert [r["status"] for r in reply["references"]] == ["linked", "matched_without_link", "unresolved"]
@@ -81,10 +81,10 @@ async def test_tool_links_local_records(app: App) -> None:
 async def test_tool_limits(app: App) -> None:
     many = "".join(f"《题{i}》" for i in range(101))
     with pytest.raises(CnkiError) as too_many:
-        await app.call("link_references", arguments.parse("link_references", {"text": many}), None)
+        await app.call("link_references", parse_arguments("link_references", {"text": many}), None)
     assert too_many.value.code == "TOO_MANY_REFERENCES"
     with pytest.raises(CnkiError) as too_large:
-        arguments.parse("link_references", {"text": "字" * (200 * 1024)})
+        parse_arguments("link_references", {"text": "字" * (200 * 1024)})
     assert too_large.value.code == "INPUT_TOO_LARGE"
 
 
@@ -93,7 +93,7 @@ async def test_lookup_missing_locates_titles_on_cnki(app: App) -> None:
     app.site = lambda: site  # type: ignore[method-assign]
     known = sim_paper(7)
     text = f"已有《没有公开链接的论文》，待查《{known.title}》与《知网上也没有》。"
-    reply = await app.call("link_references", arguments.parse("link_references", {"text": text, "lookup_missing": True}), None)
+    reply = await app.call("link_references", parse_arguments("link_references", {"text": text, "lookup_missing": True}), None)
     assert reply["kind"] == "links" and reply["status"] == "partial"
     result = reply["result"]
     assert [r["status"] for r in result["references"]] == ["matched_without_link", "linked", "unresolved"]
@@ -101,5 +101,5 @@ async def test_lookup_missing_locates_titles_on_cnki(app: App) -> None:
     assert [e["code"] for e in reply["errors"]] == ["DOCUMENT_NOT_FOUND"]
     assert site.counts["locate"] == 1  # both missing titles in one exact-title search
 
-    again = await app.call("link_references", arguments.parse("link_references", {"text": text}), None)
+    again = await app.call("link_references", parse_arguments("link_references", {"text": text}), None)
     assert [r["status"] for r in again["references"]] == ["matched_without_link", "linked", "unresolved"]

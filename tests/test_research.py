@@ -493,14 +493,14 @@ class _Ctx:
     ],
 )
 async def test_planning_at_the_tool_entry(reply: str | None, method: str, concepts: list[list[str]]) -> None:
-    from cnki_mcp import arguments
+    from cnki_mcp.tools import parse_arguments
     from cnki_mcp.research import plan_search
 
-    args = arguments.parse("search", {"query": "自动驾驶 产品责任"})
+    args = parse_arguments("search", {"query": "自动驾驶 产品责任"})
     ctx = _Ctx(reply)
     plan = await plan_search(args, ctx)
     assert plan.method == method and plan.concepts == concepts
     assert bool(plan.warnings) == (method == "lexical")
     assert len(ctx.asked) == 1 and ctx.asked[0][1:] == ("自动驾驶 产品责任", 1200)
-    explicit = arguments.parse("search", {"query": "x", "concept_groups": [["甲"]]})
+    explicit = parse_arguments("search", {"query": "x", "concept_groups": [["甲"]]})
     assert (await plan_search(explicit, ctx)).method == "explicit" and len(ctx.asked) == 1

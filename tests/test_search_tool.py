@@ -19,7 +19,8 @@ import pytest
 from mcp import Client
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
-from cnki_mcp import arguments, server
+from cnki_mcp import server
+from cnki_mcp.tools import parse_arguments
 from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext, kind_budget
@@ -31,7 +32,7 @@ FULL_RUN = 17 + 100 + 15
 
 
 async def call(app: App, tool: str, raw: dict[str, Any], ctx: Any = None) -> Any:
-    return await app.call(tool, arguments.parse(tool, raw), ctx)
+    return await app.call(tool, parse_arguments(tool, raw), ctx)
 
 
 def with_site(app: App, site: FakeSite) -> App:
