@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import msgspec
 
 from cnki_mcp.browser import Browser, Tab
+from cnki_mcp.page_actions import js_call
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.identity import fingerprint
 from cnki_mcp.jobs import OperationContext
@@ -248,11 +249,6 @@ def _observe_js(condition: str) -> str:
         f" condition: (() => {{ try {{ return !!({condition}); }} catch (e) {{ return false; }} }})(),"
         f" html: {LIVE_PAGE_SCRIPT.strip()}}}))()"
     )
-
-
-def _js_call(function_source: str, *args: Any) -> str:
-    encoded = ", ".join(json.dumps(a, ensure_ascii=False) for a in args)
-    return f"({function_source.strip()})({encoded})"
 
 
 # --------------------------------------------------------------------------------------------
@@ -721,7 +717,7 @@ class Site:
         )
         await self.browser.evaluate(tab, _CAPTURE_JS)
         where = {"url": endpoint_url(tab.url)}
-        if not await self.browser.evaluate(tab, _js_call(_FILL_JS, anchor)):
+        if not await self.browser.evaluate(tab, js_call(_FILL_JS, anchor)):
             raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可见的检索输入框。", details=where)
         async with self.request(op):
             try:
@@ -957,7 +953,7 @@ class Site:
         tab = await self._work_tab()
         if "vericodeForm" in body:
             shown = await self.browser.evaluate(
-                tab, _js_call(_SHOW_VERICODE_JS, body, json.dumps(query_json, ensure_ascii=False))
+                tab, js_call(_SHOW_VERICODE_JS, body, json.dumps(query_json, ensure_ascii=False))
             )
             if not shown:
                 raise await self._no_context(response_url, body, problem)

@@ -24,8 +24,10 @@ import psutil
 import pytest
 import pytest_asyncio
 
-from cnki_mcp import browser as browser_module
-from cnki_mcp.browser import Browser, PageScriptError, clear_stale_profile, env_browser_args, launch_arguments
+from cnki_mcp import chrome as chrome_module
+from cnki_mcp.browser import Browser
+from cnki_mcp.cdp import PageScriptError
+from cnki_mcp.chrome import clear_stale_profile, env_browser_args, launch_arguments
 from cnki_mcp.errors import CnkiError
 
 # --------------------------------------------------------------------------------------------
@@ -34,9 +36,9 @@ from cnki_mcp.errors import CnkiError
 
 def test_env_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CNKI_HEADLESS", "1")
-    assert browser_module.env_headless()
+    assert chrome_module.env_headless()
     monkeypatch.setenv("CNKI_HEADLESS", "0")
-    assert not browser_module.env_headless()
+    assert not chrome_module.env_headless()
     monkeypatch.setenv(
         "CNKI_BROWSER_ARGS", '--host-resolver-rules="MAP *.cnki.net 127.0.0.1:8443" --ignore-certificate-errors'
     )
