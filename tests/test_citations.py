@@ -16,6 +16,7 @@ import pytest
 
 from cnki_mcp import citations
 from cnki_mcp.citations import FORMATS, Name, csl_item, parse_name, render, title_case, validate_template
+from cnki_mcp.citations._prose import _page_range
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import CitationResult, Paper
 
@@ -315,7 +316,7 @@ def test_title_case(raw: str, expected: str) -> None:
     ],
 )
 def test_page_ranges(pages: str, form: str, expected: str) -> None:
-    assert citations._page_range(pages, form, "\u2013") == expected
+    assert _page_range(pages, form, "\u2013") == expected
 
 
 # --- BibTeX -----------------------------------------------------------------------------------
