@@ -22,7 +22,9 @@ import os
 import re
 import secrets
 import sys
+import time
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 
 import msgspec
@@ -317,3 +319,47 @@ def atomic_replace(path: Path, data: bytes, mode: int = 0o600) -> None:
         _remove_quietly(temp)
         raise
     fsync_dir(path.parent)
+
+
+def write_backup(target: Path, data: bytes) -> Path:
+    """Keep ``data`` (a file's old content) beside ``target`` as a new timestamped backup; synced, 0600."""
+    now = time.time_ns()
+    stamp = datetime.fromtimestamp(now / 1e9).strftime("%Y%m%d-%H%M%S")
+    backup = target.with_name(f"{target.name}.cnki-backup-{stamp}.{now % 1_000_000_000:09d}")
+    fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return backup
+
+
+def replace_if_unchanged(target: Path, expected: bytes, data: bytes) -> bool:
+    """Replace ``target`` with ``data`` atomically, but only while it still holds ``expected``.
+
+    A file someone else changed meanwhile is left as it is (False). The new file keeps the old one's
+    permissions (0600 for a new file). Raises OSError on a disk failure; no temp file is left behind.
+    """
+    temp = target.with_name(f"{target.name}.cnki-{secrets.token_hex(12)}")
+    try:
+        mode = target.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o600
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if not _IS_WINDOWS:
+            os.chmod(temp, mode)
+        try:
+            current = target.read_bytes()
+        except FileNotFoundError:
+            current = b""
+        if current != expected:
+            return False
+        os.replace(temp, target)
+        return True
+    finally:
+        _remove_quietly(temp)

@@ -489,14 +489,14 @@ def test_symlinked_config_is_refused(tmp_path: Path) -> None:
 def test_a_concurrent_change_is_not_overwritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "mcp.json"
     path.write_text('{"a": 1}', "utf-8")
-    real_backup = clients._backup
+    real_backup = clients.write_backup
 
     def backup_then_client_writes(target: Path, data: bytes) -> Path:
         made = real_backup(target, data)
         target.write_text('{"a": 2}', "utf-8")  # the client saved its settings meanwhile
         return made
 
-    monkeypatch.setattr(clients, "_backup", backup_then_client_writes)
+    monkeypatch.setattr(clients, "write_backup", backup_then_client_writes)
     with pytest.raises(CnkiError) as caught:
         clients.write_client_config("cursor", ROOT, path, CMD)
     assert caught.value.code == "CONFIG_CHANGED"
