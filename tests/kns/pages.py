@@ -535,6 +535,51 @@ def _rows(items: list[tuple[str, str, str]]) -> str:
     return "".join(out)
 
 
+def foreign(p: Paper, sc: Scenario) -> bool:
+    """An English-language paper shown as a foreign-language (WWJD) record: no PDF/CAJ entries."""
+    return sc.foreign_detail and p.language != "zh"
+
+
+UNSUBSCRIBED_TIP = "对不起，贵单位没有订购该专辑，请您与贵单位图书馆联系订购！"
+UNAVAILABLE_TITLE = "您所在机构未订购该产品，暂不能下载"
+
+
+def _entry(li: str, anchor_id: str, name: str, css: str, href: str, text: str, title: str = "") -> str:
+    extra = f' title="{esc(title)}"' if title else ""
+    return (f'<li class="{li}"><a id="{anchor_id}" name="{name}" class="{css}" target="_blank" href="{esc(href)}"{extra}>'
+            f'{esc(text)}</a></li>')
+
+
+def download_buttons(p: Paper, sc: Scenario, epoch: int) -> tuple[list[str], str]:
+    """The detail page's download entries and the tip above them (Scenario thesis_downloads,
+    foreign_detail, detail_refusal)."""
+    css = "downloadlink icon-notlogged" if sc.login == "none" else ""
+    title = ""
+    if sc.detail_refusal == "entries_unavailable":
+        css, title = (css + " disabled").strip(), UNAVAILABLE_TITLE
+    tip = (f'<div class="organizationTip"><i class="icon-tip"></i><span>{esc(UNSUBSCRIBED_TIP)}</span></div>'
+           if sc.detail_refusal == "organization_tip" else "")
+    if foreign(p, sc):
+        link = f"https://link.example-publisher.com/article/{p.filename}"
+        return [f'<li class="btn-link"><a class="btn-link" target="_blank" href="{esc(link)}">原文链接</a></li>'], tip
+    whole = sc.thesis_downloads != "plain" and p.resource in ("DISSERTATION", "CONFERENCE")
+    html_text = "在线阅读" if whole else "HTML阅读"
+    dl = [f'<li class="btn-html"><a id="htmlRead" class="btn-html" target="_blank" href="{esc(order_url(p, "html", epoch))}">{html_text}</a></li>']
+    pdf = _entry("btn-dlpdf", "pdfDown1" if whole else "pdfDown", "pdfDown", css, order_url(p, "pdf", epoch), "PDF下载", title)
+    if whole:
+        # Chapter and page entries come first: a loose match on 下载 would take them before the whole book.
+        dl.append(_entry("btn-dlcaj", "cajDownChapter", "cajDown", css, order_url(p, "catalog", epoch), "分章下载", title))
+        dl.append(_entry("btn-dlcaj", "cajDownPage", "cajDown", css, order_url(p, "downpage", epoch), "分页下载", title))
+        label = "整本下载" if sc.thesis_downloads == "whole_short" else "CAJ整本下载"
+        dl.append(_entry("btn-dlcaj", "cajDown", "cajDown", css, order_url(p, "caj", epoch), label, title))
+        if sc.thesis_downloads == "whole_pdf":
+            dl.append(pdf)
+        return dl, tip
+    caj = _entry("btn-dlcaj", "cajDown", "cajDown", css, order_url(p, "caj", epoch), "CAJ下载", title)
+    dl += [caj, pdf] if p.resource == "NEWSPAPER" else [pdf, caj]
+    return dl, tip
+
+
 def detail_page(p: Paper, sc: Scenario, epoch: int) -> str:
     if p.resource == "BOOK":
         return book_page(p, sc)
@@ -593,22 +638,15 @@ def detail_page(p: Paper, sc: Scenario, epoch: int) -> str:
     if p.online_first:
         head_time = (f'<div class="head-time"><span>（录用定稿）网络首发时间：{esc(p.online_first_time)}</span>'
                      f'<a target="_blank" class="btn-sf" href="{KNS}/kcms2/certificate?v={encode_token("c", p.filename)}">网络首发证书下载<i></i></a></div>')
-    notlogged = " downloadlink icon-notlogged" if sc.login == "none" else ""
-    dl = [f'<li class="btn-html"><a id="htmlRead" class="btn-html" target="_blank" href="{esc(order_url(p, "html", epoch))}">HTML阅读</a></li>']
-    if p.resource == "NEWSPAPER":
-        dl.append(f'<li class="btn-dlcaj"><a id="cajDown" name="cajDown" class="{notlogged.strip()}" target="_blank" href="{esc(order_url(p, "caj", epoch))}">CAJ下载</a></li>')
-        dl.append(f'<li class="btn-dlpdf"><a id="pdfDown" name="pdfDown" class="{notlogged.strip()}" target="_blank" href="{esc(order_url(p, "pdf", epoch))}">PDF下载</a></li>')
-    else:
-        dl.append(f'<li class="btn-dlpdf"><a id="pdfDown" name="pdfDown" class="{notlogged.strip()}" target="_blank" href="{esc(order_url(p, "pdf", epoch))}">PDF下载</a></li>')
-        dl.append(f'<li class="btn-dlcaj"><a id="cajDown" name="cajDown" class="{notlogged.strip()}" target="_blank" href="{esc(order_url(p, "caj", epoch))}">CAJ下载</a></li>')
-    downloads = f'<div class="operate" id="DownLoadParts"><ul class="operate-btn download-btns">{"".join(dl)}</ul></div>'
+    dl, tip = download_buttons(p, sc, epoch)
+    downloads = f'{tip}<div class="operate" id="DownLoadParts"><ul class="operate-btn download-btns">{"".join(dl)}</ul></div>'
     bottom = ""
     if sc.double_download:
         bottom = (f'<div class="operate operate-bottom"><ul class="operate-btn download-btns"><li class="btn-dlpdf">'
                   f'<a id="pdfDown" name="pdfDown" target="_blank" href="{esc(order_url(p, "pdf", epoch))}">PDF下载</a></li></ul></div>')
     size = f'<div class="total-inform"><span>页码：{esc(p.pages)}</span><span>页数：{p.page_count}</span><span>大小：{p.size_k}K</span></div>' \
         if p.page_count else ""
-    hidden = (f'<input type="hidden" id="paramdbcode" value="{p.dbcode}"><input type="hidden" id="paramdbname" value="{p.table}">'
+    hidden = (f'<input type="hidden" id="paramdbcode" value="{"WWJD" if foreign(p, sc) else p.dbcode}"><input type="hidden" id="paramdbname" value="{p.table}">'
               f'<input type="hidden" id="paramfilename" value="{esc(p.filename)}">'
               f'<input type="hidden" id="export-id" value="{esc(encode_token("e", p.filename))}!">'
               f'<input type="hidden" id="export-url" value="{KNS}/dm8/API/GetExport"><input type="hidden" id="apiHost" value="{KNS}/restapi">')
@@ -792,6 +830,9 @@ REFUSALS = {
     "session_end": ("会话已经结束", "会话已经结束，请返回原页面刷新后重试。"),
     "referer": ("来源应用不正确", "来源应用不正确(01)"),
     "expired": ("下载失败", "下载链接已过期，请返回原页面刷新。服务端出现未知错误。"),
+    # Older generations' wording (legacy crawlers), still what the product must recognise.
+    "not_valid": ("提示", "产品不在有效期范围之内！"),
+    "too_frequent": ("提示", "对不起，您的操作太过频繁！请退出后重新登录。"),
 }
 
 
@@ -804,7 +845,10 @@ def error_msg_url(message: str) -> str:
     return f"{KNS}/kns8s/ErrorMsg.html?errorMsg={quote(message, safe='')}&errorCode=-1"
 
 
-def error_msg_page(message: str) -> str:
+def error_msg_page(message: str, blank: bool = False) -> str:
+    """The error page; ``blank``: a shell whose script never shows the message (it is only in the URL)."""
+    if blank:
+        return page("提示信息 - 中国知网", '<div id="app" class="errorMsg-box"></div>')
     return page("提示信息 - 中国知网", f'<div class="errorMsg-box"><p class="errorMsg">{esc(message or "发生错误")}</p>'
                                    f'<a href="javascript:history.back()">返回</a></div>')
 
@@ -836,10 +880,23 @@ def pdf_bytes(p: Paper) -> bytes:
     return bytes(out)
 
 
+# What a CAJ order may deliver (spec §6 "File headers"): the CAJ family, a plain PDF, or bytes nobody knows.
+CAJ_HEADS = {"HN": b"HN", "CAJ": b"CAJ", "KDH": b"KDH ", "C8": b"\xc8", "TEB": b"TEB", "UNKNOWN": b"\x7fZZ"}
+
+
 def caj_bytes(p: Paper, magic: str) -> bytes:
-    head = magic.encode().ljust(8, b"\x00")
+    if magic == "PDF":
+        return pdf_bytes(p)
+    head = CAJ_HEADS[magic].ljust(8, b"\x00")
     body = f"CNKI simulator CAJ {p.filename} {p.title}".encode()
     return head + body + b"\x00" * max(0, 256 - len(body))
+
+
+def chapter_page(p: Paper) -> str:
+    """What a 分章下载/分页下载 entry opens: a list of parts, not the whole document."""
+    items = "".join(f'<li><span class="txt">{esc(s.title)}</span><span class="page">{i + 1}</span>'
+                    f'<a href="javascript:void(0)">下载</a></li>' for i, s in enumerate(p.sections))
+    return page(f"{p.title} - 分章下载 - 中国知网", f'<div class="ls-chapters"><ul>{items}</ul></div>')
 
 
 def content_disposition(p: Paper, ext: str) -> str:
@@ -880,6 +937,15 @@ setTimeout(function(){
 </script>"""
     return page("安全验证", f'<div id="app"></div>{solve_script(solves)}{script}',
                 head=f'<meta name="sim-return-url" content="{esc(return_url)}">')
+
+
+def bar_verify_page(return_url: str, solves: int, words: bool) -> str:
+    """bar.cnki.net/bar/verify/index.html: a puzzle, or 请依次点击：X X X; solving goes on to returnUrl."""
+    task = "请依次点击：知 识 网" if words else "向右拖动滑块填充拼图"
+    body = (f'<div class="verify-wrap" style="margin:80px auto;width:360px;border:1px solid #999;padding:20px">'
+            f'<div class="verify-img-panel" style="height:150px;background:#ddd"></div><p class="verify-tips">{task}</p>'
+            f'<button type="button" class="sim-solve" onclick="simSolve()">完成验证（模拟）</button></div>')
+    return page("拼图校验-中国知网", body + solve_script(solves), head=f'<meta name="sim-return-url" content="{esc(return_url)}">')
 
 
 def simple_page(title: str, text: str) -> str:
