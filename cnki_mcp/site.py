@@ -299,6 +299,10 @@ def _human_message(reason: CnkiError) -> str:
     return LOGIN_MESSAGE if reason.code == "LOGIN_REQUIRED" else VERIFY_MESSAGE
 
 
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:g} 分钟" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g} 秒"
+
+
 def page_problem(page: PageState, url: str) -> CnkiError | None:
     """The problem a live tab shows, as the code a response would have given (no query in details)."""
     url = endpoint_url(url)
@@ -621,7 +625,9 @@ class Site:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise CnkiError(
-                    "VERIFICATION_TIMEOUT", "等待人工验证超过 20 分钟，已停止等待。", details={"url": endpoint_url(tab.url)}
+                    "VERIFICATION_TIMEOUT",
+                    f"等待人工验证超过 {_span(self.human_timeout)}，已停止等待。",
+                    details={"url": endpoint_url(tab.url)},
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(resume.wait(), min(self.human_poll, remaining))
