@@ -62,6 +62,7 @@ from cnki_mcp.store import Store
 log = logging.getLogger(__name__)
 
 POLL = 0.5
+TAB_LIST_WAIT = 2.0
 HTML_FILE_LIMIT = 2 << 20
 # The whole-document entry of each format. Chapter, page and online-reading entries (分章下载,
 # 分页下载, 在线阅读 on thesis pages) never match, and neither does the other format's entry.
@@ -410,8 +411,7 @@ class _Watch:
 
     async def look(self) -> bool:
         """Look at the opener and its popups once; True after a human step (the wait starts again)."""
-        browser = self.site.browser
-        for tab in [self.opener, *await browser.popups(self.opener)]:
+        for tab in await self._tabs():
             if tab.closed:
                 continue
             # The detail page itself is no refusal (its abstract may well say 无权…); a tab that left it may be.
@@ -434,6 +434,23 @@ class _Watch:
                 self.forget()
                 raise await _with_snapshot(self.site, "download-refused", tab, _refused(words, url=tab.url))
         return False
+
+    async def _tabs(self) -> list[Tab]:
+        """The opener and its popups; a popup that cannot be attached yet is left for the next look.
+
+        Attaching waits while the popup's navigation is pending (a slow file answer), and a popup
+        that turned into the download goes away while it is attached: neither may hold up the wait.
+        """
+        browser = self.site.browser
+        try:
+            return [self.opener, *await asyncio.wait_for(browser.popups(self.opener), TAB_LIST_WAIT)]
+        except TimeoutError:
+            log.debug("popups of the download tab not attached within %.0f s", TAB_LIST_WAIT)
+        except CnkiError as exc:
+            if exc.code != "BROWSER_UNAVAILABLE" or not browser.running:
+                raise
+            log.debug("popups of the download tab not listed: %s", exc.message)
+        return [self.opener]
 
     async def _human(self, tab: Tab, reason: CnkiError) -> None:
         """The human step, ended early once the awaited download begins.
