@@ -49,6 +49,7 @@ from cnki_mcp.download_files import (
     unchanged,
     valid_guid,
     view,
+    wanted_format,
 )
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.files import safe_folder
@@ -168,14 +169,6 @@ def _uncertain(artifact: Artifact, message: str) -> CnkiError:
     return CnkiError("SIDE_EFFECT_UNCERTAIN", message, details=view(artifact), retryable=True)
 
 
-def _ledger_formats(request: DownloadRequest) -> tuple[str, ...]:
-    """The ledger keys a request may be answered from: its format, or for auto the filename's extension."""
-    if request.format in FORMATS:
-        return (request.format,)
-    ext = os.path.splitext(request.filename)[1].lower().lstrip(".")
-    return (ext,) if ext in FORMATS else FORMATS
-
-
 async def prior(store: Store, record_ref: str, request: DownloadRequest) -> dict[str, Any] | None:
     """The answer the ledger gives without CNKI, or None when a new click is due.
 
@@ -183,7 +176,8 @@ async def prior(store: Store, record_ref: str, request: DownloadRequest) -> dict
     now. Clicked → the file if it has arrived since; otherwise SIDE_EFFECT_UNCERTAIN unless
     ``retry``. The caller's name and folder must have been checked before (``check_names``).
     """
-    for candidate in _ledger_formats(request):
+    wanted = wanted_format(request)
+    for candidate in (wanted,) if wanted in FORMATS else FORMATS:
         key = artifact_key(record_ref, candidate)
         artifact = store.data.artifacts.get(key)
         if artifact is None:
@@ -246,7 +240,7 @@ class Downloads:
         key = ""
         try:
             await settle(site, tab)
-            fmt, entry = await self._entry(site, tab, bound, request.format)
+            fmt, entry = await self._entry(site, tab, bound, wanted_format(request))
             if request.filename:
                 name = check_filename(request.filename, fmt)
             else:

@@ -105,6 +105,14 @@ def check_filename(filename: str, fmt: str) -> str:
     return filename
 
 
+def wanted_format(request: DownloadRequest) -> str:
+    """The format asked for: explicit, else the extension of the caller's file name, else auto."""
+    if request.format in FORMATS or not request.filename:
+        return request.format
+    ext = extension(request.filename)
+    return ext if ext in FORMATS else request.format
+
+
 def check_names(downloads: Path, request: DownloadRequest) -> Path:
     """The caller's file name and folder, checked before anything else answers (creates the folder)."""
     if request.filename:

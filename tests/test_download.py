@@ -25,6 +25,7 @@ from cnki_mcp.download_files import (
     read_body,
     reconcile,
     stored_names,
+    wanted_format,
 )
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Artifact
@@ -372,3 +373,10 @@ def test_unavailable_entries_refuse_and_auto_takes_an_available_one() -> None:
     assert choose_entry(mixed, "auto")[0] == "caj"
     logged_out = DownloadPage(entries=[Entry(text="PDF下载", classes="downloadlink icon-notlogged")])
     assert choose_entry(logged_out, "pdf")[0] == "pdf"  # not logged in yet is no refusal
+
+
+def test_a_file_name_says_which_format_auto_means() -> None:
+    assert wanted_format(DownloadRequest()) == "auto"
+    assert wanted_format(DownloadRequest(filename="我的.CAJ")) == "caj"
+    assert wanted_format(DownloadRequest(filename="我的.pdf")) == "pdf"
+    assert wanted_format(DownloadRequest(format="pdf", filename="我的.pdf")) == "pdf"
