@@ -6,7 +6,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.kns import pages
+from tests.kns import downloads
 from tests.kns.server import KnsSimulator
 from tests.test_kns_simulator import Reply, fetch
 
@@ -49,7 +49,7 @@ def test_foreign_pages_and_refusals_on_the_detail_page(kns: KnsSimulator) -> Non
     assert "没有订购该专辑" in fetch(kns, kns.detail_url(journal)).css(".organizationTip")[0].text_content()
     kns.configure(detail_refusal="entries_unavailable")
     anchors = fetch(kns, kns.detail_url(journal)).css("#DownLoadParts li.btn-dlpdf a, #DownLoadParts li.btn-dlcaj a")
-    assert [("disabled" in a.get("class"), a.get("title")) for a in anchors] == [(True, pages.UNAVAILABLE_TITLE)] * 2
+    assert [("disabled" in a.get("class"), a.get("title")) for a in anchors] == [(True, downloads.UNAVAILABLE_TITLE)] * 2
 
 
 def test_bar_verify_page_and_the_way_back(kns: KnsSimulator) -> None:

@@ -12,11 +12,11 @@ import base64
 import hashlib
 import json
 import math
-from html import escape
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .corpus import Journal, Paper
+from .downloads import caj_bytes, content_disposition, download_buttons, esc, foreign, pdf_bytes  # noqa: F401 (pages.* as before)
 
 if TYPE_CHECKING:
     from .server import Scenario
@@ -68,10 +68,6 @@ def author_url(name: str) -> str:
 
 
 # ---------------------------------------------------------------- shared bits
-
-def esc(s: object) -> str:
-    return escape(str(s), quote=True)
-
 
 def header_html(sc: Scenario) -> str:
     """ecp_header login area: none / institution / personal / both (real-pages §8, site.md §8.2)."""
@@ -535,51 +531,6 @@ def _rows(items: list[tuple[str, str, str]]) -> str:
     return "".join(out)
 
 
-def foreign(p: Paper, sc: Scenario) -> bool:
-    """An English-language paper shown as a foreign-language (WWJD) record: no PDF/CAJ entries."""
-    return sc.foreign_detail and p.language != "zh"
-
-
-UNSUBSCRIBED_TIP = "对不起，贵单位没有订购该专辑，请您与贵单位图书馆联系订购！"
-UNAVAILABLE_TITLE = "您所在机构未订购该产品，暂不能下载"
-
-
-def _entry(li: str, anchor_id: str, name: str, css: str, href: str, text: str, title: str = "") -> str:
-    extra = f' title="{esc(title)}"' if title else ""
-    return (f'<li class="{li}"><a id="{anchor_id}" name="{name}" class="{css}" target="_blank" href="{esc(href)}"{extra}>'
-            f'{esc(text)}</a></li>')
-
-
-def download_buttons(p: Paper, sc: Scenario, epoch: int) -> tuple[list[str], str]:
-    """The detail page's download entries and the tip above them (Scenario thesis_downloads,
-    foreign_detail, detail_refusal)."""
-    css = "downloadlink icon-notlogged" if sc.login == "none" else ""
-    title = ""
-    if sc.detail_refusal == "entries_unavailable":
-        css, title = (css + " disabled").strip(), UNAVAILABLE_TITLE
-    tip = (f'<div class="organizationTip"><i class="icon-tip"></i><span>{esc(UNSUBSCRIBED_TIP)}</span></div>'
-           if sc.detail_refusal == "organization_tip" else "")
-    if foreign(p, sc):
-        link = f"https://link.example-publisher.com/article/{p.filename}"
-        return [f'<li class="btn-link"><a class="btn-link" target="_blank" href="{esc(link)}">原文链接</a></li>'], tip
-    whole = sc.thesis_downloads != "plain" and p.resource in ("DISSERTATION", "CONFERENCE")
-    html_text = "在线阅读" if whole else "HTML阅读"
-    dl = [f'<li class="btn-html"><a id="htmlRead" class="btn-html" target="_blank" href="{esc(order_url(p, "html", epoch))}">{html_text}</a></li>']
-    pdf = _entry("btn-dlpdf", "pdfDown1" if whole else "pdfDown", "pdfDown", css, order_url(p, "pdf", epoch), "PDF下载", title)
-    if whole:
-        # Chapter and page entries come first: a loose match on 下载 would take them before the whole book.
-        dl.append(_entry("btn-dlcaj", "cajDownChapter", "cajDown", css, order_url(p, "catalog", epoch), "分章下载", title))
-        dl.append(_entry("btn-dlcaj", "cajDownPage", "cajDown", css, order_url(p, "downpage", epoch), "分页下载", title))
-        label = "整本下载" if sc.thesis_downloads == "whole_short" else "CAJ整本下载"
-        dl.append(_entry("btn-dlcaj", "cajDown", "cajDown", css, order_url(p, "caj", epoch), label, title))
-        if sc.thesis_downloads == "whole_pdf":
-            dl.append(pdf)
-        return dl, tip
-    caj = _entry("btn-dlcaj", "cajDown", "cajDown", css, order_url(p, "caj", epoch), "CAJ下载", title)
-    dl += [caj, pdf] if p.resource == "NEWSPAPER" else [pdf, caj]
-    return dl, tip
-
-
 def detail_page(p: Paper, sc: Scenario, epoch: int) -> str:
     if p.resource == "BOOK":
         return book_page(p, sc)
@@ -638,7 +589,7 @@ def detail_page(p: Paper, sc: Scenario, epoch: int) -> str:
     if p.online_first:
         head_time = (f'<div class="head-time"><span>（录用定稿）网络首发时间：{esc(p.online_first_time)}</span>'
                      f'<a target="_blank" class="btn-sf" href="{KNS}/kcms2/certificate?v={encode_token("c", p.filename)}">网络首发证书下载<i></i></a></div>')
-    dl, tip = download_buttons(p, sc, epoch)
+    dl, tip = download_buttons(p, sc, lambda kind: order_url(p, kind, epoch))
     downloads = f'{tip}<div class="operate" id="DownLoadParts"><ul class="operate-btn download-btns">{"".join(dl)}</ul></div>'
     bottom = ""
     if sc.double_download:
@@ -859,49 +810,11 @@ def refusal_page(kind: str) -> str:
                                      f'<a href="javascript:history.back()">返回</a></div></div>')
 
 
-def pdf_bytes(p: Paper) -> bytes:
-    """A small but well-formed PDF (one page) naming the paper."""
-    text = f"CNKI simulator {p.filename}".encode()
-    stream = b"BT /F1 12 Tf 72 720 Td (" + text + b") Tj ET"
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
-            b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
-    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for i, o in enumerate(objs, start=1):
-        offsets.append(len(out))
-        out += f"{i} 0 obj\n".encode() + o + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
-    for off in offsets:
-        out += f"{off:010d} 00000 n \n".encode()
-    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return bytes(out)
-
-
-# What a CAJ order may deliver (spec §6 "File headers"): the CAJ family, a plain PDF, or bytes nobody knows.
-CAJ_HEADS = {"HN": b"HN", "CAJ": b"CAJ", "KDH": b"KDH ", "C8": b"\xc8", "TEB": b"TEB", "UNKNOWN": b"\x7fZZ"}
-
-
-def caj_bytes(p: Paper, magic: str) -> bytes:
-    if magic == "PDF":
-        return pdf_bytes(p)
-    head = CAJ_HEADS[magic].ljust(8, b"\x00")
-    body = f"CNKI simulator CAJ {p.filename} {p.title}".encode()
-    return head + body + b"\x00" * max(0, 256 - len(body))
-
-
 def chapter_page(p: Paper) -> str:
     """What a 分章下载/分页下载 entry opens: a list of parts, not the whole document."""
     items = "".join(f'<li><span class="txt">{esc(s.title)}</span><span class="page">{i + 1}</span>'
                     f'<a href="javascript:void(0)">下载</a></li>' for i, s in enumerate(p.sections))
     return page(f"{p.title} - 分章下载 - 中国知网", f'<div class="ls-chapters"><ul>{items}</ul></div>')
-
-
-def content_disposition(p: Paper, ext: str) -> str:
-    name = f"{p.title}_{p.first_author}.{ext}"
-    return f"attachment; filename=\"{p.filename}.{ext}\"; filename*=UTF-8''{quote(name)}"
 
 
 def login_page(sc: Scenario, return_url: str, unit: bool) -> str:

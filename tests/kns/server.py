@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import pages
+from . import downloads, pages
 from .corpus import Corpus, Paper, build_corpus
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
 
@@ -691,10 +691,10 @@ class KnsSimulator:
             if sc.download == "html":
                 return _Resp(200, pages.refusal_page("expired"))
             kind = parts[1]
-            disposition = {"Content-Disposition": pages.content_disposition(p, kind)}
+            disposition = {"Content-Disposition": downloads.content_disposition(p, kind)}
             if sc.download == "html_file":  # an error page sent as the attachment itself
                 return _Resp(200, pages.refusal_page("expired"), "text/html; charset=utf-8", disposition)
-            data = pages.pdf_bytes(p) if kind == "pdf" else pages.caj_bytes(p, sc.caj_magic)
+            data = downloads.pdf_bytes(p) if kind == "pdf" else downloads.caj_bytes(p, sc.caj_magic)
             ctype = "application/pdf" if kind == "pdf" else "application/octet-stream"
             return _Resp(200, data, ctype, disposition)
         if len(parts) != 4 or parts[0] != "o":
