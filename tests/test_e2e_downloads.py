@@ -156,6 +156,16 @@ async def test_theses_download_whole_and_foreign_pages_have_no_entry(sim: EntryS
         assert "外文文献" in abroad["errors"][0]["message"]
         assert "原文链接" in snapshot_of(isolated_data_dir, abroad)
         assert order_kinds(sim) == ["caj", "caj", "caj", "pdf"]  # nothing was clicked for either
+
+        # A detail page that cannot be read (cut short before its title) is kept as it was.
+        sim.configure(foreign_detail=False)
+        sim.fault("detail", "truncate", fraction=0.2, times=1)
+        unread = await session.finish(await session.call("download_paper", record_ref=refs[3]))
+        assert unread["status"] in ("failed", "partial"), unread
+        assert error_code(unread) in ("PARSER_UNSUPPORTED", "CONTENT_NOT_READY"), unread
+        assert "detail-tab" in unread["errors"][0]["details"]["snapshot"]
+        snapshot_of(isolated_data_dir, unread)
+        assert order_kinds(sim) == ["caj", "caj", "caj", "pdf"]
     assert "catalog" not in order_kinds(sim) and "downpage" not in order_kinds(sim)
 
 
