@@ -321,7 +321,7 @@ class Downloads:
                     watch.store.put_artifact(watch.key, artifact)
                     watch.op.stage("transferring")
                 if event.state == "completed":
-                    return await self._finish(watch, artifact)
+                    return await self._finish(watch, artifact, event.url)
                 if event.state == "canceled":
                     watch.forget()
                     raise CnkiError("DOWNLOAD_CANCELLED", "浏览器报告传输取消；未重复点击。", details={"format": artifact.format})
@@ -332,7 +332,7 @@ class Downloads:
                     "稍后用相同参数再调用会先检查文件是否已到，确认需要重新下载时才传 retry=true。",
                 )
 
-    async def _finish(self, watch: _Watch, artifact: Artifact) -> dict[str, Any]:
+    async def _finish(self, watch: _Watch, artifact: Artifact, url: str) -> dict[str, Any]:
         """Keep what arrived: any PDF/CAJ-family or unknown body (said so); an HTML page is a refusal."""
         store = watch.store
         src = Path(artifact.incoming) / artifact.download_guid
@@ -342,7 +342,7 @@ class Downloads:
         try:
             body = await asyncio.to_thread(read_body, src)
             if body.format == "html":
-                raise await self._html_file(watch, src)
+                raise await self._html_file(watch, src, url)
             done = await asyncio.to_thread(publish, store.downloads_dir, artifact, src, body)
         except CnkiError as exc:
             if exc.code in ("INVALID_FILE", "FILE_EXISTS", "UNSAFE_OUTPUT_PATH", "DOWNLOAD_REFUSED"):
@@ -354,13 +354,13 @@ class Downloads:
         store.put_artifact(watch.key, done)
         return view(done)
 
-    async def _html_file(self, watch: _Watch, src: Path) -> CnkiError:
+    async def _html_file(self, watch: _Watch, src: Path, url: str) -> CnkiError:
         """An error page that arrived as "the file": its words, and the page kept as a snapshot."""
         raw = await asyncio.to_thread(_read_limited, src)
         html = raw.decode("utf-8", "replace")
         words = await asyncio.to_thread(page_text_sample, html) or "知网返回了一个网页而不是论文文件"
-        name = await watch.site.snapshot("download-file", html, "")
-        return _refused(words, where="downloaded_file", snapshot=name)
+        name = await watch.site.snapshot("download-file", html, url)
+        return _refused(words, where="downloaded_file", **({"snapshot": name} if name else {}))
 
 
 def _read_limited(path: Path) -> bytes:
