@@ -157,13 +157,8 @@ TOOLS: list[Tool] = sorted(
             "只想了解内容请用 read_online_html。点击前先登记，结果不明确的点击不会自动重放，确需再点时传 retry=true。",
             _object(
                 {
-                    "filename": _string(
-                        "保存的文件名，扩展名须与格式一致（format=auto 时由扩展名决定格式）；省略时用“题名_编号前 8 位”。"
-                        "已下载过的论文换名或换子目录时，从本地文件复制一份，不再访问知网"
-                    ),
-                    "format": _string(
-                        "auto（默认，有 PDF 用 PDF，否则 CAJ；学位论文取整本，不取分章、分页）、pdf、caj", arguments.DOWNLOAD_FORMATS
-                    ),
+                    "filename": _string("保存的文件名，扩展名须与格式一致；省略时用“题名_编号前 8 位”"),
+                    "format": _string("auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj", arguments.DOWNLOAD_FORMATS),
                     "on_verification": _POLICY,
                     "record_ref": _string("论文的 record_ref（与 title 二选一）"),
                     "retry": _boolean("上次下载结果不明确（SIDE_EFFECT_UNCERTAIN）时，确认允许再点击一次"),
