@@ -22,7 +22,8 @@ import psutil
 from cnki_mcp import __version__, arguments, citations, research, settings
 from cnki_mcp.browser import Browser
 from cnki_mcp.documents import Reader, local_ref, resolve_paper
-from cnki_mcp.download import DownloadRequest, Downloads, check_target, prior
+from cnki_mcp.download import Downloads, prior
+from cnki_mcp.download_files import DownloadRequest, check_names, check_target
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
 from cnki_mcp.limiter import Limiter
@@ -92,6 +93,7 @@ class App:
         """CNKI access for every operation of this process, with the one request limiter."""
         if self._site is None:
             self._site = Site(self.browser(), Limiter.from_env(), self.root / "diagnostics")
+            self._site.human_timeout = float(settings.verification_wait_seconds())
             self._sessions = Sessions(self._site)
         return self._site
 
@@ -338,8 +340,10 @@ class App:
             wait_seconds=args.wait_seconds, retry=args.retry,
         )
         title = store.data.papers[ref].title if ref else ""
+        # The name and folder first: a bad one is refused even for a paper downloaded before.
+        await asyncio.to_thread(check_names, store.downloads_dir, request)
         if ref:
-            earlier = await prior(store, ref, args.format, args.retry)
+            earlier = await prior(store, ref, request)
             if earlier is not None:
                 return earlier
         await asyncio.to_thread(check_target, store.downloads_dir, request, title, ref)

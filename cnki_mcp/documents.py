@@ -65,6 +65,7 @@ SETTLE_IDLE = 1.5
 SETTLE_LIMIT = 15.0
 SETTLE_POLL = 0.25
 ENTRY_WAIT = 2.0
+UNREADABLE_DETAIL = frozenset({"PARSER_UNSUPPORTED", "CONTENT_NOT_READY", "IDENTITY_CONFLICT"})
 READER_WAIT = 20.0
 READER_POLL = 0.2
 RENDER_GRACE = 3.0
@@ -271,6 +272,7 @@ async def open_detail_tab(op: OperationContext, site: PageSite, paper: Paper) ->
         )
     browser = site.browser
     tab = await browser.new_tab()
+    last: list[Any] = []
     try:
         async with site.request(op):
             nav = await browser.navigate(tab, locator, DETAIL_TAB_TIMEOUT, until="commit")
@@ -280,10 +282,15 @@ async def open_detail_tab(op: OperationContext, site: PageSite, paper: Paper) ->
                 raise problem
 
         def accept(seen: Any) -> Paper:
+            last[:] = [seen]
             return bind_detail(paper, parse_detail(seen.html, seen.url), locator)
 
         bound = await site.wait_page(op, tab, accept, DETAIL_TAB_TIMEOUT)
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, CnkiError) and exc.code in UNREADABLE_DETAIL and last:
+            # The page as it was when reading gave up, for a report (the error names the file).
+            if name := await site.snapshot("detail-tab", last[0].html, last[0].url, tab):
+                exc.details = {**(exc.details if isinstance(exc.details, dict) else {}), "snapshot": name}
         await browser.close_tab(tab)
         raise
     return tab, bound

@@ -1,203 +1,156 @@
-"""download_paper: one click on the detail page's PDF/CAJ entry, never repeated by accident.
+"""download_paper: one click on the detail page's whole-document PDF/CAJ entry, never repeated by accident.
 
-The local ledger (``artifacts`` in research.json, key ``<record_ref>:<pdf|caj>``) is read first:
-an unchanged earlier file is returned from disk, and an earlier click whose outcome was never seen
-is reconciled — the file may have arrived after that call gave up. Only ``retry=true`` clicks
-again after such an uncertain click.
+The caller's file name and folder are checked first; then the local ledger (``artifacts`` in
+research.json, key ``<record_ref>:<pdf|caj>``) answers: an unchanged earlier file is returned from
+disk (or copied there under the name the caller asks for now), and an earlier click whose outcome
+was never seen is reconciled — the file may have arrived after that call gave up. Only
+``retry=true`` clicks again after such an uncertain click.
 
-A new download opens the detail page in its own tab, confirms the paper, resolves ``auto`` (PDF
-when offered, else CAJ), records the attempt as ``clicked`` and flushes the store, and only then
-clicks once. Chrome saves into ``incoming/<operation_id>/`` under the download's GUID; captcha
-and login pages on the way go to the person while the same download is still awaited; refusal
-pages end the attempt with their own words. A finished file is checked (``%PDF-`` … ``%%EOF``,
-CAJ header), hashed and published under ``downloads/[subdirectory/]`` without overwriting
-anything.
+A new download opens the detail page in its own tab, confirms the paper, reads its entries
+(a tip that the institution has not subscribed, or entries marked unavailable, end it before any
+click), resolves ``auto`` (PDF when offered, else CAJ — for theses the whole-document CAJ entry,
+never a chapter or page entry), records the attempt as ``clicked`` and flushes the store, and only
+then clicks once. Chrome saves into ``incoming/<operation_id>/`` under the download's GUID. From
+the click on, the tabs are looked at every half second until a download begins: CNKI's error page
+(its words are in the URL) and refusal pages end the attempt with the site's words, captcha and
+login pages go to the person while the same download is still awaited. A finished file is
+classified by its header (download_files.py) and published under ``downloads/[subdirectory/]``
+without overwriting anything. Every page that ends the attempt is saved as a snapshot.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import re
 import time
-import unicodedata
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 
 from cnki_mcp.browser import Tab
 from cnki_mcp.clock import utc_now_iso
 from cnki_mcp.documents import ENTRY_WAIT, PageSite, open_detail, settle
+from cnki_mcp.download_files import (
+    FORMATS,
+    DownloadRequest,
+    artifact_key,
+    check_filename,
+    default_filename,
+    deliver,
+    publish,
+    read_body,
+    reconcile,
+    remove_empty,
+    unchanged,
+    valid_guid,
+    view,
+    wanted_format,
+)
 from cnki_mcp.errors import CnkiError
-from cnki_mcp.files import adopt_file, safe_folder, validate_filename
+from cnki_mcp.files import safe_folder
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Artifact, Paper
-from cnki_mcp.parse import parse_download_refusal
+from cnki_mcp.parse import is_refusal, page_text_sample, parse_download_refusal, refusal_in_url
 from cnki_mcp.redact import client_url, without_secrets
 from cnki_mcp.site import page_problem
 from cnki_mcp.store import Store
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("pdf", "caj")
-ENTRIES = {"pdf": r"PDF下载|下载PDF", "caj": r"CAJ下载|下载CAJ"}
-POLL = 1.0
-MIN_FILE_BYTES = 100
-MAGIC_BYTES = 8
-PDF_TRAILER_WINDOW = 2048
-CAJ_MAGIC = (b"CAJ", b"KDH", b"HN")
-TITLE_RUNES = 75
-REF_CHARS = 8
-_GUID = re.compile(r"[A-Za-z0-9-]+")
-_UNSAFE_NAME_CHARS = re.compile(r'[\x00-\x1f\x7f/\\<>:"|?*]')
-_RESERVED = re.compile(r"(?:CON|PRN|AUX|NUL|COM[1-9]|LPT[1-9])(?:\..*)?", re.I | re.S)
+POLL = 0.5
+TAB_LIST_WAIT = 2.0
+HTML_FILE_LIMIT = 2 << 20
+# The whole-document entry of each format. Chapter, page and online-reading entries (分章下载,
+# 分页下载, 在线阅读 on thesis pages) never match, and neither does the other format's entry.
+_PARTS = "分章|分页|章节|在线"
+ENTRIES = {
+    "pdf": rf"^(?![\s\S]*(?:{_PARTS}|CAJ))[\s\S]*(?:PDF\s*(?:整本)?下载|下载\s*PDF)",
+    "caj": rf"^(?![\s\S]*(?:{_PARTS}|PDF))[\s\S]*(?:CAJ\s*(?:整本)?下载|下载\s*CAJ|整本下载)",
+}
+_UNAVAILABLE_CLASS = re.compile(r"disabled|unavailable", re.I)
+_LABELS = {"pdf": "PDF ", "caj": "CAJ "}
+FOREIGN_DBCODE = "WWJD"
 
-# Visible link texts of the page, to tell which formats it offers (zero-width links do not count).
-_ENTRY_TEXTS_JS = """(() => Array.from(document.querySelectorAll('a'))
-  .filter(a => a.getBoundingClientRect().width > 0)
-  .map(a => (a.innerText || '').trim()).join('\\n'))()"""
+# The page's download-related links as a person sees them (visible, in document order), and the
+# institution tips above them.
+_DOWNLOAD_PAGE_JS = r"""(() => {
+  const shown = el => { const s = getComputedStyle(el), b = el.getBoundingClientRect();
+    return s.display !== 'none' && s.visibility !== 'hidden' && b.width > 0 && b.height > 0; };
+  const text = el => (el.innerText || '').trim();
+  const entries = Array.from(document.querySelectorAll('a')).filter(shown)
+    .map(a => ({text: text(a), title: a.getAttribute('title') || '',
+                classes: [a.getAttribute('class') || '', a.parentElement && a.parentElement.getAttribute('class') || ''].join(' '),
+                disabled: a.getAttribute('aria-disabled') === 'true' || a.hasAttribute('disabled')}))
+    .filter(e => /下载|阅读|PDF|CAJ/i.test(e.text));
+  const tips = Array.from(document.querySelectorAll('.organizationTip')).filter(shown).map(text).filter(Boolean);
+  return {entries, tips};
+})()"""
+
+
+class Entry(msgspec.Struct, frozen=True):
+    text: str
+    title: str = ""
+    classes: str = ""
+    disabled: bool = False
+
+    @property
+    def unavailable(self) -> bool:
+        return self.disabled or bool(_UNAVAILABLE_CLASS.search(self.classes)) or is_refusal(self.title)
+
+
+class DownloadPage(msgspec.Struct):
+    entries: list[Entry] = []
+    tips: list[str] = []
 
 
 # --------------------------------------------------------------------------------------------
-# Names and files
+# The page's entries
 
 
-def artifact_key(record_ref: str, fmt: str) -> str:
-    return f"{record_ref}:{fmt}"
+def _refused(words: str, **details: Any) -> CnkiError:
+    return CnkiError("DOWNLOAD_REFUSED", f"知网未提供文件：{words}", details=details)
 
 
-def default_filename(title: str, record_ref: str, fmt: str) -> str:
-    """「题名_编号前8位.<fmt>」 with the title made safe for every file system."""
-    name = _UNSAFE_NAME_CHARS.sub("_", unicodedata.normalize("NFC", title)).strip(". ")
-    name = name[:TITLE_RUNES].strip(". ")
-    if not name or _RESERVED.fullmatch(name):
-        name = f"论文_{name}"
-    suffix = record_ref[4:] if record_ref.startswith("rec_") else record_ref
-    return f"{name}_{suffix[:REF_CHARS]}.{fmt}"
+def choose_entry(page: DownloadPage, wanted: str, dbcode: str = "") -> tuple[str, Entry]:
+    """The format to download and its whole-document entry (``auto``: PDF when offered, else CAJ).
 
-
-def check_filename(filename: str, fmt: str) -> str:
-    """A caller's file name: a safe single name whose extension is .pdf/.caj (and ``fmt``'s unless auto)."""
-    validate_filename(filename)
-    ext = os.path.splitext(filename)[1].lower().lstrip(".")
-    if ext not in FORMATS or (fmt in FORMATS and ext != fmt):
-        wanted = f".{fmt}" if fmt in FORMATS else ".pdf 或 .caj"
+    DOWNLOAD_REFUSED when the page says the institution has not subscribed or marks the entry
+    unavailable; DOWNLOAD_ENTRY_NOT_FOUND when there is no whole-document entry at all.
+    """
+    tip = next((tip for tip in page.tips if is_refusal(tip)), "")
+    if tip:
+        raise _refused(tip, where="detail_page")
+    disabled: Entry | None = None
+    for fmt in FORMATS if wanted == "auto" else (wanted,):
+        entry = next((e for e in page.entries if re.search(ENTRIES[fmt], e.text, re.I)), None)
+        if entry is not None and not entry.unavailable:
+            return fmt, entry
+        disabled = disabled or entry
+    if disabled is not None:
+        words = disabled.title.strip() or "下载入口被标为不可用"
         raise CnkiError(
-            "INVALID_FILENAME",
-            f"文件名“{filename}”的扩展名须为 {wanted}，与下载格式一致。",
-            details={"filename": filename, "format": fmt},
+            "DOWNLOAD_REFUSED",
+            f"知网未提供文件：详情页的“{disabled.text}”入口不可用（{words}）；未点击。",
+            details={"where": "detail_page", "entry": disabled.text},
         )
-    return filename
+    raise _no_entry(page, wanted, dbcode)
 
 
-def validate_download(path: Path, fmt: str) -> None:
-    """INVALID_FILE unless ``path`` is a complete file of the requested format (blocking)."""
-    if path.is_symlink() or not path.is_file():
-        raise CnkiError("INVALID_FILE", "下载文件不存在或不是普通文件。", details={"path": str(path)})
-    size = path.stat().st_size
-    if size < MIN_FILE_BYTES:
-        raise CnkiError("INVALID_FILE", "下载文件不完整", details={"bytes": size})
-    with open(path, "rb") as handle:
-        head = handle.read(MAGIC_BYTES)
-        handle.seek(max(0, size - PDF_TRAILER_WINDOW))
-        tail = handle.read()
-    if fmt == "pdf":
-        if not head.startswith(b"%PDF-"):
-            raise CnkiError("INVALID_FILE", "下载内容与请求格式不一致（可能是错误页面）", details={"format": fmt})
-        if b"%%EOF" not in tail:
-            raise CnkiError("INVALID_FILE", "PDF 缺少结束标记", details={"format": fmt})
-    elif not head.startswith(CAJ_MAGIC):
-        raise CnkiError("INVALID_FILE", "下载内容与请求格式不一致（可能是错误页面）", details={"format": fmt})
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def unchanged(artifact: Artifact) -> bool:
-    """The completed file is still there with the recorded size and SHA-256 (blocking)."""
-    if not artifact.path:
-        return False
-    path = Path(artifact.path)
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size != artifact.bytes:
-            return False
-        return _sha256(path) == artifact.sha256
-    except OSError:
-        return False
-
-
-def _remove_empty(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        folder.rmdir()
-
-
-def publish(downloads: Path, artifact: Artifact, src: Path) -> Artifact:
-    """Validate the browser's file, place it under downloads/ without overwriting, record it (blocking)."""
-    validate_download(src, artifact.format)
-    folder = safe_folder(downloads, artifact.folder or None)
-    written = adopt_file(src, folder, artifact.name)
-    _remove_empty(src.parent)
-    return msgspec.structs.replace(
-        artifact,
-        state="completed",
-        path=written.path,
-        bytes=written.bytes,
-        sha256=written.sha256,
-        source="download",
-        incoming="",
-        updated_at=utc_now_iso(),
-    )
-
-
-def arrivals(artifact: Artifact) -> list[Path]:
-    """Files the browser may have finished for an earlier click (its GUID, else any GUID-named file)."""
-    if not artifact.incoming:
-        return []
-    incoming = Path(artifact.incoming)
-    if artifact.download_guid:
-        names = [artifact.download_guid] if _GUID.fullmatch(artifact.download_guid) else []
+def _no_entry(page: DownloadPage, wanted: str, dbcode: str) -> CnkiError:
+    offered = [e.text for e in page.entries if re.search("下载", e.text)]
+    details: dict[str, Any] = {"format": wanted, "offered": offered}
+    if dbcode.upper() == FOREIGN_DBCODE:
+        message = "这是外文文献（WWJD）的详情页：知网不提供它的 PDF/CAJ 下载，只有指向出版方的原文链接；未点击。"
     else:
-        try:
-            names = sorted(entry.name for entry in incoming.iterdir() if _GUID.fullmatch(entry.name))
-        except OSError:
-            return []
-    return [incoming / name for name in names if (incoming / name).is_file()]
-
-
-def reconcile(downloads: Path, artifact: Artifact) -> Artifact | None:
-    """Finish an uncertain click whose file has arrived since; None while nothing complete is there."""
-    for candidate in arrivals(artifact):
-        try:
-            return publish(downloads, artifact, candidate)
-        except CnkiError as exc:
-            if exc.code != "INVALID_FILE":
-                raise
-            # Possibly still being written: an uncertain click stays uncertain.
-            log.info("late download %s is not a complete %s yet: %s", candidate.name, artifact.format, exc.message)
-    return None
-
-
-def view(artifact: Artifact, source: str | None = None) -> dict[str, Any]:
-    """The result object shown to clients."""
-    data: dict[str, Any] = {"state": artifact.state, "record_ref": artifact.record_ref, "format": artifact.format}
-    if artifact.state == "completed":
-        data.update(path=artifact.path, bytes=artifact.bytes, sha256=artifact.sha256, source=source or artifact.source)
-    else:
-        data.update(folder=artifact.folder, name=artifact.name, operation_id=artifact.operation_id)
-    return data
-
-
-def _uncertain(artifact: Artifact, message: str) -> CnkiError:
-    return CnkiError("SIDE_EFFECT_UNCERTAIN", message, details=view(artifact), retryable=True)
+        message = f"详情页没有可确认的 {_LABELS.get(wanted, 'PDF 或 CAJ ')}整本下载入口；未点击。"
+        if offered:
+            message += f"页面上只有：{'、'.join(offered)}（分章、分页下载不会被当作整本）。"
+    return CnkiError("DOWNLOAD_ENTRY_NOT_FOUND", message, details=details)
 
 
 # --------------------------------------------------------------------------------------------
@@ -212,56 +165,41 @@ def _forget(store: Store, key: str, previous: Artifact | None) -> None:
         store.mark_dirty()
 
 
-async def prior(store: Store, record_ref: str, fmt: str, retry: bool) -> dict[str, Any] | None:
+def _uncertain(artifact: Artifact, message: str) -> CnkiError:
+    return CnkiError("SIDE_EFFECT_UNCERTAIN", message, details=view(artifact), retryable=True)
+
+
+async def prior(store: Store, record_ref: str, request: DownloadRequest) -> dict[str, Any] | None:
     """The answer the ledger gives without CNKI, or None when a new click is due.
 
-    Completed and unchanged → the file (``source: cache``). Clicked → the file if it has arrived
-    since; otherwise SIDE_EFFECT_UNCERTAIN unless ``retry``.
+    Completed and unchanged → the file (``source: cache``), or a copy of it where the caller asks
+    now. Clicked → the file if it has arrived since; otherwise SIDE_EFFECT_UNCERTAIN unless
+    ``retry``. The caller's name and folder must have been checked before (``check_names``).
     """
-    for candidate in FORMATS if fmt == "auto" else (fmt,):
+    wanted = wanted_format(request)
+    for candidate in (wanted,) if wanted in FORMATS else FORMATS:
         key = artifact_key(record_ref, candidate)
         artifact = store.data.artifacts.get(key)
         if artifact is None:
             continue
         if artifact.state == "completed":
-            if await asyncio.to_thread(unchanged, artifact):
-                return {"status": "completed", "source": "cache", "requests": 0, "result": view(artifact, "cache")}
+            if not await asyncio.to_thread(unchanged, artifact):
+                continue
+            result = await asyncio.to_thread(deliver, store.downloads_dir, artifact, request, "cache")
+            return {"status": "completed", "source": "cache", "requests": 0, "result": result}
+        if artifact.state != "clicked":
             continue
-        if artifact.state == "clicked":
-            done = await asyncio.to_thread(reconcile, store.downloads_dir, artifact)
-            if done is not None:
-                store.put_artifact(key, done)
-                return {"status": "completed", "source": "local", "requests": 0, "result": view(done)}
-            if not retry:
-                raise _uncertain(
-                    artifact,
-                    "上次下载已点击但结果未知，文件也还没有到达；稍后用相同参数再调用会再次检查，确认需要重新下载时传 retry=true。",
-                )
+        done = await asyncio.to_thread(reconcile, store.downloads_dir, artifact)
+        if done is not None:
+            store.put_artifact(key, done)
+            result = await asyncio.to_thread(deliver, store.downloads_dir, done, request)
+            return {"status": "completed", "source": "local", "requests": 0, "result": result}
+        if not request.retry:
+            raise _uncertain(
+                artifact,
+                "上次下载已点击但结果未知，文件也还没有到达；稍后用相同参数再调用会再次检查，确认需要重新下载时传 retry=true。",
+            )
     return None
-
-
-class DownloadRequest(msgspec.Struct):
-    format: str = "auto"
-    filename: str = ""
-    subdirectory: str = ""
-    wait_seconds: int = 120
-    retry: bool = False
-
-
-def check_target(downloads: Path, request: DownloadRequest, title: str = "", record_ref: str = "") -> None:
-    """Reject a bad name or folder before anything reaches CNKI (blocking: creates the folder).
-
-    Also FILE_EXISTS when the final name is already known (a filename, or an explicit format
-    with a known title).
-    """
-    if request.filename:
-        check_filename(request.filename, request.format)
-    folder = safe_folder(downloads, request.subdirectory or None)
-    name = request.filename
-    if not name and request.format in FORMATS and title and record_ref:
-        name = default_filename(title, record_ref, request.format)
-    if name and os.path.lexists(folder / name):
-        raise CnkiError("FILE_EXISTS", f"目标文件 {folder / name} 已存在，未点击下载。", details={"path": str(folder / name)})
 
 
 # --------------------------------------------------------------------------------------------
@@ -284,7 +222,7 @@ class Downloads:
     ) -> dict[str, Any]:
         async with self._serial():
             # Another call may have finished the same file while this one queued.
-            earlier = await prior(store, paper.record_ref, request.format, request.retry)
+            earlier = await prior(store, paper.record_ref, request)
             if earlier is not None:
                 return earlier["result"]
             try:
@@ -302,17 +240,7 @@ class Downloads:
         key = ""
         try:
             await settle(site, tab)
-            offered = str(await browser.evaluate(tab, _ENTRY_TEXTS_JS) or "")
-            fmt = request.format
-            if fmt == "auto":
-                fmt = next((f for f in FORMATS if re.search(ENTRIES[f], offered, re.I)), "")
-            if not fmt or not re.search(ENTRIES[fmt], offered, re.I):
-                wanted = {"pdf": "PDF ", "caj": "CAJ "}.get(fmt or request.format, "PDF 或 CAJ ")
-                raise CnkiError(
-                    "DOWNLOAD_ENTRY_NOT_FOUND",
-                    f"详情页没有可确认的 {wanted}下载入口；未点击。",
-                    details={"record_ref": paper.record_ref, "format": request.format},
-                )
+            fmt, entry = await self._entry(site, tab, bound, wanted_format(request))
             if request.filename:
                 name = check_filename(request.filename, fmt)
             else:
@@ -334,12 +262,14 @@ class Downloads:
                 name=name,
                 incoming=str(incoming),
                 operation_id=op.operation_id,
+                chosen_name=bool(request.filename),
                 updated_at=utc_now_iso(),
             )
             store.put_artifact(key, artifact)
             await store.flush_async()  # the click must be on disk before it happens
 
-            op.stage("clicking", {"format": fmt})
+            op.stage("clicking", {"format": fmt, "entry": entry.text})
+            detail_path = urlsplit(tab.url).path
             try:
                 async with site.request(op):
                     clicked = await browser.click(tab, "a", ENTRY_WAIT, text=ENTRIES[fmt])
@@ -351,41 +281,49 @@ class Downloads:
                 _forget(store, key, previous)
                 raise CnkiError("DOWNLOAD_ENTRY_NOT_FOUND", "下载入口在点击前消失了；未点击。", details={"format": fmt})
             op.stage("waiting_for_download")
-            return await self._await_file(op, store, site, tab, key, artifact, previous, request.wait_seconds)
+            watch = _Watch(op, store, site, tab, detail_path, key, previous)
+            return await self._await_file(watch, artifact, request.wait_seconds)
         finally:
             pending = store.data.artifacts.get(key) if key else None
             uncertain = pending is not None and pending.state == "clicked" and pending.incoming == str(incoming)
             # While the click's outcome is open, its popups may still carry the transfer: leave them.
             await browser.close_tab(tab, with_popups=not uncertain)
             if incoming is not None and not uncertain:
-                _remove_empty(incoming)  # nothing can arrive there any more
+                remove_empty(incoming)  # nothing can arrive there any more
 
-    async def _await_file(
-        self,
-        op: OperationContext,
-        store: Store,
-        site: PageSite,
-        opener: Tab,
-        key: str,
-        artifact: Artifact,
-        previous: Artifact | None,
-        wait_seconds: int,
-    ) -> dict[str, Any]:
-        browser = site.browser
+    async def _entry(self, site: PageSite, tab: Tab, bound: Paper, wanted: str) -> tuple[str, Entry]:
+        """The entry to click, read from the live page; a page that ends the attempt is saved."""
+        data = await site.browser.evaluate(tab, _DOWNLOAD_PAGE_JS)
+        try:
+            page = msgspec.convert(data, DownloadPage)
+        except msgspec.ValidationError:
+            problem = CnkiError("CONTENT_NOT_READY", "详情页的下载区域无法读取；未点击。", details={"format": wanted})
+            raise await _with_snapshot(site, "download-detail", tab, problem) from None
+        try:
+            return choose_entry(page, wanted, bound.dbcode)
+        except CnkiError as exc:
+            kind = "download-refused" if exc.code == "DOWNLOAD_REFUSED" else "download-detail"
+            raise await _with_snapshot(site, kind, tab, exc) from None
+
+    async def _await_file(self, watch: _Watch, artifact: Artifact, wait_seconds: int) -> dict[str, Any]:
+        browser = watch.site.browser
         deadline = time.monotonic() + wait_seconds
         guid: str | None = None
         while True:
+            # Until a download begins, look at the tabs: right after the click, then every POLL.
+            if guid is None and await watch.look():
+                deadline = time.monotonic() + wait_seconds
             event = await browser.wait_download(guid, POLL)
             if event is not None:
                 if guid is None:
                     guid = event.guid
                     artifact = msgspec.structs.replace(artifact, download_guid=guid, updated_at=utc_now_iso())
-                    store.put_artifact(key, artifact)
-                    op.stage("transferring")
+                    watch.store.put_artifact(watch.key, artifact)
+                    watch.op.stage("transferring")
                 if event.state == "completed":
-                    return await self._finish(store, key, artifact, previous)
+                    return await self._finish(watch, artifact, event.url)
                 if event.state == "canceled":
-                    _forget(store, key, previous)
+                    watch.forget()
                     raise CnkiError("DOWNLOAD_CANCELLED", "浏览器报告传输取消；未重复点击。", details={"format": artifact.format})
             if time.monotonic() >= deadline:
                 raise _uncertain(
@@ -393,52 +331,141 @@ class Downloads:
                     f"点击下载后 {wait_seconds} 秒内文件没有下载完成，下载可能仍在进行；"
                     "稍后用相同参数再调用会先检查文件是否已到，确认需要重新下载时才传 retry=true。",
                 )
-            if guid is None and await self._look_at_tabs(op, store, site, opener, key, previous):
-                deadline = time.monotonic() + wait_seconds
 
-    async def _look_at_tabs(
-        self, op: OperationContext, store: Store, site: PageSite, opener: Tab, key: str, previous: Artifact | None
-    ) -> bool:
-        """Hand challenges to the person (True: the wait starts again); refusals end the attempt."""
-        browser = site.browser
-        tabs = [opener, *await browser.popups(opener)]
-        for tab in tabs:
+    async def _finish(self, watch: _Watch, artifact: Artifact, url: str) -> dict[str, Any]:
+        """Keep what arrived: any PDF/CAJ-family or unknown body (said so); an HTML page is a refusal."""
+        store = watch.store
+        src = Path(artifact.incoming) / artifact.download_guid
+        if not valid_guid(artifact.download_guid):
+            watch.forget()
+            raise CnkiError("INVALID_FILE", "浏览器报告的下载标识无效。")
+        try:
+            body = await asyncio.to_thread(read_body, src)
+            if body.format == "html":
+                raise await self._html_file(watch, src, url)
+            done = await asyncio.to_thread(publish, store.downloads_dir, artifact, src, body)
+        except CnkiError as exc:
+            if exc.code in ("INVALID_FILE", "FILE_EXISTS", "UNSAFE_OUTPUT_PATH", "DOWNLOAD_REFUSED"):
+                watch.forget()
+                with contextlib.suppress(OSError):
+                    src.unlink()
+                remove_empty(src.parent)
+            raise
+        store.put_artifact(watch.key, done)
+        return view(done)
+
+    async def _html_file(self, watch: _Watch, src: Path, url: str) -> CnkiError:
+        """An error page that arrived as "the file": its words, and the page kept as a snapshot."""
+        raw = await asyncio.to_thread(_read_limited, src)
+        html = raw.decode("utf-8", "replace")
+        words = await asyncio.to_thread(page_text_sample, html) or "知网返回了一个网页而不是论文文件"
+        name = await watch.site.snapshot("download-file", html, url)
+        return _refused(words, where="downloaded_file", **({"snapshot": name} if name else {}))
+
+
+def _read_limited(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read(HTML_FILE_LIMIT)
+
+
+async def _with_snapshot(site: PageSite, kind: str, tab: Tab, error: CnkiError) -> CnkiError:
+    """``error`` with the tab saved (HTML and screenshot) and the snapshot's name in its details."""
+    seen = None if tab.closed else await site.glance(tab)
+    html, url = (seen.html, seen.url) if seen is not None else ("", tab.url)
+    name = await site.snapshot(kind, html, url, tab)
+    details = dict(error.details) if isinstance(error.details, dict) else {}
+    if name:
+        details["snapshot"] = name
+    return CnkiError(error.code, error.message, details=details, retryable=error.retryable)
+
+
+class _Watch:
+    """The tabs of one clicked download: refusals end it at once, challenges go to the person."""
+
+    def __init__(
+        self,
+        op: OperationContext,
+        store: Store,
+        site: PageSite,
+        opener: Tab,
+        detail_path: str,
+        key: str,
+        previous: Artifact | None,
+    ) -> None:
+        self.op = op
+        self.store = store
+        self.site = site
+        self.opener = opener
+        self.detail_path = detail_path
+        self.key = key
+        self.previous = previous
+
+    def forget(self) -> None:
+        _forget(self.store, self.key, self.previous)
+
+    async def look(self) -> bool:
+        """Look at the opener and its popups once; True after a human step (the wait starts again)."""
+        for tab in await self._tabs():
             if tab.closed:
                 continue
-            seen = await site.glance(tab)
-            if seen is None or not seen.ready:
-                continue
-            problem = page_problem(seen.page, seen.url)
-            if problem is not None and problem.code != "ACCESS_DENIED":
-                await self._human(op, site, tab, problem)
-                return True
-            if tab is opener:
-                continue
-            url = client_url(seen.url)
-            op.stage("download_tab", {"url": url})
-            refusal = parse_download_refusal(seen.html)
-            if refusal:
-                _forget(store, key, previous)
-                raise CnkiError("DOWNLOAD_REFUSED", f"知网未提供文件：{refusal}", details={"url": url})
+            # The detail page itself is no refusal (its abstract may well say 无权…); a tab that left it may be.
+            moved = tab is not self.opener or urlsplit(tab.url).path != self.detail_path
+            words = refusal_in_url(tab.url) if moved else None  # readable before, or without, any DOM
+            if words is None:
+                seen = await self.site.glance(tab)
+                if seen is None or not seen.ready:
+                    continue
+                problem = page_problem(seen.page, seen.url)
+                if problem is not None and problem.code != "ACCESS_DENIED":
+                    await self._human(tab, problem)
+                    return True
+                moved = moved or urlsplit(seen.url).path != self.detail_path
+                if not moved:
+                    continue
+                self.op.stage("download_tab", {"url": client_url(seen.url)})
+                words = refusal_in_url(seen.url) or parse_download_refusal(seen.html)
+            if words:
+                self.forget()
+                raise await _with_snapshot(self.site, "download-refused", tab, _refused(words, url=tab.url))
         return False
 
-    async def _human(self, op: OperationContext, site: PageSite, tab: Tab, reason: CnkiError) -> None:
+    async def _tabs(self) -> list[Tab]:
+        """The opener and its popups; a popup that cannot be attached yet is left for the next look.
+
+        Attaching waits while the popup's navigation is pending (a slow file answer), and a popup
+        that turned into the download goes away while it is attached: neither may hold up the wait.
+        """
+        browser = self.site.browser
+        try:
+            return [self.opener, *await asyncio.wait_for(browser.popups(self.opener), TAB_LIST_WAIT)]
+        except TimeoutError:
+            log.debug("popups of the download tab not attached within %.0f s", TAB_LIST_WAIT)
+        except CnkiError as exc:
+            if exc.code != "BROWSER_UNAVAILABLE" or not browser.running:
+                raise
+            log.debug("popups of the download tab not listed: %s", exc.message)
+        return [self.opener]
+
+    async def _human(self, tab: Tab, reason: CnkiError) -> None:
         """The human step, ended early once the awaited download begins.
 
         After a captcha or login the page usually goes on to the file, and a page that turned
         into a download keeps showing what it showed before, so the download itself is the signal.
+        A challenge the person did not answer in time is saved as a snapshot.
         """
-        browser = site.browser
-        step = asyncio.ensure_future(site.human_step(op, tab, reason))
+        browser = self.site.browser
+        step = asyncio.ensure_future(self.site.human_step(self.op, tab, reason))
         try:
             while True:
                 done, _ = await asyncio.wait({step}, timeout=POLL)
                 if done:
                     try:
                         step.result()
-                    except CnkiError:
+                    except CnkiError as exc:
                         if tab.closed or await browser.wait_download(None, 0) is not None:
                             return
+                        if exc.code == "VERIFICATION_TIMEOUT":
+                            raise await _with_snapshot(self.site, "download-challenge", tab, exc) from None
                         raise
                     return
                 if await browser.wait_download(None, 0) is not None:
@@ -448,20 +475,3 @@ class Downloads:
                 step.cancel()
                 with contextlib.suppress(asyncio.CancelledError, CnkiError):
                     await step
-
-    async def _finish(self, store: Store, key: str, artifact: Artifact, previous: Artifact | None) -> dict[str, Any]:
-        src = Path(artifact.incoming) / artifact.download_guid
-        if not _GUID.fullmatch(artifact.download_guid):
-            _forget(store, key, previous)
-            raise CnkiError("INVALID_FILE", "浏览器报告的下载标识无效。")
-        try:
-            done = await asyncio.to_thread(publish, store.downloads_dir, artifact, src)
-        except CnkiError as exc:
-            if exc.code in ("INVALID_FILE", "FILE_EXISTS", "UNSAFE_OUTPUT_PATH"):
-                _forget(store, key, previous)
-                with contextlib.suppress(OSError):
-                    src.unlink()
-                _remove_empty(src.parent)
-            raise
-        store.put_artifact(key, done)
-        return view(done)

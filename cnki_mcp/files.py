@@ -282,17 +282,22 @@ def _read_chunks(src: Path) -> Iterable[bytes]:
             yield chunk
 
 
+def copy_file(src: Path, folder: Path, name: str) -> WrittenFile:
+    """Copy a regular file to ``folder/name`` (synced temp file, then the name), never overwriting."""
+    src = Path(src)
+    if src.is_symlink() or not src.is_file():
+        raise CnkiError("DISK_WRITE_FAILED", f"待复制的文件 {src} 不存在或不是普通文件。", details={"path": str(src)})
+    return _place(Path(folder), name, _read_chunks(src))
+
+
 def adopt_file(src: Path, folder: Path, name: str) -> WrittenFile:
     """Move a finished file (a browser download) to ``folder/name`` without overwriting anything.
 
     The bytes are copied through a synced temp file while hashing, published under the final name
     and only then is ``src`` removed, so a failure at any point leaves the download where it was.
     """
-    src = Path(src)
-    if src.is_symlink() or not src.is_file():
-        raise CnkiError("DISK_WRITE_FAILED", f"待移动的文件 {src} 不存在或不是普通文件。", details={"path": str(src)})
-    written = _place(Path(folder), name, _read_chunks(src))
-    _remove_quietly(src)
+    written = copy_file(src, folder, name)
+    _remove_quietly(Path(src))
     return written
 
 

@@ -199,6 +199,9 @@ class Artifact(msgspec.Struct, omit_defaults=True):
     operation_id: str = ""
     source: str = ""
     updated_at: str = ""
+    chosen_name: bool = False  # the caller named the file (kept as given whatever the content)
+    content_format: str = ""  # what the file is: pdf | caj | unknown (a CAJ order may deliver a PDF)
+    warnings: list[str] = []  # what is odd about a kept file (encrypted, other format, unknown header)
 
 
 class StoreData(msgspec.Struct):

@@ -1022,9 +1022,10 @@ def _challenge_reason(root: lxml.html.HtmlElement, url: str) -> str:
     if _any_visible(root, ".verifycode #vericode") and _any_visible(root, ".verifycode #changeVercode"):
         return "图片验证码"
     title = trim(text_of(first_match(root, "title")))
-    if title == "安全验证" or "超时验证" in title:
+    if title == "安全验证" or "超时验证" in title or title.startswith("拼图校验"):
         return title
-    if "/verify/" in (urlsplit(url).path.lower() if url else ""):
+    path = urlsplit(url).path.lower() if url else ""
+    if "/verify/" in path and "success" not in path:  # bar's verify/verifySuccess.html is the way out
         return "安全验证页"
     return ""
 
@@ -1112,10 +1113,20 @@ _REFUSAL = re.compile(
 _ERROR_PAGE = re.compile(r"/errormsg\.(?:html?|aspx)$", re.I)
 
 
+def page_text_sample(html: str) -> str:
+    """The first words a page shows (whitespace collapsed), as a refusal is quoted to the client."""
+    return page_text(load_page(html))[:REFUSAL_SAMPLE_CHARS]
+
+
 def parse_download_refusal(html: str) -> str | None:
     """The popup's text sample when it refuses the download (余额不足, 未订购 …), else None."""
-    sample = page_text(load_page(html))[:REFUSAL_SAMPLE_CHARS]
-    return sample if _REFUSAL.search(sample) else None
+    sample = page_text_sample(html)
+    return sample if is_refusal(sample) else None
+
+
+def is_refusal(text: str) -> bool:
+    """``text`` says CNKI will not hand out the file (a tip, an entry's title, a page's words)."""
+    return bool(_REFUSAL.search(text))
 
 
 def refusal_in_url(url: str) -> str | None:

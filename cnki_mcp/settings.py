@@ -43,6 +43,11 @@ def inline_wait_seconds() -> int:
     return env_positive_int("CNKI_INLINE_WAIT_SECONDS", 40)
 
 
+def verification_wait_seconds() -> int:
+    """CNKI_VERIFICATION_WAIT_SECONDS: how long a page handed to the person (captcha, login) is waited for."""
+    return env_positive_int("CNKI_VERIFICATION_WAIT_SECONDS", 20 * 60)
+
+
 def data_root() -> Path:
     """The data directory: config.json, research.json, the browser profile, downloads, exports.
 

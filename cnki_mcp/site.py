@@ -351,6 +351,10 @@ def _human_message(reason: CnkiError) -> str:
     return LOGIN_MESSAGE if reason.code == "LOGIN_REQUIRED" else VERIFY_MESSAGE
 
 
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:g} 分钟" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g} 秒"
+
+
 def page_problem(page: PageState, url: str) -> CnkiError | None:
     """The problem a live tab shows, as the code a response would have given (no query in details)."""
     url = endpoint_url(url)
@@ -684,7 +688,7 @@ class Site:
             if remaining <= 0:
                 raise CnkiError(
                     "VERIFICATION_TIMEOUT",
-                    "等待人工验证超过 20 分钟，已停止等待；处理好浏览器窗口里的验证后重新调用即可。",
+                    f"等待人工验证超过 {_span(self.human_timeout)}，已停止等待；处理好浏览器窗口里的验证后重新调用即可。",
                     details={"url": endpoint_url(tab.url), "snapshot": await self.tab_snapshot("challenge", tab)},
                 )
             with contextlib.suppress(TimeoutError):

@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from cnki_mcp.download import (
+from cnki_mcp.download import ENTRIES, DownloadPage, Entry, choose_entry, prior
+from cnki_mcp.download_files import (
+    Body,
     DownloadRequest,
     artifact_key,
     check_filename,
+    check_names,
     check_target,
     default_filename,
-    prior,
+    file_warnings,
     publish,
+    read_body,
     reconcile,
-    validate_download,
+    stored_names,
+    wanted_format,
 )
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Artifact
@@ -62,31 +69,17 @@ def test_rejected_filenames(name: str, fmt: str) -> None:
     assert error.value.code == "INVALID_FILENAME"
 
 
-def test_validate_download(tmp_path: Path) -> None:
+def test_short_missing_or_linked_files_are_invalid(tmp_path: Path) -> None:
     good = tmp_path / "good"
     good.write_bytes(PDF)
-    validate_download(good, "pdf")
-    cases = {
-        "short": (b"%PDF-1.7 %%EOF", "pdf", "下载文件不完整"),
-        "html": (b"<html>" + b"x" * 200 + b"%%EOF", "pdf", "不一致"),
-        "no_eof": (b"%PDF-1.7" + b"x" * 300, "pdf", "结束标记"),
-        "eof_too_early": (b"%PDF-1.7%%EOF" + b"x" * 3000, "pdf", "结束标记"),
-        "bad_caj": (b"PK\x03\x04" + b"x" * 200, "caj", "不一致"),
-    }
-    for name, (data, fmt, words) in cases.items():
-        path = tmp_path / name
-        path.write_bytes(data)
-        with pytest.raises(CnkiError) as error:
-            validate_download(path, fmt)
-        assert error.value.code == "INVALID_FILE" and words in error.value.message, name
-    for magic in (b"CAJ", b"KDH", b"HN"):
-        path = tmp_path / magic.decode()
-        path.write_bytes(magic + b"\x00" * 200)
-        validate_download(path, "caj")
+    short = tmp_path / "short"
+    short.write_bytes(b"%PDF-1.7 %%EOF")
     link = tmp_path / "link"
     link.symlink_to(good)
-    with pytest.raises(CnkiError):
-        validate_download(link, "pdf")
+    for path in (short, link, tmp_path / "missing"):
+        with pytest.raises(CnkiError) as error:
+            read_body(path)
+        assert error.value.code == "INVALID_FILE", path.name
 
 
 @pytest.mark.parametrize(
@@ -139,18 +132,18 @@ def _clicked(store: Store, guid: str = "", fmt: str = "pdf", name: str = "题名
 async def test_uncertain_click_is_never_repeated_without_retry(store: Store) -> None:
     _clicked(store)
     with pytest.raises(CnkiError) as error:
-        await prior(store, REF, "auto", retry=False)
+        await prior(store, REF, DownloadRequest())
     assert error.value.code == "SIDE_EFFECT_UNCERTAIN" and error.value.retryable
     assert error.value.details["state"] == "clicked"
-    assert await prior(store, REF, "pdf", retry=True) is None  # retry: a new click is due
-    assert await prior(store, REF, "caj", retry=False) is None  # another format is another download
+    assert await prior(store, REF, DownloadRequest(format="pdf", retry=True)) is None  # retry: a new click is due
+    assert await prior(store, REF, DownloadRequest(format="caj")) is None  # another format is another download
 
 
 async def test_late_file_is_found_and_then_served_from_cache(store: Store) -> None:
     artifact = _clicked(store)
     Path(artifact.incoming, "0f0e-guid-1").write_bytes(PDF)
     Path(artifact.incoming, "1f0e-guid-2.crdownload").write_bytes(b"partial")
-    found = await prior(store, REF, "auto", retry=False)
+    found = await prior(store, REF, DownloadRequest())
     assert found is not None and found["requests"] == 0
     result = found["result"]
     assert result["state"] == "completed" and result["source"] == "download"
@@ -158,11 +151,11 @@ async def test_late_file_is_found_and_then_served_from_cache(store: Store) -> No
     assert Path(result["path"]) == store.downloads_dir / "题名_8f6f38fc.pdf"
     assert not Path(artifact.incoming, "0f0e-guid-1").exists()
 
-    again = await prior(store, REF, "auto", retry=False)
+    again = await prior(store, REF, DownloadRequest())
     assert again is not None and again["source"] == "cache" and again["result"]["source"] == "cache"
 
     Path(result["path"]).write_bytes(PDF + b"changed")  # changed on disk: downloaded afresh
-    assert await prior(store, REF, "auto", retry=False) is None
+    assert await prior(store, REF, DownloadRequest()) is None
 
 
 async def test_partial_late_file_keeps_the_click_uncertain(store: Store) -> None:
@@ -171,7 +164,7 @@ async def test_partial_late_file_keeps_the_click_uncertain(store: Store) -> None
     Path(artifact.incoming, "other").write_bytes(PDF)  # not this click's GUID
     assert reconcile(store.downloads_dir, artifact) is None
     with pytest.raises(CnkiError) as error:
-        await prior(store, REF, "pdf", retry=False)
+        await prior(store, REF, DownloadRequest(format="pdf"))
     assert error.value.code == "SIDE_EFFECT_UNCERTAIN"
 
 
@@ -182,10 +175,208 @@ def test_publish_never_overwrites(store: Store) -> None:
     store.downloads_dir.mkdir(exist_ok=True)
     (store.downloads_dir / artifact.name).write_bytes(b"mine")
     with pytest.raises(CnkiError) as error:
-        publish(store.downloads_dir, artifact, src)
+        publish(store.downloads_dir, artifact, src, read_body(src))
     assert error.value.code == "FILE_EXISTS"
     assert (store.downloads_dir / artifact.name).read_bytes() == b"mine"
     assert src.exists()  # the download is kept when it could not be placed
     os.unlink(store.downloads_dir / artifact.name)
-    done = publish(store.downloads_dir, artifact, src)
+    done = publish(store.downloads_dir, artifact, src, read_body(src))
     assert done.state == "completed" and done.incoming == "" and not src.parent.exists()
+
+
+# --- what a finished download is ----------------------------------------------------------------
+
+CAJ_FAMILY = {b"CAJ\x00": "CAJ", b"HN\x00\x00\xc8\x00": "HN", b"\xc8\x00": "C8", b"KDH ": "KDH", b"TEB\x00": "TEB"}
+
+
+@pytest.mark.parametrize(("head", "label"), list(CAJ_FAMILY.items()))
+def test_every_caj_family_header_is_a_caj(tmp_path: Path, head: bytes, label: str) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(head + b"\x00" * 200)
+    body = read_body(path)
+    assert body.format == "caj"
+    assert body.header == label
+    assert body.complete is True
+
+
+def test_pdf_html_and_unknown_bodies(tmp_path: Path) -> None:
+    cases = {
+        "pdf": (PDF, ("pdf", "PDF", True)),
+        "pdf_no_eof": (b"%PDF-1.7" + b"x" * 3000, ("pdf", "PDF", False)),
+        "html": (b"\xef\xbb\xbf\n  <!DOCTYPE html><html><body>" + b"x" * 200, ("html", "HTML", True)),
+        "fragment": (b"<div class='tips'>" + b"x" * 200, ("html", "HTML", True)),
+        "zip": (b"PK\x03\x04" + b"x" * 200, ("unknown", "50 4b 03 04", False)),
+    }
+    for name, (data, expected) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        body = read_body(path)
+        assert (body.format, body.header, body.complete) == expected, name
+
+
+def test_warnings_say_what_is_odd_about_a_kept_file() -> None:
+    pdf = Body(format="pdf", header="PDF", complete=True)
+    assert file_warnings("pdf", pdf, "a.pdf") == []
+    assert file_warnings("caj", Body(format="caj", header="KDH", complete=True), "a.caj") == []
+    as_caj = file_warnings("caj", pdf, "我的.caj")
+    assert len(as_caj) == 2
+    assert "知网给的是 PDF" in as_caj[0]
+    assert "我的.caj" in as_caj[1]
+    assert len(file_warnings("caj", pdf, "a.pdf")) == 1  # the default name already follows the content
+    assert "加密" in file_warnings("caj", Body(format="caj", header="TEB", complete=True), "a.caj")[0]
+    assert "c8 00" in file_warnings("caj", Body(format="unknown", header="c8 00", complete=False), "a.caj")[0]
+    assert "%%EOF" in file_warnings("pdf", Body(format="pdf", header="PDF", complete=False), "a.pdf")[0]
+
+
+def test_default_names_follow_the_content_chosen_names_stay() -> None:
+    pdf = Body(format="pdf", header="PDF", complete=True)
+    default = Artifact(state="clicked", record_ref=REF, format="caj", name="题名_8f6f38fc.caj")
+    assert stored_names(default, pdf) == ["题名_8f6f38fc.pdf", "题名_8f6f38fc.caj"]
+    assert stored_names(default, Body(format="caj", header="HN", complete=True)) == ["题名_8f6f38fc.caj"]
+    assert stored_names(default, Body(format="unknown", header="00", complete=False)) == ["题名_8f6f38fc.caj"]
+    chosen = msgspec.structs.replace(default, chosen_name=True, name="我的.caj")
+    assert stored_names(chosen, pdf) == ["我的.caj"]
+
+
+def test_a_pdf_for_a_caj_order_is_published_as_pdf_unless_that_name_is_taken(store: Store) -> None:
+    artifact = _clicked(store, fmt="caj", name="题名_8f6f38fc.caj")
+    first = Path(artifact.incoming, "g1")
+    first.write_bytes(PDF)
+    done = publish(store.downloads_dir, artifact, first, read_body(first))
+    assert Path(done.path).name == "题名_8f6f38fc.pdf"
+    assert done.content_format == "pdf"
+    assert done.name == "题名_8f6f38fc.pdf"
+    assert "知网给的是 PDF" in done.warnings[0]
+    artifact = _clicked(store, fmt="caj", name="题名_8f6f38fc.caj")
+    second = Path(artifact.incoming, "g2")
+    second.write_bytes(PDF)
+    again = publish(store.downloads_dir, artifact, second, read_body(second))
+    assert Path(again.path).name == "题名_8f6f38fc.caj"  # the .pdf name is taken: the name checked before the click
+
+
+def test_a_late_html_or_unknown_file_keeps_the_click_uncertain(store: Store) -> None:
+    artifact = _clicked(store, guid="abc-123")
+    Path(artifact.incoming, "abc-123").write_bytes(b"<html><body>" + "下载失败".encode() * 40)
+    assert reconcile(store.downloads_dir, artifact) is None
+    Path(artifact.incoming, "abc-123").write_bytes(b"\x00\x01" * 200)
+    assert reconcile(store.downloads_dir, artifact) is None
+
+
+# --- names asked for again ----------------------------------------------------------------------
+
+
+def _completed(store: Store) -> Artifact:
+    artifact = _clicked(store)
+    src = Path(artifact.incoming, "guid-1")
+    src.write_bytes(PDF)
+    done = publish(store.downloads_dir, artifact, src, read_body(src))
+    store.put_artifact(artifact_key(REF, "pdf"), done)
+    return done
+
+
+async def test_a_new_name_for_a_downloaded_paper_is_a_local_copy(store: Store) -> None:
+    done = _completed(store)
+    check_names(store.downloads_dir, DownloadRequest(filename="副本.pdf", subdirectory="读过"))
+    answer = await prior(store, REF, DownloadRequest(filename="副本.pdf", subdirectory="读过"))
+    assert answer is not None
+    result = answer["result"]
+    assert answer["requests"] == 0
+    assert result["source"] == "local_copy"
+    assert result["copied_from"] == done.path
+    assert Path(result["path"]) == store.downloads_dir / "读过" / "副本.pdf"
+    assert Path(result["path"]).read_bytes() == PDF
+    assert Path(done.path).read_bytes() == PDF  # the original stays
+    same = await prior(store, REF, DownloadRequest(filename="副本.pdf", subdirectory="读过"))
+    assert same is not None and same["result"]["path"] == result["path"]  # asking again is the same copy
+    own = await prior(store, REF, DownloadRequest(filename=Path(done.path).name))
+    assert own is not None and own["result"]["source"] == "cache"
+
+
+async def test_a_new_name_that_is_taken_is_file_exists(store: Store) -> None:
+    _completed(store)
+    (store.downloads_dir / "别人的.pdf").write_bytes(b"mine")
+    with pytest.raises(CnkiError) as error:
+        await prior(store, REF, DownloadRequest(filename="别人的.pdf"))
+    assert error.value.code == "FILE_EXISTS"
+    assert (store.downloads_dir / "别人的.pdf").read_bytes() == b"mine"
+
+
+async def test_a_filename_picks_the_ledger_entry_of_its_extension(store: Store) -> None:
+    _completed(store)
+    assert await prior(store, REF, DownloadRequest(filename="论文.caj")) is None  # no CAJ yet: a download is due
+
+
+# --- the detail page's entries ----------------------------------------------------------------
+
+
+def _page(*texts: str, tips: tuple[str, ...] = ()) -> DownloadPage:
+    return DownloadPage(entries=[Entry(text=t) for t in texts], tips=list(tips))
+
+
+THESIS = ("在线阅读", "分章下载", "分页下载", "CAJ整本下载")
+
+
+@pytest.mark.parametrize(
+    ("texts", "wanted", "expected"),
+    [
+        (("HTML阅读", "PDF下载", "CAJ下载"), "auto", ("pdf", "PDF下载")),
+        (("HTML阅读", "CAJ下载"), "auto", ("caj", "CAJ下载")),
+        (THESIS, "auto", ("caj", "CAJ整本下载")),
+        (THESIS, "caj", ("caj", "CAJ整本下载")),
+        (("分章下载", "分页下载", "整本下载"), "caj", ("caj", "整本下载")),
+        ((*THESIS, "PDF下载"), "auto", ("pdf", "PDF下载")),
+        (("CAJ分章下载", "CAJ分页下载", "CAJ 整本下载"), "caj", ("caj", "CAJ 整本下载")),
+        (("下载PDF", "下载CAJ"), "caj", ("caj", "下载CAJ")),
+    ],
+)
+def test_the_whole_document_entry_is_chosen(texts: tuple[str, ...], wanted: str, expected: tuple[str, str]) -> None:
+    fmt, entry = choose_entry(_page(*texts), wanted)
+    assert (fmt, entry.text) == expected
+
+
+@pytest.mark.parametrize("text", ["分章下载", "分页下载", "在线阅读", "CAJ分章下载", "PDF分页下载", "PDF整本下载"])
+def test_partial_entries_never_pass_for_a_caj(text: str) -> None:
+    assert not re.search(ENTRIES["caj"], text, re.I)
+
+
+def test_a_thesis_without_a_whole_entry_names_what_it_offers() -> None:
+    with pytest.raises(CnkiError) as error:
+        choose_entry(_page("在线阅读", "分章下载", "分页下载"), "auto")
+    assert error.value.code == "DOWNLOAD_ENTRY_NOT_FOUND"
+    assert error.value.details["offered"] == ["分章下载", "分页下载"]
+    assert "分章下载、分页下载" in error.value.message
+
+
+def test_a_foreign_language_page_says_why_there_is_no_entry() -> None:
+    with pytest.raises(CnkiError) as error:
+        choose_entry(_page("原文链接"), "auto", "WWJD")
+    assert error.value.code == "DOWNLOAD_ENTRY_NOT_FOUND"
+    assert "外文文献" in error.value.message
+
+
+def test_an_unsubscribed_tip_refuses_before_any_click() -> None:
+    with pytest.raises(CnkiError) as error:
+        choose_entry(_page("PDF下载", tips=("对不起，贵单位没有订购该专辑，请您与贵单位图书馆联系订购！",)), "auto")
+    assert error.value.code == "DOWNLOAD_REFUSED"
+    assert "没有订购该专辑" in error.value.message
+    fmt, _ = choose_entry(_page("PDF下载", tips=("欢迎示例大学图书馆的用户",)), "auto")
+    assert fmt == "pdf"  # a tip that refuses nothing is no refusal
+
+
+def test_unavailable_entries_refuse_and_auto_takes_an_available_one() -> None:
+    grey = DownloadPage(entries=[Entry(text="PDF下载", classes="btn-dlpdf disabled"),
+                                 Entry(text="CAJ下载", title="您所在机构未订购该产品")])
+    with pytest.raises(CnkiError) as error:
+        choose_entry(grey, "auto")
+    assert error.value.code == "DOWNLOAD_REFUSED"
+    mixed = DownloadPage(entries=[Entry(text="PDF下载", disabled=True), Entry(text="CAJ下载")])
+    assert choose_entry(mixed, "auto")[0] == "caj"
+    logged_out = DownloadPage(entries=[Entry(text="PDF下载", classes="downloadlink icon-notlogged")])
+    assert choose_entry(logged_out, "pdf")[0] == "pdf"  # not logged in yet is no refusal
+
+
+def test_a_file_name_says_which_format_auto_means() -> None:
+    assert wanted_format(DownloadRequest()) == "auto"
+    assert wanted_format(DownloadRequest(filename="我的.CAJ")) == "caj"
+    assert wanted_format(DownloadRequest(filename="我的.pdf")) == "pdf"
+    assert wanted_format(DownloadRequest(format="pdf", filename="我的.pdf")) == "pdf"

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from cnki_mcp import citations, clients, files
 from cnki_mcp.tools import parse_arguments
 from cnki_mcp.app import App
-from cnki_mcp.download import DownloadRequest, check_target
+from cnki_mcp.download_files import DownloadRequest, check_target
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import kind_budget
 from cnki_mcp.model import Paper

@@ -12,11 +12,11 @@ import base64
 import hashlib
 import json
 import math
-from html import escape
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .corpus import Journal, Paper
+from .downloads import caj_bytes, content_disposition, download_buttons, esc, foreign, pdf_bytes  # noqa: F401 (pages.* as before)
 
 if TYPE_CHECKING:
     from .server import Scenario
@@ -68,10 +68,6 @@ def author_url(name: str) -> str:
 
 
 # ---------------------------------------------------------------- shared bits
-
-def esc(s: object) -> str:
-    return escape(str(s), quote=True)
-
 
 def header_html(sc: Scenario) -> str:
     """ecp_header login area: none / institution / personal / both (real-pages §8, site.md §8.2)."""
@@ -622,25 +618,18 @@ def detail_page(p: Paper, sc: Scenario, epoch: int) -> str:
     if p.online_first:
         head_time = (f'<div class="head-time"><span>（录用定稿）网络首发时间：{esc(p.online_first_time)}</span>'
                      f'<a target="_blank" class="btn-sf" href="{KNS}/kcms2/certificate?v={encode_token("c", p.filename)}">网络首发证书下载<i></i></a></div>')
-    notlogged = " downloadlink icon-notlogged" if sc.login == "none" else ""
-    dl = [f'<li class="btn-html"><a id="htmlRead" class="btn-html" target="_blank" href="{esc(order_url(p, "html", epoch))}">HTML阅读</a></li>']
+    dl, tip = download_buttons(p, sc, lambda kind: order_url(p, kind, epoch))
     if sc.html_entry_decoy:  # a greyed stand-in the page keeps ahead of the working entry
         dl.insert(0, '<li class="btn-html"><a class="btn-html" style="color:#999;cursor:not-allowed" '
                      'href="javascript:void(0)">HTML阅读</a></li>')
-    if p.resource == "NEWSPAPER":
-        dl.append(f'<li class="btn-dlcaj"><a id="cajDown" name="cajDown" class="{notlogged.strip()}" target="_blank" href="{esc(order_url(p, "caj", epoch))}">CAJ下载</a></li>')
-        dl.append(f'<li class="btn-dlpdf"><a id="pdfDown" name="pdfDown" class="{notlogged.strip()}" target="_blank" href="{esc(order_url(p, "pdf", epoch))}">PDF下载</a></li>')
-    else:
-        dl.append(f'<li class="btn-dlpdf"><a id="pdfDown" name="pdfDown" class="{notlogged.strip()}" target="_blank" href="{esc(order_url(p, "pdf", epoch))}">PDF下载</a></li>')
-        dl.append(f'<li class="btn-dlcaj"><a id="cajDown" name="cajDown" class="{notlogged.strip()}" target="_blank" href="{esc(order_url(p, "caj", epoch))}">CAJ下载</a></li>')
-    downloads = f'<div class="operate" id="DownLoadParts"><ul class="operate-btn download-btns">{"".join(dl)}</ul></div>'
+    downloads = f'{tip}<div class="operate" id="DownLoadParts"><ul class="operate-btn download-btns">{"".join(dl)}</ul></div>'
     bottom = ""
     if sc.double_download:
         bottom = (f'<div class="operate operate-bottom"><ul class="operate-btn download-btns"><li class="btn-dlpdf">'
                   f'<a id="pdfDown" name="pdfDown" target="_blank" href="{esc(order_url(p, "pdf", epoch))}">PDF下载</a></li></ul></div>')
     size = f'<div class="total-inform"><span>页码：{esc(p.pages)}</span><span>页数：{p.page_count}</span><span>大小：{p.size_k}K</span></div>' \
         if p.page_count else ""
-    hidden = (f'<input type="hidden" id="paramdbcode" value="{p.dbcode}"><input type="hidden" id="paramdbname" value="{p.table}">'
+    hidden = (f'<input type="hidden" id="paramdbcode" value="{"WWJD" if foreign(p, sc) else p.dbcode}"><input type="hidden" id="paramdbname" value="{p.table}">'
               f'<input type="hidden" id="paramfilename" value="{esc(p.filename)}">'
               f'<input type="hidden" id="export-id" value="{esc(encode_token("e", p.filename))}!">'
               f'<input type="hidden" id="export-url" value="{KNS}/dm8/API/GetExport"><input type="hidden" id="apiHost" value="{KNS}/restapi">')
@@ -942,6 +931,9 @@ REFUSALS = {
     "referer": ("来源应用不正确", "来源应用不正确(01)"),
     "expired": ("下载失败", "下载链接已过期，请返回原页面刷新。服务端出现未知错误。"),
     "no_album": ("未订购", "对不起，贵单位没有订购该专辑，请您与贵单位图书馆联系订购！"),
+    # Older generations' wording (legacy crawlers), still what the product must recognise.
+    "not_valid": ("提示", "产品不在有效期范围之内！"),
+    "too_frequent": ("提示", "对不起，您的操作太过频繁！请退出后重新登录。"),
 }
 
 
@@ -954,7 +946,10 @@ def error_msg_url(message: str) -> str:
     return f"{KNS}/kns8s/ErrorMsg.html?errorMsg={quote(message, safe='')}&errorCode=-1"
 
 
-def error_msg_page(message: str) -> str:
+def error_msg_page(message: str, blank: bool = False) -> str:
+    """The error page; ``blank``: a shell whose script never shows the message (it is only in the URL)."""
+    if blank:
+        return page("提示信息 - 中国知网", '<div id="app" class="errorMsg-box"></div>')
     return page("提示信息 - 中国知网", f'<div class="errorMsg-box"><p class="errorMsg">{esc(message or "发生错误")}</p>'
                                    f'<a href="javascript:history.back()">返回</a></div>')
 
@@ -965,36 +960,11 @@ def refusal_page(kind: str) -> str:
                                      f'<a href="javascript:history.back()">返回</a></div></div>')
 
 
-def pdf_bytes(p: Paper) -> bytes:
-    """A small but well-formed PDF (one page) naming the paper."""
-    text = f"CNKI simulator {p.filename}".encode()
-    stream = b"BT /F1 12 Tf 72 720 Td (" + text + b") Tj ET"
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
-            b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
-    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for i, o in enumerate(objs, start=1):
-        offsets.append(len(out))
-        out += f"{i} 0 obj\n".encode() + o + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
-    for off in offsets:
-        out += f"{off:010d} 00000 n \n".encode()
-    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return bytes(out)
-
-
-def caj_bytes(p: Paper, magic: str) -> bytes:
-    head = magic.encode().ljust(8, b"\x00")
-    body = f"CNKI simulator CAJ {p.filename} {p.title}".encode()
-    return head + body + b"\x00" * max(0, 256 - len(body))
-
-
-def content_disposition(p: Paper, ext: str) -> str:
-    name = f"{p.title}_{p.first_author}.{ext}"
-    return f"attachment; filename=\"{p.filename}.{ext}\"; filename*=UTF-8''{quote(name)}"
+def chapter_page(p: Paper) -> str:
+    """What a 分章下载/分页下载 entry opens: a list of parts, not the whole document."""
+    items = "".join(f'<li><span class="txt">{esc(s.title)}</span><span class="page">{i + 1}</span>'
+                    f'<a href="javascript:void(0)">下载</a></li>' for i, s in enumerate(p.sections))
+    return page(f"{p.title} - 分章下载 - 中国知网", f'<div class="ls-chapters"><ul>{items}</ul></div>')
 
 
 def login_page(sc: Scenario, return_url: str, unit: bool) -> str:
@@ -1030,6 +1000,15 @@ setTimeout(function(){
 </script>"""
     return page("安全验证", f'<div id="app"></div>{solve_script(solves)}{script}',
                 head=f'<meta name="sim-return-url" content="{esc(return_url)}">')
+
+
+def bar_verify_page(return_url: str, solves: int, words: bool) -> str:
+    """bar.cnki.net/bar/verify/index.html: a puzzle, or 请依次点击：X X X; solving goes on to returnUrl."""
+    task = "请依次点击：知 识 网" if words else "向右拖动滑块填充拼图"
+    body = (f'<div class="verify-wrap" style="margin:80px auto;width:360px;border:1px solid #999;padding:20px">'
+            f'<div class="verify-img-panel" style="height:150px;background:#ddd"></div><p class="verify-tips">{task}</p>'
+            f'<button type="button" class="sim-solve" onclick="simSolve()">完成验证（模拟）</button></div>')
+    return page("拼图校验-中国知网", body + solve_script(solves), head=f'<meta name="sim-return-url" content="{esc(return_url)}">')
 
 
 def simple_page(title: str, text: str) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import pages
+from . import downloads, pages
 from .corpus import Corpus, Paper, build_corpus
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
 
@@ -37,11 +37,17 @@ CERT_DIR = Path(__file__).parent / "certs"
 ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
              "home", "verify", "error", "other")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha")
-CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout")
-READER_GENERATIONS = ("nzkhtml", "kreader")
-READER_DATA_MODES = ("ok", "once")
+CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words")
 DOWNLOAD_MODES = ("auto", "ok", "login", "login_page", "balance", "unsubscribed", "no_permission", "session_end",
-                  "expired", "html", "abstract_only")
+                  "expired", "html", "abstract_only", "not_valid", "too_frequent", "html_file")
+CHOICES = {
+    "reader_generation": ("nzkhtml", "kreader"),
+    "reader_data": ("ok", "once"),
+    "thesis_downloads": ("plain", "whole", "whole_short", "whole_pdf"),
+    "detail_refusal": ("none", "organization_tip", "entries_unavailable"),
+    "error_page": ("text", "blank"),
+    "caj_magic": ("HN", "CAJ", "KDH", "C8", "TEB", "PDF", "UNKNOWN"),
+}
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
     500: "服务器内部错误", 502: "502 Bad Gateway", 503: "服务繁忙，请稍后重试", 504: "504 Gateway Time-out",
@@ -72,6 +78,9 @@ class Scenario:
     abstract_tag: str = "span"  # span | p | div for #ChDivSummary
     abstract_truncate: int = 0  # >0: visible #ChDivSummary cut to N chars, full text in input#abstract_text
     double_download: bool = False  # a second #pdfDown at the bottom of the detail page
+    thesis_downloads: str = "plain"  # theses/conference: plain PDF下载/CAJ下载 | whole | whole_short | whole_pdf
+    foreign_detail: bool = False  # English-language papers render as WWJD pages without PDF/CAJ entries
+    detail_refusal: str = "none"  # none | organization_tip (.organizationTip 未订购) | entries_unavailable
     reader: str = "auto"  # auto (trial unless logged in or free) | full | trial | refused (302 to ErrorMsg.html) | refused_page
     reader_slider: bool = False  # 「滑动验证，继续阅读全文」 until solved
     reader_url: str = "nzkhtml"  # nzkhtml (xmlRead/xml.html, trialRead.html) | reader_xml (/reader/xml?…&loginType=trialRead)
@@ -85,7 +94,8 @@ class Scenario:
     trial_notice: bool = False  # trial reader shows 试读结束，购买后阅读全文
     download: str = "auto"  # see DOWNLOAD_MODES
     check_referer: bool = True  # order URL without a *.cnki.net Referer → 来源应用不正确(01)
-    caj_magic: str = "HN"  # CAJ / KDH / HN
+    caj_magic: str = "HN"  # see CHOICES: the CAJ family, PDF (a plain PDF for a CAJ order) or UNKNOWN bytes
+    error_page: str = "text"  # text | blank: ErrorMsg.html shows nothing, its message is only in the URL
     expired_locator: str = "404"  # 404 | verify : answer to a v= token from an older epoch
     latency: dict[str, float] = field(default_factory=dict)  # endpoint → seconds added to every response
 
@@ -162,6 +172,8 @@ def classify(host: str, path: str) -> str:
     elif host == "navi.cnki.net" and p.startswith("/knavi"):
         return "journal"
     elif host == "bar.cnki.net":
+        if p.startswith("/bar/verify/"):
+            return "verify"
         if p.startswith("/bar/download/order"):
             return "download"
         if p.startswith("/bar/download/file"):
@@ -310,8 +322,7 @@ class KnsSimulator:
             bad = set(changes) - names
             if bad:
                 raise TypeError(f"unknown scenario fields: {sorted(bad)}")
-            for name, allowed in (("download", DOWNLOAD_MODES), ("reader_generation", READER_GENERATIONS),
-                                  ("reader_data", READER_DATA_MODES)):
+            for name, allowed in {"download": DOWNLOAD_MODES, **CHOICES}.items():
                 if name in changes and changes[name] not in allowed:
                     raise ValueError(f"{name} must be one of {allowed}")
             if "detail_js" in changes and not isinstance(changes["detail_js"], bool):
@@ -539,6 +550,8 @@ class KnsSimulator:
             return _Resp(200, pages.page("检索-中国知网", pages.header_html(sc) + pages.parked_slider(True, self.solves)))
         if style == "timeout":
             return _Resp(200, pages.timeout_verify_page(self.solves))
+        if style in ("bar", "bar_words"):
+            return _redirect(f"https://bar.cnki.net/bar/verify/index.html?platform=nxgp&returnUrl={quote(rec.url, safe='')}")
         return _Resp(200, pages.verify_home_page(back, self.solves))
 
     # ------------------------------------------------------------ routes
@@ -573,11 +586,14 @@ class KnsSimulator:
             if rec.path.lower().startswith("/verify/solve"):
                 self.solve()
                 return _Resp(200, json.dumps({"code": 1, "msg": "ok"}), "application/json; charset=utf-8")
+            if rec.path.lower().startswith("/bar/verify/"):
+                words = any(f.style == "bar_words" for f in self.faults if f.kind == "captcha")
+                return _Resp(200, pages.bar_verify_page(rec.query.get("returnUrl", ""), self.solves, words))
             return _Resp(200, pages.verify_home_page(rec.query.get("returnUrl", ""), self.solves))
         if ep == "home":
             return _Resp(200, pages.home_page(sc))
         if ep == "error":
-            return _Resp(200, pages.error_msg_page(rec.query.get("errorMsg", "")))
+            return _Resp(200, pages.error_msg_page(rec.query.get("errorMsg", ""), blank=sc.error_page == "blank"))
         if rec.host.endswith("cnki.net") or rec.host == "cnki.net":
             return _Resp(404, pages.simple_page("页面不存在", "404 页面不存在"))
         return _Resp(421, pages.simple_page("Misdirected", "unknown host"))
@@ -764,9 +780,12 @@ class KnsSimulator:
             if sc.download == "html":
                 return _Resp(200, pages.refusal_page("expired"))
             kind = parts[1]
-            data = pages.pdf_bytes(p) if kind == "pdf" else pages.caj_bytes(p, sc.caj_magic)
+            disposition = {"Content-Disposition": downloads.content_disposition(p, kind)}
+            if sc.download == "html_file":  # an error page sent as the attachment itself
+                return _Resp(200, pages.refusal_page("expired"), "text/html; charset=utf-8", disposition)
+            data = downloads.pdf_bytes(p) if kind == "pdf" else downloads.caj_bytes(p, sc.caj_magic)
             ctype = "application/pdf" if kind == "pdf" else "application/octet-stream"
-            return _Resp(200, data, ctype, {"Content-Disposition": pages.content_disposition(p, kind)})
+            return _Resp(200, data, ctype, disposition)
         if len(parts) != 4 or parts[0] != "o":
             return _Resp(200, pages.refusal_page("expired"))
         p = self.corpus.by_filename(parts[3])
@@ -780,6 +799,8 @@ class KnsSimulator:
         if sc.check_referer and not (ref_host == "cnki.net" or ref_host.endswith(".cnki.net")):
             return _Resp(200, pages.refusal_page("referer"))
         kind = parts[2]
+        if kind in ("catalog", "downpage"):
+            return _Resp(200, pages.chapter_page(p))
         if kind == "html":
             if sc.reader == "refused":
                 return _redirect(pages.error_msg_url(pages.ABSTRACT_ONLY))

@@ -1,0 +1,105 @@
+"""The simulator's download side: the detail page's entries and the bytes a file URL sends.
+
+Entries follow shared/spec/real-pages-2026.md §6 (thesis 分章/分页/CAJ整本下载, the thesis PDF anchor
+``#pdfDown1``, WWJD pages without entries) and the Scenario switches ``thesis_downloads``,
+``foreign_detail`` and ``detail_refusal``; file bodies follow §6 "File headers" (``caj_magic``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from html import escape
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from .corpus import Paper
+
+if TYPE_CHECKING:
+    from .server import Scenario
+
+
+def esc(s: object) -> str:
+    return escape(str(s), quote=True)
+
+
+def foreign(p: Paper, sc: Scenario) -> bool:
+    """An English-language paper shown as a foreign-language (WWJD) record: no PDF/CAJ entries."""
+    return sc.foreign_detail and p.language != "zh"
+
+
+UNSUBSCRIBED_TIP = "对不起，贵单位没有订购该专辑，请您与贵单位图书馆联系订购！"
+UNAVAILABLE_TITLE = "您所在机构未订购该产品，暂不能下载"
+
+
+def _entry(li: str, anchor_id: str, name: str, css: str, href: str, text: str, title: str = "") -> str:
+    extra = f' title="{esc(title)}"' if title else ""
+    return (f'<li class="{li}"><a id="{anchor_id}" name="{name}" class="{css}" target="_blank" href="{esc(href)}"{extra}>'
+            f'{esc(text)}</a></li>')
+
+
+def download_buttons(p: Paper, sc: Scenario, order: Callable[[str], str]) -> tuple[list[str], str]:
+    """The detail page's download entries and the tip above them (Scenario thesis_downloads,
+    foreign_detail, detail_refusal)."""
+    css = "downloadlink icon-notlogged" if sc.login == "none" else ""
+    title = ""
+    if sc.detail_refusal == "entries_unavailable":
+        css, title = (css + " disabled").strip(), UNAVAILABLE_TITLE
+    tip = (f'<div class="organizationTip"><i class="icon-tip"></i><span>{esc(UNSUBSCRIBED_TIP)}</span></div>'
+           if sc.detail_refusal == "organization_tip" else "")
+    if foreign(p, sc):
+        link = f"https://link.example-publisher.com/article/{p.filename}"
+        return [f'<li class="btn-link"><a class="btn-link" target="_blank" href="{esc(link)}">原文链接</a></li>'], tip
+    whole = sc.thesis_downloads != "plain" and p.resource in ("DISSERTATION", "CONFERENCE")
+    html_text = "在线阅读" if whole else "HTML阅读"
+    dl = [f'<li class="btn-html"><a id="htmlRead" class="btn-html" target="_blank" href="{esc(order("html"))}">{html_text}</a></li>']
+    pdf = _entry("btn-dlpdf", "pdfDown1" if whole else "pdfDown", "pdfDown", css, order("pdf"), "PDF下载", title)
+    if whole:
+        # Chapter and page entries come first: a loose match on 下载 would take them before the whole book.
+        dl.append(_entry("btn-dlcaj", "cajDownChapter", "cajDown", css, order("catalog"), "分章下载", title))
+        dl.append(_entry("btn-dlcaj", "cajDownPage", "cajDown", css, order("downpage"), "分页下载", title))
+        label = "整本下载" if sc.thesis_downloads == "whole_short" else "CAJ整本下载"
+        dl.append(_entry("btn-dlcaj", "cajDown", "cajDown", css, order("caj"), label, title))
+        if sc.thesis_downloads == "whole_pdf":
+            dl.append(pdf)
+        return dl, tip
+    caj = _entry("btn-dlcaj", "cajDown", "cajDown", css, order("caj"), "CAJ下载", title)
+    dl += [caj, pdf] if p.resource == "NEWSPAPER" else [pdf, caj]
+    return dl, tip
+
+
+def pdf_bytes(p: Paper) -> bytes:
+    """A small but well-formed PDF (one page) naming the paper."""
+    text = f"CNKI simulator {p.filename}".encode()
+    stream = b"BT /F1 12 Tf 72 720 Td (" + text + b") Tj ET"
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
+            b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for i, o in enumerate(objs, start=1):
+        offsets.append(len(out))
+        out += f"{i} 0 obj\n".encode() + o + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
+    for off in offsets:
+        out += f"{off:010d} 00000 n \n".encode()
+    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+# What a CAJ order may deliver (spec §6 "File headers"): the CAJ family, a plain PDF, or bytes nobody knows.
+CAJ_HEADS = {"HN": b"HN", "CAJ": b"CAJ", "KDH": b"KDH ", "C8": b"\xc8", "TEB": b"TEB", "UNKNOWN": b"\x7fZZ"}
+
+
+def caj_bytes(p: Paper, magic: str) -> bytes:
+    if magic == "PDF":
+        return pdf_bytes(p)
+    head = CAJ_HEADS[magic].ljust(8, b"\x00")
+    body = f"CNKI simulator CAJ {p.filename} {p.title}".encode()
+    return head + body + b"\x00" * max(0, 256 - len(body))
+
+
+def content_disposition(p: Paper, ext: str) -> str:
+    name = f"{p.title}_{p.first_author}.{ext}"
+    return f"attachment; filename=\"{p.filename}.{ext}\"; filename*=UTF-8''{quote(name)}"

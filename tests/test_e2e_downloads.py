@@ -1,0 +1,348 @@
+"""End to end: download_paper against the variants the real site answers with.
+
+Through the real MCP client over stdio, ``python -m cnki_mcp serve`` and a real headless Chromium
+pointed at the simulator (tests/kns): theses downloaded whole, refusals recognised at once, every
+CAJ-family file kept, a snapshot for every page that ends a download, and names checked before the
+local ledger answers. Helpers come from test_e2e_documents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from cnki_mcp.store import Store
+from tests.conftest import chromium_path
+from tests.kns import pages
+from tests.kns.corpus import Paper as SimPaper
+from tests.kns.server import KnsSimulator
+from tests.test_e2e_documents import REPO, EntrySimulator, Session, error_code, journal_papers, payload, seed
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(chromium_path() is None, reason="没有可用的 Chromium"),
+]
+
+# A refusal must end the operation within this many seconds of the site's answer (never the 120 s wait).
+REFUSAL_SECONDS = 10.0
+
+
+@pytest.fixture(scope="module")
+def sim_server() -> Iterator[EntrySimulator]:
+    sim = EntrySimulator().start()
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture
+def sim(sim_server: EntrySimulator) -> Iterator[EntrySimulator]:
+    sim_server.reset()
+    sim_server.missing.clear()
+    yield sim_server
+    sim_server.reset()
+
+
+@asynccontextmanager
+async def serve(data_dir: Path, sim: KnsSimulator, **env: str) -> AsyncIterator[Session]:
+    """test_e2e_documents.serve with extra environment (a short verification wait)."""
+    environment = {
+        "CNKI_DATA_DIR": str(data_dir),
+        "CNKI_HEADLESS": "1",
+        "CNKI_BROWSER_PATH": chromium_path() or "",
+        "CNKI_BROWSER_ARGS": sim.browser_args,
+        "CNKI_REQUEST_INTERVAL_MS": "50",
+        **env,
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=environment, cwd=REPO)
+    async with Client(params, read_timeout_seconds=90) as client:
+        yield Session(client)
+
+
+def papers_of(sim: KnsSimulator, resource: str, count: int, **where: Any) -> list[SimPaper]:
+    found = [p for p in sim.corpus.papers if p.resource == resource and all(getattr(p, k) == v for k, v in where.items())]
+    return found[:count]
+
+
+def order_kinds(sim: KnsSimulator) -> list[str]:
+    """The kind of every order URL the browser opened (pdf, caj, html, catalog, downpage)."""
+    kinds = []
+    for request in sim.requests:
+        if request.endpoint == "download":
+            parts = pages.decode_token(request.query.get("id", "")) or []
+            kinds.append(parts[2] if len(parts) == 4 else "?")
+    return kinds
+
+
+def snapshot_of(data_dir: Path, reply: dict[str, Any], *, screenshot: bool = True) -> str:
+    """The saved page named in the error's details (and its screenshot); returns its text."""
+    name = reply["errors"][0]["details"]["snapshot"]
+    saved = data_dir / "diagnostics" / name
+    assert saved.is_file(), name
+    assert saved.with_suffix(".png").is_file() == screenshot, name
+    return saved.read_text(encoding="utf-8")
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def last_request_at(sim: KnsSimulator, endpoint: str) -> float:
+    return max(r.at for r in sim.requests if r.endpoint == endpoint)
+
+
+def clicked_entries(data_dir: Path) -> list[str]:
+    store = Store.open(data_dir)
+    try:
+        return [key for key, artifact in store.data.artifacts.items() if artifact.state == "clicked"]
+    finally:
+        store.close_sync()
+
+
+async def test_theses_download_whole_and_foreign_pages_have_no_entry(sim: EntrySimulator, isolated_data_dir: Path) -> None:
+    whole, short, with_pdf, only_parts = papers_of(sim, "DISSERTATION", 4)
+    (meeting,) = papers_of(sim, "CONFERENCE", 1)
+    (foreign,) = [p for p in sim.corpus.papers if p.language != "zh"][:1]
+    refs = seed(isolated_data_dir, sim, [whole, short, with_pdf, only_parts, meeting, foreign])
+    sim.configure(download="ok", login="institution")
+    async with serve(isolated_data_dir, sim) as session:
+        # 在线阅读, 分章下载 and 分页下载 come before CAJ整本下载: auto takes the whole thesis as CAJ.
+        sim.configure(thesis_downloads="whole")
+        got = await session.finish(await session.call("download_paper", record_ref=refs[0]))
+        assert got["status"] == "completed", got
+        assert got["result"]["format"] == "caj"
+        assert got["result"]["sha256"] == sha(pages.caj_bytes(whole, "HN"))
+        assert order_kinds(sim) == ["caj"]
+        conference = await session.finish(await session.call("download_paper", record_ref=refs[4], format="caj"))
+        assert conference["status"] == "completed", conference
+        assert conference["result"]["sha256"] == sha(pages.caj_bytes(meeting, "HN"))
+
+        # 整本下载 without the CAJ prefix is the same whole-document entry.
+        sim.configure(thesis_downloads="whole_short")
+        got = await session.finish(await session.call("download_paper", record_ref=refs[1], format="caj"))
+        assert got["status"] == "completed", got
+        assert got["result"]["sha256"] == sha(pages.caj_bytes(short, "HN"))
+
+        # A thesis PDF (anchor id pdfDown1) is still preferred by auto.
+        sim.configure(thesis_downloads="whole_pdf")
+        got = await session.finish(await session.call("download_paper", record_ref=refs[2]))
+        assert got["status"] == "completed", got
+        assert got["result"]["format"] == "pdf"
+        assert got["result"]["sha256"] == sha(pages.pdf_bytes(with_pdf))
+        assert order_kinds(sim) == ["caj", "caj", "caj", "pdf"]
+
+        # Asking for a PDF the thesis page does not offer: no click, the page's entries named, the page kept.
+        sim.configure(thesis_downloads="whole")
+        missing = await session.finish(await session.call("download_paper", record_ref=refs[3], format="pdf"))
+        assert missing["status"] == "failed" and error_code(missing) == "DOWNLOAD_ENTRY_NOT_FOUND", missing
+        assert "分章下载、分页下载" in missing["errors"][0]["message"]
+        assert "CAJ整本下载" in snapshot_of(isolated_data_dir, missing)
+
+        # A foreign-language (WWJD) page has no PDF/CAJ entry at all.
+        sim.configure(foreign_detail=True)
+        abroad = await session.finish(await session.call("download_paper", record_ref=refs[5]))
+        assert abroad["status"] == "failed" and error_code(abroad) == "DOWNLOAD_ENTRY_NOT_FOUND", abroad
+        assert "外文文献" in abroad["errors"][0]["message"]
+        assert "原文链接" in snapshot_of(isolated_data_dir, abroad)
+        assert order_kinds(sim) == ["caj", "caj", "caj", "pdf"]  # nothing was clicked for either
+
+        # A detail page that cannot be read (cut short before its title) is kept as it was.
+        sim.configure(foreign_detail=False)
+        sim.fault("detail", "truncate", fraction=0.2, times=1)
+        unread = await session.finish(await session.call("download_paper", record_ref=refs[3]))
+        assert unread["status"] in ("failed", "partial"), unread
+        assert error_code(unread) in ("PARSER_UNSUPPORTED", "CONTENT_NOT_READY"), unread
+        assert "detail-tab" in unread["errors"][0]["details"]["snapshot"]
+        snapshot_of(isolated_data_dir, unread)
+        assert order_kinds(sim) == ["caj", "caj", "caj", "pdf"]
+    assert "catalog" not in order_kinds(sim) and "downpage" not in order_kinds(sim)
+
+
+# (scenario, the site's words, the endpoint whose answer is the refusal)
+REFUSALS_AFTER_THE_CLICK = [
+    ({"download": "abstract_only"}, "只收录题录信息", "error"),
+    ({"download": "abstract_only", "error_page": "blank"}, "只收录题录信息", "error"),
+    ({"download": "balance"}, "余额不足", "download"),
+    ({"download": "unsubscribed"}, "未订购", "download"),
+    ({"download": "session_end"}, "会话已经结束", "download"),
+    ({"download": "not_valid"}, "产品不在有效期范围之内", "download"),
+    ({"download": "too_frequent"}, "操作太过频繁", "download"),
+    ({"download": "html_file"}, "下载链接已过期", "file"),
+]
+
+
+async def test_refusals_end_at_once_with_the_sites_words(sim: EntrySimulator, isolated_data_dir: Path) -> None:
+    paper, tipped = journal_papers(sim, 2)
+    refs = seed(isolated_data_dir, sim, [paper, tipped])
+    seconds: dict[str, float] = {}
+    async with serve(isolated_data_dir, sim) as session:
+        # Before the click: the detail page says so; nothing reaches the order URL.
+        for refusal, words in (("organization_tip", "没有订购该专辑"), ("entries_unavailable", "未订购该产品")):
+            sim.configure(download="ok", detail_refusal=refusal)
+            no = await session.finish(await session.call("download_paper", record_ref=refs[1]))
+            seconds[refusal] = time.time() - last_request_at(sim, "detail")
+            assert no["status"] == "failed" and error_code(no) == "DOWNLOAD_REFUSED", no
+            assert words in no["errors"][0]["message"]
+            assert words in snapshot_of(isolated_data_dir, no)
+        assert sim.count("download") == 0
+        sim.configure(detail_refusal="none")
+
+        # After the click, one paper again and again: no refusal leaves a click behind to block the next.
+        for scenario, words, endpoint in REFUSALS_AFTER_THE_CLICK:
+            sim.configure(**scenario)
+            no = await session.finish(await session.call("download_paper", record_ref=refs[0]))
+            label = "+".join(scenario.values())
+            seconds[label] = time.time() - last_request_at(sim, endpoint)
+            assert no["status"] == "failed" and error_code(no) == "DOWNLOAD_REFUSED", (label, no)
+            assert words in no["errors"][0]["message"], label
+            assert seconds[label] < REFUSAL_SECONDS, (label, seconds[label])
+            snapshot_of(isolated_data_dir, no, screenshot=endpoint != "file")  # a file has no tab to photograph
+            sim.configure(download="ok", error_page="text")
+        got = await session.finish(await session.call("download_paper", record_ref=refs[0]))
+        assert got["status"] == "completed", got
+    assert clicked_entries(isolated_data_dir) == []
+    assert list((isolated_data_dir / "incoming").iterdir()) == []
+    print("seconds from the refusal to DOWNLOAD_REFUSED:", {k: round(v, 2) for k, v in seconds.items()})
+
+
+async def test_bar_verify_page_goes_to_the_person_and_the_download_goes_on(
+    sim: EntrySimulator, isolated_data_dir: Path
+) -> None:
+    first, second, third = journal_papers(sim, 3)
+    refs = seed(isolated_data_dir, sim, [first, second, third])
+    sim.configure(download="ok")
+    async with serve(isolated_data_dir, sim) as session:
+        sim.captcha("download", after=1, style="bar")  # the puzzle after a run of downloads
+        got = await session.finish(await session.call("download_paper", record_ref=refs[0]))
+        assert got["status"] == "completed", got
+        waiting = await session.awaiting(await session.call("download_paper", record_ref=refs[1]))
+        assert waiting["status"] == "awaiting_user", waiting
+        assert "验证" in waiting["message"]
+        assert [r.host for r in sim.requests if r.path.startswith("/bar/verify/")] == ["bar.cnki.net"]
+        sim.solve()
+        done = await session.finish(waiting)
+        assert done["status"] == "completed", done
+        assert done["result"]["sha256"] == sha(pages.pdf_bytes(second))
+
+        sim.captcha("download", style="bar_words")  # 请依次点击：X X X
+        waiting = await session.awaiting(await session.call("download_paper", record_ref=refs[2]))
+        assert waiting["status"] == "awaiting_user", waiting
+        sim.solve()
+        done = await session.finish(waiting)
+        assert done["status"] == "completed", done
+        assert done["result"]["sha256"] == sha(pages.pdf_bytes(third))
+    assert sim.count("file") == 3
+
+
+async def test_a_challenge_left_unanswered_is_kept_as_a_snapshot(sim: EntrySimulator, isolated_data_dir: Path) -> None:
+    (paper,) = journal_papers(sim, 1)
+    refs = seed(isolated_data_dir, sim, [paper])
+    sim.configure(download="ok")
+    sim.captcha("download", style="bar_words")
+    async with serve(isolated_data_dir, sim, CNKI_VERIFICATION_WAIT_SECONDS="3") as session:
+        late = await session.finish(await session.call("download_paper", record_ref=refs[0]))
+        assert error_code(late) == "VERIFICATION_TIMEOUT", late
+        assert "3 秒" in late["errors"][0]["message"]
+        assert "请依次点击" in snapshot_of(isolated_data_dir, late)
+
+
+CAJ_KINDS = [  # (caj_magic, content_format, a warning says)
+    ("CAJ", "caj", None),
+    ("KDH", "caj", None),
+    ("C8", "caj", None),
+    ("TEB", "caj", "加密"),
+    ("UNKNOWN", "unknown", "不属于已知"),
+]
+
+
+async def test_every_caj_kind_is_kept_and_said_what_it_is(sim: EntrySimulator, isolated_data_dir: Path) -> None:
+    papers = journal_papers(sim, len(CAJ_KINDS) + 3)
+    refs = seed(isolated_data_dir, sim, papers)
+    downloads = isolated_data_dir / "downloads"
+    sim.configure(download="ok")
+    async with serve(isolated_data_dir, sim) as session:
+        for (magic, content, warning), paper, ref in zip(CAJ_KINDS, papers, refs, strict=False):
+            sim.configure(caj_magic=magic)
+            got = await session.finish(await session.call("download_paper", record_ref=ref, format="caj"))
+            assert got["status"] == "completed", (magic, got)
+            result = got["result"]
+            assert result["content_format"] == content, magic
+            assert result["sha256"] == sha(pages.caj_bytes(paper, magic)), magic
+            assert Path(result["path"]).suffix == ".caj", magic
+            if warning is None:
+                assert "warnings" not in result, magic
+            else:
+                assert warning in result["warnings"][0], magic
+
+        # A PDF for a CAJ order: said so; a default name follows the content, a chosen one stays.
+        pdf_default, pdf_chosen, html = papers[len(CAJ_KINDS):]
+        ref_default, ref_chosen, ref_html = refs[len(CAJ_KINDS):]
+        sim.configure(caj_magic="PDF")
+        got = await session.finish(await session.call("download_paper", record_ref=ref_default, format="caj"))
+        assert got["status"] == "completed", got
+        assert got["result"]["content_format"] == "pdf"
+        assert got["result"]["format"] == "caj"
+        assert Path(got["result"]["path"]) == downloads / f"{pdf_default.title}_{ref_default[4:12]}.pdf"
+        assert "知网给的是 PDF" in got["result"]["warnings"][0]
+        chosen = await session.finish(await session.call("download_paper", record_ref=ref_chosen, filename="我的.caj"))
+        assert chosen["status"] == "completed", chosen
+        assert Path(chosen["result"]["path"]) == downloads / "我的.caj"
+        assert chosen["result"]["sha256"] == sha(pages.pdf_bytes(pdf_chosen))
+        assert len(chosen["result"]["warnings"]) == 2
+
+        # An error page sent as the file itself is a refusal with its words, never a paper.
+        sim.configure(download="html_file")
+        no = await session.finish(await session.call("download_paper", record_ref=ref_html, format="caj"))
+        assert error_code(no) == "DOWNLOAD_REFUSED", no
+        assert "下载链接已过期" in no["errors"][0]["message"]
+        assert "下载链接已过期" in snapshot_of(isolated_data_dir, no, screenshot=False)
+        assert not list(downloads.glob(f"{html.title}*"))
+    assert list((isolated_data_dir / "incoming").iterdir()) == []
+
+
+async def test_names_are_checked_before_the_ledger_answers(sim: EntrySimulator, isolated_data_dir: Path) -> None:
+    (paper,) = journal_papers(sim, 1)
+    (ref,) = seed(isolated_data_dir, sim, [paper])
+    downloads = isolated_data_dir / "downloads"
+    sim.configure(download="ok")
+    async with serve(isolated_data_dir, sim) as session:
+        got = await session.finish(await session.call("download_paper", record_ref=ref))
+        assert got["status"] == "completed", got
+        original = Path(got["result"]["path"])
+        requests = len(sim.requests)
+
+        # A bad name or folder is refused although the paper is downloaded.
+        for extra, code in (({"filename": "../x.pdf"}, "INVALID_FILENAME"), ({"filename": "CON.pdf"}, "INVALID_FILENAME"),
+                            ({"filename": "x.caj", "format": "pdf"}, "INVALID_FILENAME"),
+                            ({"subdirectory": "../outside"}, "UNSAFE_OUTPUT_PATH")):
+            reply = await session.client.call_tool("download_paper", {"record_ref": ref, **extra})
+            assert reply.is_error and payload(reply)["errors"][0]["code"] == code, extra
+
+        # A good new name: a copy of the local file, no CNKI request; asked again, the same copy.
+        copy = await session.call("download_paper", record_ref=ref, filename="精读.pdf", subdirectory="课题")
+        assert copy["requests"] == 0 and copy["result"]["source"] == "local_copy", copy
+        assert Path(copy["result"]["path"]) == downloads / "课题" / "精读.pdf"
+        assert Path(copy["result"]["path"]).read_bytes() == original.read_bytes()
+        assert copy["result"]["copied_from"] == str(original)
+        again = await session.call("download_paper", record_ref=ref, filename="精读.pdf", subdirectory="课题")
+        assert again["result"]["path"] == copy["result"]["path"]
+        moved = await session.call("download_paper", record_ref=ref, subdirectory="另存")
+        assert Path(moved["result"]["path"]) == downloads / "另存" / original.name
+
+        # A taken name is FILE_EXISTS, and the file there is left alone.
+        (downloads / "别人的.pdf").write_bytes(b"mine")
+        reply = await session.client.call_tool("download_paper", {"record_ref": ref, "filename": "别人的.pdf"})
+        assert reply.is_error and payload(reply)["errors"][0]["code"] == "FILE_EXISTS"
+        assert (downloads / "别人的.pdf").read_bytes() == b"mine"
+        assert len(sim.requests) == requests
