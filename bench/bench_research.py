@@ -35,7 +35,9 @@ from cnki_mcp.jobs import Jobs  # noqa: E402
 from cnki_mcp.model import Hit, Paper, Quality  # noqa: E402
 from cnki_mcp.query import plan_explicit  # noqa: E402
 from cnki_mcp.rank import choose, rank, search_entries  # noqa: E402
-from cnki_mcp.research import SearchInput, SearchState, cache_key, search_budget, search_work  # noqa: E402
+from cnki_mcp.catalog import Catalog  # noqa: E402
+from cnki_mcp.enrich import Enrichment, JournalFlights  # noqa: E402
+from cnki_mcp.research import SearchInput, SearchState, cache_key, run_search, search_budget  # noqa: E402
 from cnki_mcp.store import Store  # noqa: E402
 from tests.fake_site import FakeSite  # noqa: E402
 
@@ -118,7 +120,8 @@ async def one_search(site: FakeSite, request: SearchInput) -> tuple[dict, float]
         plan = plan_explicit(request.concept_groups)
         state = SearchState(search_id="", input=request, plan=plan, cache_key=cache_key(request, plan))
         started = time.perf_counter()
-        job = jobs.start("search", search_budget(request), search_work(store, lambda: site, state))
+        engine = Enrichment(Catalog(store), site, JournalFlights())
+        job = jobs.start("search", search_budget(request), lambda op: run_search(op, engine, state))
         await job.done.wait()
         elapsed = time.perf_counter() - started
         view = jobs.view(job)

@@ -19,16 +19,31 @@ from typing import Any
 import msgspec
 import psutil
 
-from cnki_mcp import __version__, arguments, citations, research, settings
+from cnki_mcp import __version__, arguments, citations, settings
 from cnki_mcp.browser import Browser
-from cnki_mcp.documents import Reader, local_ref, resolve_paper
+from cnki_mcp.catalog import Catalog
+from cnki_mcp.detail_tab import local_ref, resolve_paper
+from cnki_mcp.documents import Reader
 from cnki_mcp.download import Downloads, prior
 from cnki_mcp.download_files import DownloadRequest, check_names, check_target
+from cnki_mcp.enrich import Enrichment, JournalFlights, SiteBackend
 from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.jobs import Jobs, OperationContext, Work, kind_budget
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
-from cnki_mcp.model import Config, Paper, SearchRecord, SessionState, public_paper
+from cnki_mcp.model import Budget, Config, Operation, Paper, Plan, SearchRecord, SessionState, public_paper
+from cnki_mcp.query import plan_structured
+from cnki_mcp.research import (
+    SearchInput,
+    SearchState,
+    cache_key,
+    cached_reply,
+    plan_search,
+    run_search,
+    search_budget,
+    search_input,
+    structured_input,
+)
 from cnki_mcp.session import Sessions, session_view
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store, load_config
@@ -54,8 +69,12 @@ def _platform() -> str:
 class App:
     """State shared by all tool calls of one server process."""
 
-    def __init__(self, data_root: Path | None = None) -> None:
+    def __init__(self, data_root: Path | None = None, *, site_factory: Callable[[], SiteBackend] | None = None) -> None:
+        """``site_factory`` replaces the browser-driven ``Site`` (tests give a simulated backend)."""
         self.root = data_root or settings.data_root()
+        self._site_factory = site_factory
+        self._catalog: Catalog | None = None
+        self._journals = JournalFlights()
         self.config: Config = load_config(self.root)
         self._store: Store | None = None
         self._jobs: Jobs | None = None
@@ -76,6 +95,7 @@ class App:
                 await store.start()
                 self._store = store
                 self._jobs = Jobs(store)
+                self._catalog = Catalog(store)
         return self._store
 
     async def jobs(self) -> Jobs:
@@ -91,11 +111,24 @@ class App:
 
     def site(self) -> Site:
         """CNKI access for every operation of this process, with the one request limiter."""
+        if self._site_factory is not None:
+            return self._site_factory()  # type: ignore[return-value]  # a simulated backend in tests
         if self._site is None:
             self._site = Site(self.browser(), Limiter.from_env(), self.root / "diagnostics")
             self._site.human_timeout = float(settings.verification_wait_seconds())
             self._sessions = Sessions(self._site)
         return self._site
+
+    async def enrichment(self) -> Enrichment:
+        """Details, journals and title resolution over this process's catalogue and site."""
+        await self.store()
+        assert self._catalog is not None
+        return Enrichment(self._catalog, self.site(), self._journals)
+
+    async def catalog(self) -> Catalog:
+        await self.store()
+        assert self._catalog is not None
+        return self._catalog
 
     def sessions(self) -> Sessions:
         self.site()
@@ -173,7 +206,7 @@ class App:
             if not args.operation_id:
                 raise CnkiError("INVALID_INPUT", "continue 需要 operation_id。")
             prior, budget = jobs.continuation(args.operation_id, args.additional_requests, args.additional_seconds)
-            return await research.continue_search(await self.store(), jobs, self.site, prior, budget, ctx)
+            return await self._continue_search(prior, budget, ctx)
         if args.action == "show":
             if self._site is None:
                 raise CnkiError("VERIFICATION_NOT_FOUND")
@@ -222,11 +255,15 @@ class App:
             if args.search_id:
                 record = self._search(store, args.search_id)
                 refs += [e.record_ref for e in _scoped(record, args.scope)[args.offset : args.offset + args.limit]]
-            return await research.start_metadata(
-                store, await self.jobs(), self.site, refs, args.titles,
-                quality=args.quality or "quality" in args.fields, refresh=args.refresh, fields=args.fields, ctx=ctx,
-            )
-        refs, problems = self._resolve_local(store, args.record_refs or [], args.titles or [])
+            quality = args.quality or "quality" in args.fields
+
+            async def work(op: OperationContext) -> dict[str, Any]:
+                engine = await self.enrichment()
+                return await engine.metadata(op, refs, args.titles, quality=quality, refresh=args.refresh, fields=args.fields)
+
+            jobs = await self.jobs()
+            return await jobs.inline(jobs.start("metadata", kind_budget("metadata"), work), ctx)
+        refs, problems = self._resolve_local(await self.catalog(), args.record_refs or [], args.titles or [])
         if args.search_id:
             record = self._search(store, args.search_id)
             refs += [e.record_ref for e in _scoped(record, args.scope)[args.offset : args.offset + args.limit]]
@@ -244,23 +281,47 @@ class App:
         return result
 
     async def search(self, args: arguments.SearchArgs, ctx: Any) -> dict[str, Any]:
-        plan = await research.plan_search(args, ctx)
-        store = await self.store()
-        return await research.start_search(store, await self.jobs(), self.site, research.search_input(args), plan, ctx)
+        plan = await plan_search(args, ctx)
+        return await self._start_search(search_input(args), plan, ctx)
 
     async def structured_search(self, args: arguments.StructuredSearchArgs, ctx: Any) -> dict[str, Any]:
-        plan = research.structured_plan(args)  # a bad tree is reported before anything else
+        plan = plan_structured(args.expression)  # a bad tree is reported before anything else
+        return await self._start_search(structured_input(args), plan, ctx)
+
+    async def _start_search(self, request: SearchInput, plan: Plan, ctx: Any) -> dict[str, Any]:
+        """A search after validation and planning: the prefer_cache answer, or a new operation."""
         store = await self.store()
-        return await research.start_search(store, await self.jobs(), self.site, research.structured_input(args), plan, ctx)
+        key = cache_key(request, plan)
+        if request.options.freshness == "prefer_cache":
+            hit = cached_reply(store, key, request.limit)
+            if hit is not None:
+                return hit
+        state = SearchState(search_id="", input=request, plan=plan, cache_key=key)
+        jobs = await self.jobs()
+        return await jobs.inline(jobs.start("search", search_budget(request), self._search_work(state)), ctx)
+
+    async def _continue_search(self, prior: Operation, budget: Budget, ctx: Any) -> dict[str, Any]:
+        """Restart a stored search under its own id from its checkpoint (after ``Jobs.continuation``)."""
+        jobs = await self.jobs()
+        return await jobs.inline(jobs.start("search", budget, self._search_work(None), resume_from=prior), ctx)
+
+    def _search_work(self, fresh: SearchState | None) -> Work:
+        """The operation body of a search: ``fresh`` for a new one, None to resume from the checkpoint."""
+
+        async def work(op: OperationContext) -> dict[str, Any]:
+            return await run_search(op, await self.enrichment(), fresh)
+
+        return work
 
     async def link_references(self, args: arguments.LinkReferencesArgs, ctx: Any) -> dict[str, Any]:
         spans = find_spans(args.text)
         if len(spans) > MAX_REFERENCES:
             raise CnkiError("TOO_MANY_REFERENCES", f"文本中有 {len(spans)} 个《题名》，一次最多处理 {MAX_REFERENCES} 个。")
         store = await self.store()
+        catalog = await self.catalog()
 
         def lookup(title: str) -> list[Match]:
-            return [Match(record_ref=ref, url=store.data.papers[ref].url) for ref in research.titles_in_store(store, title)]
+            return [Match(record_ref=ref, url=store.data.papers[ref].url) for ref in catalog.by_title(title)]
 
         def linked() -> dict[str, Any]:
             text, references = render(args.text, spans, lookup)
@@ -272,7 +333,7 @@ class App:
 
         async def work(op: OperationContext) -> dict[str, Any]:
             op.stage("locate")
-            _, problems = await research.Research(store, self.site()).resolve_titles(op, missing)
+            _, problems = await (await self.enrichment()).resolve_titles(op, missing)
             for problem in problems:
                 op.add_error(problem)
             return linked()
@@ -292,7 +353,7 @@ class App:
             return await self._export(store, refs, args)
 
         async def work(op: OperationContext) -> dict[str, Any]:
-            engine = research.Research(store, self.site())
+            engine = await self.enrichment()
             op.stage("locate")
             found, problems = await engine.resolve_titles(op, args.titles)
             for problem in problems:
@@ -316,17 +377,16 @@ class App:
         return {"status": "completed", "data": msgspec.to_builtins(result)}
 
     async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> dict[str, Any]:
-        store = await self.store()
-        ref = local_ref(store, args.record_ref, args.title)
+        ref = local_ref(await self.catalog(), args.record_ref, args.title)
         page = {"section": args.section, "offset": args.offset, "max_characters": args.max_characters}
         hit = self._reader.cached(ref, **page) if ref else None
         if hit is not None:
             return hit
 
         async def work(op: OperationContext) -> dict[str, Any]:
-            site = self.site()
-            paper = await resolve_paper(op, store, site, ref, args.title)
-            return await self._reader.read(op, store, site, paper, **page)
+            engine = await self.enrichment()
+            paper = await resolve_paper(op, engine, ref, args.title)
+            return await self._reader.read(op, engine, self.site(), paper, **page)
 
         jobs = await self.jobs()
         job = jobs.start("read", kind_budget("read", args.on_verification), work)
@@ -334,7 +394,7 @@ class App:
 
     async def download_paper(self, args: arguments.DownloadPaperArgs, ctx: Any) -> dict[str, Any]:
         store = await self.store()
-        ref = local_ref(store, args.record_ref, args.title)
+        ref = local_ref(await self.catalog(), args.record_ref, args.title)
         request = DownloadRequest(
             format=args.format, filename=args.filename, subdirectory=args.subdirectory,
             wait_seconds=args.wait_seconds, retry=args.retry,
@@ -349,9 +409,9 @@ class App:
         await asyncio.to_thread(check_target, store.downloads_dir, request, title, ref)
 
         async def work(op: OperationContext) -> dict[str, Any]:
-            site = self.site()
-            paper = await resolve_paper(op, store, site, ref, args.title)
-            return await self._downloads.download(op, store, site, paper, request)
+            engine = await self.enrichment()
+            paper = await resolve_paper(op, engine, ref, args.title)
+            return await self._downloads.download(op, engine, self.site(), paper, request)
 
         jobs = await self.jobs()
         job = jobs.start("download", kind_budget("download", args.on_verification), work)
@@ -367,17 +427,17 @@ class App:
         return record
 
     @staticmethod
-    def _resolve_local(store: Store, record_refs: list[str], titles: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    def _resolve_local(catalog: Catalog, record_refs: list[str], titles: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
         """Refs given directly plus titles that match exactly one stored record."""
         refs: list[str] = []
         problems: list[dict[str, Any]] = []
         for ref in record_refs:
-            if ref in store.data.papers:
+            if ref in catalog.store.data.papers:
                 refs.append(ref)
             else:
                 problems.append({"code": "RECORD_NOT_FOUND", "message": f"本地没有记录 {ref}。", "details": {"record_ref": ref}})
         for title in titles:
-            matches = research.titles_in_store(store, title)
+            matches = catalog.by_title(title)
             if len(matches) == 1:
                 refs.append(matches[0])
             elif matches:

@@ -367,7 +367,7 @@ class Browser(PageActions):
             if self._session is not None and not self._session.alive():
                 raise CnkiError("BROWSER_UNAVAILABLE", _DEAD_MESSAGE, details=self._dead_details()) from exc
             if NAVIGATED in str(exc):
-                raise CnkiError("PAGENAVIGATED", details={"cause": str(exc)}) from exc
+                raise CnkiError("PAGE_NAVIGATED", details={"cause": str(exc)}) from exc
             raise as_cnki_error(exc) from exc
 
     async def _tab_call(self, tab: Tab, command: Any, timeout: float) -> Any:

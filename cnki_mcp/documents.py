@@ -1,4 +1,4 @@
-"""HTML full text (read_online_html), plus the detail-tab steps that downloads share.
+"""HTML full text (read_online_html).
 
 Reading opens the record's detail page in a tab of its own, confirms it shows the requested
 paper, clicks 「HTML阅读」/「在线阅读」 and follows the reader into whichever tab CNKI uses (the
@@ -26,20 +26,20 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
 
 from cnki_mcp.browser import Browser, Tab
+from cnki_mcp.detail_tab import ENTRY_WAIT, PageSite, open_detail, settle
+from cnki_mcp.enrich import Enrichment
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Paper, Section
 from cnki_mcp.parse import (
     LIVE_PAGE_SCRIPT,
-    classify_response,
     is_site_url,
-    parse_detail,
     parse_download_refusal,
     public_url,
     refusal_in_url,
@@ -54,18 +54,10 @@ from cnki_mcp.reader import (
     with_notice,
 )
 from cnki_mcp.redact import client_url, without_secrets
-from cnki_mcp.research import Research, titles_in_store
-from cnki_mcp.site import bind_detail, page_problem
-from cnki_mcp.store import Store
+from cnki_mcp.site import page_problem
 
 log = logging.getLogger(__name__)
 
-DETAIL_TAB_TIMEOUT = 15.0
-SETTLE_IDLE = 1.5
-SETTLE_LIMIT = 15.0
-SETTLE_POLL = 0.25
-ENTRY_WAIT = 2.0
-UNREADABLE_DETAIL = frozenset({"PARSER_UNSUPPORTED", "CONTENT_NOT_READY", "IDENTITY_CONFLICT"})
 READER_WAIT = 20.0
 READER_POLL = 0.2
 RENDER_GRACE = 3.0
@@ -89,32 +81,6 @@ _SHOW_SLIDER_JS = (
     "(() => { const box = document.querySelector('.read-btn-boxXml');"
     " if (box) box.scrollIntoView({block: 'center', behavior: 'instant'}); return !!box; })()"
 )
-
-
-class PageSite(Protocol):
-    """What reading and downloading need from ``site.Site`` (its public page and human-step API)."""
-
-    browser: Browser
-
-    def request(self, op: OperationContext) -> Any: ...
-
-    async def observe(self, tab: Tab, condition: str = "true", timeout: float = 5.0) -> Any: ...
-
-    async def glance(self, tab: Tab) -> Any: ...
-
-    async def wait_page(
-        self, op: OperationContext, tab: Tab, accept: Callable[[Any], Any], timeout: float, *, condition: str = "true"
-    ) -> Any: ...
-
-    async def human_step(
-        self, op: OperationContext, tab: Tab, reason: CnkiError, *, epoch: int | None = None
-    ) -> None: ...
-
-    async def locate(self, op: OperationContext, titles: list[str]) -> dict[str, list[Paper]]: ...
-
-    async def snapshot(
-        self, kind: str, body: str, url: str, tab: Tab | None = None, *, extension: str = "html"
-    ) -> str: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,118 +219,6 @@ class ReaderCache:
             oldest = min(self._entries, key=lambda ref: self._entries[ref][0])
             del self._entries[oldest]
         self._entries[paper.record_ref] = (now, paper, document)
-
-
-# --------------------------------------------------------------------------------------------
-# The detail page in a tab of its own (shared with download.py)
-
-
-async def open_detail_tab(op: OperationContext, site: PageSite, paper: Paper) -> tuple[Tab, Paper]:
-    """Open ``paper``'s detail page in a new background tab and confirm it shows that paper.
-
-    Returns the tab (the caller closes it) and the record as the page shows it. LOCATOR_EXPIRED
-    and other answers the page gives are raised after the tab is closed.
-    """
-    locator = paper.locator or paper.url
-    if not locator:
-        raise CnkiError(
-            "SOURCE_LOCATOR_MISSING", f"本地记录没有《{paper.title}》的知网链接。", details={"record_ref": paper.record_ref}
-        )
-    browser = site.browser
-    tab = await browser.new_tab()
-    last: list[Any] = []
-    try:
-        async with site.request(op):
-            nav = await browser.navigate(tab, locator, DETAIL_TAB_TIMEOUT, until="commit")
-        if nav.status >= 400:
-            problem = classify_response(nav.status, nav.url, "")
-            if problem is not None and problem.code not in ("VERIFICATION_REQUIRED", "LOGIN_REQUIRED"):
-                raise problem
-
-        def accept(seen: Any) -> Paper:
-            last[:] = [seen]
-            return bind_detail(paper, parse_detail(seen.html, seen.url), locator)
-
-        bound = await site.wait_page(op, tab, accept, DETAIL_TAB_TIMEOUT)
-    except BaseException as exc:
-        if isinstance(exc, CnkiError) and exc.code in UNREADABLE_DETAIL and last:
-            # The page as it was when reading gave up, for a report (the error names the file).
-            if name := await site.snapshot("detail-tab", last[0].html, last[0].url, tab):
-                exc.details = {**(exc.details if isinstance(exc.details, dict) else {}), "snapshot": name}
-        await browser.close_tab(tab)
-        raise
-    return tab, bound
-
-
-async def settle(site: PageSite, tab: Tab) -> None:
-    """Let the page's own scripts bind their handlers: loaded and no AJAX for 1.5 s (at most 15 s)."""
-    deadline = time.monotonic() + SETTLE_LIMIT
-    idle_since: float | None = None
-    while time.monotonic() < deadline:
-        seen = await site.observe(tab)
-        now = time.monotonic()
-        if seen is not None and seen.complete and not seen.pending:
-            idle_since = idle_since if idle_since is not None else now
-            if now - idle_since >= SETTLE_IDLE:
-                return
-        else:
-            idle_since = None
-        await asyncio.sleep(SETTLE_POLL)
-    log.debug("page did not settle within %.0f s; going on", SETTLE_LIMIT)
-
-
-async def relocated(op: OperationContext, store: Store, site: PageSite, paper: Paper) -> Paper:
-    """The record with a fresh locator, found again by its exact title (one grid request)."""
-    return await Research(store, site).relocate(op, paper)  # type: ignore[arg-type]
-
-
-async def open_detail(op: OperationContext, store: Store, site: PageSite, paper: Paper) -> tuple[Tab, Paper]:
-    """``open_detail_tab``, retried once with a relocated link when the stored one has expired."""
-    try:
-        return await open_detail_tab(op, site, paper)
-    except CnkiError as exc:
-        if exc.code != "LOCATOR_EXPIRED":
-            raise
-        log.info("locator of %s expired; locating the title again", paper.record_ref)
-    return await open_detail_tab(op, site, await relocated(op, store, site, paper))
-
-
-# --------------------------------------------------------------------------------------------
-# Which record
-
-
-def local_ref(store: Store, record_ref: str, title: str) -> str:
-    """The record a call names when it is known without CNKI: the ref, or a unique stored title.
-
-    RECORD_NOT_FOUND for an unknown ref; "" when the title has to be located on CNKI.
-    """
-    if record_ref:
-        if record_ref not in store.data.papers:
-            raise CnkiError(
-                "RECORD_NOT_FOUND",
-                f"本地没有记录 {record_ref}；请先用 search 或 get_metadata 取得。",
-                details={"record_ref": record_ref},
-            )
-        return record_ref
-    matches = titles_in_store(store, title)
-    return matches[0] if len(matches) == 1 else ""
-
-
-async def resolve_paper(op: OperationContext, store: Store, site: PageSite, record_ref: str, title: str) -> Paper:
-    """The stored record for a ref, or for a full title (local unique match, else CNKI by exact title)."""
-    if not record_ref:
-        op.stage("locate")
-        refs, problems = await Research(store, site).resolve_titles(op, [title])  # type: ignore[arg-type]
-        if not refs:
-            problem = problems[0] if problems else None
-            if problem is None:
-                raise CnkiError("DOCUMENT_NOT_FOUND", f"知网上没有找到题名为《{title}》的文献。", details={"title": title})
-            raise CnkiError(problem.code, problem.message, details=problem.details)
-        record_ref = refs[0]
-    paper = store.data.papers.get(record_ref)
-    if paper is None:
-        raise CnkiError("RECORD_NOT_FOUND", details={"record_ref": record_ref})
-    return paper
 
 
 # --------------------------------------------------------------------------------------------
@@ -577,10 +431,10 @@ class ReaderWatch:
         return _with_details(exc, snapshot=name, data_snapshot=self.data_snapshot)
 
 
-async def read_document(op: OperationContext, store: Store, site: PageSite, paper: Paper) -> tuple[Paper, ReaderDocument]:
+async def read_document(op: OperationContext, engine: Enrichment, site: PageSite, paper: Paper) -> tuple[Paper, ReaderDocument]:
     """Detail page → 「HTML阅读」 → reader text (one click); the tabs are closed afterwards."""
     op.stage("detail")
-    tab, bound = await open_detail(op, store, site, paper)
+    tab, bound = await open_detail(op, engine, site, paper)
     watch = ReaderWatch(op, site, tab, bound)
     try:
         await settle(site, tab)
@@ -629,7 +483,7 @@ class Reader:
     async def read(
         self,
         op: OperationContext,
-        store: Store,
+        engine: Enrichment,
         site: PageSite,
         paper: Paper,
         *,
@@ -641,7 +495,7 @@ class Reader:
         if hit is not None:
             bound, document = hit
         else:
-            bound, document = await read_document(op, store, site, paper)
+            bound, document = await read_document(op, engine, site, paper)
             if not document.trial and document.coverage.missing_catalog_headings:
                 op.add_error(_missing_warning(document))
             self.cache.put(bound, document)

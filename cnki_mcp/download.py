@@ -34,7 +34,8 @@ import msgspec
 
 from cnki_mcp.browser import Tab
 from cnki_mcp.clock import utc_now_iso
-from cnki_mcp.documents import ENTRY_WAIT, PageSite, open_detail, settle
+from cnki_mcp.detail_tab import ENTRY_WAIT, PageSite, open_detail, settle
+from cnki_mcp.enrich import Enrichment
 from cnki_mcp.download_files import (
     FORMATS,
     DownloadRequest,
@@ -218,24 +219,26 @@ class Downloads:
         return self._lock
 
     async def download(
-        self, op: OperationContext, store: Store, site: PageSite, paper: Paper, request: DownloadRequest
+        self, op: OperationContext, engine: Enrichment, site: PageSite, paper: Paper, request: DownloadRequest
     ) -> dict[str, Any]:
+        store = engine.store
         async with self._serial():
             # Another call may have finished the same file while this one queued.
             earlier = await prior(store, paper.record_ref, request)
             if earlier is not None:
                 return earlier["result"]
             try:
-                return await self._download(op, store, site, paper, request)
+                return await self._download(op, engine, site, paper, request)
             except CnkiError as exc:
                 raise without_secrets(exc) from None
 
     async def _download(
-        self, op: OperationContext, store: Store, site: PageSite, paper: Paper, request: DownloadRequest
+        self, op: OperationContext, engine: Enrichment, site: PageSite, paper: Paper, request: DownloadRequest
     ) -> dict[str, Any]:
+        store = engine.store
         browser = site.browser
         op.stage("detail")
-        tab, bound = await open_detail(op, store, site, paper)
+        tab, bound = await open_detail(op, engine, site, paper)
         incoming: Path | None = None
         key = ""
         try:

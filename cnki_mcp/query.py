@@ -580,6 +580,15 @@ def with_site_echo(query_json: Mapping[str, Any], products: str, view: str) -> d
     return echoed
 
 
+class GridQuery(msgspec.Struct, frozen=True):
+    """One listing: compiled branches (OR of AND groups), publication years and CNKI sort."""
+
+    branches: list[list[Condition]]
+    year_from: int = 0
+    year_to: int = 0
+    sort: str = "relevance"
+
+
 def sort_code(sort: str) -> str:
     try:
         return SORT_CODES[sort]

@@ -63,7 +63,7 @@ from cnki_mcp.query import (
     title_expression,
     with_site_echo,
 )
-from cnki_mcp.research import GridQuery
+from cnki_mcp.query import GridQuery
 from cnki_mcp.snapshots import save_snapshot
 from cnki_mcp.text import title_key
 

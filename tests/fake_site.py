@@ -1,6 +1,6 @@
 """A backend-level simulated CNKI for the research engine (engine.md §16.1).
 
-It implements :class:`cnki_mcp.research.SiteBackend` without a browser: every request charges the
+It implements :class:`cnki_mcp.enrich.SiteBackend` without a browser: every request charges the
 operation, takes a slot of its own limiter, then "takes" ``latency`` seconds. It logs each request
 it performed, tracks the peak number in flight, and can fail chosen requests or "crash" (block
 forever from some request on) so tests can snapshot a store mid-search.
@@ -26,7 +26,7 @@ from cnki_mcp.jobs import OperationContext
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.model import PARSER_VERSION, Paper, Quality
 from cnki_mcp.parse import GridPage
-from cnki_mcp.research import GridQuery
+from cnki_mcp.query import GridQuery
 from cnki_mcp.text import source_key, title_key
 
 PAGE_SIZE = 20

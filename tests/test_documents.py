@@ -10,11 +10,12 @@ from cnki_mcp.documents import (
     ReaderCache,
     complete_article,
     continues,
-    local_ref,
     page_of,
     reader_result,
     select_section,
 )
+from cnki_mcp.catalog import Catalog
+from cnki_mcp.detail_tab import local_ref
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Paper, ReaderCoverage, Section
 from cnki_mcp.reader import ReaderDocument, parse_reader
@@ -161,12 +162,13 @@ def test_local_ref(isolated_data_dir: Path) -> None:
         store.put_paper(PAPER)
         store.put_paper(Paper(record_ref="rec_b", title="同名"))
         store.put_paper(Paper(record_ref="rec_c", title="同名"))
-        assert local_ref(store, PAPER.record_ref, "") == PAPER.record_ref
-        assert local_ref(store, "", "数据治理研究") == PAPER.record_ref
-        assert local_ref(store, "", "同名") == ""  # ambiguous locally: located on CNKI instead
-        assert local_ref(store, "", "没有的题名") == ""
+        catalog = Catalog(store)
+        assert local_ref(catalog, PAPER.record_ref, "") == PAPER.record_ref
+        assert local_ref(catalog, "", "数据治理研究") == PAPER.record_ref
+        assert local_ref(catalog, "", "同名") == ""  # ambiguous locally: located on CNKI instead
+        assert local_ref(catalog, "", "没有的题名") == ""
         with pytest.raises(CnkiError) as missing:
-            local_ref(store, "rec_nope", "")
+            local_ref(catalog, "rec_nope", "")
         assert missing.value.code == "RECORD_NOT_FOUND"
     finally:
         store.close_sync()

@@ -31,7 +31,7 @@ from cnki_mcp.model import Paper
 from cnki_mcp.parse import GridPage
 from cnki_mcp.query import compile_expression
 from cnki_mcp.session import Sessions
-from cnki_mcp.research import GridQuery
+from cnki_mcp.query import GridQuery
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store
 from tests.kns import pages as sim_pages

@@ -23,7 +23,7 @@ from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.model import Paper
 from cnki_mcp.query import compile_expression
-from cnki_mcp.research import GridQuery
+from cnki_mcp.query import GridQuery
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store
 from tests.kns.corpus import Paper as SimPaper

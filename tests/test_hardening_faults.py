@@ -49,11 +49,6 @@ async def call(app: App, tool: str, raw: dict[str, Any]) -> Any:
     return await app.call(tool, parse_arguments(tool, raw), None)
 
 
-def with_site(app: App, site: FakeSite) -> App:
-    app.site = lambda: site  # type: ignore[method-assign]
-    return app
-
-
 def valid_store(path: Path) -> StoreData:
     """research.json as the store reads it: must decode, version 5."""
     data = msgspec.json.decode(path.read_bytes(), type=StoreData)
@@ -91,7 +86,7 @@ async def fake() -> FakeSite:
 
 @pytest.fixture
 async def app(isolated_data_dir: Path, fake: FakeSite):
-    application = with_site(App(isolated_data_dir), fake)
+    application = App(isolated_data_dir, site_factory=lambda: fake)
     yield application
     await application.close()
 
@@ -239,7 +234,7 @@ async def _serve_with_fake_site() -> None:
         int(os.environ.get("HARDENING_FAKE_FREEZE_AT", "0")),
         latency=float(os.environ.get("HARDENING_FAKE_LATENCY", "0.001")),
     )
-    app = with_site(App(), site)
+    app = App(site_factory=lambda: site)
     main = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if main is not None:

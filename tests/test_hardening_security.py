@@ -287,12 +287,12 @@ class InjectingSite(FakeSite):
 
 
 async def test_instructions_inside_pages_are_returned_as_data_and_change_nothing(tmp_path: Path) -> None:
-    from tests.test_hardening_faults import call, with_site
+    from tests.test_hardening_faults import call
 
     clean_site, hostile_site = FakeSite(), InjectingSite()
     runs = []
     for name, site in (("clean", clean_site), ("hostile", hostile_site)):
-        app = with_site(App(tmp_path / name), site)
+        app = App(tmp_path / name, site_factory=lambda: site)
         try:
             view = await call(app, "search", {"query": "自动驾驶 产品责任", "limit": 5})
             meta = await call(app, "get_metadata", {"search_id": view["operation_id"], "local_only": True, "limit": 5})

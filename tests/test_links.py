@@ -57,14 +57,19 @@ def test_render_statuses_and_escaping() -> None:
 
 
 @pytest.fixture
-async def app(isolated_data_dir: Path):
+def site() -> FakeSite:
+    return FakeSite()
+
+
+@pytest.fixture
+async def app(isolated_data_dir: Path, site: FakeSite):
     store = Store.open(isolated_data_dir)
     store.data.papers["rec_1"] = Paper(record_ref="rec_1", title="再论违约金调整——以民法典第585条为中心",
                                        url="https://kns.cnki.net/kcms2/article/abstract?v=abc")
     store.data.papers["rec_2"] = Paper(record_ref="rec_2", title="没有公开链接的论文")
     store.mark_dirty()
     await store.close()
-    application = App(isolated_data_dir)
+    application = App(isolated_data_dir, site_factory=lambda: site)
     yield application
     await application.close()
 
@@ -88,9 +93,7 @@ async def test_tool_limits(app: App) -> None:
     assert too_large.value.code == "INPUT_TOO_LARGE"
 
 
-async def test_lookup_missing_locates_titles_on_cnki(app: App) -> None:
-    site = FakeSite()
-    app.site = lambda: site  # type: ignore[method-assign]
+async def test_lookup_missing_locates_titles_on_cnki(app: App, site: FakeSite) -> None:
     known = sim_paper(7)
     text = f"已有《没有公开链接的论文》，待查《{known.title}》与《知网上也没有》。"
     reply = await app.call("link_references", parse_arguments("link_references", {"text": text, "lookup_missing": True}), None)

@@ -16,17 +16,10 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
 from cnki_mcp.model import PARSER_VERSION, Budget, Paper, Quality
 from cnki_mcp.query import plan_explicit
-from cnki_mcp.research import (
-    Research,
-    SearchInput,
-    SearchState,
-    cache_key,
-    merge,
-    search_budget,
-    search_work,
-    titles_in_store,
-    upsert,
-)
+from cnki_mcp.catalog import Catalog, merge
+from cnki_mcp.enrich import Enrichment, JournalFlights
+from cnki_mcp.research import SearchInput, SearchState, cache_key, search_budget
+from cnki_mcp.research import run_search as search_operation
 from cnki_mcp.store import Store
 from tests.fake_site import ABSTRACT, FakeSite, sim_paper
 
@@ -51,20 +44,24 @@ def jobs(store: Store) -> Jobs:
     return Jobs(store)
 
 
+def engine(store: Store, site: FakeSite, *, workers: int | None = None) -> Enrichment:
+    return Enrichment(Catalog(store), site, JournalFlights(), workers=workers)
+
+
 async def run_search(
     jobs: Jobs, store: Store, site: FakeSite, request: SearchInput | None = None, budget: Budget | None = None
 ) -> tuple[dict[str, Any], str]:
     request = request or search_request()
     plan = plan_explicit(request.concept_groups)
     state = SearchState(search_id="", input=request, plan=plan, cache_key=cache_key(request, plan))
-    job = jobs.start("search", budget or search_budget(request), search_work(store, lambda: site, state))
+    job = jobs.start("search", budget or search_budget(request), lambda op: search_operation(op, engine(store, site), state))
     await asyncio.wait_for(job.done.wait(), 30)
     return jobs.view(job), job.record.operation_id
 
 
 async def continue_run(jobs: Jobs, store: Store, site: FakeSite, op_id: str, more: int = 0) -> dict[str, Any]:
     prior, budget = jobs.continuation(op_id, more, 0)
-    job = jobs.start("search", budget, search_work(store, lambda: site, None), resume_from=prior)
+    job = jobs.start("search", budget, lambda op: search_operation(op, engine(store, site), None), resume_from=prior)
     await asyncio.wait_for(job.done.wait(), 30)
     return jobs.view(job)
 
@@ -152,21 +149,21 @@ async def test_limiter_spacing(jobs: Jobs) -> None:
 async def test_store_identity_and_persistence(tmp_path: Path) -> None:
     root = tmp_path / "identity"
     store = Store.open(root)
-    (original,) = upsert(store, [sim_paper(1)])
+    (original,) = Catalog(store).upsert([sim_paper(1)])
     copy = msgspec.structs.replace(sim_paper(1), record_ref="", abstract="新的摘要")
-    (merged,) = upsert(store, [copy])
+    (merged,) = Catalog(store).upsert([copy])
     assert merged.record_ref == original.record_ref and merged.abstract == "新的摘要"
     other = msgspec.structs.replace(sim_paper(1), record_ref="", filename="SIM9999", authors=["另一作者"])
-    (second,) = upsert(store, [other])
+    (second,) = Catalog(store).upsert([other])
     assert second.record_ref != original.record_ref
-    assert len(titles_in_store(store, sim_paper(1).title)) == 2
+    assert len(Catalog(store).by_title(sim_paper(1).title)) == 2
     with pytest.raises(CnkiError) as busy:
         Store.open(root)
     assert busy.value.code == "DATA_DIRECTORY_IN_USE"
     store.close_sync()
     reopened = Store.open(root)
     assert reopened.data.papers[original.record_ref].abstract == "新的摘要"
-    assert len(titles_in_store(reopened, sim_paper(1).title)) == 2
+    assert len(Catalog(reopened).by_title(sim_paper(1).title)) == 2
     reopened.close_sync()
 
 
@@ -175,7 +172,7 @@ async def test_journal_single_flight(jobs: Jobs, store: Store) -> None:
     paper = msgspec.structs.replace(sim_paper(3), source_url="https://navi.cnki.net/x")
 
     async def work(op: OperationContext) -> list[Quality | None]:
-        research = Research(store, site)
+        research = engine(store, site)
         return await asyncio.gather(*(research.quality(op, paper) for _ in range(20)))
 
     view = await in_operation(jobs, work)
@@ -207,13 +204,13 @@ def test_listing_never_overrides_a_detail() -> None:
 def test_upsert_keeps_refs_and_never_merges_by_title_alone(store: Store) -> None:
     a = Paper(title="同名论文", authors=["甲"], source="某刊", year=2020, url="https://kns.cnki.net/a")
     b = Paper(title="同名论文", authors=["乙"], source="某刊", year=2020, url="https://kns.cnki.net/b")
-    first, second = upsert(store, [a, b])
+    first, second = Catalog(store).upsert([a, b])
     assert first.record_ref != second.record_ref
-    (again,) = upsert(store, [msgspec.structs.replace(a, cited=4)])
+    (again,) = Catalog(store).upsert([msgspec.structs.replace(a, cited=4)])
     assert again.record_ref == first.record_ref and again.cited == 4
     # A stored ref whose paper is a different one is never reused.
     clash = Paper(record_ref=first.record_ref, title="完全不同", authors=["丙"], source="他刊", year=2021)
-    (separate,) = upsert(store, [clash])
+    (separate,) = Catalog(store).upsert([clash])
     assert separate.record_ref != first.record_ref and separate.record_ref.startswith("rec_")
     assert store.data.papers[first.record_ref].title == "同名论文"
 
@@ -317,7 +314,7 @@ async def test_cancelled_search_stores_a_partial_record(jobs: Jobs, store: Store
     request = search_request()
     plan = plan_explicit(CONCEPTS)
     state = SearchState(search_id="", input=request, plan=plan, cache_key=cache_key(request, plan))
-    job = jobs.start("search", search_budget(request), search_work(store, lambda: site, state))
+    job = jobs.start("search", search_budget(request), lambda op: search_operation(op, engine(store, site), state))
     while not site.log:
         await asyncio.sleep(0.01)
     view = await jobs.cancel(job.record.operation_id)
@@ -331,11 +328,11 @@ async def test_cancelled_search_stores_a_partial_record(jobs: Jobs, store: Store
 
 async def test_detail_freshness_refresh_and_relocation(jobs: Jobs, store: Store) -> None:
     site = FakeSite()
-    stored = upsert(store, [sim_paper(i) for i in range(3)])
+    stored = Catalog(store).upsert([sim_paper(i) for i in range(3)])
     refs = [p.record_ref for p in stored]
 
     async def work(op: OperationContext) -> dict[str, Any]:
-        return await Research(store, site).metadata(op, refs, [], quality=False, refresh=False)
+        return await engine(store, site).metadata(op, refs, [], quality=False, refresh=False)
 
     view = await in_operation(jobs, work)
     assert view["status"] == "completed" and site.counts == Counter({"detail": 3})
@@ -348,7 +345,7 @@ async def test_detail_freshness_refresh_and_relocation(jobs: Jobs, store: Store)
     site.failures["detail"][sim_paper(1).filename] = "LOCATOR_EXPIRED"
 
     async def refresh(op: OperationContext) -> dict[str, Any]:
-        return await Research(store, site).metadata(op, refs[1:2], [], quality=False, refresh=True)
+        return await engine(store, site).metadata(op, refs[1:2], [], quality=False, refresh=True)
 
     view = await in_operation(jobs, refresh)
     assert view["status"] == "completed"
@@ -359,11 +356,11 @@ async def test_detail_freshness_refresh_and_relocation(jobs: Jobs, store: Store)
 @pytest.mark.parametrize("code", ["ACCESS_DENIED", "VERIFICATION_SKIPPED", "PARSER_UNSUPPORTED"])
 async def test_failures_a_new_link_cannot_cure_are_not_relocated(jobs: Jobs, store: Store, code: str) -> None:
     site = FakeSite()
-    refs = [p.record_ref for p in upsert(store, [sim_paper(i) for i in range(4)])]
+    refs = [p.record_ref for p in Catalog(store).upsert([sim_paper(i) for i in range(4)])]
     site.failures["detail"][sim_paper(2).filename] = code
 
     async def work(op: OperationContext) -> dict[str, Any]:
-        return await Research(store, site).metadata(op, refs, [], quality=True, refresh=False)
+        return await engine(store, site).metadata(op, refs, [], quality=True, refresh=False)
 
     view = await in_operation(jobs, work)
     assert view["status"] == "partial" and len(view["result"]["records"]) == 4
@@ -377,10 +374,10 @@ async def test_journal_mismatch_is_remembered_for_an_hour(jobs: Jobs, store: Sto
     site = FakeSite()
     # Papers 0 and 15 share 法学期刊0, whose page shows another name.
     site.journal_titles["法学期刊0"] = "另一份期刊"
-    refs = [p.record_ref for p in upsert(store, [sim_paper(0), sim_paper(15), sim_paper(1)])]
+    refs = [p.record_ref for p in Catalog(store).upsert([sim_paper(0), sim_paper(15), sim_paper(1)])]
 
     async def work(op: OperationContext) -> dict[str, Any]:
-        return await Research(store, site, workers=1).metadata(op, refs, [], quality=True, refresh=False)
+        return await engine(store, site, workers=1).metadata(op, refs, [], quality=True, refresh=False)
 
     view = await in_operation(jobs, work)
     codes = [(e["code"], e["details"]["stage"]) for e in view["errors"]]
@@ -392,7 +389,7 @@ async def test_journal_mismatch_is_remembered_for_an_hour(jobs: Jobs, store: Sto
 
 async def test_journal_needs_a_locator_and_only_journals_have_one(jobs: Jobs, store: Store) -> None:
     thesis = msgspec.structs.replace(sim_paper(5), document_type="硕士")
-    research = Research(store, FakeSite())
+    research = engine(store, FakeSite())
 
     async def work(op: OperationContext) -> Any:
         assert await research.quality(op, thesis) is None
@@ -406,10 +403,10 @@ async def test_journal_needs_a_locator_and_only_journals_have_one(jobs: Jobs, st
 
 async def test_budget_exhaustion_lets_requests_in_flight_land(jobs: Jobs, store: Store) -> None:
     site = FakeSite(latency=0.02)
-    refs = [p.record_ref for p in upsert(store, [sim_paper(i) for i in range(30)])]
+    refs = [p.record_ref for p in Catalog(store).upsert([sim_paper(i) for i in range(30)])]
 
     async def work(op: OperationContext) -> Any:
-        fatal = await Research(store, site).enrich(op, refs, "metadata", quality=False)
+        fatal = await engine(store, site).enrich(op, refs, "metadata", quality=False)
         return fatal and fatal.code
 
     job = jobs.start("metadata", Budget(max_requests=10, timeout_seconds=60), work)
@@ -425,13 +422,13 @@ async def test_budget_exhaustion_lets_requests_in_flight_land(jobs: Jobs, store:
 
 async def test_resolve_titles_local_first_then_batches_of_ten(jobs: Jobs, store: Store) -> None:
     site = FakeSite()
-    (local,) = upsert(store, [sim_paper(7)])
+    (local,) = Catalog(store).upsert([sim_paper(7)])
     twin = msgspec.structs.replace(sim_paper(8), record_ref="", filename="SIM8888", authors=["别人"])
     site.extra_papers.append(twin)
     titles = [sim_paper(7).title] + [sim_paper(i).title for i in range(8, 30)] + ["不存在的论文"]
 
     async def work(op: OperationContext) -> Any:
-        refs, problems = await Research(store, site).resolve_titles(op, titles)
+        refs, problems = await engine(store, site).resolve_titles(op, titles)
         return {"refs": refs, "problems": [msgspec.to_builtins(p) for p in problems]}
 
     view = await in_operation(jobs, work)
@@ -450,7 +447,7 @@ async def test_repeated_rows_of_one_paper_resolve_to_it(jobs: Jobs, store: Store
     site.extra_papers.append(msgspec.structs.replace(sim_paper(9), record_ref="", cited=3))
 
     async def work(op: OperationContext) -> Any:
-        refs, problems = await Research(store, site).resolve_titles(op, [sim_paper(9).title, sim_paper(9).title + " "])
+        refs, problems = await engine(store, site).resolve_titles(op, [sim_paper(9).title, sim_paper(9).title + " "])
         return {"refs": refs, "problems": len(problems)}
 
     view = await in_operation(jobs, work)
@@ -460,11 +457,11 @@ async def test_repeated_rows_of_one_paper_resolve_to_it(jobs: Jobs, store: Store
 
 async def test_best_effort_refresh_drops_record_errors(jobs: Jobs, store: Store) -> None:
     site = FakeSite()
-    refs = [p.record_ref for p in upsert(store, [sim_paper(i) for i in range(3)])]
+    refs = [p.record_ref for p in Catalog(store).upsert([sim_paper(i) for i in range(3)])]
     site.failures["detail"][sim_paper(0).filename] = "ACCESS_DENIED"
 
     async def work(op: OperationContext) -> Any:
-        fatal = await Research(store, site).enrich(op, refs, "metadata", quality=False, refresh=True, record_errors=False)
+        fatal = await engine(store, site).enrich(op, refs, "metadata", quality=False, refresh=True, record_errors=False)
         return fatal is None
 
     view = await in_operation(jobs, work, kind="export")

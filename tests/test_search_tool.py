@@ -35,11 +35,6 @@ async def call(app: App, tool: str, raw: dict[str, Any], ctx: Any = None) -> Any
     return await app.call(tool, parse_arguments(tool, raw), ctx)
 
 
-def with_site(app: App, site: FakeSite) -> App:
-    app.site = lambda: site  # type: ignore[method-assign]
-    return app
-
-
 @pytest.fixture
 async def site() -> FakeSite:
     return FakeSite()
@@ -47,7 +42,7 @@ async def site() -> FakeSite:
 
 @pytest.fixture
 async def app(isolated_data_dir: Path, site: FakeSite):
-    application = with_site(App(isolated_data_dir), site)
+    application = App(isolated_data_dir, site_factory=lambda: site)
     yield application
     await application.close()
 
@@ -145,7 +140,7 @@ async def test_continue_after_a_crash_repeats_nothing(tmp_path: Path, crash_at: 
     crashed_dir, restarted_dir = tmp_path / "before", tmp_path / "after"
     before = FakeSite()
     before.crash_when = crash_at
-    app = with_site(App(crashed_dir), before)
+    app = App(crashed_dir, site_factory=lambda: before)
     pending = asyncio.create_task(call(app, "search", QUERY))
     await asyncio.wait_for(before.crashed.wait(), 10)
     store = await app.store()
@@ -158,7 +153,7 @@ async def test_continue_after_a_crash_repeats_nothing(tmp_path: Path, crash_at: 
     restarted_dir.mkdir()
     (restarted_dir / "research.json").write_bytes(snapshot)
     after = FakeSite()
-    app = with_site(App(restarted_dir), after)
+    app = App(restarted_dir, site_factory=lambda: after)
     try:
         status = await call(app, "operation_status", {"operation_id": op_id})
         assert status["status"] == "interrupted"

@@ -16,7 +16,7 @@ from cnki_mcp.limiter import Limiter
 from cnki_mcp.model import Paper
 from cnki_mcp.parse import GridPage, PageState
 from cnki_mcp.query import Condition, compile_expression
-from cnki_mcp.research import GridQuery
+from cnki_mcp.query import GridQuery
 from cnki_mcp.site import (
     Site,
     page_problem,
