@@ -45,7 +45,8 @@ from cnki_mcp.model import Budget, Paper
 from cnki_mcp.parse import parse_grid
 from cnki_mcp.query import compile_expression
 from cnki_mcp.query import GridQuery
-from cnki_mcp.site import ADVANCED_SEARCH_URL, Site
+from cnki_mcp.listings import ADVANCED_SEARCH_URL
+from cnki_mcp.site import Site
 from cnki_mcp.store import Store
 from tests.kns.server import KnsSimulator, SimRequest
 

@@ -115,7 +115,7 @@ class App:
             return self._site_factory()  # type: ignore[return-value]  # a simulated backend in tests
         if self._site is None:
             self._site = Site(self.browser(), Limiter.from_env(), self.root / "diagnostics")
-            self._site.human_timeout = float(settings.verification_wait_seconds())
+            self._site.person.timeout = float(settings.verification_wait_seconds())
             self._sessions = Sessions(self._site)
         return self._site
 
@@ -210,7 +210,7 @@ class App:
         if args.action == "show":
             if self._site is None:
                 raise CnkiError("VERIFICATION_NOT_FOUND")
-            return await self._site.show(args.operation_id or None)
+            return await self._site.person.show(args.operation_id or None)
         if self._site is not None:
             await self._site.recover()
         return {"status": "completed", "message": "浏览器将在下一次需要访问知网时重新启动；登录状态保存在浏览器配置中，不受影响。"}

@@ -11,17 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from cnki_mcp.browser import Browser, Tab
+from cnki_mcp.browser import Tab
 from cnki_mcp.catalog import Catalog
 from cnki_mcp.enrich import Enrichment
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Paper
 from cnki_mcp.parse import classify_response, parse_detail
-from cnki_mcp.site import bind_detail
+from cnki_mcp.site import Site, bind_detail
 
 log = logging.getLogger(__name__)
 
@@ -33,37 +32,11 @@ ENTRY_WAIT = 2.0
 UNREADABLE_DETAIL = frozenset({"PARSER_UNSUPPORTED", "CONTENT_NOT_READY", "IDENTITY_CONFLICT"})
 
 
-class PageSite(Protocol):
-    """What reading and downloading need from ``site.Site`` (its public page and human-step API)."""
-
-    browser: Browser
-
-    def request(self, op: OperationContext) -> Any: ...
-
-    async def observe(self, tab: Tab, condition: str = "true", timeout: float = 5.0) -> Any: ...
-
-    async def glance(self, tab: Tab) -> Any: ...
-
-    async def wait_page(
-        self, op: OperationContext, tab: Tab, accept: Callable[[Any], Any], timeout: float, *, condition: str = "true"
-    ) -> Any: ...
-
-    async def human_step(
-        self, op: OperationContext, tab: Tab, reason: CnkiError, *, epoch: int | None = None
-    ) -> None: ...
-
-    async def locate(self, op: OperationContext, titles: list[str]) -> dict[str, list[Paper]]: ...
-
-    async def snapshot(
-        self, kind: str, body: str, url: str, tab: Tab | None = None, *, extension: str = "html"
-    ) -> str: ...
-
-
 # --------------------------------------------------------------------------------------------
 # The detail page in a tab of its own
 
 
-async def open_detail_tab(op: OperationContext, site: PageSite, paper: Paper) -> tuple[Tab, Paper]:
+async def open_detail_tab(op: OperationContext, site: Site, paper: Paper) -> tuple[Tab, Paper]:
     """Open ``paper``'s detail page in a new background tab and confirm it shows that paper.
 
     Returns the tab (the caller closes it) and the record as the page shows it. LOCATOR_EXPIRED
@@ -74,12 +47,10 @@ async def open_detail_tab(op: OperationContext, site: PageSite, paper: Paper) ->
         raise CnkiError(
             "SOURCE_LOCATOR_MISSING", f"本地记录没有《{paper.title}》的知网链接。", details={"record_ref": paper.record_ref}
         )
-    browser = site.browser
-    tab = await browser.new_tab()
+    tab = await site.new_tab()
     last: list[Any] = []
     try:
-        async with site.request(op):
-            nav = await browser.navigate(tab, locator, DETAIL_TAB_TIMEOUT, until="commit")
+        nav = await site.navigate(op, tab, locator, DETAIL_TAB_TIMEOUT, until="commit")
         if nav.status >= 400:
             problem = classify_response(nav.status, nav.url, "")
             if problem is not None and problem.code not in ("VERIFICATION_REQUIRED", "LOGIN_REQUIRED"):
@@ -95,12 +66,12 @@ async def open_detail_tab(op: OperationContext, site: PageSite, paper: Paper) ->
             # The page as it was when reading gave up, for a report (the error names the file).
             if name := await site.snapshot("detail-tab", last[0].html, last[0].url, tab):
                 exc.details = {**(exc.details if isinstance(exc.details, dict) else {}), "snapshot": name}
-        await browser.close_tab(tab)
+        await site.close_tab(tab)
         raise
     return tab, bound
 
 
-async def settle(site: PageSite, tab: Tab) -> None:
+async def settle(site: Site, tab: Tab) -> None:
     """Let the page's own scripts bind their handlers: loaded and no AJAX for 1.5 s (at most 15 s)."""
     deadline = time.monotonic() + SETTLE_LIMIT
     idle_since: float | None = None
@@ -117,7 +88,7 @@ async def settle(site: PageSite, tab: Tab) -> None:
     log.debug("page did not settle within %.0f s; going on", SETTLE_LIMIT)
 
 
-async def open_detail(op: OperationContext, engine: Enrichment, site: PageSite, paper: Paper) -> tuple[Tab, Paper]:
+async def open_detail(op: OperationContext, engine: Enrichment, site: Site, paper: Paper) -> tuple[Tab, Paper]:
     """``open_detail_tab``, retried once with a relocated link when the stored one has expired."""
     try:
         return await open_detail_tab(op, site, paper)

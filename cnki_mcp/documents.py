@@ -6,7 +6,7 @@ same one or a popup) for up to 20 s. The 2026 reader (``reader/xml?invoice=…``
 JSON its page feeds on, asked for once from inside the reader tab with the page's own invoice;
 its rendered page is read when that JSON cannot be had. The nzkhtml reader is read from its page,
 or from the same-origin frame that holds its text. Challenges on the way — the nzkhtml reader's
-own slider 「滑动验证，继续阅读全文」 included — go to the person through ``Site.human_step``;
+own slider 「滑动验证，继续阅读全文」 included — go to the person (``Site.hand_over``);
 sections the catalogue lists but the page has not loaded yet are waited for. A refusal
 (``ErrorMsg.html``, 只收录题录 …) ends the read at once with the site's words; every failed read
 leaves a redacted snapshot.
@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.browser import Browser, Tab
-from cnki_mcp.detail_tab import ENTRY_WAIT, PageSite, open_detail, settle
+from cnki_mcp.browser import Tab
+from cnki_mcp.detail_tab import ENTRY_WAIT, open_detail, settle
 from cnki_mcp.enrich import Enrichment
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
@@ -54,7 +54,7 @@ from cnki_mcp.reader import (
     with_notice,
 )
 from cnki_mcp.redact import client_url, without_secrets
-from cnki_mcp.site import page_problem
+from cnki_mcp.site import Site
 
 log = logging.getLogger(__name__)
 
@@ -241,12 +241,12 @@ _FRAMES_JS = """(() => Array.from(document.querySelectorAll('iframe')).map((fram
 }).filter(Boolean))()""" % json.dumps(LIVE_PAGE_SCRIPT)
 
 
-async def _tabs(browser: Browser, opener: Tab) -> list[Tab]:
+async def _tabs(site: Site, opener: Tab) -> list[Tab]:
     tabs = [opener] if not opener.closed else []
     try:
-        tabs += [tab for tab in await browser.popups(opener) if not tab.closed]
+        tabs += [tab for tab in await site.popups(opener) if not tab.closed]
     except CnkiError as exc:
-        if exc.code == "BROWSER_UNAVAILABLE" and not browser.running:
+        if exc.code == "BROWSER_UNAVAILABLE" and not site.browser_running:
             raise
     return tabs
 
@@ -269,7 +269,7 @@ class ReaderWatch:
     """Follows one click on 「HTML阅读」: polls the detail tab and its popups until a reader text is
     final, keeping what a failure needs (the last reader page seen, for its snapshot)."""
 
-    def __init__(self, op: OperationContext, site: PageSite, opener: Tab, paper: Paper) -> None:
+    def __init__(self, op: OperationContext, site: Site, opener: Tab, paper: Paper) -> None:
         self.op = op
         self.site = site
         self.opener = opener
@@ -288,7 +288,7 @@ class ReaderWatch:
         """The wait is 20 s and starts again after each human step. Without any reader text at the
         end: the last parse problem, else CONTENT_NOT_READY."""
         while True:
-            for tab in await _tabs(self.site.browser, self.opener):
+            for tab in await _tabs(self.site, self.opener):
                 document = await self._look(tab)
                 if document is not None:
                     return document
@@ -300,7 +300,7 @@ class ReaderWatch:
 
     async def _look(self, tab: Tab) -> ReaderDocument | None:
         with contextlib.suppress(CnkiError):  # a tab that cannot run it now is looked at next round
-            await self.site.browser.evaluate(tab, _SHOW_SLIDER_JS, 2.0)
+            await self.site.evaluate(tab, _SHOW_SLIDER_JS, 2.0)
         seen = await self.site.glance(tab)
         if seen is None or not seen.ready:
             return None
@@ -308,9 +308,7 @@ class ReaderWatch:
         if words:
             self.last_page = (tab, seen.url, seen.html)
             raise _refused(words, seen.url)
-        problem = page_problem(seen.page, seen.url)
-        if problem is not None and problem.code != "ACCESS_DENIED":
-            await self.site.human_step(self.op, tab, problem)
+        if await self.site.hand_over(self.op, tab, seen):
             self.deadline = time.monotonic() + READER_WAIT
             return None
         if tab is self.opener and "/kcms" in urlsplit(seen.url).path.lower():
@@ -321,7 +319,7 @@ class ReaderWatch:
             words = await asyncio.to_thread(parse_download_refusal, seen.html)
             if words:
                 raise _refused(words, seen.url)
-            if problem is not None:
+            if seen.page.state == "denied":
                 raise CnkiError("ACCESS_DENIED", f"知网拒绝阅读全文：{seen.page.reason}", details={"url": client_url(seen.url)})
         if is_reader_app(seen.url):
             return await self._app_text(tab, seen.url, seen.html, document)
@@ -339,7 +337,7 @@ class ReaderWatch:
 
     async def _frame_text(self, tab: Tab) -> ReaderDocument | None:
         try:
-            frames = await self.site.browser.evaluate(tab, _FRAMES_JS, 5.0)
+            frames = await self.site.evaluate(tab, _FRAMES_JS, 5.0)
         except CnkiError:
             return None
         for frame in frames if isinstance(frames, list) else []:
@@ -377,14 +375,13 @@ class ReaderWatch:
         cannot be had or read (the reason, and a snapshot of the answer, kept for the result)."""
         requested: Any = None
         with contextlib.suppress(CnkiError):
-            requested = await self.site.browser.evaluate(tab, _DATA_REQUESTS_JS, 2.0)
+            requested = await self.site.evaluate(tab, _DATA_REQUESTS_JS, 2.0)
         url = reader_data_url(reader_url, [str(item) for item in requested] if isinstance(requested, list) else [])
         if not is_site_url(url):
             self.fallback_reason = "阅读器数据地址不是知网地址，未请求"
             return None
         try:
-            async with self.site.request(self.op):
-                answer = await self.site.browser.fetch_in_page(tab, url, headers={"Accept": "application/json, text/plain, */*"})
+            answer = await self.site.fetch(self.op, tab, url, headers={"Accept": "application/json, text/plain, */*"})
         except CnkiError as exc:
             if exc.code not in _DATA_FALLBACK_CODES:
                 raise
@@ -431,7 +428,7 @@ class ReaderWatch:
         return _with_details(exc, snapshot=name, data_snapshot=self.data_snapshot)
 
 
-async def read_document(op: OperationContext, engine: Enrichment, site: PageSite, paper: Paper) -> tuple[Paper, ReaderDocument]:
+async def read_document(op: OperationContext, engine: Enrichment, site: Site, paper: Paper) -> tuple[Paper, ReaderDocument]:
     """Detail page → 「HTML阅读」 → reader text (one click); the tabs are closed afterwards."""
     op.stage("detail")
     tab, bound = await open_detail(op, engine, site, paper)
@@ -439,8 +436,7 @@ async def read_document(op: OperationContext, engine: Enrichment, site: PageSite
     try:
         await settle(site, tab)
         op.stage("opening_reader")
-        async with site.request(op):
-            clicked = await site.browser.click(tab, HTML_ENTRY_LINKS, ENTRY_WAIT, text=HTML_ENTRY)
+        clicked = await site.click(op, tab, HTML_ENTRY_LINKS, ENTRY_WAIT, text=HTML_ENTRY)
         if not clicked:
             raise CnkiError(
                 "HTML_ENTRY_NOT_FOUND",
@@ -452,7 +448,7 @@ async def read_document(op: OperationContext, engine: Enrichment, site: PageSite
     except CnkiError as exc:
         raise without_secrets(await watch.failed(exc)) from None
     finally:
-        await site.browser.close_tab(tab)
+        await site.close_tab(tab)
     return bound, document
 
 
@@ -484,7 +480,7 @@ class Reader:
         self,
         op: OperationContext,
         engine: Enrichment,
-        site: PageSite,
+        site: Site,
         paper: Paper,
         *,
         section: str,

@@ -34,7 +34,7 @@ import msgspec
 
 from cnki_mcp.browser import Tab
 from cnki_mcp.clock import utc_now_iso
-from cnki_mcp.detail_tab import ENTRY_WAIT, PageSite, open_detail, settle
+from cnki_mcp.detail_tab import ENTRY_WAIT, open_detail, settle
 from cnki_mcp.enrich import Enrichment
 from cnki_mcp.download_files import (
     FORMATS,
@@ -58,7 +58,7 @@ from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Artifact, Paper
 from cnki_mcp.parse import is_refusal, page_text_sample, parse_download_refusal, refusal_in_url
 from cnki_mcp.redact import client_url, without_secrets
-from cnki_mcp.site import page_problem
+from cnki_mcp.site import CHALLENGE_CODES, Site, page_problem
 from cnki_mcp.store import Store
 
 log = logging.getLogger(__name__)
@@ -219,7 +219,7 @@ class Downloads:
         return self._lock
 
     async def download(
-        self, op: OperationContext, engine: Enrichment, site: PageSite, paper: Paper, request: DownloadRequest
+        self, op: OperationContext, engine: Enrichment, site: Site, paper: Paper, request: DownloadRequest
     ) -> dict[str, Any]:
         store = engine.store
         async with self._serial():
@@ -233,10 +233,9 @@ class Downloads:
                 raise without_secrets(exc) from None
 
     async def _download(
-        self, op: OperationContext, engine: Enrichment, site: PageSite, paper: Paper, request: DownloadRequest
+        self, op: OperationContext, engine: Enrichment, site: Site, paper: Paper, request: DownloadRequest
     ) -> dict[str, Any]:
         store = engine.store
-        browser = site.browser
         op.stage("detail")
         tab, bound = await open_detail(op, engine, site, paper)
         incoming: Path | None = None
@@ -252,7 +251,7 @@ class Downloads:
             if os.path.lexists(folder / name):
                 raise CnkiError("FILE_EXISTS", f"目标文件 {folder / name} 已存在，未点击下载。", details={"path": str(folder / name)})
             incoming = await asyncio.to_thread(store.incoming_dir, op.operation_id)
-            await browser.set_download_dir(incoming)
+            await site.set_download_dir(incoming)
 
             key = artifact_key(paper.record_ref, fmt)
             previous = store.data.artifacts.get(key)
@@ -274,8 +273,7 @@ class Downloads:
             op.stage("clicking", {"format": fmt, "entry": entry.text})
             detail_path = urlsplit(tab.url).path
             try:
-                async with site.request(op):
-                    clicked = await browser.click(tab, "a", ENTRY_WAIT, text=ENTRIES[fmt])
+                clicked = await site.click(op, tab, "a", ENTRY_WAIT, text=ENTRIES[fmt])
             except CnkiError as exc:
                 if exc.code != "BROWSER_UNAVAILABLE":  # a lost browser may have clicked after all
                     _forget(store, key, previous)
@@ -290,13 +288,13 @@ class Downloads:
             pending = store.data.artifacts.get(key) if key else None
             uncertain = pending is not None and pending.state == "clicked" and pending.incoming == str(incoming)
             # While the click's outcome is open, its popups may still carry the transfer: leave them.
-            await browser.close_tab(tab, with_popups=not uncertain)
+            await site.close_tab(tab, with_popups=not uncertain)
             if incoming is not None and not uncertain:
                 remove_empty(incoming)  # nothing can arrive there any more
 
-    async def _entry(self, site: PageSite, tab: Tab, bound: Paper, wanted: str) -> tuple[str, Entry]:
+    async def _entry(self, site: Site, tab: Tab, bound: Paper, wanted: str) -> tuple[str, Entry]:
         """The entry to click, read from the live page; a page that ends the attempt is saved."""
-        data = await site.browser.evaluate(tab, _DOWNLOAD_PAGE_JS)
+        data = await site.evaluate(tab, _DOWNLOAD_PAGE_JS)
         try:
             page = msgspec.convert(data, DownloadPage)
         except msgspec.ValidationError:
@@ -309,14 +307,14 @@ class Downloads:
             raise await _with_snapshot(site, kind, tab, exc) from None
 
     async def _await_file(self, watch: _Watch, artifact: Artifact, wait_seconds: int) -> dict[str, Any]:
-        browser = watch.site.browser
+        site = watch.site
         deadline = time.monotonic() + wait_seconds
         guid: str | None = None
         while True:
             # Until a download begins, look at the tabs: right after the click, then every POLL.
             if guid is None and await watch.look():
                 deadline = time.monotonic() + wait_seconds
-            event = await browser.wait_download(guid, POLL)
+            event = await site.wait_download(guid, POLL)
             if event is not None:
                 if guid is None:
                     guid = event.guid
@@ -371,7 +369,7 @@ def _read_limited(path: Path) -> bytes:
         return handle.read(HTML_FILE_LIMIT)
 
 
-async def _with_snapshot(site: PageSite, kind: str, tab: Tab, error: CnkiError) -> CnkiError:
+async def _with_snapshot(site: Site, kind: str, tab: Tab, error: CnkiError) -> CnkiError:
     """``error`` with the tab saved (HTML and screenshot) and the snapshot's name in its details."""
     seen = None if tab.closed else await site.glance(tab)
     html, url = (seen.html, seen.url) if seen is not None else ("", tab.url)
@@ -389,7 +387,7 @@ class _Watch:
         self,
         op: OperationContext,
         store: Store,
-        site: PageSite,
+        site: Site,
         opener: Tab,
         detail_path: str,
         key: str,
@@ -419,7 +417,7 @@ class _Watch:
                 if seen is None or not seen.ready:
                     continue
                 problem = page_problem(seen.page, seen.url)
-                if problem is not None and problem.code != "ACCESS_DENIED":
+                if problem is not None and problem.code in CHALLENGE_CODES:
                     await self._human(tab, problem)
                     return True
                 moved = moved or urlsplit(seen.url).path != self.detail_path
@@ -438,13 +436,13 @@ class _Watch:
         Attaching waits while the popup's navigation is pending (a slow file answer), and a popup
         that turned into the download goes away while it is attached: neither may hold up the wait.
         """
-        browser = self.site.browser
+        site = self.site
         try:
-            return [self.opener, *await asyncio.wait_for(browser.popups(self.opener), TAB_LIST_WAIT)]
+            return [self.opener, *await asyncio.wait_for(site.popups(self.opener), TAB_LIST_WAIT)]
         except TimeoutError:
             log.debug("popups of the download tab not attached within %.0f s", TAB_LIST_WAIT)
         except CnkiError as exc:
-            if exc.code != "BROWSER_UNAVAILABLE" or not browser.running:
+            if exc.code != "BROWSER_UNAVAILABLE" or not site.browser_running:
                 raise
             log.debug("popups of the download tab not listed: %s", exc.message)
         return [self.opener]
@@ -456,8 +454,8 @@ class _Watch:
         into a download keeps showing what it showed before, so the download itself is the signal.
         A challenge the person did not answer in time is saved as a snapshot.
         """
-        browser = self.site.browser
-        step = asyncio.ensure_future(self.site.human_step(self.op, tab, reason))
+        site = self.site
+        step = asyncio.ensure_future(site.human_step(self.op, tab, reason))
         try:
             while True:
                 done, _ = await asyncio.wait({step}, timeout=POLL)
@@ -465,13 +463,13 @@ class _Watch:
                     try:
                         step.result()
                     except CnkiError as exc:
-                        if tab.closed or await browser.wait_download(None, 0) is not None:
+                        if tab.closed or await site.wait_download(None, 0) is not None:
                             return
                         if exc.code == "VERIFICATION_TIMEOUT":
                             raise await _with_snapshot(self.site, "download-challenge", tab, exc) from None
                         raise
                     return
-                if await browser.wait_download(None, 0) is not None:
+                if await site.wait_download(None, 0) is not None:
                     return
         finally:
             if not step.done():

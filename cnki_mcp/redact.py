@@ -60,6 +60,12 @@ def _rewrite(url: str, keep_key: bool) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
 
 
+def endpoint_url(url: str) -> str:
+    """A request URL without its query string or fragment (what error details may name)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
 def client_url(url: str) -> str:
     """``url`` as clients may see it: access values and opaque keys dropped, fragment too."""
     if not url:

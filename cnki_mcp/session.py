@@ -1,4 +1,4 @@
-"""Login and session identity (seed: login / session_status; spec/site.md §8.4).
+"""Login and session identity (the login and session_status tools).
 
 Identity is read from the KNS page header only: a personal account (``.ecp_header_personalName_loginbg``
 or a logout control) and institution names (``.ecp_header_unitName`` …). Cookies and passwords are
@@ -7,10 +7,9 @@ never read: a person types credentials into the browser window, never into the M
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,7 +18,9 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import SessionState
 from cnki_mcp.parse import is_site_url, parse_session
-from cnki_mcp.site import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation, Site
+from cnki_mcp.human import span
+from cnki_mcp.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT
+from cnki_mcp.site import Observation, Site
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +68,11 @@ class Sessions:
         return session_view(self.last or SessionState(), cached=True)
 
     async def _open(self, op: OperationContext, url: str) -> Tab:
-        tab = await self.site.browser.new_tab()
+        tab = await self.site.new_tab()
         try:
-            async with self.site.request(op):
-                await self.site.browser.navigate(tab, url, BOOTSTRAP_TIMEOUT)
+            await self.site.navigate(op, tab, url, BOOTSTRAP_TIMEOUT)
         except BaseException:
-            await self.site.browser.close_tab(tab)
+            await self.site.close_tab(tab)
             raise
         return tab
 
@@ -105,7 +105,7 @@ class Sessions:
         try:
             return session_view(await self._identity(op, tab))
         finally:
-            await self.site.browser.close_tab(tab)
+            await self.site.close_tab(tab)
 
     async def login(self, op: OperationContext, remote_access_url: str = "", force: bool = False) -> dict[str, Any]:
         """Open the login entry for a person and wait until an identity shows (or resume, or 20 minutes)."""
@@ -118,42 +118,36 @@ class Sessions:
                 if identified(before) and not force:
                     return session_view(before)
             op.stage("waiting_for_login")
-            with self.site.handed_to_person(op, tab):
-                await self.site.present(tab)
-                resume = op.await_user(LOGIN_WAIT_MESSAGE)
-                try:
-                    await self._wait_for_login(op, tab, resume, before if force else None)
-                finally:
-                    op.user_done()
-            await self.site.hide(tab)
+            await self.wait_for_login(op, tab, before if force else None)
             op.stage("confirming_login")
-            async with self.site.request(op):
-                await self.site.browser.navigate(tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
+            await self.site.navigate(op, tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
             return session_view(await self._identity(op, tab))
         finally:
-            await self.site.browser.close_tab(tab)
+            await self.site.close_tab(tab)
 
-    async def _wait_for_login(
-        self, op: OperationContext, tab: Tab, resume: asyncio.Event, before: SessionState | None
-    ) -> None:
-        """Every 1.5 s look at every CNKI tab (2 s each) for a personal or institution identity.
+    async def wait_for_login(self, op: OperationContext, tab: Tab, before: SessionState | None) -> None:
+        """The person logs in on ``tab`` (or on any CNKI tab it opens); ends once an identity shows, on
+        ``operation_control resume``, or LOGIN_TIMEOUT after 20 minutes."""
+        await self.site.person.attend(
+            op, tab, LOGIN_WAIT_MESSAGE, self._logged_in(tab, before),
+            timeout=LOGIN_TIMEOUT, poll=LOGIN_POLL, expired=_login_expired,
+        )
+
+    def _logged_in(self, tab: Tab, before: SessionState | None) -> Callable[[], Awaitable[bool]]:
+        """Whether any CNKI tab now shows a personal or institution identity (2 s a tab).
 
         Besides the login tab, a tab counts only when its page was loaded after the wait began: a
         tab left open from before still shows the header of that time. With ``force`` (``before``
         given) only an identity different from the one before counts.
         """
-        deadline = time.monotonic() + LOGIN_TIMEOUT
         fresh = f"performance.timeOrigin >= {time.time() * 1000:.0f}"
-        while True:
-            if op.cancelled:
-                raise CnkiError("CANCELLED")
-            if resume.is_set():
-                return
+
+        async def check() -> bool:
             for candidate in await self._login_tabs(tab):
                 try:
                     seen = await self.site.observe(candidate, fresh, LOGIN_TAB_TIMEOUT)
                 except CnkiError:
-                    if candidate is tab or not self.site.browser.running:
+                    if candidate is tab or not self.site.browser_running:
                         raise
                     continue  # another tab closed while we looked
                 if seen is None or not _cnki_page(seen.url) or candidate is not tab and not seen.condition:
@@ -161,18 +155,20 @@ class Sessions:
                 state = parse_session(seen.html)
                 if identified(state) and (before is None or _signature(state) != _signature(before)):
                     self.last = state
-                    return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise CnkiError("LOGIN_TIMEOUT", "等待登录超过 20 分钟，已停止等待。")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(resume.wait(), min(LOGIN_POLL, remaining))
+                    return True
+            return False
+
+        return check
 
     async def _login_tabs(self, tab: Tab) -> list[Tab]:
         """The login tab first, then every other page of the browser: ours, the ones the login opened
         (e.g. a www.cnki.net tab after SSO) and the ones a person opened by hand."""
-        others = [t for t in await self.site.browser.page_tabs() if t is not tab]
+        others = [t for t in await self.site.page_tabs() if t is not tab]
         return [t for t in [tab, *others] if not t.closed and not t.crashed]
+
+
+async def _login_expired() -> CnkiError:
+    return CnkiError("LOGIN_TIMEOUT", f"等待登录超过 {span(LOGIN_TIMEOUT)}，已停止等待；登录完成后重新调用 login 即可。")
 
 
 def _cnki_page(url: str) -> bool:

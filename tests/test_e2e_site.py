@@ -66,7 +66,7 @@ async def env(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory
         store.browser_dir / "profile", Path(_chromium()), headless=True, extra_args=kns_server.browser_arg_list
     )
     site = Site(browser, Limiter(interval_ms=10, max_inflight=6), store.diagnostics_dir)
-    site.empty_waits = SHORT_WAITS  # the real 5 s / 15 s / 60 s schedule is exercised over MCP
+    site.listings.empty_waits = SHORT_WAITS  # the real 5 s / 15 s / 60 s schedule is exercised over MCP
     yield Env(site=site, jobs=Jobs(store), sessions=Sessions(site), store=store)
     await browser.close()
     await store.close()
@@ -148,12 +148,14 @@ async def test_template_capture_and_three_pages_with_cursor_years_and_sort(env: 
     assert job.record.result[-1]["exhausted"]
     assert env.site.limiter.backoff == 1.0
 
-    # a lost cursor (e.g. after a restart) costs one page-1 request first
-    env.site._listings.clear()
+    # a lost cursor (after a restart: template and cursors gone) costs a capture and page 1 first
+    env.site.listings.forget()
     kns.clear_log()
     job = await run(env, lambda op: env.site.grid(op, query, 2))
-    assert job.record.status == "completed" and job.record.requests == 2
-    assert [p.form["pageNum"] for p in grid_posts(kns)] == ["1", "2"]
+    ours = [p for p in grid_posts(kns) if p.form["pageSize"] == "50"]
+    assert job.record.status == "completed"
+    assert job.record.requests == 4  # the search page, the template click, page 1, page 2
+    assert [p.form["pageNum"] for p in ours] == ["1", "2"]
     assert [r["filename"] for r in job.record.result["rows"]] == [p.filename for p in expected[50:100]]
 
 
@@ -393,13 +395,13 @@ async def test_grid_captcha_waits_for_a_person_then_completes(env: Env, kns: Kns
     epoch = env.site.epoch
     job = env.jobs.start("search", kind_budget("metadata"), lambda op: env.site.grid(op, query, 1))
     await until_awaiting(job)
-    assert "验证" in job.record.message and env.site.human_page(job.record.operation_id) is not None
+    assert "验证" in job.record.message and env.site.person.page(job.record.operation_id) is not None
     assert env.site.limiter.held
     kns.solve()
     await asyncio.wait_for(job.done.wait(), 30)
     assert job.record.status == "completed", job.record.errors
     assert job.record.result["rows"] and env.site.epoch == epoch + 1
-    assert not env.site.limiter.held and env.site.human_page() is None
+    assert not env.site.limiter.held and env.site.person.page() is None
     if style == "redirect":
         assert kns.count("verify") >= 1  # the work page went to the verification page
     assert grid_posts(kns)[-1].status == 200
@@ -416,7 +418,7 @@ async def test_the_grids_json_challenge_is_shown_on_its_verify_page_and_page_1_i
     epoch = env.site.epoch
     job = env.jobs.start("search", kind_budget("metadata"), lambda op: env.site.grid(op, query, 1))
     await until_awaiting(job)
-    shown = env.site.human_page(job.record.operation_id)
+    shown = env.site.person.page(job.record.operation_id)
     assert shown is not None
     assert "/verify/home?captchaType=blockPuzzle" in shown.url
     assert "returnUrl=https%3A%2F%2Fkns.cnki.net%2Fkns8s%2FAdvSearch" in shown.url
@@ -462,7 +464,7 @@ async def test_login_wall_on_a_detail_page_is_handed_to_a_person(env: Env, kns: 
                          lambda op: env.site.detail(op, Paper(title=paper.title, locator=kns.detail_url(paper))))
     await until_awaiting(job)
     assert "登录" in job.record.message
-    tab = env.site.human_page(job.record.operation_id)
+    tab = env.site.person.page(job.record.operation_id)
     assert tab is not None and "login.cnki.net" in tab.url
     # the person types an account and submits the site's own form
     await env.site.browser.evaluate(
@@ -491,8 +493,8 @@ async def test_login_polls_the_tabs_and_session_refresh_reads_the_header(env: En
     kns.configure(login="none")
     job = env.jobs.start("login", kind_budget("login"), lambda op: env.sessions.login(op))
     await until_awaiting(job)
-    assert "登录" in job.record.message and env.site.human_page(job.record.operation_id) is not None
-    tab = env.site.human_page(job.record.operation_id)
+    assert "登录" in job.record.message and env.site.person.page(job.record.operation_id) is not None
+    tab = env.site.person.page(job.record.operation_id)
     assert tab is not None
     # the person follows the header's 个人登录 link and logs in; the poll sees the header change
     await env.site.browser.evaluate(tab, "location.href = document.querySelector('.ecp_header_personal_loginbg').href, true")
@@ -501,7 +503,7 @@ async def test_login_polls_the_tabs_and_session_refresh_reads_the_header(env: En
     await asyncio.wait_for(job.done.wait(), 30)
     assert job.record.status == "completed", job.record.errors
     assert job.record.result["personal"] == "authenticated" and job.record.result["institution"] == "not_observed"
-    assert env.site.human_page() is None
+    assert env.site.person.page() is None
 
 
 @pytest.mark.asyncio(loop_scope="module")

@@ -63,6 +63,12 @@ class Pages:
     async def page_tabs(self) -> list[Any]:
         return []
 
+    async def bring_to_front(self, tab: Any) -> bool:
+        return False
+
+    async def minimize(self, tab: Any) -> bool:
+        return True
+
 
 class FakeTab:
     closed = False
@@ -84,8 +90,7 @@ async def wait_for_login(jobs: Jobs, pages: list[str], before: SessionState | No
     sessions = Sessions(site)
 
     async def work(op: OperationContext) -> str:
-        resume = op.await_user("登录")
-        await sessions._wait_for_login(op, FakeTab(), resume, before)  # type: ignore[arg-type]
+        await sessions.wait_for_login(op, FakeTab(), before)  # type: ignore[arg-type]
         return "done"
 
     job = jobs.start("login", kind_budget("login"), work)

@@ -15,18 +15,10 @@ from cnki_mcp.jobs import Job, Jobs, OperationContext, kind_budget
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.model import Paper
 from cnki_mcp.parse import GridPage, PageState
-from cnki_mcp.query import Condition, compile_expression
-from cnki_mcp.query import GridQuery
-from cnki_mcp.site import (
-    Site,
-    page_problem,
-    anchor_of,
-    bind_detail,
-    endpoint_url,
-    filter_years,
-    parse_form,
-    query_key,
-)
+from cnki_mcp.listings import anchor_of, filter_years, parse_form, query_key
+from cnki_mcp.query import Condition, GridQuery, compile_expression
+from cnki_mcp.redact import endpoint_url
+from cnki_mcp.site import Site, bind_detail, page_problem
 from cnki_mcp.store import Store
 
 CHALLENGE = "<html><head><title>安全验证</title></head><body><div id='app'></div></body></html>"
@@ -141,8 +133,8 @@ async def jobs(tmp_path: Path) -> AsyncIterator[Jobs]:
 
 def make_site(pages: list[str], tmp_path: Path) -> Site:
     site = Site(ScriptedBrowser(pages), Limiter(interval_ms=0), tmp_path / "diagnostics")  # type: ignore[arg-type]
-    site.human_timeout = 5.0
-    site.human_poll = 0.01
+    site.person.timeout = 5.0
+    site.person.poll = 0.01
     return site
 
 
@@ -160,16 +152,16 @@ async def run_step(jobs: Jobs, site: Site, on_verification: str = "ask", epoch: 
 
 async def test_two_clear_observations_end_the_step(jobs: Jobs, tmp_path: Path) -> None:
     site = make_site([CHALLENGE, CHALLENGE, CLEAR, CHALLENGE, CLEAR, CLEAR], tmp_path)
-    site.human_poll = 0.1
+    site.person.poll = 0.1
     job, tab = await run_step(jobs, site)
     await asyncio.sleep(0.05)
     assert job.record.status == "awaiting_user" and "验证" in job.record.message
-    assert site.human_page(job.record.operation_id) is tab and site.human_page() is tab
+    assert site.person.page(job.record.operation_id) is tab and site.person.page() is tab
     assert site.limiter.held
     await asyncio.wait_for(job.done.wait(), 10)
     assert job.record.status == "completed" and job.record.result == "done"
     assert site.epoch == 1 and site.limiter.backoff == 2.0 and not site.limiter.held
-    assert site.human_page() is None
+    assert site.person.page() is None
     assert site.browser.shown == [tab] and site.browser.minimised == [tab]  # type: ignore[attr-defined]
     assert site.browser.pages == [CLEAR]  # type: ignore[attr-defined]  # clear, challenge (reset), clear, clear
 
@@ -197,7 +189,7 @@ async def test_a_step_already_solved_returns_at_once(jobs: Jobs, tmp_path: Path)
 
 async def test_timeout_and_cancel_release_the_limiter(jobs: Jobs, tmp_path: Path) -> None:
     site = make_site([CHALLENGE], tmp_path)
-    site.human_timeout = 0.3
+    site.person.timeout = 0.3
     job, _ = await run_step(jobs, site)
     await asyncio.wait_for(job.done.wait(), 5)
     assert job.record.errors[0].code == "VERIFICATION_TIMEOUT" and not site.limiter.held
@@ -205,17 +197,17 @@ async def test_timeout_and_cancel_release_the_limiter(jobs: Jobs, tmp_path: Path
     assert snapshot.read_text(encoding="utf-8").startswith("<!-- cnki-mcp snapshot kind=challenge ")
     assert snapshot.with_suffix(".png").read_bytes() == b"\x89PNG"
 
-    site.human_timeout = 60
+    site.person.timeout = 60
     job, _ = await run_step(jobs, site)
     await asyncio.sleep(0.05)
     assert site.limiter.held
     view = await jobs.cancel(job.record.operation_id)
-    assert view["status"] == "cancelled" and not site.limiter.held and site.human_page() is None
+    assert view["status"] == "cancelled" and not site.limiter.held and site.person.page() is None
     assert job.active_seconds() < 1.0  # time waiting for a person is not charged
 
 
 async def test_show_without_a_waiting_page(tmp_path: Path) -> None:
     site = make_site([CLEAR], tmp_path)
     with pytest.raises(CnkiError) as caught:
-        await site.show()
+        await site.person.show()
     assert caught.value.code == "VERIFICATION_NOT_FOUND"
