@@ -19,7 +19,8 @@ from cnki_mcp.enrich import Enrichment
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Paper
-from cnki_mcp.parse import classify_response, parse_detail
+from cnki_mcp.parse import parse_detail
+from cnki_mcp.page_state import classify_response
 from cnki_mcp.site import Site, bind_detail
 
 log = logging.getLogger(__name__)

@@ -37,13 +37,8 @@ from cnki_mcp.enrich import Enrichment
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Paper, Section
-from cnki_mcp.parse import (
-    LIVE_PAGE_SCRIPT,
-    is_site_url,
-    parse_download_refusal,
-    public_url,
-    refusal_in_url,
-)
+from cnki_mcp.parse import is_site_url, public_url
+from cnki_mcp.page_state import LIVE_PAGE_SCRIPT, parse_download_refusal, refusal_in_url
 from cnki_mcp.reader import (
     ReaderDocument,
     is_reader_app,

@@ -56,7 +56,7 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.files import safe_folder
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Artifact, Paper
-from cnki_mcp.parse import is_refusal, page_text_sample, parse_download_refusal, refusal_in_url
+from cnki_mcp.page_state import is_refusal, page_text_sample, parse_download_refusal, refusal_in_url
 from cnki_mcp.redact import client_url, without_secrets
 from cnki_mcp.site import CHALLENGE_CODES, Site, page_problem
 from cnki_mcp.store import Store

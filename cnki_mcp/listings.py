@@ -31,7 +31,8 @@ from cnki_mcp.identity import fingerprint
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import Paper
 from cnki_mcp.page_actions import js_call
-from cnki_mcp.parse import GridPage, challenge_url, classify_response, is_site_url, parse_grid
+from cnki_mcp.parse import GridPage, is_site_url, parse_grid
+from cnki_mcp.page_state import challenge_url, classify_response
 from cnki_mcp.redact import endpoint_url
 from cnki_mcp.query import (
     SORT_LABELS,

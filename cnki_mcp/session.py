@@ -17,7 +17,8 @@ from cnki_mcp.browser import Tab
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import SessionState
-from cnki_mcp.parse import is_site_url, parse_session
+from cnki_mcp.parse import is_site_url
+from cnki_mcp.page_state import parse_session
 from cnki_mcp.human import span
 from cnki_mcp.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT
 from cnki_mcp.site import Observation, Site

@@ -33,17 +33,8 @@ from cnki_mcp.limiter import Limiter
 from cnki_mcp.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Listings
 from cnki_mcp.model import Paper, Quality
 from cnki_mcp.page_actions import CALL_TIMEOUT
-from cnki_mcp.parse import (
-    LIVE_PAGE_SCRIPT,
-    GridPage,
-    PageState,
-    check_identity,
-    classify_response,
-    inspect_live_page,
-    is_site_url,
-    parse_detail,
-    parse_journal,
-)
+from cnki_mcp.parse import GridPage, check_identity, is_site_url, parse_detail, parse_journal
+from cnki_mcp.page_state import LIVE_PAGE_SCRIPT, PageState, classify_response, inspect_live_page
 from cnki_mcp.query import GridQuery
 from cnki_mcp.redact import endpoint_url
 from cnki_mcp.snapshots import save_snapshot

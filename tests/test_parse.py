@@ -12,18 +12,20 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import PARSER_VERSION, Paper
 from cnki_mcp.parse import (
     check_identity,
-    classify_response,
-    inspect_live_page,
     is_site_url,
     parse_count,
     parse_detail,
-    parse_download_refusal,
-    refusal_in_url,
     parse_grid,
     parse_journal,
-    parse_session,
     public_url,
     strip_role_suffix,
+)
+from cnki_mcp.page_state import (
+    classify_response,
+    inspect_live_page,
+    parse_download_refusal,
+    parse_session,
+    refusal_in_url,
 )
 
 SAMPLES = Path(os.environ.get("CNKI_SAMPLES_DIR", "/work/shared/cnki-samples"))
@@ -666,7 +668,7 @@ def test_download_refusal_ignores_ordinary_pages_and_late_text() -> None:
 def test_live_page_script_marks_invisible_elements(tmp_path: Path, chromium: str) -> None:
     import subprocess
 
-    from cnki_mcp.parse import LIVE_PAGE_SCRIPT
+    from cnki_mcp.page_state import LIVE_PAGE_SCRIPT
 
     html = tmp_path / "live.html"
     html.write_text(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cnki_mcp.errors import CnkiError
-from cnki_mcp.parse import inspect_live_page
+from cnki_mcp.page_state import inspect_live_page
 from cnki_mcp.reader import (
     DATA_PATH,
     is_reader_app,

@@ -14,7 +14,8 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Job, Jobs, OperationContext, kind_budget
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.model import Paper
-from cnki_mcp.parse import GridPage, PageState
+from cnki_mcp.parse import GridPage
+from cnki_mcp.page_state import PageState
 from cnki_mcp.listings import anchor_of, filter_years, parse_form, query_key
 from cnki_mcp.query import Condition, GridQuery, compile_expression
 from cnki_mcp.redact import endpoint_url
