@@ -31,7 +31,21 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Jobs, OperationContext, Work, kind_budget
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
-from cnki_mcp.model import Budget, Config, Operation, Paper, Plan, SearchRecord, SessionState, public_paper
+from cnki_mcp.model import (
+    Budget,
+    Config,
+    DownloadResult,
+    LocalReply,
+    Operation,
+    OperationView,
+    Paper,
+    Plan,
+    ReadResult,
+    SearchRecord,
+    SearchSummary,
+    SessionState,
+    public_paper,
+)
 from cnki_mcp.query import plan_structured
 from cnki_mcp.research import (
     SearchInput,
@@ -52,6 +66,8 @@ from cnki_mcp.tools import spec_of
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
+# A tool's answer: an operation's view, a local reply, or a plain object for what needs no operation.
+Reply = OperationView | LocalReply | dict[str, Any]
 
 # export_citations reads at most this many entries of a stored search.
 EXPORT_SEARCH_MAX = 1000
@@ -154,7 +170,7 @@ class App:
 
     # --- local tools ----------------------------------------------------------------------
 
-    async def diagnostics(self, args: Any, ctx: Any) -> dict[str, Any]:
+    async def diagnostics(self, args: Any, ctx: Any) -> Reply:
         process = psutil.Process()
         browser_path = os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path
         report: dict[str, Any] = {
@@ -192,11 +208,11 @@ class App:
                 report["active_operation"] = self._jobs.view(active)
         return report
 
-    async def operation_status(self, args: arguments.OperationStatusArgs, ctx: Any) -> dict[str, Any]:
+    async def operation_status(self, args: arguments.OperationStatusArgs, ctx: Any) -> Reply:
         jobs = await self.jobs()
         return await jobs.status(args.operation_id, args.wait_seconds, getattr(ctx, "report_progress", None))
 
-    async def operation_control(self, args: arguments.OperationControlArgs, ctx: Any) -> dict[str, Any]:
+    async def operation_control(self, args: arguments.OperationControlArgs, ctx: Any) -> Reply:
         jobs = await self.jobs()
         if args.action == "cancel":
             return await jobs.cancel(args.operation_id)
@@ -215,14 +231,14 @@ class App:
             await self._site.recover()
         return {"status": "completed", "message": "浏览器将在下一次需要访问知网时重新启动；登录状态保存在浏览器配置中，不受影响。"}
 
-    async def session_status(self, args: arguments.SessionStatusArgs, ctx: Any) -> dict[str, Any]:
+    async def session_status(self, args: arguments.SessionStatusArgs, ctx: Any) -> Reply:
         if not args.refresh:
             return self._sessions.cached() if self._sessions is not None else session_view(SessionState(), cached=True)
         jobs = await self.jobs()
         job = jobs.start("session", kind_budget("session"), self.sessions().refresh)
         return await jobs.inline(job, ctx)
 
-    async def login(self, args: arguments.LoginArgs, ctx: Any) -> dict[str, Any]:
+    async def login(self, args: arguments.LoginArgs, ctx: Any) -> Reply:
         jobs = await self.jobs()
         sessions = self.sessions()
 
@@ -232,7 +248,7 @@ class App:
         job = jobs.start("login", kind_budget("login"), work)
         return await jobs.inline(job, ctx)
 
-    async def search_results(self, args: arguments.SearchResultsArgs, ctx: Any) -> dict[str, Any]:
+    async def search_results(self, args: arguments.SearchResultsArgs, ctx: Any) -> Reply:
         store = await self.store()
         record = self._search(store, args.search_id)
         entries = _scoped(record, args.scope)
@@ -248,7 +264,7 @@ class App:
             "results": [_result_row(store.data.papers.get(e.record_ref), e, args.view) for e in page],
         }
 
-    async def get_metadata(self, args: arguments.GetMetadataArgs, ctx: Any) -> dict[str, Any]:
+    async def get_metadata(self, args: arguments.GetMetadataArgs, ctx: Any) -> Reply:
         store = await self.store()
         if not args.local_only:
             refs = list(args.record_refs)
@@ -275,20 +291,20 @@ class App:
                 continue
             seen.add(ref)
             records.append(_select_fields(public_paper(paper), args.fields))
-        result: dict[str, Any] = {"status": "completed", "source": "local", "result": {"records": records}}
+        found: dict[str, Any] = {"records": records}
         if problems:
-            result["result"]["errors"] = problems
-        return result
+            found["errors"] = problems
+        return LocalReply(source="local", result=found)
 
-    async def search(self, args: arguments.SearchArgs, ctx: Any) -> dict[str, Any]:
+    async def search(self, args: arguments.SearchArgs, ctx: Any) -> Reply:
         plan = await plan_search(args, ctx)
         return await self._start_search(search_input(args), plan, ctx)
 
-    async def structured_search(self, args: arguments.StructuredSearchArgs, ctx: Any) -> dict[str, Any]:
+    async def structured_search(self, args: arguments.StructuredSearchArgs, ctx: Any) -> Reply:
         plan = plan_structured(args.expression)  # a bad tree is reported before anything else
         return await self._start_search(structured_input(args), plan, ctx)
 
-    async def _start_search(self, request: SearchInput, plan: Plan, ctx: Any) -> dict[str, Any]:
+    async def _start_search(self, request: SearchInput, plan: Plan, ctx: Any) -> Reply:
         """A search after validation and planning: the prefer_cache answer, or a new operation."""
         store = await self.store()
         key = cache_key(request, plan)
@@ -300,7 +316,7 @@ class App:
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("search", search_budget(request), self._search_work(state)), ctx)
 
-    async def _continue_search(self, prior: Operation, budget: Budget, ctx: Any) -> dict[str, Any]:
+    async def _continue_search(self, prior: Operation, budget: Budget, ctx: Any) -> Reply:
         """Restart a stored search under its own id from its checkpoint (after ``Jobs.continuation``)."""
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("search", budget, self._search_work(None), resume_from=prior), ctx)
@@ -308,12 +324,12 @@ class App:
     def _search_work(self, fresh: SearchState | None) -> Work:
         """The operation body of a search: ``fresh`` for a new one, None to resume from the checkpoint."""
 
-        async def work(op: OperationContext) -> dict[str, Any]:
+        async def work(op: OperationContext) -> SearchSummary:
             return await run_search(op, await self.enrichment(), fresh)
 
         return work
 
-    async def link_references(self, args: arguments.LinkReferencesArgs, ctx: Any) -> dict[str, Any]:
+    async def link_references(self, args: arguments.LinkReferencesArgs, ctx: Any) -> Reply:
         spans = find_spans(args.text)
         if len(spans) > MAX_REFERENCES:
             raise CnkiError("TOO_MANY_REFERENCES", f"文本中有 {len(spans)} 个《题名》，一次最多处理 {MAX_REFERENCES} 个。")
@@ -341,7 +357,7 @@ class App:
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("links", kind_budget("links"), work), ctx)
 
-    async def export_citations(self, args: arguments.ExportCitationsArgs, ctx: Any) -> dict[str, Any]:
+    async def export_citations(self, args: arguments.ExportCitationsArgs, ctx: Any) -> Reply:
         store = await self.store()
         refs = list(args.record_refs)
         if args.search_id:
@@ -376,14 +392,14 @@ class App:
         )
         return {"status": "completed", "data": msgspec.to_builtins(result)}
 
-    async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> dict[str, Any]:
+    async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> Reply:
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
         page = {"section": args.section, "offset": args.offset, "max_characters": args.max_characters}
         hit = self._reader.cached(ref, **page) if ref else None
         if hit is not None:
             return hit
 
-        async def work(op: OperationContext) -> dict[str, Any]:
+        async def work(op: OperationContext) -> ReadResult:
             engine = await self.enrichment()
             paper = await resolve_paper(op, engine, ref, args.title)
             return await self._reader.read(op, engine, self.site(), paper, **page)
@@ -392,7 +408,7 @@ class App:
         job = jobs.start("read", kind_budget("read", args.on_verification), work)
         return await jobs.inline(job, ctx)
 
-    async def download_paper(self, args: arguments.DownloadPaperArgs, ctx: Any) -> dict[str, Any]:
+    async def download_paper(self, args: arguments.DownloadPaperArgs, ctx: Any) -> Reply:
         store = await self.store()
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
         request = DownloadRequest(
@@ -408,7 +424,7 @@ class App:
                 return earlier
         await asyncio.to_thread(check_target, store.downloads_dir, request, title, ref)
 
-        async def work(op: OperationContext) -> dict[str, Any]:
+        async def work(op: OperationContext) -> DownloadResult:
             engine = await self.enrichment()
             paper = await resolve_paper(op, engine, ref, args.title)
             return await self._downloads.download(op, engine, self.site(), paper, request)

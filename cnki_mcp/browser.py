@@ -23,6 +23,7 @@ import msgspec
 
 from cnki_mcp.cdp import NAVIGATED, DownloadEvent, Tab, cdp, nodriver
 from cnki_mcp.chrome import ACCEPT_LANGUAGE, WINDOW_SIZE, ChromeProcess, env_browser_args, env_headless
+from cnki_mcp.clock import Deadline
 from cnki_mcp.errors import CnkiError, as_cnki_error
 from cnki_mcp.model import Config
 from cnki_mcp.page_actions import CALL_TIMEOUT, NAVIGATION_TIMEOUT, PAGE_CLOSE_TIMEOUT, PageActions
@@ -71,7 +72,7 @@ class _Session:
         socket = getattr(self.nd, "socket", None) if self.nd is not None else None
         return socket is not None and socket.close_code is None
 
-    # nodriver calls handlers as f(event, connection) first; keep them trivial (see ecosystem §2.4).
+    # nodriver calls event handlers as f(event, connection) on its reader task: keep them trivial.
     def on_target(self, event: Any, _conn: Any = None) -> None:
         info = event.target_info
         if info.type_ != "page":
@@ -460,8 +461,7 @@ class Browser(PageActions):
 
     async def wait_new_tab(self, opener: Tab, timeout: float) -> Tab | None:
         """The next tab opened by ``opener`` (e.g. by a click) not returned before; None on timeout."""
-        session = self._live(opener)
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while True:
             session = self._live(opener)
             for tid in session.popups.get(opener.target_id, []):
@@ -469,10 +469,9 @@ class Browser(PageActions):
                     continue
                 session.claimed.add(tid)
                 return session.tabs.get(tid) or await self._adopt(session, session.pages[tid], opener.target_id)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if deadline.passed:
                 return None
-            await self._wait_changed(session, remaining)
+            await self._wait_changed(session, deadline.remaining())
 
     async def page_tabs(self) -> list[Tab]:
         """Every page of this browser, ours or opened by a person (attached on first sight), oldest first."""
@@ -528,7 +527,7 @@ class Browser(PageActions):
         latest state is returned (begun/inProgress), or None when nothing has begun yet — so a
         caller can poll every second and look at the tabs in between.
         """
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while True:
             session = self._live()
             if guid is not None:
@@ -537,7 +536,6 @@ class Browser(PageActions):
                 entry = next(iter(session.downloads.values()), None)
             if entry is not None and entry.state in ("completed", "canceled"):
                 return msgspec.structs.replace(entry)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if deadline.passed:
                 return msgspec.structs.replace(entry) if entry is not None else None
-            await self._wait_changed(session, remaining)
+            await self._wait_changed(session, deadline.remaining())

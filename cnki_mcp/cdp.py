@@ -10,13 +10,13 @@ import collections
 import functools
 import itertools
 import logging
-import time
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
 
+from cnki_mcp.clock import Deadline
 from cnki_mcp.errors import CnkiError
 
 log = logging.getLogger(__name__)
@@ -127,14 +127,13 @@ class Tab:
         return final
 
     async def _document(self, loader_id: str, timeout: float) -> tuple[int, str] | None:
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while loader_id not in self._documents:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if deadline.passed:
                 return None
             self._document_seen.clear()
             try:
-                await asyncio.wait_for(self._document_seen.wait(), remaining)
+                await asyncio.wait_for(self._document_seen.wait(), deadline.remaining())
             except TimeoutError:
                 return None
         return self._documents.pop(loader_id)

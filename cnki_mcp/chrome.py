@@ -11,6 +11,7 @@ SIGTERM, SIGHUP), and an owner file in the profile tells the next server what it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import atexit
 import collections
 import json
@@ -29,6 +30,7 @@ from typing import Any
 
 import psutil
 
+from cnki_mcp.clock import poll
 from cnki_mcp.errors import CnkiError
 
 log = logging.getLogger(__name__)
@@ -361,8 +363,8 @@ class ChromeProcess:
     async def devtools_port(self, *, generation: int) -> int:
         """The DevTools port Chrome picked, once ``DevToolsActivePort`` is completely written."""
         port_file = self.profile / "DevToolsActivePort"
-        deadline = time.monotonic() + LAUNCH_TIMEOUT
-        while time.monotonic() < deadline:
+
+        async def written_port() -> int | None:
             if self.proc.returncode is not None:
                 code = self.proc.returncode
                 await asyncio.sleep(0.05)  # let the drain task collect the last words
@@ -370,13 +372,15 @@ class ChromeProcess:
                 if code == _PROFILE_IN_USE_EXIT:
                     raise CnkiError("BROWSER_PROFILE_IN_USE", details=details)
                 raise CnkiError("BROWSER_UNAVAILABLE", f"浏览器启动后立即退出（退出码 {code}）。", details=details)
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 lines = port_file.read_text(encoding="utf-8").splitlines()
                 if len(lines) >= 2:  # the second line (browser websocket path) marks a complete write
                     return int(lines[0])
-            except (OSError, ValueError):
-                pass
-            await asyncio.sleep(0.03)
+            return None
+
+        port = await poll(written_port, LAUNCH_TIMEOUT, 0.03)
+        if port:
+            return port
         raise CnkiError(
             "BROWSER_UNAVAILABLE",
             f"浏览器在 {LAUNCH_TIMEOUT:.0f} 秒内没有打开调试端口。",

@@ -1,4 +1,6 @@
-"""UTC timestamps as the stored and returned JSON carries them: RFC 3339 with a ``Z`` suffix.
+"""Time: UTC timestamps as the stored and returned JSON carries them, and the deadlines of waits.
+
+Timestamps are RFC 3339 with a ``Z`` suffix.
 
 Every module that stamps or compares times goes through here so the format stays one thing:
 ``2026-11-30T01:34:16.123Z`` (millisecond precision, fixed width, so strings also sort by time).
@@ -9,7 +11,13 @@ data written by other versions must never break a read.
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def utc_now() -> datetime:
@@ -59,3 +67,36 @@ def age_seconds(text: str | None, now: datetime | None = None) -> float | None:
     if reference.tzinfo is None:
         reference = reference.replace(tzinfo=timezone.utc)
     return (reference - moment).total_seconds()
+
+
+class Deadline:
+    """When a wait ends, on the monotonic clock; ``restart`` grants the whole wait again (after a person's step)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = max(0.0, seconds)
+        self.restart()
+
+    def restart(self) -> None:
+        self._end = time.monotonic() + self.seconds
+
+    def remaining(self) -> float:
+        """Seconds left, never negative."""
+        return max(0.0, self._end - time.monotonic())
+
+    @property
+    def passed(self) -> bool:
+        return time.monotonic() >= self._end
+
+
+async def poll(probe: Callable[[], Awaitable[T]], seconds: float, interval: float) -> T:
+    """Call ``probe`` every ``interval`` until it returns something truthy or ``seconds`` pass.
+
+    Returns the last value (falsy on a timeout). The probe runs at least once, and once more at
+    the deadline, so a wait never ends without a last look.
+    """
+    deadline = Deadline(seconds)
+    while True:
+        value = await probe()
+        if value or deadline.passed:
+            return value
+        await asyncio.sleep(min(interval, deadline.remaining()))

@@ -15,6 +15,7 @@ from typing import Any
 
 from cnki_mcp.browser import Tab
 from cnki_mcp.catalog import Catalog
+from cnki_mcp.clock import Deadline
 from cnki_mcp.enrich import Enrichment
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
@@ -74,9 +75,9 @@ async def open_detail_tab(op: OperationContext, site: Site, paper: Paper) -> tup
 
 async def settle(site: Site, tab: Tab) -> None:
     """Let the page's own scripts bind their handlers: loaded and no AJAX for 1.5 s (at most 15 s)."""
-    deadline = time.monotonic() + SETTLE_LIMIT
+    deadline = Deadline(SETTLE_LIMIT)
     idle_since: float | None = None
-    while time.monotonic() < deadline:
+    while not deadline.passed:
         seen = await site.observe(tab)
         now = time.monotonic()
         if seen is not None and seen.complete and not seen.pending:

@@ -149,15 +149,15 @@ def _windows_version_dir(path: Path) -> str:
     return max(versions, key=lambda name: tuple(int(part) for part in name.split(".")), default="")
 
 
+def _not_found(path: Path, message: str) -> CnkiError:
+    return CnkiError("BROWSER_NOT_FOUND", message, details={"path": str(path)})
+
+
 def probe_version(path: Path, timeout: float = 10) -> str:
     """Run ``<path> --version`` and return what the browser says, e.g. ``Chromium 156.0.7779.96``."""
     path = Path(path)
     if not path.is_file():
-        raise CnkiError(
-            "BROWSER_NOT_FOUND",
-            f"浏览器路径 {path} 不存在或不是文件；请指定 Chrome、Edge 或 Chromium 的可执行文件。",
-            details={"path": str(path)},
-        )
+        raise _not_found(path, f"浏览器路径 {path} 不存在或不是文件；请指定 Chrome、Edge 或 Chromium 的可执行文件。")
     flags = subprocess.CREATE_NO_WINDOW if sys.platform == "win32" else 0
     try:
         done = subprocess.run(
@@ -169,14 +169,9 @@ def probe_version(path: Path, timeout: float = 10) -> str:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise CnkiError(
-            "BROWSER_NOT_FOUND", f"{path} --version 在 {timeout:g} 秒内没有结束，它可能不是浏览器。",
-            details={"path": str(path)},
-        ) from None
+        raise _not_found(path, f"{path} --version 在 {timeout:g} 秒内没有结束，它可能不是浏览器。") from None
     except OSError as exc:
-        raise CnkiError(
-            "BROWSER_NOT_FOUND", f"无法运行 {path}：{exc.strerror or exc}。", details={"path": str(path)}
-        ) from exc
+        raise _not_found(path, f"无法运行 {path}：{exc.strerror or exc}。") from exc
     output = done.stdout.decode("utf-8", "replace").strip()
     if done.returncode != 0:
         raise CnkiError(
@@ -204,11 +199,7 @@ def resolve_browser(config: Config, env: Mapping[str, str] | None = None, os_nam
     if explicit:
         path = Path(explicit)
         if not path.is_file():
-            raise CnkiError(
-                "BROWSER_NOT_FOUND",
-                f"CNKI_BROWSER_PATH 指向的 {path} 不存在或不是文件。",
-                details={"path": str(path)},
-            )
+            raise _not_found(path, f"CNKI_BROWSER_PATH 指向的 {path} 不存在或不是文件。")
         return path
     configured = config.browser_path.strip()
     if configured:

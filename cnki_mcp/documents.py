@@ -32,11 +32,12 @@ from urllib.parse import urlsplit
 import msgspec
 
 from cnki_mcp.browser import Tab
+from cnki_mcp.clock import Deadline
 from cnki_mcp.detail_tab import ENTRY_WAIT, open_detail, settle
 from cnki_mcp.enrich import Enrichment
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
-from cnki_mcp.model import Paper, Section
+from cnki_mcp.model import LocalReply, Paper, ReadResult, Section
 from cnki_mcp.parse import is_site_url, public_url
 from cnki_mcp.page_state import LIVE_PAGE_SCRIPT, parse_download_refusal, refusal_in_url
 from cnki_mcp.reader import (
@@ -61,8 +62,8 @@ CACHE_SECONDS = 30 * 60.0
 INCOMPLETE_CACHE_SECONDS = 10 * 60.0
 CACHE_ENTRIES = 16
 HTML_ENTRY = r"HTML\s*阅读|在线阅读"
-# The reader entry: an ``li.btn-html a`` with a ``style`` attribute is a stand-in the page keeps
-# (real-pages-2026 §4), so it is skipped; any other link with the entry's text will do.
+# The reader entry: an ``li.btn-html a`` with a ``style`` attribute is a greyed stand-in the page
+# keeps, so it is skipped; any other link with the entry's text will do.
 HTML_ENTRY_LINKS = "li.btn-html a:not([style]), a:not(li.btn-html a)"
 # Failures that are not about a page (nothing worth a snapshot).
 _NOT_PAGE_FAILURES = frozenset(
@@ -129,38 +130,28 @@ def continues(section: str, offset: int) -> bool:
 
 def reader_result(
     paper: Paper, document: ReaderDocument, *, section: str, offset: int, max_characters: int
-) -> dict[str, Any]:
-    """The read_online_html answer for one page of the text (or of one section and its sub-sections).
-
-    ``sections`` always lists the whole catalogue with offsets into the whole text, so another
-    section can be chosen; ``offset``/``next_offset`` page through the selected part.
-    """
+) -> ReadResult:
+    """The read_online_html answer for one page of the text (or of one section and its sub-sections)."""
     text = document.text
     chosen: Section | None = None
     if section.strip():
         chosen = select_section(document.sections, section)
         text = text[chosen.offset : chosen.offset + chosen.length]
     chunk, next_offset = page_of(text, offset, max_characters)
-    result: dict[str, Any] = {
-        "record_ref": paper.record_ref,
-        "title": paper.title or document.title,
-    }
-    url = public_url(paper.url) or public_url(paper.locator)
-    if url:
-        result["url"] = url
-    if chosen is not None:
-        result["section"] = msgspec.to_builtins(chosen)
-    result.update(
+    return ReadResult(
+        record_ref=paper.record_ref,
+        title=paper.title or document.title,
+        url=public_url(paper.url) or public_url(paper.locator),
+        section=chosen,
         text=chunk,
-        sections=msgspec.to_builtins(document.sections),
+        sections=document.sections,
         offset=offset,
         next_offset=next_offset,
         total_characters=len(text),
         trial=document.trial,
-        coverage=msgspec.to_builtins(document.coverage),
+        coverage=document.coverage,
         complete_article=complete_article(document),
     )
-    return result
 
 
 class ReaderCache:
@@ -269,7 +260,7 @@ class ReaderWatch:
         self.site = site
         self.opener = opener
         self.paper = paper
-        self.deadline = time.monotonic() + READER_WAIT
+        self.deadline = Deadline(READER_WAIT)
         self.best: ReaderDocument | None = None
         self.problem: CnkiError | None = None
         self.last_page: tuple[Tab, str, str] | None = None  # (tab, url, html) of the last reader page
@@ -287,7 +278,7 @@ class ReaderWatch:
                 document = await self._look(tab)
                 if document is not None:
                     return document
-            if time.monotonic() >= self.deadline:
+            if self.deadline.passed:
                 if self.best is not None:
                     return self.best
                 raise self.problem or CnkiError("CONTENT_NOT_READY", "阅读页未呈现正文，不能判定无权限。")
@@ -304,7 +295,7 @@ class ReaderWatch:
             self.last_page = (tab, seen.url, seen.html)
             raise _refused(words, seen.url)
         if await self.site.hand_over(self.op, tab, seen):
-            self.deadline = time.monotonic() + READER_WAIT
+            self.deadline.restart()
             return None
         if tab is self.opener and "/kcms" in urlsplit(seen.url).path.lower():
             return None  # the detail page itself, still waiting for the reader to open
@@ -462,14 +453,14 @@ class Reader:
     def __init__(self, cache: ReaderCache | None = None) -> None:
         self.cache = cache or ReaderCache()
 
-    def cached(self, record_ref: str, *, section: str, offset: int, max_characters: int) -> dict[str, Any] | None:
+    def cached(self, record_ref: str, *, section: str, offset: int, max_characters: int) -> LocalReply | None:
         """The local answer when the cache holds the text for this call (no operation, no request)."""
         hit = self.cache.get(record_ref, resume=continues(section, offset))
         if hit is None:
             return None
         paper, document = hit
         result = reader_result(paper, document, section=section, offset=offset, max_characters=max_characters)
-        return {"status": "completed", "source": "cache", "requests": 0, "result": result}
+        return LocalReply(source="cache", requests=0, result=result)
 
     async def read(
         self,
@@ -481,7 +472,7 @@ class Reader:
         section: str,
         offset: int,
         max_characters: int,
-    ) -> dict[str, Any]:
+    ) -> ReadResult:
         hit = self.cache.get(paper.record_ref, resume=continues(section, offset))
         if hit is not None:
             bound, document = hit

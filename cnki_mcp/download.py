@@ -25,7 +25,7 @@ import contextlib
 import logging
 import os
 import re
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from cnki_mcp.browser import Tab
-from cnki_mcp.clock import utc_now_iso
+from cnki_mcp.clock import Deadline, utc_now_iso
 from cnki_mcp.detail_tab import ENTRY_WAIT, open_detail, settle
 from cnki_mcp.enrich import Enrichment
 from cnki_mcp.download_files import (
@@ -55,7 +55,7 @@ from cnki_mcp.download_files import (
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.files import safe_folder
 from cnki_mcp.jobs import OperationContext
-from cnki_mcp.model import Artifact, Paper
+from cnki_mcp.model import Artifact, DownloadResult, LocalReply, Paper
 from cnki_mcp.page_state import is_refusal, page_text_sample, parse_download_refusal, refusal_in_url
 from cnki_mcp.redact import client_url, without_secrets
 from cnki_mcp.site import CHALLENGE_CODES, Site, page_problem
@@ -167,10 +167,10 @@ def _forget(store: Store, key: str, previous: Artifact | None) -> None:
 
 
 def _uncertain(artifact: Artifact, message: str) -> CnkiError:
-    return CnkiError("SIDE_EFFECT_UNCERTAIN", message, details=view(artifact), retryable=True)
+    return CnkiError("SIDE_EFFECT_UNCERTAIN", message, details=msgspec.to_builtins(view(artifact)), retryable=True)
 
 
-async def prior(store: Store, record_ref: str, request: DownloadRequest) -> dict[str, Any] | None:
+async def prior(store: Store, record_ref: str, request: DownloadRequest) -> LocalReply | None:
     """The answer the ledger gives without CNKI, or None when a new click is due.
 
     Completed and unchanged → the file (``source: cache``), or a copy of it where the caller asks
@@ -187,14 +187,14 @@ async def prior(store: Store, record_ref: str, request: DownloadRequest) -> dict
             if not await asyncio.to_thread(unchanged, artifact):
                 continue
             result = await asyncio.to_thread(deliver, store.downloads_dir, artifact, request, "cache")
-            return {"status": "completed", "source": "cache", "requests": 0, "result": result}
+            return LocalReply(source="cache", requests=0, result=result)
         if artifact.state != "clicked":
             continue
         done = await asyncio.to_thread(reconcile, store.downloads_dir, artifact)
         if done is not None:
             store.put_artifact(key, done)
             result = await asyncio.to_thread(deliver, store.downloads_dir, done, request)
-            return {"status": "completed", "source": "local", "requests": 0, "result": result}
+            return LocalReply(source="local", requests=0, result=result)
         if not request.retry:
             raise _uncertain(
                 artifact,
@@ -220,13 +220,14 @@ class Downloads:
 
     async def download(
         self, op: OperationContext, engine: Enrichment, site: Site, paper: Paper, request: DownloadRequest
-    ) -> dict[str, Any]:
+    ) -> DownloadResult:
         store = engine.store
         async with self._serial():
             # Another call may have finished the same file while this one queued.
             earlier = await prior(store, paper.record_ref, request)
             if earlier is not None:
-                return earlier["result"]
+                result: DownloadResult = earlier.result
+                return result
             try:
                 return await self._download(op, engine, site, paper, request)
             except CnkiError as exc:
@@ -234,7 +235,7 @@ class Downloads:
 
     async def _download(
         self, op: OperationContext, engine: Enrichment, site: Site, paper: Paper, request: DownloadRequest
-    ) -> dict[str, Any]:
+    ) -> DownloadResult:
         store = engine.store
         op.stage("detail")
         tab, bound = await open_detail(op, engine, site, paper)
@@ -306,14 +307,14 @@ class Downloads:
             kind = "download-refused" if exc.code == "DOWNLOAD_REFUSED" else "download-detail"
             raise await _with_snapshot(site, kind, tab, exc) from None
 
-    async def _await_file(self, watch: _Watch, artifact: Artifact, wait_seconds: int) -> dict[str, Any]:
+    async def _await_file(self, watch: _Watch, artifact: Artifact, wait_seconds: int) -> DownloadResult:
         site = watch.site
-        deadline = time.monotonic() + wait_seconds
+        deadline = Deadline(wait_seconds)
         guid: str | None = None
         while True:
             # Until a download begins, look at the tabs: right after the click, then every POLL.
             if guid is None and await watch.look():
-                deadline = time.monotonic() + wait_seconds
+                deadline.restart()
             event = await site.wait_download(guid, POLL)
             if event is not None:
                 if guid is None:
@@ -326,14 +327,14 @@ class Downloads:
                 if event.state == "canceled":
                     watch.forget()
                     raise CnkiError("DOWNLOAD_CANCELLED", "浏览器报告传输取消；未重复点击。", details={"format": artifact.format})
-            if time.monotonic() >= deadline:
+            if deadline.passed:
                 raise _uncertain(
                     artifact,
                     f"点击下载后 {wait_seconds} 秒内文件没有下载完成，下载可能仍在进行；"
                     "稍后用相同参数再调用会先检查文件是否已到，确认需要重新下载时才传 retry=true。",
                 )
 
-    async def _finish(self, watch: _Watch, artifact: Artifact, url: str) -> dict[str, Any]:
+    async def _finish(self, watch: _Watch, artifact: Artifact, url: str) -> DownloadResult:
         """Keep what arrived: any PDF/CAJ-family or unknown body (said so); an HTML page is a refusal."""
         store = watch.store
         src = Path(artifact.incoming) / artifact.download_guid
@@ -380,26 +381,17 @@ async def _with_snapshot(site: Site, kind: str, tab: Tab, error: CnkiError) -> C
     return CnkiError(error.code, error.message, details=details, retryable=error.retryable)
 
 
+@dataclass
 class _Watch:
     """The tabs of one clicked download: refusals end it at once, challenges go to the person."""
 
-    def __init__(
-        self,
-        op: OperationContext,
-        store: Store,
-        site: Site,
-        opener: Tab,
-        detail_path: str,
-        key: str,
-        previous: Artifact | None,
-    ) -> None:
-        self.op = op
-        self.store = store
-        self.site = site
-        self.opener = opener
-        self.detail_path = detail_path
-        self.key = key
-        self.previous = previous
+    op: OperationContext
+    store: Store
+    site: Site
+    opener: Tab
+    detail_path: str
+    key: str
+    previous: Artifact | None
 
     def forget(self) -> None:
         _forget(self.store, self.key, self.previous)

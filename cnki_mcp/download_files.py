@@ -3,7 +3,7 @@
 Everything here is blocking disk work or pure logic: call the disk functions from
 ``asyncio.to_thread``.
 
-What a download is comes from its first bytes (spec §6 "File headers"): ``%PDF-`` is a PDF; ``CAJ``,
+What a download is comes from its first bytes (docs/site-notes.md, "Downloads"): ``%PDF-`` is a PDF; ``CAJ``,
 ``HN``, ``KDH `` (an encrypted PDF wrapper), ``TEB`` (encrypted) and a first byte 0xC8 are the CAJ
 family; a page of HTML is CNKI's error page sent as the file. A CAJ order may deliver a plain PDF and
 a PDF order a CAJ: the file is kept either way and the result says what it is. A default name takes
@@ -20,14 +20,22 @@ import os
 import re
 import unicodedata
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from cnki_mcp.clock import utc_now_iso
 from cnki_mcp.errors import CnkiError
-from cnki_mcp.files import WrittenFile, adopt_file, copy_file, safe_folder, validate_filename
-from cnki_mcp.model import Artifact
+from cnki_mcp.files import (
+    WrittenFile,
+    adopt_file,
+    copy_file,
+    invalid_name,
+    is_reserved,
+    replace_unsafe_chars,
+    safe_folder,
+    validate_filename,
+)
+from cnki_mcp.model import Artifact, DownloadResult
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +56,6 @@ HEADERS: tuple[tuple[bytes, str, str], ...] = (
 )
 _HTML_START = re.compile(rb"\s*(?:<!doctype\s+html|<html|<head|<body|<meta|<title|<!--|<script|<div|<p[\s>])", re.I)
 _GUID = re.compile(r"[A-Za-z0-9-]+")
-_UNSAFE_NAME_CHARS = re.compile(r'[\x00-\x1f\x7f/\\<>:"|?*]')
-_RESERVED = re.compile(r"(?:CON|PRN|AUX|NUL|COM[1-9]|LPT[1-9])(?:\..*)?", re.I | re.S)
 _LABELS = {"pdf": "PDF", "caj": "CAJ"}
 
 
@@ -79,9 +85,9 @@ def artifact_key(record_ref: str, fmt: str) -> str:
 
 def default_filename(title: str, record_ref: str, fmt: str) -> str:
     """「题名_编号前8位.<fmt>」 with the title made safe for every file system."""
-    name = _UNSAFE_NAME_CHARS.sub("_", unicodedata.normalize("NFC", title)).strip(". ")
+    name = replace_unsafe_chars(unicodedata.normalize("NFC", title)).strip(". ")
     name = name[:TITLE_RUNES].strip(". ")
-    if not name or _RESERVED.fullmatch(name):
+    if not name or is_reserved(name):
         name = f"论文_{name}"
     suffix = record_ref[4:] if record_ref.startswith("rec_") else record_ref
     return f"{name}_{suffix[:REF_CHARS]}.{fmt}"
@@ -97,11 +103,7 @@ def check_filename(filename: str, fmt: str) -> str:
     ext = extension(filename)
     if ext not in FORMATS or (fmt in FORMATS and ext != fmt):
         wanted = f".{fmt}" if fmt in FORMATS else ".pdf 或 .caj"
-        raise CnkiError(
-            "INVALID_FILENAME",
-            f"文件名“{filename}”的扩展名须为 {wanted}，与下载格式一致。",
-            details={"filename": filename, "format": fmt},
-        )
+        raise invalid_name(f"文件名“{filename}”的扩展名须为 {wanted}，与下载格式一致。", filename=filename, format=fmt)
     return filename
 
 
@@ -280,25 +282,32 @@ def reconcile(downloads: Path, artifact: Artifact) -> Artifact | None:
     return None
 
 
-def view(artifact: Artifact, source: str | None = None) -> dict[str, Any]:
-    """The result object shown to clients."""
-    data: dict[str, Any] = {"state": artifact.state, "record_ref": artifact.record_ref, "format": artifact.format}
-    if artifact.state == "completed":
-        data.update(
-            path=artifact.path,
-            bytes=artifact.bytes,
-            sha256=artifact.sha256,
-            source=source or artifact.source,
-            content_format=artifact.content_format or artifact.format,
+def view(artifact: Artifact, source: str | None = None, copied_from: str = "") -> DownloadResult:
+    """The result shown to clients: the file once completed, else where the download is expected."""
+    if artifact.state != "completed":
+        return DownloadResult(
+            state=artifact.state,
+            record_ref=artifact.record_ref,
+            format=artifact.format,
+            folder=artifact.folder,
+            name=artifact.name,
+            operation_id=artifact.operation_id,
         )
-        if artifact.warnings:
-            data["warnings"] = list(artifact.warnings)
-    else:
-        data.update(folder=artifact.folder, name=artifact.name, operation_id=artifact.operation_id)
-    return data
+    return DownloadResult(
+        state=artifact.state,
+        record_ref=artifact.record_ref,
+        format=artifact.format,
+        path=artifact.path,
+        bytes=artifact.bytes,
+        sha256=artifact.sha256,
+        source=source or artifact.source,
+        content_format=artifact.content_format or artifact.format,
+        warnings=list(artifact.warnings),
+        copied_from=copied_from,
+    )
 
 
-def deliver(downloads: Path, artifact: Artifact, request: DownloadRequest, source: str | None = None) -> dict[str, Any]:
+def deliver(downloads: Path, artifact: Artifact, request: DownloadRequest, source: str | None = None) -> DownloadResult:
     """A completed download as the caller asks for it now (blocking).
 
     No name or folder asked for, or the file's own place → the file (as ``source``). Another place
@@ -320,6 +329,4 @@ def deliver(downloads: Path, artifact: Artifact, request: DownloadRequest, sourc
             )
     else:
         copy_file(Path(artifact.path), folder, target.name)
-    data = view(msgspec.structs.replace(artifact, path=str(target)), "local_copy")
-    data["copied_from"] = artifact.path
-    return data
+    return view(msgspec.structs.replace(artifact, path=str(target)), "local_copy", copied_from=artifact.path)

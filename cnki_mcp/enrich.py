@@ -354,8 +354,6 @@ class Enrichment:
         problems = [failed[title] for title in wanted if title in failed]
         return refs, problems
 
-    # -- the search pipeline (§4–§9) --
-
     async def metadata(
         self,
         op: OperationContext,
@@ -408,13 +406,6 @@ def _title_problem(error: CnkiError, title: str) -> Problem:
         retryable=error.retryable,
         details={"title": title, "stage": "locate", "cause": error.details},
     ).problem()
-
-
-def title_row(paper: Paper) -> dict[str, Any]:
-    row = {"record_ref": paper.record_ref, "title": paper.title}
-    if paper.url:
-        row["url"] = paper.url
-    return row
 
 
 def _fields(data: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:

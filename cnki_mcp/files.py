@@ -23,7 +23,7 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 MAX_NAME_RUNES = 180
 FORBIDDEN_CHARS = '/\\<>:"|?*'
 _RESERVED = re.compile(r"(?:CON|PRN|AUX|NUL|COM[1-9]|LPT[1-9])(?:\..*)?", re.IGNORECASE | re.DOTALL)
+_UNSAFE_CHARS = re.compile(f"[\\x00-\\x1f\\x7f{re.escape(FORBIDDEN_CHARS)}]")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CHUNK = 1 << 20
 _IS_WINDOWS = sys.platform == "win32"
@@ -47,6 +48,16 @@ class WrittenFile(msgspec.Struct):
     path: str
     bytes: int
     sha256: str
+
+
+def is_reserved(name: str) -> bool:
+    """A Windows device name (CON, NUL, COM1 …), with or without an extension: unusable as a file name."""
+    return _RESERVED.fullmatch(name) is not None
+
+
+def replace_unsafe_chars(text: str) -> str:
+    """``text`` with every character a file name may not hold (separators, ``:*?"<>|``, controls) as ``_``."""
+    return _UNSAFE_CHARS.sub("_", text)
 
 
 def _name_problem(name: object) -> str | None:
@@ -64,7 +75,7 @@ def _name_problem(name: object) -> str | None:
             return f"名称不能包含字符“{char}”（不允许 / \\ < > : \" | ? *）"
         if ord(char) < 0x20:
             return "名称不能包含控制字符"
-    if _RESERVED.fullmatch(name):
+    if is_reserved(name):
         return "名称不能是 Windows 保留名（CON、PRN、AUX、NUL、COM1–9、LPT1–9）"
     return None
 
@@ -73,12 +84,13 @@ def validate_filename(name: str) -> str:
     """Return ``name`` unchanged when it is a safe single file name, else raise INVALID_FILENAME."""
     problem = _name_problem(name)
     if problem is not None:
-        raise CnkiError(
-            "INVALID_FILENAME",
-            f"文件名无效：{problem}。",
-            details={"filename": name if isinstance(name, str) else None, "reason": problem},
-        )
+        raise invalid_name(f"文件名无效：{problem}。", filename=name if isinstance(name, str) else None, reason=problem)
     return name
+
+
+def invalid_name(message: str, **details: object) -> CnkiError:
+    """INVALID_FILENAME for a file or folder name the caller gave."""
+    return CnkiError("INVALID_FILENAME", message, details=details)
 
 
 def _unsafe(message: str, path: object) -> CnkiError:
@@ -87,7 +99,7 @@ def _unsafe(message: str, path: object) -> CnkiError:
 
 def _segments(subdirectory: str) -> list[str]:
     if not isinstance(subdirectory, str):
-        raise CnkiError("INVALID_FILENAME", "子目录必须是字符串。", details={"subdirectory": None})
+        raise invalid_name("子目录必须是字符串。", subdirectory=None)
     if subdirectory[:1] in ("/", "\\") or _DRIVE.match(subdirectory) or os.path.isabs(subdirectory):
         raise _unsafe("子目录必须是相对路径，不能是绝对路径、盘符或网络共享路径。", subdirectory)
     # Both separators count on every platform, so a name behaves the same wherever it is used.
@@ -97,11 +109,7 @@ def _segments(subdirectory: str) -> list[str]:
             raise _unsafe("子目录不能包含“..”或“.”，只能写入数据目录内。", subdirectory)
         problem = _name_problem(part)
         if problem is not None:
-            raise CnkiError(
-                "INVALID_FILENAME",
-                f"子目录名“{part}”无效：{problem}。",
-                details={"subdirectory": subdirectory, "reason": problem},
-            )
+            raise invalid_name(f"子目录名“{part}”无效：{problem}。", subdirectory=subdirectory, reason=problem)
     return parts
 
 
@@ -181,27 +189,36 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _fill(fd: int, path: Path, chunks: Iterable[bytes]) -> None:
+    """Write every chunk to ``fd`` (a new file at ``path``), fsync and close it; on failure remove ``path``."""
+    try:
+        for chunk in chunks:
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        _remove_quietly(path)
+        raise
+    os.close(fd)
+
+
 def _write_temp(folder: Path, chunks: Iterable[bytes]) -> tuple[Path, int, str]:
     """Write ``chunks`` to a new hidden temp file in ``folder``; return its path, size and SHA-256."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
     temp = folder / f".write_{secrets.token_hex(12)}"
-    fd = os.open(temp, flags, 0o600)
     digest = hashlib.sha256()
     size = 0
-    try:
+
+    def measured() -> Iterator[bytes]:
+        nonlocal size
         for chunk in chunks:
             digest.update(chunk)
-            view = memoryview(chunk)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
             size += len(chunk)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        _remove_quietly(temp)
-        raise
-    os.close(fd)
+            yield chunk
+
+    _fill(os.open(temp, flags, 0o600), temp, measured())
     return temp, size, digest.hexdigest()
 
 
@@ -230,18 +247,7 @@ def _publish(temp: Path, target: Path) -> None:
         out = os.open(target, flags, 0o600)
     except FileExistsError:
         raise _file_exists(target) from None
-    try:
-        with open(temp, "rb") as source:
-            while chunk := source.read(_CHUNK):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view):]
-        os.fsync(out)
-    except BaseException:
-        os.close(out)
-        _remove_quietly(target)
-        raise
-    os.close(out)
+    _fill(out, target, _read_chunks(temp))
 
 
 def _remove_quietly(path: Path) -> None:
@@ -309,18 +315,10 @@ def atomic_replace(path: Path, data: bytes, mode: int = 0o600) -> None:
     path = Path(path)
     temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    fd = os.open(temp, flags, mode)
+    _fill(os.open(temp, flags, mode), temp, [data])
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-        os.close(fd)
-        fd = -1
         os.replace(temp, path)
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
         _remove_quietly(temp)
         raise
     fsync_dir(path.parent)

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from cnki_mcp.browser import Browser, Tab
+from cnki_mcp.clock import Deadline
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.limiter import Limiter
@@ -132,17 +132,16 @@ class Person:
             await self.present(tab)
             resume = op.await_user(message)
             try:
-                deadline = time.monotonic() + timeout
+                deadline = Deadline(timeout)
                 while not resume.is_set():
                     if op.cancelled:
                         raise CnkiError("CANCELLED")
                     if await done():
                         return
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
+                    if deadline.passed:
                         raise await expired()
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(resume.wait(), min(poll, remaining))
+                        await asyncio.wait_for(resume.wait(), min(poll, deadline.remaining()))
             finally:
                 op.user_done()
                 await self.hide(tab)

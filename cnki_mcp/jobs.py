@@ -19,9 +19,9 @@ from typing import Any
 import msgspec
 
 from cnki_mcp import settings
-from cnki_mcp.clock import utc_now_iso
+from cnki_mcp.clock import Deadline, utc_now_iso
 from cnki_mcp.errors import CnkiError, as_cnki_error
-from cnki_mcp.model import Budget, Operation, Problem
+from cnki_mcp.model import Budget, BudgetView, Operation, OperationView, Problem
 from cnki_mcp.store import Store
 
 log = logging.getLogger(__name__)
@@ -313,22 +313,31 @@ class Jobs:
     def live_count(self) -> int:
         return len(self._live)
 
-    def view(self, job_or_record: Job | Operation) -> dict[str, Any]:
+    def view(self, job_or_record: Job | Operation) -> OperationView:
         """The client's view of an operation: no checkpoint; live active time computed now."""
+        record = job_or_record.record if isinstance(job_or_record, Job) else job_or_record
+        status, message, seconds = record.status, record.message, record.active_seconds
         if isinstance(job_or_record, Job):
-            record = job_or_record.record
-            seconds = job_or_record.active_seconds() if record.status in LIVE_STATUSES else record.active_seconds
-            data = msgspec.to_builtins(record)
-            data["active_seconds"] = round(seconds, 1)
-        else:
-            data = msgspec.to_builtins(job_or_record)
-            if job_or_record.status in LIVE_STATUSES:
-                data["status"] = "interrupted"
-                data["message"] = INTERRUPTED_MESSAGE
-        data.pop("checkpoint", None)
-        data.setdefault("requests", 0)
-        data.setdefault("active_seconds", 0.0)
-        return data
+            if status in LIVE_STATUSES:
+                seconds = job_or_record.active_seconds()
+        elif status in LIVE_STATUSES:
+            status, message = "interrupted", INTERRUPTED_MESSAGE
+        budget = record.budget
+        return OperationView(
+            operation_id=record.operation_id,
+            kind=record.kind,
+            status=status,
+            stage=record.stage,
+            message=message,
+            progress=record.progress,
+            requests=record.requests,
+            active_seconds=round(seconds, 1),
+            budget=BudgetView(budget.max_requests, budget.timeout_seconds, budget.on_verification),
+            result=record.result,
+            errors=record.errors,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        )
 
     def stored(self, operation_id: str) -> Operation:
         record = self._store.data.operations.get(operation_id)
@@ -337,23 +346,18 @@ class Jobs:
         return record
 
     @staticmethod
-    def idle_view() -> dict[str, Any]:
-        return {
-            "operation_id": "",
-            "kind": "",
-            "status": "idle",
-            "requests": 0,
-            "active_seconds": 0.0,
-            "budget": {"max_requests": 0, "timeout_seconds": 0},
-        }
+    def idle_view() -> OperationView:
+        return OperationView(
+            operation_id="", kind="", status="idle", requests=0, active_seconds=0.0, budget=BudgetView(0, 0)
+        )
 
-    async def wait(self, job: Job, seconds: float, progress: ProgressSink | None = None) -> dict[str, Any]:
+    async def wait(self, job: Job, seconds: float, progress: ProgressSink | None = None) -> OperationView:
         """Wait until the job ends, newly needs a person, or ``seconds`` pass; return its view.
 
         A job already awaiting a person is not returned at once: that would make clients poll
         while the person works. It returns when the person is done and a new pause begins.
         """
-        deadline = time.monotonic() + max(0.0, seconds)
+        deadline = Deadline(seconds)
         waiting_at_start = job.record.status == "awaiting_user"
         left_waiting = False
         reported = -1
@@ -366,14 +370,13 @@ class Jobs:
                 break
             if status != "awaiting_user":
                 left_waiting = True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if deadline.passed:
                 break
             if progress is not None and job.version != reported:
                 reported = job.version
                 await self._report(job, progress)
             try:
-                await asyncio.wait_for(changed.wait(), remaining)
+                await asyncio.wait_for(changed.wait(), deadline.remaining())
             except TimeoutError:
                 pass
         if job.done.is_set() or job.record.status in FINAL_STATUSES:
@@ -393,11 +396,11 @@ class Jobs:
         except Exception:  # noqa: BLE001 - a client that drops progress must not break the call
             log.debug("progress notification failed", exc_info=True)
 
-    async def inline(self, job: Job, ctx: Any) -> dict[str, Any]:
+    async def inline(self, job: Job, ctx: Any) -> OperationView:
         """A tool call's answer: the job's view after up to CNKI_INLINE_WAIT_SECONDS, with progress forwarded."""
         return await self.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
 
-    async def status(self, operation_id: str | None, wait_seconds: float, progress: ProgressSink | None = None) -> dict[str, Any]:
+    async def status(self, operation_id: str | None, wait_seconds: float, progress: ProgressSink | None = None) -> OperationView:
         wait_seconds = min(max(wait_seconds, 0), MAX_WAIT_SECONDS)
         job = self.live(operation_id)
         if job is not None:
@@ -408,7 +411,7 @@ class Jobs:
 
     # --- control --------------------------------------------------------------------------
 
-    async def cancel(self, operation_id: str | None) -> dict[str, Any]:
+    async def cancel(self, operation_id: str | None) -> OperationView:
         job = self.live(operation_id)
         if job is None:
             if not operation_id:
@@ -425,7 +428,7 @@ class Jobs:
             log.warning("operation %s did not stop within %.0f s", job.record.operation_id, CANCEL_GRACE_SECONDS)
         return self.view(job)
 
-    async def resume(self, operation_id: str | None) -> dict[str, Any]:
+    async def resume(self, operation_id: str | None) -> OperationView:
         job = self.live(operation_id)
         if job is None:
             if operation_id:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
 
+from cnki_mcp.clock import Deadline
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.human import refuse_if_skipping
 from cnki_mcp.identity import fingerprint
@@ -176,7 +176,7 @@ _FILL_JS = r"""
 }
 """
 
-# Shows the grid's in-page vericode form inside the search page, where a person can answer it (§2.7).
+# Shows the grid's in-page vericode form inside the search page, where a person can answer it.
 _SHOW_VERICODE_JS = r"""
 (html, queryJson) => {
   const form = new DOMParser().parseFromString(html, 'text/html').querySelector('[name=vericodeForm]');
@@ -212,7 +212,7 @@ def parse_form(body: str) -> dict[str, str]:
 
 
 def filter_years(page: GridPage, year_from: int, year_to: int) -> GridPage:
-    """Drop rows without a year or outside the range, as well as asking the site for it (§3)."""
+    """Drop rows without a year or outside the range, as well as asking the site for it."""
     if year_from <= 0 and year_to <= 0:
         return page
     rows = [
@@ -395,11 +395,11 @@ class Listings:
         """Wait out a throttled site, shown as its own stage; a cancel ends the wait at once."""
         self.site.limiter.slow()
         with op.stage_while("waiting_for_site", progress):
-            deadline = time.monotonic() + seconds
-            while (left := deadline - time.monotonic()) > 0:
+            deadline = Deadline(seconds)
+            while not deadline.passed:
                 if op.cancelled:
                     raise CnkiError("CANCELLED")
-                await asyncio.sleep(min(PAUSE_POLL, left))
+                await asyncio.sleep(min(PAUSE_POLL, deadline.remaining()))
 
     async def _still_empty(self, shell: _EmptyShell, page: int, waited: float) -> CnkiError:
         snapshot = await self.site.snapshot("grid-empty", shell.body, shell.url)
@@ -572,7 +572,7 @@ class Listings:
     async def locate(self, op: OperationContext, titles: list[str]) -> dict[str, list[Paper]]:
         """Up to 10 full titles in one exact-title grid request; rows grouped under the given titles.
 
-        A row belongs to every given title with the same title key (§4.6); other rows are dropped.
+        A row belongs to every given title with the same title key; other rows are dropped.
         """
         if not 1 <= len(titles) <= TITLES_PER_LOCATE:
             raise ValueError(f"locate takes 1–{TITLES_PER_LOCATE} titles")

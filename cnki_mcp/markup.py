@@ -1,7 +1,7 @@
 """Loading page markup and reading text out of it: the helpers every page parser shares.
 
 Pure functions over lxml trees. ``load_page`` applies the pre-cleaning all parsers rely on
-(scripts, styles and hidden elements removed, spec/site.md §3); ``parse_markup`` keeps them, for
+(scripts, styles and hidden elements removed); ``parse_markup`` keeps them, for
 inspections that decide visibility themselves.
 """
 
@@ -37,7 +37,7 @@ def parse_markup(html: str) -> lxml.html.HtmlElement:
 
 
 def prune(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
-    """The pre-cleaning every parser applies: scripts and hidden elements go (§3)."""
+    """The pre-cleaning every parser applies: scripts and hidden elements go."""
     doomed = []
     for el in root.iter():
         tag = el.tag if isinstance(el.tag, str) else ""

@@ -114,6 +114,90 @@ class Operation(msgspec.Struct, omit_defaults=True):
     updated_at: str = ""
 
 
+class BudgetView(msgspec.Struct, omit_defaults=True):
+    """An operation's budget as clients see it: both limits always stated, even when zero."""
+
+    max_requests: int
+    timeout_seconds: int
+    on_verification: str = ""
+
+
+class OperationView(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """What clients see of an operation: the record without its checkpoint; requests and active time always."""
+
+    operation_id: str
+    kind: str
+    status: str
+    stage: str = ""
+    message: str = ""
+    progress: dict[str, Any] | None = None
+    requests: int
+    active_seconds: float
+    budget: BudgetView
+    result: Any = None
+    errors: list[Problem] = []
+    created_at: str = ""
+    updated_at: str = ""
+
+
+class TitleRow(msgspec.Struct, omit_defaults=True):
+    """A paper as a search summary lists it (a record no longer in the store: its ref alone)."""
+
+    record_ref: str
+    title: str | msgspec.UnsetType = msgspec.UNSET
+    url: str = ""
+
+    @classmethod
+    def of(cls, paper: Paper) -> TitleRow:
+        return cls(record_ref=paper.record_ref, title=paper.title, url=paper.url)
+
+
+class CoverageView(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One listing of a search as clients see it: pages, rows, total (null when unknown), exhausted always."""
+
+    channel: str
+    pages: int
+    rows: int
+    total: int | None
+    exhausted: bool
+    zero_confirmed_by: str = ""  # page | control_query: how a zero total was confirmed
+    failed: bool = False
+    error: str = ""
+    error_code: str = ""
+
+    @classmethod
+    def of(cls, entry: Coverage) -> CoverageView:
+        confirmed = "page" if entry.zero == "stated" else "control_query"
+        return cls(
+            channel=entry.channel,
+            pages=entry.pages,
+            rows=entry.rows,
+            total=entry.total,
+            exhausted=entry.exhausted,
+            zero_confirmed_by=confirmed if entry.total == 0 and entry.zero else "",
+            failed=entry.failed,
+            error=entry.error,
+            error_code=entry.error_code,
+        )
+
+
+class SearchSummary(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """A search's answer: counts, why candidates were left out, coverage, the plan and the first results."""
+
+    search_id: str
+    status: str
+    candidate_count: int
+    eligible_count: int
+    selected_count: int
+    enhanced_count: int
+    quality_source_count: int
+    selection_exclusions: dict[str, int] = {}
+    coverage: list[CoverageView]
+    incomplete_channels: list[str] = []  # listings stopped by a failure before their end
+    plan: Plan
+    results: list[TitleRow]
+
+
 class Coverage(msgspec.Struct, omit_defaults=True):
     channel: str
     pages: int = 0
@@ -284,3 +368,52 @@ class CitationResult(msgspec.Struct, omit_defaults=True):
     text: str = ""
     path: str = ""
     missing_fields: dict[str, list[str]] = {}
+
+
+class LocalReply(msgspec.Struct, kw_only=True):
+    """An answer that needed no operation: from the cache or the local store, no request made."""
+
+    status: str = "completed"
+    source: str  # cache | local
+    requests: int | msgspec.UnsetType = msgspec.UNSET  # 0 where the tool's reply counts requests
+    result: Any
+
+
+class ReadResult(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """read_online_html's answer: one page of the text (or of one section) and the whole catalogue.
+
+    ``sections`` offsets count into the whole text, so another section can be chosen; ``offset`` and
+    ``next_offset`` (null at the end) page through the selected part.
+    """
+
+    record_ref: str
+    title: str
+    url: str = ""
+    section: Section | None = None
+    text: str
+    sections: list[Section]
+    offset: int
+    next_offset: int | None
+    total_characters: int
+    trial: bool
+    coverage: ReaderCoverage
+    complete_article: bool | None  # null when nothing tells whether the text is whole
+
+
+class DownloadResult(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """download_paper's answer: the file (completed) or where the clicked download is expected."""
+
+    state: str  # completed | clicked
+    record_ref: str
+    format: str
+    path: str = ""
+    bytes: int = 0
+    sha256: str = ""
+    source: str = ""  # download | cache | local | local_copy
+    content_format: str = ""
+    warnings: list[str] = []
+    folder: str = ""
+    name: str = ""
+    operation_id: str = ""
+    copied_from: str = ""  # a local_copy: the downloaded file it was copied from
+

@@ -12,11 +12,11 @@ import base64
 import json
 import logging
 import re
-import time
 from typing import Any
 
 from cnki_mcp.cdp import FetchResult, NavigationResult, PageScriptError, Tab
 from cnki_mcp.cdp import cdp as cdp_module
+from cnki_mcp.clock import Deadline, poll
 from cnki_mcp.errors import CnkiError
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def js_call(function_source: str, *args: Any) -> str:
 
 
 def _wrap_json(expression: str) -> str:
-    # Return JSON text: nodriver/Chrome 135+ hand back RemoteObjects for objects (ecosystem §2.3).
+    # Return JSON text: with Chrome 135+ nodriver hands back RemoteObjects for objects, not values.
     body = expression.strip().rstrip(";")
     return (
         "(async () => { const __v = await (\n" + body + "\n);"
@@ -206,7 +206,7 @@ class PageActions:
         Script errors while polling (the document being replaced, the page's objects not there yet)
         count as "not yet"; transport failures end the wait at once.
         """
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         last_error = ""
         while True:
             try:
@@ -217,14 +217,13 @@ class PageActions:
                 if exc.code == "BROWSER_UNAVAILABLE":
                     raise
                 last_error = exc.message
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if deadline.passed:
                 raise CnkiError(
                     "CONTENT_NOT_READY",
                     "页面未呈现预期内容，不能判定正文不存在或无权限。",
                     details={"last_error": last_error} if last_error else None,
                 )
-            await asyncio.sleep(min(interval, remaining))
+            await asyncio.sleep(min(interval, deadline.remaining()))
 
     async def navigate(
         self, tab: Tab, url: str, timeout: float = NAVIGATION_TIMEOUT, *, until: str = "ready"
@@ -237,12 +236,12 @@ class PageActions:
         if until not in ("commit", "ready", "complete"):
             raise ValueError(f"unknown navigation wait {until!r}")
         cdp = cdp_module()
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         tab._documents.clear()
         _frame, loader_id, error_text, *_ = await self._tab_call(tab, cdp.page.navigate(url=url), timeout)
         document = None
         if loader_id:
-            document = await tab._document(str(loader_id), min(2.0, max(0.0, deadline - time.monotonic())))
+            document = await tab._document(str(loader_id), min(2.0, deadline.remaining()))
         if error_text and document is None:
             raise CnkiError(
                 "RESOURCE_FAILED",
@@ -252,8 +251,8 @@ class PageActions:
         if until != "commit":
             state = "=== 'complete'" if until == "complete" else "!== 'loading'"
             condition = f"document.readyState {state}"
-            await self.wait_for(tab, condition, max(0.0, deadline - time.monotonic()), interval=0.05)
-        final = await self.evaluate(tab, "location.href", max(1.0, deadline - time.monotonic()))
+            await self.wait_for(tab, condition, deadline.remaining(), interval=0.05)
+        final = await self.evaluate(tab, "location.href", max(1.0, deadline.remaining()))
         status = document[0] if document is not None else 0
         return NavigationResult(status=status, url=str(final or url), error=str(error_text or ""))
 
@@ -321,7 +320,7 @@ class PageActions:
         visible: the URL reported is the one requested. No response at all is RESOURCE_FAILED.
         """
         cdp = cdp_module()
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         options = cdp.network.LoadNetworkResourceOptions(disable_cache=False, include_credentials=True)
         result = await self._tab_call(
             tab,
@@ -341,9 +340,8 @@ class PageActions:
         size = 0
         try:
             while True:
-                remaining = max(1.0, deadline - time.monotonic())
                 read = cdp.io.read(handle=result.stream, size=RESOURCE_CHUNK)
-                b64, data, eof = await self._tab_call(tab, read, remaining)
+                b64, data, eof = await self._tab_call(tab, read, max(1.0, deadline.remaining()))
                 piece = base64.b64decode(data) if b64 else data.encode("utf-8")
                 size += len(piece)
                 if size > RESPONSE_CAP:
@@ -366,12 +364,9 @@ class PageActions:
         dispatches real mouse events at its centre.
         """
         cdp = cdp_module()
-        deadline = time.monotonic() + timeout
-        while not await self.evaluate(tab, js_call(_FIND_CLICK_JS, selector, text or ""), CALL_TIMEOUT):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            await asyncio.sleep(min(0.1, remaining))
+        find = js_call(_FIND_CLICK_JS, selector, text or "")
+        if not await poll(lambda: self.evaluate(tab, find, CALL_TIMEOUT), timeout, 0.1):
+            return False
         previous: dict[str, Any] | None = None
         for _ in range(CLICK_ATTEMPTS):
             state = await self.evaluate(tab, _CLICK_STATE_JS, CALL_TIMEOUT)
@@ -410,16 +405,12 @@ class PageActions:
         if current != wanted:
             bounds = cdp.browser.Bounds(window_state=wanted)
             await self._call(session.nd, cdp.browser.set_window_bounds(window_id, bounds), CALL_TIMEOUT)
-        deadline = time.monotonic() + WINDOW_CONFIRM_TIMEOUT
-        confirmed = False
-        while True:
+
+        async def in_state() -> bool:
             now = await self._call(session.nd, cdp.browser.get_window_bounds(window_id), CALL_TIMEOUT)
-            if now.window_state == wanted:
-                confirmed = True
-                break
-            if time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(0.03)
+            return bool(now.window_state == wanted)
+
+        confirmed = await poll(in_state, WINDOW_CONFIRM_TIMEOUT, 0.03)
         # A minimised page should keep behaving as if focused (timers, focus checks).
         await self._tab_call(
             tab, cdp.emulation.set_focus_emulation_enabled(enabled=state == "minimized"), CALL_TIMEOUT

@@ -47,7 +47,7 @@ from cnki_mcp.text import trim, unique_strings
 
 
 class PageState(msgspec.Struct):
-    """One observation of a live tab (§8.2), computed from its current DOM HTML."""
+    """One observation of a live tab, computed from its current DOM HTML."""
 
     state: str  # ready | challenge | login | denied
     reason: str = ""
@@ -93,7 +93,7 @@ def challenge_url(body: str) -> str:
 
 
 def classify_response(status: int, url: str, body: str) -> CnkiError | None:
-    """The problem a fetched response shows, or None when it should be parsed (§8.1)."""
+    """The problem a fetched response shows, or None when it should be parsed."""
     details = {"status": status, "url": url}
     if len(body) > MAX_MARKUP_BYTES // 4 and len(body.encode("utf-8", "replace")) > MAX_MARKUP_BYTES:
         return CnkiError("RESPONSE_TOO_LARGE", "页面超过 8 MB，未解析。", details=details)
@@ -284,7 +284,7 @@ def _live_tree(html: str) -> lxml.html.HtmlElement:
 
 
 def inspect_live_page(html: str, url: str) -> PageState:
-    """Challenge, login prompt, denial and identity evidence of a live tab's DOM (§8.2)."""
+    """Challenge, login prompt, denial and identity evidence of a live tab's DOM."""
     raw = _live_tree(html)
     ready, institutions, personal, personal_name = _identity(raw)
     identity = {
@@ -305,7 +305,7 @@ def inspect_live_page(html: str, url: str) -> PageState:
 
 
 def parse_session(html: str) -> SessionState:
-    """Personal and institutional login evidence from a KNS page header (§8.4)."""
+    """Personal and institutional login evidence from a KNS page header."""
     _, institutions, personal, personal_name = _identity(_live_tree(html))
     return SessionState(
         personal="authenticated" if personal else "not_observed",

@@ -1,11 +1,11 @@
-"""Parsers for the CNKI pages the product reads: result grid, detail, journal, download popups,
-login header, and the classification of fetched responses (spec/site.md §3–§8). The HTML reader
-has a module of its own (``reader.py``), the shared markup helpers live in ``markup.py``.
+"""Parsers for the content of the CNKI pages the product reads: the result grid, detail pages
+and journal pages. The HTML reader has a module of its own (``reader.py``), what a page says about
+access ``page_state.py``, and the shared markup helpers live in ``markup.py``.
 
 All functions are pure: HTML text in, msgspec Structs out, failures as ``CnkiError``; saving a page
 that failed is ``snapshots.py``'s job. Page text is
-only ever treated as data. Selectors follow the structures recorded in spec/real-pages.md; where
-sources disagree (``td.quote`` vs ``td.cited``, second ``h3.author`` vs ``h3.orgn`` …) every variant
+only ever treated as data. Selectors follow the structures public tools and captured pages record
+(docs/site-notes.md); where sources disagree (``td.quote`` vs ``td.cited``, second ``h3.author`` vs ``h3.orgn`` …) every variant
 is accepted.
 """
 
@@ -86,7 +86,7 @@ class GridPage(msgspec.Struct):
 
 
 def is_site_url(url: str) -> bool:
-    """The host allow-list: https and a cnki.net host (§1.1).
+    """The host allow-list: https and a cnki.net host.
 
     A backslash or userinfo is refused: Python reads ``https://evil.com\\@kns.cnki.net/`` as a CNKI
     host, a browser as ``evil.com`` (WHATWG treats the backslash as a path separator).
@@ -104,7 +104,7 @@ def is_site_url(url: str) -> bool:
 
 
 def public_url(locator: str) -> str:
-    """The locator when it may be shown to clients as the paper's url, else "" (§1.2)."""
+    """The locator when it may be shown to clients as the paper's url, else ""."""
     if not is_site_url(locator):
         return ""
     parts = urlsplit(locator)
@@ -154,7 +154,7 @@ def year_of(text: str) -> int:
 
 
 def strip_role_suffix(name: str) -> str:
-    """``林倩(文)`` → ``林倩``: bylines carry roles that are not part of the name (§4.5)."""
+    """``林倩(文)`` → ``林倩``: bylines carry roles that are not part of the name."""
     return _ROLE_SUFFIX.sub("", trim(name))
 
 
@@ -168,7 +168,7 @@ def _clean_title(text: str) -> str:
 
 
 def _identifiers(scope: lxml.html.HtmlElement, locator: str) -> dict[str, str]:
-    """dbcode/dbname/filename from the first [data-filename] element, else the locator query (§1.3)."""
+    """dbcode/dbname/filename from the first [data-filename] element, else the locator query."""
     ids = {"dbcode": "", "dbname": "", "filename": ""}
     marked = first_match(scope, "[data-filename]")
     if marked is not None:
@@ -182,7 +182,7 @@ def _identifiers(scope: lxml.html.HtmlElement, locator: str) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------
-# Result grid (§3)
+# Result grid
 
 _ZERO_RESULT = re.compile(r"未找到|没有找到|未检索到|暂无.{0,6}结果")
 TEMPORARY_EMPTY = re.compile(r"暂无数据|稍后重试|服务繁忙")
@@ -201,19 +201,25 @@ def _grid_rows(root: lxml.html.HtmlElement) -> Iterator[lxml.html.HtmlElement]:
 
 
 def _with_ref(paper: Paper) -> Paper:
-    """Rows carry their provisional record_ref, so a paper seen again keeps its ref (engine §6.4)."""
+    """Rows carry their provisional record_ref, so a paper seen again keeps its ref."""
     paper.record_ref = record_ref_for(paper)
     return paper
 
 
+def _title_link(scope: lxml.html.HtmlElement, selector: str, base_url: str) -> tuple[str, str] | None:
+    """(title, locator) of a row's title link; None when the row has no titled link."""
+    anchor = first_match(scope, selector)
+    title = _clean_title(anchor.text_content()) if anchor is not None else ""
+    if anchor is None or not title:
+        return None
+    return title, _resolve(anchor.get("href"), base_url)
+
+
 def _grid_row(tr: lxml.html.HtmlElement, base_url: str) -> Paper | None:
-    anchor = first_match(tr, "td.name a, a.fz14")
-    if anchor is None:
+    found = _title_link(tr, "td.name a, a.fz14", base_url)
+    if found is None:
         return None
-    title = _clean_title(anchor.text_content())
-    if not title:
-        return None
-    locator = _resolve(anchor.get("href"), base_url)
+    title, locator = found
     authors: list[str] = []
     cell = first_match(tr, "td.author")
     if cell is not None:
@@ -254,13 +260,10 @@ def _cited_count(tr: lxml.html.HtmlElement) -> int | None:
 
 def _sentence_row(block: lxml.html.HtmlElement, base_url: str) -> Paper | None:
     """A 句子检索 (brief/senquery) result block: ``.middle`` with ``h6 a.fz14`` and ``.baseinfo``."""
-    anchor = first_match(block, "h6 a.fz14, a.fz14")
-    if anchor is None:
+    found = _title_link(block, "h6 a.fz14, a.fz14", base_url)
+    if found is None:
         return None
-    title = _clean_title(anchor.text_content())
-    if not title:
-        return None
-    locator = _resolve(anchor.get("href"), base_url)
+    title, locator = found
     info = first_match(block, ".baseinfo")
     authors: list[str] = []
     source = date = doctype = ""
@@ -422,7 +425,7 @@ def parse_grid(html: str, base_url: str) -> GridPage:
 
 
 # --------------------------------------------------------------------------------------------
-# Detail page (§4)
+# Detail page
 
 _LOGIN_WIDGET = re.compile(r"login|Login|ecp_")
 _ISSUE = re.compile(
@@ -537,7 +540,7 @@ def _date_text(text: str) -> str:
 
 
 def _detail_abstract(root: lxml.html.HtmlElement) -> tuple[str, str]:
-    """(abstract, excerpt): a 正文快照/全文快照 block is an excerpt, never an abstract (§4.2)."""
+    """(abstract, excerpt): a 正文快照/全文快照 block is an excerpt, never an abstract."""
     el = first_match(root, "#ChDivSummary")
     if el is None:
         el = first_match(root, ".abstract-text")
@@ -622,7 +625,7 @@ _UNSUPPORTED_DETAIL_KINDS = ((".main-book, .book-info", "book", "图书"),)
 
 
 def parse_detail(html: str, url: str) -> Paper:
-    """Every field of a kcms2 detail page, first non-empty source wins (§4.2)."""
+    """Every field of a kcms2 detail page, first non-empty source wins."""
     root = load_page(html)
     for selector, kind, label in _UNSUPPORTED_DETAIL_KINDS:
         if first_match(root, selector) is not None:
@@ -705,7 +708,7 @@ def parse_detail(html: str, url: str) -> Paper:
 
 
 def check_identity(paper_expected: Paper, paper_seen: Paper) -> None:
-    """Raise IDENTITY_CONFLICT unless the page shows the requested paper (§4.3)."""
+    """Raise IDENTITY_CONFLICT unless the page shows the requested paper."""
     same = detail_matches(paper_expected, paper_seen)
     if not same:
         raise CnkiError(
@@ -716,7 +719,7 @@ def check_identity(paper_expected: Paper, paper_seen: Paper) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Journal page (§5)
+# Journal page
 
 _TIER = re.compile(
     r"(?<![A-Za-z0-9])(?:CSSCI来源期刊|CSSCI扩展版|CSSCI|CSCD来源期刊|CSCD核心库|CSCD扩展库|CSCD|北大核心期刊|北大核心"

@@ -1,6 +1,6 @@
 """Relevance, source quality, total score, eligibility and the selection of a search's results.
 
-The formulas are the seed's (engine spec §9): text match is a Dice overlap of token sets made of
+The formulas are the reference server's (docs/architecture.md, "Ranking"): text match is a Dice overlap of token sets made of
 Chinese character pairs and English words; quality mixes the journal's inclusion tier, its impact
 factor, annual citations and the document type. Everything is pure and deterministic: ties are
 broken by ``record_ref``.

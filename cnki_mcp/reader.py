@@ -1,4 +1,4 @@
-"""The HTML full-text reader, both generations, as pure parsing (spec/real-pages-2026.md §4, site.md §6.2).
+"""The HTML full-text reader, both generations, as pure parsing (docs/site-notes.md, "The reader").
 
 - ``nzkhtml`` (2024–2025, ``nzkhtml/xmlRead/…``): the text is in ``#paperRead.ChapterContainer``,
   the catalogue in ``.catalogboxs``; ``parse_reader`` reads it.

@@ -23,7 +23,7 @@ import msgspec
 
 from cnki_mcp.arguments import SearchArgs, SearchOptions, StructuredSearchArgs
 from cnki_mcp.clock import utc_now_iso
-from cnki_mcp.enrich import Enrichment, title_row
+from cnki_mcp.enrich import Enrichment
 from cnki_mcp.errors import CnkiError, as_cnki_error
 from cnki_mcp.identity import fingerprint
 from cnki_mcp.jobs import OperationContext
@@ -32,10 +32,14 @@ from cnki_mcp.model import (
     Budget,
     Channel,
     Coverage,
+    CoverageView,
     Hit,
+    LocalReply,
     Paper,
     Plan,
     SearchRecord,
+    SearchSummary,
+    TitleRow,
 )
 from cnki_mcp.parse import GridPage
 from cnki_mcp.query import (
@@ -70,7 +74,28 @@ log = logging.getLogger(__name__)
 # --- the search input and its resumable state -------------------------------------------------------
 
 
-class SearchInput(msgspec.Struct, omit_defaults=True):
+class SearchSettings(msgspec.Struct, kw_only=True):
+    """The options a search runs with, as its checkpoint keeps them (the tool fills every default).
+
+    Its own Struct, not the tool's argument Struct: a new optional argument must not change what
+    is stored, and a checkpoint written by another version must still load (unknown names pass).
+    """
+
+    on_verification: str
+    sort: str
+    candidate_target: int
+    max_pages: int
+    max_requests: int
+    timeout_seconds: int
+    metadata: str
+    freshness: str
+
+    @classmethod
+    def of(cls, options: SearchOptions) -> SearchSettings:
+        return cls(**{name: getattr(options, name) for name in cls.__struct_fields__})
+
+
+class SearchInput(msgspec.Struct, omit_defaults=True, kw_only=True):
     """The search as it runs, after defaults (structured searches: query ``structured:<hash>``)."""
 
     query: str
@@ -79,7 +104,7 @@ class SearchInput(msgspec.Struct, omit_defaults=True):
     year_from: int = 0
     year_to: int = 0
     concept_groups: list[list[str]] = []
-    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
+    options: SearchSettings
 
 
 class SearchState(msgspec.Struct, omit_defaults=True):
@@ -113,19 +138,19 @@ def search_input(args: SearchArgs) -> SearchInput:
         year_from=args.year_from,
         year_to=args.year_to,
         concept_groups=args.concept_groups,
-        options=args.options,
+        options=SearchSettings.of(args.options),
     )
 
 
 def structured_input(args: StructuredSearchArgs) -> SearchInput:
-    """structured_search as a precise search whose query names the expression (§10.1)."""
+    """structured_search as a precise search whose query names the expression."""
     return SearchInput(
         query="structured:" + fingerprint(args.expression),
         mode="precise",
         limit=args.limit,
         year_from=args.year_from,
         year_to=args.year_to,
-        options=args.options,
+        options=SearchSettings.of(args.options),
     )
 
 
@@ -155,7 +180,7 @@ def search_budget(request: SearchInput) -> Budget:
     )
 
 
-# --- concept planning at the tool entry (§3.1) ------------------------------------------------------
+# --- concept planning at the tool entry ------------------------------------------------------
 
 
 async def plan_search(args: SearchArgs, ctx: Any) -> Plan:
@@ -193,7 +218,7 @@ class Research:
         self.year = year
         self._branches: dict[str, list[list[Condition]]] = {}
 
-    async def run(self, op: OperationContext, state: SearchState) -> dict[str, Any]:
+    async def run(self, op: OperationContext, state: SearchState) -> SearchSummary:
         """Run (or resume) a search; always stores a search record and returns its summary."""
         run = _Run(state)
         op.checkpoint(state)
@@ -229,9 +254,7 @@ class Research:
             state.pool = self._pool(state, state.refs)
             op.checkpoint(state)
         if not state.enriched:
-            fatal = await self._enrich(op, run, state.pool, "enrichment")
-            if fatal is not None:
-                raise fatal
+            await self._enrich(op, run, state.pool, "enrichment")
             state.enriched = True
             op.checkpoint(state)
         if not state.feedback_done:
@@ -241,12 +264,12 @@ class Research:
             state.feedback_pool = self._pool(state, state.feedback_refs)
             op.checkpoint(state)
         if not state.finished:
-            fatal = await self._enrich(op, run, state.feedback_pool, "feedback_enrichment")
-            if fatal is not None:
-                raise fatal
+            await self._enrich(op, run, state.feedback_pool, "feedback_enrichment")
             state.finished = True
 
-    async def _enrich(self, op: OperationContext, run: _Run, refs: list[str], stage: str) -> CnkiError | None:
+    async def _enrich(self, op: OperationContext, run: _Run, refs: list[str], stage: str) -> None:
+        """Details for every ref; raises the first fatal error (Enrichment.parallel says what stops)."""
+
         async def one(ref: str) -> None:
             try:
                 await self.enrichment.enhance(op, ref)
@@ -255,7 +278,9 @@ class Research:
                     run.errors += 1
                 raise
 
-        return await self.enrichment.parallel(op, refs, stage, one)
+        fatal = await self.enrichment.parallel(op, refs, stage, one)
+        if fatal is not None:
+            raise fatal
 
     def _query(self, channel: Channel, request: SearchInput) -> GridQuery:
         branches = self._branches.get(channel.name)
@@ -388,8 +413,8 @@ class Research:
         papers = self.catalog.papers(refs)
         return detail_pool(refs, metadata, rank(papers, state.plan.concepts, state.hits, self.year))
 
-    def _finish(self, op: OperationContext, run: _Run, error: CnkiError | None) -> dict[str, Any]:
-        """Rank, select, store the search record and build the summary (§9.8)."""
+    def _finish(self, op: OperationContext, run: _Run, error: CnkiError | None) -> SearchSummary:
+        """Rank, select, store the search record and build the summary."""
         state = run.state
         request = state.input
         ranked = self._rank(state, state.refs)
@@ -411,25 +436,20 @@ class Research:
             for item in ranked
             if item.paper.quality is not None and item.paper.quality.state == "present"
         }
-        summary: dict[str, Any] = {
-            "search_id": state.search_id,
-            "status": status,
-            "candidate_count": len(ranked),
-            "eligible_count": sum(1 for item in ranked if item.eligible),
-            "selected_count": len(selected),
-            "enhanced_count": enhanced,
-            "quality_source_count": len(journals),
-        }
-        excluded = exclusions(ranked, selected)
-        if excluded:
-            summary["selection_exclusions"] = excluded
-        summary["coverage"] = coverage_json(state.coverage)
-        incomplete = incomplete_channels(state.coverage)
-        if incomplete:
-            summary["incomplete_channels"] = incomplete
-        summary["plan"] = msgspec.to_builtins(state.plan)
-        summary["results"] = [title_row(item.paper) for item in selected[: request.limit or DEFAULT_LIMIT]]
-        return summary
+        return SearchSummary(
+            search_id=state.search_id,
+            status=status,
+            candidate_count=len(ranked),
+            eligible_count=sum(1 for item in ranked if item.eligible),
+            selected_count=len(selected),
+            enhanced_count=enhanced,
+            quality_source_count=len(journals),
+            selection_exclusions=exclusions(ranked, selected),
+            coverage=[CoverageView.of(entry) for entry in state.coverage],
+            incomplete_channels=incomplete_channels(state.coverage),
+            plan=state.plan,
+            results=[TitleRow.of(item.paper) for item in selected[: request.limit or DEFAULT_LIMIT]],
+        )
 
     # -- get_metadata (network path) --
 
@@ -458,30 +478,7 @@ def incomplete_channels(coverage: Iterable[Coverage]) -> list[str]:
     return [entry.channel for entry in coverage if entry.failed and not entry.exhausted]
 
 
-def coverage_json(coverage: Iterable[Coverage]) -> list[dict[str, Any]]:
-    """Coverage as clients see it: pages, rows, total (null when unknown) and exhausted always present."""
-    out = []
-    for entry in coverage:
-        row: dict[str, Any] = {
-            "channel": entry.channel,
-            "pages": entry.pages,
-            "rows": entry.rows,
-            "total": entry.total,
-            "exhausted": entry.exhausted,
-        }
-        if entry.total == 0 and entry.zero:
-            row["zero_confirmed_by"] = "page" if entry.zero == "stated" else "control_query"
-        if entry.failed:
-            row["failed"] = True
-        if entry.error:
-            row["error"] = entry.error
-        if entry.error_code:
-            row["error_code"] = entry.error_code
-        out.append(row)
-    return out
-
-
-async def run_search(op: OperationContext, engine: Enrichment, fresh: SearchState | None) -> dict[str, Any]:
+async def run_search(op: OperationContext, engine: Enrichment, fresh: SearchState | None) -> SearchSummary:
     """The body of a search operation: ``fresh`` for a new search, None to resume from the checkpoint."""
     if fresh is not None:
         state = msgspec.structs.replace(fresh, search_id=op.operation_id)
@@ -490,7 +487,7 @@ async def run_search(op: OperationContext, engine: Enrichment, fresh: SearchStat
     return await Research(engine).run(op, state)
 
 
-def cached_reply(store: Store, key: str, limit: int) -> dict[str, Any] | None:
+def cached_reply(store: Store, key: str, limit: int) -> LocalReply | None:
     """The prefer_cache answer rebuilt from a completed search of the last 10 minutes, or None."""
     record = store.cached_search(key)
     if record is None:
@@ -500,17 +497,17 @@ def cached_reply(store: Store, key: str, limit: int) -> dict[str, Any] | None:
     results = []
     for entry in selected[: limit or DEFAULT_LIMIT]:
         paper = papers.get(entry.record_ref)
-        results.append(title_row(paper) if paper is not None else {"record_ref": entry.record_ref})
-    summary = {
-        "search_id": record.search_id,
-        "status": record.status,
-        "candidate_count": len(record.entries),
-        "eligible_count": sum(1 for entry in record.entries if entry.eligible),
-        "selected_count": len(selected),
-        "enhanced_count": 0,
-        "quality_source_count": 0,
-        "coverage": coverage_json(record.coverage),
-        "plan": msgspec.to_builtins(record.plan),
-        "results": results,
-    }
-    return {"status": "completed", "source": "cache", "requests": 0, "result": summary}
+        results.append(TitleRow.of(paper) if paper is not None else TitleRow(record_ref=entry.record_ref))
+    summary = SearchSummary(
+        search_id=record.search_id,
+        status=record.status,
+        candidate_count=len(record.entries),
+        eligible_count=sum(1 for entry in record.entries if entry.eligible),
+        selected_count=len(selected),
+        enhanced_count=0,
+        quality_source_count=0,
+        coverage=[CoverageView.of(entry) for entry in record.coverage],
+        plan=record.plan,
+        results=results,
+    )
+    return LocalReply(source="cache", requests=0, result=summary)

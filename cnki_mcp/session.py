@@ -173,7 +173,7 @@ async def _login_expired() -> CnkiError:
 
 
 def _cnki_page(url: str) -> bool:
-    """identityAnywhere (§1.1): any tab on a cnki.net host, whatever its scheme."""
+    """identityAnywhere: any tab on a cnki.net host, whatever its scheme."""
     if is_site_url(url):
         return True
     try:

@@ -29,6 +29,7 @@ import click
 import psutil
 
 from cnki_mcp import clients
+from cnki_mcp.clock import Deadline
 from cnki_mcp.discovery import browser_candidates, probe_version
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Config
@@ -354,8 +355,8 @@ def check_browser(path: Path, timeout: float = BROWSER_CHECK_SECONDS) -> None:
 
 
 def _wait_for_blank_page(process: subprocess.Popen[bytes], port: int, timeout: float, log_path: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    deadline = Deadline(timeout)
+    while not deadline.passed:
         code = process.poll()
         if code is not None:
             raise _check_failed(f"浏览器启动后立即退出（退出码 {code}）", log_path)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +25,7 @@ import msgspec
 
 from cnki_mcp.browser import Browser, DownloadEvent, Tab
 from cnki_mcp.cdp import FetchResult, NavigationResult
+from cnki_mcp.clock import Deadline
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.human import Person
 from cnki_mcp.jobs import OperationContext
@@ -86,7 +86,7 @@ def _observe_js(condition: str) -> str:
 
 
 def bind_detail(requested: Paper, observed: Paper, locator: str) -> Paper:
-    """The parsed detail page as the requested record (§6.6): same ref, gaps filled from the request.
+    """The parsed detail page as the requested record: same ref, gaps filled from the request.
 
     Raises IDENTITY_CONFLICT when the page shows another paper.
     """
@@ -323,14 +323,14 @@ class Site:
         ACCESS_DENIED. ``accept`` may raise to stop; errors it raises with an identity code stop at
         once, others are remembered and raised at the timeout (else CONTENT_NOT_READY).
         """
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         last: CnkiError | None = None
         while True:
             epoch = self.person.epoch
             seen = await self.observe(tab, condition)
             if seen is not None and seen.ready:
                 if await self.hand_over(op, tab, seen, epoch=epoch):
-                    deadline = time.monotonic() + timeout
+                    deadline.restart()
                     continue
                 problem = page_problem(seen.page, seen.url)
                 if problem is not None:
@@ -344,7 +344,7 @@ class Site:
                 else:
                     if value is not None:
                         return value
-            if time.monotonic() >= deadline:
+            if deadline.passed:
                 raise last or CnkiError(
                     "CONTENT_NOT_READY",
                     "页面未呈现预期内容，不能判定正文不存在或无权限",

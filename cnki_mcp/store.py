@@ -119,7 +119,7 @@ def save_config(root: Path, config: Config) -> None:
         raise CnkiError("DISK_WRITE_FAILED", f"无法写入 {path}：{exc.strerror or exc}。", details={"path": str(path)}) from exc
 
 
-# --- freshness (§14.4) ------------------------------------------------------------------------
+# --- freshness ------------------------------------------------------------------------
 
 
 def detail_is_fresh(paper: Paper, now: datetime | None = None) -> bool:
@@ -142,7 +142,7 @@ def journal_is_fresh(quality: Quality, now: datetime | None = None) -> bool:
     return age < JOURNAL_OTHER_TTL_SECONDS
 
 
-# --- directory lock (§14.5) -------------------------------------------------------------------
+# --- directory lock -------------------------------------------------------------------
 
 
 class DirectoryLock:
@@ -217,6 +217,16 @@ else:
 # --- the store ---------------------------------------------------------------------------------
 
 
+class _InRoot:
+    """A path of the data directory's layout, read as ``store.<name>``: ``root / name``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, store: Store, owner: type | None = None) -> Path:
+        return store.root / self.name
+
+
 class Store:
     """The in-memory research store bound to one locked data directory.
 
@@ -251,11 +261,7 @@ class Store:
             for name in SUBFOLDERS:
                 (root / name).mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
-            raise CnkiError(
-                "STORE_UNAVAILABLE",
-                f"无法创建数据目录 {root}：{exc.strerror or exc}。",
-                details={"path": str(root)},
-            ) from exc
+            raise _unavailable(root, f"无法创建数据目录 {root}：{exc.strerror or exc}。") from exc
         lock = DirectoryLock.acquire(root)
         try:
             data = _read_store(root / RESEARCH_FILE)
@@ -266,25 +272,11 @@ class Store:
 
     # -- layout --
 
-    @property
-    def research_path(self) -> Path:
-        return self.root / RESEARCH_FILE
-
-    @property
-    def browser_dir(self) -> Path:
-        return self.root / "browser"
-
-    @property
-    def downloads_dir(self) -> Path:
-        return self.root / "downloads"
-
-    @property
-    def exports_dir(self) -> Path:
-        return self.root / "exports"
-
-    @property
-    def diagnostics_dir(self) -> Path:
-        return self.root / "diagnostics"
+    research_path = _InRoot(RESEARCH_FILE)
+    browser_dir = _InRoot("browser")
+    downloads_dir = _InRoot("downloads")
+    exports_dir = _InRoot("exports")
+    diagnostics_dir = _InRoot("diagnostics")
 
     def incoming_dir(self, op_id: str) -> Path:
         """``<root>/incoming/<op_id>/`` (0700), where the browser saves an operation's downloads."""
@@ -344,7 +336,7 @@ class Store:
     # -- retention and flushing --
 
     def trim(self, now: datetime | None = None) -> None:
-        """Apply retention (§14.4): 300 newest searches, 200 newest operations, live cache entries."""
+        """Apply retention: 300 newest searches, 200 newest operations, live cache entries."""
         now = now or utc_now()
         data = self.data
         _keep_newest(data.searches, KEEP_SEARCHES, lambda record: record.created_at)
@@ -493,11 +485,7 @@ def _read_store(path: Path) -> StoreData:
     except FileNotFoundError:
         return StoreData()
     except OSError as exc:
-        raise CnkiError(
-            "STORE_UNAVAILABLE",
-            f"无法读取 {path}：{exc.strerror or exc}。",
-            details={"path": str(path)},
-        ) from exc
+        raise _unavailable(path, f"无法读取 {path}：{exc.strerror or exc}。") from exc
     try:
         data = _DECODER.decode(raw)
     except msgspec.DecodeError as exc:
@@ -508,6 +496,10 @@ def _read_store(path: Path) -> StoreData:
         reason = f"version {data.version}, expected {STORE_VERSION}"
     _set_aside(path, reason)
     return StoreData()
+
+
+def _unavailable(path: Path, message: str) -> CnkiError:
+    return CnkiError("STORE_UNAVAILABLE", message, details={"path": str(path)})
 
 
 def _set_aside(path: Path, reason: str) -> Path:
@@ -521,10 +513,7 @@ def _set_aside(path: Path, reason: str) -> Path:
     try:
         os.rename(path, target)
     except OSError as exc:
-        raise CnkiError(
-            "STORE_UNAVAILABLE",
-            f"{path} 无法读取，且无法改名保存（{exc.strerror or exc}）；为避免丢失数据，未继续。",
-            details={"path": str(path)},
-        ) from exc
+        message = f"{path} 无法读取，且无法改名保存（{exc.strerror or exc}）；为避免丢失数据，未继续。"
+        raise _unavailable(path, message) from exc
     log.warning("set aside unreadable %s as %s (%s)", path, target.name, reason)
     return target

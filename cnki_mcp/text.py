@@ -1,4 +1,4 @@
-"""Normalisation keys shared by the parsers, the store and ranking (spec/engine.md §0).
+"""Normalisation keys shared by the parsers, the store and ranking.
 
 These functions define identity: two records merge or a detail page binds to a request only when
 these keys agree, so they follow the reference rules exactly (Go's notion of whitespace, Go's

@@ -1,4 +1,5 @@
-"""A real MCP client over stdio to `python -m cnki_mcp serve`, held open for a whole test module."""
+"""How tests talk to the server: a real MCP client over stdio to ``python -m cnki_mcp serve`` (held open
+for a whole test module), or ``call_tool`` on an in-process App, answering as a client would see it."""
 
 from __future__ import annotations
 
@@ -14,12 +15,21 @@ import os
 import shutil
 import sys
 
+import msgspec
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
+from cnki_mcp.app import App
+from cnki_mcp.tools import parse_arguments
+
 FINAL = ("completed", "partial", "failed", "skipped", "cancelled", "interrupted")
 REPO = Path(__file__).resolve().parents[1]
+
+
+async def call_tool(app: App, tool: str, raw: dict[str, Any], ctx: Any = None) -> Any:
+    """One tool call on an in-process App, its answer as JSON values (what the client receives)."""
+    return msgspec.to_builtins(await app.call(tool, parse_arguments(tool, raw), ctx))
 
 
 def chromium_or_skip() -> str:

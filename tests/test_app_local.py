@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -12,6 +11,7 @@ from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Evidence, Paper, SearchEntry, SearchRecord
 from cnki_mcp.store import Store
+from tests.harness import call_tool
 
 
 def _papers() -> list[Paper]:
@@ -41,8 +41,6 @@ async def seeded(isolated_data_dir: Path) -> Path:
     return isolated_data_dir
 
 
-async def _call(app: App, tool: str, raw: dict[str, Any]) -> Any:
-    return await app.call(tool, parse_arguments(tool, raw), None)
 
 
 @pytest.fixture
@@ -54,7 +52,7 @@ async def app(seeded: Path):
 
 async def test_diagnostics_does_not_open_the_store(isolated_data_dir: Path) -> None:
     app = App(isolated_data_dir)
-    report = await _call(app, "diagnostics", {})
+    report = await call_tool(app, "diagnostics", {})
     assert report["status"] == "completed"
     assert report["data_dir"] == str(isolated_data_dir)
     assert "store" not in report
@@ -63,22 +61,22 @@ async def test_diagnostics_does_not_open_the_store(isolated_data_dir: Path) -> N
 
 
 async def test_search_results_scopes_views_and_paging(app: App) -> None:
-    first = await _call(app, "search_results", {"search_id": "op_search", "limit": 2})
+    first = await call_tool(app, "search_results", {"search_id": "op_search", "limit": 2})
     assert first["scope"] == "selected" and first["total"] == 5
     assert first["offset"] == 0 and first["next_offset"] == 2
     assert [r["record_ref"] for r in first["results"]] == [f"rec_{i:024x}" for i in range(2)]
     assert set(first["results"][0]) == {"record_ref", "title", "url"}
 
-    last = await _call(app, "search_results", {"search_id": "op_search", "offset": 4, "limit": 2})
+    last = await call_tool(app, "search_results", {"search_id": "op_search", "offset": 4, "limit": 2})
     assert len(last["results"]) == 1 and last["next_offset"] is None
 
-    eligible = await _call(app, "search_results", {"search_id": "op_search", "scope": "eligible", "view": "compact"})
+    eligible = await call_tool(app, "search_results", {"search_id": "op_search", "scope": "eligible", "view": "compact"})
     assert eligible["total"] == 8
     row = eligible["results"][0]
     assert row["authors"] == ["王利明", "作者0"] and row["eligible"] is True and row["score"] == 1.0
     assert "url" not in row and "locator" not in row
 
-    records = await _call(app, "search_results", {"search_id": "op_search", "scope": "candidates", "view": "records", "limit": 100})
+    records = await call_tool(app, "search_results", {"search_id": "op_search", "scope": "candidates", "view": "records", "limit": 100})
     assert records["total"] == 12
     assert records["results"][11]["eligible"] is False
     assert "locator" not in records["results"][0]["record"]
@@ -88,18 +86,18 @@ async def test_search_results_scopes_views_and_paging(app: App) -> None:
 async def test_search_results_reads_live_paper_fields(app: App) -> None:
     store = await app.store()
     store.data.papers[f"rec_{0:024x}"].abstract = "后来补充的摘要"
-    page = await _call(app, "search_results", {"search_id": "op_search", "view": "compact", "limit": 1})
+    page = await call_tool(app, "search_results", {"search_id": "op_search", "view": "compact", "limit": 1})
     assert page["results"][0]["abstract"] == "后来补充的摘要"
 
 
 async def test_unknown_search_id(app: App) -> None:
     with pytest.raises(CnkiError) as missing:
-        await _call(app, "search_results", {"search_id": "missing"})
+        await call_tool(app, "search_results", {"search_id": "missing"})
     assert missing.value.code == "SEARCH_NOT_FOUND"
 
 
 async def test_get_metadata_local_only(app: App) -> None:
-    reply = await _call(app, "get_metadata", {
+    reply = await call_tool(app, "get_metadata", {
         "local_only": True,
         "record_refs": [f"rec_{3:024x}", "rec_unknown"],
         "titles": ["违约金调整的基本标准研究7", "同名论文", "不存在的论文"],
@@ -112,23 +110,23 @@ async def test_get_metadata_local_only(app: App) -> None:
     codes = sorted(e["code"] for e in reply["result"]["errors"])
     assert codes == ["DOCUMENT_NOT_FOUND", "IDENTITY_AMBIGUOUS", "RECORD_NOT_FOUND"]
 
-    by_search = await _call(app, "get_metadata", {"local_only": True, "search_id": "op_search", "offset": 1, "limit": 2})
+    by_search = await call_tool(app, "get_metadata", {"local_only": True, "search_id": "op_search", "offset": 1, "limit": 2})
     assert [r["record_ref"] for r in by_search["result"]["records"]] == [f"rec_{1:024x}", f"rec_{2:024x}"]
 
 
 async def test_export_citations_from_a_search_and_to_a_file(app: App, seeded: Path) -> None:
-    reply = await _call(app, "export_citations", {"search_id": "op_search", "format": "gbt7714"})
+    reply = await call_tool(app, "export_citations", {"search_id": "op_search", "format": "gbt7714"})
     data = reply["data"]
     assert reply["status"] == "completed" and data["count"] == 5 and data["format"] == "gbt7714"
     assert data["text"].startswith("[1] 王利明, 作者0. 违约金调整的基本标准研究0[J]. 法学研究, 2020")
-    saved = await _call(app, "export_citations", {"record_refs": [f"rec_{1:024x}", f"rec_{1:024x}"], "format": "bibtex", "filename": "refs.bib"})
+    saved = await call_tool(app, "export_citations", {"record_refs": [f"rec_{1:024x}", f"rec_{1:024x}"], "format": "bibtex", "filename": "refs.bib"})
     assert saved["data"]["count"] == 1
     assert Path(saved["data"]["path"]) == seeded / "exports" / "refs.bib"
     with pytest.raises(CnkiError) as exists:
-        await _call(app, "export_citations", {"record_refs": [f"rec_{1:024x}"], "filename": "refs.bib"})
+        await call_tool(app, "export_citations", {"record_refs": [f"rec_{1:024x}"], "filename": "refs.bib"})
     assert exists.value.code == "FILE_EXISTS"
     with pytest.raises(CnkiError) as nothing:
-        await _call(app, "export_citations", {"record_refs": ["rec_unknown"]})
+        await call_tool(app, "export_citations", {"record_refs": ["rec_unknown"]})
     assert nothing.value.code == "INVALID_INPUT"
 
 
@@ -148,14 +146,14 @@ def test_export_arguments_are_rejected_before_any_work(raw: dict, code: str) -> 
 
 
 async def test_operation_status_idle_and_control(app: App) -> None:
-    assert (await _call(app, "operation_status", {}))["status"] == "idle"
+    assert (await call_tool(app, "operation_status", {}))["status"] == "idle"
     with pytest.raises(CnkiError) as unknown:
-        await _call(app, "operation_status", {"operation_id": "op_missing"})
+        await call_tool(app, "operation_status", {"operation_id": "op_missing"})
     assert unknown.value.code == "OPERATION_NOT_FOUND"
     with pytest.raises(CnkiError) as show:
-        await _call(app, "operation_control", {"action": "show"})
+        await call_tool(app, "operation_control", {"action": "show"})
     assert show.value.code == "VERIFICATION_NOT_FOUND"
-    recovered = await _call(app, "operation_control", {"action": "recover"})
+    recovered = await call_tool(app, "operation_control", {"action": "recover"})
     assert recovered["status"] == "completed"
 
 
@@ -163,7 +161,7 @@ async def test_second_server_on_the_same_directory_is_refused(app: App, seeded: 
     await app.store()
     other = App(seeded)
     with pytest.raises(CnkiError) as busy:
-        await _call(other, "search_results", {"search_id": "op_search"})
+        await call_tool(other, "search_results", {"search_id": "op_search"})
     assert busy.value.code == "DATA_DIRECTORY_IN_USE"
 
 
@@ -177,5 +175,5 @@ async def test_second_server_on_the_same_directory_is_refused(app: App, seeded: 
 )
 async def test_structured_search_checks_the_expression_first(app: App, expression: dict, code: str) -> None:
     with pytest.raises(CnkiError) as failure:
-        await _call(app, "structured_search", {"expression": expression})
+        await call_tool(app, "structured_search", {"expression": expression})
     assert failure.value.code == code

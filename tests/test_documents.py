@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from cnki_mcp.documents import (
@@ -78,19 +79,25 @@ def test_missing_and_duplicate_sections() -> None:
 def test_result_pages_through_a_section_and_keeps_the_whole_catalogue() -> None:
     doc = document()
     whole = reader_result(PAPER, doc, section="", offset=0, max_characters=20_000)
-    assert whole["text"] == doc.text and whole["next_offset"] is None
-    assert whole["total_characters"] == len(doc.text)
-    assert "\n\n" in whole["text"]  # paragraphs separated by a blank line
-    assert whole["complete_article"] is True and whole["trial"] is False
-    assert whole["url"] == PAPER.url and "section" not in whole
+    assert whole.text == doc.text
+    assert whole.next_offset is None
+    assert whole.total_characters == len(doc.text)
+    assert "\n\n" in whole.text  # paragraphs separated by a blank line
+    assert whole.complete_article is True
+    assert whole.trial is False
+    assert whole.url == PAPER.url
+    assert "section" not in msgspec.to_builtins(whole)
 
     first = reader_result(PAPER, doc, section="一、引言", offset=0, max_characters=10)
-    assert first["text"] == doc.text[:10] and first["next_offset"] == 10
-    assert first["section"]["title"] == "一、引言"
-    assert [s["title"] for s in first["sections"]] == [s.title for s in doc.sections]
+    assert first.text == doc.text[:10]
+    assert first.next_offset == 10
+    assert first.section is not None
+    assert first.section.title == "一、引言"
+    assert first.sections == doc.sections
     rest = reader_result(PAPER, doc, section="一、引言", offset=10, max_characters=10_000)
-    assert first["text"] + rest["text"] == doc.text[: first["section"]["length"]]
-    assert rest["next_offset"] is None and rest["total_characters"] == first["section"]["length"]
+    assert first.text + rest.text == doc.text[: first.section.length]
+    assert rest.next_offset is None
+    assert rest.total_characters == first.section.length
 
 
 def test_complete_article_from_the_judged_scope() -> None:

@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -33,6 +34,11 @@ from cnki_mcp.store import Store
 
 REF = "rec_8f6f38fc3ab3f5b8e4637434"
 PDF = b"%PDF-1.7\n" + b"x" * 200 + b"\n%%EOF\n"
+
+
+async def prior_reply(store: Store, ref: str, request: DownloadRequest) -> Any:
+    """``prior``'s answer as the client receives it (None when a new click is due)."""
+    return msgspec.to_builtins(await prior(store, ref, request))
 
 
 @pytest.fixture
@@ -132,30 +138,35 @@ def _clicked(store: Store, guid: str = "", fmt: str = "pdf", name: str = "题名
 async def test_uncertain_click_is_never_repeated_without_retry(store: Store) -> None:
     _clicked(store)
     with pytest.raises(CnkiError) as error:
-        await prior(store, REF, DownloadRequest())
+        await prior_reply(store, REF, DownloadRequest())
     assert error.value.code == "SIDE_EFFECT_UNCERTAIN" and error.value.retryable
     assert error.value.details["state"] == "clicked"
-    assert await prior(store, REF, DownloadRequest(format="pdf", retry=True)) is None  # retry: a new click is due
-    assert await prior(store, REF, DownloadRequest(format="caj")) is None  # another format is another download
+    assert await prior_reply(store, REF, DownloadRequest(format="pdf", retry=True)) is None  # retry: a new click is due
+    assert await prior_reply(store, REF, DownloadRequest(format="caj")) is None  # another format is another download
 
 
 async def test_late_file_is_found_and_then_served_from_cache(store: Store) -> None:
     artifact = _clicked(store)
     Path(artifact.incoming, "0f0e-guid-1").write_bytes(PDF)
     Path(artifact.incoming, "1f0e-guid-2.crdownload").write_bytes(b"partial")
-    found = await prior(store, REF, DownloadRequest())
-    assert found is not None and found["requests"] == 0
+    found = await prior_reply(store, REF, DownloadRequest())
+    assert found is not None
+    assert found["requests"] == 0
     result = found["result"]
-    assert result["state"] == "completed" and result["source"] == "download"
-    assert result["sha256"] == hashlib.sha256(PDF).hexdigest() and result["bytes"] == len(PDF)
+    assert result["state"] == "completed"
+    assert result["source"] == "download"
+    assert result["sha256"] == hashlib.sha256(PDF).hexdigest()
+    assert result["bytes"] == len(PDF)
     assert Path(result["path"]) == store.downloads_dir / "题名_8f6f38fc.pdf"
     assert not Path(artifact.incoming, "0f0e-guid-1").exists()
 
-    again = await prior(store, REF, DownloadRequest())
-    assert again is not None and again["source"] == "cache" and again["result"]["source"] == "cache"
+    again = await prior_reply(store, REF, DownloadRequest())
+    assert again is not None
+    assert again["source"] == "cache"
+    assert again["result"]["source"] == "cache"
 
     Path(result["path"]).write_bytes(PDF + b"changed")  # changed on disk: downloaded afresh
-    assert await prior(store, REF, DownloadRequest()) is None
+    assert await prior_reply(store, REF, DownloadRequest()) is None
 
 
 async def test_partial_late_file_keeps_the_click_uncertain(store: Store) -> None:
@@ -164,7 +175,7 @@ async def test_partial_late_file_keeps_the_click_uncertain(store: Store) -> None
     Path(artifact.incoming, "other").write_bytes(PDF)  # not this click's GUID
     assert reconcile(store.downloads_dir, artifact) is None
     with pytest.raises(CnkiError) as error:
-        await prior(store, REF, DownloadRequest(format="pdf"))
+        await prior_reply(store, REF, DownloadRequest(format="pdf"))
     assert error.value.code == "SIDE_EFFECT_UNCERTAIN"
 
 
@@ -277,7 +288,7 @@ def _completed(store: Store) -> Artifact:
 async def test_a_new_name_for_a_downloaded_paper_is_a_local_copy(store: Store) -> None:
     done = _completed(store)
     check_names(store.downloads_dir, DownloadRequest(filename="副本.pdf", subdirectory="读过"))
-    answer = await prior(store, REF, DownloadRequest(filename="副本.pdf", subdirectory="读过"))
+    answer = await prior_reply(store, REF, DownloadRequest(filename="副本.pdf", subdirectory="读过"))
     assert answer is not None
     result = answer["result"]
     assert answer["requests"] == 0
@@ -286,24 +297,26 @@ async def test_a_new_name_for_a_downloaded_paper_is_a_local_copy(store: Store) -
     assert Path(result["path"]) == store.downloads_dir / "读过" / "副本.pdf"
     assert Path(result["path"]).read_bytes() == PDF
     assert Path(done.path).read_bytes() == PDF  # the original stays
-    same = await prior(store, REF, DownloadRequest(filename="副本.pdf", subdirectory="读过"))
-    assert same is not None and same["result"]["path"] == result["path"]  # asking again is the same copy
-    own = await prior(store, REF, DownloadRequest(filename=Path(done.path).name))
-    assert own is not None and own["result"]["source"] == "cache"
+    same = await prior_reply(store, REF, DownloadRequest(filename="副本.pdf", subdirectory="读过"))
+    assert same is not None
+    assert same["result"]["path"] == result["path"]  # asking again is the same copy
+    own = await prior_reply(store, REF, DownloadRequest(filename=Path(done.path).name))
+    assert own is not None
+    assert own["result"]["source"] == "cache"
 
 
 async def test_a_new_name_that_is_taken_is_file_exists(store: Store) -> None:
     _completed(store)
     (store.downloads_dir / "别人的.pdf").write_bytes(b"mine")
     with pytest.raises(CnkiError) as error:
-        await prior(store, REF, DownloadRequest(filename="别人的.pdf"))
+        await prior_reply(store, REF, DownloadRequest(filename="别人的.pdf"))
     assert error.value.code == "FILE_EXISTS"
     assert (store.downloads_dir / "别人的.pdf").read_bytes() == b"mine"
 
 
 async def test_a_filename_picks_the_ledger_entry_of_its_extension(store: Store) -> None:
     _completed(store)
-    assert await prior(store, REF, DownloadRequest(filename="论文.caj")) is None  # no CAJ yet: a download is due
+    assert await prior_reply(store, REF, DownloadRequest(filename="论文.caj")) is None  # no CAJ yet: a download is due
 
 
 # --- the detail page's entries ----------------------------------------------------------------

@@ -29,12 +29,12 @@ import psutil
 import pytest
 
 from cnki_mcp import files, store as store_module
-from cnki_mcp.tools import parse_arguments
 from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import StoreData
 from tests.fake_site import FEEDBACK_TERMS, FakeSite, sim_paper
+from tests.harness import call_tool
 
 REPO = Path(__file__).resolve().parents[1]
 QUERY = {"query": "自动驾驶 产品责任"}
@@ -45,8 +45,6 @@ FIGURES: Counter[str] = Counter()
 # --- helpers ----------------------------------------------------------------------------------------
 
 
-async def call(app: App, tool: str, raw: dict[str, Any]) -> Any:
-    return await app.call(tool, parse_arguments(tool, raw), None)
 
 
 def valid_store(path: Path) -> StoreData:
@@ -96,7 +94,7 @@ async def test_a_burst_of_5xx_or_429_ends_partial_and_continue_repeats_nothing(a
     """After the site's own back-off gives up, the fatal code stops the search; continue finishes it."""
     fake.failures["grid"].update({"subject#2": code, "title#3": code, "keywords#1": code})
     fake.failures["detail"].update({"SIM0070": code})
-    first = await call(app, "search", QUERY)
+    first = await call_tool(app, "search", QUERY)
     FIGURES["faults_injected"] += 4
     assert first["status"] == "partial" and code in {e["code"] for e in first["errors"]}, first
     store = await app.store()
@@ -106,7 +104,7 @@ async def test_a_burst_of_5xx_or_429_ends_partial_and_continue_repeats_nothing(a
     done, rounds = first, 0
     while done["status"] == "partial" and rounds < 6:  # each fatal failure stops the run once more
         assert {e["code"] for e in done["errors"]} <= {code}, done
-        done = await call(app, "operation_control", {"action": "continue", "operation_id": first["operation_id"]})
+        done = await call_tool(app, "operation_control", {"action": "continue", "operation_id": first["operation_id"]})
         rounds += 1
     assert done["status"] == "completed" and done["result"]["candidate_count"] == 200, done
     assert not any(fake.failures.values())  # every injected failure was met
@@ -117,20 +115,20 @@ async def test_a_burst_of_5xx_or_429_ends_partial_and_continue_repeats_nothing(a
 
 async def test_slow_answers_exhaust_the_time_budget_and_continue_finishes(app: App, fake: FakeSite) -> None:
     fake.latency = 0.25
-    first = await call(app, "search", {**QUERY, "options": {"timeout_seconds": 1}})
+    first = await call_tool(app, "search", {**QUERY, "options": {"timeout_seconds": 1}})
     FIGURES["faults_injected"] += 1
     assert first["status"] == "partial" and [e["code"] for e in first["errors"]] == ["BUDGET_EXHAUSTED"], first
     fake.latency = 0.001
-    done = await call(app, "operation_control", {"action": "continue", "operation_id": first["operation_id"], "additional_seconds": 600})
+    done = await call_tool(app, "operation_control", {"action": "continue", "operation_id": first["operation_id"], "additional_seconds": 600})
     assert done["status"] == "completed" and done["result"]["candidate_count"] == 200
     assert repeats(fake.log) == []
     FIGURES["continues"] += 1
 
 
 async def test_a_request_budget_burst_then_continue(app: App, fake: FakeSite) -> None:
-    first = await call(app, "search", {**QUERY, "options": {"max_requests": 23}})
+    first = await call_tool(app, "search", {**QUERY, "options": {"max_requests": 23}})
     assert first["status"] == "partial" and first["errors"][0]["code"] == "BUDGET_EXHAUSTED"
-    done = await call(app, "operation_control", {"action": "continue", "operation_id": first["operation_id"]})
+    done = await call_tool(app, "operation_control", {"action": "continue", "operation_id": first["operation_id"]})
     assert done["status"] == "completed" and len(fake.log) == FULL_RUN and repeats(fake.log) == []
 
 
@@ -150,11 +148,11 @@ async def test_a_full_disk_keeps_everything_in_memory_and_the_old_file_intact(
     before = store.research_path.read_bytes()
     with monkeypatch.context() as patch:
         patch.setattr(store_module.os, "write", _enospc)
-        view = await call(app, "search", QUERY)  # the network work never waits for the disk
+        view = await call_tool(app, "search", QUERY)  # the network work never waits for the disk
         assert view["status"] == "completed"
         assert not store.flush() and store.dirty and "No space left" in store.last_flush_error
         assert store.research_path.read_bytes() == before  # the last good file is untouched
-        diagnostics = await call(app, "diagnostics", {})
+        diagnostics = await call_tool(app, "diagnostics", {})
         assert diagnostics["store"]["papers"] == 201
     FIGURES["faults_injected"] += 1
     assert store.flush()  # space is back: the next flush writes everything

@@ -32,6 +32,7 @@ from cnki_mcp.parse import _resolve, is_site_url, parse_detail
 from tests.fake_site import FakeSite
 from tests.kns import pages
 from tests.kns.server import KnsSimulator, Scenario
+from tests.harness import call_tool
 
 SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
 FIGURES: dict[str, int] = {"hostile_paths": 0, "written_outside": 0}
@@ -287,15 +288,13 @@ class InjectingSite(FakeSite):
 
 
 async def test_instructions_inside_pages_are_returned_as_data_and_change_nothing(tmp_path: Path) -> None:
-    from tests.test_hardening_faults import call
-
     clean_site, hostile_site = FakeSite(), InjectingSite()
     runs = []
     for name, site in (("clean", clean_site), ("hostile", hostile_site)):
         app = App(tmp_path / name, site_factory=lambda: site)
         try:
-            view = await call(app, "search", {"query": "自动驾驶 产品责任", "limit": 5})
-            meta = await call(app, "get_metadata", {"search_id": view["operation_id"], "local_only": True, "limit": 5})
+            view = await call_tool(app, "search", {"query": "自动驾驶 产品责任", "limit": 5})
+            meta = await call_tool(app, "get_metadata", {"search_id": view["operation_id"], "local_only": True, "limit": 5})
             store = await app.store()
             runs.append((view, meta, sorted(site.log), len(store.data.operations), len(store.data.artifacts)))
         finally:

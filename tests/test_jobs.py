@@ -6,6 +6,7 @@ import asyncio
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from cnki_mcp.errors import CnkiError
@@ -30,12 +31,14 @@ async def test_completed_operation_keeps_result_and_counts_requests(jobs: Jobs) 
 
     job = jobs.start("metadata", kind_budget("metadata"), work)
     view = await jobs.wait(job, 5)
-    assert view["status"] == "completed"
-    assert view["requests"] == 2
-    assert view["result"] == {"records": [1, 2]}
-    assert view["stage"] == "metadata" and view["progress"] == {"done": 2, "total": 2}
-    assert "checkpoint" not in view
-    assert view["operation_id"].startswith("op_") and len(view["operation_id"]) == 27
+    assert view.status == "completed"
+    assert view.requests == 2
+    assert view.result == {"records": [1, 2]}
+    assert view.stage == "metadata"
+    assert view.progress == {"done": 2, "total": 2}
+    assert "checkpoint" not in msgspec.to_builtins(view)
+    assert view.operation_id.startswith("op_")
+    assert len(view.operation_id) == 27
 
 
 @pytest.mark.parametrize(
@@ -57,9 +60,9 @@ async def test_final_status_rules(jobs: Jobs, error: Exception | None, result: s
         raise error
 
     view = await jobs.wait(jobs.start("metadata", kind_budget("metadata"), work), 5)
-    assert view["status"] == expected
+    assert view.status == expected
     if error is not None:
-        assert view["errors"][-1]["code"] == (error.code if isinstance(error, CnkiError) else "OPERATION_FAILED")
+        assert view.errors[-1].code == (error.code if isinstance(error, CnkiError) else "OPERATION_FAILED")
 
 
 async def test_request_budget_is_enforced_at_admission(jobs: Jobs) -> None:
@@ -68,9 +71,9 @@ async def test_request_budget_is_enforced_at_admission(jobs: Jobs) -> None:
             ctx.charge()
 
     view = await jobs.wait(jobs.start("session", Budget(max_requests=3, timeout_seconds=60), work), 5)
-    assert view["requests"] == 3
-    assert view["status"] == "partial"  # BUDGET_EXHAUSTED is retryable
-    assert view["errors"][0]["code"] == "BUDGET_EXHAUSTED"
+    assert view.requests == 3
+    assert view.status == "partial"  # BUDGET_EXHAUSTED is retryable
+    assert view.errors[0].code == "BUDGET_EXHAUSTED"
 
 
 async def test_time_awaiting_a_person_is_not_charged(jobs: Jobs) -> None:
@@ -82,10 +85,10 @@ async def test_time_awaiting_a_person_is_not_charged(jobs: Jobs) -> None:
         return 1.0
 
     job = jobs.start("session", Budget(max_requests=10, timeout_seconds=1), work)
-    assert (await jobs.wait(job, 5))["status"] == "awaiting_user"
+    assert (await jobs.wait(job, 5)).status == "awaiting_user"
     view = await jobs.wait(job, 5)
-    assert view["status"] == "completed"
-    assert view["active_seconds"] < 0.3
+    assert view.status == "completed"
+    assert view.active_seconds < 0.3
 
 
 async def test_wait_returns_when_a_person_is_needed_and_blocks_while_they_work(jobs: Jobs) -> None:
@@ -100,16 +103,18 @@ async def test_wait_returns_when_a_person_is_needed_and_blocks_while_they_work(j
 
     job = jobs.start("login", kind_budget("login"), work)
     first = await jobs.wait(job, 5)
-    assert first["status"] == "awaiting_user" and first["message"] == "请登录"
+    assert first.status == "awaiting_user"
+    assert first.message == "请登录"
 
     started = time.monotonic()
     second = await jobs.wait(job, 0.3)  # already awaiting: no early return
-    assert second["status"] == "awaiting_user"
+    assert second.status == "awaiting_user"
     assert time.monotonic() - started >= 0.25
 
     gate.set()
     resumed = await jobs.resume(job.record.operation_id)  # returns as soon as the job ends
-    assert resumed["status"] == "completed" and resumed["result"] == "done"
+    assert resumed.status == "completed"
+    assert resumed.result == "done"
 
 
 async def test_resume_rules(jobs: Jobs) -> None:
@@ -141,9 +146,9 @@ async def test_cancel_ends_a_running_operation_quickly(jobs: Jobs) -> None:
     await asyncio.sleep(0)
     started = time.monotonic()
     view = await jobs.cancel(job.record.operation_id)
-    assert view["status"] == "cancelled"
+    assert view.status == "cancelled"
     assert time.monotonic() - started < 5
-    assert (await jobs.status(None, 0))["status"] == "idle"
+    assert (await jobs.status(None, 0)).status == "idle"
 
 
 async def test_status_of_unknown_and_stored_operations(jobs: Jobs) -> None:
@@ -157,7 +162,8 @@ async def test_status_of_unknown_and_stored_operations(jobs: Jobs) -> None:
     job = jobs.start("session", kind_budget("session"), work)
     await jobs.wait(job, 5)
     stored = await jobs.status(job.record.operation_id, 0)
-    assert stored["status"] == "completed" and stored["result"] == 7
+    assert stored.status == "completed"
+    assert stored.result == 7
 
 
 async def test_running_operation_reads_as_interrupted_after_restart(tmp_path: Path) -> None:
@@ -180,9 +186,9 @@ async def test_running_operation_reads_as_interrupted_after_restart(tmp_path: Pa
     reopened = Store.open(tmp_path)
     try:
         view = await Jobs(reopened).status(job.record.operation_id, 0)
-        assert view["status"] == "interrupted"
-        assert view["message"] == INTERRUPTED_MESSAGE
-        assert "checkpoint" not in view
+        assert view.status == "interrupted"
+        assert view.message == INTERRUPTED_MESSAGE
+        assert "checkpoint" not in msgspec.to_builtins(view)
     finally:
         await reopened.close()
 
@@ -196,18 +202,21 @@ async def test_continuation_budget_and_rules(jobs: Jobs) -> None:
 
     job = jobs.start("search", Budget(max_requests=3, timeout_seconds=900), exhausted)
     view = await jobs.wait(job, 5)
-    assert view["status"] == "partial"
+    assert view.status == "partial"
     prior, budget = jobs.continuation(job.record.operation_id, 0, 0)
     assert prior.operation_id == job.record.operation_id
-    assert budget.max_requests == 3 + 200 and budget.timeout_seconds == 900
+    assert budget.max_requests == 3 + 200
+    assert budget.timeout_seconds == 900
     _, more = jobs.continuation(job.record.operation_id, 50, 60)
-    assert more.max_requests == 53 and more.timeout_seconds == 960
+    assert more.max_requests == 53
+    assert more.timeout_seconds == 960
 
     resumed = jobs.start("search", budget, exhausted, resume_from=prior)
     final = await jobs.wait(resumed, 5)
-    assert final["operation_id"] == job.record.operation_id
-    assert final["requests"] == 3 + 5 and final["status"] == "completed"
-    assert final["created_at"] == view["created_at"]
+    assert final.operation_id == job.record.operation_id
+    assert final.requests == 3 + 5
+    assert final.status == "completed"
+    assert final.created_at == view.created_at
     with pytest.raises(CnkiError) as done:
         jobs.continuation(job.record.operation_id, 0, 0)
     assert done.value.code == "OPERATION_STATE"
@@ -261,7 +270,8 @@ async def test_progress_is_forwarded_while_waiting(jobs: Jobs) -> None:
 
     await jobs.wait(jobs.start("metadata", kind_budget("metadata"), work), 5, sink)
     values = [p for p, _ in seen]
-    assert values == sorted(values) and len(set(values)) == len(values)
+    assert values == sorted(values)
+    assert len(set(values)) == len(values)
     assert any(m and "metadata" in m for _, m in seen)
 
 
@@ -270,7 +280,8 @@ async def test_unstorable_result_fails_the_operation_instead_of_hanging(jobs: Jo
         return {"bad": object()}
 
     view = await jobs.wait(jobs.start("metadata", kind_budget("metadata"), work), 5)
-    assert view["status"] == "failed" and view["errors"][-1]["code"] == "OPERATION_FAILED"
+    assert view.status == "failed"
+    assert view.errors[-1].code == "OPERATION_FAILED"
 
 
 async def test_checkpoint_carries_active_time_and_errors_are_readable(jobs: Jobs) -> None:
@@ -282,6 +293,6 @@ async def test_checkpoint_carries_active_time_and_errors_are_readable(jobs: Jobs
 
     job = jobs.start("search", Budget(max_requests=5, timeout_seconds=60), work)
     view = await jobs.wait(job, 5)
-    assert view["result"] == ["DOCUMENT_NOT_FOUND"]
+    assert view.result == ["DOCUMENT_NOT_FOUND"]
     assert job.record.checkpoint == {"phase": 1}
     assert job.record.active_seconds >= 0.2

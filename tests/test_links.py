@@ -13,6 +13,7 @@ from cnki_mcp.links import Match, find_spans, render
 from cnki_mcp.model import Paper
 from cnki_mcp.store import Store
 from tests.fake_site import FakeSite, sim_paper
+from tests.harness import call_tool
 
 
 def test_nested_titles_links_and_code_spans() -> None:
@@ -76,7 +77,7 @@ async def app(isolated_data_dir: Path, site: FakeSite):
 
 async def test_tool_links_local_records(app: App) -> None:
     text = "参见《再论违约金调整 ——以民法典第585条为中心》与《没有公开链接的论文》及《未知》。"
-    reply = await app.call("link_references", parse_arguments("link_references", {"text": text}), None)
+    reply = await call_tool(app, "link_references", {"text": text})
     assert reply["status"] == "completed"
     assert reply["text"].startswith("参见[《再论违约金调整 ——以民法典第585条为中心》](https://kns.cnki.net/kcms2/article/abstract?v=abc)")
     assert [r["status"] for r in reply["references"]] == ["linked", "matched_without_link", "unresolved"]
@@ -96,8 +97,9 @@ async def test_tool_limits(app: App) -> None:
 async def test_lookup_missing_locates_titles_on_cnki(app: App, site: FakeSite) -> None:
     known = sim_paper(7)
     text = f"已有《没有公开链接的论文》，待查《{known.title}》与《知网上也没有》。"
-    reply = await app.call("link_references", parse_arguments("link_references", {"text": text, "lookup_missing": True}), None)
-    assert reply["kind"] == "links" and reply["status"] == "partial"
+    reply = await call_tool(app, "link_references", {"text": text, "lookup_missing": True})
+    assert reply["kind"] == "links"
+    assert reply["status"] == "partial"
     result = reply["result"]
     assert [r["status"] for r in result["references"]] == ["matched_without_link", "linked", "unresolved"]
     assert f"[《{known.title}》](https://kns.cnki.net/kcms2/article/abstract?v=7)" in result["text"]

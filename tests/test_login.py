@@ -115,7 +115,7 @@ async def test_forced_login_waits_for_a_different_identity_or_resume(jobs: Jobs,
     sessions, job = await wait_for_login(jobs, [INSTITUTION], before)
     await asyncio.sleep(0.1)
     assert job.record.status == "awaiting_user"
-    assert (await jobs.resume(job.record.operation_id))["status"] == "completed"
+    assert (await jobs.resume(job.record.operation_id)).status == "completed"
     assert sessions.last is None  # resume ends the wait; the flow then confirms on a reloaded page
 
 

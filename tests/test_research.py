@@ -18,7 +18,7 @@ from cnki_mcp.model import PARSER_VERSION, Budget, Paper, Quality
 from cnki_mcp.query import plan_explicit
 from cnki_mcp.catalog import Catalog, merge
 from cnki_mcp.enrich import Enrichment, JournalFlights
-from cnki_mcp.research import SearchInput, SearchState, cache_key, search_budget
+from cnki_mcp.research import SearchInput, SearchSettings, SearchState, cache_key, search_budget
 from cnki_mcp.research import run_search as search_operation
 from cnki_mcp.store import Store
 from tests.fake_site import ABSTRACT, FakeSite, sim_paper
@@ -29,7 +29,7 @@ FULL_RUN = 17 + 100 + 15  # grids + details + distinct journals of the reference
 
 def search_request(**options: Any) -> SearchInput:
     years = {k: options.pop(k) for k in ("year_from", "year_to") if k in options}
-    return SearchInput(query="自动驾驶 产品责任", concept_groups=CONCEPTS, options=SearchOptions(**options), **years)
+    return SearchInput(query="自动驾驶 产品责任", concept_groups=CONCEPTS, options=SearchSettings.of(SearchOptions(**options)), **years)
 
 
 @pytest.fixture
@@ -56,20 +56,20 @@ async def run_search(
     state = SearchState(search_id="", input=request, plan=plan, cache_key=cache_key(request, plan))
     job = jobs.start("search", budget or search_budget(request), lambda op: search_operation(op, engine(store, site), state))
     await asyncio.wait_for(job.done.wait(), 30)
-    return jobs.view(job), job.record.operation_id
+    return msgspec.to_builtins(jobs.view(job)), job.record.operation_id
 
 
 async def continue_run(jobs: Jobs, store: Store, site: FakeSite, op_id: str, more: int = 0) -> dict[str, Any]:
     prior, budget = jobs.continuation(op_id, more, 0)
     job = jobs.start("search", budget, lambda op: search_operation(op, engine(store, site), None), resume_from=prior)
     await asyncio.wait_for(job.done.wait(), 30)
-    return jobs.view(job)
+    return msgspec.to_builtins(jobs.view(job))
 
 
 async def in_operation(jobs: Jobs, work: Any, kind: str = "metadata") -> dict[str, Any]:
     job = jobs.start(kind, kind_budget(kind), work)
     await asyncio.wait_for(job.done.wait(), 30)
-    return jobs.view(job)
+    return msgspec.to_builtins(jobs.view(job))
 
 
 def no_repeats(log: list[tuple[str, str]]) -> None:
@@ -182,6 +182,21 @@ async def test_journal_single_flight(jobs: Jobs, store: Store) -> None:
 
 
 # --- §16.3 identity and merge ------------------------------------------------------------------------
+
+
+def test_a_checkpoint_with_an_option_this_version_does_not_know_still_loads() -> None:
+    stored = msgspec.json.decode(msgspec.json.encode(search_request(max_pages=7)))
+    stored["options"]["option_from_a_newer_version"] = True
+
+    loaded = msgspec.convert(stored, SearchInput)
+
+    assert loaded == search_request(max_pages=7)
+
+
+def test_the_checkpoint_keeps_settings_not_the_tools_argument_struct() -> None:
+    request = search_request()
+
+    assert type(request.options) is SearchSettings
 
 
 def test_listing_never_overrides_a_detail() -> None:
@@ -318,9 +333,10 @@ async def test_cancelled_search_stores_a_partial_record(jobs: Jobs, store: Store
     while not site.log:
         await asyncio.sleep(0.01)
     view = await jobs.cancel(job.record.operation_id)
-    assert view["status"] == "cancelled"
+    assert view.status == "cancelled"
     record = store.data.searches[job.record.operation_id]
-    assert record.status == "partial" and not store.data.search_cache
+    assert record.status == "partial"
+    assert not store.data.search_cache
 
 
 # --- enrichment details ----------------------------------------------------------------------------
@@ -411,7 +427,7 @@ async def test_budget_exhaustion_lets_requests_in_flight_land(jobs: Jobs, store:
 
     job = jobs.start("metadata", Budget(max_requests=10, timeout_seconds=60), work)
     await asyncio.wait_for(job.done.wait(), 10)
-    assert jobs.view(job)["result"] == "BUDGET_EXHAUSTED"
+    assert jobs.view(job).result == "BUDGET_EXHAUSTED"
     assert site.counts["detail"] == 10
     enriched = [ref for ref in refs if store.data.papers[ref].abstract]
     assert len(enriched) == 10  # every admitted request landed and was stored

@@ -20,19 +20,17 @@ from mcp import Client
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
 from cnki_mcp import server
-from cnki_mcp.tools import parse_arguments
 from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext, kind_budget
 from cnki_mcp.model import Budget
 from tests.fake_site import FakeSite, sim_paper
+from tests.harness import call_tool
 
 QUERY = {"query": "自动驾驶 产品责任"}
 FULL_RUN = 17 + 100 + 15
 
 
-async def call(app: App, tool: str, raw: dict[str, Any], ctx: Any = None) -> Any:
-    return await app.call(tool, parse_arguments(tool, raw), ctx)
 
 
 @pytest.fixture
@@ -48,7 +46,7 @@ async def app(isolated_data_dir: Path, site: FakeSite):
 
 
 async def test_search_runs_inline_and_reports_the_lexical_plan(app: App, site: FakeSite) -> None:
-    view = await call(app, "search", QUERY)
+    view = await call_tool(app, "search", QUERY)
     assert view["status"] == "completed" and view["kind"] == "search"
     result = view["result"]
     assert result["search_id"] == view["operation_id"]
@@ -57,45 +55,45 @@ async def test_search_runs_inline_and_reports_the_lexical_plan(app: App, site: F
     assert result["candidate_count"] == 200 and view["requests"] == len(site.log) == FULL_RUN
     assert all(set(row) == {"record_ref", "title", "url"} for row in result["results"])
     assert result["coverage"][0] == {"channel": "q1", "pages": 5, "rows": 100, "total": 120, "exhausted": False}
-    rows = await call(app, "search_results", {"search_id": result["search_id"], "view": "records", "limit": 3})
+    rows = await call_tool(app, "search_results", {"search_id": result["search_id"], "view": "records", "limit": 3})
     assert rows["total"] == result["selected_count"]
     assert rows["results"][0]["evidence"]["source_tier"] == 0.96
 
 
 async def test_prefer_cache_answers_at_once_and_ignores_limit(app: App, site: FakeSite) -> None:
-    first = await call(app, "search", QUERY)
+    first = await call_tool(app, "search", QUERY)
     store = await app.store()
     operations, requests = len(store.data.operations), len(site.log)
-    hit = await call(app, "search", {**QUERY, "limit": 3})
+    hit = await call_tool(app, "search", {**QUERY, "limit": 3})
     assert hit["status"] == "completed" and hit["source"] == "cache" and hit["requests"] == 0
     assert hit["result"]["search_id"] == first["result"]["search_id"]
     assert len(hit["result"]["results"]) == 3 and hit["result"]["enhanced_count"] == 0
     assert len(store.data.operations) == operations and len(site.log) == requests
-    live = await call(app, "search", {**QUERY, "options": {"freshness": "live"}})
+    live = await call_tool(app, "search", {**QUERY, "options": {"freshness": "live"}})
     assert live["operation_id"] != first["operation_id"] and len(store.data.operations) == operations + 1
-    other = await call(app, "search", {**QUERY, "options": {"max_pages": 1, "metadata": "basic"}})
+    other = await call_tool(app, "search", {**QUERY, "options": {"max_pages": 1, "metadata": "basic"}})
     assert "source" not in other  # a different search is not a hit
 
 
 async def test_a_partial_search_is_never_cached(app: App, site: FakeSite) -> None:
     raw = {**QUERY, "options": {"max_requests": 10}}
-    first = await call(app, "search", raw)
+    first = await call_tool(app, "search", raw)
     assert first["status"] == "partial" and first["errors"][-1]["code"] == "BUDGET_EXHAUSTED"
-    again = await call(app, "search", raw)
+    again = await call_tool(app, "search", raw)
     assert "source" not in again and again["operation_id"] != first["operation_id"]
 
 
 async def test_continue_keeps_the_id_and_tops_up_the_budget(app: App, site: FakeSite) -> None:
-    first = await call(app, "search", {**QUERY, "options": {"max_requests": 40}})
+    first = await call_tool(app, "search", {**QUERY, "options": {"max_requests": 40}})
     op_id = first["operation_id"]
     assert first["status"] == "partial" and first["requests"] == 40
-    done = await call(app, "operation_control", {"action": "continue", "operation_id": op_id})
+    done = await call_tool(app, "operation_control", {"action": "continue", "operation_id": op_id})
     assert done["operation_id"] == op_id and done["status"] == "completed"
     assert done["budget"]["max_requests"] == 240  # +200 when none was asked for
     assert done["result"]["search_id"] == op_id and done["requests"] == FULL_RUN
     assert not [entry for entry, n in Counter(site.log).items() if n > 1]
     with pytest.raises(CnkiError) as completed:
-        await call(app, "operation_control", {"action": "continue", "operation_id": op_id})
+        await call_tool(app, "operation_control", {"action": "continue", "operation_id": op_id})
     assert completed.value.code == "OPERATION_STATE"
 
 
@@ -109,7 +107,7 @@ async def test_continue_refuses_other_kinds_and_live_operations(app: App) -> Non
     metadata = jobs.start("metadata", kind_budget("metadata"), quick)
     await metadata.done.wait()
     with pytest.raises(CnkiError) as other:
-        await call(app, "operation_control", {"action": "continue", "operation_id": metadata.record.operation_id})
+        await call_tool(app, "operation_control", {"action": "continue", "operation_id": metadata.record.operation_id})
     assert other.value.code == "CONTINUE_UNAVAILABLE"
 
     release = asyncio.Event()
@@ -121,7 +119,7 @@ async def test_continue_refuses_other_kinds_and_live_operations(app: App) -> Non
 
     live = jobs.start("search", Budget(max_requests=5, timeout_seconds=5), blocked)
     with pytest.raises(CnkiError) as busy:
-        await call(app, "operation_control", {"action": "continue", "operation_id": live.record.operation_id})
+        await call_tool(app, "operation_control", {"action": "continue", "operation_id": live.record.operation_id})
     assert busy.value.code == "OPERATION_BUSY"
     release.set()
     await live.done.wait()
@@ -141,7 +139,7 @@ async def test_continue_after_a_crash_repeats_nothing(tmp_path: Path, crash_at: 
     before = FakeSite()
     before.crash_when = crash_at
     app = App(crashed_dir, site_factory=lambda: before)
-    pending = asyncio.create_task(call(app, "search", QUERY))
+    pending = asyncio.create_task(call_tool(app, "search", QUERY))
     await asyncio.wait_for(before.crashed.wait(), 10)
     store = await app.store()
     store.flush()  # what the 2-second flush loop has written when the process is killed
@@ -155,10 +153,10 @@ async def test_continue_after_a_crash_repeats_nothing(tmp_path: Path, crash_at: 
     after = FakeSite()
     app = App(restarted_dir, site_factory=lambda: after)
     try:
-        status = await call(app, "operation_status", {"operation_id": op_id})
+        status = await call_tool(app, "operation_status", {"operation_id": op_id})
         assert status["status"] == "interrupted"
         assert "search_results" not in json.dumps(status) and op_id not in (await app.store()).data.searches
-        done = await call(app, "operation_control", {"action": "continue", "operation_id": op_id})
+        done = await call_tool(app, "operation_control", {"action": "continue", "operation_id": op_id})
     finally:
         await app.close()
     assert done["status"] == "completed" and done["operation_id"] == op_id
@@ -171,7 +169,7 @@ async def test_continue_after_a_crash_repeats_nothing(tmp_path: Path, crash_at: 
 
 async def test_structured_search_keeps_cnki_order_and_lists_only(app: App, site: FakeSite) -> None:
     expression = {"op": "and", "items": [{"field": "title", "value": "自动驾驶"}, {"field": "title", "value": "产品责任"}]}
-    view = await call(app, "structured_search", {"expression": expression, "limit": 20})
+    view = await call_tool(app, "structured_search", {"expression": expression, "limit": 20})
     result = view["result"]
     assert view["status"] == "completed" and result["plan"]["method"] == "structured"
     assert site.counts == Counter({"grid": 1})
@@ -180,23 +178,23 @@ async def test_structured_search_keeps_cnki_order_and_lists_only(app: App, site:
     (query,) = site.queries
     assert [c.field for c in query.branches[0]] == ["title", "title"]
 
-    ranked = await call(app, "structured_search", {"expression": expression, "limit": 20, "options": {"metadata": "ranked", "freshness": "live"}})
+    ranked = await call_tool(app, "structured_search", {"expression": expression, "limit": 20, "options": {"metadata": "ranked", "freshness": "live"}})
     assert ranked["result"]["enhanced_count"] == 20 and site.counts["detail"] == 20
     assert len(ranked["result"]["coverage"]) == 1  # never any feedback
 
 
 async def test_structured_search_year_and_sort_reach_the_site(app: App, site: FakeSite) -> None:
     expression = {"field": "keywords", "value": "自动驾驶"}
-    await call(app, "structured_search", {"expression": expression, "year_from": 2021, "year_to": 2022, "sort": "cited_desc"})
+    await call_tool(app, "structured_search", {"expression": expression, "year_from": 2021, "year_to": 2022, "sort": "cited_desc"})
     assert {(q.year_from, q.year_to, q.sort) for q in site.queries} == {(2021, 2022, "cited_desc")}
     # Two rows in six pass the year filter, so the default target (the limit, 50) takes several pages.
     assert len(site.queries) == 5
 
 
 async def test_get_metadata_network_path(app: App, site: FakeSite) -> None:
-    search = await call(app, "search", {**QUERY, "options": {"metadata": "basic"}})
+    search = await call_tool(app, "search", {**QUERY, "options": {"metadata": "basic"}})
     before = len(site.log)
-    view = await call(app, "get_metadata", {
+    view = await call_tool(app, "get_metadata", {
         "search_id": search["result"]["search_id"], "limit": 3,
         "titles": [sim_paper(500).title, "没有这篇论文"],
         "fields": ["abstract", "quality"],
@@ -212,15 +210,15 @@ async def test_get_metadata_network_path(app: App, site: FakeSite) -> None:
     assert sorted(e["code"] for e in view["errors"]) == ["DOCUMENT_NOT_FOUND", "DOCUMENT_NOT_FOUND"]
     spent = len(site.log)
 
-    again = await call(app, "get_metadata", {"record_refs": [r["record_ref"] for r in records], "quality": True})
+    again = await call_tool(app, "get_metadata", {"record_refs": [r["record_ref"] for r in records], "quality": True})
     assert again["status"] == "completed" and len(site.log) == spent  # fresh details, cached journals
-    refreshed = await call(app, "get_metadata", {"record_refs": [records[0]["record_ref"]], "refresh": True})
+    refreshed = await call_tool(app, "get_metadata", {"record_refs": [records[0]["record_ref"]], "refresh": True})
     assert refreshed["status"] == "completed" and site.log[-1][0] == "detail"
 
 
 async def test_get_metadata_unknown_search_fails_before_an_operation(app: App) -> None:
     with pytest.raises(CnkiError) as missing:
-        await call(app, "get_metadata", {"search_id": "op_missing"})
+        await call_tool(app, "get_metadata", {"search_id": "op_missing"})
     assert missing.value.code == "SEARCH_NOT_FOUND"
     assert not (await app.store()).data.operations
 

@@ -172,7 +172,7 @@ async def test_resume_ends_the_step_and_skip_never_starts_it(jobs: Jobs, tmp_pat
     job, _ = await run_step(jobs, site)
     await asyncio.sleep(0.05)
     view = await jobs.resume(job.record.operation_id)
-    assert view["status"] == "completed"
+    assert view.status == "completed"
     assert site.epoch == 1
 
     job, _ = await run_step(jobs, site, on_verification="skip")
@@ -203,7 +203,9 @@ async def test_timeout_and_cancel_release_the_limiter(jobs: Jobs, tmp_path: Path
     await asyncio.sleep(0.05)
     assert site.limiter.held
     view = await jobs.cancel(job.record.operation_id)
-    assert view["status"] == "cancelled" and not site.limiter.held and site.person.page() is None
+    assert view.status == "cancelled"
+    assert not site.limiter.held
+    assert site.person.page() is None
     assert job.active_seconds() < 1.0  # time waiting for a person is not charged
 
 

@@ -132,13 +132,17 @@ def _clean(text: str) -> str:
     return " ".join(text.split())
 
 
+def _opening(paper: Paper, kind: tuple[str, str], author_tag: str, title_tag: str) -> list[tuple[str, str]]:
+    """A tagged record's first lines: its type, one line per author, the title."""
+    authors = [(author_tag, _clean(a)) for a in paper.authors if a.strip()]
+    return [kind, *authors, (title_tag, _clean(paper.title))]
+
+
 def ris(papers: list[Paper]) -> str:
     records = []
     for paper in papers:
         kind = doc_type(paper)
-        lines = [("TY", kind.ris)]
-        lines += [("AU", _clean(a)) for a in paper.authors if a.strip()]
-        lines.append(("TI", _clean(paper.title)))
+        lines = _opening(paper, ("TY", kind.ris), "AU", "TI")
         # T2 is the source of every RIS type (journal, proceedings, newspaper); theses and books
         # name the school/publisher in PB.
         lines.append(("PB" if kind.csl in ("thesis", "book", "document") else "T2", _clean(paper.source)))
@@ -169,9 +173,7 @@ def endnote(papers: list[Paper]) -> str:
     records = []
     for paper in papers:
         kind = doc_type(paper)
-        lines = [("%0", kind.endnote)]
-        lines += [("%A", _clean(a)) for a in paper.authors if a.strip()]
-        lines.append(("%T", _clean(paper.title)))
+        lines = _opening(paper, ("%0", kind.endnote), "%A", "%T")
         source_tag = {"thesis": "%I", "book": "%I", "document": "%I", "paper-conference": "%B"}.get(kind.csl, "%J")
         lines.append((source_tag, _clean(paper.source)))
         lines.append(("%D", str(paper.year) if paper.year > 0 else ""))
