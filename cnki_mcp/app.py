@@ -56,7 +56,6 @@ from cnki_mcp.research import (
     run_search,
     search_budget,
     search_input,
-    structured_input,
 )
 from cnki_mcp.session import Sessions, session_view
 from cnki_mcp.site import Site
@@ -302,7 +301,7 @@ class App:
 
     async def structured_search(self, args: arguments.StructuredSearchArgs, ctx: Any) -> Reply:
         plan = plan_structured(args.expression)  # a bad tree is reported before anything else
-        return await self._start_search(structured_input(args), plan, ctx)
+        return await self._start_search(search_input(args), plan, ctx)
 
     async def _start_search(self, request: SearchInput, plan: Plan, ctx: Any) -> Reply:
         """A search after validation and planning: the prefer_cache answer, or a new operation."""

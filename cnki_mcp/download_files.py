@@ -284,19 +284,13 @@ def reconcile(downloads: Path, artifact: Artifact) -> Artifact | None:
 
 def view(artifact: Artifact, source: str | None = None, copied_from: str = "") -> DownloadResult:
     """The result shown to clients: the file once completed, else where the download is expected."""
+    shown = DownloadResult(state=artifact.state, record_ref=artifact.record_ref, format=artifact.format)
     if artifact.state != "completed":
-        return DownloadResult(
-            state=artifact.state,
-            record_ref=artifact.record_ref,
-            format=artifact.format,
-            folder=artifact.folder,
-            name=artifact.name,
-            operation_id=artifact.operation_id,
+        return msgspec.structs.replace(
+            shown, folder=artifact.folder, name=artifact.name, operation_id=artifact.operation_id
         )
-    return DownloadResult(
-        state=artifact.state,
-        record_ref=artifact.record_ref,
-        format=artifact.format,
+    return msgspec.structs.replace(
+        shown,
         path=artifact.path,
         bytes=artifact.bytes,
         sha256=artifact.sha256,

@@ -142,6 +142,10 @@ class Person:
                         raise await expired()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(resume.wait(), min(poll, deadline.remaining()))
+                # A cancel also sets the resume signal, and the task's own cancellation can be lost
+                # when both land together: the operation must stop, not carry on as if resumed.
+                if op.cancelled:
+                    raise CnkiError("CANCELLED")
             finally:
                 op.user_done()
                 await self.hide(tab)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -130,28 +130,15 @@ class SearchState(msgspec.Struct, omit_defaults=True):
     pending: dict[str, GridPage] = {}
 
 
-def search_input(args: SearchArgs) -> SearchInput:
-    return SearchInput(
-        query=args.query,
-        mode=args.mode,
-        limit=args.limit,
-        year_from=args.year_from,
-        year_to=args.year_to,
-        concept_groups=args.concept_groups,
-        options=SearchSettings.of(args.options),
-    )
-
-
-def structured_input(args: StructuredSearchArgs) -> SearchInput:
-    """structured_search as a precise search whose query names the expression."""
-    return SearchInput(
-        query="structured:" + fingerprint(args.expression),
-        mode="precise",
-        limit=args.limit,
-        year_from=args.year_from,
-        year_to=args.year_to,
-        options=SearchSettings.of(args.options),
-    )
+def search_input(args: SearchArgs | StructuredSearchArgs) -> SearchInput:
+    """The search as it will run; structured_search is a precise search whose query names the expression."""
+    if isinstance(args, StructuredSearchArgs):
+        query, mode, groups = "structured:" + fingerprint(args.expression), "precise", []
+    else:
+        query, mode, groups = args.query, args.mode, args.concept_groups
+    settings = SearchSettings.of(args.options)
+    years = {"year_from": args.year_from, "year_to": args.year_to}
+    return SearchInput(query=query, mode=mode, limit=args.limit, concept_groups=groups, options=settings, **years)
 
 
 def cache_key(request: SearchInput, plan: Plan) -> str:
@@ -248,24 +235,27 @@ class Research:
         if not state.coverage:
             state.coverage = [Coverage(channel=channel.name) for channel in state.plan.channels]
             run.coverage = {c.channel: c for c in state.coverage}
-        if not state.retrieved:
+
+        async def retrieve() -> None:
             await self._retrieve(op, run)
-            state.retrieved = True
             state.pool = self._pool(state, state.refs)
-            op.checkpoint(state)
-        if not state.enriched:
-            await self._enrich(op, run, state.pool, "enrichment")
-            state.enriched = True
-            op.checkpoint(state)
-        if not state.feedback_done:
+
+        async def feedback() -> None:
             if state.input.mode != "precise" and options.metadata != "basic" and state.plan.method != "structured":
                 await self._feedback(op, run)
-            state.feedback_done = True
             state.feedback_pool = self._pool(state, state.feedback_refs)
-            op.checkpoint(state)
-        if not state.finished:
-            await self._enrich(op, run, state.feedback_pool, "feedback_enrichment")
-            state.finished = True
+
+        phases: tuple[tuple[str, Callable[[], Awaitable[None]]], ...] = (
+            ("retrieved", retrieve),
+            ("enriched", lambda: self._enrich(op, run, state.pool, "enrichment")),
+            ("feedback_done", feedback),
+            ("finished", lambda: self._enrich(op, run, state.feedback_pool, "feedback_enrichment")),
+        )
+        for done, phase in phases:  # each phase's flag makes a resumed run skip it once finished
+            if not getattr(state, done):
+                await phase()
+                setattr(state, done, True)
+                op.checkpoint(state)
 
     async def _enrich(self, op: OperationContext, run: _Run, refs: list[str], stage: str) -> None:
         """Details for every ref; raises the first fatal error (Enrichment.parallel says what stops)."""

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from cnki_mcp.clock import poll
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Job, Jobs, OperationContext, kind_budget
 from cnki_mcp.limiter import Limiter
@@ -193,14 +194,19 @@ async def test_timeout_and_cancel_release_the_limiter(jobs: Jobs, tmp_path: Path
     site.person.timeout = 0.3
     job, _ = await run_step(jobs, site)
     await asyncio.wait_for(job.done.wait(), 5)
-    assert job.record.errors[0].code == "VERIFICATION_TIMEOUT" and not site.limiter.held
+    assert job.record.errors[0].code == "VERIFICATION_TIMEOUT"
+    assert not site.limiter.held
     snapshot = tmp_path / "diagnostics" / job.record.errors[0].details["snapshot"]
     assert snapshot.read_text(encoding="utf-8").startswith("<!-- cnki-mcp snapshot kind=challenge ")
     assert snapshot.with_suffix(".png").read_bytes() == b"\x89PNG"
 
     site.person.timeout = 60
     job, _ = await run_step(jobs, site)
-    await asyncio.sleep(0.05)
+
+    async def waiting() -> bool:
+        return job.record.status == "awaiting_user"
+
+    assert await poll(waiting, 5, 0.01)  # the page is with the person (however loaded the machine)
     assert site.limiter.held
     view = await jobs.cancel(job.record.operation_id)
     assert view.status == "cancelled"
