@@ -8,6 +8,8 @@ Semantics chosen for the simulator (documented in README.md):
   case-insensitive substring (a quoted value is one token); DEFAULT / '=' is exact: equal to one
   element for list-like fields (authors, keywords, source, DOI …), a contiguous phrase for text
   fields (title, abstract, full text …); PREFIX / SUFFIX match the start of an element.
+- A professional-search item (Field EXPERT, SearchType 4) is read by expert.py: its literals use the
+  rules above as one token each.
 - ControlGroup: PT items with Operator 7 give an inclusive date range (Value / Value2,
   either may be empty); quality flags CSI/HX/SI/EI/CSD/AMI = Y keep papers whose journal has
   the tier; WLSF = Y keeps online-first papers.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .corpus import Corpus, Paper
+from .expert import Compiled, ExpertRefused, compile_expert
 
 LIST_FIELDS = {"AU", "FI", "RP", "KY", "LY", "DOI", "CLC", "AF", "FAF", "FU", "TU", "XF"}
 TEXT_FIELDS = {"SU", "TKA", "TI", "AB", "FT", "RF", "ST", "CO"}
@@ -51,6 +54,7 @@ class ParsedQuery:
     scope: set[str] | None
     positive_terms: list[str]
     raw: dict[str, Any]
+    expert_codes: frozenset[str] = frozenset()  # field codes of a professional-search expression
 
     def fingerprint(self) -> str:
         """Stable key of what was searched (not the page or sort): binds the turn-page cursor."""
@@ -118,11 +122,12 @@ def parse_query_json(text: str) -> ParsedQuery:
     conds = list(_walk_items(subject))
     if not conds:
         raise QueryRejected("查询对象结构错误, 没有指定检索条件！")
+    expert: Compiled | None = None
     for item in conds:
         fld = str(_get(item, "Field", "")).upper()
         if fld == "EXPERT":
-            raise QueryRejected("专业检索表达式暂不受模拟站点支持")
-        if fld not in KNOWN_FIELDS:
+            expert = _expert(raw, item, len(conds))
+        elif fld not in KNOWN_FIELDS:
             raise QueryRejected(f"检索字段错误：{fld}")
     classid = str(_get(raw, "Classid", "") or _get(raw, "Resource", "") or "WD0FTY92")
     scope = CLASSIDS.get(classid.upper(), None)
@@ -131,7 +136,20 @@ def parse_query_json(text: str) -> ParsedQuery:
         for i in conds
         if _logic(_get(i, "Logic", 0)) != 2 and str(_get(i, "Field", "")).upper() in {"SU", "TI", "TKA", "KY"}
     ]
-    return ParsedQuery(subject, date_from, date_to, flags, scope, positive, raw)
+    if expert is not None:
+        positive = list(expert.terms)
+    codes = expert.codes if expert is not None else frozenset()
+    return ParsedQuery(subject, date_from, date_to, flags, scope, positive, raw, codes)
+
+
+def _expert(raw: dict[str, Any], item: dict[str, Any], items: int) -> Compiled:
+    """The professional-search item: alone in the Subject group, with the 专业检索 form's SearchType."""
+    if items != 1 or str(_get(raw, "SearchType", "")) != "4":
+        raise QueryRejected("查询对象结构错误")
+    try:
+        return compile_expert(str(_get(item, "Value", "")), match_literal)
+    except ExpertRefused as exc:
+        raise QueryRejected(str(exc)) from None
 
 
 def _walk_items(group: dict[str, Any]):
@@ -145,8 +163,19 @@ def _walk_items(group: dict[str, Any]):
 
 def match_condition(paper: Paper, item: dict[str, Any]) -> bool:
     fld = str(_get(item, "Field", "")).upper()
+    if fld == "EXPERT":
+        return compile_expert(str(_get(item, "Value", "")), match_literal).test(paper)
     op = str(_get(item, "Operator", "FUZZY")).upper()
     value, quoted = _unquote(str(_get(item, "Value", "")))
+    return match_value(paper, fld, op, value, quoted)
+
+
+def match_literal(paper: Paper, fld: str, op: str, literal: str) -> bool:
+    """One literal of a professional-search expression: one token, under the advanced form's rules."""
+    return match_value(paper, fld, op, literal, True)
+
+
+def match_value(paper: Paper, fld: str, op: str, value: str, quoted: bool) -> bool:
     if not value:
         return False
     texts = paper.lowered(fld)

@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from . import downloads, pages
 from .corpus import Corpus, Paper, build_corpus
+from .expert import unsupported
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ CHOICES = {
     "detail_refusal": ("none", "organization_tip", "entries_unavailable"),
     "error_page": ("text", "blank"),
     "caj_magic": ("HN", "CAJ", "KDH", "C8", "TEB", "PDF", "UNKNOWN"),
+    "expert_year": ("accepted", "refused"),
 }
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
@@ -67,6 +69,7 @@ class Scenario:
     turnpage: str = "strict"  # strict: page>1 needs #hidTurnPage value (else HTTP 400) | lenient | reset (serves page 1)
     page_cap: int = 300
     paging_echo: str = "off"  # off | required: page > 1 must carry #briefRequest's Products and View, else refused
+    expert_year: str = "accepted"  # accepted | refused: a professional-search expression using YE is refused
     sort_honoured: str = "always"  # always | sort_request (page 1 sorts only with boolSortSearch=true) | never
     rechallenge_new_search: bool = False  # after a solved grid challenge, a new search (boolSearch=true) is challenged again
     journal_tags: str = "plain"  # plain | 2026 (tags written 北大核心期刊, AMI without its level, WJCI)
@@ -606,6 +609,8 @@ class KnsSimulator:
             q: ParsedQuery = parse_query_json(text)
         except QueryRejected as exc:
             return _Resp(200, pages.grid_rejected(str(exc)))
+        if sc.expert_year == "refused" and "YE" in q.expert_codes:
+            return _Resp(200, pages.grid_rejected(unsupported("YE")))
         try:
             page_num = max(1, int(rec.form.get("pageNum") or rec.form.get("CurPage") or 1))
             size = int(rec.form.get("pageSize") or 20)
