@@ -196,6 +196,8 @@ class SearchSummary(msgspec.Struct, omit_defaults=True, kw_only=True):
     incomplete_channels: list[str] = []  # listings stopped by a failure before their end
     plan: Plan
     results: list[TitleRow]
+    # structured and expert searches: the professional-search expression of the same search (no years)
+    expert_expression: str = ""
 
 
 class Coverage(msgspec.Struct, omit_defaults=True):
@@ -219,6 +221,11 @@ class Channel(msgspec.Struct, omit_defaults=True):
     weight: float = 0.0
     expression: Any = None
     reason: str = ""
+    expert: str = ""  # a professional-search expression (canonical), sent as QueryJson's EXPERT item
+
+
+# Plans whose results keep CNKI's own order: no concepts to rank by, no keyword feedback.
+SITE_ORDER_METHODS = frozenset({"structured", "expert"})
 
 
 class Plan(msgspec.Struct, omit_defaults=True):

@@ -474,6 +474,7 @@ PAGE_SIZE = 50
 SEARCH_FROM_NEW = 1
 SEARCH_FROM_PAGING = 4
 SEARCH_FROM_SORT = 5
+SEARCH_TYPE_EXPERT = 4  # QueryJson SearchType of the 专业检索 form (1 is the advanced form's)
 DATE_KEY = ".tit-date-box"
 DATE_TITLE = "发表时间"
 DATE_OPERATOR = 7
@@ -526,6 +527,17 @@ def _date_group(year_from: int, year_to: int) -> dict[str, Any]:
     return {"Key": DATE_KEY, "Title": DATE_TITLE, "Logic": 0, "Items": [item], "ChildItems": []}
 
 
+def expert_group(expression: str) -> dict[str, Any]:
+    """The ``Subject`` group of the page's 专业检索 form: one ``EXPERT`` item holding the expression."""
+    item = {"Key": "Expert", "Title": "", "Logic": LOGIC_AND, "Field": "EXPERT", "Operator": 0, "Value": expression, "Value2": ""}
+    return {"Key": "Subject", "Title": "", "Logic": 0, "Items": [item], "ChildItems": []}
+
+
+def expert_aside(expression: str) -> str:
+    """The form's ``aside`` for an expression as that form writes it: (…) with quotes as HTML entities."""
+    return "(" + expression.replace("'", "&#39;").replace('"', "&quot;") + ")"
+
+
 def rewrite_query_json(
     template: Mapping[str, Any],
     branches: Sequence[Sequence[Condition]],
@@ -534,9 +546,11 @@ def rewrite_query_json(
     year_to: int = 0,
     page: int = 1,
     sort_request: bool = False,
+    expert: str = "",
 ) -> dict[str, Any]:
-    """A copy of the template's QueryJson asking for ``branches`` within the year range, for ``page``
-    (``sort_request``: page 1 asked the way the page's sort links ask)."""
+    """A copy of the template's QueryJson asking for ``branches`` (or the professional-search expression
+    ``expert``, as the 专业检索 form asks) within the year range, for ``page`` (``sort_request``: page 1
+    asked the way the page's sort links ask)."""
     query_json = copy.deepcopy(dict(template))
     groups = _query_groups(query_json)
     subject_found = False
@@ -545,7 +559,7 @@ def rewrite_query_json(
         if not isinstance(group, dict):
             raise _unsupported("QGroup 中有非对象的条件组")
         if group.get("Key") == "Subject":
-            groups[i] = subject_group(branches)
+            groups[i] = expert_group(expert) if expert else subject_group(branches)
             subject_found = True
         elif group.get("Key") == "ControlGroup":
             control = group
@@ -562,6 +576,8 @@ def rewrite_query_json(
         if not isinstance(children, list):
             raise _unsupported("ControlGroup.ChildItems 不是数组")
         children.append(_date_group(year_from, year_to))
+    if expert:
+        query_json["SearchType"] = SEARCH_TYPE_EXPERT
     if page > 1:
         query_json["SearchFrom"] = SEARCH_FROM_PAGING
     else:
@@ -581,12 +597,13 @@ def with_site_echo(query_json: Mapping[str, Any], products: str, view: str) -> d
 
 
 class GridQuery(msgspec.Struct, frozen=True):
-    """One listing: compiled branches (OR of AND groups), publication years and CNKI sort."""
+    """One listing: compiled branches (OR of AND groups) or an expression, publication years and CNKI sort."""
 
     branches: list[list[Condition]]
     year_from: int = 0
     year_to: int = 0
     sort: str = "relevance"
+    expert: str = ""  # a professional-search expression instead of branches
 
 
 def sort_code(sort: str) -> str:
@@ -606,12 +623,14 @@ def grid_form(
     page_size: int = PAGE_SIZE,
     new_search: bool = True,
     sort_request: bool = False,
+    expert: str = "",
 ) -> dict[str, str]:
     """The grid POST's form: the template's fields with the query, page, sort and paging cursor forced.
 
     Pages after the first need ``cursor`` (``#hidTurnPage`` of the previous page of the same query).
     Page 1 is a new search (``boolSearch=true``) unless ``new_search`` is False (asked again after a
-    solved challenge); ``sort_request`` asks the way the page's sort links do (``boolSortSearch=true``).
+    solved challenge); ``sort_request`` asks the way the page's sort links do (``boolSortSearch=true``);
+    ``expert`` is the expression of a professional search, echoed in ``aside`` as its form does.
     """
     if page > 1 and not cursor:
         raise ValueError("pages after the first need the paging cursor of page 1")
@@ -626,6 +645,8 @@ def grid_form(
     form["sentenceSearch"] = "false"
     if "pageSize" in form:
         form["pageSize"] = str(page_size)
+    if expert:
+        form["aside"] = expert_aside(expert)
     if page > 1:
         form.pop("CurPage", None)
         form["turnpage"] = cursor
