@@ -28,6 +28,7 @@ from cnki_mcp.download import Downloads, prior
 from cnki_mcp.download_files import DownloadRequest, check_names, check_target
 from cnki_mcp.enrich import Enrichment, JournalFlights, SiteBackend
 from cnki_mcp.errors import CnkiError
+from cnki_mcp.expert import plan_expert
 from cnki_mcp.jobs import Jobs, OperationContext, Work, kind_budget
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
@@ -301,6 +302,10 @@ class App:
 
     async def structured_search(self, args: arguments.StructuredSearchArgs, ctx: Any) -> Reply:
         plan = plan_structured(args.expression)  # a bad tree is reported before anything else
+        return await self._start_search(search_input(args), plan, ctx)
+
+    async def expert_search(self, args: arguments.ExpertSearchArgs, ctx: Any) -> Reply:
+        plan = plan_expert(args.expression)  # a bad expression is reported before anything else
         return await self._start_search(search_input(args), plan, ctx)
 
     async def _start_search(self, request: SearchInput, plan: Plan, ctx: Any) -> Reply:

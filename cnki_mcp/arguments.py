@@ -96,13 +96,22 @@ class SearchArgs(ToolArgs):
     options: SearchOptions = msgspec.field(default_factory=SearchOptions)
 
 
-class StructuredSearchArgs(ToolArgs):
-    expression: dict[str, Any]  # tree checked by query.py
+class NativeSearchArgs(ToolArgs):
+    """What the searches that keep CNKI's own order share (structured and professional expressions)."""
+
     limit: int = LIMIT_DEFAULT
     year_from: int = 0
     year_to: int = 0
     sort: str = "relevance"  # after parse: the effective sort, equal to options.sort
     options: SearchOptions = msgspec.field(default_factory=SearchOptions)
+
+
+class StructuredSearchArgs(NativeSearchArgs, kw_only=True):
+    expression: dict[str, Any]  # tree checked by query.py
+
+
+class ExpertSearchArgs(NativeSearchArgs, kw_only=True):
+    expression: str  # a professional-search expression, read and checked by expert.py
 
 
 class SearchResultsArgs(ToolArgs):
@@ -366,7 +375,8 @@ def validate_search(args: SearchArgs, raw: dict[str, Any]) -> None:
         args.concept_groups = validate_plan(args.concept_groups)
 
 
-def validate_structured_search(args: StructuredSearchArgs, raw: dict[str, Any]) -> None:
+def validate_native_search(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
+    """Structured and expert searches; their expressions are read when the search is planned."""
     args.limit = _limit(args.limit)
     _years(args.year_from, args.year_to)
     args.sort = _choice(args.sort, SORTS, "relevance", "INVALID_SORT", "sort")

@@ -192,9 +192,10 @@ _SHOW_VERICODE_JS = r"""
 
 
 def query_key(query: GridQuery) -> str:
-    """The cursor key of a listing: its branches, years and sort (never the page)."""
+    """The cursor key of a listing: its branches or expression, years and sort (never the page)."""
     branches = [[msgspec.to_builtins(c) for c in branch] for branch in query.branches]
-    return fingerprint([branches, query.year_from, query.year_to, sort_code(query.sort)])
+    listing = [branches, query.year_from, query.year_to, sort_code(query.sort)]
+    return fingerprint([*listing, query.expert] if query.expert else listing)
 
 
 def anchor_of(branches: list[list[Condition]]) -> str:
@@ -429,14 +430,14 @@ class Listings:
                 template = await self._ensure_template(op, anchor)
                 query_json = rewrite_query_json(
                     template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page,
-                    sort_request=sort_asked,
+                    sort_request=sort_asked, expert=query.expert,
                 )
                 if page > 1 and listing is not None:
                     query_json = with_site_echo(query_json, listing.products, listing.view)
                 form = grid_form(
                     template.form, query_json, page=page, sort=query.sort,
                     cursor=listing.cursor if page > 1 and listing is not None else "",
-                    new_search=not solved, sort_request=sort_asked,
+                    new_search=not solved, sort_request=sort_asked, expert=query.expert,
                 )
                 async with self.site.request(op):
                     result = await self.site.browser.fetch_in_page(

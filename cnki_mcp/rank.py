@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 import msgspec
 
-from cnki_mcp.model import PARSER_VERSION, Evidence, Hit, Paper, SearchEntry
+from cnki_mcp.model import PARSER_VERSION, SITE_ORDER_METHODS, Evidence, Hit, Paper, SearchEntry
 from cnki_mcp.text import HAN_RANGES, normalize
 
 SELECTION_CAP = 100
@@ -248,7 +248,7 @@ def rank(
 
 
 def discovery_order(papers: Iterable[Paper]) -> list[RankedPaper]:
-    """structured_search keeps CNKI's own order: every candidate eligible, score 0, no evidence."""
+    """Structured and expert searches keep CNKI's own order: every candidate eligible, score 0, no evidence."""
     return [RankedPaper(paper, 0.0, True) for paper in papers]
 
 
@@ -283,8 +283,8 @@ def select(ranked: Sequence[RankedPaper], limit: int = SELECTION_CAP) -> list[Ra
 
 
 def choose(ranked: Sequence[RankedPaper], *, method: str, metadata: str) -> list[RankedPaper]:
-    """The selection rule of a search: structured and basic take the first 100, others ``select``."""
-    if method == "structured" or metadata == "basic":
+    """The selection rule of a search: structured, expert and basic take the first 100, others ``select``."""
+    if method in SITE_ORDER_METHODS or metadata == "basic":
         return list(ranked[:SELECTION_CAP])
     return select(ranked, SELECTION_CAP)
 

@@ -21,14 +21,16 @@ from typing import Any
 
 import msgspec
 
-from cnki_mcp.arguments import SearchArgs, SearchOptions, StructuredSearchArgs
+from cnki_mcp.arguments import ExpertSearchArgs, SearchArgs, SearchOptions, StructuredSearchArgs
 from cnki_mcp.clock import utc_now_iso
 from cnki_mcp.enrich import Enrichment
 from cnki_mcp.errors import CnkiError, as_cnki_error
+from cnki_mcp.expert import plan_expression
 from cnki_mcp.identity import fingerprint
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import (
     PARSER_VERSION,
+    SITE_ORDER_METHODS,
     Budget,
     Channel,
     Coverage,
@@ -130,9 +132,12 @@ class SearchState(msgspec.Struct, omit_defaults=True):
     pending: dict[str, GridPage] = {}
 
 
-def search_input(args: SearchArgs | StructuredSearchArgs) -> SearchInput:
-    """The search as it will run; structured_search is a precise search whose query names the expression."""
-    if isinstance(args, StructuredSearchArgs):
+def search_input(args: SearchArgs | StructuredSearchArgs | ExpertSearchArgs) -> SearchInput:
+    """The search as it will run; structured and expert searches are precise searches whose query names
+    the expression."""
+    if isinstance(args, ExpertSearchArgs):
+        query, mode, groups = "expert:" + fingerprint(args.expression), "precise", []
+    elif isinstance(args, StructuredSearchArgs):
         query, mode, groups = "structured:" + fingerprint(args.expression), "precise", []
     else:
         query, mode, groups = args.query, args.mode, args.concept_groups
@@ -241,7 +246,7 @@ class Research:
             state.pool = self._pool(state, state.refs)
 
         async def feedback() -> None:
-            if state.input.mode != "precise" and options.metadata != "basic" and state.plan.method != "structured":
+            if state.input.mode != "precise" and options.metadata != "basic" and state.plan.method not in SITE_ORDER_METHODS:
                 await self._feedback(op, run)
             state.feedback_pool = self._pool(state, state.feedback_refs)
 
@@ -273,6 +278,8 @@ class Research:
             raise fatal
 
     def _query(self, channel: Channel, request: SearchInput) -> GridQuery:
+        if channel.expert:
+            return GridQuery([], request.year_from, request.year_to, request.options.sort, expert=channel.expert)
         branches = self._branches.get(channel.name)
         if branches is None:
             branches = self._branches[channel.name] = compile_expression(channel.expression)
@@ -390,7 +397,7 @@ class Research:
 
     def _rank(self, state: SearchState, refs: Iterable[str]) -> list[RankedPaper]:
         papers = self.catalog.papers(refs)
-        if state.plan.method == "structured":
+        if state.plan.method in SITE_ORDER_METHODS:
             return discovery_order(papers)
         return rank(papers, state.plan.concepts, state.hits, self.year)
 
@@ -439,6 +446,7 @@ class Research:
             incomplete_channels=incomplete_channels(state.coverage),
             plan=state.plan,
             results=[TitleRow.of(item.paper) for item in selected[: request.limit or DEFAULT_LIMIT]],
+            expert_expression=plan_expression(state.plan),
         )
 
     # -- get_metadata (network path) --
@@ -499,5 +507,6 @@ def cached_reply(store: Store, key: str, limit: int) -> LocalReply | None:
         coverage=[CoverageView.of(entry) for entry in record.coverage],
         plan=record.plan,
         results=results,
+        expert_expression=plan_expression(record.plan),
     )
     return LocalReply(source="cache", requests=0, result=summary)

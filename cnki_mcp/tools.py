@@ -20,12 +20,14 @@ from mcp.types import Tool, ToolAnnotations
 from cnki_mcp import arguments as a
 from cnki_mcp.citations import TEMPLATE_FIELDS
 from cnki_mcp.errors import CnkiError
+from cnki_mcp.expert import MAX_CHARS as EXPRESSION_MAX_CHARS
 from cnki_mcp.jobs import CONTINUE_REQUESTS, CONTINUE_SECONDS
 
 
 class ToolName(StrEnum):
     DIAGNOSTICS = "diagnostics"
     DOWNLOAD_PAPER = "download_paper"
+    EXPERT_SEARCH = "expert_search"
     EXPORT_CITATIONS = "export_citations"
     GET_METADATA = "get_metadata"
     LINK_REFERENCES = "link_references"
@@ -160,7 +162,7 @@ _SEARCH_OPTIONS = _object(
     {
         "candidate_target": _integer(
             f"候选文献数量目标，1–{_CANDIDATES_MAX}；{ToolName.SEARCH} 默认 {_CANDIDATES_DEFAULT}，"
-            f"{ToolName.STRUCTURED_SEARCH} 默认等于 limit"
+            f"{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认等于 limit"
         ),
         "freshness": _string(
             "prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索", a.FRESHNESS
@@ -169,7 +171,7 @@ _SEARCH_OPTIONS = _object(
         "max_requests": _integer(f"本次任务最多发出的请求数，{_range(_REQUESTS_MAX, _REQUESTS_DEFAULT)}"),
         "metadata": _string(
             f"读取详情页的范围：ranked（{ToolName.SEARCH} 默认，按初步排序选一部分）、all（全部）、"
-            f"basic（只用列表信息，{ToolName.STRUCTURED_SEARCH} 默认）",
+            f"basic（只用列表信息，{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认）",
             a.METADATA,
         ),
         "on_verification": _POLICY,
@@ -179,6 +181,15 @@ _SEARCH_OPTIONS = _object(
         ),
     }
 )
+
+# What the structured and expert searches share beside their expressions.
+_NATIVE_PROPERTIES = {
+    "limit": _integer(f"返回条数，{_LIMIT}；未设置 options.candidate_target 时也决定抓取多少条"),
+    "options": _SEARCH_OPTIONS,
+    "sort": _string("relevance（默认）、date_desc、cited_desc、downloaded_desc", a.SORTS),
+    "year_from": _YEAR_FROM,
+    "year_to": _YEAR_TO,
+}
 
 # --- the tools ---------------------------------------------------------------------------------------
 
@@ -214,6 +225,32 @@ register(
     a.DownloadPaperArgs,
     a.validate_download_paper,
     read_only=False,
+    open_world=True,
+)
+
+register(
+    ToolName.EXPERT_SEARCH,
+    "知网专业检索：直接使用知网的专业检索表达式，如 SU=('数字经济'+'数字化转型') AND AU='张三' NOT TI='综述'。"
+    "表达式先在本地检查，有误时返回 INVALID_EXPRESSION（details.position 为出错的第几个字符），不访问知网；"
+    "混用 OR 与 AND/NOT 而没有括号时按知网帮助从左到右组合并给出提示。"
+    f"年份、排序、结果形式、翻页与 {ToolName.STRUCTURED_SEARCH} 相同，结果保持知网原有顺序；"
+    "expert_expression 是实际发给知网的规范写法。用户给出或从知网帮助复制了检索式时使用。",
+    _object(
+        {
+            "expression": _string(
+                f"专业检索表达式，最多 {EXPRESSION_MAX_CHARS} 字。字段 SU 主题、TKA 篇关摘、KY 关键词、TI 篇名、FT 全文、AU 作者、"
+                "FI 第一作者、RP 通讯作者、AF 作者单位、FU 基金、AB 摘要、CO 小标题、RF 参考文献、CLC 分类号、LY 文献来源、"
+                "DOI、SN ISSN、CN 统一刊号、YE 年、CF 被引频次等；匹配 =（精确）、%（模糊）、%=（相关）；"
+                "同一字段内 *（与）、+（或）、-（非）；条件之间 AND、OR、NOT；检索词用单引号或双引号括起；"
+                "YE、CF 可用 >、<、>=、<= 和 BETWEEN ('2020','2024')。年份范围最好用 year_from、year_to"
+            ),
+            **_NATIVE_PROPERTIES,
+        },
+        required=("expression",),
+    ),
+    a.ExpertSearchArgs,
+    a.validate_native_search,
+    read_only=True,
     open_world=True,
 )
 
@@ -432,7 +469,8 @@ register(
     ToolName.STRUCTURED_SEARCH,
     "知网高级检索：用字段条件和 and/or/not 精确组合（主题、篇名、关键词、摘要、作者、第一作者、通讯作者、单位、来源、"
     "DOI、基金、全文、参考文献、分类号、小标题、篇关摘），可限定年份，按相关度、发表时间、被引或下载排序。"
-    "条件明确时使用，例如某作者某年以后篇名含某词的论文；结果保持知网原有顺序。",
+    "条件明确时使用，例如某作者某年以后篇名含某词的论文；结果保持知网原有顺序。"
+    f"结果中的 expert_expression 是同一检索的知网专业检索式（不含年份），可粘贴到知网或交给 {ToolName.EXPERT_SEARCH}。",
     _object(
         {
             "expression": {
@@ -446,16 +484,12 @@ register(
                 ),
                 "type": "object",
             },
-            "limit": _integer(f"返回条数，{_LIMIT}；未设置 options.candidate_target 时也决定抓取多少条"),
-            "options": _SEARCH_OPTIONS,
-            "sort": _string("relevance（默认）、date_desc、cited_desc、downloaded_desc", a.SORTS),
-            "year_from": _YEAR_FROM,
-            "year_to": _YEAR_TO,
+            **_NATIVE_PROPERTIES,
         },
         required=("expression",),
     ),
     a.StructuredSearchArgs,
-    a.validate_structured_search,
+    a.validate_native_search,
     read_only=True,
     open_world=True,
 )

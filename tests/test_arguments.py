@@ -23,6 +23,7 @@ from cnki_mcp.arguments import (
     SearchResultsArgs,
     SessionStatusArgs,
     StructuredSearchArgs,
+    ExpertSearchArgs,
 )
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.tools import REGISTRY, ToolName
@@ -74,6 +75,16 @@ DEFAULTS: list[tuple[str, dict[str, Any], msgspec.Struct]] = [
             options=SearchOptions(candidate_target=50, metadata="basic"),
         ),
     ),
+    (
+        "expert_search",
+        {"expression": "TI='违约金'"},
+        ExpertSearchArgs(
+            expression="TI='违约金'",
+            limit=50,
+            sort="relevance",
+            options=SearchOptions(candidate_target=50, metadata="basic"),
+        ),
+    ),
     ("search_results", {"search_id": "op_1"}, SearchResultsArgs(search_id="op_1", scope="selected", view="titles", offset=0, limit=50)),
     ("get_metadata", {"record_refs": ["rec_a"]}, GetMetadataArgs(record_refs=["rec_a"], scope="selected", limit=50)),
     ("read_online_html", {"record_ref": "rec_a"}, ReadOnlineHtmlArgs(record_ref="rec_a", max_characters=20000, on_verification="ask")),
@@ -94,7 +105,7 @@ def test_minimal_input_gets_documented_defaults(tool: str, raw: dict[str, Any], 
 
 def test_every_tool_has_a_struct_and_a_defaults_case() -> None:
     assert {d[0] for d in DEFAULTS} == set(REGISTRY)
-    assert len(REGISTRY) == len(ToolName) == 13
+    assert len(REGISTRY) == len(ToolName) == 14
 
 
 def test_zero_and_empty_mean_the_default() -> None:
@@ -301,6 +312,11 @@ INVALID: list[tuple[str, Any, str]] = [
     ("search", {"query": "q", "concept_groups": [[WORD * 81]]}, "INVALID_PLAN"),
     # structured_search
     ("structured_search", {"expression": EXPR, "limit": 101}, "INVALID_LIMIT"),
+    # expert_search: the shared rules; the expression itself is read when the search is planned
+    ("expert_search", {}, "INVALID_INPUT"),
+    ("expert_search", {"expression": EXPR}, "INVALID_INPUT"),
+    ("expert_search", {"expression": "TI='a'", "sort": "newest"}, "INVALID_SORT"),
+    ("expert_search", {"expression": "TI='a'", "year_from": 2030, "year_to": 2020}, "INVALID_YEAR"),
     ("structured_search", {"expression": EXPR, "year_from": 2030, "year_to": 2020}, "INVALID_YEAR"),
     ("structured_search", {"expression": EXPR, "sort": "newest"}, "INVALID_SORT"),
     ("structured_search", {"expression": EXPR, "options": {"on_verification": "never"}}, "INVALID_POLICY"),

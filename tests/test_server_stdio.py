@@ -26,6 +26,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("download_paper", {"record_ref": "rec_1", "title": "再论违约金调整"}, "INVALID_INPUT"),
     ("download_paper", {"record_ref": "rec_1", "wait_seconds": 901}, "INVALID_WAIT"),
     ("download_paper", {"record_ref": "rec_1", "format": "docx"}, "INVALID_FORMAT"),
+    ("expert_search", {"expression": "TI='违约金' AND"}, "INVALID_EXPRESSION"),
+    ("expert_search", {"expression": "TI='违约金'", "limit": 0.5}, "INVALID_INPUT"),
     ("export_citations", {"record_refs": ["rec_1"], "format": "word"}, "INVALID_FORMAT"),
     ("export_citations", {"titles": ["题名"] * 101}, "BATCH_TOO_LARGE"),
     ("get_metadata", {"record_refs": ["rec_1"] * 101}, "BATCH_TOO_LARGE"),
@@ -70,7 +72,7 @@ async def test_default_sdk_handshake(tmp_path: Path) -> None:
     async with Client(params(tmp_path), read_timeout_seconds=20) as client:
         tools = (await client.list_tools()).tools
         diagnostics = payload(await client.call_tool("diagnostics", {}))
-    assert len(tools) == 13
+    assert len(tools) == 14
     assert diagnostics["version"] == __version__
     assert diagnostics["data_dir"] == str(tmp_path)
     assert not (tmp_path / "browser").exists()
@@ -161,7 +163,7 @@ async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
                 if message.get("id") in (2, 3):
                     answers[message["id"]] = message
             listed = answers[2]["result"]["tools"]
-            assert len(listed) == 13
+            assert len(listed) == 14
             assert all(set(t["annotations"]) == {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} for t in listed)
             call = answers[3]["result"]
             assert call["isError"] is True
@@ -185,7 +187,7 @@ async def test_protocol_probe_passes_against_the_real_server() -> None:
     # The argv as a client configuration holds it (already ending with "serve"); the failing probe
     # below covers the form without it.
     report = await server.protocol_probe(SERVE, timeout=30)
-    assert report == {"passed": True, "transport": "stdio", "tools": 13, "version": __version__, "browser_started": False}
+    assert report == {"passed": True, "transport": "stdio", "tools": 14, "version": __version__, "browser_started": False}
 
 
 async def test_protocol_probe_reports_a_child_that_is_not_a_server() -> None:
