@@ -448,29 +448,30 @@ def _fold(op: str, nodes: list[Node]) -> Node:
     return tree
 
 
+def _each(nodes: list[Expression]) -> list[Node] | None:
+    parts = [_structure(node) for node in nodes]
+    kept = [part for part in parts if part is not None]
+    return kept if len(kept) == len(parts) else None
+
+
 def _structure(node: Expression) -> Node | None:
     """The tree kept as it is where binary NOT can say it (a ``not`` inside an ``and``); else None."""
     if not node.op:
         return _leaf(node.field, node.value, node.match)
     if node.op == "or":
-        parts = [None if child.op == "not" else _structure(child) for child in node.items]
-        return None if None in parts else _fold("OR", parts)  # type: ignore[arg-type]
+        parts = None if any(child.op == "not" for child in node.items) else _each(node.items)
+        return _fold("OR", parts) if parts else None
     if node.op != "and":
         return None
-    positive: list[Node | None] = []
-    negative: list[Node | None] = []
-    for child in node.items:
-        if child.op == "not" and child.items[0].op == "not":
-            positive.append(_structure(child.items[0].items[0]))
-        elif child.op == "not":
-            negative.append(_structure(child.items[0]))
-        else:
-            positive.append(_structure(child))
-    if not positive or None in positive or None in negative:
+    # not(not(x)) is x; any other not is the right side of a NOT after the positive conditions.
+    unwrapped = [child.items[0].items[0] if child.op == "not" and child.items[0].op == "not" else child for child in node.items]
+    positive = _each([child for child in unwrapped if child.op != "not"])
+    negative = _each([child.items[0] for child in unwrapped if child.op == "not"])
+    if not positive or negative is None:
         return None
-    tree = _fold("AND", positive)  # type: ignore[arg-type]
+    tree = _fold("AND", positive)
     for part in negative:
-        tree = Join("NOT", tree, part)  # type: ignore[arg-type]
+        tree = Join("NOT", tree, part)
     return tree
 
 

@@ -4,8 +4,10 @@ the listing sends for an expression."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cnki_mcp.errors import CnkiError
@@ -28,7 +30,7 @@ from cnki_mcp.expert import (
     render,
 )
 from cnki_mcp.model import Channel, Plan
-from cnki_mcp.query import grid_form, rewrite_query_json
+from cnki_mcp.query import compile_expression, grid_form, rewrite_query_json
 
 ISSUE_EXAMPLE = "SU=('数字经济'+'数字化转型') AND AU='张三' NOT TI='综述'"
 
@@ -379,3 +381,60 @@ def test_the_form_echoes_the_expression_in_aside_on_page_one_only() -> None:
 
     assert first["aside"] == "(TI=&#39;a&quot;b&#39;)"
     assert second["aside"] == ""
+
+
+def test_double_negation_and_negated_groups_keep_their_shape() -> None:
+    tree = {
+        "op": "and",
+        "items": [
+            {"field": "title", "value": "x"},
+            {"op": "not", "items": [{"op": "not", "items": [{"field": "title", "value": "y"}]}]},
+            {"op": "not", "items": [{"op": "or", "items": [{"field": "title", "value": "a"}, {"field": "title", "value": "b"}]}]},
+        ],
+    }
+
+    assert from_structured(tree) == "TI % 'x' AND TI % 'y' NOT (TI % 'a' OR TI % 'b')"
+
+
+_LEAF_VALUES = ("a", "b", "c", "d")
+_STRUCTURED = st.recursive(
+    st.sampled_from(_LEAF_VALUES).map(lambda value: {"field": "title", "value": value}),
+    lambda inner: st.one_of(
+        st.builds(lambda items: {"op": "and", "items": items}, st.lists(inner, min_size=2, max_size=3)),
+        st.builds(lambda items: {"op": "or", "items": items}, st.lists(inner, min_size=2, max_size=3)),
+        st.builds(lambda item: {"op": "not", "items": [item]}, inner),
+    ),
+    max_leaves=6,
+)
+
+
+def holds_structured(node: dict[str, Any], true: frozenset[str]) -> bool:
+    if "op" not in node:
+        return node["value"] in true
+    results = [holds_structured(item, true) for item in node["items"]]
+    if node["op"] == "not":
+        return not results[0]
+    return all(results) if node["op"] == "and" else any(results)
+
+
+def holds_expert(node: Clause | Join, true: frozenset[str]) -> bool:
+    if isinstance(node, Clause):
+        assert isinstance(node.value, Word)
+        return node.value.text in true
+    left, right = holds_expert(node.left, true), holds_expert(node.right, true)
+    if node.op == "AND":
+        return left and right
+    return left or right if node.op == "OR" else left and not right
+
+
+@settings(max_examples=300, deadline=None)
+@given(_STRUCTURED, st.sets(st.sampled_from(_LEAF_VALUES)).map(frozenset))
+def test_a_structured_tree_and_its_expression_select_the_same_records(tree: dict[str, Any], true: frozenset[str]) -> None:
+    try:
+        compile_expression(tree)
+    except CnkiError:
+        assume(False)
+
+    expert = parse(from_structured(tree)).tree
+
+    assert holds_expert(expert, true) == holds_structured(tree, true)
