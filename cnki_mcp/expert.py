@@ -234,7 +234,7 @@ class _Reader:
         while op := self.logic():
             where = self.take().position
             if self.token.kind in ("end", ")") or self.logic():
-                raise _error(where, f"{op} 后面缺少检索条件。")
+                raise _error(where, f"{op} 后面缺少检索条件，请补上条件或删去这个运算符。")
             node = Join(op, node, self.clause(depth))
             ops.append(op)
         if "OR" in ops and len(set(ops)) > 1:
@@ -245,22 +245,22 @@ class _Reader:
         """``( … )`` around what ``inner`` reads; an unclosed one is reported where it opens."""
         opening = self.take()
         if depth > MAX_DEPTH:
-            raise _error(opening.position, f"括号嵌套超过 {MAX_DEPTH} 层。")
+            raise _error(opening.position, f"括号嵌套超过 {MAX_DEPTH} 层，请简化表达式。")
         node = inner(depth + 1)
         if self.token.kind != ")":
-            raise _error(opening.position, "这个左括号没有配对的右括号。")
+            raise _error(opening.position, "这个左括号没有配对的右括号，请补上“)”。")
         self.take()
         return node
 
     def clause(self, depth: int) -> Node:
         token = self.token
         if token.kind == "(" and self.tokens[self.at + 1].kind == ")":
-            raise _error(token.position + 1, "括号里没有检索条件。")
+            raise _error(token.position + 1, "括号里没有检索条件，请补上条件或删去这对括号。")
         if token.kind == "(":
             node: Node = self.bracketed(depth, self.expression)
             return node
         if token.kind == "word" and token.text.upper() in LOGIC:
-            raise _error(token.position, f"{token.text.upper()} 前面缺少检索条件。")
+            raise _error(token.position, f"{token.text.upper()} 前面缺少检索条件（NOT 的写法是 A NOT B），请补上条件或删去它。")
         if token.kind == "word":
             code = token.text.upper()
             if code not in FIELDS:
@@ -268,12 +268,12 @@ class _Reader:
             self.take()
             self.clauses += 1
             if self.clauses > MAX_CLAUSES:
-                raise _error(token.position, f"检索条件超过 {MAX_CLAUSES} 个。")
+                raise _error(token.position, f"检索条件超过 {MAX_CLAUSES} 个，请拆成几次检索。")
             return self.condition(code, token, depth)
         if token.kind == "end":
-            raise _error(token.position, "表达式在这里结束，缺少检索条件。")
+            raise _error(token.position, "表达式在这里结束，缺少检索条件，请补全。")
         if token.kind == ")":
-            raise _error(token.position, "多余的右括号。")
+            raise _error(token.position, "多余的右括号，请删去它或补上对应的左括号。")
         raise _error(token.position, f"这里应是检索字段（如 SU、TI、AU），收到 {token.text!r}。")
 
     def condition(self, field: str, name: _Token, depth: int) -> Clause:
@@ -316,7 +316,7 @@ class _Reader:
         while self.token.kind == "vop":
             op = self.take()
             if self.token.kind in ("end", ")", "vop") or self.logic():
-                raise _error(op.position, f"{op.text} 后面缺少检索词。")
+                raise _error(op.position, f"{op.text} 后面缺少检索词，请补上检索词或删去这个运算符。")
             node = WordOp(op.text, node, self.literal(depth))
             ops.append(op.text)
         if "+" in ops and len(set(ops)) > 1:
@@ -329,12 +329,12 @@ class _Reader:
             node: Value = self.bracketed(depth, self.value)
             return node
         if token.kind == "vop":
-            raise _error(token.position, f"{token.text} 前面缺少检索词。")
+            raise _error(token.position, f"{token.text} 前面缺少检索词，请补上检索词或删去这个运算符。")
         if token.kind == "string" or (token.kind == "word" and token.text.upper() not in LOGIC):
             self.take()
             text = token.text.strip()
             if not text:
-                raise _error(token.position, "检索词为空。")
+                raise _error(token.position, "检索词为空，请填写检索词或删去这个条件。")
             return Word(text)
         raise _error(token.position, "这里缺少检索词（用引号括起，如 '数字经济'）。")
 
@@ -348,14 +348,14 @@ class _Reader:
 def parse(text: str) -> Parsed:
     """The expression as a tree (left-assoc, one precedence), with warnings; INVALID_EXPRESSION otherwise."""
     if len(text) > MAX_CHARS:
-        raise _error(MAX_CHARS + 1, f"表达式超过 {MAX_CHARS} 个字符，知网不接受这么长的专业检索表达式。")
+        raise _error(MAX_CHARS + 1, f"表达式超过 {MAX_CHARS} 个字符，知网不接受这么长的专业检索表达式，请拆成几次检索。")
     reader = _Reader(text)
     if reader.token.kind == "end":
         raise _error(1, "表达式为空。")
     tree = reader.expression(0)
     token = reader.token
     if token.kind == ")":
-        raise _error(token.position, "多余的右括号。")
+        raise _error(token.position, "多余的右括号，请删去它或补上对应的左括号。")
     if token.kind != "end":
         raise _error(
             token.position,
