@@ -559,7 +559,7 @@ async def test_login_session_show_and_recover_over_mcp(kns: KnsSimulator, tmp_pa
     profile = tmp_path / "browser" / "profile"
     kns.configure(login="institution", institution_name="华东政法大学")
     async with Client(_server(kns, tmp_path), read_timeout_seconds=60) as client:
-        assert len((await client.list_tools()).tools) == 13
+        assert len((await client.list_tools()).tools) == 14
         report = _payload(await client.call_tool("diagnostics", {}))
         assert _payload(await client.call_tool("session_status", {})) == {
             "personal": "not_observed", "institution": "not_observed", "permission_scope": "unknown",
