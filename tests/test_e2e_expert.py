@@ -96,8 +96,7 @@ async def test_or_before_and_reads_left_to_right_over_two_pages(mcp: Mcp, kns: K
 
 async def test_an_invalid_expression_is_refused_without_a_request(mcp: Mcp, kns: KnsSimulator) -> None:
     reply = await mcp.client.call_tool("expert_search", {"expression": "SU=('数字经济'+'数字化转型') AND (AU='张三'"})
-    assert isinstance(reply.content[0], TextContent)
-    error = json.loads(reply.content[0].text)["errors"][0]
+    error = json.loads("".join(part.text for part in reply.content if isinstance(part, TextContent)))["errors"][0]
 
     assert reply.is_error
     assert error["code"] == "INVALID_EXPRESSION"
