@@ -191,10 +191,12 @@ def _lex(text: str) -> list[_Token]:
 
 
 def _word_around(text: str, index: int) -> str:
+    """The hyphenated word around ``text[index]``, as written."""
+    flat = text.translate(_WIDE)
     start, end = index, index + 1
-    while start > 0 and (_is_word_char(text[start - 1]) or text[start - 1] == "-"):
+    while start > 0 and (_is_word_char(flat[start - 1]) or flat[start - 1] == "-"):
         start -= 1
-    while end < len(text) and (_is_word_char(text[end]) or text[end] == "-"):
+    while end < len(flat) and (_is_word_char(flat[end]) or flat[end] == "-"):
         end += 1
     return text[start:end]
 

@@ -175,6 +175,13 @@ def test_invalid_expressions_say_where_and_why(text: str, position: int, reason:
     assert reason in error.message
 
 
+def test_a_full_width_hyphen_inside_a_word_is_named_whole() -> None:
+    error = refusal("TI=COVID－19 AND AU='张三'")
+
+    assert error.details == {"position": 9}
+    assert "（COVID－19）" in error.message
+
+
 def test_deep_brackets_are_refused_not_recursed_into() -> None:
     error = refusal("(" * 40 + "TI='a'" + ")" * 40)
 
