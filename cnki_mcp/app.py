@@ -26,6 +26,7 @@ from cnki_mcp.detail_tab import local_ref, resolve_paper
 from cnki_mcp.documents import Reader
 from cnki_mcp.download import Downloads, prior
 from cnki_mcp.download_files import DownloadRequest, check_names, check_target
+from cnki_mcp.files import remove_empty_folders
 from cnki_mcp.enrich import Enrichment, JournalFlights, SiteBackend
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Jobs, OperationContext, Work, kind_budget
@@ -424,9 +425,14 @@ class App:
         await asyncio.to_thread(check_target, store.downloads_dir, request, title, ref)
 
         async def work(op: OperationContext) -> DownloadResult:
-            engine = await self.enrichment()
-            paper = await resolve_paper(op, engine, ref, args.title)
-            return await self._downloads.download(op, engine, self.site(), paper, request)
+            try:
+                engine = await self.enrichment()
+                paper = await resolve_paper(op, engine, ref, args.title)
+                return await self._downloads.download(op, engine, self.site(), paper, request)
+            except BaseException:
+                # The caller's folder was made before the attempt; an empty one must not stay behind.
+                await asyncio.to_thread(remove_empty_folders, store.downloads_dir, request.subdirectory)
+                raise
 
         jobs = await self.jobs()
         job = jobs.start("download", kind_budget("download", args.on_verification), work)

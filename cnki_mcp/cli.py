@@ -15,6 +15,7 @@ import click
 
 from cnki_mcp import __version__
 from cnki_mcp.errors import CnkiError
+from cnki_mcp.redact import LogRedaction
 
 T = TypeVar("T")
 SHUTDOWN_SECONDS = 20
@@ -65,6 +66,8 @@ def serve() -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(LogRedaction())
     _run(_serve())
 
 

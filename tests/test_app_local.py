@@ -11,6 +11,7 @@ from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Evidence, Paper, SearchEntry, SearchRecord
 from cnki_mcp.store import Store
+from tests.fake_site import FakeSite
 from tests.harness import call_tool
 
 
@@ -177,3 +178,17 @@ async def test_structured_search_checks_the_expression_first(app: App, expressio
     with pytest.raises(CnkiError) as failure:
         await call_tool(app, "structured_search", {"expression": expression})
     assert failure.value.code == code
+
+
+async def test_a_download_that_fails_leaves_no_empty_folder_behind(seeded: Path) -> None:
+    application = App(seeded, site_factory=FakeSite)
+    try:
+        reply = await call_tool(
+            application, "download_paper", {"title": "知网上也没有的论文", "subdirectory": "读过/新", "wait_seconds": 5}
+        )
+    finally:
+        await application.close()
+
+    assert reply["status"] == "failed"
+    assert reply["errors"][0]["code"] == "DOCUMENT_NOT_FOUND"
+    assert not (seeded / "downloads" / "读过").exists()
