@@ -70,7 +70,6 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 Reply = OperationView | LocalReply | dict[str, Any]
 
 # export_citations reads at most this many entries of a stored search.
-EXPORT_SEARCH_MAX = 1000
 
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 COMPACT_FIELDS = ("record_ref", "title", "authors", "year", "source", "abstract")
@@ -80,6 +79,15 @@ def _platform() -> str:
     system = {"darwin": "darwin", "win32": "windows"}.get(sys.platform, sys.platform)
     machine = platform.machine().lower()
     return f"{system}/{GO_ARCH.get(machine, machine)}"
+
+
+class ExportPart(msgspec.Struct, frozen=True):
+    """The entries of a search one export_citations call takes: ``start`` to ``end`` of ``total``."""
+
+    search_id: str
+    start: int
+    end: int
+    total: int
 
 
 class App:
@@ -360,13 +368,15 @@ class App:
     async def export_citations(self, args: arguments.ExportCitationsArgs, ctx: Any) -> Reply:
         store = await self.store()
         refs = list(args.record_refs)
+        part: ExportPart | None = None
         if args.search_id:
-            record = self._search(store, args.search_id)
-            refs += [e.record_ref for e in _scoped(record, args.scope)[:EXPORT_SEARCH_MAX]]
+            entries = _scoped(self._search(store, args.search_id), args.scope)
+            part = ExportPart(args.search_id, args.offset, min(args.offset + arguments.EXPORT_MAX, len(entries)), len(entries))
+            refs += [e.record_ref for e in entries[part.start : part.end]]
         if args.filename and (store.exports_dir / args.filename).exists():
             raise CnkiError("FILE_EXISTS", f"exports/{args.filename} 已存在，未覆盖；请换一个文件名。")
         if not args.titles:
-            return await self._export(store, refs, args)
+            return await self._export(store, refs, args, part)
 
         async def work(op: OperationContext) -> dict[str, Any]:
             engine = await self.enrichment()
@@ -378,18 +388,28 @@ class App:
             fatal = await engine.enrich(op, found, "metadata", quality=False, record_errors=False)
             if fatal is not None:
                 raise fatal
-            return await self._export(store, refs + found, args)
+            return await self._export(store, refs + found, args, part)
 
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("export", kind_budget("export"), work), ctx)
 
-    async def _export(self, store: Store, refs: list[str], args: arguments.ExportCitationsArgs) -> dict[str, Any]:
+    async def _export(
+        self, store: Store, refs: list[str], args: arguments.ExportCitationsArgs, part: ExportPart | None
+    ) -> dict[str, Any]:
         papers = [store.data.papers[ref] for ref in dict.fromkeys(refs) if ref in store.data.papers]
         if not papers:
             raise CnkiError("INVALID_INPUT", "没有可以导出的文献：给出的 record_refs、search_id 或 titles 都没有对应的本地记录。")
         result = await asyncio.to_thread(
             citations.export, papers, args.format, args.template or None, data_dir=self.root, filename=args.filename
         )
+        if part is not None:
+            result.search_total = part.total
+            if part.end < part.total:
+                result.next_offset = part.end
+                result.warnings.append(
+                    f"检索 {part.search_id} 共 {part.total} 篇，本次导出第 {part.start + 1}–{part.end} 篇；"
+                    f"用 offset={part.end} 再调用一次导出其余部分。"
+                )
         return {"status": "completed", "data": msgspec.to_builtins(result)}
 
     async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> Reply:

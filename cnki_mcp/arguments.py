@@ -34,6 +34,7 @@ YEAR_MAX = 2200
 LIMIT_DEFAULT = 50
 LIMIT_MAX = 100
 BATCH_MAX = 100
+EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
 STATUS_WAIT_MAX = 55
 DOWNLOAD_WAIT_DEFAULT = 120
 DOWNLOAD_WAIT_MAX = 900
@@ -151,6 +152,7 @@ class ExportCitationsArgs(ToolArgs):
     titles: list[str] = []
     search_id: str = ""
     scope: str = "selected"
+    offset: int = 0  # with search_id: the first entry of the scope to export
     format: str = "gbt7714"
     template: str = ""
     filename: str = ""
@@ -442,6 +444,12 @@ def validate_download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> Non
 
 
 def validate_export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) -> None:
+    if len(args.record_refs) > EXPORT_MAX:
+        raise CnkiError(
+            "BATCH_TOO_LARGE",
+            f"record_refs 一次最多 {EXPORT_MAX} 个，收到 {len(args.record_refs)} 个；请分批导出。",
+            details={"count": len(args.record_refs), "limit": EXPORT_MAX},
+        )
     if len(args.titles) > BATCH_MAX:
         raise CnkiError(
             "BATCH_TOO_LARGE",
@@ -450,6 +458,7 @@ def validate_export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) ->
         )
     _documents_given(args)
     args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
+    _offset(args.offset)
     args.format = _choice(args.format, CITATION_FORMATS, "gbt7714", "INVALID_FORMAT", "format")
     if args.format == "custom":
         if not args.template:

@@ -368,6 +368,9 @@ class CitationResult(msgspec.Struct, omit_defaults=True):
     text: str = ""
     path: str = ""
     missing_fields: dict[str, list[str]] = {}
+    search_total: int = 0  # with search_id: the entries of the scope, all calls together
+    next_offset: int = 0  # with search_id: where the next call starts when entries remain (absent: none)
+    warnings: list[str] = []
 
 
 class LocalReply(msgspec.Struct, kw_only=True):

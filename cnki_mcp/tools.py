@@ -226,9 +226,12 @@ register(
         {
             "filename": _string("保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖"),
             "format": _string(f"{'、'.join(a.CITATION_FORMATS)}；默认 gbt7714", a.CITATION_FORMATS),
-            "record_refs": _strings("要导出的 record_ref 列表"),
+            "offset": _integer(
+                f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {a.EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
+            ),
+            "record_refs": _strings(f"要导出的 record_ref 列表，最多 {a.EXPORT_MAX} 个"),
             "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates"),
-            "search_id": _string("导出某次检索的结果"),
+            "search_id": _string(f"导出某次检索的结果（每次最多 {a.EXPORT_MAX} 篇）"),
             "template": _string(
                 f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
             ),
