@@ -211,9 +211,9 @@ class App:
                 "profile_directory": str(browser.profile_directory),
                 "connection_generation": browser.connection_generation,
             }
-            active = self._jobs.live()
-            if active is not None:
-                report["active_operation"] = self._jobs.view(active)
+            active = self._jobs.live_jobs()
+            if active:
+                report["active_operations"] = [self._jobs.view(job) for job in active]
         return report
 
     async def operation_status(self, args: arguments.OperationStatusArgs, ctx: Any) -> Reply:

@@ -54,6 +54,7 @@ CATALOGUE: dict[str, Code] = {
     "INVALID_SCOPE": Code("scope 只能是 selected、eligible 或 candidates。"),
     "INVALID_VIEW": Code("view 只能是 titles、compact 或 records。"),
     "INVALID_OFFSET": Code("offset 不能为负数。"),
+    "OPERATION_ID_REQUIRED": Code("有多个任务正在运行，请用 operation_id 指定其中一个。"),
     "INVALID_FORMAT": Code("format 不是支持的格式。"),
     "INVALID_TEMPLATE": Code("custom 模板无效。"),
     "FORMAT_UNAVAILABLE": Code("这种导出格式不可用。"),

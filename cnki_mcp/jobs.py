@@ -305,9 +305,24 @@ class Jobs:
     # --- reading --------------------------------------------------------------------------
 
     def live(self, operation_id: str | None = None) -> Job | None:
+        """The live job ``operation_id`` names; without an id, the only live job (None when none runs).
+
+        Several live jobs and no id is OPERATION_ID_REQUIRED: acting on one of them at random could
+        cancel or resume the wrong work.
+        """
         if operation_id:
             return self._live.get(operation_id)
+        if len(self._live) > 1:
+            ids = sorted(self._live)
+            raise CnkiError(
+                "OPERATION_ID_REQUIRED",
+                f"有 {len(ids)} 个任务正在运行，请用 operation_id 指定其中一个：{'、'.join(ids)}。",
+                details={"operation_ids": ids},
+            )
         return next(iter(self._live.values()), None)
+
+    def live_jobs(self) -> list[Job]:
+        return list(self._live.values())
 
     @property
     def live_count(self) -> int:

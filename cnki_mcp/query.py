@@ -22,7 +22,7 @@ import msgspec
 
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Channel, Plan
-from cnki_mcp.text import has_han, unique_strings
+from cnki_mcp.text import has_han, is_blank, unique_strings
 
 # --- limits ---------------------------------------------------------------------------------------
 
@@ -55,7 +55,7 @@ def validate_plan(groups: Sequence[Sequence[str]]) -> list[list[str]]:
                 f"concept_groups[{i}] 须有 1–{MAX_TERMS} 个同义词，收到 {len(group)} 个。", f"concept_groups[{i}]"
             )
         for j, term in enumerate(group):
-            if not isinstance(term, str) or not 1 <= len(term.strip()) <= MAX_TERM_CHARS:
+            if not isinstance(term, str) or is_blank(term) or len(term.strip()) > MAX_TERM_CHARS:
                 raise _plan_error(
                     f"concept_groups[{i}][{j}] 须为 1–{MAX_TERM_CHARS} 字的检索词。", f"concept_groups[{i}][{j}]"
                 )
@@ -292,7 +292,7 @@ LOGIC_AND, LOGIC_OR, LOGIC_NOT = 0, 1, 2
 _NEEDS_QUOTES = frozenset("+*()/%= -\t\"'")
 
 
-class Expression(msgspec.Struct, omit_defaults=True):
+class Expression(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     """One node of a structured_search expression: a leaf (field/value/match) or an operator (op/items)."""
 
     field: str = ""
@@ -347,13 +347,15 @@ def quote_value(value: str) -> str:
 
 
 def decode_expression(expression: Any) -> Expression:
-    """A JSON object (or an Expression) as an Expression tree; unknown keys are ignored."""
+    """A JSON object (or an Expression) as an Expression tree; an unknown key is refused, like unknown
+    arguments elsewhere (a misspelt ``fields`` must not silently widen a search)."""
     if isinstance(expression, Expression):
         return expression
     try:
         return msgspec.convert(expression, Expression)
     except (msgspec.ValidationError, RecursionError) as exc:
-        raise CnkiError("INVALID_EXPRESSION", f"expression 的结构无效：{exc}") from None
+        hint = "（条件只能有 field、value、match，或 op、items）" if "unknown field" in str(exc) else ""
+        raise CnkiError("INVALID_EXPRESSION", f"expression 的结构无效{hint}：{exc}") from None
 
 
 class _Walk:
@@ -398,7 +400,7 @@ class _Walk:
 
     @staticmethod
     def _literal(node: Expression, negated: bool) -> Condition:
-        value = node.value.strip()
+        value = "" if is_blank(node.value) else node.value.strip()
         if node.field not in FIELDS:
             raise CnkiError(
                 "INVALID_CONDITION", f"未知的检索字段：{node.field or '（空）'}。", details={"field": node.field}

@@ -319,7 +319,7 @@ register(
             "additional_seconds": _integer(
                 f"continue 时追加的秒数，最多 {_SECONDS_MAX}；省略且时间已用完时自动追加 {CONTINUE_SECONDS}"
             ),
-            "operation_id": _string("任务编号；省略时作用于当前任务"),
+            "operation_id": _string("任务编号；省略时作用于唯一在运行的任务（有多个时须指定）"),
         },
         required=("action",),
     ),
@@ -335,7 +335,7 @@ register(
     "任务完成或需要用户在浏览器中操作时会提前返回。",
     _object(
         {
-            "operation_id": _string("任务编号；省略时返回当前任务，没有任务时返回 idle"),
+            "operation_id": _string("任务编号；省略时返回唯一在运行的任务（有多个时须指定），没有任务时返回 idle"),
             "wait_seconds": _integer(
                 f"最多等待的秒数，0–{a.STATUS_WAIT_MAX}（超出按边界处理）；完成或需要人工操作时提前返回"
             ),

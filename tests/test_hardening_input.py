@@ -39,6 +39,7 @@ from hypothesis import strategies as st
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
+from cnki_mcp.text import is_blank
 from cnki_mcp import arguments, query, server
 from cnki_mcp.errors import CATALOGUE
 
@@ -462,7 +463,7 @@ def _dnf(node: Any, depth: int, negated: bool, counter: list[int]) -> list[list[
         match = node.get("match", "")
         if set(node) - {"field", "value", "match"} or not isinstance(value, str) or not isinstance(match, str):
             return None
-        if node.get("field") not in query.FIELDS or not 1 <= len(value.strip()) <= query.MAX_VALUE_CHARS:
+        if node.get("field") not in query.FIELDS or is_blank(value) or len(value.strip()) > query.MAX_VALUE_CHARS:
             return None
         if match not in query.MATCHES or ('"' in value and "'" in value):
             return None

@@ -151,6 +151,31 @@ async def test_cancel_ends_a_running_operation_quickly(jobs: Jobs) -> None:
     assert (await jobs.status(None, 0)).status == "idle"
 
 
+async def test_without_an_id_only_the_one_live_operation_is_acted_on(jobs: Jobs) -> None:
+    async def work(ctx: OperationContext) -> None:
+        await asyncio.sleep(60)
+
+    first = jobs.start("metadata", kind_budget("metadata"), work)
+    alone = await jobs.status(None, 0)
+    second = jobs.start("export", kind_budget("export"), work)
+    with pytest.raises(CnkiError) as ambiguous:
+        await jobs.cancel(None)
+    status_error = None
+    try:
+        await jobs.status(None, 0)
+    except CnkiError as exc:
+        status_error = exc.code
+
+    assert alone.operation_id == first.record.operation_id
+    assert ambiguous.value.code == "OPERATION_ID_REQUIRED"
+    assert ambiguous.value.details["operation_ids"] == sorted([first.record.operation_id, second.record.operation_id])
+    assert status_error == "OPERATION_ID_REQUIRED"
+    assert first.record.status == "running"
+    assert second.record.status == "running"
+    await jobs.cancel(first.record.operation_id)
+    await jobs.cancel(second.record.operation_id)
+
+
 async def test_status_of_unknown_and_stored_operations(jobs: Jobs) -> None:
     with pytest.raises(CnkiError) as unknown:
         await jobs.status("op_000000000000000000000000", 0)

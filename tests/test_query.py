@@ -497,8 +497,31 @@ def test_limits_of_values_and_operands_are_inclusive() -> None:
     (branch,) = compile_expression(T("长" * 120))
     assert branch[0].value == "长" * 120
     assert len(compile_expression(OR(*[T(str(i)) for i in range(12)]))) == 12
-    (branch,) = compile_expression({"field": "title", "value": " 违约金 ", "extra": "ignored"})
+    (branch,) = compile_expression({"field": "title", "value": " 违约金 "})
     assert branch[0].value == "违约金"
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        {"field": "title", "value": "违约金", "extra": "x"},
+        {"op": "and", "items": [{"field": "title", "value": "违约金"}, {"fields": "keywords", "value": "调整"}]},
+    ],
+)
+def test_unknown_keys_in_an_expression_are_refused(expression: dict[str, Any]) -> None:
+    with pytest.raises(CnkiError) as caught:
+        compile_expression(expression)
+
+    assert caught.value.code == "INVALID_EXPRESSION"
+    assert "unknown field" in caught.value.message
+
+
+@pytest.mark.parametrize("value", ["\x00", "\u200b\u200d", " \ufeff ", "\u202e"])
+def test_a_term_with_nothing_visible_is_refused_like_a_blank_one(value: str) -> None:
+    with pytest.raises(CnkiError) as caught:
+        compile_expression({"field": "title", "value": value})
+
+    assert caught.value.code == "INVALID_CONDITION"
 
 
 def nested(depth: int) -> dict[str, Any]:
