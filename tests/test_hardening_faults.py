@@ -150,7 +150,7 @@ async def test_a_full_disk_keeps_everything_in_memory_and_the_old_file_intact(
         patch.setattr(store_module.os, "write", _enospc)
         view = await call_tool(app, "search", QUERY)  # the network work never waits for the disk
         assert view["status"] == "completed"
-        assert not store.flush() and store.dirty and "No space left" in store.last_flush_error
+        assert not store.flush() and store.dirty and "No space left" in store.save.error
         assert store.research_path.read_bytes() == before  # the last good file is untouched
         diagnostics = await call_tool(app, "diagnostics", {})
         assert diagnostics["store"]["papers"] == 201
