@@ -61,7 +61,7 @@ from cnki_mcp.research import (
 from cnki_mcp.session import Sessions, session_view
 from cnki_mcp.site import Site
 from cnki_mcp.store import KEEP_SEARCHES, Store, load_config
-from cnki_mcp.tools import spec_of
+from cnki_mcp.tools import ToolName, spec_of
 
 log = logging.getLogger(__name__)
 
@@ -181,11 +181,10 @@ class App:
         Every answer, failures included, carries the store's warnings (changes not saved, entries
         left out when it was read) in ``warnings``.
         """
-        name = spec_of(tool).handler
-        handler: Handler = getattr(self, name)
+        handler: Handler = getattr(self, spec_of(tool).handler)
         try:
             await self._reload_config()
-            if self.config_error is not None and name != "diagnostics":
+            if self.config_error is not None and tool != ToolName.DIAGNOSTICS:
                 raise self.config_error
             reply = await handler(args, ctx)
         except CnkiError as exc:
