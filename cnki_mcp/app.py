@@ -41,6 +41,7 @@ from cnki_mcp.model import (
     OperationView,
     Paper,
     Plan,
+    Problem,
     ReadResult,
     SearchRecord,
     SearchSummary,
@@ -60,8 +61,8 @@ from cnki_mcp.research import (
 )
 from cnki_mcp.session import Sessions, session_view
 from cnki_mcp.site import Site
-from cnki_mcp.store import Store, load_config
-from cnki_mcp.tools import spec_of
+from cnki_mcp.store import KEEP_SEARCHES, Store, load_config
+from cnki_mcp.tools import ToolName, spec_of
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,15 @@ class App:
         self._site_factory = site_factory
         self._catalog: Catalog | None = None
         self._journals = JournalFlights()
-        self.config: Config = load_config(self.root)
+        # A broken config.json must not stop the server: tools answer CONFIG_INVALID until it is fixed.
+        self.config = Config()
+        self.config_error: CnkiError | None = None
+        try:
+            self.config = load_config(self.root)
+        except CnkiError as exc:
+            self.config_error = exc
         self._store: Store | None = None
+        self._store_error: CnkiError | None = None  # why the store last failed to open
         self._jobs: Jobs | None = None
         self._opening = asyncio.Lock()  # concurrent first calls must not open the store twice
         self._browser: Browser | None = None
@@ -115,7 +123,12 @@ class App:
         async with self._opening:
             if self._store is None:
                 # Reading a large research.json takes a few hundred ms: keep the event loop free meanwhile.
-                store = await asyncio.to_thread(Store.open, self.root)
+                try:
+                    store = await asyncio.to_thread(Store.open, self.root)
+                except CnkiError as exc:
+                    self._store_error = exc
+                    raise
+                self._store_error = None
                 await store.start()
                 self._store = store
                 self._jobs = Jobs(store)
@@ -172,9 +185,35 @@ class App:
     # --- dispatch -------------------------------------------------------------------------
 
     async def call(self, tool: str, args: Any, ctx: Any) -> Any:
-        """Run the registered tool ``tool`` with arguments already parsed by ``tools.parse_arguments``."""
+        """Run the registered tool ``tool`` with arguments already parsed by ``tools.parse_arguments``.
+
+        Every answer, failures included, carries the store's warnings (changes not saved, entries
+        left out when it was read) in ``warnings``.
+        """
         handler: Handler = getattr(self, spec_of(tool).handler)
-        return await handler(args, ctx)
+        try:
+            await self._reload_config()
+            if self.config_error is not None and tool != ToolName.DIAGNOSTICS:
+                raise self.config_error
+            reply = await handler(args, ctx)
+        except CnkiError as exc:
+            exc.warnings = self._warnings()
+            raise
+        return _with_warnings(reply, self._warnings())
+
+    async def _reload_config(self) -> None:
+        """Read again a config.json that failed to parse, so fixing it needs no restart."""
+        if self.config_error is None:
+            return
+        try:
+            self.config = await asyncio.to_thread(load_config, self.root)
+        except CnkiError as exc:
+            self.config_error = exc
+            return
+        self.config_error = None
+
+    def _warnings(self) -> list[Problem]:
+        return self._store.warnings() if self._store is not None else []
 
     # --- local tools ----------------------------------------------------------------------
 
@@ -195,15 +234,12 @@ class App:
             "workers": settings.workers(),
             "inline_wait_seconds": settings.inline_wait_seconds(),
         }
+        if self.config_error is not None:
+            report["config_error"] = self.config_error.problem()
+        if self._store is None and self._store_error is not None:
+            report["store_error"] = self._store_error.problem()
         if self._store is not None and self._jobs is not None:
-            data = self._store.data
-            report["store"] = {
-                "papers": len(data.papers),
-                "journals": len(data.sources),
-                "searches": len(data.searches),
-                "operations": len(data.operations),
-                "artifacts": len(data.artifacts),
-            }
+            report["store"] = self._store.stats()
             browser = self._browser
             report["browser"] = {"running": False} if browser is None else {
                 "running": browser.running,
@@ -463,9 +499,18 @@ class App:
     @staticmethod
     def _search(store: Store, search_id: str) -> SearchRecord:
         record = store.data.searches.get(search_id)
-        if record is None:
-            raise CnkiError("SEARCH_NOT_FOUND", f"没有找到检索 {search_id}；检索完成或中断后才能读取结果。")
-        return record
+        if record is not None:
+            return record
+        if store.was_retired("searches", search_id):
+            raise CnkiError(
+                "SEARCH_NOT_FOUND",
+                f"检索 {search_id} 已被自动删除：本地只保留最近 {KEEP_SEARCHES} 次检索。请重新检索。",
+                details={"search_id": search_id, "reason": "retention"},
+            )
+        raise CnkiError(
+            "SEARCH_NOT_FOUND",
+            f"没有找到检索 {search_id}；检索完成或中断后才能读取结果（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
+        )
 
     @staticmethod
     def _resolve_local(catalog: Catalog, record_refs: list[str], titles: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -490,6 +535,15 @@ class App:
             else:
                 problems.append({"code": "DOCUMENT_NOT_FOUND", "message": f"本地没有题名为《{title}》的文献。", "details": {"title": title}})
         return refs, problems
+
+
+def _with_warnings(reply: Reply, warnings: list[Problem]) -> Reply:
+    """``reply`` as a new object with ``warnings`` added (the reply itself may be stored: never changed)."""
+    if not warnings:
+        return reply
+    data = dict(reply) if isinstance(reply, dict) else msgspec.to_builtins(reply)
+    data["warnings"] = [*data.get("warnings", []), *warnings]
+    return data
 
 
 def _scoped(record: SearchRecord, scope: str) -> list[Any]:

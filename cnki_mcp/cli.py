@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from cnki_mcp import __version__
+from cnki_mcp import __version__, settings
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.redact import LogRedaction
 
@@ -62,7 +62,7 @@ def cli(ctx: click.Context) -> None:
 def serve() -> None:
     """启动 MCP 服务（stdio），直到客户端断开。"""
     logging.basicConfig(
-        level=os.environ.get("CNKI_LOG_LEVEL", "WARNING").upper(),
+        level=settings.log_level(),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
@@ -120,6 +120,8 @@ async def _doctor(protocol: bool) -> dict[str, Any]:
     from cnki_mcp.discovery import browser_report
 
     app = App()
+    if app.config_error is not None:
+        raise app.config_error  # doctor is the check: a broken config.json fails it with one line
     report: dict[str, Any] = await app.diagnostics(None, None)
     report["browser_executable"] = browser_report(app.config)
     report["clients"] = configured_clients(app.root)

@@ -22,7 +22,7 @@ from cnki_mcp import settings
 from cnki_mcp.clock import Deadline, utc_now_iso
 from cnki_mcp.errors import CnkiError, as_cnki_error
 from cnki_mcp.model import Budget, BudgetView, Operation, OperationView, Problem
-from cnki_mcp.store import Store
+from cnki_mcp.store import KEEP_OPERATIONS, Store
 
 log = logging.getLogger(__name__)
 
@@ -356,9 +356,15 @@ class Jobs:
 
     def stored(self, operation_id: str) -> Operation:
         record = self._store.data.operations.get(operation_id)
-        if record is None:
-            raise CnkiError("OPERATION_NOT_FOUND", f"没有找到任务 {operation_id}。")
-        return record
+        if record is not None:
+            return record
+        if self._store.was_retired("operations", operation_id):
+            raise CnkiError(
+                "OPERATION_NOT_FOUND",
+                f"任务 {operation_id} 已被自动删除：本地只保留最近 {KEEP_OPERATIONS} 个任务；需要时请重新调用原工具。",
+                details={"operation_id": operation_id, "reason": "retention"},
+            )
+        raise CnkiError("OPERATION_NOT_FOUND", f"没有找到任务 {operation_id}（本地只保留最近 {KEEP_OPERATIONS} 个任务）。")
 
     @staticmethod
     def idle_view() -> OperationView:

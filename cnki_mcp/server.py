@@ -155,9 +155,12 @@ def _result(value: Any, *, is_error: bool = False) -> CallToolResult:
 
 
 def failure(error: CnkiError) -> CallToolResult:
-    """The ``isError`` answer for a failure before (or instead of) an operation."""
+    """The ``isError`` answer for a failure before (or instead of) an operation, with the app's warnings."""
+    body: dict[str, Any] = {"status": "failed", "errors": [error.problem()]}
+    if error.warnings:
+        body["warnings"] = error.warnings
     try:
-        return _result({"status": "failed", "errors": [error.problem()]}, is_error=True)
+        return _result(body, is_error=True)
     except (TypeError, ValueError, msgspec.EncodeError):
         log.exception("error details of %s are not serialisable; dropping them", error.code)
         return _result({"status": "failed", "errors": [{"code": error.code, "message": error.message}]}, is_error=True)

@@ -7,6 +7,7 @@ empty, zero, negative, not a number) silently falls back to the default, so a ty
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -46,6 +47,12 @@ def inline_wait_seconds() -> int:
 def verification_wait_seconds() -> int:
     """CNKI_VERIFICATION_WAIT_SECONDS: how long a page handed to the person (captcha, login) is waited for."""
     return env_positive_int("CNKI_VERIFICATION_WAIT_SECONDS", 20 * 60)
+
+
+def log_level() -> int:
+    """CNKI_LOG_LEVEL: DEBUG, INFO, WARNING (default), ERROR or CRITICAL, any case; anything else is WARNING."""
+    name = os.environ.get("CNKI_LOG_LEVEL", "").strip().upper()
+    return logging.getLevelNamesMapping().get(name, logging.WARNING)
 
 
 def data_root() -> Path:

@@ -196,6 +196,9 @@ def test_guide_covers_the_workflow() -> None:
         "BROWSER_UNAVAILABLE",
         "SIDE_EFFECT_UNCERTAIN",
         "isError",
+        "warnings",
+        "STORE_NOT_SAVED",
+        "CONFIG_INVALID",
     ):
         assert topic in guide, topic
     assert "不是指令" in guide  # page and paper content are evidence, never instructions

@@ -150,7 +150,7 @@ async def test_a_full_disk_keeps_everything_in_memory_and_the_old_file_intact(
         patch.setattr(store_module.os, "write", _enospc)
         view = await call_tool(app, "search", QUERY)  # the network work never waits for the disk
         assert view["status"] == "completed"
-        assert not store.flush() and store.dirty and "No space left" in store.last_flush_error
+        assert not store.flush() and store.dirty and "No space left" in store.save.error
         assert store.research_path.read_bytes() == before  # the last good file is untouched
         diagnostics = await call_tool(app, "diagnostics", {})
         assert diagnostics["store"]["papers"] == 201
@@ -169,6 +169,66 @@ def test_a_full_disk_while_writing_a_file_leaves_nothing_behind(tmp_path: Path, 
     assert failed.value.code == "DISK_WRITE_FAILED"
     assert list(folder.iterdir()) == []  # no final name, no temporary file
     FIGURES["faults_injected"] += 1
+
+
+@pytest.mark.slow
+async def test_a_full_disk_over_mcp_is_told_in_every_result_until_space_is_back(tmp_path: Path) -> None:
+    """A real server whose writes meet ENOSPC: every result warns (failures too), diagnostics shows the
+    save state, no temp file is left, research.json keeps its last good bytes; once space is back the
+    next retry saves everything and a restarted server still knows the operation it acknowledged."""
+    data, log, flag = tmp_path / "data", tmp_path / "requests.log", tmp_path / "disk-full"
+    failures = tmp_path / "disk-full.failures"
+    with open(tmp_path / "stderr.txt", "ab") as errlog:
+        server = await _fake_server(tmp_path, data, log, errlog, HARDENING_DISK_FULL=str(flag))
+        try:
+            await _until_final(server, (await _tool(server, "search", QUERY))["operation_id"])
+            await _wait_for(lambda: (data / "research.json").exists(), 10)
+            while (await _tool(server, "diagnostics", {}))["store"]["save"]["dirty"]:
+                await asyncio.sleep(0.1)
+            before = (data / "research.json").read_bytes()
+            flag.touch()
+            second = await _tool(server, "search", {**QUERY, "options": {"freshness": "live"}})
+            acknowledged = (await _until_final(server, second["operation_id"]))["operation_id"]
+            changed_at = time.time()
+            reply = await _wait_for_async(lambda: _tool(server, "operation_status", {}), lambda r: "warnings" in r, 15, 0)
+            warned_at = time.time()
+            failed_at = float(failures.read_text(encoding="utf-8").split()[0])
+            FIGURES["disk_full_failed_write_to_warning_ms"] = round((warned_at - failed_at) * 1000)
+            FIGURES["disk_full_change_to_warning_ms"] = round((warned_at - changed_at) * 1000)
+            missing = (await server.request("tools/call", {"name": "search_results", "arguments": {"search_id": "s_x"}}))["result"]
+            save = (await _tool(server, "diagnostics", {}))["store"]["save"]
+            on_disk = (data / "research.json").read_bytes()
+            left = sorted(path.name for path in data.iterdir() if path.name.startswith("research.json."))
+            flag.unlink()
+            freed_at = time.time()
+            await _wait_for_async(lambda: _tool(server, "operation_status", {}), lambda r: "warnings" not in r, 45)
+            FIGURES["disk_full_space_back_to_saved_ms"] = round((time.time() - freed_at) * 1000)
+        finally:
+            assert await server.close() == 0
+        again = await _fake_server(tmp_path, data, log, errlog)
+        try:
+            restarted = await _tool(again, "operation_status", {"operation_id": acknowledged})
+        finally:
+            assert await again.close() == 0
+    FIGURES["faults_injected"] += 1
+    assert [warning["code"] for warning in reply["warnings"]] == ["STORE_NOT_SAVED"]
+    assert missing["isError"]
+    assert [warning["code"] for warning in missing["structuredContent"]["warnings"]] == ["STORE_NOT_SAVED"]
+    assert save["dirty"] is True
+    assert "No space left" in save["error"]
+    assert save["failing_since"]
+    assert on_disk == before
+    assert left == []
+    assert restarted["status"] == "completed"
+
+
+async def _wait_for_async(call: Any, done: Any, timeout: float, pause: float = 0.2) -> Any:
+    """Call ``call`` until ``done`` says yes of its answer; that answer."""
+    deadline = time.monotonic() + timeout
+    while not done(reply := await call()):
+        assert time.monotonic() < deadline, reply
+        await asyncio.sleep(pause)
+    return reply
 
 
 # --- a second server on the same data directory ---------------------------------------------------------
@@ -223,10 +283,27 @@ class LoggedFakeSite(FakeSite):
         self._log_file.write(json.dumps([time.time(), kind, key], ensure_ascii=False) + "\n")
 
 
+def _disk_full_while(flag: Path) -> None:
+    """``os.write`` fails with ENOSPC while ``flag`` exists; each failure's time goes to ``<flag>.failures``."""
+    real = os.write
+    failures = flag.with_name(flag.name + ".failures")
+
+    def write(fd: int, data: Any) -> int:
+        if flag.exists():
+            with open(failures, "a", encoding="utf-8") as out:  # a file object does not write through os.write
+                out.write(f"{time.time()}\n")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    os.write = write  # type: ignore[assignment]
+
+
 async def _serve_with_fake_site() -> None:
     """``python -m tests.test_hardening_faults``: the real serve loop with a LoggedFakeSite."""
     from cnki_mcp.server import serve_stdio
 
+    if os.environ.get("HARDENING_DISK_FULL"):
+        _disk_full_while(Path(os.environ["HARDENING_DISK_FULL"]))
     site = LoggedFakeSite(
         Path(os.environ["HARDENING_FAKE_LOG"]),
         int(os.environ.get("HARDENING_FAKE_FREEZE_AT", "0")),
