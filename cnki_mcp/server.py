@@ -26,7 +26,6 @@ import msgspec
 from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheHint
-from mcp.server.stdio import stdio_server
 from mcp.types import (
     INVALID_PARAMS,
     CallToolRequestParams,
@@ -53,6 +52,7 @@ from mcp.types import (
 from cnki_mcp import __version__
 from cnki_mcp.errors import CnkiError, as_cnki_error
 from cnki_mcp.tools import ToolName, listed_tools, parse_arguments
+from cnki_mcp.wire import stdio_streams
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ def build_server(app: ToolApp | None) -> Server[Any]:
 async def serve_stdio(app: ToolApp) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin."""
     server = build_server(app)
-    async with stdio_server() as (read_stream, write_stream):
+    async with stdio_streams() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
