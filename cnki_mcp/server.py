@@ -26,8 +26,10 @@ import msgspec
 from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheHint
+from mcp.server.context import CallNext, HandlerResult
 from mcp.types import (
     INVALID_PARAMS,
+    INVALID_REQUEST,
     CallToolRequestParams,
     CallToolResult,
     GetPromptRequestParams,
@@ -181,6 +183,22 @@ async def _dispatch(app: ToolApp | None, request: ServerRequestContext[Any, Any]
 
 # --- the server --------------------------------------------------------------------------------------
 
+# What the SDK answers to a request that comes before ``initialize`` (it keeps the shape of its old
+# union validation); the same words also mean malformed params, so only the state tells them apart.
+_SDK_GATE_MESSAGE = "Invalid request parameters"
+
+
+async def _initialize_first(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """A request before the handshake is told that ``initialize`` must come first."""
+    try:
+        return await call_next(ctx)
+    except MCPError as exc:
+        gate = exc.error.code == INVALID_PARAMS and exc.error.message == _SDK_GATE_MESSAGE
+        if gate and ctx.session.client_params is None and ctx.method != "initialize":
+            message = f"请先发送 initialize 请求完成握手，再发送 {ctx.method}（MCP 连接的第一条请求必须是 initialize）。"
+            raise MCPError(INVALID_REQUEST, message, data={"method": ctx.method}) from None
+        raise
+
 
 def build_server(app: ToolApp | None) -> Server[Any]:
     """The MCP server for ``app``. ``None`` serves discovery only (tools, resource, prompts)."""
@@ -221,7 +239,7 @@ def build_server(app: ToolApp | None) -> Server[Any]:
             messages=[PromptMessage(role="user", content=TextContent(type="text", text=f"{text}：{topic}"))]
         )
 
-    return Server(
+    server = Server(
         SERVER_NAME,
         version=__version__,
         instructions=guide_text(),
@@ -234,6 +252,8 @@ def build_server(app: ToolApp | None) -> Server[Any]:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
     )
+    server.middleware.append(_initialize_first)
+    return server
 
 
 async def serve_stdio(app: ToolApp) -> None:

@@ -811,6 +811,22 @@ async def test_a_byte_order_mark_before_initialize_is_read_as_its_start(tmp_path
     assert status == 0
 
 
+async def test_a_request_before_initialize_is_told_to_initialize_first(tmp_path: Path) -> None:
+    with open(tmp_path / "stderr.txt", "wb") as errlog:
+        raw = await RawServer.spawn(server_env(tmp_path / "data"), errlog)
+        early = await raw.request("tools/list")
+        call = await raw.request("tools/call", {"name": "diagnostics", "arguments": {}})
+        pong = await raw.request("ping")
+        init = await raw.request("initialize", INIT_PARAMS)
+        status = await raw.close()
+    assert early["error"]["code"] == -32600
+    assert "initialize" in early["error"]["message"]
+    assert "initialize" in call["error"]["message"]
+    assert pong["result"] == {}
+    assert init["result"]["serverInfo"]["name"] == "cnki"
+    assert status == 0
+
+
 async def test_a_client_that_vanishes_mid_call_leaves_no_server_behind(tmp_path: Path) -> None:
     """stdin closed while calls are in flight: the server exits on its own, cleanly."""
     with open(tmp_path / "stderr.txt", "wb") as errlog:
