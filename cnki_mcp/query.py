@@ -352,8 +352,11 @@ def decode_expression(expression: Any) -> Expression:
         return expression
     try:
         return msgspec.convert(expression, Expression)
-    except (msgspec.ValidationError, RecursionError) as exc:
+    except msgspec.ValidationError as exc:
         raise CnkiError("INVALID_EXPRESSION", f"expression 的结构无效：{exc}") from None
+    except RecursionError:
+        # Nested past what the converter can follow: far beyond MAX_DEPTH, so the same code as depth 9.
+        raise CnkiError("QUERY_TOO_COMPLEX", f"检索条件过于复杂：最多 {MAX_DEPTH} 层嵌套。") from None
 
 
 class _Walk:

@@ -513,6 +513,11 @@ def test_depth_limit() -> None:
     assert code_of(compile_expression, nested(9)) == "QUERY_TOO_COMPLEX"
 
 
+def test_a_tree_deeper_than_the_converter_can_follow_is_too_complex() -> None:
+    """3,000 nested nots (6,000 JSON levels) exhaust msgspec's recursion before the depth check runs."""
+    assert code_of(compile_expression, nested(3_000)) == "QUERY_TOO_COMPLEX"
+
+
 def test_node_limit() -> None:
     def tree(last: int) -> dict[str, Any]:
         # 1 root + 7 × (1 + 11 leaves) + (1 + last leaves) nodes, one branch.
