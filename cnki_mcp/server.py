@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import warnings
 from functools import cache
 from importlib import resources
@@ -90,6 +91,7 @@ class CallContext:
 
     Both are tied to the request: once the call has returned (a job may outlive it), progress is
     dropped and sampling answers None. ``CallContext(None)`` is a context without a client.
+    ``started`` (monotonic) is when the call arrived: the inline wait counts from it.
     """
 
     SAMPLING_TIMEOUT = 120.0
@@ -98,6 +100,7 @@ class CallContext:
         self._request = request
         self._open = request is not None
         self._last_progress: float | None = None
+        self.started = time.monotonic()
         caps = request.session.client_capabilities if request is not None else None
         self.client_supports_sampling: bool = bool(
             request is not None and caps is not None and caps.sampling is not None and request.session.can_send_request
