@@ -10,6 +10,7 @@ a bad call.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -53,6 +54,7 @@ from mcp.types import (
 )
 
 from cnki_mcp import __version__
+from cnki_mcp.clock import Deadline
 from cnki_mcp.errors import CnkiError, as_cnki_error
 from cnki_mcp.tools import ToolName, listed_tools, parse_arguments
 from cnki_mcp.wire import stdio_streams
@@ -94,7 +96,7 @@ class CallContext:
     ``started`` (monotonic) is when the call arrived: the inline wait counts from it.
     """
 
-    SAMPLING_TIMEOUT = 120.0
+    SAMPLING_PROGRESS_SECONDS = 3.0
 
     def __init__(self, request: ServerRequestContext[Any, Any] | None = None) -> None:
         self._request = request
@@ -121,24 +123,47 @@ class CallContext:
         except Exception:  # a closed stream must not break the job reporting progress
             log.debug("progress notification not delivered", exc_info=True)
 
-    async def sample(self, system_prompt: str, user_text: str, max_tokens: int) -> str | None:
-        """Ask the client's model (MCP sampling); the reply's text, or None when unavailable or failed."""
+    async def sample(self, system_prompt: str, user_text: str, max_tokens: int, timeout: float) -> str | None:
+        """Ask the client's model (MCP sampling) for at most ``timeout`` seconds.
+
+        The reply's text, or None when sampling is unavailable, refused or failed. Raises
+        TimeoutError when the client has not answered in time; the request is then cancelled. While
+        it waits, progress says so every few seconds, as fractions below 1 so that the operation's
+        own progress, which counts from 1, still rises after it.
+        """
         if not self._open or self._request is None or not self.client_supports_sampling:
             return None
-        session = self._request.session
+        asking = asyncio.ensure_future(self._create_message(system_prompt, user_text, max_tokens))
+        deadline = Deadline(timeout)
         try:
-            with anyio.fail_after(self.SAMPLING_TIMEOUT), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # sampling is deprecated in the 2026 protocol, still fine for 2025 hosts
-                reply = await session.create_message(
-                    [SamplingMessage(role="user", content=TextContent(type="text", text=user_text))],
-                    max_tokens=max_tokens,
-                    system_prompt=system_prompt,
-                    include_context="none",
-                    related_request_id=self._request.request_id,
-                )
-        except Exception:
+            while not asking.done() and not deadline.passed:
+                await asyncio.wait({asking}, timeout=min(self.SAMPLING_PROGRESS_SECONDS, deadline.remaining()))
+                if not asking.done() and not deadline.passed:
+                    waited = timeout - deadline.remaining()
+                    await self.report_progress(waited / timeout, None, f"正在等待客户端模型回复（{waited:.0f}/{timeout:.0f} 秒）")
+        finally:
+            if not asking.done():
+                asking.cancel()
+        if not asking.done():
+            await asyncio.wait({asking}, timeout=1.0)  # lets the SDK tell the client the request is cancelled
+            raise TimeoutError(f"the client did not answer sampling within {timeout:g} s")
+        try:
+            return asking.result()
+        except (Exception, asyncio.CancelledError):  # cancelled by the SDK (connection closing), not by us
             log.info("sampling failed; continuing without it", exc_info=True)
             return None
+
+    async def _create_message(self, system_prompt: str, user_text: str, max_tokens: int) -> str | None:
+        assert self._request is not None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # sampling is deprecated in the 2026 protocol, still fine for 2025 hosts
+            reply = await self._request.session.create_message(
+                [SamplingMessage(role="user", content=TextContent(type="text", text=user_text))],
+                max_tokens=max_tokens,
+                system_prompt=system_prompt,
+                include_context="none",
+                related_request_id=self._request.request_id,
+            )
         blocks = reply.content if isinstance(reply.content, list) else [reply.content]
         text = "".join(block.text for block in blocks if isinstance(block, TextContent))
         return text or None
