@@ -418,8 +418,14 @@ class Jobs:
             log.debug("progress notification failed", exc_info=True)
 
     async def inline(self, job: Job, ctx: Any) -> OperationView:
-        """A tool call's answer: the job's view after up to CNKI_INLINE_WAIT_SECONDS, with progress forwarded."""
-        return await self.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
+        """A tool call's answer: the job's view up to CNKI_INLINE_WAIT_SECONDS after the call began, with progress.
+
+        Counted from the call's ``started`` (when the context has one), so time spent before the
+        operation started (planning with the client's model) is part of the inline wait.
+        """
+        started = getattr(ctx, "started", None)
+        spent = time.monotonic() - started if started is not None else 0.0
+        return await self.wait(job, settings.inline_wait_seconds() - spent, getattr(ctx, "report_progress", None))
 
     async def status(self, operation_id: str | None, wait_seconds: float, progress: ProgressSink | None = None) -> OperationView:
         wait_seconds = min(max(wait_seconds, 0), MAX_WAIT_SECONDS)

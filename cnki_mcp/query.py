@@ -179,6 +179,13 @@ SAMPLING_SYSTEM_PROMPT = (
     '示例：[["自动驾驶", "无人驾驶"], ["产品责任", "产品缺陷责任"]]'
 )
 
+
+def sampling_timeout_warning(seconds: float) -> str:
+    return f"客户端模型在 {seconds:g} 秒内没有回复检索规划请求（采样），已改用自动拆分；如需同义词，请传入 concept_groups。"
+
+
+SAMPLING_UNUSABLE_WARNING = "客户端模型没有给出可用的检索规划（采样被拒绝、失败或回复无法解析），已改用自动拆分。"
+
 _FENCE_OPEN = re.compile(r"^```(?:json)?", re.IGNORECASE)
 
 
@@ -198,12 +205,10 @@ def parse_sampling_reply(text: str) -> list[list[str]] | None:
         return None
 
 
-def plan_from_sampling(reply_text: str, query: str) -> Plan:
-    """The sampling plan when the reply is usable, otherwise the lexical plan (never a sampling error)."""
+def plan_from_sampling(reply_text: str) -> Plan | None:
+    """The sampling plan when the reply is usable; ``None`` means "fall back" (never a sampling error)."""
     groups = parse_sampling_reply(reply_text)
-    if groups is None:
-        return plan_lexical(query)
-    return plan_explicit(groups, method="sampling")
+    return None if groups is None else plan_explicit(groups, method="sampling")
 
 
 def plan_structured(expression: Any) -> Plan:
@@ -353,9 +358,12 @@ def decode_expression(expression: Any) -> Expression:
         return expression
     try:
         return msgspec.convert(expression, Expression)
-    except (msgspec.ValidationError, RecursionError) as exc:
+    except msgspec.ValidationError as exc:
         hint = "（条件只能有 field、value、match，或 op、items）" if "unknown field" in str(exc) else ""
         raise CnkiError("INVALID_EXPRESSION", f"expression 的结构无效{hint}：{exc}") from None
+    except RecursionError:
+        # Nested past what the converter can follow: far beyond MAX_DEPTH, so the same code as depth 9.
+        raise CnkiError("QUERY_TOO_COMPLEX", f"检索条件过于复杂：最多 {MAX_DEPTH} 层嵌套。") from None
 
 
 class _Walk:

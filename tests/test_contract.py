@@ -6,6 +6,7 @@ doubles of the app, so the envelope is checked independently of which tools work
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import subprocess
@@ -375,7 +376,7 @@ async def test_context_without_request_is_inert() -> None:
     ctx = server.CallContext(None)
     assert ctx.client_supports_sampling is False
     await ctx.report_progress(1)
-    assert await ctx.sample("system", "user", 10) is None
+    assert await ctx.sample("system", "user", 10, 1.0) is None
 
 
 async def test_sampling_through_a_legacy_client() -> None:
@@ -386,7 +387,7 @@ async def test_sampling_through_a_legacy_client() -> None:
         return CreateMessageResult(role="assistant", content=TextContent(type="text", text='[["违约金"]]'), model="m")
 
     async def answer(tool: str, args: Any, ctx: server.CallContext) -> Any:
-        reply = await ctx.sample("你是检索规划助手", args.query, 1200)
+        reply = await ctx.sample("你是检索规划助手", args.query, 1200, 5.0)
         return {"supported": ctx.client_supports_sampling, "reply": reply}
 
     async with Client(server.build_server(FakeApp(answer)), mode="legacy", sampling_callback=sampling) as client:
@@ -403,7 +404,7 @@ async def test_sampling_falls_back_to_none() -> None:
         return ErrorData(code=-32600, message="用户拒绝")
 
     async def answer(tool: str, args: Any, ctx: server.CallContext) -> Any:
-        return {"supported": ctx.client_supports_sampling, "reply": await ctx.sample("s", "u", 10)}
+        return {"supported": ctx.client_supports_sampling, "reply": await ctx.sample("s", "u", 10, 5.0)}
 
     app = FakeApp(answer)
     async with Client(server.build_server(app), mode="legacy", sampling_callback=refuse) as client:
@@ -412,3 +413,28 @@ async def test_sampling_falls_back_to_none() -> None:
         undeclared = decoded(await client.call_tool("diagnostics", {}))
     assert refused == {"supported": True, "reply": None}
     assert undeclared == {"supported": False, "reply": None}
+
+
+async def test_sampling_that_is_never_answered_times_out_with_progress() -> None:
+    async def never(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def answer(tool: str, args: Any, ctx: server.CallContext) -> Any:
+        ctx.SAMPLING_PROGRESS_SECONDS = 0.2
+        try:
+            await ctx.sample("s", "u", 10, 1.0)
+        except TimeoutError:
+            return {"timed_out": True}
+        return {"timed_out": False}
+
+    seen: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+
+    async with Client(server.build_server(FakeApp(answer)), mode="legacy", sampling_callback=never) as client:
+        data = decoded(await asyncio.wait_for(client.call_tool("diagnostics", {}, progress_callback=on_progress), 10))
+    assert data == {"timed_out": True}
+    assert len(seen) >= 2
+    assert all("等待客户端模型" in (message or "") for message in seen)

@@ -321,3 +321,22 @@ async def test_checkpoint_carries_active_time_and_errors_are_readable(jobs: Jobs
     assert view.result == ["DOCUMENT_NOT_FOUND"]
     assert job.record.checkpoint == {"phase": 1}
     assert job.record.active_seconds >= 0.2
+
+
+async def test_the_inline_wait_counts_from_the_start_of_the_call(jobs: Jobs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Time the call spent before its operation (planning with the client's model) is part of the inline wait."""
+    monkeypatch.setenv("CNKI_INLINE_WAIT_SECONDS", "3")
+
+    class Call:
+        started = time.monotonic() - 2.5  # the call arrived 2.5 s ago
+
+    async def work(ctx: OperationContext) -> None:
+        await asyncio.sleep(30)
+
+    job = jobs.start("metadata", kind_budget("metadata"), work)
+    begun = time.monotonic()
+    view = await jobs.inline(job, Call())
+    waited = time.monotonic() - begun
+    await jobs.cancel(view.operation_id)
+    assert view.status == "running"
+    assert waited < 1.5

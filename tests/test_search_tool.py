@@ -24,6 +24,7 @@ from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext, kind_budget
 from cnki_mcp.model import Budget
+from cnki_mcp.query import LEXICAL_WARNING, SAMPLING_UNUSABLE_WARNING
 from tests.fake_site import FakeSite, sim_paper
 from tests.harness import call_tool
 
@@ -252,7 +253,9 @@ async def test_an_unusable_sampling_reply_falls_back_to_lexical(app: App) -> Non
 
     async with Client(server.build_server(app), mode="legacy", sampling_callback=sampling) as client:
         result = await client.call_tool("search", {**QUERY, "options": {"metadata": "basic"}})
-    assert result.structured_content["result"]["plan"]["method"] == "lexical"
+    plan = result.structured_content["result"]["plan"]
+    assert plan["method"] == "lexical"
+    assert plan["warnings"] == [SAMPLING_UNUSABLE_WARNING, LEXICAL_WARNING]
 
 
 async def test_a_client_without_sampling_gets_the_lexical_plan(app: App) -> None:

@@ -6,12 +6,13 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.types import TextContent
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
 from cnki_mcp import __version__, server
 from cnki_mcp.errors import CnkiError
@@ -193,3 +194,36 @@ async def test_protocol_probe_reports_a_child_that_is_not_a_server() -> None:
         await server.protocol_probe([sys.executable, "-c", "import sys; print('你好', file=sys.stderr)"], timeout=10)
     assert caught.value.code == "PROTOCOL_CHECK_FAILED"
     assert "你好" in caught.value.message  # the child's own output explains the failure
+
+
+@pytest.mark.slow
+async def test_a_client_that_never_answers_sampling_gets_its_search_within_the_inline_wait(tmp_path: Path) -> None:
+    """The client declares sampling and never answers: planning waits 4 s (40 % of a 10 s inline wait),
+    says so in progress meanwhile, falls back to the lexical plan and says why."""
+    env = {
+        **_base_env(), "CNKI_DATA_DIR": str(tmp_path / "data"), "CNKI_INLINE_WAIT_SECONDS": "10",
+        "CNKI_BROWSER_PATH": str(tmp_path / "no-such-browser"),  # the operation ends at once, without CNKI
+    }
+    progress: list[str] = []
+
+    async def never(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    with open(tmp_path / "stderr.txt", "w", encoding="utf-8") as errlog:
+        async with stdio_client(StdioServerParameters(command=SERVE[0], args=SERVE[1:], env=env, cwd=REPO), errlog=errlog) as streams:
+            async with ClientSession(*streams, sampling_callback=never) as session:
+                await session.initialize()
+                started = time.monotonic()
+                result = await asyncio.wait_for(
+                    session.call_tool("search", {"query": "自动驾驶 产品责任"}, progress_callback=on_progress), 30
+                )
+                took = time.monotonic() - started
+    plan = result.structured_content["result"]["plan"]  # type: ignore[index]
+    assert 4 <= took < 10
+    assert plan["method"] == "lexical"
+    assert "4 秒内没有回复" in plan["warnings"][0]
+    assert any("等待客户端模型" in message for message in progress)
