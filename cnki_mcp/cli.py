@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from cnki_mcp import __version__, settings
+from cnki_mcp import __version__, reaper, settings
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.redact import LogRedaction
 
@@ -130,6 +130,13 @@ async def _doctor(protocol: bool) -> dict[str, Any]:
 
         report["protocol"] = await protocol_probe(server_command())
     return report
+
+
+@cli.command(name=reaper.GUARD_COMMAND, hidden=True)
+@click.argument("server", type=int)
+def browser_guard(server: int) -> None:
+    """由服务自己启动：服务结束（哪怕被强行终止）时关闭它启动的浏览器。请勿手动运行。"""
+    reaper.guard(server)
 
 
 @cli.command()
