@@ -120,13 +120,17 @@ async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
         # A full article, whole: the lazily loaded sections are waited for.
         sim.configure(reader="full")
         whole = await session.wait(await session.call("read_online_html", {"record_ref": refs[0], "max_characters": 200_000}))
-        assert whole["kind"] == "read" and whole["status"] == "completed", whole
+        assert whole["kind"] == "read", whole
+        assert whole["status"] == "completed", whole
         article = whole["result"]
         text = article["text"]
         for section in full.sections:
-            assert section.title in text and all(p in text for p in section.paragraphs)
-        assert article["next_offset"] is None and article["total_characters"] == len(text)
-        assert article["trial"] is False and article["complete_article"] is True
+            assert section.title in text
+            assert all(p in text for p in section.paragraphs)
+        assert article["next_offset"] is None
+        assert article["total_characters"] == len(text)
+        assert article["trial"] is False
+        assert article["complete_article"] is True
         assert article["coverage"]["missing_catalog_headings"] == []
         titles = [s["title"] for s in article["sections"]]
         assert [s.title for s in full.sections] == [t for t in titles if t in {s.title for s in full.sections}]
@@ -136,7 +140,8 @@ async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
         third = next(s for s in full.sections if s.title.startswith("三"))
         spaced = f"  {third.title[:2]} {third.title[2:]} "
         part = await session.call("read_online_html", {"record_ref": refs[0], "section": spaced})
-        assert part["source"] == "cache" and part["requests"] == 0
+        assert part["source"] == "cache"
+        assert part["requests"] == 0
         chosen = part["result"]["section"]
         assert part["result"]["text"] == text[chosen["offset"] : chosen["offset"] + chosen["length"]]
         assert third.paragraphs[0] in part["result"]["text"]
@@ -148,38 +153,48 @@ async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
             page = await session.call("read_online_html", {"record_ref": refs[0], "offset": offset, "max_characters": 700})
             pieces.append(page["result"]["text"])
             offset = page["result"]["next_offset"]
-        assert "".join(pieces) == text and len(pieces) == -(-len(text) // 700)
+        assert "".join(pieces) == text
+        assert len(pieces) == -(-len(text) // 700)
         missing = await session.result("read_online_html", {"record_ref": refs[0], "section": "第九章"})
-        assert missing.is_error and answer(missing)["errors"][0]["code"] == "SECTION_NOT_FOUND"
-        assert sim.count("reader") == readers and sim.count("detail") == 1
+        assert missing.is_error
+        assert answer(missing)["errors"][0]["code"] == "SECTION_NOT_FOUND"
+        assert sim.count("reader") == readers
+        assert sim.count("detail") == 1
 
         # A trial reader is reported as trial and read again next time.
         sim.configure(reader="trial")
         first = await session.wait(await session.call("read_online_html", {"title": trial.title}))
         assert first["status"] == "completed", first
-        assert first["result"]["title"] == trial.title and first["result"]["record_ref"].startswith("rec_")
-        assert first["result"]["trial"] is True and first["result"]["complete_article"] is False
+        assert first["result"]["title"] == trial.title
+        assert first["result"]["record_ref"].startswith("rec_")
+        assert first["result"]["trial"] is True
+        assert first["result"]["complete_article"] is False
         assert first["result"]["coverage"]["scope"] == "trial"
         located = sim.count("grid")
         assert located >= 1
         again = await session.wait(await session.call("read_online_html", {"title": trial.title}))
-        assert again["operation_id"] != first["operation_id"] and again["result"]["trial"] is True
+        assert again["operation_id"] != first["operation_id"]
+        assert again["result"]["trial"] is True
         assert again["result"]["record_ref"] == first["result"]["record_ref"]
-        assert sim.count("detail") == 3 and sim.count("grid") == located  # the second call knew the record
+        assert sim.count("detail") == 3
+        assert sim.count("grid") == located  # the second call knew the record
 
         # The reader's slider goes to the person; the read goes on once it is solved.
         sim.configure(reader="full", reader_slider=True)
         waiting = await session.wait(await session.call("read_online_html", {"record_ref": refs[2]}), until=AWAITING)
-        assert waiting["status"] == "awaiting_user" and "验证" in waiting["message"]
+        assert waiting["status"] == "awaiting_user"
+        assert "验证" in waiting["message"]
         sim.solve()
         solved = await session.wait(waiting)
         assert solved["status"] == "completed", solved
-        assert solved["result"]["complete_article"] is True and slider.sections[-1].title in solved["result"]["text"]
+        assert solved["result"]["complete_article"] is True
+        assert slider.sections[-1].title in solved["result"]["text"]
 
         # No reader entry on the detail page (reached again by title after its stored link expired).
         sim.expire_locators()
         none = await session.wait(await session.call("read_online_html", {"record_ref": refs[3]}))
-        assert none["status"] == "failed" and error_code(none) == "HTML_ENTRY_NOT_FOUND", none
+        assert none["status"] == "failed", none
+        assert error_code(none) == "HTML_ENTRY_NOT_FOUND", none
         assert sim.count("grid") == located + 1
         assert "download_paper" in none["errors"][0]["message"]
 
@@ -196,15 +211,19 @@ async def test_downloading(sim: EntrySimulator, isolated_data_dir: Path, tmp_pat
         sim.configure(download="ok")
         # A PDF whose bytes are the simulator's, then the same file from the local ledger.
         got = await session.wait(await session.call("download_paper", {"record_ref": refs[0]}))
-        assert got["kind"] == "download" and got["status"] == "completed", got
+        assert got["kind"] == "download", got
+        assert got["status"] == "completed", got
         result = got["result"]
         expected = pages.pdf_bytes(pdf)
-        assert result["format"] == "pdf" and result["source"] == "download"
-        assert result["sha256"] == hashlib.sha256(expected).hexdigest() and result["bytes"] == len(expected)
+        assert result["format"] == "pdf"
+        assert result["source"] == "download"
+        assert result["sha256"] == hashlib.sha256(expected).hexdigest()
+        assert result["bytes"] == len(expected)
         assert Path(result["path"]) == downloads / f"{pdf.title}_{refs[0][4:12]}.pdf"
         assert Path(result["path"]).read_bytes() == expected
         cached = await session.call("download_paper", {"record_ref": refs[0]})
-        assert cached["source"] == "cache" and cached["result"]["path"] == result["path"]
+        assert cached["source"] == "cache"
+        assert cached["result"]["path"] == result["path"]
         assert sim.count("download") == 1
 
         # No PDF entry: auto takes the CAJ, into a subfolder, under the caller's name.
@@ -217,7 +236,8 @@ async def test_downloading(sim: EntrySimulator, isolated_data_dir: Path, tmp_pat
         # A refusal page: its own words come back, nothing is saved, and no click is left uncertain.
         sim.configure(download="balance")
         no = await session.wait(await session.call("download_paper", {"record_ref": refs[2]}))
-        assert no["status"] == "failed" and error_code(no) == "DOWNLOAD_REFUSED"
+        assert no["status"] == "failed"
+        assert error_code(no) == "DOWNLOAD_REFUSED"
         assert "余额不足" in no["errors"][0]["message"]
         sim.configure(download="ok")
 
@@ -233,7 +253,8 @@ async def test_downloading(sim: EntrySimulator, isolated_data_dir: Path, tmp_pat
         # The file is late: the click is reported uncertain, never repeated, and found later.
         sim.fault("file", "delay", seconds=3, times=1)
         slow = await session.wait(await session.call("download_paper", {"record_ref": refs[4], "wait_seconds": 1}))
-        assert error_code(slow) == "SIDE_EFFECT_UNCERTAIN" and slow["errors"][0]["retryable"], slow
+        assert error_code(slow) == "SIDE_EFFECT_UNCERTAIN", slow
+        assert slow["errors"][0]["retryable"], slow
         clicks = sim.count("download")
         for _ in range(20):  # the file arrives about 3 s after the click; until then the click stays uncertain
             reply = await session.result("download_paper", {"record_ref": refs[4], "wait_seconds": 1})
@@ -242,7 +263,8 @@ async def test_downloading(sim: EntrySimulator, isolated_data_dir: Path, tmp_pat
                 break
             assert found["errors"][0]["code"] == "SIDE_EFFECT_UNCERTAIN"
             await asyncio.sleep(0.5)
-        assert found["status"] == "completed" and found["requests"] == 0, found
+        assert found["status"] == "completed", found
+        assert found["requests"] == 0, found
         assert found["result"]["sha256"] == hashlib.sha256(pages.pdf_bytes(late)).hexdigest()
         assert sim.count("download") == clicks
 
@@ -262,13 +284,16 @@ async def test_downloading(sim: EntrySimulator, isolated_data_dir: Path, tmp_pat
         requests = len(sim.requests)
         for extra, code in attempts:
             reply = await session.result("download_paper", {"record_ref": refs[5], **extra})
-            assert reply.is_error and answer(reply)["errors"][0]["code"] == code, extra
+            assert reply.is_error, extra
+            assert answer(reply)["errors"][0]["code"] == code, extra
         existing = downloads / f"{escape.title}_{refs[5][4:12]}.pdf"
         existing.write_bytes(b"mine")
         reply = await session.result("download_paper", {"record_ref": refs[5], "format": "pdf"})
-        assert reply.is_error and answer(reply)["errors"][0]["code"] == "FILE_EXISTS"
+        assert reply.is_error
+        assert answer(reply)["errors"][0]["code"] == "FILE_EXISTS"
         assert existing.read_bytes() == b"mine"
         assert len(sim.requests) == requests
     assert list(outside.iterdir()) == []
     assert list((isolated_data_dir / "incoming").iterdir()) == []  # no transfer folder left behind
-    assert not (isolated_data_dir / "escape.pdf").exists() and not (tmp_path / "escape.pdf").exists()
+    assert not (isolated_data_dir / "escape.pdf").exists()
+    assert not (tmp_path / "escape.pdf").exists()

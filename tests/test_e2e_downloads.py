@@ -126,14 +126,16 @@ async def test_theses_download_whole_and_foreign_pages_have_no_entry(sim: EntryS
         # Asking for a PDF the thesis page does not offer: no click, the page's entries named, the page kept.
         sim.configure(thesis_downloads="whole")
         missing = await session.wait(await session.call("download_paper", {"record_ref": refs[3], "format": "pdf"}))
-        assert missing["status"] == "failed" and error_code(missing) == "DOWNLOAD_ENTRY_NOT_FOUND", missing
+        assert missing["status"] == "failed", missing
+        assert error_code(missing) == "DOWNLOAD_ENTRY_NOT_FOUND", missing
         assert "分章下载、分页下载" in missing["errors"][0]["message"]
         assert "CAJ整本下载" in snapshot_of(isolated_data_dir, missing)
 
         # A foreign-language (WWJD) page has no PDF/CAJ entry at all.
         sim.configure(foreign_detail=True)
         abroad = await session.wait(await session.call("download_paper", {"record_ref": refs[5]}))
-        assert abroad["status"] == "failed" and error_code(abroad) == "DOWNLOAD_ENTRY_NOT_FOUND", abroad
+        assert abroad["status"] == "failed", abroad
+        assert error_code(abroad) == "DOWNLOAD_ENTRY_NOT_FOUND", abroad
         assert "外文文献" in abroad["errors"][0]["message"]
         assert "原文链接" in snapshot_of(isolated_data_dir, abroad)
         assert order_kinds(sim) == ["caj", "caj", "caj", "pdf"]  # nothing was clicked for either
@@ -147,7 +149,8 @@ async def test_theses_download_whole_and_foreign_pages_have_no_entry(sim: EntryS
         assert "detail-tab" in unread["errors"][0]["details"]["snapshot"]
         snapshot_of(isolated_data_dir, unread)
         assert order_kinds(sim) == ["caj", "caj", "caj", "pdf"]
-    assert "catalog" not in order_kinds(sim) and "downpage" not in order_kinds(sim)
+    assert "catalog" not in order_kinds(sim)
+    assert "downpage" not in order_kinds(sim)
 
 
 # (scenario, the site's words, the endpoint whose answer is the refusal)
@@ -173,7 +176,8 @@ async def test_refusals_end_at_once_with_the_sites_words(sim: EntrySimulator, is
             sim.configure(download="ok", detail_refusal=refusal)
             no = await session.wait(await session.call("download_paper", {"record_ref": refs[1]}))
             seconds[refusal] = time.time() - last_request_at(sim, "detail")
-            assert no["status"] == "failed" and error_code(no) == "DOWNLOAD_REFUSED", no
+            assert no["status"] == "failed", no
+            assert error_code(no) == "DOWNLOAD_REFUSED", no
             assert words in no["errors"][0]["message"]
             assert words in snapshot_of(isolated_data_dir, no)
         assert sim.count("download") == 0
@@ -185,7 +189,8 @@ async def test_refusals_end_at_once_with_the_sites_words(sim: EntrySimulator, is
             no = await session.wait(await session.call("download_paper", {"record_ref": refs[0]}))
             label = "+".join(scenario.values())
             seconds[label] = time.time() - last_request_at(sim, endpoint)
-            assert no["status"] == "failed" and error_code(no) == "DOWNLOAD_REFUSED", (label, no)
+            assert no["status"] == "failed", (label, no)
+            assert error_code(no) == "DOWNLOAD_REFUSED", (label, no)
             assert words in no["errors"][0]["message"], label
             assert seconds[label] < REFUSAL_SECONDS, (label, seconds[label])
             snapshot_of(isolated_data_dir, no, screenshot=endpoint != "file")  # a file has no tab to photograph
@@ -308,11 +313,13 @@ async def test_names_are_checked_before_the_ledger_answers(sim: EntrySimulator, 
                             ({"filename": "x.caj", "format": "pdf"}, "INVALID_FILENAME"),
                             ({"subdirectory": "../outside"}, "UNSAFE_OUTPUT_PATH")):
             reply = await session.result("download_paper", {"record_ref": ref, **extra})
-            assert reply.is_error and answer(reply)["errors"][0]["code"] == code, extra
+            assert reply.is_error, extra
+            assert answer(reply)["errors"][0]["code"] == code, extra
 
         # A good new name: a copy of the local file, no CNKI request; asked again, the same copy.
         copy = await session.call("download_paper", {"record_ref": ref, "filename": "精读.pdf", "subdirectory": "课题"})
-        assert copy["requests"] == 0 and copy["result"]["source"] == "local_copy", copy
+        assert copy["requests"] == 0, copy
+        assert copy["result"]["source"] == "local_copy", copy
         assert Path(copy["result"]["path"]) == downloads / "课题" / "精读.pdf"
         assert Path(copy["result"]["path"]).read_bytes() == original.read_bytes()
         assert copy["result"]["copied_from"] == str(original)
@@ -324,6 +331,7 @@ async def test_names_are_checked_before_the_ledger_answers(sim: EntrySimulator, 
         # A taken name is FILE_EXISTS, and the file there is left alone.
         (downloads / "别人的.pdf").write_bytes(b"mine")
         reply = await session.result("download_paper", {"record_ref": ref, "filename": "别人的.pdf"})
-        assert reply.is_error and answer(reply)["errors"][0]["code"] == "FILE_EXISTS"
+        assert reply.is_error
+        assert answer(reply)["errors"][0]["code"] == "FILE_EXISTS"
         assert (downloads / "别人的.pdf").read_bytes() == b"mine"
         assert len(sim.requests) == requests

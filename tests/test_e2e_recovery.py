@@ -135,7 +135,8 @@ async def test_login_notices_a_login_finished_in_a_tab_the_person_opened(mcp: Mc
     finally:
         await asyncio.to_thread(_close_tab_by_hand, profile, target)
     assert done["status"] == "completed", done
-    assert done["result"]["institution"] == "observed" and done["result"]["institution_evidence"] == ["华东政法大学"]
+    assert done["result"]["institution"] == "observed"
+    assert done["result"]["institution_evidence"] == ["华东政法大学"]
     assert kns.count("home") >= 1
 
 
@@ -144,7 +145,8 @@ async def test_a_captcha_in_the_middle_waits_for_the_person_then_completes(mcp: 
     kns.captcha("detail", after=3)
     view = await mcp.wait(await mcp.search("检索增强", metadata="all"), until=AWAITING)
     assert view["status"] == "awaiting_user", view
-    assert "验证" in view["message"] and kns.challenge_pending
+    assert "验证" in view["message"]
+    assert kns.challenge_pending
     kns.solve()
     done = await mcp.wait(view)
     assert done["status"] == "completed", done

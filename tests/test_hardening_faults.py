@@ -172,7 +172,8 @@ async def test_a_second_server_on_the_same_directory_is_refused_then_takes_over(
         try:
             assert (await first.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]["isError"]
             refused = (await second.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]
-            assert refused["isError"] and refused["structuredContent"]["errors"][0]["code"] == "DATA_DIRECTORY_IN_USE"
+            assert refused["isError"]
+            assert refused["structuredContent"]["errors"][0]["code"] == "DATA_DIRECTORY_IN_USE"
             local = (await second.request("tools/call", {"name": "diagnostics", "arguments": {}}))["result"]
             assert not local["isError"]  # what needs no store still works
             still = (await first.request("tools/call", {"name": "operation_status", "arguments": {}}))["result"]
@@ -444,7 +445,8 @@ async def test_a_captcha_in_every_stage_ends_as_documented(kns: Any, tmp_path: P
                                                         "options": {"on_verification": "skip", "freshness": "live"}})
             view = await mcp.wait(view)
             # A search keeps what its other channels found: a skipped channel makes it partial (engine.md §15.2).
-            assert view["status"] in ("skipped", "partial") and [e["code"] for e in view["errors"]] == ["VERIFICATION_SKIPPED"], show(view)
+            assert view["status"] in ("skipped", "partial"), show(view)
+            assert [e["code"] for e in view["errors"]] == ["VERIFICATION_SKIPPED"], show(view)
             assert view["result"]["candidate_count"] == 0
             outcomes["list/skip"] = view["status"]
             kns.solve()
@@ -458,7 +460,8 @@ async def test_a_captcha_in_every_stage_ends_as_documented(kns: Any, tmp_path: P
                 view = await mcp.wait(view)
                 assert view["status"] == "completed", (stage, show(view))
                 record = view["result"]["records"][0]
-                assert record["abstract"] and (stage != "journal" or record.get("quality")), (stage, record)
+                assert record["abstract"], (stage, record)
+                assert stage != "journal" or record.get("quality"), (stage, record)
                 outcomes[f"{stage}/ask"] = view["status"]
             # reader: ask, then the person solves it; download: skip
             kns.captcha("reader")
@@ -466,12 +469,14 @@ async def test_a_captcha_in_every_stage_ends_as_documented(kns: Any, tmp_path: P
             assert view["status"] == "awaiting_user", show(view)
             kns.solve()
             view = await mcp.wait(view)
-            assert view["status"] == "completed" and view["result"]["text"], show(view)
+            assert view["status"] == "completed", show(view)
+            assert view["result"]["text"], show(view)
             outcomes["reader/ask"] = view["status"]
             kns.captcha("download")
             view = await mcp.call("download_paper", {"record_ref": refs[3], "format": "pdf", "on_verification": "skip"})
             view = await mcp.wait(view)
-            assert view["status"] == "skipped" and "VERIFICATION_SKIPPED" in [e["code"] for e in view["errors"]], show(view)
+            assert view["status"] == "skipped", show(view)
+            assert "VERIFICATION_SKIPPED" in [e["code"] for e in view["errors"]], show(view)
             outcomes["download/skip"] = view["status"]
             assert not list((data / "downloads").rglob("*.pdf"))
     FIGURES["faults_injected"] += 5
@@ -510,7 +515,10 @@ async def test_bursts_slowness_and_truncation_from_the_simulator_are_absorbed(kn
     assert view["result"]["candidate_count"] == clean["result"]["candidate_count"]
     assert {r["record_ref"] for r in view["result"]["results"]} == {r["record_ref"] for r in clean["result"]["results"]}
     statuses = Counter(r.status for r in kns.requests)
-    assert statuses[503] == 2 and statuses[502] == 2 and statuses[429] == 2, statuses  # the bursts really happened
+    # the bursts really happened
+    assert statuses[503] == 2, statuses
+    assert statuses[502] == 2, statuses
+    assert statuses[429] == 2, statuses
     valid_store(data / "research.json")
     assert processes_on(data / "browser") == []
 
@@ -564,7 +572,8 @@ async def test_the_browser_killed_mid_search_then_recover_and_continue(kns: Any,
             again = await mcp.call("operation_control", {"action": "continue", "operation_id": op_id})
             final = await mcp.wait(again, timeout=240)
             FIGURES["continues"] += 1
-    assert final["status"] == "completed" and final["result"]["candidate_count"] > 0, show(final)
+    assert final["status"] == "completed", show(final)
+    assert final["result"]["candidate_count"] > 0, show(final)
     later = {r.url for r in kns.requests[seen:] if r.endpoint == "detail"}
     repeated = {u for u in done_details if u in later}
     FIGURES["repeated_after_continue"] += len(repeated)

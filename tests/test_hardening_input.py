@@ -78,14 +78,16 @@ def answer(result: CallToolResult) -> dict[str, Any]:
     assert isinstance(data, dict)
     if result.is_error:
         COUNTS["isError"] += 1
-        assert data["status"] == "failed" and data["errors"], data
+        assert data["status"] == "failed", data
+        assert data["errors"], data
     elif "operation_id" in data:
         COUNTS["operations"] += 1
     status = data.get("status")
     assert status is None or status in STATUSES, data
     for problem in data.get("errors") or []:
         assert problem["code"] in CATALOGUE, problem
-        assert isinstance(problem["message"], str) and problem["message"].strip(), problem
+        assert isinstance(problem["message"], str), problem
+        assert problem["message"].strip(), problem
         assert problem["code"] != "OPERATION_FAILED", problem  # an untyped failure is a bug
     return data
 
@@ -414,7 +416,8 @@ def test_expression_trees_start_a_search_or_get_an_expression_code(mcp: Threaded
     result = mcp.call("structured_search", {"expression": expression, "options": {"max_requests": 1}})
     if acceptable(expression):
         data = answer(result)
-        assert not result.is_error and data["kind"] == "search", data
+        assert not result.is_error, data
+        assert data["kind"] == "search", data
     else:
         expect_error(result, *EXPRESSION_CODES)
 
@@ -446,7 +449,8 @@ def test_wide_trees_are_too_complex(mcp: ThreadedClient) -> None:
 def test_the_512_kb_text_limit_is_exact(mcp: ThreadedClient) -> None:
     limit = arguments.TEXT_BYTES_MAX
     ok = answer(mcp.call("link_references", {"text": "a" * limit}))
-    assert ok["status"] == "completed" and len(ok["text"]) == limit
+    assert ok["status"] == "completed"
+    assert len(ok["text"]) == limit
     expect_error(mcp.call("link_references", {"text": "a" * (limit + 1)}), "INPUT_TOO_LARGE")
     # 3-byte runes: 174,762 fit (524,286 bytes), one more does not.
     assert not mcp.call("link_references", {"text": "题" * (limit // 3)}).is_error
@@ -477,12 +481,14 @@ def test_error_messages_do_not_echo_huge_values(mcp: ThreadedClient) -> None:
         ("search_results", {"search_id": "s", "view": "v" * 1_000_000}),
     ]:
         result = mcp.call(tool, args)
-        assert result.is_error and len(result.content[0].text) < 64 * 1024  # type: ignore[union-attr]
+        assert result.is_error
+        assert len(result.content[0].text) < 64 * 1024  # type: ignore[union-attr]
 
 
 def test_the_server_is_still_whole(mcp: ThreadedClient) -> None:
     diagnostics = answer(mcp.call("diagnostics", {}))
-    assert diagnostics["process_id"] == mcp.pid and diagnostics["store"]["papers"] == 0
+    assert diagnostics["process_id"] == mcp.pid
+    assert diagnostics["store"]["papers"] == 0
     listed = mcp.run(mcp.client.list_tools())  # type: ignore[union-attr]
     assert sorted(t.name for t in listed.tools) == TOOL_NAMES
 
@@ -551,7 +557,8 @@ async def test_garbage_on_stdin_never_stops_the_server(tmp_path: Path) -> None:
             await raw.drain(10_000 + n)  # raises if the server stops answering or closes stdout
             COUNTS["raw_lines"] += 1
         result = (await raw.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]
-        assert result["isError"] and result["structuredContent"]["errors"][0]["code"] == "SEARCH_NOT_FOUND"
+        assert result["isError"]
+        assert result["structuredContent"]["errors"][0]["code"] == "SEARCH_NOT_FOUND"
         assert await raw.close() == 0
     # Every answer the server wrote, by case (a clean exit flushed them all before EOF).
     answered: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in GARBAGE}

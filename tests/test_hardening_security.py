@@ -174,12 +174,14 @@ def test_download_targets_over_mcp_never_leave_the_data_directory(tmp_path: Path
             if result.is_error:
                 assert data_out["errors"][0]["code"] in {"INVALID_FILENAME", "UNSAFE_OUTPUT_PATH", "INVALID_FORMAT"}, (case, data_out)
             else:  # a safe target: the operation starts and ends without a browser
-                assert case == {"subdirectory": "ok/链接/深"} and data_out["status"] in ("failed", "partial"), data_out
+                assert case == {"subdirectory": "ok/链接/深"}, data_out
+                assert data_out["status"] in ("failed", "partial"), data_out
     finally:
         server.close()
     escaped = outside(before, scan(box), os.path.relpath(data, box))
     FIGURES["written_outside"] += len(escaped)
-    assert not escaped and os.listdir(box / "victim") == []
+    assert not escaped
+    assert os.listdir(box / "victim") == []
     assert (data / "downloads" / "ok" / "链接" / "深").is_dir()
 
 
@@ -431,7 +433,8 @@ def test_export_citations_over_mcp_neutralises_formulas_and_keeps_files_inside(t
         server.close()
     escaped = outside(before, scan(box), os.path.relpath(data, box))
     FIGURES["written_outside"] += len(escaped)
-    assert not escaped and os.listdir(box / "victim") == []
+    assert not escaped
+    assert os.listdir(box / "victim") == []
 
 
 def test_an_absolute_export_name_is_invalid_not_an_existence_oracle(tmp_path: Path) -> None:
@@ -505,9 +508,12 @@ async def test_no_cookie_token_or_invoice_reaches_results_logs_or_snapshots(kns:
             held = (await _devtools(profile, "Storage.getCookies", {}))["cookies"]
             assert {c["value"] for c in held if c["domain"] == ".cnki.net"} >= set(cookies.values())
     tokens = {r.query[key] for r in kns.requests for key in ("invoice", "nonce") if r.query.get(key)}
-    assert tokens and replies[4]["status"] == "completed" and replies[5]["status"] == "completed", replies[4:6]
+    assert tokens, replies[4:6]
+    assert replies[4]["status"] == "completed", replies[4:6]
+    assert replies[5]["status"] == "completed", replies[4:6]
     snapshots = list((data / "diagnostics").glob("*.html"))
-    assert snapshots and list((data / "diagnostics").glob("reader-data-*.json"))
+    assert snapshots
+    assert list((data / "diagnostics").glob("reader-data-*.json"))
     assert replies[-1]["status"] == "completed", replies[-1]
     haystacks = {"results": json.dumps(replies, ensure_ascii=False), "stderr": (tmp_path / "stderr.txt").read_text("utf-8", "replace")}
     for path in data.rglob("*"):

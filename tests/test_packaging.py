@@ -348,5 +348,6 @@ async def _talk_to_frozen_server(
         search_id = record["result"]["search_id"]
         page = await mcp.call("search_results", {"search_id": search_id, "view": "titles"})
         titles = [row["title"] for row in page["results"]]
-        assert titles and all(term in title for title in titles), titles
+        assert titles, titles
+        assert all(term in title for title in titles), titles
         assert sim.count("grid") >= 1  # the frozen server's Chromium really went to the simulated CNKI

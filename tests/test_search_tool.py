@@ -295,10 +295,12 @@ async def test_sigkill_mid_search_then_continue_repeats_nothing(kns: Any, tmp_pa
 
         persisted = msgspec.json.decode((data / "research.json").read_bytes())
         checkpoint = persisted["operations"][op_id]["checkpoint"]
-        assert checkpoint["retrieved"] is True and not checkpoint.get("enriched")
+        assert checkpoint["retrieved"] is True
+        assert not checkpoint.get("enriched")
         done_details = {_v(p.get("locator") or p["url"]) for p in persisted["papers"].values() if p.get("detail_observed_at")}
         done_journals = {q["source_url"] for q in persisted["sources"].values()}
-        assert len(done_details) >= 5 and done_journals  # a few of the first pages may not parse
+        assert len(done_details) >= 5  # a few of the first pages may not parse
+        assert done_journals
         seen = len(kns.requests)
 
         second = await RawServer.start(serve_params(data, kns.browser_args, CNKI_INLINE_WAIT_SECONDS="50"), errlog, read_timeout=120)
@@ -311,7 +313,8 @@ async def test_sigkill_mid_search_then_continue_repeats_nothing(kns: Any, tmp_pa
             await second.close()
     assert final["status"] in ("completed", "partial"), final
     result = final["result"]
-    assert result["search_id"] == op_id and result["candidate_count"] >= 20
+    assert result["search_id"] == op_id
+    assert result["candidate_count"] >= 20
     later = kns.requests[seen:]
     assert not done_details & {_v(r.url) for r in later if r.endpoint == "detail"}
     assert not done_journals & {r.url for r in later if r.endpoint == "journal"}
