@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.harness import McpSession, held_client, serve_params
+from tests.harness import McpSession, serve_params
 from tests.kns.server import KnsSimulator, SimRequest
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(400)]
@@ -27,8 +27,8 @@ LLM = {"field": "keywords", "value": "大语言模型", "match": "exact"}
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def mcp(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[McpSession]:
     data = tmp_path_factory.mktemp("fidelity") / "data"
-    async with held_client(serve_params(data, kns_server.browser_args)) as client:
-        yield McpSession(client, data)
+    async with McpSession.serving(serve_params(data, kns_server.browser_args)) as mcp:
+        yield mcp
 
 
 def grid_posts(kns: KnsSimulator) -> list[SimRequest]:

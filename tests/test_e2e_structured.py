@@ -27,7 +27,7 @@ from cnki_mcp.query import GridQuery
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store
 from tests.kns.corpus import Paper as SimPaper
-from tests.harness import McpSession, chromium_or_skip, held_client, serve_params
+from tests.harness import McpSession, chromium_or_skip, serve_params
 from tests.kns.server import KnsSimulator, SimRequest
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
@@ -105,8 +105,8 @@ class Mcp(McpSession):
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def mcp(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mcp]:
     data = tmp_path_factory.mktemp("structured") / "data"
-    async with held_client(serve_params(data, kns_server.browser_args)) as client:
-        yield Mcp(client, data)
+    async with Mcp.serving(serve_params(data, kns_server.browser_args)) as mcp:
+        yield mcp
 
 
 def grid_posts(kns: KnsSimulator) -> list[SimRequest]:
