@@ -26,9 +26,8 @@ import pytest
 
 from cnki_mcp import reaper
 from cnki_mcp.errors import CnkiError
-from tests.harness import FINAL, McpSession, held_client, serve_params
+from tests.harness import FINAL, McpSession, held_client, processes_on, serve_params
 from tests.kns.server import KnsSimulator
-from tests.test_e2e_recovery import browsers_on
 
 KILL_DEADLINE = 10.0  # seconds the browser may take to go once the server is SIGKILLed
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and the guard process are POSIX")
@@ -63,12 +62,12 @@ async def _kill_server_with_browser(data: Path, browser_args: str) -> Killed:
         report = await session.call("diagnostics", {})
         profile = Path(report["browser"]["profile_directory"])
         port = int((profile / "DevToolsActivePort").read_text(encoding="utf-8").split()[0])
-        browsers, port_open = browsers_on(profile), _accepts(port)
+        browsers, port_open = [p.pid for p in processes_on(profile)], _accepts(port)
         os.kill(report["process_id"], signal.SIGKILL)
-        seconds = await _seconds_until(lambda: not browsers_on(profile) and not _accepts(port), KILL_DEADLINE)
-        for pid in browsers_on(profile):  # never leave a browser behind, whatever the outcome
+        seconds = await _seconds_until(lambda: not processes_on(profile) and not _accepts(port), KILL_DEADLINE)
+        for process in processes_on(profile):  # never leave a browser behind, whatever the outcome
             with contextlib.suppress(psutil.Error):
-                psutil.Process(pid).kill()
+                process.kill()
     return Killed(browsers, port_open, seconds)
 
 
