@@ -31,6 +31,9 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Problem
 
 CHECKER = Path(__file__).resolve().parents[2] / "shared" / "tools" / "contract_check.py"
+# The reference server's tools/list answer: its 13 tools must be served exactly as it serves them.
+REFERENCE = Path(__file__).parent / "fixtures" / "contract" / "tool-schema.json"
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 READ_ONLY = {
     "search",
     "structured_search",
@@ -61,6 +64,46 @@ def by_name() -> dict[str, dict[str, Any]]:
 
 
 # --- the contract check the project is measured by -------------------------------------------------
+
+
+def schema_differences(path: str, reference: dict[str, Any], served: dict[str, Any]) -> list[str]:
+    """Where ``served`` departs from ``reference`` (descriptions aside); a new optional property or a new
+    enum value is an addition, not a difference."""
+    found = []
+    for key in ("type", "additionalProperties"):
+        if key in reference and reference[key] != served.get(key):
+            found.append(f"{path}: {key} {reference[key]!r} != {served.get(key)!r}")
+    if "enum" in reference and not set(reference["enum"]) <= set(served.get("enum") or []):
+        found.append(f"{path}: enum {reference['enum']} not all served")
+    if sorted(reference.get("required", [])) != sorted(served.get("required", [])):
+        found.append(f"{path}: required {reference.get('required', [])} != {served.get('required', [])}")
+    ours = served.get("properties", {})
+    for name, schema in reference.get("properties", {}).items():
+        if name not in ours:
+            found.append(f"{path}.{name}: missing")
+        else:
+            found += schema_differences(f"{path}.{name}", schema, ours[name])
+    if "items" in reference:
+        found += schema_differences(f"{path}[]", reference["items"], served.get("items", {}))
+    return found
+
+
+def test_the_reference_tools_are_served_exactly() -> None:
+    reference = {t["name"]: t for t in json.loads(REFERENCE.read_text(encoding="utf-8"))["tools"]}
+    served = by_name()
+
+    differences = []
+    for name, tool in reference.items():
+        if name not in served:
+            differences.append(f"{name}: not served")
+            continue
+        hints = {hint: tool["annotations"].get(hint) for hint in HINTS}
+        if hints != {hint: served[name].get("annotations", {}).get(hint) for hint in HINTS}:
+            differences.append(f"{name}: annotations differ")
+        differences += schema_differences(name, tool["inputSchema"], served[name]["inputSchema"])
+
+    assert len(reference) == 13
+    assert differences == []
 
 
 @pytest.mark.skipif(not CHECKER.exists(), reason="the shared contract checker is not beside this checkout")

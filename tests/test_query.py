@@ -35,7 +35,7 @@ from cnki_mcp.query import (
     validate_plan,
 )
 
-SAMPLES = Path("/work/shared/cnki-samples")
+SAMPLES = Path(__file__).parent / "fixtures" / "cnki-samples"
 
 
 def code_of(call: Any, *args: Any, **kwargs: Any) -> str:
