@@ -257,6 +257,9 @@ async def test_request_starts_stay_an_interval_apart_around_the_template_click(
         await store.close()
     assert job.record.status == "completed", job.record.errors
     arrivals = sorted((r for r in kns.requests if r.endpoint != "other"), key=lambda r: r.at)
-    assert [r.endpoint for r in arrivals].count("grid") == 2 and len(arrivals) == 6  # page, click, ours, 3 details
+    assert [r.endpoint for r in arrivals].count("grid") == 2
+    assert len(arrivals) == 6  # page, click, ours, 3 details
     gaps = [round(b.at - a.at, 3) for a, b in itertools.pairwise(arrivals)]
-    assert min(gaps) >= 0.2 - 0.03, gaps  # a few ms of loopback jitter, never most of an interval
+    # Starts are an interval apart; on the wire a loaded machine can delay one request's arrival by tens of
+    # milliseconds, bringing it closer to the next — never most of an interval.
+    assert min(gaps) >= 0.2 - 0.06, gaps
