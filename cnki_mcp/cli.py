@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 
 import click
 
-from cnki_mcp import __version__
+from cnki_mcp import __version__, reaper, settings
 from cnki_mcp.errors import CnkiError
+from cnki_mcp.redact import LogRedaction
 
 T = TypeVar("T")
 SHUTDOWN_SECONDS = 20
@@ -61,10 +62,12 @@ def cli(ctx: click.Context) -> None:
 def serve() -> None:
     """启动 MCP 服务（stdio），直到客户端断开。"""
     logging.basicConfig(
-        level=os.environ.get("CNKI_LOG_LEVEL", "WARNING").upper(),
+        level=settings.log_level(),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(LogRedaction())
     _run(_serve())
 
 
@@ -117,6 +120,8 @@ async def _doctor(protocol: bool) -> dict[str, Any]:
     from cnki_mcp.discovery import browser_report
 
     app = App()
+    if app.config_error is not None:
+        raise app.config_error  # doctor is the check: a broken config.json fails it with one line
     report: dict[str, Any] = await app.diagnostics(None, None)
     report["browser_executable"] = browser_report(app.config)
     report["clients"] = configured_clients(app.root)
@@ -125,6 +130,13 @@ async def _doctor(protocol: bool) -> dict[str, Any]:
 
         report["protocol"] = await protocol_probe(server_command())
     return report
+
+
+@cli.command(name=reaper.GUARD_COMMAND, hidden=True)
+@click.argument("server", type=int)
+def browser_guard(server: int) -> None:
+    """由服务自己启动：服务结束（哪怕被强行终止）时关闭它启动的浏览器。请勿手动运行。"""
+    reaper.guard(server)
 
 
 @cli.command()
