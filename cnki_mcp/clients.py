@@ -451,10 +451,14 @@ def _read_entry(client: Client, text: str) -> Any:
     return node
 
 
+# What reading a client's config file can raise.
+UNREADABLE = (OSError, UnicodeDecodeError, ValueError, YAMLError)
+
+
 def existing_entry(client_id: str, path: Path) -> Any:
     """The ``cnki`` entry a client's config file holds (``None`` if none, or the file is missing).
 
-    Raises OSError, UnicodeDecodeError, ValueError or YAMLError for a file that cannot be read."""
+    Raises one of ``UNREADABLE`` for a file that cannot be read."""
     try:
         text = path.read_text("utf-8")
     except FileNotFoundError:
@@ -482,7 +486,7 @@ def configured_clients(
             item: dict[str, Any] = {"client": client.id, "name": client.name, "path": str(path)}
             try:
                 found = existing_entry(client.id, path)
-            except (OSError, UnicodeDecodeError, ValueError, YAMLError) as exc:
+            except UNREADABLE as exc:
                 message = f"无法读取或解析：{exc}".replace("\n", " ")
                 report.append({**item, "status": "unreadable", "message": message})
                 continue
@@ -522,6 +526,7 @@ class ConfigWrite:
     path: Path
     backup: Path | None
     changed: bool
+    via: str = ""  # the client's own command that wrote it, if one did
 
 
 def write_client_config(
@@ -531,6 +536,7 @@ def write_client_config(
     command: list[str] | None = None,
     *,
     enable: bool = False,
+    backup_first: bool = True,
 ) -> ConfigWrite:
     """Merge the ``cnki`` entry into the client's config file at ``path``.
 
@@ -538,7 +544,8 @@ def write_client_config(
     (CLIENT_CONFIG_INVALID); a symlink is refused (CONFIG_SYMLINK); a folder the client creates
     itself (DeepSeek Harness profiles, VS Code's User folder) that does not exist yet gives
     CLIENT_NOT_INITIALIZED; a file changed by someone else while we worked is not overwritten
-    (CONFIG_CHANGED). ``enable`` switches a disabled ``cnki`` entry back on.
+    (CONFIG_CHANGED). ``enable`` switches a disabled ``cnki`` entry back on; ``backup_first=False``
+    when the caller already kept the file's earlier content.
     """
     client = get_client(client_id)
     target = Path(path)
@@ -574,7 +581,7 @@ def write_client_config(
 
     try:
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        backup = write_backup(target, old_bytes) if old_bytes.strip() else None
+        backup = write_backup(target, old_bytes) if old_bytes.strip() and backup_first else None
         replaced = replace_if_unchanged(target, old_bytes, new_bytes)
     except OSError as exc:
         raise CnkiError(
