@@ -14,6 +14,19 @@ from pathlib import Path
 APP_DIR_NAME = "cnki-mcp"
 
 
+def is_placeholder(value: str) -> bool:
+    """A ``${...}`` left in a value by a host that had nothing to put there (an MCP Bundle's optional
+    ``${user_config.browser_path}``, say): it means "not set"."""
+    text = value.strip()
+    return text.startswith("${") and text.endswith("}")
+
+
+def env_text(name: str) -> str:
+    """An environment setting, stripped; unset, blank and unfilled placeholders are all ``""``."""
+    value = os.environ.get(name, "").strip()
+    return "" if is_placeholder(value) else value
+
+
 def env_positive_int(name: str, default: int) -> int:
     raw = os.environ.get(name, "").strip()
     try:
@@ -64,7 +77,7 @@ def data_root() -> Path:
        Linux ``$XDG_DATA_HOME/cnki-mcp`` (default ``~/.local/share/cnki-mcp``),
        macOS ``~/Library/Application Support/cnki-mcp``, Windows ``%LOCALAPPDATA%\\cnki-mcp``.
     """
-    configured = os.environ.get("CNKI_DATA_DIR", "").strip()
+    configured = env_text("CNKI_DATA_DIR")
     if configured:
         return Path(os.path.abspath(os.path.expanduser(configured)))
     if getattr(sys, "frozen", False):
