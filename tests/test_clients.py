@@ -300,6 +300,13 @@ def test_how_configured_labels() -> None:
 # --- writing configs: every write client ------------------------------------------------------------
 
 
+def _merged(path: Path, client_id: str, source: str) -> str:
+    """The text of a config file holding ``source`` after the entry was written into it."""
+    path.write_text(source, "utf-8")
+    clients.write_client_config(client_id, ROOT, path, CMD)
+    return path.read_text("utf-8")
+
+
 def _backups(path: Path) -> list[Path]:
     return sorted(path.parent.glob(path.name + ".cnki-backup-*"))
 
@@ -669,10 +676,7 @@ def test_dsh_update_keeps_comments_and_the_files_own_indentation(tmp_path: Path)
         "        env: {\"CNKI_DATA_DIR\": \"/old\", \"CNKI_HEADLESS\": \"1\"}\n"
         "        toolCallTimeoutMs: 900000  # fifteen minutes\n"
     )
-    path = tmp_path / "cordis.patch.yml"
-    path.write_text(source, "utf-8")
-    clients.write_client_config("dsh-web", ROOT, path, CMD)
-    lines = path.read_text("utf-8").splitlines()
+    lines = _merged(tmp_path / "cordis.patch.yml", "dsh-web", source).splitlines()
     assert lines[:7] == source.splitlines()[:7]
     assert lines[7] == '        command: "/p/cnki-mcp"'
     assert lines[9] == '        env: {"CNKI_DATA_DIR": "/p/data", "CNKI_HEADLESS": "1"}'
@@ -922,3 +926,13 @@ def test_disabled_codex_entry_is_enabled_keeping_comments(tmp_path: Path) -> Non
     assert tomllib.loads(text)["mcp_servers"]["cnki"]["enabled"] is True
     assert text.startswith("# my codex\n")
     assert clients.is_disabled(tomllib.loads(text)["mcp_servers"]["cnki"]) is False
+
+
+def test_docs_table_follows_the_registry() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "clients.md").read_text("utf-8")
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| `")]
+    documented = [(row[0].strip("| `"), row[1], row[2].split()[0]) for row in rows]
+    wanted = {"write": ("file", "CLI"), "link": ("link",), "paste": ("paste",)}
+    assert [row[0] for row in documented] == REGISTRY_ORDER
+    assert [name for _, name, _ in documented] == [c.name for c in clients.CLIENTS]
+    assert [cid for cid, _, how in documented if how not in wanted[clients.get_client(cid).mode]] == []

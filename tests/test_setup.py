@@ -476,14 +476,19 @@ def fake_claude(tmp_path: Path) -> Path:
     return log
 
 
+def _install_claude_code(home: Path, before: str, name: str = "claude-code") -> tuple[Result, dict]:
+    """Setup for Claude Code over a ~/.claude.json holding ``before``; its output and the file after."""
+    (home / ".claude.json").write_text(before, "utf-8")
+    result = run(["--client", name, "--install-client", "--skip-check"])
+    return result, json.loads((home / ".claude.json").read_text("utf-8"))
+
+
 @posix_only
 def test_claude_code_is_added_with_its_own_command(
     home: Path, isolated_data_dir: Path, checked: list[Path], fake_claude: Path
 ) -> None:
-    (home / ".claude.json").write_text('{"numStartups": 3}', "utf-8")
-    result = run(["--client", "claude", "--install-client", "--skip-check"])
+    result, written = _install_claude_code(home, '{"numStartups": 3}', "claude")
     args = fake_claude.read_text("utf-8").splitlines()
-    written = json.loads((home / ".claude.json").read_text("utf-8"))
     assert result.exit_code == 0, result.output
     assert args[:5] == ["mcp", "add-json", "--scope", "user", "cnki"]
     assert json.loads(args[5]) == clients.entry("claude-code", isolated_data_dir)
@@ -497,9 +502,7 @@ def test_a_failing_client_command_falls_back_to_the_file_merge(
     home: Path, isolated_data_dir: Path, tmp_path: Path, checked: list[Path]
 ) -> None:
     fake_exe(tmp_path / "bin" / "claude", "echo broken >&2; exit 1")
-    (home / ".claude.json").write_text('{"numStartups": 3}', "utf-8")
-    result = run(["--client", "claude-code", "--install-client", "--skip-check"])
-    written = json.loads((home / ".claude.json").read_text("utf-8"))
+    result, written = _install_claude_code(home, '{"numStartups": 3}')
     assert result.exit_code == 0, result.output
     assert written["mcpServers"]["cnki"] == clients.entry("claude-code", isolated_data_dir)
     assert written["numStartups"] == 3
@@ -511,11 +514,10 @@ def test_a_failing_client_command_falls_back_to_the_file_merge(
 def test_an_existing_entry_is_merged_not_re_added(
     home: Path, isolated_data_dir: Path, checked: list[Path], fake_claude: Path
 ) -> None:
-    (home / ".claude.json").write_text('{"mcpServers": {"cnki": {"command": "/old", "args": []}}}', "utf-8")
-    result = run(["--client", "claude-code", "--install-client", "--skip-check"])
+    result, written = _install_claude_code(home, '{"mcpServers": {"cnki": {"command": "/old", "args": []}}}')
     assert result.exit_code == 0, result.output
     assert not fake_claude.exists()
-    assert json.loads((home / ".claude.json").read_text("utf-8"))["mcpServers"]["cnki"]["command"] != "/old"
+    assert written["mcpServers"]["cnki"]["command"] != "/old"
 
 
 @posix_only
