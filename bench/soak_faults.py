@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from tests import test_hardening_faults as faults  # noqa: E402
 from tests import test_hardening_input as inputs  # noqa: E402
+from tests.harness import ThreadedClient, offline_params  # noqa: E402
 
 
 async def kills(count: int, seed: int) -> Counter[str]:
@@ -66,7 +67,7 @@ def generated_inputs(count: int) -> Counter[str]:
     from hypothesis import strategies as st
 
     work = Path(tempfile.mkdtemp(prefix="cnki-soak-input-"))
-    server = inputs.McpServer(inputs.server_env(work / "data"), work / "stderr.txt").start()
+    server = ThreadedClient(offline_params(work / "data"), work / "stderr.txt").start()
     inputs.COUNTS.clear()
     try:
         cases = st.one_of(
@@ -86,7 +87,7 @@ def generated_inputs(count: int) -> Counter[str]:
     finally:
         server.close()
         shutil.rmtree(work, ignore_errors=True)
-    return Counter(inputs.COUNTS)
+    return Counter(inputs.COUNTS) + Counter(calls=server.calls)
 
 
 def main() -> int:

@@ -26,6 +26,7 @@ from cnki_mcp.detail_tab import local_ref, resolve_paper
 from cnki_mcp.documents import Reader
 from cnki_mcp.download import Downloads, prior
 from cnki_mcp.download_files import DownloadRequest, check_names, check_target
+from cnki_mcp.files import remove_empty_folders
 from cnki_mcp.enrich import Enrichment, JournalFlights, SiteBackend
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import Jobs, OperationContext, Work, kind_budget
@@ -40,6 +41,7 @@ from cnki_mcp.model import (
     OperationView,
     Paper,
     Plan,
+    Problem,
     ReadResult,
     SearchRecord,
     SearchSummary,
@@ -59,8 +61,8 @@ from cnki_mcp.research import (
 )
 from cnki_mcp.session import Sessions, session_view
 from cnki_mcp.site import Site
-from cnki_mcp.store import Store, load_config
-from cnki_mcp.tools import spec_of
+from cnki_mcp.store import KEEP_SEARCHES, Store, load_config
+from cnki_mcp.tools import ToolName, spec_of
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,6 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 Reply = OperationView | LocalReply | dict[str, Any]
 
 # export_citations reads at most this many entries of a stored search.
-EXPORT_SEARCH_MAX = 1000
 
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 COMPACT_FIELDS = ("record_ref", "title", "authors", "year", "source", "abstract")
@@ -81,6 +82,15 @@ def _platform() -> str:
     return f"{system}/{GO_ARCH.get(machine, machine)}"
 
 
+class ExportPart(msgspec.Struct, frozen=True):
+    """The entries of a search one export_citations call takes: ``start`` to ``end`` of ``total``."""
+
+    search_id: str
+    start: int
+    end: int
+    total: int
+
+
 class App:
     """State shared by all tool calls of one server process."""
 
@@ -90,8 +100,15 @@ class App:
         self._site_factory = site_factory
         self._catalog: Catalog | None = None
         self._journals = JournalFlights()
-        self.config: Config = load_config(self.root)
+        # A broken config.json must not stop the server: tools answer CONFIG_INVALID until it is fixed.
+        self.config = Config()
+        self.config_error: CnkiError | None = None
+        try:
+            self.config = load_config(self.root)
+        except CnkiError as exc:
+            self.config_error = exc
         self._store: Store | None = None
+        self._store_error: CnkiError | None = None  # why the store last failed to open
         self._jobs: Jobs | None = None
         self._opening = asyncio.Lock()  # concurrent first calls must not open the store twice
         self._browser: Browser | None = None
@@ -106,7 +123,12 @@ class App:
         async with self._opening:
             if self._store is None:
                 # Reading a large research.json takes a few hundred ms: keep the event loop free meanwhile.
-                store = await asyncio.to_thread(Store.open, self.root)
+                try:
+                    store = await asyncio.to_thread(Store.open, self.root)
+                except CnkiError as exc:
+                    self._store_error = exc
+                    raise
+                self._store_error = None
                 await store.start()
                 self._store = store
                 self._jobs = Jobs(store)
@@ -163,9 +185,35 @@ class App:
     # --- dispatch -------------------------------------------------------------------------
 
     async def call(self, tool: str, args: Any, ctx: Any) -> Any:
-        """Run the registered tool ``tool`` with arguments already parsed by ``tools.parse_arguments``."""
+        """Run the registered tool ``tool`` with arguments already parsed by ``tools.parse_arguments``.
+
+        Every answer, failures included, carries the store's warnings (changes not saved, entries
+        left out when it was read) in ``warnings``.
+        """
         handler: Handler = getattr(self, spec_of(tool).handler)
-        return await handler(args, ctx)
+        try:
+            await self._reload_config()
+            if self.config_error is not None and tool != ToolName.DIAGNOSTICS:
+                raise self.config_error
+            reply = await handler(args, ctx)
+        except CnkiError as exc:
+            exc.warnings = self._warnings()
+            raise
+        return _with_warnings(reply, self._warnings())
+
+    async def _reload_config(self) -> None:
+        """Read again a config.json that failed to parse, so fixing it needs no restart."""
+        if self.config_error is None:
+            return
+        try:
+            self.config = await asyncio.to_thread(load_config, self.root)
+        except CnkiError as exc:
+            self.config_error = exc
+            return
+        self.config_error = None
+
+    def _warnings(self) -> list[Problem]:
+        return self._store.warnings() if self._store is not None else []
 
     # --- local tools ----------------------------------------------------------------------
 
@@ -186,15 +234,12 @@ class App:
             "workers": settings.workers(),
             "inline_wait_seconds": settings.inline_wait_seconds(),
         }
+        if self.config_error is not None:
+            report["config_error"] = self.config_error.problem()
+        if self._store is None and self._store_error is not None:
+            report["store_error"] = self._store_error.problem()
         if self._store is not None and self._jobs is not None:
-            data = self._store.data
-            report["store"] = {
-                "papers": len(data.papers),
-                "journals": len(data.sources),
-                "searches": len(data.searches),
-                "operations": len(data.operations),
-                "artifacts": len(data.artifacts),
-            }
+            report["store"] = self._store.stats()
             browser = self._browser
             report["browser"] = {"running": False} if browser is None else {
                 "running": browser.running,
@@ -202,9 +247,9 @@ class App:
                 "profile_directory": str(browser.profile_directory),
                 "connection_generation": browser.connection_generation,
             }
-            active = self._jobs.live()
-            if active is not None:
-                report["active_operation"] = self._jobs.view(active)
+            active = self._jobs.live_jobs()
+            if active:
+                report["active_operations"] = [self._jobs.view(job) for job in active]
         return report
 
     async def operation_status(self, args: arguments.OperationStatusArgs, ctx: Any) -> Reply:
@@ -359,13 +404,15 @@ class App:
     async def export_citations(self, args: arguments.ExportCitationsArgs, ctx: Any) -> Reply:
         store = await self.store()
         refs = list(args.record_refs)
+        part: ExportPart | None = None
         if args.search_id:
-            record = self._search(store, args.search_id)
-            refs += [e.record_ref for e in _scoped(record, args.scope)[:EXPORT_SEARCH_MAX]]
+            entries = _scoped(self._search(store, args.search_id), args.scope)
+            part = ExportPart(args.search_id, args.offset, min(args.offset + arguments.EXPORT_MAX, len(entries)), len(entries))
+            refs += [e.record_ref for e in entries[part.start : part.end]]
         if args.filename and (store.exports_dir / args.filename).exists():
             raise CnkiError("FILE_EXISTS", f"exports/{args.filename} 已存在，未覆盖；请换一个文件名。")
         if not args.titles:
-            return await self._export(store, refs, args)
+            return await self._export(store, refs, args, part)
 
         async def work(op: OperationContext) -> dict[str, Any]:
             engine = await self.enrichment()
@@ -377,18 +424,28 @@ class App:
             fatal = await engine.enrich(op, found, "metadata", quality=False, record_errors=False)
             if fatal is not None:
                 raise fatal
-            return await self._export(store, refs + found, args)
+            return await self._export(store, refs + found, args, part)
 
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("export", kind_budget("export"), work), ctx)
 
-    async def _export(self, store: Store, refs: list[str], args: arguments.ExportCitationsArgs) -> dict[str, Any]:
+    async def _export(
+        self, store: Store, refs: list[str], args: arguments.ExportCitationsArgs, part: ExportPart | None
+    ) -> dict[str, Any]:
         papers = [store.data.papers[ref] for ref in dict.fromkeys(refs) if ref in store.data.papers]
         if not papers:
             raise CnkiError("INVALID_INPUT", "没有可以导出的文献：给出的 record_refs、search_id 或 titles 都没有对应的本地记录。")
         result = await asyncio.to_thread(
             citations.export, papers, args.format, args.template or None, data_dir=self.root, filename=args.filename
         )
+        if part is not None:
+            result.search_total = part.total
+            if part.end < part.total:
+                result.next_offset = part.end
+                result.warnings.append(
+                    f"检索 {part.search_id} 共 {part.total} 篇，本次导出第 {part.start + 1}–{part.end} 篇；"
+                    f"用 offset={part.end} 再调用一次导出其余部分。"
+                )
         return {"status": "completed", "data": msgspec.to_builtins(result)}
 
     async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> Reply:
@@ -424,9 +481,14 @@ class App:
         await asyncio.to_thread(check_target, store.downloads_dir, request, title, ref)
 
         async def work(op: OperationContext) -> DownloadResult:
-            engine = await self.enrichment()
-            paper = await resolve_paper(op, engine, ref, args.title)
-            return await self._downloads.download(op, engine, self.site(), paper, request)
+            try:
+                engine = await self.enrichment()
+                paper = await resolve_paper(op, engine, ref, args.title)
+                return await self._downloads.download(op, engine, self.site(), paper, request)
+            except BaseException:
+                # The caller's folder was made before the attempt; an empty one must not stay behind.
+                await asyncio.to_thread(remove_empty_folders, store.downloads_dir, request.subdirectory)
+                raise
 
         jobs = await self.jobs()
         job = jobs.start("download", kind_budget("download", args.on_verification), work)
@@ -437,9 +499,18 @@ class App:
     @staticmethod
     def _search(store: Store, search_id: str) -> SearchRecord:
         record = store.data.searches.get(search_id)
-        if record is None:
-            raise CnkiError("SEARCH_NOT_FOUND", f"没有找到检索 {search_id}；检索完成或中断后才能读取结果。")
-        return record
+        if record is not None:
+            return record
+        if store.was_retired("searches", search_id):
+            raise CnkiError(
+                "SEARCH_NOT_FOUND",
+                f"检索 {search_id} 已被自动删除：本地只保留最近 {KEEP_SEARCHES} 次检索。请重新检索。",
+                details={"search_id": search_id, "reason": "retention"},
+            )
+        raise CnkiError(
+            "SEARCH_NOT_FOUND",
+            f"没有找到检索 {search_id}；检索完成或中断后才能读取结果（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
+        )
 
     @staticmethod
     def _resolve_local(catalog: Catalog, record_refs: list[str], titles: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -464,6 +535,15 @@ class App:
             else:
                 problems.append({"code": "DOCUMENT_NOT_FOUND", "message": f"本地没有题名为《{title}》的文献。", "details": {"title": title}})
         return refs, problems
+
+
+def _with_warnings(reply: Reply, warnings: list[Problem]) -> Reply:
+    """``reply`` as a new object with ``warnings`` added (the reply itself may be stored: never changed)."""
+    if not warnings:
+        return reply
+    data = dict(reply) if isinstance(reply, dict) else msgspec.to_builtins(reply)
+    data["warnings"] = [*data.get("warnings", []), *warnings]
+    return data
 
 
 def _scoped(record: SearchRecord, scope: str) -> list[Any]:

@@ -26,6 +26,7 @@ from cnki_mcp.files import validate_filename
 from cnki_mcp.links import MAX_REFERENCES
 from cnki_mcp.model import PRIVATE_PAPER_FIELDS, Paper
 from cnki_mcp.query import MAX_GROUPS, MAX_TERM_CHARS, MAX_TERMS, validate_plan
+from cnki_mcp.text import is_blank
 
 # --- limits and enums (the tool contract and its documented defaults) -------------------------------
 
@@ -34,6 +35,7 @@ YEAR_MAX = 2200
 LIMIT_DEFAULT = 50
 LIMIT_MAX = 100
 BATCH_MAX = 100
+EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
 STATUS_WAIT_MAX = 55
 DOWNLOAD_WAIT_DEFAULT = 120
 DOWNLOAD_WAIT_MAX = 900
@@ -151,6 +153,7 @@ class ExportCitationsArgs(ToolArgs):
     titles: list[str] = []
     search_id: str = ""
     scope: str = "selected"
+    offset: int = 0  # with search_id: the first entry of the scope to export
     format: str = "gbt7714"
     template: str = ""
     filename: str = ""
@@ -337,15 +340,24 @@ def _policy(value: str, field: str = "on_verification") -> str:
     return _choice(value, POLICIES, "ask", "INVALID_POLICY", field)
 
 
-def _exactly_one_document(record_ref: str, title: str) -> None:
-    given = [name for name, value in (("record_ref", record_ref), ("title", title)) if value.strip()]
+def _given(value: str) -> str:
+    """A string argument trimmed; one with nothing visible in it (spaces, NUL, zero-width) counts as absent."""
+    return "" if is_blank(value) else value.strip()
+
+
+def _exactly_one_document(args: ReadOnlineHtmlArgs | DownloadPaperArgs) -> None:
+    args.record_ref, args.title = _given(args.record_ref), _given(args.title)
+    given = [name for name, value in (("record_ref", args.record_ref), ("title", args.title)) if value]
     if len(given) != 1:
         why = "不能同时提供" if given else "须提供其一"
         raise CnkiError("INVALID_INPUT", f"record_ref 与 title 二选一，{why}。", details={"field": "record_ref"})
 
 
 def _documents_given(args: GetMetadataArgs | ExportCitationsArgs) -> None:
-    if not (any(r.strip() for r in args.record_refs) or any(t.strip() for t in args.titles) or args.search_id.strip()):
+    args.record_refs = [ref for ref in map(_given, args.record_refs) if ref]
+    args.titles = [title for title in map(_given, args.titles) if title]
+    args.search_id = _given(args.search_id)
+    if not (args.record_refs or args.titles or args.search_id):
         raise CnkiError("NO_DOCUMENTS", "请至少提供 record_refs、titles 或 search_id 之一。")
 
 
@@ -353,7 +365,7 @@ def _documents_given(args: GetMetadataArgs | ExportCitationsArgs) -> None:
 
 
 def validate_search(args: SearchArgs, raw: dict[str, Any]) -> None:
-    args.query = args.query.strip()
+    args.query = _given(args.query)
     if not 1 <= len(args.query) <= QUERY_MAX:
         raise CnkiError(
             "INVALID_QUERY", f"query 须为 1–{QUERY_MAX} 字，收到 {len(args.query)} 字。", details={"field": "query"}
@@ -428,20 +440,26 @@ def _defaulted(value: int, default: int, maximum: int, code: str, field: str, un
 
 
 def validate_read_online_html(args: ReadOnlineHtmlArgs, raw: dict[str, Any]) -> None:
-    _exactly_one_document(args.record_ref, args.title)
+    _exactly_one_document(args)
     _offset(args.offset)
     args.max_characters = _defaulted(args.max_characters, READ_CHARACTERS_DEFAULT, READ_CHARACTERS_MAX, "INVALID_LIMIT", "max_characters")
     args.on_verification = _policy(args.on_verification)
 
 
 def validate_download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> None:
-    _exactly_one_document(args.record_ref, args.title)
+    _exactly_one_document(args)
     args.format = _choice(args.format, DOWNLOAD_FORMATS, "auto", "INVALID_FORMAT", "format")
     args.wait_seconds = _defaulted(args.wait_seconds, DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
     args.on_verification = _policy(args.on_verification)
 
 
 def validate_export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) -> None:
+    if len(args.record_refs) > EXPORT_MAX:
+        raise CnkiError(
+            "BATCH_TOO_LARGE",
+            f"record_refs 一次最多 {EXPORT_MAX} 个，收到 {len(args.record_refs)} 个；请分批导出。",
+            details={"count": len(args.record_refs), "limit": EXPORT_MAX},
+        )
     if len(args.titles) > BATCH_MAX:
         raise CnkiError(
             "BATCH_TOO_LARGE",
@@ -450,6 +468,7 @@ def validate_export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) ->
         )
     _documents_given(args)
     args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
+    _offset(args.offset)
     args.format = _choice(args.format, CITATION_FORMATS, "gbt7714", "INVALID_FORMAT", "format")
     if args.format == "custom":
         if not args.template:

@@ -4,32 +4,27 @@ We start Chrome/Edge/Chromium ourselves with a dedicated profile and ``--remote-
 read the port Chrome picked from ``DevToolsActivePort``; ``browser.py`` attaches to it. Launching it
 ourselves gives us the process tree (so nothing is left behind), its output (drained, never left in a
 full pipe) and the choice of executable. A browser left on our profile by a server that died is
-ended at the next launch; every browser tree this process launched is killed at exit (atexit,
-SIGTERM, SIGHUP), and an owner file in the profile tells the next server what it may end.
+ended at the next launch, and an owner file in the profile tells the next server what it may end;
+``reaper.py`` makes every browser this process launched end with it, even on SIGKILL.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import atexit
 import collections
 import json
 import logging
 import os
 import shlex
 import shutil
-import signal
-import sys
-import threading
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import psutil
 
+from cnki_mcp import reaper
 from cnki_mcp.clock import poll
 from cnki_mcp.errors import CnkiError
 
@@ -122,35 +117,6 @@ def _profile_processes(profile: Path) -> list[psutil.Process]:
     return found
 
 
-def _kill_tree(pid: int, create_time: float | None, timeout: float, *, group: bool) -> None:
-    """Terminate a process and all its descendants, then kill what is left after ``timeout``."""
-    procs: list[psutil.Process] = []
-    try:
-        root = psutil.Process(pid)
-        if create_time is None or abs(root.create_time() - create_time) < 0.5:
-            procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        pass
-    for proc in procs:
-        try:
-            proc.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=timeout)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=1.0)
-    if group and hasattr(os, "killpg"):
-        # Helpers whose parent already died were re-parented; they still carry our process group.
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-
-
 def _read_owner(profile: Path) -> dict[str, Any]:
     try:
         data = json.loads((profile / _OWNER_FILE).read_text(encoding="utf-8"))
@@ -165,8 +131,7 @@ def _is_leftover(owner: dict[str, Any], pid: int) -> bool:
         return False
     server = owner.get("server_pid")
     if server == os.getpid():
-        with _LAUNCHED_LOCK:
-            return pid not in _LAUNCHED
+        return not reaper.is_launched(pid)
     if not isinstance(server, int):
         return True
     try:
@@ -199,7 +164,7 @@ def clear_stale_profile(profile: Path) -> None:
             created = proc.create_time()
         except psutil.Error:
             continue
-        _kill_tree(proc.pid, created, 3.0, group=False)
+        reaper.kill_tree(proc.pid, created, 3.0, group=False)
     for marker in markers:
         try:
             if os.path.lexists(marker):
@@ -218,43 +183,6 @@ def _loopback_without_proxy() -> None:
             if host not in current:
                 current.append(host)
         os.environ[key] = ",".join(current)
-
-
-# --------------------------------------------------------------------------------------------
-# Last-resort cleanup: kill every browser tree this process launched.
-
-_LAUNCHED: dict[int, float] = {}
-_LAUNCHED_LOCK = threading.Lock()
-_HOOKS_INSTALLED = False
-
-
-def _kill_launched() -> None:
-    with _LAUNCHED_LOCK:
-        items = list(_LAUNCHED.items())
-        _LAUNCHED.clear()
-    for pid, created in items:
-        _kill_tree(pid, created, 2.0, group=True)
-
-
-def _on_signal(signum: int, _frame: FrameType | None) -> None:
-    _kill_launched()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-
-
-def _install_exit_hooks() -> None:
-    global _HOOKS_INSTALLED
-    if _HOOKS_INSTALLED:
-        return
-    _HOOKS_INSTALLED = True
-    atexit.register(_kill_launched)
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for name in ("SIGTERM", "SIGHUP"):
-        signum = getattr(signal, name, None)
-        # Only where nobody else handles it: the default action would skip atexit and orphan Chrome.
-        if signum is not None and signal.getsignal(signum) is signal.SIG_DFL:
-            signal.signal(signum, _on_signal)
 
 
 async def _drain(stream: asyncio.StreamReader, sink: collections.deque[str]) -> None:
@@ -310,14 +238,11 @@ class ChromeProcess:
         if sessions.is_dir():
             await asyncio.to_thread(shutil.rmtree, sessions, True)
         _loopback_without_proxy()
-        _install_exit_hooks()
+        # The tie to this process comes first: from its first instant the browser cannot outlive us.
+        await reaper.prepare()
         args = launch_arguments(executable, profile, headless=headless, extra=extra)
         log.info("launching browser: %s", " ".join(shlex.quote(a) for a in args))
-        kwargs: dict[str, Any] = {}
-        if sys.platform == "win32":
-            kwargs["creationflags"] = 0x00000200  # CREATE_NEW_PROCESS_GROUP
-        else:
-            kwargs["start_new_session"] = True
+        kwargs = reaper.spawn_options()
         try:
             proc = await asyncio.create_subprocess_exec(
                 *args,
@@ -330,13 +255,7 @@ class ChromeProcess:
             raise CnkiError(
                 "BROWSER_UNAVAILABLE", f"无法启动浏览器：{exc}", details={"path": str(executable)}
             ) from exc
-        try:
-            created = psutil.Process(proc.pid).create_time()
-        except psutil.Error:
-            created = time.time()
-        with _LAUNCHED_LOCK:
-            _LAUNCHED[proc.pid] = created
-        chrome = cls(proc, created, profile)
+        chrome = cls(proc, reaper.adopt(proc.pid, kwargs), profile)
         assert proc.stdout is not None
         chrome._tasks = [
             asyncio.create_task(_drain(proc.stdout, chrome.output)),
@@ -352,8 +271,7 @@ class ChromeProcess:
         self.exited = True
         if self.on_exit is not None:
             self.on_exit()
-        with _LAUNCHED_LOCK:
-            _LAUNCHED.pop(self.proc.pid, None)
+        reaper.release(self.proc.pid)
         log.info("browser process %d exited with code %s", self.proc.pid, code)
 
     def details(self) -> dict[str, Any]:
@@ -395,9 +313,8 @@ class ChromeProcess:
                 await asyncio.wait_for(self.proc.wait(), EXIT_WAIT)
             except TimeoutError:
                 log.warning("browser %d did not exit after Browser.close; killing it", self.proc.pid)
-        await asyncio.to_thread(_kill_tree, self.proc.pid, self.created, 3.0, group=sys.platform != "win32")
-        with _LAUNCHED_LOCK:
-            _LAUNCHED.pop(self.proc.pid, None)
+        await asyncio.to_thread(reaper.kill_tree, self.proc.pid, self.created, 3.0, group=True)
+        reaper.release(self.proc.pid)
         for task in self._tasks:
             if not task.done():
                 try:
@@ -412,6 +329,5 @@ class ChromeProcess:
 
     def kill_now(self) -> None:
         """End the process tree at once, blocking (a shutdown that was itself cancelled)."""
-        _kill_tree(self.proc.pid, self.created, 1.0, group=sys.platform != "win32")
-        with _LAUNCHED_LOCK:
-            _LAUNCHED.pop(self.proc.pid, None)
+        reaper.kill_tree(self.proc.pid, self.created, 1.0, group=True)
+        reaper.release(self.proc.pid)

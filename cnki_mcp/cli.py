@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import click
 
-from cnki_mcp import __version__
+from cnki_mcp import __version__, reaper, settings
 from cnki_mcp.errors import CnkiError
 
 T = TypeVar("T")
@@ -60,7 +60,7 @@ def cli(ctx: click.Context) -> None:
 @cli.command()
 def serve() -> None:
     """启动 MCP 服务（stdio），直到客户端断开。"""
-    from cnki_mcp import logs, settings
+    from cnki_mcp import logs
 
     logs.configure(settings.data_root())
     try:
@@ -116,6 +116,13 @@ def doctor(protocol: bool, as_json: bool) -> None:
     report, checks = _run(run_checks(protocol))
     click.echo(json.dumps(report, ensure_ascii=False, separators=(",", ":")) if as_json else render(report, checks))
     sys.exit(0 if report["verdict"]["ok"] else 1)
+
+
+@cli.command(name=reaper.GUARD_COMMAND, hidden=True)
+@click.argument("server", type=int)
+def browser_guard(server: int) -> None:
+    """由服务自己启动：服务结束（哪怕被强行终止）时关闭它启动的浏览器。请勿手动运行。"""
+    reaper.guard(server)
 
 
 @cli.command()

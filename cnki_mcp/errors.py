@@ -54,6 +54,7 @@ CATALOGUE: dict[str, Code] = {
     "INVALID_SCOPE": Code("scope 只能是 selected、eligible 或 candidates。"),
     "INVALID_VIEW": Code("view 只能是 titles、compact 或 records。"),
     "INVALID_OFFSET": Code("offset 不能为负数。"),
+    "OPERATION_ID_REQUIRED": Code("有多个任务正在运行，请用 operation_id 指定其中一个。"),
     "INVALID_FORMAT": Code("format 不是支持的格式。"),
     "INVALID_TEMPLATE": Code("custom 模板无效。"),
     "FORMAT_UNAVAILABLE": Code("这种导出格式不可用。"),
@@ -134,6 +135,13 @@ CATALOGUE: dict[str, Code] = {
     "DATA_DIRECTORY_IN_USE": Code("另一个 MCP 服务进程正在使用同一数据目录。"),
     "CONFIG_INVALID": Code("config.json 无法解析。"),
     "STORE_UNAVAILABLE": Code("本地数据无法读写。"),
+    "STORE_NOT_SAVED": Code(
+        "最近的更改没能写入 research.json，目前只在内存中；服务会自动重试。请释放磁盘空间或检查数据目录的写权限，"
+        "保存成功之前不要关闭服务，否则这些更改会丢失。",
+        True,
+    ),
+    "STORE_SET_ASIDE": Code("research.json 无法读取，已改名保留，本次从空的本地数据开始；原文件没有删除。"),
+    "STORE_ENTRIES_DROPPED": Code("research.json 中有条目无法读取，已跳过，其余记录照常载入；原文件另存了一份。"),
     "INVALID_FILENAME": Code("文件名无效。"),
     "UNSAFE_OUTPUT_PATH": Code("输出路径不安全，只能写入数据目录内。"),
     "FILE_EXISTS": Code("同名文件已存在，未覆盖。"),
@@ -212,6 +220,8 @@ class CnkiError(Exception):
         self.message = _clip(message or known.message)
         self.retryable = known.retryable if retryable is None else retryable
         self.details = details
+        # Set by the app on the way out: what the client should know besides this failure (unsaved changes …).
+        self.warnings: list[Problem] = []
         super().__init__(f"{code}: {self.message}")
 
     @property

@@ -30,12 +30,14 @@ from pathlib import Path
 import msgspec
 
 from cnki_mcp.errors import CnkiError
+from cnki_mcp.text import is_format_char, without_format_chars
 
 log = logging.getLogger(__name__)
 
 MAX_NAME_RUNES = 180
 FORBIDDEN_CHARS = '/\\<>:"|?*'
-_RESERVED = re.compile(r"(?:CON|PRN|AUX|NUL|COM[1-9]|LPT[1-9])(?:\..*)?", re.IGNORECASE | re.DOTALL)
+# Windows also reserves COM¹–³ and LPT¹–³ (superscript digits).
+_RESERVED = re.compile(r"(?:CON|PRN|AUX|NUL|COM[1-9¹²³]|LPT[1-9¹²³])(?:\..*)?", re.IGNORECASE | re.DOTALL)
 _UNSAFE_CHARS = re.compile(f"[\\x00-\\x1f\\x7f{re.escape(FORBIDDEN_CHARS)}]")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CHUNK = 1 << 20
@@ -56,8 +58,9 @@ def is_reserved(name: str) -> bool:
 
 
 def replace_unsafe_chars(text: str) -> str:
-    """``text`` with every character a file name may not hold (separators, ``:*?"<>|``, controls) as ``_``."""
-    return _UNSAFE_CHARS.sub("_", text)
+    """``text`` as a file name: separators, ``:*?"<>|`` and controls as ``_``; bidi controls and
+    zero-width characters dropped (they would make a name read differently from what it is)."""
+    return _UNSAFE_CHARS.sub("_", without_format_chars(text))
 
 
 def _name_problem(name: object) -> str | None:
@@ -75,8 +78,10 @@ def _name_problem(name: object) -> str | None:
             return f"名称不能包含字符“{char}”（不允许 / \\ < > : \" | ? *）"
         if ord(char) < 0x20:
             return "名称不能包含控制字符"
+        if is_format_char(char):
+            return f"名称不能包含不可见的格式字符 U+{ord(char):04X}（双向控制符、零宽字符等）"
     if is_reserved(name):
-        return "名称不能是 Windows 保留名（CON、PRN、AUX、NUL、COM1–9、LPT1–9）"
+        return "名称不能是 Windows 保留名（CON、PRN、AUX、NUL、COM1–9、LPT1–9，含 COM¹–³、LPT¹–³）"
     return None
 
 
@@ -111,6 +116,25 @@ def _segments(subdirectory: str) -> list[str]:
         if problem is not None:
             raise invalid_name(f"子目录名“{part}”无效：{problem}。", subdirectory=subdirectory, reason=problem)
     return parts
+
+
+def remove_empty_folders(base: Path, subdirectory: str | None) -> None:
+    """Remove the folders of ``subdirectory`` under ``base`` that are empty, deepest first (blocking).
+
+    For a write that did not happen: the folders made for it must not stay behind. A folder with
+    anything in it, or one that is not a plain folder, ends the walk.
+    """
+    if not subdirectory:
+        return
+    try:
+        parts = _segments(subdirectory)
+    except CnkiError:
+        return
+    for depth in range(len(parts), 0, -1):
+        try:
+            os.rmdir(Path(base).joinpath(*parts[:depth]))
+        except OSError:
+            return
 
 
 def _ensure_real_dir(path: Path) -> None:

@@ -22,7 +22,7 @@ from cnki_mcp import settings
 from cnki_mcp.clock import Deadline, utc_now_iso
 from cnki_mcp.errors import CnkiError, as_cnki_error
 from cnki_mcp.model import Budget, BudgetView, Operation, OperationView, Problem
-from cnki_mcp.store import Store
+from cnki_mcp.store import KEEP_OPERATIONS, Store
 
 log = logging.getLogger(__name__)
 
@@ -305,9 +305,24 @@ class Jobs:
     # --- reading --------------------------------------------------------------------------
 
     def live(self, operation_id: str | None = None) -> Job | None:
+        """The live job ``operation_id`` names; without an id, the only live job (None when none runs).
+
+        Several live jobs and no id is OPERATION_ID_REQUIRED: acting on one of them at random could
+        cancel or resume the wrong work.
+        """
         if operation_id:
             return self._live.get(operation_id)
+        if len(self._live) > 1:
+            ids = sorted(self._live)
+            raise CnkiError(
+                "OPERATION_ID_REQUIRED",
+                f"有 {len(ids)} 个任务正在运行，请用 operation_id 指定其中一个：{'、'.join(ids)}。",
+                details={"operation_ids": ids},
+            )
         return next(iter(self._live.values()), None)
+
+    def live_jobs(self) -> list[Job]:
+        return list(self._live.values())
 
     @property
     def live_count(self) -> int:
@@ -341,9 +356,15 @@ class Jobs:
 
     def stored(self, operation_id: str) -> Operation:
         record = self._store.data.operations.get(operation_id)
-        if record is None:
-            raise CnkiError("OPERATION_NOT_FOUND", f"没有找到任务 {operation_id}。")
-        return record
+        if record is not None:
+            return record
+        if self._store.was_retired("operations", operation_id):
+            raise CnkiError(
+                "OPERATION_NOT_FOUND",
+                f"任务 {operation_id} 已被自动删除：本地只保留最近 {KEEP_OPERATIONS} 个任务；需要时请重新调用原工具。",
+                details={"operation_id": operation_id, "reason": "retention"},
+            )
+        raise CnkiError("OPERATION_NOT_FOUND", f"没有找到任务 {operation_id}（本地只保留最近 {KEEP_OPERATIONS} 个任务）。")
 
     @staticmethod
     def idle_view() -> OperationView:
@@ -397,8 +418,14 @@ class Jobs:
             log.debug("progress notification failed", exc_info=True)
 
     async def inline(self, job: Job, ctx: Any) -> OperationView:
-        """A tool call's answer: the job's view after up to CNKI_INLINE_WAIT_SECONDS, with progress forwarded."""
-        return await self.wait(job, settings.inline_wait_seconds(), getattr(ctx, "report_progress", None))
+        """A tool call's answer: the job's view up to CNKI_INLINE_WAIT_SECONDS after the call began, with progress.
+
+        Counted from the call's ``started`` (when the context has one), so time spent before the
+        operation started (planning with the client's model) is part of the inline wait.
+        """
+        started = getattr(ctx, "started", None)
+        spent = time.monotonic() - started if started is not None else 0.0
+        return await self.wait(job, settings.inline_wait_seconds() - spent, getattr(ctx, "report_progress", None))
 
     async def status(self, operation_id: str | None, wait_seconds: float, progress: ProgressSink | None = None) -> OperationView:
         wait_seconds = min(max(wait_seconds, 0), MAX_WAIT_SECONDS)

@@ -15,6 +15,8 @@ import queue
 import sys
 from pathlib import Path
 
+from cnki_mcp.redact import LogRedaction
+
 DEFAULT_LEVEL = "WARNING"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_BYTES = 1_000_000
@@ -62,7 +64,9 @@ def configure(data_root: Path) -> None:
         handler.setFormatter(formatter)
     records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
     root = logging.getLogger()
-    root.handlers[:] = [logging.handlers.QueueHandler(records)]
+    queued = logging.handlers.QueueHandler(records)
+    queued.addFilter(LogRedaction())  # before the queue: no URL, cookie or token reaches either output
+    root.handlers[:] = [queued]
     root.setLevel(level)
     _listener = logging.handlers.QueueListener(records, *outputs, respect_handler_level=False)
     _listener.start()

@@ -298,6 +298,47 @@ class StoreData(msgspec.Struct):
     search_cache: dict[str, CacheEntry] = {}
     operations: dict[str, Operation] = {}
     artifacts: dict[str, Artifact] = {}
+    # Ids retention removed (newest last), so a late lookup can say why the record is gone.
+    retired_searches: list[str] = []
+    retired_operations: list[str] = []
+
+
+class DroppedEntry(msgspec.Struct, omit_defaults=True):
+    """A part of research.json that could not be read: one entry, or a whole section (no key)."""
+
+    section: str
+    key: str = ""
+    reason: str = ""
+
+
+class StoreRecovery(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """What opening research.json left out, and where the original bytes were kept.
+
+    ``kind`` is ``set_aside`` (nothing could be read: the file was renamed) or ``entries_dropped``
+    (the readable entries were loaded; ``dropped`` lists the first of the others).
+    """
+
+    kind: str
+    path: str
+    reason: str = ""
+    dropped_count: int = 0
+    dropped: list[DroppedEntry] = []
+    at: str = ""
+
+
+class SaveState(msgspec.Struct, kw_only=True):
+    """Whether research.json holds every change, as diagnostics shows it.
+
+    ``unsaved_since`` is the time of the oldest change not on disk; ``failing_since`` the first
+    failed write since the last one that succeeded, ``failed_writes`` how many failed since then.
+    """
+
+    dirty: bool = False
+    saved_at: str = ""
+    error: str = ""
+    failing_since: str = ""
+    unsaved_since: str = ""
+    failed_writes: int = 0
 
 
 class Config(msgspec.Struct, omit_defaults=True):
@@ -368,6 +409,9 @@ class CitationResult(msgspec.Struct, omit_defaults=True):
     text: str = ""
     path: str = ""
     missing_fields: dict[str, list[str]] = {}
+    search_total: int = 0  # with search_id: the entries of the scope, all calls together
+    next_offset: int = 0  # with search_id: where the next call starts when entries remain (absent: none)
+    warnings: list[str] = []
 
 
 class LocalReply(msgspec.Struct, kw_only=True):

@@ -22,7 +22,7 @@ import msgspec
 
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Channel, Plan
-from cnki_mcp.text import has_han, unique_strings
+from cnki_mcp.text import has_han, is_blank, unique_strings
 
 # --- limits ---------------------------------------------------------------------------------------
 
@@ -55,7 +55,7 @@ def validate_plan(groups: Sequence[Sequence[str]]) -> list[list[str]]:
                 f"concept_groups[{i}] 须有 1–{MAX_TERMS} 个同义词，收到 {len(group)} 个。", f"concept_groups[{i}]"
             )
         for j, term in enumerate(group):
-            if not isinstance(term, str) or not 1 <= len(term.strip()) <= MAX_TERM_CHARS:
+            if not isinstance(term, str) or is_blank(term) or len(term.strip()) > MAX_TERM_CHARS:
                 raise _plan_error(
                     f"concept_groups[{i}][{j}] 须为 1–{MAX_TERM_CHARS} 字的检索词。", f"concept_groups[{i}][{j}]"
                 )
@@ -179,6 +179,13 @@ SAMPLING_SYSTEM_PROMPT = (
     '示例：[["自动驾驶", "无人驾驶"], ["产品责任", "产品缺陷责任"]]'
 )
 
+
+def sampling_timeout_warning(seconds: float) -> str:
+    return f"客户端模型在 {seconds:g} 秒内没有回复检索规划请求（采样），已改用自动拆分；如需同义词，请传入 concept_groups。"
+
+
+SAMPLING_UNUSABLE_WARNING = "客户端模型没有给出可用的检索规划（采样被拒绝、失败或回复无法解析），已改用自动拆分。"
+
 _FENCE_OPEN = re.compile(r"^```(?:json)?", re.IGNORECASE)
 
 
@@ -198,12 +205,10 @@ def parse_sampling_reply(text: str) -> list[list[str]] | None:
         return None
 
 
-def plan_from_sampling(reply_text: str, query: str) -> Plan:
-    """The sampling plan when the reply is usable, otherwise the lexical plan (never a sampling error)."""
+def plan_from_sampling(reply_text: str) -> Plan | None:
+    """The sampling plan when the reply is usable; ``None`` means "fall back" (never a sampling error)."""
     groups = parse_sampling_reply(reply_text)
-    if groups is None:
-        return plan_lexical(query)
-    return plan_explicit(groups, method="sampling")
+    return None if groups is None else plan_explicit(groups, method="sampling")
 
 
 def plan_structured(expression: Any) -> Plan:
@@ -292,7 +297,7 @@ LOGIC_AND, LOGIC_OR, LOGIC_NOT = 0, 1, 2
 _NEEDS_QUOTES = frozenset("+*()/%= -\t\"'")
 
 
-class Expression(msgspec.Struct, omit_defaults=True):
+class Expression(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     """One node of a structured_search expression: a leaf (field/value/match) or an operator (op/items)."""
 
     field: str = ""
@@ -347,13 +352,18 @@ def quote_value(value: str) -> str:
 
 
 def decode_expression(expression: Any) -> Expression:
-    """A JSON object (or an Expression) as an Expression tree; unknown keys are ignored."""
+    """A JSON object (or an Expression) as an Expression tree; an unknown key is refused, like unknown
+    arguments elsewhere (a misspelt ``fields`` must not silently widen a search)."""
     if isinstance(expression, Expression):
         return expression
     try:
         return msgspec.convert(expression, Expression)
-    except (msgspec.ValidationError, RecursionError) as exc:
-        raise CnkiError("INVALID_EXPRESSION", f"expression 的结构无效：{exc}") from None
+    except msgspec.ValidationError as exc:
+        hint = "（条件只能有 field、value、match，或 op、items）" if "unknown field" in str(exc) else ""
+        raise CnkiError("INVALID_EXPRESSION", f"expression 的结构无效{hint}：{exc}") from None
+    except RecursionError:
+        # Nested past what the converter can follow: far beyond MAX_DEPTH, so the same code as depth 9.
+        raise CnkiError("QUERY_TOO_COMPLEX", f"检索条件过于复杂：最多 {MAX_DEPTH} 层嵌套。") from None
 
 
 class _Walk:
@@ -398,7 +408,7 @@ class _Walk:
 
     @staticmethod
     def _literal(node: Expression, negated: bool) -> Condition:
-        value = node.value.strip()
+        value = "" if is_blank(node.value) else node.value.strip()
         if node.field not in FIELDS:
             raise CnkiError(
                 "INVALID_CONDITION", f"未知的检索字段：{node.field or '（空）'}。", details={"field": node.field}

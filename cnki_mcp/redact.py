@@ -7,11 +7,15 @@ Every place that shows or saves a page or URL goes through the functions here:
 - ``is_secret_key`` — a query or JSON key whose value grants access (substring match, any case);
 - ``client_url`` — a URL for clients: secret values and opaque record keys dropped;
 - ``redact_url`` — a URL for snapshots and logs: the same values replaced by ``REDACTED``;
-- ``redact_markup`` — page HTML or JSON text: cookies, secret keys, hidden and password inputs.
+- ``redact_markup`` — page HTML or JSON text: cookies, secret keys and headers, every input's value,
+  user ids in ``data-*`` attributes;
+- ``redact_page`` — an HTML page to keep: ``redact_markup`` plus its scripts removed, so it cannot run;
+- ``LogRedaction`` — a logging filter giving log lines the same treatment as URLs and markup.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -88,15 +92,23 @@ _COOKIE = re.compile(
     r"ASP\.NET_SessionId|dblang|knsadv-searchtype|knsLeftGroupSelectItem|kcmscanary|wengine_vpn_ticket\w*)=)"
     r"[^;\"'\s<>&]+"
 )
-_KEYED = re.compile(
-    r"((?:[\"'])?[\w-]*(?:token|ticket|session|passw|secret|invoice|nonce|signature|cookie|idenid|jwt)[\w-]*"
-    r"(?:[\"'])?\s*[:=]\s*)([\"'])(?:(?!\2).)*\2",
-    re.I,
-)
-_BEARER = re.compile(r"\b(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}", re.I)
+_SECRET_WORDS = "|".join(SECRET_KEY_WORDS)
+# "accessToken": "…", token='…', Authorization: "…" — a secret key and its quoted value, in scripts or JSON.
+_KEYED = re.compile(rf"((?:[\"'])?[\w-]*(?:{_SECRET_WORDS})[\w-]*(?:[\"'])?\s*[:=]\s*)([\"'])(?:(?!\2).)*\2", re.I)
+# setRequestHeader('Authorization', '…') and other (name, value) calls naming a secret.
+_KEYED_ARGUMENT = re.compile(rf"([\"'][\w-]*(?:{_SECRET_WORDS})[\w-]*[\"']\s*,\s*)([\"'])(?:(?!\2).)*\2", re.I)
+_BEARER = re.compile(r"\b((?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]{8,}", re.I)
 _INPUT_TAG = re.compile(r"<input\b[^>]*>", re.I)
 _INPUT_VALUE = re.compile(r"(\bvalue\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s>]+)", re.I)
-_SECRET_INPUT = re.compile(r"\btype\s*=\s*[\"']?(?:hidden|password)\b|\bcbItem\b", re.I)
+_TEXTAREA = re.compile(r"(<textarea\b[^>]*>)(.*?)(</textarea\s*>)", re.I | re.S)
+# data-userid, data-uid, data-account … : who is logged in, never kept.
+_USER_DATA = re.compile(
+    r"(\sdata-[\w-]*(?:user|uid|account|member|login|phone|mobile|email)[\w-]*\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s>]+)",
+    re.I,
+)
+_SCRIPT = re.compile(r"<script\b[^>]*>.*?(?:</script\s*>|$)", re.I | re.S)
+_HANDLER = re.compile(r"\s+on[a-z]+\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s>]+)", re.I)
+_SCRIPT_URL = re.compile(r"(\b(?:href|src|action|formaction)\s*=\s*[\"']?)\s*javascript:[^\"'\s>]*", re.I)
 
 
 def _query_value(match: re.Match[str]) -> str:
@@ -104,17 +116,35 @@ def _query_value(match: re.Match[str]) -> str:
 
 
 def redact_markup(text: str) -> str:
-    """Page HTML or JSON text without cookie values, access values in URLs and keys, hidden inputs."""
-
-    def _input(match: re.Match[str]) -> str:
-        tag = match[0]
-        return _INPUT_VALUE.sub(rf'\1"{REDACTED}"', tag) if _SECRET_INPUT.search(tag) else tag
-
-    text = _INPUT_TAG.sub(_input, text)
+    """Page HTML or JSON text without cookie values, access values in URLs, keys and header calls,
+    input values or user ids."""
+    text = _INPUT_TAG.sub(lambda tag: _INPUT_VALUE.sub(rf'\1"{REDACTED}"', tag[0]), text)
+    text = _TEXTAREA.sub(rf"\1{REDACTED}\3", text)
+    text = _USER_DATA.sub(rf'\1"{REDACTED}"', text)
     text = _QUERY_VALUE.sub(_query_value, text)
     text = _COOKIE.sub(rf"\1{REDACTED}", text)
     text = _BEARER.sub(rf"\1{REDACTED}", text)
+    text = _KEYED_ARGUMENT.sub(rf"\1\2{REDACTED}\2", text)
     return _KEYED.sub(rf"\1\2{REDACTED}\2", text)
+
+
+def redact_page(html: str) -> str:
+    """An HTML page as it may be kept: ``redact_markup``, and no script, handler or javascript: URL left to run."""
+    html = _SCRIPT.sub("<script><!-- removed --></script>", html)
+    html = _HANDLER.sub("", html)
+    html = _SCRIPT_URL.sub(r"\1#", html)
+    return redact_markup(html)
+
+
+class LogRedaction(logging.Filter):
+    """Log lines pass through ``redact_markup``: a URL, cookie or token in a message never reaches a log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact_markup(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
 
 
 def is_url(value: object) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 
+from cnki_mcp import settings
 from cnki_mcp.arguments import SearchArgs, SearchOptions, StructuredSearchArgs
 from cnki_mcp.clock import utc_now_iso
 from cnki_mcp.enrich import Enrichment
@@ -46,6 +47,7 @@ from cnki_mcp.query import (
     LEXICAL_WARNING,
     SAMPLING_MAX_TOKENS,
     SAMPLING_SYSTEM_PROMPT,
+    SAMPLING_UNUSABLE_WARNING,
     Condition,
     GridQuery,
     compile_expression,
@@ -53,6 +55,7 @@ from cnki_mcp.query import (
     plan_explicit,
     plan_from_sampling,
     plan_lexical,
+    sampling_timeout_warning,
 )
 from cnki_mcp.rank import (
     DEFAULT_LIMIT,
@@ -171,17 +174,23 @@ def search_budget(request: SearchInput) -> Budget:
 
 
 async def plan_search(args: SearchArgs, ctx: Any) -> Plan:
-    """Explicit groups, else the client's model (sampling) when it can, else lexical splitting."""
+    """Explicit groups, else the client's model (sampling) when it answers in time, else lexical splitting."""
     if args.concept_groups:
         return plan_explicit(args.concept_groups)
-    plan: Plan
-    if ctx is not None and getattr(ctx, "client_supports_sampling", False):
-        reply = await ctx.sample(SAMPLING_SYSTEM_PROMPT, args.query, SAMPLING_MAX_TOKENS)
-        plan = plan_from_sampling(reply, args.query) if reply else plan_lexical(args.query)
-    else:
-        plan = plan_lexical(args.query)
-    if plan.method == "lexical":
-        plan.warnings = [LEXICAL_WARNING]
+    if ctx is None or not getattr(ctx, "client_supports_sampling", False):
+        return _lexical(args.query)
+    seconds = settings.sampling_wait_seconds()
+    try:
+        reply = await ctx.sample(SAMPLING_SYSTEM_PROMPT, args.query, SAMPLING_MAX_TOKENS, seconds)
+    except TimeoutError:
+        return _lexical(args.query, sampling_timeout_warning(seconds))
+    plan = plan_from_sampling(reply) if reply else None
+    return plan if plan is not None else _lexical(args.query, SAMPLING_UNUSABLE_WARNING)
+
+
+def _lexical(query: str, *why: str) -> Plan:
+    plan = plan_lexical(query)
+    plan.warnings = [*why, LEXICAL_WARNING]
     return plan
 
 

@@ -10,11 +10,13 @@ a bad call.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import shutil
 import tempfile
+import time
 import warnings
 from functools import cache
 from importlib import resources
@@ -26,9 +28,10 @@ import msgspec
 from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheHint
-from mcp.server.stdio import stdio_server
+from mcp.server.context import CallNext, HandlerResult
 from mcp.types import (
     INVALID_PARAMS,
+    INVALID_REQUEST,
     CallToolRequestParams,
     CallToolResult,
     GetPromptRequestParams,
@@ -51,8 +54,10 @@ from mcp.types import (
 )
 
 from cnki_mcp import __version__
+from cnki_mcp.clock import Deadline
 from cnki_mcp.errors import CnkiError, as_cnki_error
 from cnki_mcp.tools import ToolName, listed_tools, parse_arguments
+from cnki_mcp.wire import stdio_streams
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +93,16 @@ class CallContext:
 
     Both are tied to the request: once the call has returned (a job may outlive it), progress is
     dropped and sampling answers None. ``CallContext(None)`` is a context without a client.
+    ``started`` (monotonic) is when the call arrived: the inline wait counts from it.
     """
 
-    SAMPLING_TIMEOUT = 120.0
+    SAMPLING_PROGRESS_SECONDS = 3.0
 
     def __init__(self, request: ServerRequestContext[Any, Any] | None = None) -> None:
         self._request = request
         self._open = request is not None
         self._last_progress: float | None = None
+        self.started = time.monotonic()
         caps = request.session.client_capabilities if request is not None else None
         self.client_supports_sampling: bool = bool(
             request is not None and caps is not None and caps.sampling is not None and request.session.can_send_request
@@ -116,24 +123,47 @@ class CallContext:
         except Exception:  # a closed stream must not break the job reporting progress
             log.debug("progress notification not delivered", exc_info=True)
 
-    async def sample(self, system_prompt: str, user_text: str, max_tokens: int) -> str | None:
-        """Ask the client's model (MCP sampling); the reply's text, or None when unavailable or failed."""
+    async def sample(self, system_prompt: str, user_text: str, max_tokens: int, timeout: float) -> str | None:
+        """Ask the client's model (MCP sampling) for at most ``timeout`` seconds.
+
+        The reply's text, or None when sampling is unavailable, refused or failed. Raises
+        TimeoutError when the client has not answered in time; the request is then cancelled. While
+        it waits, progress says so every few seconds, as fractions below 1 so that the operation's
+        own progress, which counts from 1, still rises after it.
+        """
         if not self._open or self._request is None or not self.client_supports_sampling:
             return None
-        session = self._request.session
+        asking = asyncio.ensure_future(self._create_message(system_prompt, user_text, max_tokens))
+        deadline = Deadline(timeout)
         try:
-            with anyio.fail_after(self.SAMPLING_TIMEOUT), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # sampling is deprecated in the 2026 protocol, still fine for 2025 hosts
-                reply = await session.create_message(
-                    [SamplingMessage(role="user", content=TextContent(type="text", text=user_text))],
-                    max_tokens=max_tokens,
-                    system_prompt=system_prompt,
-                    include_context="none",
-                    related_request_id=self._request.request_id,
-                )
-        except Exception:
+            while not asking.done() and not deadline.passed:
+                await asyncio.wait({asking}, timeout=min(self.SAMPLING_PROGRESS_SECONDS, deadline.remaining()))
+                if not asking.done() and not deadline.passed:
+                    waited = timeout - deadline.remaining()
+                    await self.report_progress(waited / timeout, None, f"正在等待客户端模型回复（{waited:.0f}/{timeout:.0f} 秒）")
+        finally:
+            if not asking.done():
+                asking.cancel()
+        if not asking.done():
+            await asyncio.wait({asking}, timeout=1.0)  # lets the SDK tell the client the request is cancelled
+            raise TimeoutError(f"the client did not answer sampling within {timeout:g} s")
+        try:
+            return asking.result()
+        except (Exception, asyncio.CancelledError):  # cancelled by the SDK (connection closing), not by us
             log.info("sampling failed; continuing without it", exc_info=True)
             return None
+
+    async def _create_message(self, system_prompt: str, user_text: str, max_tokens: int) -> str | None:
+        assert self._request is not None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # sampling is deprecated in the 2026 protocol, still fine for 2025 hosts
+            reply = await self._request.session.create_message(
+                [SamplingMessage(role="user", content=TextContent(type="text", text=user_text))],
+                max_tokens=max_tokens,
+                system_prompt=system_prompt,
+                include_context="none",
+                related_request_id=self._request.request_id,
+            )
         blocks = reply.content if isinstance(reply.content, list) else [reply.content]
         text = "".join(block.text for block in blocks if isinstance(block, TextContent))
         return text or None
@@ -155,9 +185,12 @@ def _result(value: Any, *, is_error: bool = False) -> CallToolResult:
 
 
 def failure(error: CnkiError) -> CallToolResult:
-    """The ``isError`` answer for a failure before (or instead of) an operation."""
+    """The ``isError`` answer for a failure before (or instead of) an operation, with the app's warnings."""
+    body: dict[str, Any] = {"status": "failed", "errors": [error.problem()]}
+    if error.warnings:
+        body["warnings"] = error.warnings
     try:
-        return _result({"status": "failed", "errors": [error.problem()]}, is_error=True)
+        return _result(body, is_error=True)
     except (TypeError, ValueError, msgspec.EncodeError):
         log.exception("error details of %s are not serialisable; dropping them", error.code)
         return _result({"status": "failed", "errors": [{"code": error.code, "message": error.message}]}, is_error=True)
@@ -180,6 +213,22 @@ async def _dispatch(app: ToolApp | None, request: ServerRequestContext[Any, Any]
 
 
 # --- the server --------------------------------------------------------------------------------------
+
+# What the SDK answers to a request that comes before ``initialize`` (it keeps the shape of its old
+# union validation); the same words also mean malformed params, so only the state tells them apart.
+_SDK_GATE_MESSAGE = "Invalid request parameters"
+
+
+async def _initialize_first(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """A request before the handshake is told that ``initialize`` must come first."""
+    try:
+        return await call_next(ctx)
+    except MCPError as exc:
+        gate = exc.error.code == INVALID_PARAMS and exc.error.message == _SDK_GATE_MESSAGE
+        if gate and ctx.session.client_params is None and ctx.method != "initialize":
+            message = f"请先发送 initialize 请求完成握手，再发送 {ctx.method}（MCP 连接的第一条请求必须是 initialize）。"
+            raise MCPError(INVALID_REQUEST, message, data={"method": ctx.method}) from None
+        raise
 
 
 def build_server(app: ToolApp | None) -> Server[Any]:
@@ -221,7 +270,7 @@ def build_server(app: ToolApp | None) -> Server[Any]:
             messages=[PromptMessage(role="user", content=TextContent(type="text", text=f"{text}：{topic}"))]
         )
 
-    return Server(
+    server = Server(
         SERVER_NAME,
         version=__version__,
         instructions=guide_text(),
@@ -234,12 +283,14 @@ def build_server(app: ToolApp | None) -> Server[Any]:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
     )
+    server.middleware.append(_initialize_first)
+    return server
 
 
 async def serve_stdio(app: ToolApp) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin."""
     server = build_server(app)
-    async with stdio_server() as (read_stream, write_stream):
+    async with stdio_streams() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

@@ -56,6 +56,17 @@ def inline_wait_seconds() -> int:
     return env_positive_int("CNKI_INLINE_WAIT_SECONDS", 40)
 
 
+# Search planning asks the client's model first; it may take this share of the inline wait, at most
+# SAMPLING_WAIT_MAX_SECONDS, so a client that never answers still gets the search's answer in time.
+SAMPLING_WAIT_MAX_SECONDS = 15.0
+SAMPLING_WAIT_SHARE = 0.4
+
+
+def sampling_wait_seconds() -> float:
+    """How long planning waits for a sampling reply (15 s with the default 40 s inline wait)."""
+    return min(SAMPLING_WAIT_MAX_SECONDS, inline_wait_seconds() * SAMPLING_WAIT_SHARE)
+
+
 def verification_wait_seconds() -> int:
     """CNKI_VERIFICATION_WAIT_SECONDS: how long a page handed to the person (captcha, login) is waited for."""
     return env_positive_int("CNKI_VERIFICATION_WAIT_SECONDS", 20 * 60)

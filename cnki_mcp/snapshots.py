@@ -1,9 +1,9 @@
 """Snapshots of pages the product could not handle, kept under ``<data>/diagnostics/`` for a report.
 
 A snapshot is the page as the product saw it (HTML, or the JSON a page was fed with), redacted by
-``redact.redact_markup``, with a one-line header naming its kind, redacted URL, time and parser
-version, plus a PNG screenshot when a tab was rendered. Files are private to the user (0600), the
-folder keeps the newest 200.
+``redact.redact_page`` (HTML: its scripts removed too) or ``redact.redact_markup`` (JSON), with a
+one-line header naming its kind, redacted URL, time and parser version, plus a PNG screenshot when
+a tab was rendered. Files are private to the user (0600), the folder keeps the newest 200.
 
 Blocking file I/O: call ``save_snapshot`` through ``asyncio.to_thread`` from async code.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cnki_mcp.clock import utc_now_iso
 from cnki_mcp.model import PARSER_VERSION
-from cnki_mcp.redact import redact_markup, redact_url
+from cnki_mcp.redact import redact_markup, redact_page, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,11 @@ def save_snapshot(
     path = diagnostics_dir / f"{label}-{stamp}-{secrets.token_hex(3)}.{extension}"
     where = redact_url(url).replace("--", "%2D%2D")
     fields = f"cnki-mcp snapshot kind={label} url={where} saved_at={utc_now_iso()} parser={PARSER_VERSION}"
-    header = f"<!-- {fields} -->\n" if extension == "html" else f"// {fields}\n"
-    _write_private(path, (header + redact_markup(body)).encode("utf-8", "replace"))
+    if extension == "html":
+        text = f"<!-- {fields} -->\n" + redact_page(body)
+    else:
+        text = f"// {fields}\n" + redact_markup(body)
+    _write_private(path, text.encode("utf-8", "replace"))
     if screenshot:
         _write_private(path.with_suffix(".png"), screenshot)
     _prune(diagnostics_dir)

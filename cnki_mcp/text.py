@@ -8,6 +8,7 @@ lower-casing, the exact punctuation set of the title key).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 
 # Go's unicode.IsSpace set (what strings.Fields splits on). Python's str.split() would also split on
@@ -50,6 +51,20 @@ HAN_RANGES: tuple[tuple[int, int], ...] = (
     (0x30000, 0x3134A),
     (0x31350, 0x323AF),
 )
+
+
+def is_format_char(char: str) -> bool:
+    """An invisible format character (Unicode Cf): bidi controls, zero-width spaces and joiners, BOM."""
+    return unicodedata.category(char) == "Cf"
+
+
+def is_blank(text: str) -> bool:
+    """Nothing visible: empty, or only whitespace, control characters (NUL …) and format characters."""
+    return all(char.isspace() or is_format_char(char) or unicodedata.category(char) == "Cc" for char in text)
+
+
+def without_format_chars(text: str) -> str:
+    return "".join(char for char in text if not is_format_char(char))
 
 
 def trim(text: str) -> str:

@@ -226,9 +226,12 @@ register(
         {
             "filename": _string("保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖"),
             "format": _string(f"{'、'.join(a.CITATION_FORMATS)}；默认 gbt7714", a.CITATION_FORMATS),
-            "record_refs": _strings("要导出的 record_ref 列表"),
+            "offset": _integer(
+                f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {a.EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
+            ),
+            "record_refs": _strings(f"要导出的 record_ref 列表，最多 {a.EXPORT_MAX} 个"),
             "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates"),
-            "search_id": _string("导出某次检索的结果"),
+            "search_id": _string(f"导出某次检索的结果（每次最多 {a.EXPORT_MAX} 篇）"),
             "template": _string(
                 f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
             ),
@@ -316,7 +319,7 @@ register(
             "additional_seconds": _integer(
                 f"continue 时追加的秒数，最多 {_SECONDS_MAX}；省略且时间已用完时自动追加 {CONTINUE_SECONDS}"
             ),
-            "operation_id": _string("任务编号；省略时作用于当前任务"),
+            "operation_id": _string("任务编号；省略时作用于唯一在运行的任务（有多个时须指定）"),
         },
         required=("action",),
     ),
@@ -332,7 +335,7 @@ register(
     "任务完成或需要用户在浏览器中操作时会提前返回。",
     _object(
         {
-            "operation_id": _string("任务编号；省略时返回当前任务，没有任务时返回 idle"),
+            "operation_id": _string("任务编号；省略时返回唯一在运行的任务（有多个时须指定），没有任务时返回 idle"),
             "wait_seconds": _integer(
                 f"最多等待的秒数，0–{a.STATUS_WAIT_MAX}（超出按边界处理）；完成或需要人工操作时提前返回"
             ),

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.harness import chromium_or_skip
 from tests.kns.fixtures import kns, kns_server  # noqa: F401  (the CNKI simulator, for any test)
 
 # The home folder, and the settings that would point a client's config somewhere in the real one.
@@ -43,17 +43,6 @@ def isolated_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def chromium_path() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return os.environ.get("CNKI_TEST_BROWSER")
-
-
 @pytest.fixture
 def chromium() -> str:
-    path = chromium_path()
-    if path is None:
-        pytest.skip("没有可用的 Chromium（CI 会安装 Debian 的 chromium）")
-    return path
+    return chromium_or_skip()

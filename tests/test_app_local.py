@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from cnki_mcp import arguments
 from cnki_mcp.tools import parse_arguments
 from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Evidence, Paper, SearchEntry, SearchRecord
 from cnki_mcp.store import Store
+from tests.fake_site import FakeSite
 from tests.harness import call_tool
 
 
@@ -130,9 +132,27 @@ async def test_export_citations_from_a_search_and_to_a_file(app: App, seeded: Pa
     assert nothing.value.code == "INVALID_INPUT"
 
 
+async def test_an_export_cut_at_the_limit_says_so_and_pages_on(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arguments, "EXPORT_MAX", 5)
+
+    first = (await call_tool(app, "export_citations", {"search_id": "op_search", "scope": "candidates"}))["data"]
+    last = (await call_tool(app, "export_citations", {"search_id": "op_search", "scope": "candidates", "offset": 10}))["data"]
+
+    assert first["count"] == 5
+    assert first["search_total"] == 12
+    assert first["next_offset"] == 5
+    assert first["warnings"] == ["检索 op_search 共 12 篇，本次导出第 1–5 篇；用 offset=5 再调用一次导出其余部分。"]
+    assert last["count"] == 2
+    assert last["search_total"] == 12
+    assert "next_offset" not in last
+    assert "warnings" not in last
+
+
 @pytest.mark.parametrize(
     ("raw", "code"),
     [
+        ({"record_refs": ["rec_x"] * 1001}, "BATCH_TOO_LARGE"),
+        ({"search_id": "op_search", "offset": -1}, "INVALID_OFFSET"),
         ({"record_refs": ["rec_x"], "format": "custom"}, "INVALID_TEMPLATE"),
         ({"record_refs": ["rec_x"], "format": "custom", "template": "{authors.__class__}"}, "INVALID_TEMPLATE"),
         ({"record_refs": ["rec_x"], "filename": "../escape.txt"}, "INVALID_FILENAME"),
@@ -177,3 +197,17 @@ async def test_structured_search_checks_the_expression_first(app: App, expressio
     with pytest.raises(CnkiError) as failure:
         await call_tool(app, "structured_search", {"expression": expression})
     assert failure.value.code == code
+
+
+async def test_a_download_that_fails_leaves_no_empty_folder_behind(seeded: Path) -> None:
+    application = App(seeded, site_factory=FakeSite)
+    try:
+        reply = await call_tool(
+            application, "download_paper", {"title": "知网上也没有的论文", "subdirectory": "读过/新", "wait_seconds": 5}
+        )
+    finally:
+        await application.close()
+
+    assert reply["status"] == "failed"
+    assert reply["errors"][0]["code"] == "DOCUMENT_NOT_FOUND"
+    assert not (seeded / "downloads" / "读过").exists()

@@ -440,3 +440,33 @@ def test_unknown_option_lists_the_accepted_options() -> None:
 def test_fields_selection_knows_the_public_paper_fields() -> None:
     assert {"abstract", "keywords", "doi", "quality", "authors", "record_ref"} <= METADATA_FIELDS
     assert "locator" not in METADATA_FIELDS
+
+
+@pytest.mark.parametrize("blank", ["   ", "\u200b", "\x00", "\u202e \ufeff"])
+def test_a_record_ref_with_nothing_visible_counts_as_absent(blank: str) -> None:
+    args = parse("read_online_html", {"record_ref": blank, "title": " 再论违约金调整 "})
+
+    assert args.record_ref == ""
+    assert args.title == "再论违约金调整"
+
+
+def test_blank_entries_of_document_lists_are_dropped() -> None:
+    args = parse("get_metadata", {"record_refs": [" ", "rec_1", "\u200b"], "titles": ["\x00"]})
+
+    assert args.record_refs == ["rec_1"]
+    assert args.titles == []
+
+
+@pytest.mark.parametrize("tool", ["get_metadata", "export_citations"])
+def test_only_blank_documents_are_no_documents(tool: str) -> None:
+    with pytest.raises(CnkiError) as caught:
+        parse(tool, {"record_refs": ["  ", "\u200b"], "search_id": "\u2066"})
+
+    assert caught.value.code == "NO_DOCUMENTS"
+
+
+def test_a_query_with_nothing_visible_is_refused() -> None:
+    with pytest.raises(CnkiError) as caught:
+        parse("search", {"query": "\u200b\u200d"})
+
+    assert caught.value.code == "INVALID_QUERY"

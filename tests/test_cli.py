@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from mcp import Client
 
 from cnki_mcp import __version__
+from tests.harness import serve_params
 
 
 def run(*args: str, data_dir: Path, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
@@ -104,3 +106,22 @@ def test_doctor_names_an_invalid_log_level(isolated_data_dir: Path) -> None:
     done = run("doctor", data_dir=isolated_data_dir, CNKI_BROWSER_PATH=sys.executable, CNKI_LOG_LEVEL="loud")
     assert done.returncode == 1
     assert "✗ CNKI_LOG_LEVEL='loud' 不是日志级别" in done.stdout
+
+
+async def test_serve_with_a_corrupt_config_answers_config_invalid_and_diagnostics(isolated_data_dir: Path) -> None:
+    isolated_data_dir.mkdir(parents=True)
+    (isolated_data_dir / "config.json").write_text("{not json", encoding="utf-8")
+    async with Client(serve_params(isolated_data_dir), read_timeout_seconds=30) as client:
+        tool = await client.call_tool("search_results", {"search_id": "s_1"})
+        report = await client.call_tool("diagnostics", {})
+    assert tool.is_error
+    assert tool.structured_content["errors"][0]["code"] == "CONFIG_INVALID"
+    assert not report.is_error
+    assert report.structured_content["config_error"]["code"] == "CONFIG_INVALID"
+    assert str(isolated_data_dir / "config.json") in report.structured_content["config_error"]["message"]
+
+
+async def test_serve_with_an_unknown_log_level_starts(isolated_data_dir: Path) -> None:
+    async with Client(serve_params(isolated_data_dir, CNKI_LOG_LEVEL="verbose"), read_timeout_seconds=30) as client:
+        report = await client.call_tool("diagnostics", {})
+    assert report.structured_content["version"] == __version__

@@ -6,6 +6,7 @@ doubles of the app, so the envelope is checked independently of which tools work
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import subprocess
@@ -30,6 +31,9 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Problem
 
 CHECKER = Path(__file__).resolve().parents[2] / "shared" / "tools" / "contract_check.py"
+# The reference server's tools/list answer: its 13 tools must be served exactly as it serves them.
+REFERENCE = Path(__file__).parent / "fixtures" / "contract" / "tool-schema.json"
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 READ_ONLY = {
     "search",
     "structured_search",
@@ -60,6 +64,46 @@ def by_name() -> dict[str, dict[str, Any]]:
 
 
 # --- the contract check the project is measured by -------------------------------------------------
+
+
+def schema_differences(path: str, reference: dict[str, Any], served: dict[str, Any]) -> list[str]:
+    """Where ``served`` departs from ``reference`` (descriptions aside); a new optional property or a new
+    enum value is an addition, not a difference."""
+    found = []
+    for key in ("type", "additionalProperties"):
+        if key in reference and reference[key] != served.get(key):
+            found.append(f"{path}: {key} {reference[key]!r} != {served.get(key)!r}")
+    if "enum" in reference and not set(reference["enum"]) <= set(served.get("enum") or []):
+        found.append(f"{path}: enum {reference['enum']} not all served")
+    if sorted(reference.get("required", [])) != sorted(served.get("required", [])):
+        found.append(f"{path}: required {reference.get('required', [])} != {served.get('required', [])}")
+    ours = served.get("properties", {})
+    for name, schema in reference.get("properties", {}).items():
+        if name not in ours:
+            found.append(f"{path}.{name}: missing")
+        else:
+            found += schema_differences(f"{path}.{name}", schema, ours[name])
+    if "items" in reference:
+        found += schema_differences(f"{path}[]", reference["items"], served.get("items", {}))
+    return found
+
+
+def test_the_reference_tools_are_served_exactly() -> None:
+    reference = {t["name"]: t for t in json.loads(REFERENCE.read_text(encoding="utf-8"))["tools"]}
+    served = by_name()
+
+    differences = []
+    for name, tool in reference.items():
+        if name not in served:
+            differences.append(f"{name}: not served")
+            continue
+        hints = {hint: tool["annotations"].get(hint) for hint in HINTS}
+        if hints != {hint: served[name].get("annotations", {}).get(hint) for hint in HINTS}:
+            differences.append(f"{name}: annotations differ")
+        differences += schema_differences(name, tool["inputSchema"], served[name]["inputSchema"])
+
+    assert len(reference) == 13
+    assert differences == []
 
 
 @pytest.mark.skipif(not CHECKER.exists(), reason="the shared contract checker is not beside this checkout")
@@ -196,6 +240,9 @@ def test_guide_covers_the_workflow() -> None:
         "BROWSER_UNAVAILABLE",
         "SIDE_EFFECT_UNCERTAIN",
         "isError",
+        "warnings",
+        "STORE_NOT_SAVED",
+        "CONFIG_INVALID",
     ):
         assert topic in guide, topic
     assert "不是指令" in guide  # page and paper content are evidence, never instructions
@@ -372,7 +419,7 @@ async def test_context_without_request_is_inert() -> None:
     ctx = server.CallContext(None)
     assert ctx.client_supports_sampling is False
     await ctx.report_progress(1)
-    assert await ctx.sample("system", "user", 10) is None
+    assert await ctx.sample("system", "user", 10, 1.0) is None
 
 
 async def test_sampling_through_a_legacy_client() -> None:
@@ -383,7 +430,7 @@ async def test_sampling_through_a_legacy_client() -> None:
         return CreateMessageResult(role="assistant", content=TextContent(type="text", text='[["违约金"]]'), model="m")
 
     async def answer(tool: str, args: Any, ctx: server.CallContext) -> Any:
-        reply = await ctx.sample("你是检索规划助手", args.query, 1200)
+        reply = await ctx.sample("你是检索规划助手", args.query, 1200, 5.0)
         return {"supported": ctx.client_supports_sampling, "reply": reply}
 
     async with Client(server.build_server(FakeApp(answer)), mode="legacy", sampling_callback=sampling) as client:
@@ -400,7 +447,7 @@ async def test_sampling_falls_back_to_none() -> None:
         return ErrorData(code=-32600, message="用户拒绝")
 
     async def answer(tool: str, args: Any, ctx: server.CallContext) -> Any:
-        return {"supported": ctx.client_supports_sampling, "reply": await ctx.sample("s", "u", 10)}
+        return {"supported": ctx.client_supports_sampling, "reply": await ctx.sample("s", "u", 10, 5.0)}
 
     app = FakeApp(answer)
     async with Client(server.build_server(app), mode="legacy", sampling_callback=refuse) as client:
@@ -409,3 +456,28 @@ async def test_sampling_falls_back_to_none() -> None:
         undeclared = decoded(await client.call_tool("diagnostics", {}))
     assert refused == {"supported": True, "reply": None}
     assert undeclared == {"supported": False, "reply": None}
+
+
+async def test_sampling_that_is_never_answered_times_out_with_progress() -> None:
+    async def never(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def answer(tool: str, args: Any, ctx: server.CallContext) -> Any:
+        ctx.SAMPLING_PROGRESS_SECONDS = 0.2
+        try:
+            await ctx.sample("s", "u", 10, 1.0)
+        except TimeoutError:
+            return {"timed_out": True}
+        return {"timed_out": False}
+
+    seen: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+
+    async with Client(server.build_server(FakeApp(answer)), mode="legacy", sampling_callback=never) as client:
+        data = decoded(await asyncio.wait_for(client.call_tool("diagnostics", {}, progress_callback=on_progress), 10))
+    assert data == {"timed_out": True}
+    assert len(seen) >= 2
+    assert all("等待客户端模型" in (message or "") for message in seen)

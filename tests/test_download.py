@@ -59,6 +59,16 @@ def test_default_filename() -> None:
     assert default_filename("...", REF, "pdf").startswith("论文_")
 
 
+def test_default_filename_drops_bidi_and_zero_width_characters() -> None:
+    name = default_filename("合同\u202efdp.exe\u200b研究\u2066", REF, "pdf")
+
+    assert name == "合同fdp.exe研究_8f6f38fc.pdf"
+
+
+def test_default_filename_of_a_reserved_title() -> None:
+    assert default_filename("COM¹", REF, "pdf") == "论文_COM¹_8f6f38fc.pdf"
+
+
 @pytest.mark.parametrize("name", ["a.pdf", "报告.PDF", "x.caj"])
 def test_acceptable_filenames(name: str) -> None:
     assert check_filename(name, "auto") == name

@@ -9,26 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
+import math
 import re
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.types import TextContent
+from mcp.types import CallToolResult
 
 from cnki_mcp.model import Paper
 from cnki_mcp.store import Store
-from tests.conftest import chromium_path
+from tests.harness import AWAITING, McpSession, chromium_path, payload, reply_text, serve_params
 from tests.kns import pages
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator, SimRequest, _Resp
-
-REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = [
     pytest.mark.browser,
@@ -95,47 +91,20 @@ def seed(data_dir: Path, sim: KnsSimulator, papers: list[SimPaper]) -> list[str]
     return refs
 
 
-def payload(result: Any) -> dict[str, Any]:
-    assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
-    text = result.content[0].text
-    assert not re.search(r"invoice|nonce|token=", text), text  # access values never reach the client
-    data = json.loads(text)
-    assert data == result.structured_content
-    return data
-
-
-class Session:
-    def __init__(self, client: Client) -> None:
-        self.client = client
-
-    async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        return payload(await self.client.call_tool(tool, arguments))
-
-    async def finish(self, reply: dict[str, Any]) -> dict[str, Any]:
-        """Follow an operation until it ends."""
-        while reply.get("status") in ("running", "awaiting_user"):
-            reply = await self.call("operation_status", operation_id=reply["operation_id"], wait_seconds=30)
-        return reply
-
-    async def awaiting(self, reply: dict[str, Any]) -> dict[str, Any]:
-        """Follow an operation until it waits for a person."""
-        while reply.get("status") == "running":
-            reply = await self.call("operation_status", operation_id=reply["operation_id"], wait_seconds=30)
-        return reply
+def answer(result: CallToolResult) -> dict[str, Any]:
+    """``harness.payload``, and access values never reach the client."""
+    text = reply_text(result)
+    assert not re.search(r"invoice|nonce|token=", text), text
+    return payload(result)
 
 
 @asynccontextmanager
-async def serve(data_dir: Path, sim: KnsSimulator) -> AsyncIterator[Session]:
-    env = {
-        "CNKI_DATA_DIR": str(data_dir),
-        "CNKI_HEADLESS": "1",
-        "CNKI_BROWSER_PATH": chromium_path() or "",
-        "CNKI_BROWSER_ARGS": sim.browser_args,
-        "CNKI_REQUEST_INTERVAL_MS": "50",
-    }
-    params = StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=env, cwd=REPO)
-    async with Client(params, read_timeout_seconds=90) as client:
-        yield Session(client)
+async def serve(data_dir: Path, sim: KnsSimulator, **env: str) -> AsyncIterator[McpSession]:
+    """The server on ``data_dir`` with its browser on ``sim``, 50 ms between requests (and ``env``); every
+    answer read by ``answer``. Operations are followed as long as the test's own timeout allows."""
+    params = serve_params(data_dir, sim.browser_args, CNKI_REQUEST_INTERVAL_MS="50", **env)
+    async with McpSession.serving(params, check=answer, wait_timeout=math.inf) as session:
+        yield session
 
 
 def error_code(reply: dict[str, Any]) -> str:
@@ -150,14 +119,18 @@ async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
     async with serve(isolated_data_dir, sim) as session:
         # A full article, whole: the lazily loaded sections are waited for.
         sim.configure(reader="full")
-        whole = await session.finish(await session.call("read_online_html", record_ref=refs[0], max_characters=200_000))
-        assert whole["kind"] == "read" and whole["status"] == "completed", whole
+        whole = await session.wait(await session.call("read_online_html", {"record_ref": refs[0], "max_characters": 200_000}))
+        assert whole["kind"] == "read", whole
+        assert whole["status"] == "completed", whole
         article = whole["result"]
         text = article["text"]
         for section in full.sections:
-            assert section.title in text and all(p in text for p in section.paragraphs)
-        assert article["next_offset"] is None and article["total_characters"] == len(text)
-        assert article["trial"] is False and article["complete_article"] is True
+            assert section.title in text
+            assert all(p in text for p in section.paragraphs)
+        assert article["next_offset"] is None
+        assert article["total_characters"] == len(text)
+        assert article["trial"] is False
+        assert article["complete_article"] is True
         assert article["coverage"]["missing_catalog_headings"] == []
         titles = [s["title"] for s in article["sections"]]
         assert [s.title for s in full.sections] == [t for t in titles if t in {s.title for s in full.sections}]
@@ -166,8 +139,9 @@ async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
         # By section (case and spacing ignored, sub-sections included) and by pages: from the cache.
         third = next(s for s in full.sections if s.title.startswith("三"))
         spaced = f"  {third.title[:2]} {third.title[2:]} "
-        part = await session.call("read_online_html", record_ref=refs[0], section=spaced)
-        assert part["source"] == "cache" and part["requests"] == 0
+        part = await session.call("read_online_html", {"record_ref": refs[0], "section": spaced})
+        assert part["source"] == "cache"
+        assert part["requests"] == 0
         chosen = part["result"]["section"]
         assert part["result"]["text"] == text[chosen["offset"] : chosen["offset"] + chosen["length"]]
         assert third.paragraphs[0] in part["result"]["text"]
@@ -176,41 +150,51 @@ async def test_reading(sim: EntrySimulator, isolated_data_dir: Path) -> None:
             assert following.title in part["result"]["text"]
         pieces, offset = [], 0
         while offset is not None:
-            page = await session.call("read_online_html", record_ref=refs[0], offset=offset, max_characters=700)
+            page = await session.call("read_online_html", {"record_ref": refs[0], "offset": offset, "max_characters": 700})
             pieces.append(page["result"]["text"])
             offset = page["result"]["next_offset"]
-        assert "".join(pieces) == text and len(pieces) == -(-len(text) // 700)
-        missing = await session.client.call_tool("read_online_html", {"record_ref": refs[0], "section": "第九章"})
-        assert missing.is_error and payload(missing)["errors"][0]["code"] == "SECTION_NOT_FOUND"
-        assert sim.count("reader") == readers and sim.count("detail") == 1
+        assert "".join(pieces) == text
+        assert len(pieces) == -(-len(text) // 700)
+        missing = await session.result("read_online_html", {"record_ref": refs[0], "section": "第九章"})
+        assert missing.is_error
+        assert answer(missing)["errors"][0]["code"] == "SECTION_NOT_FOUND"
+        assert sim.count("reader") == readers
+        assert sim.count("detail") == 1
 
         # A trial reader is reported as trial and read again next time.
         sim.configure(reader="trial")
-        first = await session.finish(await session.call("read_online_html", title=trial.title))
+        first = await session.wait(await session.call("read_online_html", {"title": trial.title}))
         assert first["status"] == "completed", first
-        assert first["result"]["title"] == trial.title and first["result"]["record_ref"].startswith("rec_")
-        assert first["result"]["trial"] is True and first["result"]["complete_article"] is False
+        assert first["result"]["title"] == trial.title
+        assert first["result"]["record_ref"].startswith("rec_")
+        assert first["result"]["trial"] is True
+        assert first["result"]["complete_article"] is False
         assert first["result"]["coverage"]["scope"] == "trial"
         located = sim.count("grid")
         assert located >= 1
-        again = await session.finish(await session.call("read_online_html", title=trial.title))
-        assert again["operation_id"] != first["operation_id"] and again["result"]["trial"] is True
+        again = await session.wait(await session.call("read_online_html", {"title": trial.title}))
+        assert again["operation_id"] != first["operation_id"]
+        assert again["result"]["trial"] is True
         assert again["result"]["record_ref"] == first["result"]["record_ref"]
-        assert sim.count("detail") == 3 and sim.count("grid") == located  # the second call knew the record
+        assert sim.count("detail") == 3
+        assert sim.count("grid") == located  # the second call knew the record
 
         # The reader's slider goes to the person; the read goes on once it is solved.
         sim.configure(reader="full", reader_slider=True)
-        waiting = await session.awaiting(await session.call("read_online_html", record_ref=refs[2]))
-        assert waiting["status"] == "awaiting_user" and "验证" in waiting["message"]
+        waiting = await session.wait(await session.call("read_online_html", {"record_ref": refs[2]}), until=AWAITING)
+        assert waiting["status"] == "awaiting_user"
+        assert "验证" in waiting["message"]
         sim.solve()
-        solved = await session.finish(waiting)
+        solved = await session.wait(waiting)
         assert solved["status"] == "completed", solved
-        assert solved["result"]["complete_article"] is True and slider.sections[-1].title in solved["result"]["text"]
+        assert solved["result"]["complete_article"] is True
+        assert slider.sections[-1].title in solved["result"]["text"]
 
         # No reader entry on the detail page (reached again by title after its stored link expired).
         sim.expire_locators()
-        none = await session.finish(await session.call("read_online_html", record_ref=refs[3]))
-        assert none["status"] == "failed" and error_code(none) == "HTML_ENTRY_NOT_FOUND", none
+        none = await session.wait(await session.call("read_online_html", {"record_ref": refs[3]}))
+        assert none["status"] == "failed", none
+        assert error_code(none) == "HTML_ENTRY_NOT_FOUND", none
         assert sim.count("grid") == located + 1
         assert "download_paper" in none["errors"][0]["message"]
 
@@ -226,21 +210,24 @@ async def test_downloading(sim: EntrySimulator, isolated_data_dir: Path, tmp_pat
     async with serve(isolated_data_dir, sim) as session:
         sim.configure(download="ok")
         # A PDF whose bytes are the simulator's, then the same file from the local ledger.
-        got = await session.finish(await session.call("download_paper", record_ref=refs[0]))
-        assert got["kind"] == "download" and got["status"] == "completed", got
+        got = await session.wait(await session.call("download_paper", {"record_ref": refs[0]}))
+        assert got["kind"] == "download", got
+        assert got["status"] == "completed", got
         result = got["result"]
         expected = pages.pdf_bytes(pdf)
-        assert result["format"] == "pdf" and result["source"] == "download"
-        assert result["sha256"] == hashlib.sha256(expected).hexdigest() and result["bytes"] == len(expected)
+        assert result["format"] == "pdf"
+        assert result["source"] == "download"
+        assert result["sha256"] == hashlib.sha256(expected).hexdigest()
+        assert result["bytes"] == len(expected)
         assert Path(result["path"]) == downloads / f"{pdf.title}_{refs[0][4:12]}.pdf"
         assert Path(result["path"]).read_bytes() == expected
-        cached = await session.call("download_paper", record_ref=refs[0])
-        assert cached["source"] == "cache" and cached["result"]["path"] == result["path"]
+        cached = await session.call("download_paper", {"record_ref": refs[0]})
+        assert cached["source"] == "cache"
+        assert cached["result"]["path"] == result["path"]
         assert sim.count("download") == 1
 
         # No PDF entry: auto takes the CAJ, into a subfolder, under the caller's name.
-        got = await session.finish(await session.call("download_paper", record_ref=refs[1], subdirectory="期刊/2024",
-                                                      filename="我的论文.caj"))
+        got = await session.wait(await session.call("download_paper", {"record_ref": refs[1], "subdirectory": "期刊/2024", "filename": "我的论文.caj"}))
         assert got["status"] == "completed", got
         assert got["result"]["format"] == "caj"
         assert Path(got["result"]["path"]) == downloads / "期刊" / "2024" / "我的论文.caj"
@@ -248,33 +235,36 @@ async def test_downloading(sim: EntrySimulator, isolated_data_dir: Path, tmp_pat
 
         # A refusal page: its own words come back, nothing is saved, and no click is left uncertain.
         sim.configure(download="balance")
-        no = await session.finish(await session.call("download_paper", record_ref=refs[2]))
-        assert no["status"] == "failed" and error_code(no) == "DOWNLOAD_REFUSED"
+        no = await session.wait(await session.call("download_paper", {"record_ref": refs[2]}))
+        assert no["status"] == "failed"
+        assert error_code(no) == "DOWNLOAD_REFUSED"
         assert "余额不足" in no["errors"][0]["message"]
         sim.configure(download="ok")
 
         # A captcha on the way to the file: the person solves it, the same download completes.
         sim.captcha("download")
-        waiting = await session.awaiting(await session.call("download_paper", record_ref=refs[3], format="pdf"))
+        waiting = await session.wait(await session.call("download_paper", {"record_ref": refs[3], "format": "pdf"}), until=AWAITING)
         assert waiting["status"] == "awaiting_user", waiting
         sim.solve()
-        done = await session.finish(waiting)
+        done = await session.wait(waiting)
         assert done["status"] == "completed", done
         assert done["result"]["sha256"] == hashlib.sha256(pages.pdf_bytes(captcha)).hexdigest()
 
         # The file is late: the click is reported uncertain, never repeated, and found later.
         sim.fault("file", "delay", seconds=3, times=1)
-        slow = await session.finish(await session.call("download_paper", record_ref=refs[4], wait_seconds=1))
-        assert error_code(slow) == "SIDE_EFFECT_UNCERTAIN" and slow["errors"][0]["retryable"], slow
+        slow = await session.wait(await session.call("download_paper", {"record_ref": refs[4], "wait_seconds": 1}))
+        assert error_code(slow) == "SIDE_EFFECT_UNCERTAIN", slow
+        assert slow["errors"][0]["retryable"], slow
         clicks = sim.count("download")
         for _ in range(20):  # the file arrives about 3 s after the click; until then the click stays uncertain
-            reply = await session.client.call_tool("download_paper", {"record_ref": refs[4], "wait_seconds": 1})
-            found = payload(reply)
+            reply = await session.result("download_paper", {"record_ref": refs[4], "wait_seconds": 1})
+            found = answer(reply)
             if not reply.is_error:
                 break
             assert found["errors"][0]["code"] == "SIDE_EFFECT_UNCERTAIN"
             await asyncio.sleep(0.5)
-        assert found["status"] == "completed" and found["requests"] == 0, found
+        assert found["status"] == "completed", found
+        assert found["requests"] == 0, found
         assert found["result"]["sha256"] == hashlib.sha256(pages.pdf_bytes(late)).hexdigest()
         assert sim.count("download") == clicks
 
@@ -293,14 +283,17 @@ async def test_downloading(sim: EntrySimulator, isolated_data_dir: Path, tmp_pat
         ]
         requests = len(sim.requests)
         for extra, code in attempts:
-            reply = await session.client.call_tool("download_paper", {"record_ref": refs[5], **extra})
-            assert reply.is_error and payload(reply)["errors"][0]["code"] == code, extra
+            reply = await session.result("download_paper", {"record_ref": refs[5], **extra})
+            assert reply.is_error, extra
+            assert answer(reply)["errors"][0]["code"] == code, extra
         existing = downloads / f"{escape.title}_{refs[5][4:12]}.pdf"
         existing.write_bytes(b"mine")
-        reply = await session.client.call_tool("download_paper", {"record_ref": refs[5], "format": "pdf"})
-        assert reply.is_error and payload(reply)["errors"][0]["code"] == "FILE_EXISTS"
+        reply = await session.result("download_paper", {"record_ref": refs[5], "format": "pdf"})
+        assert reply.is_error
+        assert answer(reply)["errors"][0]["code"] == "FILE_EXISTS"
         assert existing.read_bytes() == b"mine"
         assert len(sim.requests) == requests
     assert list(outside.iterdir()) == []
     assert list((isolated_data_dir / "incoming").iterdir()) == []  # no transfer folder left behind
-    assert not (isolated_data_dir / "escape.pdf").exists() and not (tmp_path / "escape.pdf").exists()
+    assert not (isolated_data_dir / "escape.pdf").exists()
+    assert not (tmp_path / "escape.pdf").exists()

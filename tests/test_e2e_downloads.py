@@ -9,22 +9,19 @@ local ledger answers. Helpers come from test_e2e_documents.
 from __future__ import annotations
 
 import hashlib
-import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
 
 from cnki_mcp.store import Store
-from tests.conftest import chromium_path
+from tests.harness import AWAITING, chromium_path
 from tests.kns import pages
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator
-from tests.test_e2e_documents import REPO, EntrySimulator, Session, error_code, journal_papers, payload, seed
+from tests.test_e2e_documents import EntrySimulator, answer, error_code, journal_papers, seed, serve
 
 pytestmark = [
     pytest.mark.browser,
@@ -52,22 +49,6 @@ def sim(sim_server: EntrySimulator) -> Iterator[EntrySimulator]:
     sim_server.missing.clear()
     yield sim_server
     sim_server.reset()
-
-
-@asynccontextmanager
-async def serve(data_dir: Path, sim: KnsSimulator, **env: str) -> AsyncIterator[Session]:
-    """test_e2e_documents.serve with extra environment (a short verification wait)."""
-    environment = {
-        "CNKI_DATA_DIR": str(data_dir),
-        "CNKI_HEADLESS": "1",
-        "CNKI_BROWSER_PATH": chromium_path() or "",
-        "CNKI_BROWSER_ARGS": sim.browser_args,
-        "CNKI_REQUEST_INTERVAL_MS": "50",
-        **env,
-    }
-    params = StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=environment, cwd=REPO)
-    async with Client(params, read_timeout_seconds=90) as client:
-        yield Session(client)
 
 
 def papers_of(sim: KnsSimulator, resource: str, count: int, **where: Any) -> list[SimPaper]:
@@ -119,24 +100,24 @@ async def test_theses_download_whole_and_foreign_pages_have_no_entry(sim: EntryS
     async with serve(isolated_data_dir, sim) as session:
         # 在线阅读, 分章下载 and 分页下载 come before CAJ整本下载: auto takes the whole thesis as CAJ.
         sim.configure(thesis_downloads="whole")
-        got = await session.finish(await session.call("download_paper", record_ref=refs[0]))
+        got = await session.wait(await session.call("download_paper", {"record_ref": refs[0]}))
         assert got["status"] == "completed", got
         assert got["result"]["format"] == "caj"
         assert got["result"]["sha256"] == sha(pages.caj_bytes(whole, "HN"))
         assert order_kinds(sim) == ["caj"]
-        conference = await session.finish(await session.call("download_paper", record_ref=refs[4], format="caj"))
+        conference = await session.wait(await session.call("download_paper", {"record_ref": refs[4], "format": "caj"}))
         assert conference["status"] == "completed", conference
         assert conference["result"]["sha256"] == sha(pages.caj_bytes(meeting, "HN"))
 
         # 整本下载 without the CAJ prefix is the same whole-document entry.
         sim.configure(thesis_downloads="whole_short")
-        got = await session.finish(await session.call("download_paper", record_ref=refs[1], format="caj"))
+        got = await session.wait(await session.call("download_paper", {"record_ref": refs[1], "format": "caj"}))
         assert got["status"] == "completed", got
         assert got["result"]["sha256"] == sha(pages.caj_bytes(short, "HN"))
 
         # A thesis PDF (anchor id pdfDown1) is still preferred by auto.
         sim.configure(thesis_downloads="whole_pdf")
-        got = await session.finish(await session.call("download_paper", record_ref=refs[2]))
+        got = await session.wait(await session.call("download_paper", {"record_ref": refs[2]}))
         assert got["status"] == "completed", got
         assert got["result"]["format"] == "pdf"
         assert got["result"]["sha256"] == sha(pages.pdf_bytes(with_pdf))
@@ -144,15 +125,17 @@ async def test_theses_download_whole_and_foreign_pages_have_no_entry(sim: EntryS
 
         # Asking for a PDF the thesis page does not offer: no click, the page's entries named, the page kept.
         sim.configure(thesis_downloads="whole")
-        missing = await session.finish(await session.call("download_paper", record_ref=refs[3], format="pdf"))
-        assert missing["status"] == "failed" and error_code(missing) == "DOWNLOAD_ENTRY_NOT_FOUND", missing
+        missing = await session.wait(await session.call("download_paper", {"record_ref": refs[3], "format": "pdf"}))
+        assert missing["status"] == "failed", missing
+        assert error_code(missing) == "DOWNLOAD_ENTRY_NOT_FOUND", missing
         assert "分章下载、分页下载" in missing["errors"][0]["message"]
         assert "CAJ整本下载" in snapshot_of(isolated_data_dir, missing)
 
         # A foreign-language (WWJD) page has no PDF/CAJ entry at all.
         sim.configure(foreign_detail=True)
-        abroad = await session.finish(await session.call("download_paper", record_ref=refs[5]))
-        assert abroad["status"] == "failed" and error_code(abroad) == "DOWNLOAD_ENTRY_NOT_FOUND", abroad
+        abroad = await session.wait(await session.call("download_paper", {"record_ref": refs[5]}))
+        assert abroad["status"] == "failed", abroad
+        assert error_code(abroad) == "DOWNLOAD_ENTRY_NOT_FOUND", abroad
         assert "外文文献" in abroad["errors"][0]["message"]
         assert "原文链接" in snapshot_of(isolated_data_dir, abroad)
         assert order_kinds(sim) == ["caj", "caj", "caj", "pdf"]  # nothing was clicked for either
@@ -160,13 +143,14 @@ async def test_theses_download_whole_and_foreign_pages_have_no_entry(sim: EntryS
         # A detail page that cannot be read (cut short before its title) is kept as it was.
         sim.configure(foreign_detail=False)
         sim.fault("detail", "truncate", fraction=0.2, times=1)
-        unread = await session.finish(await session.call("download_paper", record_ref=refs[3]))
+        unread = await session.wait(await session.call("download_paper", {"record_ref": refs[3]}))
         assert unread["status"] in ("failed", "partial"), unread
         assert error_code(unread) in ("PARSER_UNSUPPORTED", "CONTENT_NOT_READY"), unread
         assert "detail-tab" in unread["errors"][0]["details"]["snapshot"]
         snapshot_of(isolated_data_dir, unread)
         assert order_kinds(sim) == ["caj", "caj", "caj", "pdf"]
-    assert "catalog" not in order_kinds(sim) and "downpage" not in order_kinds(sim)
+    assert "catalog" not in order_kinds(sim)
+    assert "downpage" not in order_kinds(sim)
 
 
 # (scenario, the site's words, the endpoint whose answer is the refusal)
@@ -190,9 +174,10 @@ async def test_refusals_end_at_once_with_the_sites_words(sim: EntrySimulator, is
         # Before the click: the detail page says so; nothing reaches the order URL.
         for refusal, words in (("organization_tip", "没有订购该专辑"), ("entries_unavailable", "未订购该产品")):
             sim.configure(download="ok", detail_refusal=refusal)
-            no = await session.finish(await session.call("download_paper", record_ref=refs[1]))
+            no = await session.wait(await session.call("download_paper", {"record_ref": refs[1]}))
             seconds[refusal] = time.time() - last_request_at(sim, "detail")
-            assert no["status"] == "failed" and error_code(no) == "DOWNLOAD_REFUSED", no
+            assert no["status"] == "failed", no
+            assert error_code(no) == "DOWNLOAD_REFUSED", no
             assert words in no["errors"][0]["message"]
             assert words in snapshot_of(isolated_data_dir, no)
         assert sim.count("download") == 0
@@ -201,15 +186,16 @@ async def test_refusals_end_at_once_with_the_sites_words(sim: EntrySimulator, is
         # After the click, one paper again and again: no refusal leaves a click behind to block the next.
         for scenario, words, endpoint in REFUSALS_AFTER_THE_CLICK:
             sim.configure(**scenario)
-            no = await session.finish(await session.call("download_paper", record_ref=refs[0]))
+            no = await session.wait(await session.call("download_paper", {"record_ref": refs[0]}))
             label = "+".join(scenario.values())
             seconds[label] = time.time() - last_request_at(sim, endpoint)
-            assert no["status"] == "failed" and error_code(no) == "DOWNLOAD_REFUSED", (label, no)
+            assert no["status"] == "failed", (label, no)
+            assert error_code(no) == "DOWNLOAD_REFUSED", (label, no)
             assert words in no["errors"][0]["message"], label
             assert seconds[label] < REFUSAL_SECONDS, (label, seconds[label])
             snapshot_of(isolated_data_dir, no, screenshot=endpoint != "file")  # a file has no tab to photograph
             sim.configure(download="ok", error_page="text")
-        got = await session.finish(await session.call("download_paper", record_ref=refs[0]))
+        got = await session.wait(await session.call("download_paper", {"record_ref": refs[0]}))
         assert got["status"] == "completed", got
     assert clicked_entries(isolated_data_dir) == []
     assert list((isolated_data_dir / "incoming").iterdir()) == []
@@ -224,22 +210,22 @@ async def test_bar_verify_page_goes_to_the_person_and_the_download_goes_on(
     sim.configure(download="ok")
     async with serve(isolated_data_dir, sim) as session:
         sim.captcha("download", after=1, style="bar")  # the puzzle after a run of downloads
-        got = await session.finish(await session.call("download_paper", record_ref=refs[0]))
+        got = await session.wait(await session.call("download_paper", {"record_ref": refs[0]}))
         assert got["status"] == "completed", got
-        waiting = await session.awaiting(await session.call("download_paper", record_ref=refs[1]))
+        waiting = await session.wait(await session.call("download_paper", {"record_ref": refs[1]}), until=AWAITING)
         assert waiting["status"] == "awaiting_user", waiting
         assert "验证" in waiting["message"]
         assert [r.host for r in sim.requests if r.path.startswith("/bar/verify/")] == ["bar.cnki.net"]
         sim.solve()
-        done = await session.finish(waiting)
+        done = await session.wait(waiting)
         assert done["status"] == "completed", done
         assert done["result"]["sha256"] == sha(pages.pdf_bytes(second))
 
         sim.captcha("download", style="bar_words")  # 请依次点击：X X X
-        waiting = await session.awaiting(await session.call("download_paper", record_ref=refs[2]))
+        waiting = await session.wait(await session.call("download_paper", {"record_ref": refs[2]}), until=AWAITING)
         assert waiting["status"] == "awaiting_user", waiting
         sim.solve()
-        done = await session.finish(waiting)
+        done = await session.wait(waiting)
         assert done["status"] == "completed", done
         assert done["result"]["sha256"] == sha(pages.pdf_bytes(third))
     assert sim.count("file") == 3
@@ -251,7 +237,7 @@ async def test_a_challenge_left_unanswered_is_kept_as_a_snapshot(sim: EntrySimul
     sim.configure(download="ok")
     sim.captcha("download", style="bar_words")
     async with serve(isolated_data_dir, sim, CNKI_VERIFICATION_WAIT_SECONDS="3") as session:
-        late = await session.finish(await session.call("download_paper", record_ref=refs[0]))
+        late = await session.wait(await session.call("download_paper", {"record_ref": refs[0]}))
         assert error_code(late) == "VERIFICATION_TIMEOUT", late
         assert "3 秒" in late["errors"][0]["message"]
         assert "请依次点击" in snapshot_of(isolated_data_dir, late)
@@ -274,7 +260,7 @@ async def test_every_caj_kind_is_kept_and_said_what_it_is(sim: EntrySimulator, i
     async with serve(isolated_data_dir, sim) as session:
         for (magic, content, warning), paper, ref in zip(CAJ_KINDS, papers, refs, strict=False):
             sim.configure(caj_magic=magic)
-            got = await session.finish(await session.call("download_paper", record_ref=ref, format="caj"))
+            got = await session.wait(await session.call("download_paper", {"record_ref": ref, "format": "caj"}))
             assert got["status"] == "completed", (magic, got)
             result = got["result"]
             assert result["content_format"] == content, magic
@@ -289,13 +275,13 @@ async def test_every_caj_kind_is_kept_and_said_what_it_is(sim: EntrySimulator, i
         pdf_default, pdf_chosen, html = papers[len(CAJ_KINDS):]
         ref_default, ref_chosen, ref_html = refs[len(CAJ_KINDS):]
         sim.configure(caj_magic="PDF")
-        got = await session.finish(await session.call("download_paper", record_ref=ref_default, format="caj"))
+        got = await session.wait(await session.call("download_paper", {"record_ref": ref_default, "format": "caj"}))
         assert got["status"] == "completed", got
         assert got["result"]["content_format"] == "pdf"
         assert got["result"]["format"] == "caj"
         assert Path(got["result"]["path"]) == downloads / f"{pdf_default.title}_{ref_default[4:12]}.pdf"
         assert "知网给的是 PDF" in got["result"]["warnings"][0]
-        chosen = await session.finish(await session.call("download_paper", record_ref=ref_chosen, filename="我的.caj"))
+        chosen = await session.wait(await session.call("download_paper", {"record_ref": ref_chosen, "filename": "我的.caj"}))
         assert chosen["status"] == "completed", chosen
         assert Path(chosen["result"]["path"]) == downloads / "我的.caj"
         assert chosen["result"]["sha256"] == sha(pages.pdf_bytes(pdf_chosen))
@@ -303,7 +289,7 @@ async def test_every_caj_kind_is_kept_and_said_what_it_is(sim: EntrySimulator, i
 
         # An error page sent as the file itself is a refusal with its words, never a paper.
         sim.configure(download="html_file")
-        no = await session.finish(await session.call("download_paper", record_ref=ref_html, format="caj"))
+        no = await session.wait(await session.call("download_paper", {"record_ref": ref_html, "format": "caj"}))
         assert error_code(no) == "DOWNLOAD_REFUSED", no
         assert "下载链接已过期" in no["errors"][0]["message"]
         assert "下载链接已过期" in snapshot_of(isolated_data_dir, no, screenshot=False)
@@ -317,7 +303,7 @@ async def test_names_are_checked_before_the_ledger_answers(sim: EntrySimulator, 
     downloads = isolated_data_dir / "downloads"
     sim.configure(download="ok")
     async with serve(isolated_data_dir, sim) as session:
-        got = await session.finish(await session.call("download_paper", record_ref=ref))
+        got = await session.wait(await session.call("download_paper", {"record_ref": ref}))
         assert got["status"] == "completed", got
         original = Path(got["result"]["path"])
         requests = len(sim.requests)
@@ -326,23 +312,26 @@ async def test_names_are_checked_before_the_ledger_answers(sim: EntrySimulator, 
         for extra, code in (({"filename": "../x.pdf"}, "INVALID_FILENAME"), ({"filename": "CON.pdf"}, "INVALID_FILENAME"),
                             ({"filename": "x.caj", "format": "pdf"}, "INVALID_FILENAME"),
                             ({"subdirectory": "../outside"}, "UNSAFE_OUTPUT_PATH")):
-            reply = await session.client.call_tool("download_paper", {"record_ref": ref, **extra})
-            assert reply.is_error and payload(reply)["errors"][0]["code"] == code, extra
+            reply = await session.result("download_paper", {"record_ref": ref, **extra})
+            assert reply.is_error, extra
+            assert answer(reply)["errors"][0]["code"] == code, extra
 
         # A good new name: a copy of the local file, no CNKI request; asked again, the same copy.
-        copy = await session.call("download_paper", record_ref=ref, filename="精读.pdf", subdirectory="课题")
-        assert copy["requests"] == 0 and copy["result"]["source"] == "local_copy", copy
+        copy = await session.call("download_paper", {"record_ref": ref, "filename": "精读.pdf", "subdirectory": "课题"})
+        assert copy["requests"] == 0, copy
+        assert copy["result"]["source"] == "local_copy", copy
         assert Path(copy["result"]["path"]) == downloads / "课题" / "精读.pdf"
         assert Path(copy["result"]["path"]).read_bytes() == original.read_bytes()
         assert copy["result"]["copied_from"] == str(original)
-        again = await session.call("download_paper", record_ref=ref, filename="精读.pdf", subdirectory="课题")
+        again = await session.call("download_paper", {"record_ref": ref, "filename": "精读.pdf", "subdirectory": "课题"})
         assert again["result"]["path"] == copy["result"]["path"]
-        moved = await session.call("download_paper", record_ref=ref, subdirectory="另存")
+        moved = await session.call("download_paper", {"record_ref": ref, "subdirectory": "另存"})
         assert Path(moved["result"]["path"]) == downloads / "另存" / original.name
 
         # A taken name is FILE_EXISTS, and the file there is left alone.
         (downloads / "别人的.pdf").write_bytes(b"mine")
-        reply = await session.client.call_tool("download_paper", {"record_ref": ref, "filename": "别人的.pdf"})
-        assert reply.is_error and payload(reply)["errors"][0]["code"] == "FILE_EXISTS"
+        reply = await session.result("download_paper", {"record_ref": ref, "filename": "别人的.pdf"})
+        assert reply.is_error
+        assert answer(reply)["errors"][0]["code"] == "FILE_EXISTS"
         assert (downloads / "别人的.pdf").read_bytes() == b"mine"
         assert len(sim.requests) == requests

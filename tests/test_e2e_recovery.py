@@ -11,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import shutil
 import signal
-import sys
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -25,15 +22,13 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import psutil
 import pytest
 import pytest_asyncio
-from mcp import StdioServerParameters
 
 from tests.kns.corpus import Paper as SimPaper
-from tests.harness import FINAL, McpSession, held_client
+from tests.harness import AWAITING, McpSession, RawServer, processes_on, serve_params
 from tests.kns.server import KnsSimulator, SimRequest
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
-REPO = Path(__file__).resolve().parents[1]
 SURNAMES = ["王", "张", "李", "刘", "陈", "杨", "赵", "黄", "周", "吴"]
 
 
@@ -70,36 +65,6 @@ def details(requests: list[SimRequest]) -> list[SimRequest]:
     return [r for r in requests if r.endpoint == "detail"]
 
 
-def _chromium() -> str:
-    path = os.environ.get("CNKI_TEST_BROWSER") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path:
-        pytest.skip("没有可用的 Chromium（CI 会安装 Debian 的 chromium）")
-    return path
-
-
-def server_env(kns: KnsSimulator, data: Path, inline_wait: str = "2") -> dict[str, str]:
-    return {
-        "CNKI_DATA_DIR": str(data),
-        "CNKI_HEADLESS": "1",
-        "CNKI_BROWSER_PATH": _chromium(),
-        "CNKI_BROWSER_ARGS": kns.browser_args,
-        "CNKI_REQUEST_INTERVAL_MS": "10",
-        "CNKI_INLINE_WAIT_SECONDS": inline_wait,
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-    }
-
-
-def browsers_on(profile: Path) -> list[int]:
-    """Every process (browser or helper) whose command line names this profile directory."""
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        with contextlib.suppress(psutil.Error):
-            if any(str(profile) in arg for arg in process.info.get("cmdline") or []):
-                found.append(process.pid)
-    return found
-
-
 class Mcp(McpSession):
     """The module's connected client, with this module's shortcuts."""
 
@@ -117,11 +82,8 @@ class Mcp(McpSession):
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def mcp(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mcp]:
     data = tmp_path_factory.mktemp("recovery") / "data"
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=server_env(kns_server, data), cwd=REPO
-    )
-    async with held_client(params) as client:
-        yield Mcp(client, data)
+    async with Mcp.serving(serve_params(data, kns_server.browser_args, CNKI_INLINE_WAIT_SECONDS="2")) as mcp:
+        yield mcp
 
 
 async def test_a_grid_redirect_to_the_login_host_is_a_login_wall_for_a_person(mcp: Mcp, kns: KnsSimulator) -> None:
@@ -130,7 +92,7 @@ async def test_a_grid_redirect_to_the_login_host_is_a_login_wall_for_a_person(mc
     kns.clear_log()
     kns.fault("grid", "login", times=1)
 
-    view = await mcp.wait(await mcp.search("在线教育", metadata="basic"), until=("awaiting_user", *FINAL))
+    view = await mcp.wait(await mcp.search("在线教育", metadata="basic"), until=AWAITING)
     assert view["status"] == "awaiting_user", view
     assert "登录" in view["message"]
     assert await mcp.call("operation_control", {"action": "show"}) == {"status": "shown"}
@@ -162,7 +124,7 @@ def _close_tab_by_hand(profile: Path, target: str) -> None:
 
 async def test_login_notices_a_login_finished_in_a_tab_the_person_opened(mcp: Mcp, kns: KnsSimulator) -> None:
     kns.configure(login="none")
-    view = await mcp.wait(await mcp.call("login", {"force": True}), until=("awaiting_user", *FINAL))
+    view = await mcp.wait(await mcp.call("login", {"force": True}), until=AWAITING)
     assert view["status"] == "awaiting_user", view
     # The login tab keeps showing the anonymous header; only a tab opened by hand sees the new identity.
     kns.configure(login="institution", institution_name="华东政法大学")
@@ -173,16 +135,18 @@ async def test_login_notices_a_login_finished_in_a_tab_the_person_opened(mcp: Mc
     finally:
         await asyncio.to_thread(_close_tab_by_hand, profile, target)
     assert done["status"] == "completed", done
-    assert done["result"]["institution"] == "observed" and done["result"]["institution_evidence"] == ["华东政法大学"]
+    assert done["result"]["institution"] == "observed"
+    assert done["result"]["institution_evidence"] == ["华东政法大学"]
     assert kns.count("home") >= 1
 
 
 async def test_a_captcha_in_the_middle_waits_for_the_person_then_completes(mcp: Mcp, kns: KnsSimulator) -> None:
     papers = listed(kns, "检索增强")
     kns.captcha("detail", after=3)
-    view = await mcp.wait(await mcp.search("检索增强", metadata="all"), until=("awaiting_user", *FINAL))
+    view = await mcp.wait(await mcp.search("检索增强", metadata="all"), until=AWAITING)
     assert view["status"] == "awaiting_user", view
-    assert "验证" in view["message"] and kns.challenge_pending
+    assert "验证" in view["message"]
+    assert kns.challenge_pending
     kns.solve()
     done = await mcp.wait(view)
     assert done["status"] == "completed", done
@@ -272,18 +236,6 @@ async def test_a_killed_browser_is_unavailable_then_recover_and_continue_repeat_
 # Server exit: nothing but the server may end its browser here, so the pipes are spoken to directly.
 
 
-async def _rpc(proc: asyncio.subprocess.Process, ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    assert proc.stdin is not None and proc.stdout is not None
-    message = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
-    proc.stdin.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
-    while True:
-        line = await asyncio.wait_for(proc.stdout.readline(), 60)
-        assert line, "the server closed stdout"
-        answer = json.loads(line)
-        if answer.get("id") == ident:
-            return answer["result"]
-
-
 @pytest.fixture
 def errlog(tmp_path: Path) -> Iterator[BinaryIO]:
     with (tmp_path / "stderr.txt").open("wb") as handle:
@@ -296,32 +248,27 @@ async def test_no_browser_process_outlives_the_server(
 ) -> None:
     data = tmp_path / "data"
     profile = data / "browser" / "profile"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cnki_mcp", "serve", cwd=REPO, env=server_env(kns, data, "30"),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
-    )
+    raw = await RawServer.spawn(serve_params(data, kns.browser_args, CNKI_INLINE_WAIT_SECONDS="30"), errlog, read_timeout=60)
+    proc = raw.proc
     try:
-        await _rpc(proc, 1, "initialize", {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "exit-test", "version": "1"},
-        })
+        await raw.initialize()
+        status = await raw.call("session_status", {"refresh": True})
+        assert status["status"] == "completed", status
+        assert processes_on(profile)  # the browser and its helpers run
         assert proc.stdin is not None
-        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
-        status = await _rpc(proc, 2, "tools/call", {"name": "session_status", "arguments": {"refresh": True}})
-        assert status["structuredContent"]["status"] == "completed", status
-        assert browsers_on(profile)  # the browser and its helpers run
         if ending == "sigterm":
             proc.send_signal(signal.SIGTERM)
         else:
             proc.stdin.close()
         await asyncio.wait_for(proc.wait(), 8)
-        left = browsers_on(profile)
+        left = processes_on(profile)
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-        for pid in browsers_on(profile):  # what a failed run left behind on this test's own profile
+        for process in processes_on(profile):  # what a failed run left behind on this test's own profile
             with contextlib.suppress(psutil.Error):
-                psutil.Process(pid).kill()
+                process.kill()
     errlog.flush()
     assert left == [], (tmp_path / "stderr.txt").read_text(errors="replace")[-2000:]
     if ending == "stdin_closed":

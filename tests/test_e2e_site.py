@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -20,8 +17,6 @@ import msgspec
 import psutil
 import pytest
 import pytest_asyncio
-from mcp import Client, StdioServerParameters
-from mcp.types import TextContent
 
 from cnki_mcp.browser import Browser
 from cnki_mcp.errors import CnkiError
@@ -34,20 +29,13 @@ from cnki_mcp.session import Sessions
 from cnki_mcp.query import GridQuery
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store
+from tests.harness import AWAITING, McpSession, chromium_or_skip, processes_on, serve_params
 from tests.kns import pages as sim_pages
 from tests.kns.server import KnsSimulator
 
 pytestmark = pytest.mark.browser
 
-REPO = Path(__file__).resolve().parents[1]
 SHORT_WAITS = (0.2, 0.4, 0.8)
-
-
-def _chromium() -> str:
-    path = os.environ.get("CNKI_TEST_BROWSER") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not path:
-        pytest.skip("没有可用的 Chromium（CI 会安装 Debian 的 chromium）")
-    return path
 
 
 class Env(msgspec.Struct):
@@ -63,7 +51,7 @@ async def env(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory
     store = await asyncio.to_thread(Store.open, root)
     await store.start()
     browser = Browser(
-        store.browser_dir / "profile", Path(_chromium()), headless=True, extra_args=kns_server.browser_arg_list
+        store.browser_dir / "profile", Path(chromium_or_skip()), headless=True, extra_args=kns_server.browser_arg_list
     )
     site = Site(browser, Limiter(interval_ms=10, max_inflight=6), store.diagnostics_dir)
     site.listings.empty_waits = SHORT_WAITS  # the real 5 s / 15 s / 60 s schedule is exercised over MCP
@@ -529,85 +517,60 @@ async def test_killed_browser_is_unavailable_until_recover(env: Env, kns: KnsSim
 # Through the real MCP client and server (stdio)
 
 
-def _payload(result: Any) -> dict[str, Any]:
-    assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
-    return json.loads(result.content[0].text)
-
-
-def _server(kns: KnsSimulator, data_dir: Path) -> StdioServerParameters:
-    env = {
-        "CNKI_DATA_DIR": str(data_dir),
-        "CNKI_HEADLESS": "1",
-        "CNKI_BROWSER_PATH": _chromium(),
-        "CNKI_BROWSER_ARGS": kns.browser_args,
-        "CNKI_REQUEST_INTERVAL_MS": "10",
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-    }
-    return StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=env, cwd=REPO)
-
-
-def _browsers_on(profile: Path) -> list[int]:
-    return [
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if any(str(profile) in arg for arg in p.info.get("cmdline") or [])
-    ]
-
-
 async def test_login_session_show_and_recover_over_mcp(kns: KnsSimulator, tmp_path: Path) -> None:
     profile = tmp_path / "browser" / "profile"
     kns.configure(login="institution", institution_name="华东政法大学")
-    async with Client(_server(kns, tmp_path), read_timeout_seconds=60) as client:
-        assert len((await client.list_tools()).tools) == 13
-        report = _payload(await client.call_tool("diagnostics", {}))
-        assert _payload(await client.call_tool("session_status", {})) == {
+    async with McpSession.serving(serve_params(tmp_path, kns.browser_args), read_timeout=60) as mcp:
+        assert len((await mcp.client.list_tools()).tools) == 13
+        report = await mcp.call("diagnostics", {})
+        assert await mcp.call("session_status", {}) == {
             "personal": "not_observed", "institution": "not_observed", "permission_scope": "unknown",
             "evidence_source": "not_checked", "cached": True,
         }
-        assert not report.get("browser", {}).get("running") and _browsers_on(profile) == []
-        assert _payload(await client.call_tool("operation_control", {"action": "show"}))["errors"][0]["code"] == "VERIFICATION_NOT_FOUND"
+        assert not report.get("browser", {}).get("running")
+        assert processes_on(profile) == []
+        assert (await mcp.call("operation_control", {"action": "show"}))["errors"][0]["code"] == "VERIFICATION_NOT_FOUND"
 
-        login = _payload(await client.call_tool("login", {}))
-        assert login["status"] == "completed" and login["kind"] == "login", login
-        assert login["result"]["institution"] == "observed" and login["result"]["institution_evidence"] == ["华东政法大学"]
-        cached = _payload(await client.call_tool("session_status", {}))
-        assert cached["cached"] is True and cached["institution"] == "observed"
-        report = _payload(await client.call_tool("diagnostics", {}))
-        assert report["browser"]["running"] and report["browser"]["profile_directory"] == str(profile)
+        login = await mcp.call("login", {})
+        assert login["status"] == "completed", login
+        assert login["kind"] == "login", login
+        assert login["result"]["institution"] == "observed"
+        assert login["result"]["institution_evidence"] == ["华东政法大学"]
+        cached = await mcp.call("session_status", {})
+        assert cached["cached"] is True
+        assert cached["institution"] == "observed"
+        report = await mcp.call("diagnostics", {})
+        assert report["browser"]["running"]
+        assert report["browser"]["profile_directory"] == str(profile)
 
         # a person logs in with a personal account while login waits; resume ends the wait
         kns.configure(login="none")
-        waiting = _payload(await client.call_tool("login", {"force": True}))
-        if waiting["status"] == "running":
-            waiting = _payload(await client.call_tool(
-                "operation_status", {"operation_id": waiting["operation_id"], "wait_seconds": 20}))
+        waiting = await mcp.wait(await mcp.call("login", {"force": True}), until=AWAITING, timeout=20)
         assert waiting["status"] == "awaiting_user", waiting
-        assert _payload(await client.call_tool("operation_control", {"action": "show"})) == {"status": "shown"}
+        assert await mcp.call("operation_control", {"action": "show"}) == {"status": "shown"}
         kns.configure(login="personal", personal_name="reader")
-        resumed = _payload(await client.call_tool(
-            "operation_control", {"action": "resume", "operation_id": waiting["operation_id"]}))
-        if resumed["status"] not in ("completed", "failed", "partial"):
-            resumed = _payload(await client.call_tool(
-                "operation_status", {"operation_id": waiting["operation_id"], "wait_seconds": 20}))
+        resumed = await mcp.call("operation_control", {"action": "resume", "operation_id": waiting["operation_id"]})
+        resumed = await mcp.wait(resumed, timeout=20)
         assert resumed["status"] == "completed", resumed
         assert resumed["result"]["personal"] == "authenticated"
 
-        fresh = _payload(await client.call_tool("session_status", {"refresh": True}))
-        assert fresh["kind"] == "session" and fresh["result"]["personal"] == "authenticated", fresh
+        fresh = await mcp.call("session_status", {"refresh": True})
+        assert fresh["kind"] == "session", fresh
+        assert fresh["result"]["personal"] == "authenticated", fresh
         assert "cached" not in fresh["result"]
 
         pid = report["browser"]["process_id"]
         psutil.Process(pid).kill()
         await asyncio.sleep(0.5)
-        failed = _payload(await client.call_tool("session_status", {"refresh": True}))
+        failed = await mcp.call("session_status", {"refresh": True})
         assert failed["errors"][0]["code"] == "BROWSER_UNAVAILABLE", failed
-        recovered = _payload(await client.call_tool("operation_control", {"action": "recover"}))
+        recovered = await mcp.call("operation_control", {"action": "recover"})
         assert recovered["status"] == "completed"
-        again = _payload(await client.call_tool("session_status", {"refresh": True}))
-        assert again["status"] == "completed" and again["result"]["personal"] == "authenticated"
-        assert _payload(await client.call_tool("diagnostics", {}))["browser"]["connection_generation"] == 2
+        again = await mcp.call("session_status", {"refresh": True})
+        assert again["status"] == "completed"
+        assert again["result"]["personal"] == "authenticated"
+        assert (await mcp.call("diagnostics", {}))["browser"]["connection_generation"] == 2
     deadline = time.monotonic() + 10
-    while _browsers_on(profile) and time.monotonic() < deadline:
+    while processes_on(profile) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-    assert _browsers_on(profile) == []
+    assert processes_on(profile) == []

@@ -27,7 +27,7 @@ from cnki_mcp.query import GridQuery
 from cnki_mcp.site import Site
 from cnki_mcp.store import Store
 from tests.kns.corpus import Paper as SimPaper
-from tests.harness import McpSession, chromium_or_skip, held_client, serve_params
+from tests.harness import McpSession, chromium_or_skip, serve_params
 from tests.kns.server import KnsSimulator, SimRequest
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
@@ -105,8 +105,8 @@ class Mcp(McpSession):
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def mcp(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mcp]:
     data = tmp_path_factory.mktemp("structured") / "data"
-    async with held_client(serve_params(data, kns_server.browser_args)) as client:
-        yield Mcp(client, data)
+    async with Mcp.serving(serve_params(data, kns_server.browser_args)) as mcp:
+        yield mcp
 
 
 def grid_posts(kns: KnsSimulator) -> list[SimRequest]:
@@ -257,6 +257,9 @@ async def test_request_starts_stay_an_interval_apart_around_the_template_click(
         await store.close()
     assert job.record.status == "completed", job.record.errors
     arrivals = sorted((r for r in kns.requests if r.endpoint != "other"), key=lambda r: r.at)
-    assert [r.endpoint for r in arrivals].count("grid") == 2 and len(arrivals) == 6  # page, click, ours, 3 details
+    assert [r.endpoint for r in arrivals].count("grid") == 2
+    assert len(arrivals) == 6  # page, click, ours, 3 details
     gaps = [round(b.at - a.at, 3) for a, b in itertools.pairwise(arrivals)]
-    assert min(gaps) >= 0.2 - 0.03, gaps  # a few ms of loopback jitter, never most of an interval
+    # Starts are an interval apart; on the wire a loaded machine can delay one request's arrival by tens of
+    # milliseconds, bringing it closer to the next — never most of an interval.
+    assert min(gaps) >= 0.2 - 0.06, gaps

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from cnki_mcp.errors import CnkiError
-from cnki_mcp.files import adopt_file, atomic_replace, safe_folder, validate_filename, write_new_file
+from cnki_mcp.files import (
+    adopt_file,
+    atomic_replace,
+    remove_empty_folders,
+    safe_folder,
+    validate_filename,
+    write_new_file,
+)
 
 
 def code_of(call, *args) -> str:  # type: ignore[no-untyped-def]
@@ -55,6 +62,13 @@ def test_valid_names(name: str) -> None:
         "com1",
         "LPT9.pdf",
         "prn.",
+        "COM¹.pdf",
+        "lpt³",
+        "invoice\u202egpj.exe",
+        "report\u2066x\u2069.bib",
+        "zero\u200bwidth.csv",
+        "joiner\u200d.ris",
+        "\ufeffbom.txt",
     ],
 )
 def test_invalid_names(name: str) -> None:
@@ -265,3 +279,22 @@ def test_disk_failure_is_reported_and_cleaned_up(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(os, "fsync", full_disk)
     assert code_of(write_new_file, tmp_path, "big.pdf", b"x" * 100) == "DISK_WRITE_FAILED"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_folders_of_a_write_that_did_not_happen_are_removed(tmp_path: Path) -> None:
+    safe_folder(tmp_path, "读过/2024/一月")
+    (tmp_path / "读过" / "keep.txt").write_text("x", encoding="utf-8")
+
+    remove_empty_folders(tmp_path, "读过/2024/一月")
+
+    assert not (tmp_path / "读过" / "2024").exists()
+    assert (tmp_path / "读过" / "keep.txt").exists()
+
+
+def test_removing_empty_folders_never_leaves_the_base(tmp_path: Path) -> None:
+    base = tmp_path / "downloads"
+    base.mkdir()
+
+    remove_empty_folders(base, "../downloads")
+
+    assert base.is_dir()

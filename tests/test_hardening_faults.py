@@ -21,6 +21,7 @@ import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,8 @@ from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext
 from cnki_mcp.model import StoreData
 from tests.fake_site import FEEDBACK_TERMS, FakeSite, sim_paper
-from tests.harness import call_tool
+from tests.harness import AWAITING, REPO, McpSession, RawServer, call_tool, offline_params, processes_on, serve_params
 
-REPO = Path(__file__).resolve().parents[1]
 QUERY = {"query": "自动驾驶 产品责任"}
 FULL_RUN = 17 + 100 + 15  # grid pages + detail pages + journal pages of the fake site's whole search
 FIGURES: Counter[str] = Counter()
@@ -56,16 +56,6 @@ def valid_store(path: Path) -> StoreData:
 
 def repeats(log: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [entry for entry, n in Counter(log).items() if n > 1]
-
-
-def browser_processes(marker: str) -> list[psutil.Process]:
-    """Live processes whose command line mentions ``marker`` (a data directory's browser profile)."""
-    found = []
-    for process in psutil.process_iter(["cmdline", "status"]):
-        with contextlib.suppress(psutil.Error):
-            if process.info["status"] != psutil.STATUS_ZOMBIE and any(marker in arg for arg in process.info["cmdline"] or []):
-                found.append(process)
-    return found
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -150,7 +140,7 @@ async def test_a_full_disk_keeps_everything_in_memory_and_the_old_file_intact(
         patch.setattr(store_module.os, "write", _enospc)
         view = await call_tool(app, "search", QUERY)  # the network work never waits for the disk
         assert view["status"] == "completed"
-        assert not store.flush() and store.dirty and "No space left" in store.last_flush_error
+        assert not store.flush() and store.dirty and "No space left" in store.save.error
         assert store.research_path.read_bytes() == before  # the last good file is untouched
         diagnostics = await call_tool(app, "diagnostics", {})
         assert diagnostics["store"]["papers"] == 201
@@ -171,20 +161,79 @@ def test_a_full_disk_while_writing_a_file_leaves_nothing_behind(tmp_path: Path, 
     FIGURES["faults_injected"] += 1
 
 
+@pytest.mark.slow
+async def test_a_full_disk_over_mcp_is_told_in_every_result_until_space_is_back(tmp_path: Path) -> None:
+    """A real server whose writes meet ENOSPC: every result warns (failures too), diagnostics shows the
+    save state, no temp file is left, research.json keeps its last good bytes; once space is back the
+    next retry saves everything and a restarted server still knows the operation it acknowledged."""
+    data, log, flag = tmp_path / "data", tmp_path / "requests.log", tmp_path / "disk-full"
+    failures = tmp_path / "disk-full.failures"
+    with open(tmp_path / "stderr.txt", "ab") as errlog:
+        server = await _fake_server(data, log, errlog, HARDENING_DISK_FULL=str(flag))
+        try:
+            await server.wait(await server.call("search", QUERY))
+            await _wait_for(lambda: (data / "research.json").exists(), 10)
+            while (await server.call("diagnostics", {}))["store"]["save"]["dirty"]:
+                await asyncio.sleep(0.1)
+            before = (data / "research.json").read_bytes()
+            flag.touch()
+            second = await server.call("search", {**QUERY, "options": {"freshness": "live"}})
+            acknowledged = (await server.wait(second))["operation_id"]
+            changed_at = time.time()
+            reply = await _wait_for_async(lambda: server.call("operation_status", {}), lambda r: "warnings" in r, 15, 0)
+            warned_at = time.time()
+            failed_at = float(failures.read_text(encoding="utf-8").split()[0])
+            FIGURES["disk_full_failed_write_to_warning_ms"] = round((warned_at - failed_at) * 1000)
+            FIGURES["disk_full_change_to_warning_ms"] = round((warned_at - changed_at) * 1000)
+            missing = (await server.request("tools/call", {"name": "search_results", "arguments": {"search_id": "s_x"}}))["result"]
+            save = (await server.call("diagnostics", {}))["store"]["save"]
+            on_disk = (data / "research.json").read_bytes()
+            left = sorted(path.name for path in data.iterdir() if path.name.startswith("research.json."))
+            flag.unlink()
+            freed_at = time.time()
+            await _wait_for_async(lambda: server.call("operation_status", {}), lambda r: "warnings" not in r, 45)
+            FIGURES["disk_full_space_back_to_saved_ms"] = round((time.time() - freed_at) * 1000)
+        finally:
+            assert await server.close() == 0
+        again = await _fake_server(data, log, errlog)
+        try:
+            restarted = await again.call("operation_status", {"operation_id": acknowledged})
+        finally:
+            assert await again.close() == 0
+    FIGURES["faults_injected"] += 1
+    assert [warning["code"] for warning in reply["warnings"]] == ["STORE_NOT_SAVED"]
+    assert missing["isError"]
+    assert [warning["code"] for warning in missing["structuredContent"]["warnings"]] == ["STORE_NOT_SAVED"]
+    assert save["dirty"] is True
+    assert "No space left" in save["error"]
+    assert save["failing_since"]
+    assert on_disk == before
+    assert left == []
+    assert restarted["status"] == "completed"
+
+
+async def _wait_for_async(call: Any, done: Any, timeout: float, pause: float = 0.2) -> Any:
+    """Call ``call`` until ``done`` says yes of its answer; that answer."""
+    deadline = time.monotonic() + timeout
+    while not done(reply := await call()):
+        assert time.monotonic() < deadline, reply
+        await asyncio.sleep(pause)
+    return reply
+
+
 # --- a second server on the same data directory ---------------------------------------------------------
 
 
 async def test_a_second_server_on_the_same_directory_is_refused_then_takes_over(tmp_path: Path) -> None:
-    from tests.test_hardening_input import RawServer, server_env
-
-    env = server_env(tmp_path / "data")
+    params = offline_params(tmp_path / "data")
     with open(tmp_path / "stderr.txt", "wb") as errlog:
-        first = await RawServer.start(env, errlog)
-        second = await RawServer.start(env, errlog)
+        first = await RawServer.start(params, errlog)
+        second = await RawServer.start(params, errlog)
         try:
             assert (await first.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]["isError"]
             refused = (await second.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]
-            assert refused["isError"] and refused["structuredContent"]["errors"][0]["code"] == "DATA_DIRECTORY_IN_USE"
+            assert refused["isError"]
+            assert refused["structuredContent"]["errors"][0]["code"] == "DATA_DIRECTORY_IN_USE"
             local = (await second.request("tools/call", {"name": "diagnostics", "arguments": {}}))["result"]
             assert not local["isError"]  # what needs no store still works
             still = (await first.request("tools/call", {"name": "operation_status", "arguments": {}}))["result"]
@@ -223,10 +272,27 @@ class LoggedFakeSite(FakeSite):
         self._log_file.write(json.dumps([time.time(), kind, key], ensure_ascii=False) + "\n")
 
 
+def _disk_full_while(flag: Path) -> None:
+    """``os.write`` fails with ENOSPC while ``flag`` exists; each failure's time goes to ``<flag>.failures``."""
+    real = os.write
+    failures = flag.with_name(flag.name + ".failures")
+
+    def write(fd: int, data: Any) -> int:
+        if flag.exists():
+            with open(failures, "a", encoding="utf-8") as out:  # a file object does not write through os.write
+                out.write(f"{time.time()}\n")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    os.write = write  # type: ignore[assignment]
+
+
 async def _serve_with_fake_site() -> None:
     """``python -m tests.test_hardening_faults``: the real serve loop with a LoggedFakeSite."""
     from cnki_mcp.server import serve_stdio
 
+    if os.environ.get("HARDENING_DISK_FULL"):
+        _disk_full_while(Path(os.environ["HARDENING_DISK_FULL"]))
     site = LoggedFakeSite(
         Path(os.environ["HARDENING_FAKE_LOG"]),
         int(os.environ.get("HARDENING_FAKE_FREEZE_AT", "0")),
@@ -251,31 +317,11 @@ def read_log(path: Path) -> list[tuple[float, str, str]]:
     return [tuple(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]  # type: ignore[misc]
 
 
-async def _fake_server(tmp_path: Path, data: Path, log: Path, errlog: Any, **env: str) -> Any:
-    from tests.test_hardening_input import RawServer, server_env
-
-    environment = server_env(data, HARDENING_FAKE_LOG=str(log), CNKI_INLINE_WAIT_SECONDS="1", **env)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.test_hardening_faults", cwd=REPO, env=environment, limit=64 * 1024 * 1024,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
-    )
-    raw = RawServer(proc)
-    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "faults", "version": "1"}}
-    await raw.request("initialize", init)
-    raw.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-    return raw
-
-
-async def _tool(raw: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return (await raw.request("tools/call", {"name": name, "arguments": args}))["result"]["structuredContent"]
-
-
-async def _until_final(raw: Any, op_id: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    view = await _tool(raw, "operation_status", {"operation_id": op_id})
-    while view["status"] in ("running", "awaiting_user") and time.monotonic() < deadline:
-        view = await _tool(raw, "operation_status", {"operation_id": op_id, "wait_seconds": 5})
-    return view
+async def _fake_server(data: Path, log: Path, errlog: Any, **env: str) -> RawServer:
+    """``python -m tests.test_hardening_faults`` on ``data``, its requests logged to ``log``."""
+    launcher = (sys.executable, "-m", "tests.test_hardening_faults")
+    params = offline_params(data, command=launcher, HARDENING_FAKE_LOG=str(log), CNKI_INLINE_WAIT_SECONDS="1", **env)
+    return await RawServer.start(params, errlog)
 
 
 async def _wait_for(predicate: Any, timeout: float) -> None:
@@ -292,14 +338,14 @@ async def _kill_then_continue(tmp_path: Path, rng: random.Random, *, freeze: boo
         if freeze:
             # The site stops answering after a random number of requests; two flushes later the kill.
             freeze_at = rng.randint(3, FULL_RUN - 3)
-            first = await _fake_server(tmp_path, data, log, errlog, HARDENING_FAKE_FREEZE_AT=str(freeze_at))
-            op_id = (await _tool(first, "search", QUERY))["operation_id"]
+            first = await _fake_server(data, log, errlog, HARDENING_FAKE_FREEZE_AT=str(freeze_at))
+            op_id = (await first.call("search", QUERY))["operation_id"]
             await _wait_for(lambda: len(read_log(log)) >= freeze_at, 30)
             await asyncio.sleep(store_module.FLUSH_INTERVAL_SECONDS * 2 + 0.5)
         else:
             # A slow site and a kill at a random moment after the first flush, wherever the search is.
-            first = await _fake_server(tmp_path, data, log, errlog, HARDENING_FAKE_LATENCY="0.3")
-            op_id = (await _tool(first, "search", QUERY))["operation_id"]
+            first = await _fake_server(data, log, errlog, HARDENING_FAKE_LATENCY="0.3")
+            op_id = (await first.call("search", QUERY))["operation_id"]
             await asyncio.sleep(rng.uniform(store_module.FLUSH_INTERVAL_SECONDS + 0.3, 5.0))
         first.proc.send_signal(signal.SIGKILL)
         await first.proc.wait()
@@ -310,12 +356,12 @@ async def _kill_then_continue(tmp_path: Path, rng: random.Random, *, freeze: boo
         before = read_log(log)
         assert op_id in persisted.operations
 
-        second = await _fake_server(tmp_path, data, log, errlog)
+        second = await _fake_server(data, log, errlog)
         try:
-            status = await _tool(second, "operation_status", {"operation_id": op_id})
+            status = await second.call("operation_status", {"operation_id": op_id})
             assert status["status"] == "interrupted", status  # the kill came mid-search
-            await _tool(second, "operation_control", {"action": "continue", "operation_id": op_id})
-            final = await _until_final(second, op_id)
+            await second.call("operation_control", {"action": "continue", "operation_id": op_id})
+            final = await second.wait(await second.call("operation_status", {"operation_id": op_id}))
             FIGURES["continues"] += 1
         finally:
             assert await second.close() == 0
@@ -433,16 +479,6 @@ async def test_sigkill_in_the_middle_of_flushes_never_breaks_research_json(tmp_p
 # --- the real browser against the simulator ----------------------------------------------------------------
 
 
-def sim_env(data: Path, sim: Any, chromium: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CNKI_")}
-    env.update(
-        CNKI_DATA_DIR=str(data), CNKI_HEADLESS="1", CNKI_BROWSER_PATH=chromium, CNKI_BROWSER_ARGS=sim.browser_args,
-        CNKI_REQUEST_INTERVAL_MS="10", CNKI_INLINE_WAIT_SECONDS="3", CNKI_LOG_LEVEL="INFO", PYTHONPATH=str(REPO),
-    )
-    env.update(extra)
-    return env
-
-
 def seed_papers(data: Path, sim: Any, count: int) -> list[str]:
     """Journal papers with several sections stored as records, with the links the simulator hands out."""
     from tests.test_e2e_documents import journal_papers, seed
@@ -450,37 +486,15 @@ def seed_papers(data: Path, sim: Any, count: int) -> list[str]:
     return seed(data, sim, journal_papers(sim, count))
 
 
-class SimSession:
-    """The SDK client on a real server (Chromium + simulator); follows operations to their end."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-
-    async def call(self, tool: str, **args: Any) -> dict[str, Any]:
-        from tests.test_hardening_input import answer
-
-        return answer(await self.client.call_tool(tool, args))
-
-    async def until(self, reply: dict[str, Any], statuses: tuple[str, ...], timeout: float = 120) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while reply.get("status") not in statuses and reply.get("status") in ("running", "awaiting_user"):
-            assert time.monotonic() < deadline, reply
-            reply = await self.call("operation_status", operation_id=reply["operation_id"], wait_seconds=10)
-        return reply
-
-
 @contextlib.asynccontextmanager
-async def sim_server(env: dict[str, str], errlog: Any) -> Any:
-    from mcp import ClientSession, StdioServerParameters, stdio_client
+async def sim_server(data: Path, sim: Any, errlog: Any, **env: str) -> AsyncIterator[McpSession]:
+    """The SDK client (legacy handshake) on a real server with Chromium on the simulator; every answer is
+    checked by test_hardening_input.answer and operations are followed for 120 s unless told otherwise."""
+    from tests.test_hardening_input import answer
 
-    params = StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=env, cwd=str(REPO))
-    async with stdio_client(params, errlog=errlog) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield SimSession(session)
-
-
-FINAL = ("completed", "partial", "failed", "skipped", "cancelled")
+    params = serve_params(data, sim.browser_args, **({"CNKI_INLINE_WAIT_SECONDS": "3", "CNKI_LOG_LEVEL": "INFO"} | env))
+    async with McpSession.serving(params, check=answer, wait_timeout=120, read_timeout=None, mode="legacy", errlog=errlog) as session:
+        yield session
 
 
 def show(view: dict[str, Any]) -> str:
@@ -491,7 +505,7 @@ def show(view: dict[str, Any]) -> str:
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-async def test_a_captcha_in_every_stage_ends_as_documented(kns: Any, chromium: str, tmp_path: Path) -> None:
+async def test_a_captcha_in_every_stage_ends_as_documented(kns: Any, tmp_path: Path) -> None:
     """list, detail, journal, reader, download: with skip the operation ends ``skipped``; with ask it
     waits for a person (``awaiting_user``), and once the person solves it, it completes."""
     data = tmp_path / "data"
@@ -499,16 +513,17 @@ async def test_a_captcha_in_every_stage_ends_as_documented(kns: Any, chromium: s
     kns.configure(login="institution", reader="full")
     outcomes: dict[str, str] = {}
     with open(tmp_path / "stderr.txt", "ab") as errlog:
-        async with sim_server(sim_env(data, kns, chromium), errlog) as mcp:
+        async with sim_server(data, kns, errlog) as mcp:
             # list (grid), policy skip; the search template is captured first (see the xfail test below)
-            warm = await mcp.until(await mcp.call("structured_search", expression={"field": "title", "value": "法"}, limit=5), FINAL)
+            warm = await mcp.wait(await mcp.call("structured_search", {"expression": {"field": "title", "value": "法"}, "limit": 5}))
             assert warm["status"] == "completed", show(warm)
             kns.captcha("grid")
-            view = await mcp.call("structured_search", expression={"field": "title", "value": "法"}, limit=5,
-                                  options={"on_verification": "skip", "freshness": "live"})
-            view = await mcp.until(view, FINAL)
+            view = await mcp.call("structured_search", {"expression": {"field": "title", "value": "法"}, "limit": 5,
+                                                        "options": {"on_verification": "skip", "freshness": "live"}})
+            view = await mcp.wait(view)
             # A search keeps what its other channels found: a skipped channel makes it partial (engine.md §15.2).
-            assert view["status"] in ("skipped", "partial") and [e["code"] for e in view["errors"]] == ["VERIFICATION_SKIPPED"], show(view)
+            assert view["status"] in ("skipped", "partial"), show(view)
+            assert [e["code"] for e in view["errors"]] == ["VERIFICATION_SKIPPED"], show(view)
             assert view["result"]["candidate_count"] == 0
             outcomes["list/skip"] = view["status"]
             kns.solve()
@@ -516,47 +531,50 @@ async def test_a_captcha_in_every_stage_ends_as_documented(kns: Any, chromium: s
             for stage, args in (("detail", {"record_refs": [refs[0]], "refresh": True}),
                                 ("journal", {"record_refs": [refs[1]], "refresh": True, "quality": True})):
                 kns.captcha(stage)
-                view = await mcp.until(await mcp.call("get_metadata", **args), ("awaiting_user", *FINAL))
+                view = await mcp.wait(await mcp.call("get_metadata", args), AWAITING)
                 assert view["status"] == "awaiting_user", (stage, show(view))
                 kns.solve()
-                view = await mcp.until(view, FINAL)
+                view = await mcp.wait(view)
                 assert view["status"] == "completed", (stage, show(view))
                 record = view["result"]["records"][0]
-                assert record["abstract"] and (stage != "journal" or record.get("quality")), (stage, record)
+                assert record["abstract"], (stage, record)
+                assert stage != "journal" or record.get("quality"), (stage, record)
                 outcomes[f"{stage}/ask"] = view["status"]
             # reader: ask, then the person solves it; download: skip
             kns.captcha("reader")
-            view = await mcp.until(await mcp.call("read_online_html", record_ref=refs[2]), ("awaiting_user", *FINAL))
+            view = await mcp.wait(await mcp.call("read_online_html", {"record_ref": refs[2]}), AWAITING)
             assert view["status"] == "awaiting_user", show(view)
             kns.solve()
-            view = await mcp.until(view, FINAL)
-            assert view["status"] == "completed" and view["result"]["text"], show(view)
+            view = await mcp.wait(view)
+            assert view["status"] == "completed", show(view)
+            assert view["result"]["text"], show(view)
             outcomes["reader/ask"] = view["status"]
             kns.captcha("download")
-            view = await mcp.call("download_paper", record_ref=refs[3], format="pdf", on_verification="skip")
-            view = await mcp.until(view, FINAL)
-            assert view["status"] == "skipped" and "VERIFICATION_SKIPPED" in [e["code"] for e in view["errors"]], show(view)
+            view = await mcp.call("download_paper", {"record_ref": refs[3], "format": "pdf", "on_verification": "skip"})
+            view = await mcp.wait(view)
+            assert view["status"] == "skipped", show(view)
+            assert "VERIFICATION_SKIPPED" in [e["code"] for e in view["errors"]], show(view)
             outcomes["download/skip"] = view["status"]
             assert not list((data / "downloads").rglob("*.pdf"))
     FIGURES["faults_injected"] += 5
     assert len(outcomes) == 5
     valid_store(data / "research.json")
-    assert browser_processes(str(data / "browser")) == []
-    FIGURES["orphan_browsers"] += len(browser_processes(str(data)))
+    assert processes_on(data / "browser") == []
+    FIGURES["orphan_browsers"] += len(processes_on(data))
 
 
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-async def test_bursts_slowness_and_truncation_from_the_simulator_are_absorbed(kns: Any, chromium: str, tmp_path: Path) -> None:
+async def test_bursts_slowness_and_truncation_from_the_simulator_are_absorbed(kns: Any, tmp_path: Path) -> None:
     """503 and 429 bursts, a slow page, a connection cut mid-body and a truncated page during one search:
     the site layer backs off and retries, the search completes with every record, nothing is left behind."""
     data = tmp_path / "data"
     expression = {"field": "title", "value": "违约金"}
     options = {"metadata": "all", "freshness": "live"}
     with open(tmp_path / "stderr.txt", "ab") as errlog:
-        async with sim_server(sim_env(tmp_path / "clean", kns, chromium), errlog) as mcp:
-            clean = await mcp.until(await mcp.call("structured_search", expression=expression, limit=30, options=options), FINAL)
+        async with sim_server(tmp_path / "clean", kns, errlog) as mcp:
+            clean = await mcp.wait(await mcp.call("structured_search", {"expression": expression, "limit": 30, "options": options}))
         assert clean["status"] == "completed", show(clean)
         kns.clear_log()
         faults = [
@@ -567,28 +585,31 @@ async def test_bursts_slowness_and_truncation_from_the_simulator_are_absorbed(kn
             kns.fault("detail", "truncate", mode="connection", fraction=0.3, times=1, after=8),
             kns.fault("journal", "truncate", mode="connection", fraction=0.5, times=1),
         ]
-        async with sim_server(sim_env(data, kns, chromium), errlog) as mcp:
-            view = await mcp.until(await mcp.call("structured_search", expression=expression, limit=30, options=options), FINAL)
+        async with sim_server(data, kns, errlog) as mcp:
+            view = await mcp.wait(await mcp.call("structured_search", {"expression": expression, "limit": 30, "options": options}))
             FIGURES["faults_injected"] += sum(f.times or 0 for f in faults)
     assert view["status"] == "completed", show(view)
     assert view["result"]["candidate_count"] == clean["result"]["candidate_count"]
     assert {r["record_ref"] for r in view["result"]["results"]} == {r["record_ref"] for r in clean["result"]["results"]}
     statuses = Counter(r.status for r in kns.requests)
-    assert statuses[503] == 2 and statuses[502] == 2 and statuses[429] == 2, statuses  # the bursts really happened
+    # the bursts really happened
+    assert statuses[503] == 2, statuses
+    assert statuses[502] == 2, statuses
+    assert statuses[429] == 2, statuses
     valid_store(data / "research.json")
-    assert browser_processes(str(data / "browser")) == []
+    assert processes_on(data / "browser") == []
 
 
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-async def test_a_captcha_on_the_very_first_search_is_skipped(kns: Any, chromium: str, tmp_path: Path) -> None:
+async def test_a_captcha_on_the_very_first_search_is_skipped(kns: Any, tmp_path: Path) -> None:
     kns.captcha("grid")
     with open(tmp_path / "stderr.txt", "ab") as errlog:
-        async with sim_server(sim_env(tmp_path / "data", kns, chromium), errlog) as mcp:
-            view = await mcp.client.call_tool("structured_search", {
+        async with sim_server(tmp_path / "data", kns, errlog) as mcp:
+            view = await mcp.result("structured_search", {
                 "expression": {"field": "title", "value": "法"}, "limit": 5, "options": {"on_verification": "skip"}})
-            view = await mcp.until(view.structured_content, FINAL)
+            view = await mcp.wait(view.structured_content)
     # The search still answers with its (empty) summary, so a skipped channel makes it partial (engine.md §12.2).
     assert view["status"] in ("skipped", "partial"), view
     assert [e["code"] for e in view["errors"]] == ["VERIFICATION_SKIPPED"], view["errors"]
@@ -598,41 +619,43 @@ async def test_a_captcha_on_the_very_first_search_is_skipped(kns: Any, chromium:
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-async def test_the_browser_killed_mid_search_then_recover_and_continue(kns: Any, chromium: str, tmp_path: Path) -> None:
+async def test_the_browser_killed_mid_search_then_recover_and_continue(kns: Any, tmp_path: Path) -> None:
     """Chromium dies at a random moment of the detail phase: BROWSER_UNAVAILABLE, recover, continue."""
     rng = random.Random(11)
     data = tmp_path / "data"
     kns.configure(latency={"detail": 0.4})
     with open(tmp_path / "stderr.txt", "ab") as errlog:
-        async with sim_server(sim_env(data, kns, chromium, ), errlog) as mcp:
-            view = await mcp.call("search", query="违约金", limit=10, options={"max_requests": 200, "candidate_target": 40, "max_pages": 2})
+        async with sim_server(data, kns, errlog) as mcp:
+            view = await mcp.call("search", {"query": "违约金", "limit": 10,
+                                             "options": {"max_requests": 200, "candidate_target": 40, "max_pages": 2}})
             op_id = view["operation_id"]
             kill_at = rng.randint(2, 6)
             await _wait_for(lambda: kns.count("detail") >= kill_at, 120)
-            victims = browser_processes(str(data / "browser"))
+            victims = processes_on(data / "browser")
             assert victims
             for process in victims:
                 with contextlib.suppress(psutil.Error):
                     process.kill()
             FIGURES["browser_kills"] += 1
-            failed = await mcp.until(view, FINAL)
+            failed = await mcp.wait(view)
             assert failed["status"] in ("partial", "failed"), failed
             assert "BROWSER_UNAVAILABLE" in [e["code"] for e in failed["errors"]], failed
             await asyncio.sleep(store_module.FLUSH_INTERVAL_SECONDS + 0.5)
             persisted = valid_store(data / "research.json")
             done_details = {p.locator or p.url for p in persisted.papers.values() if p.detail_observed_at}
             seen = len(kns.requests)
-            recovered = await mcp.call("operation_control", action="recover")
+            recovered = await mcp.call("operation_control", {"action": "recover"})
             assert recovered["status"] == "completed"
-            again = await mcp.call("operation_control", action="continue", operation_id=op_id)
-            final = await mcp.until(again, FINAL, timeout=240)
+            again = await mcp.call("operation_control", {"action": "continue", "operation_id": op_id})
+            final = await mcp.wait(again, timeout=240)
             FIGURES["continues"] += 1
-    assert final["status"] == "completed" and final["result"]["candidate_count"] > 0, show(final)
+    assert final["status"] == "completed", show(final)
+    assert final["result"]["candidate_count"] > 0, show(final)
     later = {r.url for r in kns.requests[seen:] if r.endpoint == "detail"}
     repeated = {u for u in done_details if u in later}
     FIGURES["repeated_after_continue"] += len(repeated)
     assert not repeated
-    assert browser_processes(str(data / "browser")) == []
+    assert processes_on(data / "browser") == []
 
 
 if __name__ == "__main__":

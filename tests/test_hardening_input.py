@@ -13,19 +13,15 @@ the input schemas the server advertises (``server.TOOLS``):
 * odd Unicode (RTL marks, NUL, emoji, combining marks, CJK) everywhere a string goes.
 
 The raw tests speak JSON-RPC line by line to a second server and feed it garbage, truncated JSON,
-invalid UTF-8, lone surrogates, huge lines and over-deep nesting: the server keeps answering.
+invalid UTF-8, lone surrogates, huge lines and over-deep nesting: the server keeps answering, and
+every line that is not a usable message gets its JSON-RPC error within a second.
 At module end the server must still be alive, exit cleanly on EOF and have logged no unexpected
 exception. ``COUNTS`` holds the figures docs/hardening.md quotes.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import json
-import os
-import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -36,100 +32,20 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 
+from cnki_mcp.text import is_blank
 from cnki_mcp import arguments, query, server
 from cnki_mcp.errors import CATALOGUE
+from tests.harness import INIT_PARAMS, RawServer, ThreadedClient, offline_params, payload
 
-REPO = Path(__file__).resolve().parents[1]
 SCHEMAS: dict[str, dict[str, Any]] = {tool.name: tool.input_schema for tool in server.TOOLS}
 STATUSES = {"completed", "partial", "failed", "skipped", "cancelled", "running", "awaiting_user", "interrupted", "idle"}
 COUNTS: Counter[str] = Counter()  # calls, errors, operations … across the module
-CALL_TIMEOUT = 60.0
 SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 
 # --- the server under test -------------------------------------------------------------------------
-
-
-def server_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    """A serve environment that cannot start a browser and never reaches the network."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CNKI_")}
-    env.update(
-        CNKI_DATA_DIR=str(data_dir),
-        CNKI_BROWSER_PATH=str(data_dir.parent / "no-such-browser"),
-        CNKI_INLINE_WAIT_SECONDS="5",
-        CNKI_LOG_LEVEL="INFO",
-        PYTHONPATH=str(REPO),
-    )
-    env.update(extra)
-    return env
-
-
-class McpServer:
-    """``python -m cnki_mcp serve`` driven by the SDK client from an event loop in a background thread.
-
-    The client's task groups must be entered and left in one task; a thread with its own loop lets
-    synchronous hypothesis tests share one long-lived session.
-    """
-
-    def __init__(self, env: dict[str, str], stderr_path: Path) -> None:
-        self.env = env
-        self.stderr_path = stderr_path
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="mcp-client", daemon=True)
-        self.session: ClientSession | None = None
-        self.pid = 0
-        self._ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._stop: asyncio.Event | None = None
-        self._main: concurrent.futures.Future[None] | None = None
-
-    def start(self) -> McpServer:
-        self.thread.start()
-        self._main = asyncio.run_coroutine_threadsafe(self._run(), self.loop)
-        self._ready.result(60)
-        self.pid = self.call("diagnostics", {}).structured_content["process_id"]  # type: ignore[index]
-        return self
-
-    async def _run(self) -> None:
-        self._stop = asyncio.Event()
-        params = StdioServerParameters(command=sys.executable, args=["-m", "cnki_mcp", "serve"], env=self.env, cwd=str(REPO))
-        try:
-            with open(self.stderr_path, "ab") as errlog:
-                async with stdio_client(params, errlog=errlog) as (read, write):
-                    async with ClientSession(read, write) as session:
-                        await session.initialize()
-                        self.session = session
-                        self._ready.set_result(None)
-                        await self._stop.wait()
-        except BaseException as exc:
-            if not self._ready.done():
-                self._ready.set_exception(exc)
-            raise
-
-    def run(self, coro: Any, timeout: float = CALL_TIMEOUT) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def call(self, name: str, args: Any, timeout: float = CALL_TIMEOUT) -> CallToolResult:
-        assert self.session is not None
-        COUNTS["calls"] += 1
-        return self.run(self.session.call_tool(name, args), timeout)
-
-    def alive(self) -> bool:
-        try:
-            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
-    def close(self) -> None:
-        """Close stdin (the client's context exits) and wait for the server process to end."""
-        if self._stop is not None:
-            self.loop.call_soon_threadsafe(self._stop.set)
-        if self._main is not None:
-            self._main.result(60)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 def stderr_problems(path: Path) -> list[str]:
@@ -139,14 +55,15 @@ def stderr_problems(path: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+def mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedClient]:
     root = tmp_path_factory.mktemp("hardening-input")
     stderr = root / "stderr.txt"
-    instance = McpServer(server_env(root / "data"), stderr).start()
+    instance = ThreadedClient(offline_params(root / "data"), stderr).start()
     yield instance
     assert instance.alive(), "the server died during the generated calls"
     pid = instance.pid
     instance.close()
+    COUNTS["calls"] += instance.calls
     with pytest.raises(psutil.NoSuchProcess):
         psutil.Process(pid).wait(10)
     assert stderr_problems(stderr) == []
@@ -159,19 +76,20 @@ def mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
 
 def answer(result: CallToolResult) -> dict[str, Any]:
     """The structured answer after checking it is well-formed; records which kind it was."""
-    assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
-    data = json.loads(result.content[0].text)
-    assert data == result.structured_content and isinstance(data, dict)
+    data = payload(result)
+    assert isinstance(data, dict)
     if result.is_error:
         COUNTS["isError"] += 1
-        assert data["status"] == "failed" and data["errors"], data
+        assert data["status"] == "failed", data
+        assert data["errors"], data
     elif "operation_id" in data:
         COUNTS["operations"] += 1
     status = data.get("status")
     assert status is None or status in STATUSES, data
     for problem in data.get("errors") or []:
         assert problem["code"] in CATALOGUE, problem
-        assert isinstance(problem["message"], str) and problem["message"].strip(), problem
+        assert isinstance(problem["message"], str), problem
+        assert problem["message"].strip(), problem
         assert problem["code"] != "OPERATION_FAILED", problem  # an untyped failure is a bug
     return data
 
@@ -336,7 +254,7 @@ def structurally_invalid(draw: st.DrawFn) -> tuple[str, dict[str, Any], str]:
 
 @settings(SETTINGS, max_examples=700)
 @given(st.sampled_from(TOOL_NAMES).flatmap(lambda tool: st.tuples(st.just(tool), schema_object(SCHEMAS[tool]))))
-def test_schema_valid_objects_get_an_answer_or_a_coded_error(mcp: McpServer, case: tuple[str, dict[str, Any]]) -> None:
+def test_schema_valid_objects_get_an_answer_or_a_coded_error(mcp: ThreadedClient, case: tuple[str, dict[str, Any]]) -> None:
     tool, args = case
     COUNTS["schema_valid"] += 1
     answer(mcp.call(tool, args))
@@ -344,7 +262,7 @@ def test_schema_valid_objects_get_an_answer_or_a_coded_error(mcp: McpServer, cas
 
 @settings(SETTINGS, max_examples=500)
 @given(structurally_invalid())
-def test_structurally_invalid_objects_are_invalid_input(mcp: McpServer, case: tuple[str, dict[str, Any], str]) -> None:
+def test_structurally_invalid_objects_are_invalid_input(mcp: ThreadedClient, case: tuple[str, dict[str, Any], str]) -> None:
     tool, args, way = case
     COUNTS["structurally_invalid"] += 1
     expect_error(mcp.call(tool, args), "INVALID_INPUT")
@@ -390,13 +308,13 @@ def out_of_range(draw: st.DrawFn) -> tuple[str, dict[str, Any], str]:
 
 @settings(SETTINGS, max_examples=500)
 @given(out_of_range())
-def test_out_of_range_numbers_get_their_code(mcp: McpServer, case: tuple[str, dict[str, Any], str]) -> None:
+def test_out_of_range_numbers_get_their_code(mcp: ThreadedClient, case: tuple[str, dict[str, Any], str]) -> None:
     tool, args, code = case
     COUNTS["out_of_range"] += 1
     expect_error(mcp.call(tool, args), code)
 
 
-def test_metadata_limit_over_the_batch_is_batch_too_large(mcp: McpServer) -> None:
+def test_metadata_limit_over_the_batch_is_batch_too_large(mcp: ThreadedClient) -> None:
     expect_error(mcp.call("get_metadata", {"search_id": "s", "limit": 101}), "BATCH_TOO_LARGE")
     expect_error(mcp.call("get_metadata", {"record_refs": ["r"] * 60, "titles": ["t"] * 41}), "BATCH_TOO_LARGE")
     expect_error(mcp.call("export_citations", {"titles": ["t"] * 101}), "BATCH_TOO_LARGE")
@@ -432,7 +350,7 @@ def bad_enum(draw: st.DrawFn) -> tuple[str, dict[str, Any], str]:
 
 @settings(SETTINGS, max_examples=400)
 @given(bad_enum())
-def test_unknown_enum_values_get_their_code(mcp: McpServer, case: tuple[str, dict[str, Any], str]) -> None:
+def test_unknown_enum_values_get_their_code(mcp: ThreadedClient, case: tuple[str, dict[str, Any], str]) -> None:
     tool, args, code = case
     COUNTS["bad_enum"] += 1
     expect_error(mcp.call(tool, args), code)
@@ -462,7 +380,7 @@ def _dnf(node: Any, depth: int, negated: bool, counter: list[int]) -> list[list[
         match = node.get("match", "")
         if set(node) - {"field", "value", "match"} or not isinstance(value, str) or not isinstance(match, str):
             return None
-        if node.get("field") not in query.FIELDS or not 1 <= len(value.strip()) <= query.MAX_VALUE_CHARS:
+        if node.get("field") not in query.FIELDS or is_blank(value) or len(value.strip()) > query.MAX_VALUE_CHARS:
             return None
         if match not in query.MATCHES or ('"' in value and "'" in value):
             return None
@@ -495,12 +413,13 @@ def acceptable(expression: dict[str, Any]) -> bool:
 
 @settings(SETTINGS, max_examples=300)
 @given(expressions)
-def test_expression_trees_start_a_search_or_get_an_expression_code(mcp: McpServer, expression: dict[str, Any]) -> None:
+def test_expression_trees_start_a_search_or_get_an_expression_code(mcp: ThreadedClient, expression: dict[str, Any]) -> None:
     COUNTS["expressions"] += 1
     result = mcp.call("structured_search", {"expression": expression, "options": {"max_requests": 1}})
     if acceptable(expression):
         data = answer(result)
-        assert not result.is_error and data["kind"] == "search", data
+        assert not result.is_error, data
+        assert data["kind"] == "search", data
     else:
         expect_error(result, *EXPRESSION_CODES)
 
@@ -513,11 +432,11 @@ def _chain(depth: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("depth", [9, 12, 20, 45])
-def test_deep_trees_are_too_complex(mcp: McpServer, depth: int) -> None:
+def test_deep_trees_are_too_complex(mcp: ThreadedClient, depth: int) -> None:
     expect_error(mcp.call("structured_search", {"expression": _chain(depth)}), "QUERY_TOO_COMPLEX")
 
 
-def test_wide_trees_are_too_complex(mcp: McpServer) -> None:
+def test_wide_trees_are_too_complex(mcp: ThreadedClient) -> None:
     leaves = [{"field": "title", "value": f"v{i}"} for i in range(12)]
     wide = {"op": "and", "items": [{"op": "and", "items": leaves} for _ in range(12)]}  # 157 nodes, one branch
     expect_error(mcp.call("structured_search", {"expression": wide}), "QUERY_TOO_COMPLEX")
@@ -529,10 +448,11 @@ def test_wide_trees_are_too_complex(mcp: McpServer) -> None:
 # --- sizes and odd text -----------------------------------------------------------------------------
 
 
-def test_the_512_kb_text_limit_is_exact(mcp: McpServer) -> None:
+def test_the_512_kb_text_limit_is_exact(mcp: ThreadedClient) -> None:
     limit = arguments.TEXT_BYTES_MAX
     ok = answer(mcp.call("link_references", {"text": "a" * limit}))
-    assert ok["status"] == "completed" and len(ok["text"]) == limit
+    assert ok["status"] == "completed"
+    assert len(ok["text"]) == limit
     expect_error(mcp.call("link_references", {"text": "a" * (limit + 1)}), "INPUT_TOO_LARGE")
     # 3-byte runes: 174,762 fit (524,286 bytes), one more does not.
     assert not mcp.call("link_references", {"text": "题" * (limit // 3)}).is_error
@@ -544,7 +464,7 @@ def test_the_512_kb_text_limit_is_exact(mcp: McpServer) -> None:
 
 @settings(SETTINGS, max_examples=150)
 @given(odd_text(1, 60))
-def test_odd_unicode_round_trips_as_data(mcp: McpServer, text: str) -> None:
+def test_odd_unicode_round_trips_as_data(mcp: ThreadedClient, text: str) -> None:
     """Text goes back exactly as given (RTL marks, NUL, emoji, combining marks), never rewritten or lost."""
     COUNTS["unicode"] += 1
     sample = f"见{text}与《{text}》"
@@ -555,7 +475,7 @@ def test_odd_unicode_round_trips_as_data(mcp: McpServer, text: str) -> None:
     assert codes(missing) == ["SEARCH_NOT_FOUND"]
 
 
-def test_error_messages_do_not_echo_huge_values(mcp: McpServer) -> None:
+def test_error_messages_do_not_echo_huge_values(mcp: ThreadedClient) -> None:
     """A 1 MB search_id comes back twice (text and structured) inside SEARCH_NOT_FOUND's message."""
     for tool, args in [
         ("search_results", {"search_id": "s" * 1_000_000}),
@@ -563,83 +483,19 @@ def test_error_messages_do_not_echo_huge_values(mcp: McpServer) -> None:
         ("search_results", {"search_id": "s", "view": "v" * 1_000_000}),
     ]:
         result = mcp.call(tool, args)
-        assert result.is_error and len(result.content[0].text) < 64 * 1024  # type: ignore[union-attr]
+        assert result.is_error
+        assert len(result.content[0].text) < 64 * 1024  # type: ignore[union-attr]
 
 
-def test_the_server_is_still_whole(mcp: McpServer) -> None:
+def test_the_server_is_still_whole(mcp: ThreadedClient) -> None:
     diagnostics = answer(mcp.call("diagnostics", {}))
-    assert diagnostics["process_id"] == mcp.pid and diagnostics["store"]["papers"] == 0
-    listed = mcp.run(mcp.session.list_tools())  # type: ignore[union-attr]
+    assert diagnostics["process_id"] == mcp.pid
+    assert diagnostics["store"]["papers"] == 0
+    listed = mcp.run(mcp.client.list_tools())  # type: ignore[union-attr]
     assert sorted(t.name for t in listed.tools) == TOOL_NAMES
 
 
 # --- raw JSON-RPC on stdin ---------------------------------------------------------------------------
-
-
-class RawServer:
-    """The server spoken to as bytes on stdin, to send what no SDK client would."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.next_id = 100
-        self.seen: list[dict[str, Any]] = []
-
-    @classmethod
-    async def start(cls, env: dict[str, str], errlog: Any) -> RawServer:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "cnki_mcp", "serve", cwd=REPO, env=env, limit=64 * 1024 * 1024,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
-        )
-        raw = cls(proc)
-        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
-        await raw.request("initialize", init)
-        raw.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        return raw
-
-    def send(self, data: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data)
-
-    async def read(self, timeout: float = 20) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
-        assert line, "the server closed stdout"
-        message = json.loads(line)
-        self.seen.append(message)
-        return message
-
-    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        self.next_id += 1
-        ident = self.next_id
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(json.dumps(message, ensure_ascii=False).encode() + b"\n")
-        return await self.until(ident)
-
-    async def until(self, ident: Any, timeout: float = 20) -> dict[str, Any]:
-        while True:
-            message = await self.read(timeout)
-            if message.get("id") == ident:
-                return message
-
-    async def drain(self, ident: int) -> list[dict[str, Any]]:
-        """Everything answered up to a ping with ``ident`` (sent now): what the preceding input caused."""
-        self.send(json.dumps({"jsonrpc": "2.0", "id": ident, "method": "ping"}).encode() + b"\n")
-        seen = []
-        while True:
-            message = await self.read()
-            if message.get("id") == ident:
-                return seen
-            seen.append(message)
-
-    async def close(self) -> int:
-        """EOF on stdin; read what is still on its way, then the exit status."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        while line := await asyncio.wait_for(self.proc.stdout.readline(), 20):
-            self.seen.append(json.loads(line))
-        return await asyncio.wait_for(self.proc.wait(), 20)
 
 
 def _call_line(ident: Any, name: str, arguments_json: str) -> bytes:
@@ -661,7 +517,7 @@ GARBAGE: list[tuple[str, bytes]] = [
     ("truncated request", b'{"jsonrpc":"2.0","id":7,"method":"tools/ca\n'),
     ("truncated arguments", b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"query":"\n'),
     ("invalid utf-8 bytes", b"\xff\xfe\xfd\x80\n"),
-    ("invalid utf-8 inside a string", _call_line(7, "search_results", '{"search_id":"\xc3\x28\xa0\xa1"}')),
+    ("invalid utf-8 inside a string", _call_line(7, "search_results", '{"search_id":"@"}').replace(b"@", b"\xc3\x28\xa0\xa1")),
     ("lone surrogate", _call_line(7, "search_results", '{"search_id":"\\ud800x"}')),
     ("lone low surrogate", _call_line(7, "link_references", '{"text":"\\udfff"}')),
     ("nul escape", _call_line(7, "search_results", '{"search_id":"a\\u0000b"}')),
@@ -697,13 +553,14 @@ async def test_garbage_on_stdin_never_stops_the_server(tmp_path: Path) -> None:
     tool calls, which run concurrently with the pings, are still attributed to their case.
     """
     with open(tmp_path / "stderr.txt", "wb") as errlog:
-        raw = await RawServer.start(server_env(tmp_path / "data"), errlog)
+        raw = await RawServer.start(offline_params(tmp_path / "data"), errlog)
         for n, (name, line) in enumerate(GARBAGE):
             raw.send(line.replace(b'"id":7', b'"id":%d' % (1000 + n)))
             await raw.drain(10_000 + n)  # raises if the server stops answering or closes stdout
             COUNTS["raw_lines"] += 1
         result = (await raw.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]
-        assert result["isError"] and result["structuredContent"]["errors"][0]["code"] == "SEARCH_NOT_FOUND"
+        assert result["isError"]
+        assert result["structuredContent"]["errors"][0]["code"] == "SEARCH_NOT_FOUND"
         assert await raw.close() == 0
     # Every answer the server wrote, by case (a clean exit flushed them all before EOF).
     answered: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in GARBAGE}
@@ -719,7 +576,6 @@ async def test_garbage_on_stdin_never_stops_the_server(tmp_path: Path) -> None:
     assert answered["unknown method"][0]["error"]["code"] == -32601
     assert answered["arguments not an object"][0]["error"]["code"] == -32602
     assert tool_code("unknown tool") == "UNKNOWN_TOOL"
-    assert tool_code("invalid utf-8 inside a string") == "SEARCH_NOT_FOUND"  # decoded with U+FFFD
     assert tool_code("nul escape") == "SEARCH_NOT_FOUND"
     assert tool_code("8 MB string argument") == "SEARCH_NOT_FOUND"
     assert len(answered["many lines at once"]) == 500
@@ -728,27 +584,102 @@ async def test_garbage_on_stdin_never_stops_the_server(tmp_path: Path) -> None:
     assert "failed unexpectedly" not in stderr
 
 
-async def test_lines_the_sdk_cannot_parse_get_no_answer_but_the_next_line_does(tmp_path: Path) -> None:
-    """Known SDK behaviour (documented in docs/hardening.md): an unparsable line is dropped without a
-    JSON-RPC parse error, so a client that sends a lone surrogate or over-deep nesting waits for a
-    reply that never comes. The server itself carries on."""
+def _nested_argument(levels: int) -> bytes:
+    """A search_results call whose search_id is an array nested ``levels`` deep (the line is 3 more)."""
+    return _call_line(7, "search_results", '{"search_id":' + "[" * levels + "]" * levels + "}")
+
+
+# Lines the SDK's own reader dropped without an answer (all but two, before the line layer), each
+# with what it gets now: a JSON-RPC error (code, and whether the id is the line's own or null), or
+# the tool's code when the line is a well-formed call.
+HOSTILE: list[tuple[str, bytes, str]] = [
+    ("float id", b'{"jsonrpc":"2.0","id":7.5,"method":"ping"}\n', "-32600 null"),
+    ("bool id", b'{"jsonrpc":"2.0","id":true,"method":"ping"}\n', "-32600 null"),
+    ("array id", b'{"jsonrpc":"2.0","id":[7],"method":"ping"}\n', "-32600 null"),
+    ("object id", b'{"jsonrpc":"2.0","id":{"a":7},"method":"ping"}\n', "-32600 null"),
+    ("null id", _call_line(None, "diagnostics", "{}"), "-32600 null"),
+    ("batch", b'[{"jsonrpc":"2.0","id":7,"method":"ping"}]\n', "-32600 null"),
+    ("empty batch", b"[]\n", "-32600 null"),
+    ("scalar", b"42\n", "-32600 null"),
+    ("lone high surrogate", _call_line(7, "search_results", '{"search_id":"\\ud800x"}'), "-32700 null"),
+    ("lone low surrogate", _call_line(7, "link_references", '{"text":"\\udfff"}'), "-32700 null"),
+    ("invalid utf-8 in a string", _call_line(7, "search_results", '{"search_id":"@"}').replace(b"@", b"\xc3\x28"), "-32700 null"),
+    ("invalid utf-8 line", b"\xff\xfe\xfd\x80\n", "-32700 null"),
+    ("utf-16 surrogate as utf-8", _call_line(7, "search_results", '{"search_id":"@"}').replace(b"@", b"\xed\xa0\x80"), "-32700 null"),
+    ("raw CR inside a string", _call_line(7, "search_results", '{"search_id":"a\rb"}'), "-32700 null"),
+    ("raw CR between tokens", b'{"jsonrpc":"2.0",\r"id":7,"method":"tools/call","params":{"name":"search_results","arguments":{"search_id":"x"}}}\n', "SEARCH_NOT_FOUND"),
+    ("prose", b"hello, is anybody there?\n", "-32700 null"),
+    ("truncated request", b'{"jsonrpc":"2.0","id":7,"method":"tools/ca\n', "-32700 null"),
+    ("wrong jsonrpc version", b'{"jsonrpc":"1.0","id":7,"method":"ping"}\n', "-32600 own"),
+    ("no method", b'{"jsonrpc":"2.0","id":7}\n', "-32600 own"),
+    ("params not an object", b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":[1,2]}\n', "-32600 own"),
+    ("120 nested nots", _call_line(7, "structured_search", '{"expression":' + _nots(120) + "}"), "QUERY_TOO_COMPLEX"),
+    ("260-level expression", _call_line(7, "structured_search", '{"expression":' + _nots(130) + "}"), "QUERY_TOO_COMPLEX"),
+    ("260-level argument", _nested_argument(257), "INVALID_INPUT"),
+    ("50,000-deep array", _nested_argument(50_000), "-32700 null"),
+]
+
+
+async def _outcome(raw: RawServer, ident: int, seconds: float) -> str:
+    """What the server answered to the line sent with ``ident`` (or with an unusable id), within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            message = await raw.read(max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            return f"no answer within {seconds:g} s"
+        if "error" in message and message.get("id") in (ident, None):
+            return f"{message['error']['code']} {'null' if message['id'] is None else 'own'}"
+        if message.get("id") == ident:
+            return message["result"]["structuredContent"]["errors"][0]["code"]
+
+
+async def test_every_hostile_line_is_answered_within_a_second(tmp_path: Path) -> None:
+    """Each line gets its JSON-RPC error (or its tool's answer) within 1 s; the server keeps serving."""
     with open(tmp_path / "stderr.txt", "wb") as errlog:
-        raw = await RawServer.start(server_env(tmp_path / "data"), errlog)
-        for n, line in enumerate([
-            _call_line(7, "search_results", '{"search_id":"\\ud800x"}'),
-            _call_line(8, "structured_search", '{"expression":' + _nots(150) + "}"),
-        ]):
-            raw.send(line)
-            assert await raw.drain(20_000 + n) == []
-        ok = (await raw.request("tools/call", {"name": "structured_search", "arguments": {"expression": json.loads(_nots(40))}}))
-        assert ok["result"]["structuredContent"]["errors"][0]["code"] == "QUERY_TOO_COMPLEX"
-        assert await raw.close() == 0
+        raw = await RawServer.start(offline_params(tmp_path / "data"), errlog)
+        outcomes: dict[str, str] = {}
+        for n, (name, line, _) in enumerate(HOSTILE):
+            raw.send(line.replace(b'"id":7', b'"id":%d' % (3000 + n)))
+            outcomes[name] = await _outcome(raw, 3000 + n, 1.0)
+        listed = await raw.request("tools/list")
+        status = await raw.close()
+    COUNTS["hostile_lines_answered"] = sum(not got.startswith("no answer") for got in outcomes.values())
+    assert outcomes == {name: expected for name, _, expected in HOSTILE}
+    assert len(listed["result"]["tools"]) == len(TOOL_NAMES)
+    assert status == 0
+
+
+async def test_a_byte_order_mark_before_initialize_is_read_as_its_start(tmp_path: Path) -> None:
+    with open(tmp_path / "stderr.txt", "wb") as errlog:
+        raw = await RawServer.spawn(offline_params(tmp_path / "data"), errlog)
+        raw.send(b"\xef\xbb\xbf" + json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}).encode() + b"\n")
+        init = await raw.until(1, timeout=10)
+        status = await raw.close()
+    assert init["result"]["serverInfo"]["name"] == "cnki"
+    assert status == 0
+
+
+async def test_a_request_before_initialize_is_told_to_initialize_first(tmp_path: Path) -> None:
+    with open(tmp_path / "stderr.txt", "wb") as errlog:
+        raw = await RawServer.spawn(offline_params(tmp_path / "data"), errlog)
+        early = await raw.request("tools/list")
+        call = await raw.request("tools/call", {"name": "diagnostics", "arguments": {}})
+        pong = await raw.request("ping")
+        init = await raw.request("initialize", INIT_PARAMS)
+        status = await raw.close()
+    assert early["error"]["code"] == -32600
+    assert "initialize" in early["error"]["message"]
+    assert "initialize" in call["error"]["message"]
+    assert pong["result"] == {}
+    assert init["result"]["serverInfo"]["name"] == "cnki"
+    assert status == 0
 
 
 async def test_a_client_that_vanishes_mid_call_leaves_no_server_behind(tmp_path: Path) -> None:
     """stdin closed while calls are in flight: the server exits on its own, cleanly."""
     with open(tmp_path / "stderr.txt", "wb") as errlog:
-        raw = await RawServer.start(server_env(tmp_path / "data"), errlog)
+        raw = await RawServer.start(offline_params(tmp_path / "data"), errlog)
         for n in range(20):
             raw.send(_call_line(n, "search", json.dumps({"query": f"题{n}"})))
         raw.send(_call_line(99, "link_references", json.dumps({"text": "《题》" * 50})))
@@ -757,7 +688,7 @@ async def test_a_client_that_vanishes_mid_call_leaves_no_server_behind(tmp_path:
         assert time.monotonic() - started < 20
 
 
-def test_an_unknown_field_is_refused_even_when_null(mcp: McpServer) -> None:
+def test_an_unknown_field_is_refused_even_when_null(mcp: ThreadedClient) -> None:
     """Found by the generator above: a null unknown field used to be dropped like an unset optional one."""
     expect_error(mcp.call("diagnostics", {"": None}), "INVALID_INPUT")
     expect_error(mcp.call("search", {"query": "q", "options": {"shadow": None}}), "INVALID_INPUT")

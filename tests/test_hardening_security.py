@@ -32,7 +32,7 @@ from cnki_mcp.parse import _resolve, is_site_url, parse_detail
 from tests.fake_site import FakeSite
 from tests.kns import pages
 from tests.kns.server import KnsSimulator, Scenario
-from tests.harness import call_tool
+from tests.harness import ThreadedClient, call_tool, offline_params
 
 SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
 FIGURES: dict[str, int] = {"hostile_paths": 0, "written_outside": 0}
@@ -149,7 +149,7 @@ def test_export_filenames_that_escape_are_invalid(tmp_path: Path) -> None:
 
 
 def test_download_targets_over_mcp_never_leave_the_data_directory(tmp_path: Path) -> None:
-    from tests.test_hardening_input import McpServer, answer, server_env
+    from tests.test_hardening_input import answer
 
     data = tmp_path / "box" / "data"
     (data / "downloads").mkdir(parents=True)
@@ -165,7 +165,7 @@ def test_download_targets_over_mcp_never_leave_the_data_directory(tmp_path: Path
         {"filename": "x.pdf", "subdirectory": "a/../../b"}, {"filename": "x.pdf", "subdirectory": "NUL"},
         {"filename": "x.caj", "format": "pdf"}, {"subdirectory": "ok/链接/深"},
     ]
-    server = McpServer(server_env(data), tmp_path / "stderr.txt").start()
+    server = ThreadedClient(offline_params(data), tmp_path / "stderr.txt").start()
     try:
         for case in cases:
             result = server.call("download_paper", {"title": "本地没有的题名", **case})
@@ -174,13 +174,15 @@ def test_download_targets_over_mcp_never_leave_the_data_directory(tmp_path: Path
             if result.is_error:
                 assert data_out["errors"][0]["code"] in {"INVALID_FILENAME", "UNSAFE_OUTPUT_PATH", "INVALID_FORMAT"}, (case, data_out)
             else:  # a safe target: the operation starts and ends without a browser
-                assert case == {"subdirectory": "ok/链接/深"} and data_out["status"] in ("failed", "partial"), data_out
+                assert case == {"subdirectory": "ok/链接/深"}, data_out
+                assert data_out["status"] in ("failed", "partial"), data_out
     finally:
         server.close()
     escaped = outside(before, scan(box), os.path.relpath(data, box))
     FIGURES["written_outside"] += len(escaped)
-    assert not escaped and os.listdir(box / "victim") == []
-    assert (data / "downloads" / "ok" / "链接" / "深").is_dir()
+    assert not escaped
+    assert os.listdir(box / "victim") == []
+    assert not (data / "downloads" / "ok").exists()  # the safe folder made for the failed attempt is gone again
 
 
 # --- URLs -------------------------------------------------------------------------------------------------
@@ -402,7 +404,7 @@ def test_export_citations_over_mcp_neutralises_formulas_and_keeps_files_inside(t
     import csv
     import io
 
-    from tests.test_hardening_input import McpServer, answer, server_env
+    from tests.test_hardening_input import answer
 
     box = tmp_path / "box"
     data = box / "data"
@@ -411,7 +413,7 @@ def test_export_citations_over_mcp_neutralises_formulas_and_keeps_files_inside(t
     (box / "victim").mkdir()
     (data / "exports" / "planted.csv").symlink_to(box / "victim" / "target.csv")  # dangling on purpose
     before = scan(box)
-    server = McpServer(server_env(data), tmp_path / "stderr.txt").start()
+    server = ThreadedClient(offline_params(data), tmp_path / "stderr.txt").start()
     try:
         exported = answer(server.call("export_citations", {"record_refs": refs, "format": "csv"}))
         rows = list(csv.reader(io.StringIO(exported["data"]["text"].lstrip("\ufeff"))))
@@ -431,16 +433,17 @@ def test_export_citations_over_mcp_neutralises_formulas_and_keeps_files_inside(t
         server.close()
     escaped = outside(before, scan(box), os.path.relpath(data, box))
     FIGURES["written_outside"] += len(escaped)
-    assert not escaped and os.listdir(box / "victim") == []
+    assert not escaped
+    assert os.listdir(box / "victim") == []
 
 
 def test_an_absolute_export_name_is_invalid_not_an_existence_oracle(tmp_path: Path) -> None:
     """The name is checked before app.export_citations asks whether exports/<name> exists."""
-    from tests.test_hardening_input import McpServer, answer, server_env
+    from tests.test_hardening_input import answer
 
     data = tmp_path / "data"
     refs = _seed_formula_papers(data)
-    server = McpServer(server_env(data), tmp_path / "stderr.txt").start()
+    server = ThreadedClient(offline_params(data), tmp_path / "stderr.txt").start()
     try:
         for name in ("/etc/passwd", "../research.json"):
             result = answer(server.call("export_citations", {"record_refs": refs, "filename": name}))
@@ -468,10 +471,10 @@ async def _devtools(profile: Path, method: str, params: dict[str, Any]) -> dict[
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-async def test_no_cookie_token_or_invoice_reaches_results_logs_or_snapshots(kns: KnsSimulator, chromium: str, tmp_path: Path) -> None:
+async def test_no_cookie_token_or_invoice_reaches_results_logs_or_snapshots(kns: KnsSimulator, tmp_path: Path) -> None:
     import secrets
 
-    from tests.test_hardening_faults import FINAL, seed_papers, sim_env, sim_server
+    from tests.test_hardening_faults import seed_papers, sim_server
 
     data = tmp_path / "data"
     refs = seed_papers(data, kns, 2)
@@ -479,8 +482,8 @@ async def test_no_cookie_token_or_invoice_reaches_results_logs_or_snapshots(kns:
     cookies = {"SID_kns8": f"sid-{secrets.token_hex(16)}", "Ecp_Session": f"tok-{secrets.token_hex(16)}"}
     replies: list[dict[str, Any]] = []
     with open(tmp_path / "stderr.txt", "ab") as errlog:
-        async with sim_server(sim_env(data, kns, chromium, CNKI_LOG_LEVEL="DEBUG"), errlog) as mcp:
-            replies.append(await mcp.until(await mcp.call("session_status", refresh=True), FINAL))
+        async with sim_server(data, kns, errlog, CNKI_LOG_LEVEL="DEBUG") as mcp:
+            replies.append(await mcp.wait(await mcp.call("session_status", {"refresh": True})))
             profile = data / "browser" / "profile"
             await _devtools(profile, "Storage.setCookies", {"cookies": [
                 {"name": name, "value": value, "domain": ".cnki.net", "path": "/", "secure": True, "httpOnly": True}
@@ -495,19 +498,22 @@ async def test_no_cookie_token_or_invoice_reaches_results_logs_or_snapshots(kns:
                 ("download_paper", {"record_ref": refs[1], "format": "pdf"}),
                 ("session_status", {"refresh": True}),
             ):
-                replies.append(await mcp.until(await mcp.call(tool, **args), FINAL))
-            replies.append(await mcp.call("diagnostics"))
+                replies.append(await mcp.wait(await mcp.call(tool, args)))
+            replies.append(await mcp.call("diagnostics", {}))
             # The 2026 reader: its JSON is refused after the page used the invoice, so the JSON (with
             # invoice-bearing figure links) is saved as a snapshot and the rendered page is read.
             kns.configure(reader_generation="kreader", reader_data="once")
-            replies.append(await mcp.until(await mcp.call("read_online_html", record_ref=refs[1]), FINAL))
+            replies.append(await mcp.wait(await mcp.call("read_online_html", {"record_ref": refs[1]})))
             # The secrets were really in play: the browser still holds the cookies for every cnki.net request.
             held = (await _devtools(profile, "Storage.getCookies", {}))["cookies"]
             assert {c["value"] for c in held if c["domain"] == ".cnki.net"} >= set(cookies.values())
     tokens = {r.query[key] for r in kns.requests for key in ("invoice", "nonce") if r.query.get(key)}
-    assert tokens and replies[4]["status"] == "completed" and replies[5]["status"] == "completed", replies[4:6]
+    assert tokens, replies[4:6]
+    assert replies[4]["status"] == "completed", replies[4:6]
+    assert replies[5]["status"] == "completed", replies[4:6]
     snapshots = list((data / "diagnostics").glob("*.html"))
-    assert snapshots and list((data / "diagnostics").glob("reader-data-*.json"))
+    assert snapshots
+    assert list((data / "diagnostics").glob("reader-data-*.json"))
     assert replies[-1]["status"] == "completed", replies[-1]
     haystacks = {"results": json.dumps(replies, ensure_ascii=False), "stderr": (tmp_path / "stderr.txt").read_text("utf-8", "replace")}
     for path in data.rglob("*"):

@@ -151,6 +151,31 @@ async def test_cancel_ends_a_running_operation_quickly(jobs: Jobs) -> None:
     assert (await jobs.status(None, 0)).status == "idle"
 
 
+async def test_without_an_id_only_the_one_live_operation_is_acted_on(jobs: Jobs) -> None:
+    async def work(ctx: OperationContext) -> None:
+        await asyncio.sleep(60)
+
+    first = jobs.start("metadata", kind_budget("metadata"), work)
+    alone = await jobs.status(None, 0)
+    second = jobs.start("export", kind_budget("export"), work)
+    with pytest.raises(CnkiError) as ambiguous:
+        await jobs.cancel(None)
+    status_error = None
+    try:
+        await jobs.status(None, 0)
+    except CnkiError as exc:
+        status_error = exc.code
+
+    assert alone.operation_id == first.record.operation_id
+    assert ambiguous.value.code == "OPERATION_ID_REQUIRED"
+    assert ambiguous.value.details["operation_ids"] == sorted([first.record.operation_id, second.record.operation_id])
+    assert status_error == "OPERATION_ID_REQUIRED"
+    assert first.record.status == "running"
+    assert second.record.status == "running"
+    await jobs.cancel(first.record.operation_id)
+    await jobs.cancel(second.record.operation_id)
+
+
 async def test_status_of_unknown_and_stored_operations(jobs: Jobs) -> None:
     with pytest.raises(CnkiError) as unknown:
         await jobs.status("op_000000000000000000000000", 0)
@@ -296,3 +321,22 @@ async def test_checkpoint_carries_active_time_and_errors_are_readable(jobs: Jobs
     assert view.result == ["DOCUMENT_NOT_FOUND"]
     assert job.record.checkpoint == {"phase": 1}
     assert job.record.active_seconds >= 0.2
+
+
+async def test_the_inline_wait_counts_from_the_start_of_the_call(jobs: Jobs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Time the call spent before its operation (planning with the client's model) is part of the inline wait."""
+    monkeypatch.setenv("CNKI_INLINE_WAIT_SECONDS", "3")
+
+    class Call:
+        started = time.monotonic() - 2.5  # the call arrived 2.5 s ago
+
+    async def work(ctx: OperationContext) -> None:
+        await asyncio.sleep(30)
+
+    job = jobs.start("metadata", kind_budget("metadata"), work)
+    begun = time.monotonic()
+    view = await jobs.inline(job, Call())
+    waited = time.monotonic() - begun
+    await jobs.cancel(view.operation_id)
+    assert view.status == "running"
+    assert waited < 1.5

@@ -24,7 +24,6 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 INSTALLERS = REPO / "installers"
 POSIX_SCRIPTS = ("安装设置.sh", "安装设置.command")
-FINAL = {"completed", "partial", "failed", "skipped", "cancelled", "interrupted"}
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -443,12 +442,6 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _payload(result: Any) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(result.content[0].text)
-    assert data == result.structured_content
-    return data
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Linux-x64 archive built by packaging/build.py (the bundle and checksums lie beside it)."""
@@ -513,42 +506,40 @@ async def _talk_to_frozen_server(
     command: str, args: list[str], env: dict[str, str], cwd: Path, served_tools: list[Any], sim: Any
 ) -> None:
     """initialize, tools/list, diagnostics, then a structured_search through the simulator."""
-    from mcp import Client, StdioServerParameters
+    from mcp import StdioServerParameters
 
     from cnki_mcp.server import schema_document
+    from tests.harness import McpSession, payload
 
     source_tools = (await schema_document())["tools"]
     parameters = StdioServerParameters(command=command, args=args, env=env, cwd=str(cwd))
-    async with Client(parameters, read_timeout_seconds=60) as client:
-        assert client.server_info is not None and client.server_info.name == "cnki"
+    async with McpSession.serving(parameters, read_timeout=60) as mcp:
+        client = mcp.client
+        assert client.server_info is not None
+        assert client.server_info.name == "cnki"
         assert client.server_info.version == build.project_version()
 
         listing = await client.list_tools()
         tools = listing.model_dump(mode="json", by_alias=True, exclude_none=True)["tools"]
         assert tools == served_tools == source_tools
 
-        diagnostics = await client.call_tool("diagnostics", {})
+        diagnostics = await mcp.result("diagnostics", {})
         assert not diagnostics.is_error
-        report = _payload(diagnostics)
+        report = payload(diagnostics)
         assert report["version"] == build.project_version()
         assert report["data_dir"] == env["CNKI_DATA_DIR"]
 
         term = "违约金"
-        reply = await client.call_tool(
-            "structured_search", {"expression": {"field": "title", "value": term}, "limit": 10},
-        )
-        record = _payload(reply)
+        reply = await mcp.result("structured_search", {"expression": {"field": "title", "value": term}, "limit": 10})
+        record = payload(reply)
         assert not reply.is_error, record
-        deadline = time.monotonic() + 300
-        while record["status"] not in FINAL and time.monotonic() < deadline:
-            record = _payload(await client.call_tool(
-                "operation_status", {"operation_id": record["operation_id"], "wait_seconds": 55},
-            ))
+        record = await mcp.wait(record, timeout=300)
         assert record["status"] == "completed", record
         search_id = record["result"]["search_id"]
-        page = _payload(await client.call_tool("search_results", {"search_id": search_id, "view": "titles"}))
+        page = await mcp.call("search_results", {"search_id": search_id, "view": "titles"})
         titles = [row["title"] for row in page["results"]]
-        assert titles and all(term in title for title in titles), titles
+        assert titles, titles
+        assert all(term in title for title in titles), titles
         assert sim.count("grid") >= 1  # the frozen server's Chromium really went to the simulated CNKI
 
 
@@ -590,10 +581,12 @@ def test_frozen_bundle_validates_and_serves_as_claude_desktop_runs_it(built: Pat
 
 
 async def _diagnostics_through(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
-    from mcp import Client, StdioServerParameters
+    from mcp import StdioServerParameters
+
+    from tests.harness import McpSession
 
     parameters = StdioServerParameters(command=config["command"], args=config["args"], env={**env, **config["env"]})
-    async with Client(parameters, read_timeout_seconds=60) as client:
-        tools = (await client.list_tools()).tools
-        report = _payload(await client.call_tool("diagnostics", {}))
+    async with McpSession.serving(parameters, read_timeout=60) as mcp:
+        tools = (await mcp.client.list_tools()).tools
+        report = await mcp.call("diagnostics", {})
     return {**report, "tools": len(tools)}

@@ -1,9 +1,8 @@
-"""Parsers against the saved CNKI samples (/work/shared/cnki-samples), the reference fixtures of
-site.md §10.3 and our own fixture pages for each variant real-pages.md reports."""
+"""Parsers against saved CNKI samples (``tests/fixtures/cnki-samples``, with their origins) and our own
+fixture pages for each reported variant of the real site (``tests/fixtures/pages``)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ from cnki_mcp.page_state import (
     refusal_in_url,
 )
 
-SAMPLES = Path(os.environ.get("CNKI_SAMPLES_DIR", "/work/shared/cnki-samples"))
+SAMPLES = Path(__file__).parent / "fixtures" / "cnki-samples"
 PAGES = Path(__file__).parent / "fixtures" / "pages"
 GRID_URL = "https://kns.cnki.net/kns8s/brief/grid"
 DETAIL_URL = "https://kns.cnki.net/kcms2/article/abstract?v=tok&uniplatform=NZKPT"
@@ -37,10 +36,7 @@ READER_URL = "https://kns.cnki.net/nzkhtml/xmlRead/xml.html?fileName=X&tableName
 
 
 def sample(name: str) -> str:
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip(f"sample {name} not available")
-    return path.read_text(encoding="utf-8")
+    return (SAMPLES / name).read_text(encoding="utf-8")
 
 
 def page(name: str) -> str:

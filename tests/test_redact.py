@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import stat
 from pathlib import Path
 
+import pytest
+
 from cnki_mcp.errors import CnkiError
-from cnki_mcp.redact import client_url, is_secret_key, redact_markup, redact_url, without_secrets
+from cnki_mcp.redact import LogRedaction, client_url, is_secret_key, redact_markup, redact_page, redact_url, without_secrets
 from cnki_mcp.snapshots import SNAPSHOT_KEEP, save_snapshot
 
 READER_URL = (
@@ -50,7 +53,67 @@ def test_redact_markup_removes_secrets_and_keeps_the_rest() -> None:
         assert secret not in cleaned, secret
     assert "uniplatform=NZKPT" in cleaned
     assert "loginType=trialRead" in cleaned
-    assert 'value="visible"' in cleaned
+
+
+def test_every_inputs_value_and_textarea_is_redacted() -> None:
+    html = '<input value="typed by the user" type="text"><textarea name="q">我的笔记</textarea>'
+
+    cleaned = redact_markup(html)
+
+    assert cleaned == '<input value="REDACTED" type="text"><textarea name="q">REDACTED</textarea>'
+
+
+@pytest.mark.parametrize(
+    ("script", "secret"),
+    [
+        ("xhr.setRequestHeader(\"Authorization\", \"Basic QWxhZGRpbjpvcGVu\")", "QWxhZGRpbjpvcGVu"),
+        ("headers = {Authorization: 'Token abc'}", "Token abc"),
+        ("fetch(u, {headers: {'X-Auth-Token': 'AUTH42'}})", "AUTH42"),
+        ("var jwt = \"eyJhbGciOi.J9.sig\";", "eyJhbGciOi"),
+        ("var cfg = {pwd: 'hunter2', vpn_ticket: 'VT9'};", "hunter2"),
+    ],
+)
+def test_secret_values_in_scripts_are_redacted(script: str, secret: str) -> None:
+    cleaned = redact_markup(f"<script>{script}</script>")
+
+    assert secret not in cleaned
+
+
+def test_query_and_fragment_keys_match_by_substring() -> None:
+    text = '<a href="https://x.cnki.net/p?my_access_token=A1#session_pwd=P2&page=3">'
+
+    cleaned = redact_markup(text)
+
+    assert cleaned == '<a href="https://x.cnki.net/p?my_access_token=REDACTED#session_pwd=REDACTED&page=3">'
+
+
+def test_user_ids_in_data_attributes_are_redacted_and_paper_ids_kept() -> None:
+    html = '<div data-userid="U42" data-account-name=\'alice\' data-filename="ZGYK202401001">'
+
+    cleaned = redact_markup(html)
+
+    assert cleaned == '<div data-userid="REDACTED" data-account-name="REDACTED" data-filename="ZGYK202401001">'
+
+
+def test_a_kept_page_cannot_run() -> None:
+    html = (
+        '<body onload="boot()"><script src="/a.js"></script><script>steal(document.cookie)</script>'
+        '<a href="javascript:go(1)" onclick=\'x()\'>go</a><p>正文</p></body>'
+    )
+
+    kept = redact_page(html)
+
+    assert kept == (
+        '<body><script><!-- removed --></script><script><!-- removed --></script><a href="#">go</a><p>正文</p></body>'
+    )
+
+
+def test_log_lines_are_redacted() -> None:
+    record = logging.LogRecord("cnki_mcp", logging.INFO, __file__, 1, "fetching %s", ("https://x/r?invoice=INV1",), None)
+
+    LogRedaction().filter(record)
+
+    assert record.getMessage() == "fetching https://x/r?invoice=REDACTED"
 
 
 def test_redact_markup_covers_json_text() -> None:

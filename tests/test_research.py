@@ -489,10 +489,12 @@ class _Ctx:
 
     def __init__(self, reply: str | None) -> None:
         self.reply = reply
-        self.asked: list[tuple[str, str, int]] = []
+        self.asked: list[tuple[str, str, int, float]] = []
 
-    async def sample(self, system: str, user: str, max_tokens: int) -> str | None:
-        self.asked.append((system, user, max_tokens))
+    async def sample(self, system: str, user: str, max_tokens: int, timeout: float) -> str | None:
+        self.asked.append((system, user, max_tokens, timeout))
+        if self.reply == "never":
+            raise TimeoutError
         return self.reply
 
 
@@ -505,15 +507,31 @@ class _Ctx:
         ('[["' + "长" * 81 + '"]]', "lexical", [["自动驾驶"], ["产品责任"]]),
     ],
 )
-async def test_planning_at_the_tool_entry(reply: str | None, method: str, concepts: list[list[str]]) -> None:
+async def test_planning_at_the_tool_entry(
+    reply: str | None, method: str, concepts: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from cnki_mcp.tools import parse_arguments
     from cnki_mcp.research import plan_search
 
+    monkeypatch.delenv("CNKI_INLINE_WAIT_SECONDS", raising=False)  # the default 40 s: planning waits 15 s
     args = parse_arguments("search", {"query": "自动驾驶 产品责任"})
     ctx = _Ctx(reply)
     plan = await plan_search(args, ctx)
     assert plan.method == method and plan.concepts == concepts
     assert bool(plan.warnings) == (method == "lexical")
-    assert len(ctx.asked) == 1 and ctx.asked[0][1:] == ("自动驾驶 产品责任", 1200)
+    assert len(ctx.asked) == 1 and ctx.asked[0][1:] == ("自动驾驶 产品责任", 1200, 15.0)
     explicit = parse_arguments("search", {"query": "x", "concept_groups": [["甲"]]})
     assert (await plan_search(explicit, ctx)).method == "explicit" and len(ctx.asked) == 1
+
+
+async def test_a_sampling_timeout_falls_back_to_lexical_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cnki_mcp.research import plan_search
+    from cnki_mcp.tools import parse_arguments
+
+    monkeypatch.setenv("CNKI_INLINE_WAIT_SECONDS", "10")
+    ctx = _Ctx("never")
+    plan = await plan_search(parse_arguments("search", {"query": "自动驾驶 产品责任"}), ctx)
+    assert plan.method == "lexical"
+    assert plan.concepts == [["自动驾驶"], ["产品责任"]]
+    assert "4 秒内没有回复" in plan.warnings[0]
+    assert ctx.asked[0][3] == 4.0

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,8 +22,9 @@ from cnki_mcp.app import App
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.jobs import OperationContext, kind_budget
 from cnki_mcp.model import Budget
+from cnki_mcp.query import LEXICAL_WARNING, SAMPLING_UNUSABLE_WARNING
 from tests.fake_site import FakeSite, sim_paper
-from tests.harness import call_tool
+from tests.harness import RawServer, call_tool, processes_on, serve_params
 
 QUERY = {"query": "自动驾驶 产品责任"}
 FULL_RUN = 17 + 100 + 15
@@ -252,7 +251,9 @@ async def test_an_unusable_sampling_reply_falls_back_to_lexical(app: App) -> Non
 
     async with Client(server.build_server(app), mode="legacy", sampling_callback=sampling) as client:
         result = await client.call_tool("search", {**QUERY, "options": {"metadata": "basic"}})
-    assert result.structured_content["result"]["plan"]["method"] == "lexical"
+    plan = result.structured_content["result"]["plan"]
+    assert plan["method"] == "lexical"
+    assert plan["warnings"] == [SAMPLING_UNUSABLE_WARNING, LEXICAL_WARNING]
 
 
 async def test_a_client_without_sampling_gets_the_lexical_plan(app: App) -> None:
@@ -269,87 +270,19 @@ async def test_a_client_without_sampling_gets_the_lexical_plan(app: App) -> None
 
 # --- end to end: SIGKILL the real server mid-search, restart it, continue -------------------------------
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-class _RawServer:
-    """``python -m cnki_mcp serve`` over stdio, spoken to line by line so it can be killed at will."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self._next = 1
-
-    @classmethod
-    async def start(cls, env: dict[str, str], errlog: Any) -> _RawServer:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "cnki_mcp", "serve", cwd=REPO, env=env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
-        )
-        raw = cls(proc)
-        await raw.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
-        raw._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return raw
-
-    def _send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        ident, self._next = self._next, self._next + 1
-        self._send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
-        assert self.proc.stdout is not None
-        while True:
-            line = await asyncio.wait_for(self.proc.stdout.readline(), 120)
-            assert line, "the server closed stdout"
-            message = json.loads(line)
-            if message.get("id") == ident:
-                return message["result"]
-
-    async def tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return (await self.request("tools/call", {"name": name, "arguments": arguments}))["structuredContent"]
-
-    async def until_final(self, op_id: str, timeout: float = 240) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        view = await self.tool("operation_status", {"operation_id": op_id})
-        while view["status"] in ("running", "awaiting_user") and time.monotonic() < deadline:
-            view = await self.tool("operation_status", {"operation_id": op_id, "wait_seconds": 20})
-        return view
-
-    async def close(self) -> None:
-        if self.proc.returncode is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                await asyncio.wait_for(self.proc.wait(), 20)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
-
 
 def _v(url: str) -> str:
     return dict(parse_qsl(urlsplit(url).query)).get("v", "")
 
 
-def _kill_tree_on(profile: Path) -> None:
-    for process in psutil.process_iter(["cmdline"]):
-        if any(str(profile) in arg for arg in process.info.get("cmdline") or []):
-            with contextlib.suppress(psutil.Error):
-                process.kill()
-
-
 @pytest.mark.browser
-async def test_sigkill_mid_search_then_continue_repeats_nothing(kns: Any, chromium: str, tmp_path: Path) -> None:
+async def test_sigkill_mid_search_then_continue_repeats_nothing(kns: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("CNKI_")},
-        "CNKI_DATA_DIR": str(data), "CNKI_HEADLESS": "1", "CNKI_BROWSER_PATH": chromium,
-        "CNKI_BROWSER_ARGS": kns.browser_args, "CNKI_REQUEST_INTERVAL_MS": "10", "CNKI_INLINE_WAIT_SECONDS": "1",
-    }
     # After 8 detail pages the site stops answering them: the process is killed while they hang.
     kns.fault("detail", "delay", seconds=60, after=8)
     with open(tmp_path / "stderr.txt", "wb") as errlog:
-        first = await _RawServer.start(env, errlog)
-        started = await first.tool("search", {"query": "自动驾驶"})
+        first = await RawServer.start(serve_params(data, kns.browser_args, CNKI_INLINE_WAIT_SECONDS="1"), errlog, read_timeout=120)
+        started = await first.call("search", {"query": "自动驾驶"})
         op_id = started["operation_id"]
         deadline = time.monotonic() + 120
         while kns.count("detail") < 9 and time.monotonic() < deadline:
@@ -358,28 +291,33 @@ async def test_sigkill_mid_search_then_continue_repeats_nothing(kns: Any, chromi
         await asyncio.sleep(4.5)  # two flushes (every 2 s) after the last answered request
         first.proc.kill()
         await first.proc.wait()
-        _kill_tree_on(data / "browser")
+        for process in processes_on(data / "browser"):
+            with contextlib.suppress(psutil.Error):
+                process.kill()
         kns.configure(faults=[])
 
         persisted = msgspec.json.decode((data / "research.json").read_bytes())
         checkpoint = persisted["operations"][op_id]["checkpoint"]
-        assert checkpoint["retrieved"] is True and not checkpoint.get("enriched")
+        assert checkpoint["retrieved"] is True
+        assert not checkpoint.get("enriched")
         done_details = {_v(p.get("locator") or p["url"]) for p in persisted["papers"].values() if p.get("detail_observed_at")}
         done_journals = {q["source_url"] for q in persisted["sources"].values()}
-        assert len(done_details) >= 5 and done_journals  # a few of the first pages may not parse
+        assert len(done_details) >= 5  # a few of the first pages may not parse
+        assert done_journals
         seen = len(kns.requests)
 
-        second = await _RawServer.start({**env, "CNKI_INLINE_WAIT_SECONDS": "50"}, errlog)
+        second = await RawServer.start(serve_params(data, kns.browser_args, CNKI_INLINE_WAIT_SECONDS="50"), errlog, read_timeout=120)
         try:
-            interrupted = await second.tool("operation_status", {"operation_id": op_id})
+            interrupted = await second.call("operation_status", {"operation_id": op_id})
             assert interrupted["status"] == "interrupted"
-            await second.tool("operation_control", {"action": "continue", "operation_id": op_id})
-            final = await second.until_final(op_id)
+            await second.call("operation_control", {"action": "continue", "operation_id": op_id})
+            final = await second.wait(await second.call("operation_status", {"operation_id": op_id}), timeout=240)
         finally:
             await second.close()
     assert final["status"] in ("completed", "partial"), final
     result = final["result"]
-    assert result["search_id"] == op_id and result["candidate_count"] >= 20
+    assert result["search_id"] == op_id
+    assert result["candidate_count"] >= 20
     later = kns.requests[seen:]
     assert not done_details & {_v(r.url) for r in later if r.endpoint == "detail"}
     assert not done_journals & {r.url for r in later if r.endpoint == "journal"}

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.types import TextContent
+from mcp import ClientSession, stdio_client
+from mcp.types import CreateMessageRequestParams, CreateMessageResult
 
 from cnki_mcp import __version__, server
 from cnki_mcp.errors import CnkiError
-
-REPO = Path(__file__).resolve().parents[1]
-SERVE = [sys.executable, "-m", "cnki_mcp", "serve"]
+from tests.harness import SERVE, McpSession, RawServer, offline_params, payload, serve_params
 
 # One row per rejection; every tool appears at least once. Validation happens before the app runs,
 # so none of these depends on which tools can reach CNKI yet.
@@ -51,25 +49,14 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-def params(data_dir: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=SERVE[0], args=SERVE[1:], env={"CNKI_DATA_DIR": str(data_dir)}, cwd=REPO)
-
-
-def payload(result: Any) -> dict[str, Any]:
-    assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
-    data = json.loads(result.content[0].text)
-    assert data == result.structured_content
-    return data
-
-
 def test_the_table_covers_every_tool() -> None:
     assert {t.name for t in server.TOOLS} <= {tool for tool, _, _ in INVALID}
 
 
 async def test_default_sdk_handshake(tmp_path: Path) -> None:
-    async with Client(params(tmp_path), read_timeout_seconds=20) as client:
-        tools = (await client.list_tools()).tools
-        diagnostics = payload(await client.call_tool("diagnostics", {}))
+    async with McpSession.serving(serve_params(tmp_path), read_timeout=20) as mcp:
+        tools = (await mcp.client.list_tools()).tools
+        diagnostics = await mcp.call("diagnostics", {})
     assert len(tools) == 13
     assert diagnostics["version"] == __version__
     assert diagnostics["data_dir"] == str(tmp_path)
@@ -78,9 +65,11 @@ async def test_default_sdk_handshake(tmp_path: Path) -> None:
 
 async def test_legacy_handshake_round_trip_and_invalid_table(tmp_path: Path) -> None:
     failures: list[str] = []
-    async with Client(params(tmp_path), mode="legacy", read_timeout_seconds=20) as client:
+    async with McpSession.serving(serve_params(tmp_path), mode="legacy", read_timeout=20) as mcp:
+        client = mcp.client
         assert client.protocol_version.startswith("2025-")
-        assert client.server_info is not None and client.server_info.name == "cnki"
+        assert client.server_info is not None
+        assert client.server_info.name == "cnki"
         assert client.instructions == server.guide_text()
 
         tools = (await client.list_tools()).tools
@@ -96,10 +85,10 @@ async def test_legacy_handshake_round_trip_and_invalid_table(tmp_path: Path) -> 
         assert research.messages[0].content.text == "深度检索以下研究问题：分层作业"
         assert review.messages[0].content.text.endswith("逐项链接证据：分层作业")
 
-        assert payload(await client.call_tool("diagnostics", {}))["version"] == __version__
+        assert (await mcp.call("diagnostics", {}))["version"] == __version__
 
         for tool, arguments, code in INVALID:
-            result = await client.call_tool(tool, arguments)
+            result = await mcp.result(tool, arguments)
             data = payload(result)
             got = [e.get("code") for e in data.get("errors", [])]
             if not (result.is_error and data.get("status") == "failed" and got == [code]):
@@ -107,36 +96,20 @@ async def test_legacy_handshake_round_trip_and_invalid_table(tmp_path: Path) -> 
 
         # Still serving after the whole table, and validation never launched the browser
         # (search_results did open the store, so diagnostics now reports it).
-        after = payload(await client.call_tool("diagnostics", {}))
+        after = await mcp.call("diagnostics", {})
     assert not failures, "\n".join(failures)
     assert after["status"] == "completed"
-    assert "store" in after and after["browser"]["running"] is False
-
-
-async def _read_message(stdout: asyncio.StreamReader) -> dict[str, Any]:
-    line = await asyncio.wait_for(stdout.readline(), timeout=20)
-    assert line, "the server closed stdout"
-    return json.loads(line)
+    assert "store" in after
+    assert after["browser"]["running"] is False
 
 
 async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
     with open(tmp_path / "stderr.txt", "wb") as errlog:
-        proc = await asyncio.create_subprocess_exec(
-            *SERVE,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=errlog,
-            cwd=REPO,
-            env={**_base_env(), "CNKI_DATA_DIR": str(tmp_path / "data")},
-        )
-        assert proc.stdin is not None and proc.stdout is not None
-
-        def send(message: dict[str, Any] | str) -> None:
-            text = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
-            proc.stdin.write(text.encode("utf-8") + b"\n")
-
+        raw = await RawServer.spawn(serve_params(tmp_path / "data"), errlog)
+        proc = raw.proc
+        assert proc.stdin is not None
         try:
-            send(
+            raw.post(
                 {
                     "jsonrpc": "2.0",
                     "id": 1,
@@ -144,20 +117,20 @@ async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
                     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
                 }
             )
-            init = await _read_message(proc.stdout)
+            init = await raw.read()
             assert init["id"] == 1
             assert init["result"]["protocolVersion"] == "2025-06-18"
             assert init["result"]["serverInfo"]["name"] == "cnki"
             assert init["result"]["instructions"] == server.guide_text()
             assert {"tools", "resources", "prompts"} <= set(init["result"]["capabilities"])
 
-            send("this is not json {{{")
-            send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-            send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "search", "arguments": {"query": ""}}})
+            raw.send(b"this is not json {{{\n")
+            raw.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            raw.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+            raw.post({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "search", "arguments": {"query": ""}}})
             answers: dict[int, dict[str, Any]] = {}
             while len(answers) < 2:
-                message = await _read_message(proc.stdout)
+                message = await raw.read()
                 if message.get("id") in (2, 3):
                     answers[message["id"]] = message
             listed = answers[2]["result"]["tools"]
@@ -177,14 +150,10 @@ async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
                 pytest.fail("the server did not stop after stdin closed")
 
 
-def _base_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "CNKI_DATA_DIR"}
-
-
 async def test_protocol_probe_passes_against_the_real_server() -> None:
     # The argv as a client configuration holds it (already ending with "serve"); the failing probe
     # below covers the form without it.
-    report = await server.protocol_probe(SERVE, timeout=30)
+    report = await server.protocol_probe(list(SERVE), timeout=30)
     assert report == {"passed": True, "transport": "stdio", "tools": 13, "version": __version__, "browser_started": False}
 
 
@@ -193,3 +162,33 @@ async def test_protocol_probe_reports_a_child_that_is_not_a_server() -> None:
         await server.protocol_probe([sys.executable, "-c", "import sys; print('你好', file=sys.stderr)"], timeout=10)
     assert caught.value.code == "PROTOCOL_CHECK_FAILED"
     assert "你好" in caught.value.message  # the child's own output explains the failure
+
+
+@pytest.mark.slow
+async def test_a_client_that_never_answers_sampling_gets_its_search_within_the_inline_wait(tmp_path: Path) -> None:
+    """The client declares sampling and never answers: planning waits 4 s (40 % of a 10 s inline wait),
+    says so in progress meanwhile, falls back to the lexical plan and says why."""
+    params = offline_params(tmp_path / "data", CNKI_INLINE_WAIT_SECONDS="10")  # the operation ends at once
+    progress: list[str] = []
+
+    async def never(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    with open(tmp_path / "stderr.txt", "w", encoding="utf-8") as errlog:
+        async with stdio_client(params, errlog=errlog) as streams:
+            async with ClientSession(*streams, sampling_callback=never) as session:
+                await session.initialize()
+                started = time.monotonic()
+                result = await asyncio.wait_for(
+                    session.call_tool("search", {"query": "自动驾驶 产品责任"}, progress_callback=on_progress), 30
+                )
+                took = time.monotonic() - started
+    plan = result.structured_content["result"]["plan"]  # type: ignore[index]
+    assert 4 <= took < 10
+    assert plan["method"] == "lexical"
+    assert "4 秒内没有回复" in plan["warnings"][0]
+    assert any("等待客户端模型" in message for message in progress)

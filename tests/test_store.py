@@ -71,9 +71,9 @@ def test_open_creates_layout(tmp_path: Path) -> None:
     store = Store.open(root)
     try:
         assert store.root == root
-        for name in ("downloads", "exports", "diagnostics"):
+        for name in ("downloads", "exports", "diagnostics", "browser"):
             assert (root / name).is_dir()
-        assert not (root / "browser").exists()  # only a started browser makes its profile
+        assert not (root / "browser" / "profile").exists()  # only a started browser makes its profile
         assert store.downloads_dir == root / "downloads"
         assert store.exports_dir == root / "exports"
         assert store.browser_dir == root / "browser"
@@ -82,6 +82,7 @@ def test_open_creates_layout(tmp_path: Path) -> None:
         assert store.data == StoreData()
         if os.name == "posix":
             assert mode_of(root) == 0o700
+            assert mode_of(root / "browser") == 0o700
             assert mode_of(root / "cnki.lock") == 0o600
         # Nothing changed yet, so nothing is written.
         assert store.flush() is False
@@ -150,7 +151,7 @@ async def test_flush_loop_and_async_close(tmp_path: Path, monkeypatch: pytest.Mo
             break
         await asyncio.sleep(0.02)
     assert len(msgspec.json.decode(path.read_bytes(), type=StoreData).papers) == 1
-    assert store.last_flush_at
+    assert store.save.saved_at
     store.put_paper(sample_paper(2))
     await store.close()
     assert len(msgspec.json.decode(path.read_bytes(), type=StoreData).papers) == 2
@@ -197,12 +198,12 @@ def test_failed_flush_stays_dirty(tmp_path: Path) -> None:
     blocker.mkdir()  # opening the temp file now fails
     assert store.flush() is False
     assert store.dirty
-    assert store.last_flush_error
+    assert store.save.error
     assert not (tmp_path / "research.json").exists()
     blocker.rmdir()
     assert store.flush() is True
     assert not store.dirty
-    assert store.last_flush_error == ""
+    assert store.save.error == ""
     store.close_sync()
 
 
@@ -220,9 +221,8 @@ def unreadable_files(root: Path) -> list[Path]:
         b"",
         b"\x00\x01garbage",
         b"[]",
-        b'{"version": 5, "papers": {"rec_1": {"title": 42}}}',
+        b'{"version": "5"}',
         b'{"version": 4, "papers": {}}',
-        b'{"version": 6}',
     ],
 )
 def test_unreadable_store_is_set_aside(tmp_path: Path, content: bytes) -> None:
