@@ -42,10 +42,12 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
     else:
         checks.append(_config_check(root))
     try:
-        report.update(await App(root).diagnostics(None, None))
+        diagnostics = msgspec.to_builtins(await App(root).diagnostics(None, None))
     except CnkiError as error:
-        if error.code != "CONFIG_INVALID":  # that one is the check above
-            checks.append(Check("diagnostics", False, f"本地诊断失败：{error.message}"))
+        checks.append(Check("diagnostics", False, f"本地诊断失败：{error.message}"))
+    else:
+        diagnostics.pop("config_error", None)  # the config check above says it, with the file's name
+        report.update(diagnostics)
     report["browser_executable"] = browser = browser_report(config)
     checks.append(_browser_check(browser))
     report["clients"] = configured = configured_clients(root)
