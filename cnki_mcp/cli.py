@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import signal
 import sys
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import click
 
 from cnki_mcp import __version__, reaper, settings
 from cnki_mcp.errors import CnkiError
-from cnki_mcp.redact import LogRedaction
 
 T = TypeVar("T")
 SHUTDOWN_SECONDS = 20
@@ -51,6 +49,7 @@ class _Commands(click.Group):
 
 
 @click.group(cls=_Commands, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", message="cnki-mcp %(version)s", help="输出版本号。")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """知网 MCP 服务。不带命令运行时启动 MCP 服务（stdio）。"""
@@ -61,14 +60,13 @@ def cli(ctx: click.Context) -> None:
 @cli.command()
 def serve() -> None:
     """启动 MCP 服务（stdio），直到客户端断开。"""
-    logging.basicConfig(
-        level=settings.log_level(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(LogRedaction())
-    _run(_serve())
+    from cnki_mcp import logs
+
+    logs.configure(settings.data_root())
+    try:
+        _run(_serve())
+    finally:
+        logs.shutdown()
 
 
 async def _serve() -> None:
@@ -82,10 +80,12 @@ async def _serve() -> None:
     async def stop(signum: int) -> None:
         # Cancelling the server would wait for the stdin reader thread, which only returns when the
         # client closes the pipe; so close what matters (operations, browser, store) and leave.
+        from cnki_mcp import logs
+
         try:
             await asyncio.wait_for(app.close(), SHUTDOWN_SECONDS)
         finally:
-            logging.shutdown()
+            logs.shutdown()
             os._exit(128 + signum)
 
     if sys.platform != "win32":
@@ -108,28 +108,14 @@ def schema() -> None:
 
 @cli.command()
 @click.option("--protocol", is_flag=True, help="再启动一个真实的服务子进程，检查 MCP 通信。")
-def doctor(protocol: bool) -> None:
-    """本地检查；不启动浏览器，也不访问知网。"""
-    report = _run(_doctor(protocol))
-    click.echo(json.dumps(report, ensure_ascii=False, separators=(",", ":")))
+@click.option("--json", "as_json", is_flag=True, help="输出 JSON（供程序读取）。")
+def doctor(protocol: bool, as_json: bool) -> None:
+    """本地检查；不启动浏览器，也不访问知网。有问题时退出码为 1。"""
+    from cnki_mcp.doctor import render, run_checks
 
-
-async def _doctor(protocol: bool) -> dict[str, Any]:
-    from cnki_mcp.app import App
-    from cnki_mcp.clients import configured_clients, server_command
-    from cnki_mcp.discovery import browser_report
-
-    app = App()
-    if app.config_error is not None:
-        raise app.config_error  # doctor is the check: a broken config.json fails it with one line
-    report: dict[str, Any] = await app.diagnostics(None, None)
-    report["browser_executable"] = browser_report(app.config)
-    report["clients"] = configured_clients(app.root)
-    if protocol:
-        from cnki_mcp.server import protocol_probe
-
-        report["protocol"] = await protocol_probe(server_command())
-    return report
+    report, checks = _run(run_checks(protocol))
+    click.echo(json.dumps(report, ensure_ascii=False, separators=(",", ":")) if as_json else render(report, checks))
+    sys.exit(0 if report["verdict"]["ok"] else 1)
 
 
 @cli.command(name=reaper.GUARD_COMMAND, hidden=True)

@@ -2,15 +2,17 @@
 
 Each ``merge_*`` takes the file's text and returns the new text with the ``cnki`` entry brought up to
 date at ``key_path`` and nothing else changed: JSON (comments and trailing commas tolerated, as in
-VS Code's) and the DeepSeek Harness YAML patch by small text edits at exactly the places that hold the
-entry, TOML through tomlkit, which keeps comments and layout. Every result is parsed again and compared
-with the intended document; a file that cannot be parsed, or an edit that would not give the intended
-document, is CLIENT_CONFIG_INVALID and the file is left alone.
+VS Code's) by small text edits at exactly the places that hold the entry, TOML through tomlkit and the
+DeepSeek Harness YAML patch through ruamel.yaml, both of which keep comments and layout. A new entry is
+appended as the snippet's text. Every result is parsed again and compared with the intended document; a
+file that cannot be parsed, or an edit that would not give the intended document, is
+CLIENT_CONFIG_INVALID and the file is left alone.
 """
 
 from __future__ import annotations
 
 import copy
+import io
 import json
 import re
 import tomllib
@@ -20,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
-import yaml
+from ruamel.yaml import YAML, YAMLError
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from cnki_mcp.errors import CnkiError
 
@@ -63,12 +67,19 @@ def invalid_config(path: Path, why: str) -> CnkiError:
     )
 
 
-def _edits(existing: Any, value: dict[str, Any], base: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
+def is_disabled(entry: Any) -> bool:
+    """An entry switched off by the user: ``"disabled": true`` (JSON clients) or ``enabled = false`` (Codex)."""
+    return isinstance(entry, dict) and (entry.get("disabled") is True or entry.get("enabled") is False)
+
+
+def _edits(
+    existing: Any, value: dict[str, Any], base: tuple[str, ...], enable: bool = False
+) -> list[tuple[tuple[str, ...], Any]]:
     """The (path, value) settings that bring an existing ``cnki`` entry up to date.
 
     ``command``, ``args`` and ``CNKI_DATA_DIR`` always follow this installation; other env
     variables and keys the user added stay, and extra fields the user already tuned (timeouts,
-    ``disabled``) are only added when missing.
+    ``disabled``) are only added when missing. ``enable`` switches a disabled entry back on.
     """
     if not isinstance(existing, dict):
         return [(base, value)]
@@ -84,13 +95,19 @@ def _edits(existing: Any, value: dict[str, Any], base: tuple[str, ...]) -> list[
     for key, extra in value.items():
         if key not in ("command", "args", "env") and key not in existing:
             changes.append((base + (key,), extra))
+    if enable and existing.get("disabled") is True:
+        changes.append((base + ("disabled",), False))
+    if enable and existing.get("enabled") is False:
+        changes.append((base + ("enabled",), True))
     return changes
 
 
 def _apply(document: Any, path: tuple[str, ...], value: Any) -> None:
     node = document
     for key in path[:-1]:
-        node = node.setdefault(key, {})
+        if not isinstance(node.get(key), dict):
+            node[key] = {}  # missing, or null as in {"mcpServers": null}
+        node = node[key]
     node[path[-1]] = copy.deepcopy(value)
 
 
@@ -283,9 +300,11 @@ def _jsonc_set(text: str, path: tuple[str, ...], value: Any, unit: str, newline:
         member = next((m for m in reversed(node.members) if m.key == key), None)
         if member is None:
             return _insert_member(text, node, key, nest(path[depth + 1:], value), unit, newline)
-        if depth == len(path) - 1:
+        if depth == len(path) - 1 or member.node.members is None:
+            # The value itself, or a null standing where an object belongs ({"mcpServers": null}).
             indent = _line_indent(text, member.key_start)
-            return text[: member.node.start] + _dump(value, unit, indent, newline) + text[member.node.end:]
+            replacement = _dump(nest(path[depth + 1:], value), unit, indent, newline)
+            return text[: member.node.start] + replacement + text[member.node.end:]
         node = member.node
     raise AssertionError("empty path")
 
@@ -322,18 +341,34 @@ def _insert_member(text: str, node: _Node, key: str, value: Any, unit: str, newl
 _AFTER_VALUE = re.compile(r"[ \t]*(,)?[ \t]*(?://[^\r\n]*|/\*[^\n]*?\*/)?")
 
 
-def merge_json(text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path) -> str:
+def _only_comments(text: str) -> bool:
+    parser = _JsoncParser(text)
+    try:
+        parser._skip()
+    except _JsonSyntaxError:
+        return False
+    return parser.pos == len(text)
+
+
+def merge_json(
+    text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path, enable: bool = False
+) -> str:
     if text.strip("\ufeff \t\r\n") == "":
         return fresh
     bom = "\ufeff" if text.startswith("\ufeff") else ""
     body = text[len(bom):]
+    if _only_comments(body):
+        # Comments may stand before the document: keep them and put the snippet after them.
+        merged = _append(body, fresh)
+        _verify(lambda: parse_jsonc(merged), parse_jsonc(fresh), target)
+        return bom + merged
     try:
         document = _JsoncParser(body).parse().value
     except _JsonSyntaxError as exc:
         raise invalid_config(target, f"JSON 语法错误，{_where(body, exc.position)}：{exc}") from None
     existing = _walk_objects(document, key_path, target)
-    changes = _edits(existing, value, key_path + (SERVER_KEY,))
-    newline = "\r\n" if "\r\n" in body else "\n"
+    changes = _edits(existing, value, key_path + (SERVER_KEY,), enable)
+    newline = _newline_of(body)
     unit_match = re.search(r"\n([ \t]+)\S", body)
     unit = unit_match.group(1) if unit_match else "  "
     expected = copy.deepcopy(document)
@@ -366,7 +401,9 @@ def _append(text: str, fresh: str) -> str:
     return text.rstrip("\r\n") + newline + newline + fresh.replace("\n", newline)
 
 
-def merge_toml(text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path) -> str:
+def merge_toml(
+    text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path, enable: bool = False
+) -> str:
     if text.strip() == "":
         return fresh
     try:
@@ -390,7 +427,7 @@ def merge_toml(text: str, key_path: tuple[str, ...], value: dict[str, Any], fres
             pass
     expected = copy.deepcopy(document)
     try:
-        for path, new in _edits(existing, full, base):
+        for path, new in _edits(existing, full, base, enable):
             node: Any = editable
             for key in path[:-1]:
                 if key not in node:
@@ -407,8 +444,10 @@ def merge_toml(text: str, key_path: tuple[str, ...], value: dict[str, Any], fres
 
 # --- YAML patch (DeepSeek Harness) -------------------------------------------------------------------
 
-_ID_LINE = re.compile(r"(?P<lead>[ ]*(?:-[ ]+)*)id:[ \t]*(['\"]?)" + re.escape(DSH_ENTRY_ID) + r"\2[ \t]*(?:#.*)?")
-_KEY_PREFIX = re.compile(r"[ ]*(?:-[ ]+)*")
+
+def load_yaml(text: str) -> Any:
+    """Plain data from YAML text (YAML 1.2, no tags that build objects)."""
+    return YAML(typ="safe", pure=True).load(text)
 
 
 def find_dsh_entry(document: Any) -> dict[str, Any] | None:
@@ -425,119 +464,103 @@ def find_dsh_entry(document: Any) -> dict[str, Any] | None:
     return None
 
 
-def _indent_of(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def _is_content(line: str) -> bool:
-    stripped = line.strip()
-    return stripped != "" and not stripped.startswith("#")
-
-
-def merge_yaml(text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path) -> str:
+def merge_yaml(
+    text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path, enable: bool = False
+) -> str:
+    """``enable`` is accepted like the other formats' but has nothing to do: a DSH entry has no on/off switch."""
     if text.strip() in ("", "[]"):
         return fresh  # an empty patch layer, as the client creates it
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        document = load_yaml(text)
+    except YAMLError as exc:
         raise invalid_config(target, "YAML 语法错误：" + " ".join(str(exc).split())) from None
     if document is not None and not isinstance(document, list):
         raise invalid_config(target, "顶层不是补丁列表")
     found = find_dsh_entry(document)
     if found is None:
         appended = _append(text, fresh)
-        expected = (document or []) + yaml.safe_load(fresh)
-        _verify(lambda: yaml.safe_load(appended), expected, target)
+        expected = (document or []) + load_yaml(fresh)
+        _verify(lambda: load_yaml(appended), expected, target)
         return appended
-    config = found.get("config")
-    if not isinstance(config, dict):
+    if not isinstance(found.get("config"), dict):
         raise invalid_config(target, f"已有的 {DSH_ENTRY_ID} 条目没有 config 映射，请手动修改")
-    old_env = config.get("env")
-    wanted = {
-        "command": value["command"],
-        "args": value["args"],
-        "env": {**(old_env if isinstance(old_env, dict) else {}), **value["env"]},
-    }
     expected = copy.deepcopy(document)
-    expected_entry = find_dsh_entry(expected)
-    assert expected_entry is not None
-    expected_entry["config"].update(copy.deepcopy(wanted))
-    if expected == document:
+    if not _dsh_settings(find_dsh_entry(expected), value):
         return text
-    new_text = "".join(_edit_dsh_lines(text.splitlines(keepends=True), wanted, target))
-    _verify(lambda: yaml.safe_load(new_text), expected, target)
+    new_text = _edit_yaml(text, value, target)
+    _verify(lambda: load_yaml(new_text), expected, target)
     return new_text
 
 
-def _edit_dsh_lines(lines: list[str], wanted: dict[str, Any], target: Path) -> list[str]:
-    """Rewrite the command, args and env lines inside the existing mcp-cnki item's ``config`` block."""
-    cannot = invalid_config(target, f"已有的 {DSH_ENTRY_ID} 条目格式无法自动更新，请手动修改")
-    matches = [(i, _ID_LINE.fullmatch(line.rstrip("\r\n"))) for i, line in enumerate(lines)]
-    found = [(i, m) for i, m in matches if m is not None]
-    if len(found) != 1:
-        raise cannot
-    id_index, id_match = found[0]
-    key_column = len(id_match.group("lead"))
+def _dsh_settings(entry: Any, value: dict[str, Any]) -> dict[str, Any]:
+    """Bring ``entry``'s config up to date in place; return what changed (command, args, CNKI_DATA_DIR)."""
+    config = entry["config"]
+    changed: dict[str, Any] = {}
+    for key in ("command", "args"):
+        if config.get(key) != value[key]:
+            config[key] = changed[key] = copy.deepcopy(value[key])
+    env = config.get("env")
+    if not isinstance(env, dict):
+        config["env"] = changed["env"] = dict(value["env"])
+    elif env.get("CNKI_DATA_DIR") != value["env"]["CNKI_DATA_DIR"]:
+        env["CNKI_DATA_DIR"] = changed["env"] = value["env"]["CNKI_DATA_DIR"]
+    return changed
 
-    def is_key_line(index: int) -> bool:
-        line = lines[index]
-        prefix = _KEY_PREFIX.fullmatch(line[:key_column])
-        return prefix is not None and len(line) > key_column and line[key_column] not in " #\r\n"
 
-    # The item's keys all sit at key_column; it starts on the line carrying its "- " marker.
-    start = id_index
-    while "-" not in lines[start][:key_column]:
-        start -= 1
-        while start >= 0 and not _is_content(lines[start]):
-            start -= 1
-        if start < 0 or _indent_of(lines[start]) < key_column and not is_key_line(start):
-            raise cannot
-    end = id_index + 1
-    while end < len(lines) and (not _is_content(lines[end]) or _indent_of(lines[end]) >= key_column):
-        end += 1
-    config_index = next(
-        (i for i in range(start, end)
-         if is_key_line(i) and re.fullmatch(r"config:[ \t]*(?:#.*)?", lines[i][key_column:].rstrip("\r\n"))),
-        None,
+def _edit_yaml(text: str, value: dict[str, Any], target: Path) -> str:
+    """Round-trip the file through ruamel.yaml, which keeps comments, quoting and order."""
+    editor = YAML(typ="rt")
+    editor.preserve_quotes = True
+    editor.width = 4096  # never fold a long path
+    try:
+        document = editor.load(text)
+        entry = find_dsh_entry(document)
+        assert entry is not None  # merge_yaml found it in the same text
+        mapping, sequence, offset = _yaml_indents(document, entry)
+        editor.indent(mapping=mapping, sequence=sequence, offset=offset)
+        config = entry["config"]
+        config["command"] = DoubleQuotedScalarString(value["command"])
+        args = CommentedSeq([DoubleQuotedScalarString(arg) for arg in value["args"]])
+        args.fa.set_flow_style()
+        config["args"] = args
+        env = config.get("env")
+        if isinstance(env, dict):
+            env["CNKI_DATA_DIR"] = DoubleQuotedScalarString(value["env"]["CNKI_DATA_DIR"])
+        else:
+            fresh_env = CommentedMap({key: DoubleQuotedScalarString(v) for key, v in value["env"].items()})
+            fresh_env.fa.set_flow_style()
+            config["env"] = fresh_env
+        out = io.StringIO()
+        editor.dump(document, out)
+    except (YAMLError, AttributeError, KeyError, TypeError) as exc:
+        raise invalid_config(target, f"已有的 {DSH_ENTRY_ID} 条目格式无法自动更新（{exc}），请手动修改") from exc
+    result = _dedent_top_level(out.getvalue(), offset)
+    newline = _newline_of(text)
+    return result.replace("\n", newline) if newline != "\n" else result
+
+
+def _yaml_indents(document: Any, entry: Any) -> tuple[int, int, int]:
+    """The file's own mapping indent, sequence indent and dash offset, read from where the entry sits."""
+    config_column = entry.lc.key("config")[1]
+    first_child = next(iter(entry["config"]), None)
+    mapping = entry["config"].lc.key(first_child)[1] - config_column if first_child is not None else 2
+    sequence, offset = 2, 0
+    for item in document:
+        for key, child in item.items() if isinstance(item, dict) else ():
+            if isinstance(child, list) and child:
+                sequence = child.lc.item(0)[1] - item.lc.key(key)[1]
+                offset = max(0, sequence - 2)
+                return max(mapping, 1), max(sequence, 2), offset
+    return max(mapping, 1), sequence, offset
+
+
+def _dedent_top_level(text: str, offset: int) -> str:
+    # ruamel.yaml applies the dash offset to the top-level list too, where the patch files keep column 0.
+    # Comments come back verbatim at their own column, so they stay as they are.
+    if offset == 0:
+        return text
+    pad = " " * offset
+    return "".join(
+        line[offset:] if line.startswith(pad) and not line.lstrip().startswith("#") else line
+        for line in text.splitlines(keepends=True)
     )
-    if config_index is None:
-        raise cannot
-    block_end = config_index + 1
-    while block_end < end and (not _is_content(lines[block_end]) or _indent_of(lines[block_end]) > key_column):
-        block_end += 1
-    children = [i for i in range(config_index + 1, block_end) if _is_content(lines[i])]
-    if not children:
-        raise cannot
-    child_column = _indent_of(lines[children[0]])
-    newline = "\r\n" if lines[config_index].endswith("\r\n") else "\n"
-    rendered = {
-        "command": quoted(wanted["command"]),
-        "args": flow_list(wanted["args"], ","),
-        "env": compact(wanted["env"]),
-    }
-    replacements: list[tuple[int, int, str]] = []
-    for key, text in rendered.items():
-        new_line = " " * child_column + f"{key}: {text}{newline}"
-        pattern = re.compile(rf"{re.escape(key)}:(?:[ \t].*)?")
-        line_index = next(
-            (i for i in children if _indent_of(lines[i]) == child_column and pattern.fullmatch(lines[i].strip())),
-            None,
-        )
-        if line_index is None:
-            replacements.append((children[-1] + 1, children[-1] + 1, new_line))
-            continue
-        stop = line_index + 1
-        # The value may continue below: deeper lines, or a block sequence at the key's own column.
-        while stop < block_end and (
-            not _is_content(lines[stop])
-            or _indent_of(lines[stop]) > child_column
-            or _indent_of(lines[stop]) == child_column and lines[stop].lstrip().startswith("- ")
-        ):
-            stop += 1
-        while stop - 1 > line_index and not _is_content(lines[stop - 1]):
-            stop -= 1  # leave trailing blank or comment lines where they are
-        replacements.append((line_index, stop, new_line))
-    result = list(lines)
-    for begin, stop, new_line in sorted(replacements, key=lambda r: r[0], reverse=True):
-        result[begin:stop] = [new_line]
-    return result

@@ -22,6 +22,7 @@ from typing import Any
 from cnki_mcp.clients import normalise_os
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.model import Config
+from cnki_mcp.settings import is_placeholder
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ def _linux_candidates(env: Mapping[str, str], home: Path) -> Iterator[Path]:
 def _env_value(env: Mapping[str, str], name: str) -> str:
     # Windows environment names are case-insensitive.
     for key, value in env.items():
-        if key.upper() == name and value.strip():
+        if key.upper() == name and value.strip() and not is_placeholder(value):
             return value.strip()
     return ""
 

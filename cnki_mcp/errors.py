@@ -151,6 +151,8 @@ CATALOGUE: dict[str, Code] = {
     "CLIENT_IMPORT_REQUIRED": Code("这个客户端不能自动写入配置，请使用导入链接或粘贴配置。"),
     "CLIENT_CONFIG_INVALID": Code("客户端配置文件无法解析，未做改动。"),
     "CLIENT_NOT_INITIALIZED": Code("客户端的配置目录还不存在，请先打开一次该客户端。"),
+    "CLIENT_REQUIRED": Code("--install-client 需要同时用 --client 指定要接入的客户端（见 cnki-mcp help）。"),
+    "CLIENT_CONFIG_AMBIGUOUS": Code("这个客户端有多个安装，各有自己的配置文件；请不带参数运行 cnki-mcp setup 并选择其一。"),
     "CONFIG_SYMLINK": Code("客户端配置文件是符号链接，为安全起见未做改动。"),
     "CONFIG_CHANGED": Code("客户端配置文件在写入期间被其他程序修改，未做改动，请重试。"),
     "PROTOCOL_CHECK_FAILED": Code("MCP 通信检查未通过。"),

@@ -7,12 +7,24 @@ empty, zero, negative, not a number) silently falls back to the default, so a ty
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
 
 APP_DIR_NAME = "cnki-mcp"
+
+
+def is_placeholder(value: str) -> bool:
+    """A ``${...}`` left in a value by a host that had nothing to put there (an MCP Bundle's optional
+    ``${user_config.browser_path}``, say): it means "not set"."""
+    text = value.strip()
+    return text.startswith("${") and text.endswith("}")
+
+
+def env_text(name: str) -> str:
+    """An environment setting, stripped; unset, blank and unfilled placeholders are all ``""``."""
+    value = os.environ.get(name, "").strip()
+    return "" if is_placeholder(value) else value
 
 
 def env_positive_int(name: str, default: int) -> int:
@@ -60,12 +72,6 @@ def verification_wait_seconds() -> int:
     return env_positive_int("CNKI_VERIFICATION_WAIT_SECONDS", 20 * 60)
 
 
-def log_level() -> int:
-    """CNKI_LOG_LEVEL: DEBUG, INFO, WARNING (default), ERROR or CRITICAL, any case; anything else is WARNING."""
-    name = os.environ.get("CNKI_LOG_LEVEL", "").strip().upper()
-    return logging.getLevelNamesMapping().get(name, logging.WARNING)
-
-
 def data_root() -> Path:
     """The data directory: config.json, research.json, the browser profile, downloads, exports.
 
@@ -82,7 +88,7 @@ def data_root() -> Path:
        Linux ``$XDG_DATA_HOME/cnki-mcp`` (default ``~/.local/share/cnki-mcp``),
        macOS ``~/Library/Application Support/cnki-mcp``, Windows ``%LOCALAPPDATA%\\cnki-mcp``.
     """
-    configured = os.environ.get("CNKI_DATA_DIR", "").strip()
+    configured = env_text("CNKI_DATA_DIR")
     if configured:
         return Path(os.path.abspath(os.path.expanduser(configured)))
     if getattr(sys, "frozen", False):

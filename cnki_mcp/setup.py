@@ -1,9 +1,12 @@
 """`cnki-mcp setup`, `cnki-mcp config <client>` and the text of `cnki-mcp help`.
 
-Setup runs the same steps with or without questions: choose a browser, check that it starts
-headless, save it in config.json, choose a client, save that client's snippet in the data
-directory, then write the client's config, offer its import link or say where to paste, and
-finally start a real server child to check the MCP round trip. With no arguments at all it asks
+Setup checks its arguments first (the client's name, and that ``--install-client`` has a client),
+then runs the same steps with or without questions: choose a browser, check that it starts headless,
+save it in config.json, choose a client (those installed here are offered first), save that client's
+snippet in the data directory, then write the client's config (through the client's own command
+where that is its documented way), offer its import link or say where to paste, and finally start a
+real server child to check the MCP round trip. It never says a client is ready when nothing was
+written for it, and its last line always lists what it changed. With no arguments at all it asks
 (numbered menus, Enter takes the default, end of input counts as Enter); any flag turns every
 question off.
 """
@@ -22,6 +25,7 @@ import time
 import unicodedata
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,6 +33,7 @@ import click
 import psutil
 
 from cnki_mcp import clients
+from cnki_mcp.client_cli import install_with_cli
 from cnki_mcp.clock import Deadline
 from cnki_mcp.discovery import browser_candidates, probe_version
 from cnki_mcp.errors import CnkiError
@@ -41,7 +46,7 @@ _YES = ("", "y", "yes", "是")
 def help_text() -> str:
     """Usage, the setup flags and every client id in registry order."""
     lines = [
-        "用法：cnki-mcp [setup | serve | config <客户端> | schema | doctor [--protocol] | version | help]",
+        "用法：cnki-mcp [setup | serve | config <客户端> | schema | doctor [--protocol] [--json] | version | help]",
         "",
         "setup 参数：--browser <浏览器路径> --client <客户端> [--install-client]",
         "",
@@ -51,9 +56,11 @@ def help_text() -> str:
     return "\n".join(lines)
 
 
-def _fail(error: CnkiError) -> NoReturn:
-    click.echo(f"{error.code}: {error.message}", err=True)
-    sys.exit(1)
+def banner() -> str:
+    """The first line of setup: this product, and what it really needs to run."""
+    if getattr(sys, "frozen", False):
+        return "cnki-mcp 安装设置（本程序自带运行环境，不需要安装 Python 或 Node）"
+    return "cnki-mcp 安装设置（从源码或 pip 安装运行：需要 Python 3.11 或更新版本）"
 
 
 def _data_root() -> Path:
@@ -62,18 +69,44 @@ def _data_root() -> Path:
     return data_root()
 
 
+def destination(client: clients.Client, root: Path) -> str:
+    """Where a client's snippet belongs, in words: its config file, its import link or the place to paste."""
+    if client.mode == "link":
+        return f"在 {client.name} 中打开导入链接（cnki-mcp setup --client {client.id} 会显示它），或粘贴到：{client.hint}"
+    try:
+        targets = clients.config_paths(client.id)
+    except CnkiError:
+        targets = []
+    if targets:
+        rerun = f"cnki-mcp setup --client {client.id} --install-client"
+        return "合并到 " + " 或 ".join(map(str, targets)) + f"（或运行 {rerun} 自动写入）"
+    return f"粘贴到：{client.hint}"
+
+
 @click.command(
     name="config",
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
 )
 @click.argument("client_id", metavar="[客户端]", required=False, default="generic")
-def config_command(client_id: str) -> None:
-    """输出某个客户端的配置片段（默认 generic）。"""
+@click.pass_context
+def config_command(ctx: click.Context, client_id: str) -> None:
+    """输出某个客户端的配置片段（默认 generic）；说明写到标准错误输出。"""
     try:
-        text = clients.snippet(client_id, _data_root())
+        if client_id.startswith("-") or ctx.args:
+            extra = " ".join([client_id] if client_id.startswith("-") else ctx.args)
+            raise CnkiError(
+                "INVALID_ARGUMENT",
+                f"config 只接受一个客户端名称，不认识：{extra}。用法：cnki-mcp config <客户端>（见 cnki-mcp help）。",
+                details={"arguments": extra},
+            )
+        client = clients.get_client(client_id)
+        root = _data_root()
+        text = clients.snippet(client.id, root)
     except CnkiError as error:
-        _fail(error)
+        _exit_with(error)
     click.echo(text, nl=False)
+    # stdout carries only the snippet, so `cnki-mcp config cursor > file` stays clean.
+    click.echo(f"这段配置属于 {client.name}：{destination(client, root)}。", err=True)
 
 
 @click.command(name="setup")
@@ -84,29 +117,69 @@ def config_command(client_id: str) -> None:
 def setup_command(browser: str | None, client_id: str | None, install_client: bool, skip_check: bool) -> None:
     """选择浏览器和客户端，写入配置并检查 MCP 服务。不带参数时逐步询问。"""
     interactive = browser is None and client_id is None and not install_client
+    changes = Changes()
     try:
+        client = _checked_client(client_id, install_client)
         run_setup(
             browser=browser,
-            client_id=client_id,
+            client=client,
             install_client=install_client,
             interactive=interactive,
             protocol_check=not skip_check,
+            changes=changes,
         )
     except CnkiError as error:
-        _fail(error)
+        click.echo(f"{error.code}: {error.message}", err=True)
+        click.echo(changes.summary())
+        sys.exit(1)
+
+
+def _checked_client(client_id: str | None, install_client: bool) -> clients.Client | None:
+    """Everything about the client that can be wrong, checked before anything is started or written."""
+    if client_id is None:
+        if install_client:
+            raise CnkiError(
+                "CLIENT_REQUIRED",
+                "--install-client 需要同时用 --client 指定要接入的客户端，例如 "
+                "--client claude-code --install-client；cnki-mcp help 列出全部客户端。",
+            )
+        return None
+    client = clients.get_client(client_id)
+    if install_client:
+        clients.config_path(client.id)  # several installs of the client: CLIENT_CONFIG_AMBIGUOUS now, not later
+    return client
+
+
+@dataclass
+class Changes:
+    """What setup changed on disk, for its last line."""
+
+    written: list[str] = field(default_factory=list)
+    client_config: bool = False
+
+    def add(self, what: str, path: Path, backup: Path | None = None) -> None:
+        self.written.append(f"{what} {path}" + (f"（原文件备份为 {backup}）" if backup is not None else ""))
+
+    def summary(self) -> str:
+        if not self.written:
+            return "本次没有改动任何文件。"
+        tail = "" if self.client_config else "；没有改动任何客户端的配置文件"
+        return "本次改动：写入了 " + "；".join(self.written) + tail + "。"
 
 
 def run_setup(
     *,
     browser: str | None,
-    client_id: str | None,
+    client: clients.Client | None,
     install_client: bool,
     interactive: bool,
     protocol_check: bool = True,
+    changes: Changes | None = None,
 ) -> None:
     from cnki_mcp.store import save_config
 
-    click.echo("CNKI Enhanced MCP 安装设置（不需要安装 Python、Node 或 Go）")
+    changes = changes if changes is not None else Changes()
+    click.echo(banner())
     path = _choose_browser(browser, interactive)
     click.echo("正在以无界面方式启动浏览器做检查……")
     check_browser(path)
@@ -114,60 +187,121 @@ def run_setup(
 
     root = _data_root()
     save_config(root, Config(browser_path=str(path)))
+    changes.add("浏览器设置", root / "config.json")
     click.echo(f"已保存浏览器设置：{root / 'config.json'}")
 
-    client = clients.get_client(_choose_client(interactive) if client_id is None else client_id)
+    client = client or clients.get_client(_choose_client(interactive))
     text = clients.snippet(client.id, root)
     snippet_file = root / client.snippet_filename
     _write_private(snippet_file, text)
+    changes.add("配置片段", snippet_file)
     click.echo("")
     click.echo(text, nl=False)
     click.echo(f"配置片段已保存：{snippet_file}")
 
-    target = clients.config_path(client.id)
+    connected = _connect(client, root, install_client, interactive, changes)
+
+    if protocol_check:
+        from cnki_mcp.server import protocol_probe
+
+        result: dict[str, Any] = asyncio.run(protocol_probe(clients.server_command()))
+        if connected:
+            click.echo(f"安装检查通过：共 {result.get('tools')} 个 MCP 工具。请重启或重新连接 {client.name}。")
+        else:
+            click.echo(f"MCP 通信检查通过：共 {result.get('tools')} 个 MCP 工具；{client.name} 还没有接入（见上文）。")
+    else:
+        click.echo("已跳过 MCP 通信检查。")
+    click.echo(changes.summary())
+
+
+def _connect(
+    client: clients.Client, root: Path, install_client: bool, interactive: bool, changes: Changes
+) -> bool:
+    """Write the client's config, or open its import link, when asked; say plainly when nothing was done."""
     link = clients.import_link(client.id, root)
-    apply = install_client
     if link is not None:
         click.echo(f"一键导入链接（请在装有 {client.name} 的电脑上打开，{client.name} 会请你确认）：")
         click.echo(link)
         opening = _ask("现在打开这个链接吗？[Y/n] ").lower() in _YES if interactive else install_client
         if opening:
             open_link(link)
-        apply = False  # a link client is never configured by writing its files
-    if target is None:
-        if client.hint:
-            click.echo(f"也可以把上面的配置粘贴到：{client.hint}")
-    elif client.location is not None and client.location.must_exist and not target.parent.is_dir():
-        click.echo(f"{client.name} 的配置目录 {target.parent} 还不存在：{client.hint}。")
-    elif interactive:
-        apply = _ask(f"写入 {target} 并备份原文件？[Y/n] ").lower() in _YES
-
-    if apply:
-        if target is None:
+            click.echo(f"已交给系统打开导入链接；请在 {client.name} 中确认导入。")
+            return True
+        click.echo(f"未打开导入链接，{client.name} 的配置未写入：请在 {client.name} 中打开上面的链接，"
+                   f"或把配置片段粘贴到：{client.hint}。")
+        return False
+    targets = clients.config_paths(client.id)
+    if not targets:
+        if install_client:
             raise CnkiError(
                 "CLIENT_IMPORT_REQUIRED",
-                f"{client.name} 不能自动写入配置文件，请使用上面的配置片段{_paste_note(client)}。",
+                f"{client.name} 不能自动写入配置文件，请把上面的配置片段粘贴到：{client.hint}。",
                 details={"client": client.id},
             )
-        written = clients.write_client_config(client.id, root, target)
-        if written.changed:
-            click.echo(f"已更新客户端配置：{written.path}")
-            if written.backup is not None:
-                click.echo(f"原文件已备份为：{written.backup}")
-        else:
-            click.echo(f"客户端配置已是最新，未改动：{written.path}")
-
-    if protocol_check:
-        from cnki_mcp.server import protocol_probe
-
-        result: dict[str, Any] = asyncio.run(protocol_probe(clients.server_command()))
-        click.echo(f"安装检查通过：共 {result.get('tools')} 个 MCP 工具。请重启或重新连接客户端。")
+        click.echo(f"未写入 {client.name} 的配置（它需要手动粘贴）：请把上面的配置片段粘贴到：{client.hint}。")
+        return False
+    target = targets[0] if len(targets) == 1 else _choose_target(client, targets)
+    location = client.location
+    if location is not None and location.must_exist and not target.parent.is_dir() and not install_client:
+        # With --install-client the write below stops with CLIENT_NOT_INITIALIZED, in the same words.
+        click.echo(f"未写入 {client.name} 的配置：配置目录 {target.parent} 还不存在，{client.hint}。")
+        return False
+    apply = install_client or (interactive and _ask(f"写入 {target} 并备份原文件？[Y/n] ").lower() in _YES)
+    if not apply:
+        rerun = f"cnki-mcp setup --client {client.id} --install-client"
+        click.echo(f"未写入 {client.name} 的配置：请把上面的配置片段合并到 {target}，或运行 {rerun} 自动写入。")
+        return False
+    written = _write(client, root, target, interactive)
+    changes.client_config = written.changed
+    if written.changed:
+        how = f"（通过 {written.via}）" if written.via else ""
+        changes.add(f"{client.name} 的配置", written.path, written.backup)
+        click.echo(f"已更新客户端配置{how}：{written.path}")
+        if written.backup is not None:
+            click.echo(f"原文件已备份为：{written.backup}")
     else:
-        click.echo("已跳过 MCP 通信检查。请重启或重新连接客户端。")
+        click.echo(f"客户端配置已是最新，未改动：{written.path}")
+    return True
 
 
-def _paste_note(client: clients.Client) -> str:
-    return f"，粘贴到 {client.hint}" if client.hint else ""
+def _write(client: clients.Client, root: Path, target: Path, interactive: bool) -> clients.ConfigWrite:
+    """The client's own command where it is the documented way, else (or to complete it) the file merge."""
+    try:
+        found = clients.existing_entry(client.id, target)
+    except clients.UNREADABLE:
+        found = None  # the merge reports an unreadable file with its own message
+    enable = False
+    if clients.is_disabled(found):
+        question = f"{client.name} 中已有的 cnki 条目被停用了，要重新启用吗？[Y/n] "
+        enable = _ask(question).lower() in _YES if interactive else True
+        click.echo("将重新启用 cnki 条目。" if enable else "cnki 条目保持停用。")
+    by_cli = install_with_cli(client.id, root, target)
+    merged = clients.write_client_config(client.id, root, target, enable=enable, backup_first=by_cli is None)
+    if by_cli is None:
+        return merged
+    return clients.ConfigWrite(by_cli.path, by_cli.backup, True, via=by_cli.via)
+
+
+def _choose_target(client: clients.Client, targets: list[Path]) -> Path:
+    click.echo(f"发现 {client.name} 的多个安装，各有自己的配置文件：")
+    for number, target in enumerate(targets, 1):
+        click.echo(f"  {number}. {target}")
+    while True:
+        answer = _ask(f"请输入正在使用的那一个的编号（1–{len(targets)}）：")
+        if answer.isdigit() and 1 <= int(answer) <= len(targets):
+            return targets[int(answer) - 1]
+        if answer == "":
+            raise CnkiError(
+                "CLIENT_CONFIG_AMBIGUOUS",
+                f"没有选择 {client.name} 的配置文件，未写入。",
+                details={"client": client.id, "paths": [str(t) for t in targets]},
+            )
+        click.echo(f"没有这个选项：{answer}")
+
+
+def _exit_with(error: CnkiError) -> NoReturn:
+    click.echo(f"{error.code}: {error.message}", err=True)
+    sys.exit(1)
 
 
 # --- questions ------------------------------------------------------------------------------------
@@ -250,21 +384,27 @@ def _validate_browser(raw: str) -> Path:
 def _choose_client(interactive: bool) -> str:
     if not interactive:
         return "generic"
+    installed = clients.installed_clients()
+    order = [*installed, *(c.id for c in clients.CLIENTS if c.id not in installed)]
     click.echo("")
-    click.echo("可以接入的客户端：")
-    for number, client in enumerate(clients.CLIENTS, 1):
-        click.echo(f"  {number:>2}. {_pad(client.name, 30)} {clients.how_configured(client.id)}")
-    default = len(clients.CLIENTS)
+    click.echo("可以接入的客户端" + ("（这台电脑上已安装的排在前面）：" if installed else "："))
+    for number, client_id in enumerate(order, 1):
+        client = clients.get_client(client_id)
+        mark = "（已安装）" if client_id in installed else ""
+        click.echo(f"  {number:>2}. {_pad(client.name + mark, 36)} {clients.how_configured(client.id)}")
+    default = order[0] if installed else "generic"
+    default_number = order.index(default) + 1
     while True:
-        answer = _ask(f"请输入客户端编号或选项名（回车 = {default}，通用 JSON）：")
+        answer = _ask(f"请输入客户端编号或选项名（回车 = {default_number}，{clients.get_client(default).name}）：")
         if answer == "":
-            return "generic"
-        if answer.isdigit() and 1 <= int(answer) <= len(clients.CLIENTS):
-            return clients.CLIENTS[int(answer) - 1].id
+            return default
+        if answer.isdigit() and 1 <= int(answer) <= len(order):
+            return order[int(answer) - 1]
         try:
             return clients.get_client(answer).id
-        except CnkiError:
-            click.echo(f"没有这个选项：{answer}")
+        except CnkiError as error:
+            suggestion = (error.details or {}).get("suggestion")
+            click.echo(f"没有这个选项：{answer}" + (f"；是不是 {suggestion}？" if suggestion else ""))
 
 
 # --- files and links ------------------------------------------------------------------------------

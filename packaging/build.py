@@ -3,12 +3,14 @@
     .venv/bin/python packaging/build.py [--layout onedir|onefile] [--out dist] [--check]
 
 Steps: freeze the program with PyInstaller (packaging/cnki-mcp.spec), stage it in a folder
-`cnki-mcp/` with the platform's setup script, README.md, README.en.md, LICENSE and a
+`cnki-mcp/` with the platform's setup script, README.md, README.en.md, LICENSE, the research skill
+(`skills/cnki-deep-research/`) and a
 THIRD_PARTY_NOTICES.md regenerated from the build environment (so it lists exactly what was
-bundled), then pack `cnki-mcp-<version>-<platform>.tar.gz` (`.zip` on Windows) and its `.sha256`.
+bundled), then pack `cnki-mcp-<version>-<platform>.tar.gz` (`.zip` on Windows) and the Claude Desktop
+bundle `cnki-mcp-<version>-<platform>.mcpb` (packaging/mcpb_bundle.py), each with its `.sha256`.
 With --check the archive is unpacked into a folder whose path has spaces and Chinese characters and
 the frozen program checks itself there: `version`, `schema` (equal to the source tree's) and
-`doctor --protocol` (a real MCP round trip with a second copy of itself).
+`doctor --protocol --json` (a real MCP round trip with a second copy of itself).
 
 PyInstaller cannot cross-compile: each platform is built on its own kind of machine (see
 .github/workflows/release.yml). The archive path is the only line written to stdout.
@@ -32,10 +34,14 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SPEC = HERE / "cnki-mcp.spec"
+sys.path.insert(0, str(HERE))
+
+from mcpb_bundle import bundle_name, manifest, write_bundle  # noqa: E402  (packaging/ is not a package)
 
 # (sys.platform, normalised machine) → release label.
 PLATFORMS: dict[tuple[str, str], str] = {
@@ -55,6 +61,7 @@ LAYOUTS: dict[str, str] = {label: "onedir" for label in PLATFORMS.values()}
 
 INSTALLERS = {"macOS": "安装设置.command", "Windows": "安装设置.cmd", "Linux": "安装设置.sh"}
 DOCUMENTS = ("README.md", "README.en.md", "LICENSE")
+SKILLS = ROOT / "docs" / "skills"  # shipped as skills/ so users of a release can install the skill too
 TOP_FOLDER = "cnki-mcp"  # no version in it: unpacking a new release over the old keeps data/ and client configs valid
 
 
@@ -136,6 +143,7 @@ def stage(frozen: Path, label: str, target: Path) -> Path:
     installer.chmod(0o755)
     for name in DOCUMENTS:
         shutil.copyfile(ROOT / name, target / name)
+    shutil.copytree(SKILLS, target / "skills")
     (target / "THIRD_PARTY_NOTICES.md").write_bytes(notices_text().encode("utf-8"))
     return target
 
@@ -212,27 +220,37 @@ def folder_size(path: Path) -> int:
 # --- self-check -------------------------------------------------------------------------------------
 
 
-def _run(argv: list[str], env: dict[str, str], timeout: float) -> str:
+def _run(argv: list[str], env: dict[str, str], timeout: float, accepted: tuple[int, ...] = (0,)) -> str:
     done = subprocess.run(argv, env=env, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    if done.returncode != 0:
+    if done.returncode not in accepted:
         raise SystemExit(
             f"{' '.join(argv[1:])} failed (exit {done.returncode}):\n{done.stderr.decode('utf-8', 'replace')}"
         )
     return done.stdout.decode("utf-8")
 
 
+def source_tools() -> list[dict[str, Any]]:
+    """tools/list as the source tree serves it."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8")
+    tools: list[dict[str, Any]] = json.loads(_run([sys.executable, "-m", "cnki_mcp", "schema"], env, 60))["tools"]
+    return tools
+
+
 def self_check(executable: Path, version: str) -> dict[str, object]:
     """Run the frozen program's own checks; raise SystemExit on the first failure."""
-    with tempfile.TemporaryDirectory(prefix="cnki-check-") as data:
-        env = dict(os.environ, CNKI_DATA_DIR=data, PYTHONIOENCODING="utf-8")
+    with tempfile.TemporaryDirectory(prefix="cnki-check-") as scratch:
+        home = Path(scratch) / "home"  # no client config of the build machine's user is read
+        home.mkdir()
+        env = dict(os.environ, CNKI_DATA_DIR=str(Path(scratch) / "data"), HOME=str(home), USERPROFILE=str(home),
+                   PYTHONIOENCODING="utf-8")
         reported = _run([str(executable), "version"], env, 60).strip()
         if reported != version:
             raise SystemExit(f"the executable reports version {reported!r}, the source says {version!r}")
         frozen_tools = json.loads(_run([str(executable), "schema"], env, 60))["tools"]
-        source = _run([sys.executable, "-m", "cnki_mcp", "schema"], dict(env, PYTHONPATH=str(ROOT)), 60)
-        if frozen_tools != json.loads(source)["tools"]:
+        if frozen_tools != source_tools():
             raise SystemExit("the executable's tools/list differs from the source tree's")
-        report = json.loads(_run([str(executable), "doctor", "--protocol"], env, 90))
+        # Exit 1 means "a check failed", e.g. no browser on the build machine; only the round trip matters here.
+        report = json.loads(_run([str(executable), "doctor", "--protocol", "--json"], env, 90, accepted=(0, 1)))
         probe = report.get("protocol") or {}
         if probe.get("passed") is not True or probe.get("browser_started") is not False:
             raise SystemExit(f"doctor --protocol did not pass: {probe}")
@@ -251,11 +269,15 @@ def build(layout: str | None, out: Path, work: Path, check: bool) -> Path:
     frozen = freeze(layout, work)
     folder = stage(frozen, label, work / "stage" / TOP_FOLDER)
     archive = write_archive(folder, out / archive_name(version, label))
-    checksum = sha256(archive)
-    Path(f"{archive}.sha256").write_text(f"{checksum}  {archive.name}\n", encoding="utf-8")
+    document = manifest(version, label, executable_name(label), source_tools())
+    documents = [folder / "LICENSE", folder / "THIRD_PARTY_NOTICES.md"]
+    bundle = write_bundle(frozen, out / bundle_name(version, label), document, documents)
+    for artifact in (archive, bundle):
+        Path(f"{artifact}.sha256").write_text(f"{sha256(artifact)}  {artifact.name}\n", encoding="utf-8")
     log(
         f"built {archive.name}: {archive.stat().st_size / 2**20:.1f} MB packed, "
-        f"{folder_size(folder) / 2**20:.1f} MB unpacked, {time.monotonic() - began:.0f} s"
+        f"{folder_size(folder) / 2**20:.1f} MB unpacked, {time.monotonic() - began:.0f} s; "
+        f"{bundle.name}: {bundle.stat().st_size / 2**20:.1f} MB"
     )
     if check:
         with tempfile.TemporaryDirectory(prefix="cnki-release-") as scratch:

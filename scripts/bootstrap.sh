@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a development checkout: a virtualenv in .venv with cnki-mcp installed in editable mode.
 #   bash scripts/bootstrap.sh          the server and its CLI
-#   bash scripts/bootstrap.sh --test   also the test tools, PyInstaller, Chromium and the citeproc-js oracle
+#   bash scripts/bootstrap.sh --test   also the test tools, PyInstaller, Chromium, the citeproc-js oracle and the mcpb CLI
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +29,15 @@ if [ "$with_tests" = 1 ]; then
       echo "warning: no chromium found; browser tests will be skipped (install Debian's chromium)" >&2
     fi
   fi
-  if [ -f tests/citeproc/package-lock.json ] && command -v npm >/dev/null 2>&1; then
-    npm ci --prefix tests/citeproc --no-audit --no-fund --loglevel=error
+  # Node packages the tests use, each pinned by its lock file: the citeproc-js oracle and the official
+  # MCP Bundle CLI (mcpb) that validates the .mcpb the release build writes.
+  if command -v npm >/dev/null 2>&1; then
+    for folder in tests/citeproc tests/mcpb; do
+      if [ -f "$folder/package-lock.json" ]; then
+        npm ci --prefix "$folder" --no-audit --no-fund --loglevel=error
+      fi
+    done
+  else
+    echo "warning: no npm found; the citeproc and mcpb tests will be skipped (install Debian's npm)" >&2
   fi
 fi

@@ -1,7 +1,7 @@
 """Write THIRD_PARTY_NOTICES.md from the installed metadata of cnki-mcp's runtime dependencies.
 
 Run it in the environment that builds the release: `.venv/bin/python scripts/notices.py`.
-It walks the requirement tree of the `cnki-mcp` distribution (extras and other platforms' markers
+It walks the requirement tree of this project's distribution (`cnki-browser-mcp`, read from pyproject.toml) (extras and other platforms' markers
 excluded), so the list is what a frozen executable built from that environment bundles.
 """
 
@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import re
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
+with open(ROOT / "pyproject.toml", "rb") as _pyproject:
+    DISTRIBUTION = tomllib.load(_pyproject)["project"]["name"]
 
 # Components bundled with no distribution metadata of their own.
 EMBEDDED = [
@@ -60,7 +63,7 @@ def _closure(root: str) -> list[metadata.Distribution]:
             req = Requirement(line)
             if req.marker is None or req.marker.evaluate({"extra": ""}):
                 pending.append(req.name)
-    seen.pop("cnki-mcp", None)
+    seen.pop(DISTRIBUTION, None)
     return sorted(seen.values(), key=lambda d: d.metadata["Name"].lower())
 
 
@@ -75,7 +78,7 @@ def render() -> str:
         "| component | version | licence | home |",
         "| --- | --- | --- | --- |",
     ]
-    for dist in _closure("cnki-mcp"):
+    for dist in _closure(DISTRIBUTION):
         lines.append(f"| {dist.metadata['Name']} | {dist.version} | {_licence(dist)} | {_home(dist)} |")
     lines += ["", "Bundled without package metadata:", ""]
     lines += [f"- {name}: {licence} ({home}), {note}." for name, licence, home, note in EMBEDDED]

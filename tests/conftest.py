@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.harness import chromium_or_skip
 from tests.kns.fixtures import kns, kns_server  # noqa: F401  (the CNKI simulator, for any test)
+
+# The home folder, and the settings that would point a client's config somewhere in the real one.
+FAKE_HOME_VARIABLES = (
+    "HOME", "USERPROFILE", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "APPDATA", "LOCALAPPDATA",
+    "CLAUDE_CONFIG_DIR", "CODEX_HOME", "KIMI_CODE_HOME", "DSH_HOME", "CNKI_LOG_FILE",
+)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fake_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One empty home folder for the whole run (servers held by a module see it too): no test reads or
+    writes a client config, cache or profile of the real user."""
+    home = tmp_path_factory.mktemp("home")
+    saved = {name: os.environ.get(name) for name in FAKE_HOME_VARIABLES}
+    os.environ.update(HOME=str(home), USERPROFILE=str(home))
+    for name in FAKE_HOME_VARIABLES[2:]:
+        os.environ.pop(name, None)
+    yield home
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)

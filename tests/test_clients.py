@@ -59,7 +59,8 @@ def test_registry_has_the_27_clients_in_menu_order() -> None:
     assert [c.id for c in clients.CLIENTS] == REGISTRY_ORDER
     modes = {mode: [c.id for c in clients.CLIENTS if c.mode == mode] for mode in ("write", "link", "paste")}
     assert modes["link"] == ["qoder", "trae", "chatbox", "cherry-studio"]
-    assert len(modes["write"]) == 13 and len(modes["paste"]) == 10
+    assert len(modes["write"]) == 15
+    assert len(modes["paste"]) == 8
     for client in clients.CLIENTS:
         assert (client.link is not None) == (client.mode == "link")
         assert (client.location is not None) == (client.mode == "write")
@@ -221,6 +222,7 @@ HOME_PATHS = {
     "codebuddy": (".codebuddy", ".mcp.json"),
     "qwen-code": (".qwen", "settings.json"),
     "qoder-cli": (".qoder", "settings.json"),
+    "windsurf": (".codeium", "windsurf", "mcp_config.json"),
 }
 
 
@@ -243,6 +245,10 @@ def test_config_paths_per_os(os_name: str, tmp_path: Path) -> None:
         )
     else:
         assert desktop is None
+    vscode = clients.config_path("vscode", os_name, env={}, home=home)
+    app_data = {"darwin": home / "Library" / "Application Support", "windows": home / "AppData" / "Roaming",
+                "linux": home / ".config"}[os_name]
+    assert vscode == app_data / "Code" / "User" / "mcp.json"
 
 
 @pytest.mark.parametrize("os_name", ["darwin", "windows", "linux"])
@@ -287,10 +293,18 @@ def test_how_configured_labels() -> None:
     assert clients.how_configured("claude-desktop", "darwin") == "可自动写入"
     assert clients.how_configured("dsh-web", "linux").startswith("可自动写入（需先运行过一次")
     assert clients.how_configured("trae", "linux") == "一键导入链接"
-    assert clients.how_configured("vscode", "windows") == "粘贴配置"
+    assert clients.how_configured("vscode", "windows") == "可自动写入（需先运行过一次）"
+    assert clients.how_configured("lobehub", "windows") == "粘贴配置"
 
 
 # --- writing configs: every write client ------------------------------------------------------------
+
+
+def _merged(path: Path, client_id: str, source: str) -> str:
+    """The text of a config file holding ``source`` after the entry was written into it."""
+    path.write_text(source, "utf-8")
+    clients.write_client_config(client_id, ROOT, path, CMD)
+    return path.read_text("utf-8")
 
 
 def _backups(path: Path) -> list[Path]:
@@ -623,17 +637,51 @@ def test_dsh_existing_entry_updated_in_place(tmp_path: Path) -> None:
     # Our own earlier snippet, pointed at a new install.
     path.write_text(clients.snippet("dsh-web", "/old", ["/old/cnki-mcp", "serve"]), "utf-8")
     clients.write_client_config("dsh-web", ROOT, path, CMD)
-    assert path.read_text("utf-8") == clients.snippet("dsh-web", ROOT, CMD)
+    assert yaml.safe_load(path.read_text("utf-8")) == yaml.safe_load(clients.snippet("dsh-web", ROOT, CMD))
 
 
-def test_dsh_entry_without_config_block_is_refused(tmp_path: Path) -> None:
+def test_dsh_entry_in_flow_style_is_updated(tmp_path: Path) -> None:
     path = tmp_path / "cordis.patch.yml"
-    source = "- insert:\n    - id: mcp-cnki\n      config: {command: x, args: [serve]}\n"
+    path.write_text("# head\n- insert:\n    - id: mcp-cnki  # mine\n      config: {command: x, args: [serve]}\n", "utf-8")
+    clients.write_client_config("dsh-web", ROOT, path, CMD)
+    text = path.read_text("utf-8")
+    config = yaml.safe_load(text)[0]["insert"][0]["config"]
+    assert config == {"command": CMD[0], "args": CMD[1:], "env": {"CNKI_DATA_DIR": ROOT}}
+    assert text.startswith("# head\n- insert:\n    - id: mcp-cnki")
+    assert "# mine" in text
+
+
+def test_dsh_entry_without_config_mapping_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cordis.patch.yml"
+    source = "- insert:\n    - id: mcp-cnki\n      config: x\n"
     path.write_text(source, "utf-8")
     with pytest.raises(CnkiError) as caught:
         clients.write_client_config("dsh-web", ROOT, path, CMD)
-    assert caught.value.code == "CLIENT_CONFIG_INVALID" and "手动" in caught.value.message
+    assert caught.value.code == "CLIENT_CONFIG_INVALID"
+    assert "手动" in caught.value.message
     assert path.read_text("utf-8") == source
+
+
+def test_dsh_update_keeps_comments_and_the_files_own_indentation(tmp_path: Path) -> None:
+    source = (
+        "# layer for the desktop app\n"
+        "- insert:\n"
+        "    - id: mcp-cnki\n"
+        "      name: '@deepseek-ai/dsh-mcp-client'\n"
+        "      config:\n"
+        "        # which server\n"
+        "        serverName: cnki\n"
+        "        command: \"/old/cnki-mcp\"\n"
+        "        args: [\"serve\"]\n"
+        "        env: {\"CNKI_DATA_DIR\": \"/old\", \"CNKI_HEADLESS\": \"1\"}\n"
+        "        toolCallTimeoutMs: 900000  # fifteen minutes\n"
+    )
+    lines = _merged(tmp_path / "cordis.patch.yml", "dsh-web", source).splitlines()
+    assert lines[:7] == source.splitlines()[:7]
+    assert lines[7] == '        command: "/p/cnki-mcp"'
+    assert lines[9] == '        env: {"CNKI_DATA_DIR": "/p/data", "CNKI_HEADLESS": "1"}'
+    assert lines[10].startswith("        toolCallTimeoutMs: 900000 ")
+    assert lines[10].endswith("# fifteen minutes")
 
 
 # --- the JSONC reader -------------------------------------------------------------------------------
@@ -696,3 +744,195 @@ def test_configured_clients_report(tmp_path: Path) -> None:
     ]
     assert report[1]["path"] == str(where("cursor")) and "setup" in report[0]["message"]
     assert clients.configured_clients(ROOT, CMD, "linux", env={}, home=tmp_path / "empty") == []
+
+
+def test_configured_clients_reports_a_disabled_entry(tmp_path: Path) -> None:
+    path = clients.config_path("codex", "linux", env={}, home=tmp_path)
+    assert path is not None
+    path.parent.mkdir(parents=True)
+    path.write_text(clients.snippet("codex", ROOT, CMD).replace("[mcp_servers.cnki]\n", "[mcp_servers.cnki]\nenabled = false\n"), "utf-8")
+    (report,) = clients.configured_clients(ROOT, CMD, "linux", env={}, home=tmp_path)
+    assert report["status"] == "disabled"
+    assert "--client codex --install-client" in report["message"]
+
+
+# --- names users type --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("typed", "client_id"), [
+    ("gemini-cli", "gemini"), ("claude", "claude-code"), ("vs-code", "vscode"), ("code", "vscode"),
+    ("VS Code", "vscode"), ("Claude_Desktop", "claude-desktop"), ("qwen", "qwen-code"), (" Cursor ", "cursor"),
+])
+def test_aliases_name_a_client(typed: str, client_id: str) -> None:
+    assert clients.get_client(typed).id == client_id
+
+
+@pytest.mark.parametrize(("typed", "nearest"), [("gemni", "gemini"), ("curosr", "cursor"), ("gemini-clii", "gemini")])
+def test_unknown_client_names_the_nearest_id_and_the_list(typed: str, nearest: str) -> None:
+    with pytest.raises(CnkiError) as caught:
+        clients.get_client(typed)
+    assert caught.value.code == "UNKNOWN_CLIENT"
+    assert f"是不是 {nearest}？" in caught.value.message
+    assert "claude-desktop、claude-code、codex" in caught.value.message
+    assert caught.value.details["suggestion"] == nearest
+
+
+def test_unknown_client_without_a_near_name_only_lists() -> None:
+    with pytest.raises(CnkiError) as caught:
+        clients.get_client("notepad")
+    assert "是不是" not in caught.value.message
+    assert "generic" in caught.value.message
+
+
+# --- Claude Desktop's Store (MSIX) install on Windows --------------------------------------------------
+
+
+def _windows_user(tmp_path: Path, *packages: str) -> tuple[dict[str, str], Path]:
+    """A fake Windows profile: APPDATA, LOCALAPPDATA and the Store package folders given."""
+    home = tmp_path / "Users" / "张三"
+    env = {"APPDATA": str(home / "AppData" / "Roaming"), "LOCALAPPDATA": str(home / "AppData" / "Local")}
+    for name in packages:
+        (home / "AppData" / "Local" / "Packages" / name).mkdir(parents=True)
+    return env, home
+
+
+def test_claude_desktop_msix_package_is_where_the_app_reads(tmp_path: Path) -> None:
+    env, home = _windows_user(tmp_path, "Claude_pzs8sxrjxfjjc", "ClaudeHelper.Other", "Microsoft.Paint_8wekyb3d8bbwe")
+    path = clients.config_path("claude-desktop", "windows", env, home)
+    assert path == (home / "AppData" / "Local" / "Packages" / "Claude_pzs8sxrjxfjjc" / "LocalCache" / "Roaming"
+                    / "Claude" / "claude_desktop_config.json")
+
+
+def test_claude_desktop_without_msix_uses_the_classic_path(tmp_path: Path) -> None:
+    env, home = _windows_user(tmp_path, "Microsoft.Paint_8wekyb3d8bbwe")
+    path = clients.config_path("claude-desktop", "windows", env, home)
+    assert path == home / "AppData" / "Roaming" / "Claude" / "claude_desktop_config.json"
+
+
+def test_claude_desktop_msix_without_localappdata_looks_under_home(tmp_path: Path) -> None:
+    _, home = _windows_user(tmp_path, "Claude_abc")
+    path = clients.config_path("claude-desktop", "windows", {}, home)
+    assert path == home / "AppData" / "Local" / "Packages" / "Claude_abc" / "LocalCache" / "Roaming" / "Claude" / (
+        "claude_desktop_config.json"
+    )
+
+
+def test_several_claude_desktop_installs_are_not_guessed(tmp_path: Path) -> None:
+    env, home = _windows_user(tmp_path, "Claude_one", "Claude_two")
+    paths = clients.config_paths("claude-desktop", "windows", env, home)
+    with pytest.raises(CnkiError) as caught:
+        clients.config_path("claude-desktop", "windows", env, home)
+    assert [p.parts[-5] for p in paths] == ["Claude_one", "Claude_two"]
+    assert caught.value.code == "CLIENT_CONFIG_AMBIGUOUS"
+    assert "Claude_one" in caught.value.message
+
+
+def test_msix_rule_applies_only_on_windows(tmp_path: Path) -> None:
+    env, home = _windows_user(tmp_path, "Claude_pzs8sxrjxfjjc")
+    path = clients.config_path("claude-desktop", "darwin", env, home)
+    assert path == home / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
+
+
+def test_doctor_view_covers_every_msix_install(tmp_path: Path) -> None:
+    env, home = _windows_user(tmp_path, "Claude_one", "Claude_two")
+    for path in clients.config_paths("claude-desktop", "windows", env, home):
+        path.parent.mkdir(parents=True)
+        clients.write_client_config("claude-desktop", ROOT, path, CMD)
+    report = clients.configured_clients(ROOT, CMD, "windows", env, home)
+    assert [(r["client"], r["status"]) for r in report] == [("claude-desktop", "current"), ("claude-desktop", "current")]
+
+
+# --- which clients are installed -----------------------------------------------------------------------
+
+
+def test_installed_clients_from_programs_files_and_folders(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".cursor").mkdir(parents=True)
+    (home / ".claude.json").write_text("{}", "utf-8")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("codex", "code"):
+        (bin_dir / name).write_text("#!/bin/sh\n", "utf-8")
+        (bin_dir / name).chmod(0o755)
+    found = clients.installed_clients("linux", {"PATH": str(bin_dir)}, home)
+    assert found == ["claude-code", "codex", "cursor", "vscode"]
+
+
+def test_nothing_installed_in_an_empty_home(tmp_path: Path) -> None:
+    assert clients.installed_clients("linux", {"PATH": str(tmp_path / "none")}, tmp_path) == []
+
+
+# --- merges of odd but valid files ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("client_id", ["claude-desktop", "cursor", "vscode", "zcode"])
+def test_null_server_table_is_filled(client_id: str, tmp_path: Path) -> None:
+    key_path = clients.get_client(client_id).key_path
+    path = tmp_path / "config.json"
+    path.write_text('{\n  // mine\n  "theme": "dark",\n  "' + key_path[0] + '": null\n}\n', "utf-8")
+    clients.write_client_config(client_id, ROOT, path, CMD)
+    text = path.read_text("utf-8")
+    merged = clients.parse_jsonc(text)
+    node = merged
+    for key in key_path:
+        node = node[key]
+    assert node == {"cnki": clients.entry(client_id, ROOT, CMD)}
+    assert merged["theme"] == "dark"
+    assert "// mine" in text
+
+
+@pytest.mark.parametrize("comments", ["// nothing yet\n", "/* a\n   block */\n\n", "\ufeff// with a BOM\r\n"])
+def test_a_file_of_only_comments_gets_the_snippet_after_them(comments: str, tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_bytes(comments.encode("utf-8"))
+    clients.write_client_config("cursor", ROOT, path, CMD)
+    text = path.read_text("utf-8")
+    assert text.startswith(comments.rstrip("\r\n"))
+    assert clients.parse_jsonc(text) == json.loads(clients.snippet("cursor", ROOT, CMD))
+
+
+def test_comment_only_toml_and_yaml_files_merge(tmp_path: Path) -> None:
+    toml_path = tmp_path / "config.toml"
+    toml_path.write_text("# codex settings\n", "utf-8")
+    yaml_path = tmp_path / "cordis.patch.yml"
+    yaml_path.write_text("# no patches yet\n", "utf-8")
+    clients.write_client_config("codex", ROOT, toml_path, CMD)
+    clients.write_client_config("dsh-web", ROOT, yaml_path, CMD)
+    assert tomllib.loads(toml_path.read_text("utf-8"))["mcp_servers"]["cnki"]["command"] == CMD[0]
+    assert toml_path.read_text("utf-8").startswith("# codex settings\n")
+    assert yaml.safe_load(yaml_path.read_text("utf-8"))[0]["insert"][0]["config"]["command"] == CMD[0]
+    assert yaml_path.read_text("utf-8").startswith("# no patches yet\n")
+
+
+def test_disabled_json_entry_is_enabled_only_when_asked(tmp_path: Path) -> None:
+    path = tmp_path / "cline.json"
+    entry = {**clients.entry("cline", ROOT, CMD), "disabled": True}
+    path.write_text(json.dumps({"mcpServers": {"cnki": entry}}, indent=2), "utf-8")
+    kept = clients.write_client_config("cline", ROOT, path, CMD)
+    enabled = clients.write_client_config("cline", ROOT, path, CMD, enable=True)
+    assert kept.changed is False
+    assert enabled.changed is True
+    assert json.loads(path.read_text("utf-8"))["mcpServers"]["cnki"]["disabled"] is False
+
+
+def test_disabled_codex_entry_is_enabled_keeping_comments(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    source = clients.snippet("codex", ROOT, CMD).replace(
+        "[mcp_servers.cnki]\n", "[mcp_servers.cnki]\nenabled = false  # paused for now\n"
+    )
+    path.write_text("# my codex\n" + source, "utf-8")
+    clients.write_client_config("codex", ROOT, path, CMD, enable=True)
+    text = path.read_text("utf-8")
+    assert tomllib.loads(text)["mcp_servers"]["cnki"]["enabled"] is True
+    assert text.startswith("# my codex\n")
+    assert clients.is_disabled(tomllib.loads(text)["mcp_servers"]["cnki"]) is False
+
+
+def test_docs_table_follows_the_registry() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "clients.md").read_text("utf-8")
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| `")]
+    documented = [(row[0].strip("| `"), row[1], row[2].split()[0]) for row in rows]
+    wanted = {"write": ("file", "CLI"), "link": ("link",), "paste": ("paste",)}
+    assert [row[0] for row in documented] == REGISTRY_ORDER
+    assert [name for _, name, _ in documented] == [c.name for c in clients.CLIENTS]
+    assert [cid for cid, _, how in documented if how not in wanted[clients.get_client(cid).mode]] == []

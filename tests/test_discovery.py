@@ -118,6 +118,15 @@ def test_resolve_browser_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert discovery.resolve_browser(Config(browser_path=str(tmp_path / "gone")), env, "linux") == detected
 
 
+@posix_only
+def test_an_unfilled_bundle_setting_means_find_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(discovery, "FLATPAK_SYSTEM_EXPORTS", tmp_path / "flatpak")
+    detected = fake_exe(tmp_path / "bin" / "chromium")
+    env = {"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path), "CNKI_BROWSER_PATH": "${user_config.browser_path}"}
+    assert discovery.resolve_browser(Config(), env, "linux") == detected
+    assert discovery.browser_report(Config(), env, "linux")["source"] == "detected"
+
+
 def test_resolve_browser_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(discovery, "FLATPAK_SYSTEM_EXPORTS", tmp_path / "flatpak")
     empty = {"PATH": str(tmp_path / "empty"), "HOME": str(tmp_path)}

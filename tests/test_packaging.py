@@ -35,7 +35,9 @@ def _load(name: str, path: Path) -> ModuleType:
 
 
 build = _load("cnki_build", REPO / "packaging" / "build.py")
+bundle = _load("cnki_mcpb_bundle", REPO / "packaging" / "mcpb_bundle.py")
 gen_tool_docs = _load("cnki_gen_tool_docs", REPO / "packaging" / "gen_tool_docs.py")
+MCPB_CLI = REPO / "tests" / "mcpb" / "node_modules" / ".bin" / ("mcpb.cmd" if sys.platform == "win32" else "mcpb")
 
 
 # --- setup scripts ----------------------------------------------------------------------------------
@@ -185,10 +187,120 @@ def test_staged_folder_holds_exactly_the_release_files(tmp_path: Path) -> None:
     (frozen / "cnki-mcp").write_bytes(b"program")
     folder = build.stage(frozen, "Linux-x64", tmp_path / "stage" / build.TOP_FOLDER)
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["_internal", "cnki-mcp", "安装设置.sh", "README.md", "README.en.md", "LICENSE", "THIRD_PARTY_NOTICES.md"]
+        ["_internal", "cnki-mcp", "安装设置.sh", "README.md", "README.en.md", "LICENSE", "THIRD_PARTY_NOTICES.md", "skills"]
     )
+    assert (folder / "skills" / "cnki-deep-research" / "SKILL.md").is_file()
     notices = (folder / "THIRD_PARTY_NOTICES.md").read_text(encoding="utf-8")
     assert "| nodriver |" in notices and "AGPL" in notices
+
+
+# --- the Claude Desktop bundle (.mcpb) ----------------------------------------------------------------
+
+TOOLS = [{"name": "search", "description": "研究检索。规划概念。\n更多"}, {"name": "login", "description": "登录"}]
+
+
+@pytest.mark.parametrize(("label", "platform", "exe", "data"), [
+    ("macOS-arm64", "darwin", "cnki-mcp", "${HOME}/Library/Application Support/cnki-mcp"),
+    ("Windows-x64", "win32", "cnki-mcp.exe", "${HOME}/AppData/Local/cnki-mcp"),
+    ("Linux-x64", "linux", "cnki-mcp", "${HOME}/.local/share/cnki-mcp"),
+])
+def test_bundle_manifest_per_platform(label: str, platform: str, exe: str, data: str) -> None:
+    document = bundle.manifest("1.2.3", label, exe, TOOLS)
+    assert document["manifest_version"] == "0.3"
+    assert document["version"] == "1.2.3"
+    assert document["server"]["type"] == "binary"
+    assert document["server"]["entry_point"] == f"server/{exe}"
+    assert document["server"]["mcp_config"] == {
+        "command": f"${{__dirname}}/server/{exe}",
+        "args": ["serve"],
+        "env": {"CNKI_BROWSER_PATH": "${user_config.browser_path}", "CNKI_DATA_DIR": "${user_config.data_dir}"},
+    }
+    assert document["compatibility"] == {"platforms": [platform]}
+    assert document["user_config"]["browser_path"]["type"] == "file"
+    assert document["user_config"]["browser_path"]["required"] is False
+    assert document["user_config"]["data_dir"]["type"] == "directory"
+    assert document["user_config"]["data_dir"]["default"] == data
+    assert document["tools"] == [{"name": "search", "description": "研究检索。"}, {"name": "login", "description": "登录"}]
+    assert build.bundle_name("1.2.3", label) == f"cnki-mcp-1.2.3-{label}.mcpb"
+
+
+def test_bundle_addresses_come_from_pyproject() -> None:
+    import tomllib
+
+    urls = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]
+    document = bundle.manifest("1.2.3", "Linux-x64", "cnki-mcp", TOOLS)
+    assert document["repository"] == {"type": "git", "url": urls["Repository"]}
+    assert document["support"] == urls["Issues"]
+
+
+def _fake_frozen(folder: Path) -> Path:
+    """A onedir folder whose program prints its arguments and CNKI_DATA_DIR."""
+    (folder / "_internal").mkdir(parents=True)
+    program = folder / "cnki-mcp"
+    program.write_text('#!/bin/sh\necho "ran $* in $CNKI_DATA_DIR"\n', encoding="utf-8")
+    program.chmod(0o755)
+    (folder / "_internal" / "库.so").write_bytes(b"\x7fELF")
+    (folder / "_internal" / "库.so").chmod(0o644)
+    return folder
+
+
+def _fake_bundle(tmp_path: Path) -> Path:
+    frozen = _fake_frozen(tmp_path / "dist" / "cnki-mcp")
+    notices = tmp_path / "THIRD_PARTY_NOTICES.md"
+    notices.write_text("# notices\n", encoding="utf-8")
+    document = bundle.manifest("1.2.3", "Linux-x64", "cnki-mcp", TOOLS)
+    return bundle.write_bundle(frozen, tmp_path / "out" / "cnki-mcp-1.2.3-Linux-x64.mcpb", document,
+                               [REPO / "LICENSE", notices])
+
+
+def test_bundle_layout_and_modes(tmp_path: Path) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(_fake_bundle(tmp_path)) as packed:
+        names = sorted(packed.namelist())
+        modes = {info.filename: (info.external_attr >> 16) & 0o777 for info in packed.infolist()}
+        document = json.loads(packed.read("manifest.json"))
+    assert names == ["LICENSE", "THIRD_PARTY_NOTICES.md", "manifest.json", "server/_internal/库.so", "server/cnki-mcp"]
+    assert modes["server/cnki-mcp"] == 0o755
+    assert modes["server/_internal/库.so"] == 0o644
+    assert document["name"] == "cnki-mcp"
+
+
+def mcpb_cli() -> Path:
+    """The official MCP Bundle CLI that scripts/bootstrap.sh --test installs, or skip the test."""
+    if not MCPB_CLI.exists() or shutil.which("node") is None:
+        pytest.skip("没有 mcpb 命令行工具：运行 npm ci --prefix tests/mcpb（scripts/bootstrap.sh --test 会安装）")
+    return MCPB_CLI
+
+
+def _mcpb(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(mcpb_cli()), *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the fake program is a shell script")
+def test_official_cli_validates_and_unpacks_the_bundle(tmp_path: Path) -> None:
+    packed = _fake_bundle(tmp_path)
+    unpacked = tmp_path / "解包 后"
+    unpacking = _mcpb("unpack", str(packed), str(unpacked))
+    validation = _mcpb("validate", str(unpacked / "manifest.json"))
+    info = _mcpb("info", str(packed))
+    ran = subprocess.run([str(unpacked / "server" / "cnki-mcp"), "serve"], capture_output=True, text=True, timeout=10,
+                         env={"CNKI_DATA_DIR": "/数据"})
+    assert unpacking.returncode == 0, unpacking.stdout + unpacking.stderr
+    assert validation.returncode == 0, validation.stdout + validation.stderr
+    assert "Manifest schema validation passes!" in validation.stdout
+    assert info.returncode == 0, info.stdout + info.stderr
+    assert stat.S_IMODE((unpacked / "server" / "cnki-mcp").stat().st_mode) == 0o755
+    assert ran.stdout == "ran serve in /数据\n"
+
+
+def test_official_cli_rejects_a_broken_manifest(tmp_path: Path) -> None:
+    broken = bundle.manifest("1.2.3", "Linux-x64", "cnki-mcp", TOOLS)
+    broken["server"]["type"] = "exe"
+    (tmp_path / "manifest.json").write_text(json.dumps(broken), encoding="utf-8")
+    validation = _mcpb("validate", str(tmp_path / "manifest.json"))
+    assert validation.returncode != 0
+    assert "server.type" in validation.stdout
 
 
 # --- generated docs, skill, workflow ----------------------------------------------------------------
@@ -243,9 +355,81 @@ def test_release_workflow_builds_every_platform_natively() -> None:
     }
     steps = " ".join(str(step.get("run", "")) for step in workflow["jobs"]["build"]["steps"])
     assert "packaging/build.py" in steps and "--check" in steps
-    assert ".[build]" in steps
+    assert "--require-hashes --no-deps -r packaging/requirements-release.txt" in steps
+    assert "cnki-mcp-*.mcpb" in " ".join(str(step.get("run", "")) for step in workflow["jobs"]["release"]["steps"])
     release = workflow["jobs"]["release"]
     assert release["needs"] == "build" and release["permissions"]["contents"] == "write"
+
+
+# --- packaging metadata and the release lock ------------------------------------------------------
+
+
+def _pyproject() -> dict[str, Any]:
+    import tomllib
+
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _locked() -> dict[str, tuple[str, str, int]]:
+    """name → (version, marker, number of hashes) for every pin in the release lock."""
+    text = (REPO / "packaging" / "requirements-release.txt").read_text(encoding="utf-8")
+    pins: dict[str, tuple[str, str, int]] = {}
+    current = ""
+    for line in text.splitlines():
+        if line and not line.startswith((" ", "#")):
+            requirement, _, marker = line.rstrip(" \\").partition(" ; ")
+            name, _, version = requirement.partition("==")
+            current = f"{name.lower().replace('_', '-').replace('.', '-')}|{marker}"
+            pins[current] = (version, marker, 0)
+        elif line.strip().startswith("--hash=sha256:") and current:
+            version, marker, count = pins[current]
+            pins[current] = (version, marker, count + 1)
+    return pins
+
+
+def test_release_lock_pins_every_dependency_with_hashes() -> None:
+    from packaging.requirements import Requirement
+
+    project = _pyproject()["project"]
+    wanted = [Requirement(line) for line in [*project["dependencies"], *project["optional-dependencies"]["build"]]]
+    pins = _locked()
+    by_name = {key.split("|")[0]: value for key, value in pins.items() if not value[1]}
+    unpinned = [req.name for req in wanted if req.name.lower().replace(".", "-") not in by_name]
+    outside = [req.name for req in wanted if req.name.lower().replace(".", "-") in by_name
+               and by_name[req.name.lower().replace(".", "-")][0] not in req.specifier]
+    assert unpinned == []
+    assert outside == []
+    assert [key for key, (_, _, hashes) in pins.items() if hashes == 0] == []
+
+
+def test_packaging_metadata() -> None:
+    pyproject = _pyproject()
+    assert pyproject["build-system"]["requires"] == ["setuptools>=77"]
+    assert pyproject["project"]["name"] == "cnki-browser-mcp"
+    # The command is cnki-mcp; the second name lets `uvx cnki-browser-mcp` find it.
+    assert pyproject["project"]["scripts"] == {"cnki-mcp": "cnki_mcp.cli:main", "cnki-browser-mcp": "cnki_mcp.cli:main"}
+    assert "nodriver>=0.48,<0.51" in pyproject["project"]["dependencies"]
+    assert set(pyproject["project"]["urls"]) >= {"Homepage", "Repository", "Issues"}
+
+
+def test_server_json_for_the_mcp_registry() -> None:
+    from cnki_mcp import __version__
+
+    pyproject = _pyproject()["project"]
+    document = json.loads((REPO / "server.json").read_text(encoding="utf-8"))
+    (package,) = document["packages"]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert document["$schema"] == "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
+    assert document["name"].count("/") == 1
+    assert len(document["description"]) <= 100
+    assert document["version"] == __version__
+    assert document["repository"] == {"url": pyproject["urls"]["Repository"], "source": "github"}
+    assert package["registryType"] == "pypi"
+    assert package["identifier"] == pyproject["name"]
+    assert package["version"] == __version__
+    assert package["transport"] == {"type": "stdio"}
+    assert [variable["name"] for variable in package["environmentVariables"]] == ["CNKI_BROWSER_PATH", "CNKI_DATA_DIR"]
+    assert f"<!-- mcp-name: {document['name']} -->" in readme
 
 
 # --- end to end: the frozen Linux build -------------------------------------------------------------
@@ -259,8 +443,8 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Linux-x64 archive built by packaging/build.py, unpacked under '测试 目录'."""
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Linux-x64 archive built by packaging/build.py (the bundle and checksums lie beside it)."""
     if not (sys.platform.startswith("linux") and build.platform_label() == "Linux-x64"):
         pytest.skip("端到端打包测试只在 Linux x86_64 上运行（各平台的构建在发布流程中检查）")
     pytest.importorskip("PyInstaller", reason="需要 PyInstaller：pip install -e '.[build]'")
@@ -274,7 +458,13 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     archive = Path(done.stdout.decode("utf-8").strip())
     assert archive.name == f"cnki-mcp-{build.project_version()}-Linux-x64.tar.gz"
     print(f"\nbuilt {archive.name} ({archive.stat().st_size / 2**20:.1f} MB) in {time.monotonic() - began:.0f} s")
-    return build.unpack(archive, scratch / "测试 目录")
+    return archive
+
+
+@pytest.fixture(scope="module")
+def release(built: Path) -> Path:
+    """The archive unpacked under '测试 目录'."""
+    return build.unpack(built, built.parent.parent / "测试 目录")
 
 
 @pytest.mark.slow
@@ -286,7 +476,7 @@ def test_frozen_release_sets_up_and_serves_a_real_client(release: Path, chromium
 
     exe = release / "cnki-mcp"
     assert sorted(p.name for p in release.iterdir() if p.name != "_internal") == sorted(
-        ["cnki-mcp", "安装设置.sh", "README.md", "README.en.md", "LICENSE", "THIRD_PARTY_NOTICES.md"]
+        ["cnki-mcp", "安装设置.sh", "README.md", "README.en.md", "LICENSE", "THIRD_PARTY_NOTICES.md", "skills"]
     )
     home = tmp_path / "用户 目录"
     home.mkdir()
@@ -351,3 +541,52 @@ async def _talk_to_frozen_server(
         assert titles, titles
         assert all(term in title for title in titles), titles
         assert sim.count("grid") >= 1  # the frozen server's Chromium really went to the simulated CNKI
+
+
+def _substituted(value: Any, names: dict[str, str]) -> Any:
+    """What the host does with a manifest's ${...} variables (those it knows; others stay as they are)."""
+    if isinstance(value, str):
+        for name, replacement in names.items():
+            value = value.replace("${" + name + "}", replacement)
+        return value
+    if isinstance(value, list):
+        return [_substituted(item, names) for item in value]
+    return {key: _substituted(item, names) for key, item in value.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.packaging
+@pytest.mark.timeout(1200)
+def test_frozen_bundle_validates_and_serves_as_claude_desktop_runs_it(built: Path, tmp_path: Path) -> None:
+    packed = built.parent / build.bundle_name(build.project_version(), "Linux-x64")
+    checksum = Path(f"{packed}.sha256").read_text(encoding="utf-8")
+    unpacked = tmp_path / "Claude Extensions" / "cnki-mcp"
+    unpacking = _mcpb("unpack", str(packed), str(unpacked))
+    validation = _mcpb("validate", str(unpacked / "manifest.json"))
+    document = json.loads((unpacked / "manifest.json").read_text(encoding="utf-8"))
+    data = tmp_path / "用户 数据"
+    # An optional setting the user left empty may reach the program unexpanded: it must mean "not set".
+    config = _substituted(document["server"]["mcp_config"], {"__dirname": str(unpacked), "user_config.data_dir": str(data)})
+    home = tmp_path / "home"
+    home.mkdir()
+    report = asyncio.run(_diagnostics_through(config, _env(home)))
+    assert checksum == f"{build.sha256(packed)}  {packed.name}\n"
+    assert unpacking.returncode == 0, unpacking.stdout + unpacking.stderr
+    assert validation.returncode == 0, validation.stdout + validation.stderr
+    assert document["version"] == build.project_version()
+    assert stat.S_IMODE((unpacked / "server" / "cnki-mcp").stat().st_mode) & 0o111 == 0o111
+    assert config["env"]["CNKI_BROWSER_PATH"] == "${user_config.browser_path}"
+    assert report["tools"] == 13
+    assert report["data_dir"] == str(data)
+
+
+async def _diagnostics_through(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    from mcp import StdioServerParameters
+
+    from tests.harness import McpSession
+
+    parameters = StdioServerParameters(command=config["command"], args=config["args"], env={**env, **config["env"]})
+    async with McpSession.serving(parameters, read_timeout=60) as mcp:
+        tools = (await mcp.client.list_tools()).tools
+        report = await mcp.call("diagnostics", {})
+    return {**report, "tools": len(tools)}

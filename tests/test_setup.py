@@ -7,6 +7,7 @@ import stat
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 import psutil
@@ -82,7 +83,7 @@ def test_config_prints_the_snippet(isolated_data_dir: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(setup.config_command, [])
     assert result.exit_code == 0 and result.stdout == clients.snippet("generic", isolated_data_dir)
-    result = runner.invoke(setup.config_command, ["codex", "ignored", "--extra"])
+    result = runner.invoke(setup.config_command, ["codex"])
     assert result.exit_code == 0 and result.stdout == clients.snippet("codex", isolated_data_dir)
     entry = json.loads(runner.invoke(setup.config_command, ["cursor"]).stdout)["mcpServers"]["cnki"]
     assert [entry["command"], *entry["args"]] == clients.server_command()
@@ -143,17 +144,17 @@ def test_link_client_opens_only_when_asked(home: Path, checked: list[Path], open
 
 
 @posix_only
-@pytest.mark.parametrize("args", [["--client", "vscode", "--install-client"], ["--install-client"]])
-def test_paste_client_cannot_be_installed(
-    args: list[str], home: Path, isolated_data_dir: Path, checked: list[Path]
-) -> None:
-    result = run([*args, "--skip-check"])
+def test_paste_client_cannot_be_installed(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
+    result = run(["--client", "lobehub", "--install-client", "--skip-check"])
     assert result.exit_code == 1
-    assert result.stderr.startswith("CLIENT_IMPORT_REQUIRED: ") and result.stderr.count("\n") == 1
-    # What was done before the failure stays done.
+    assert result.stderr.startswith("CLIENT_IMPORT_REQUIRED: ")
+    assert result.stderr.count("\n") == 1
+    assert "LobeHub 插件设置" in result.stderr
+    # What was done before the failure stays done, and the last line says so.
     assert (isolated_data_dir / "config.json").exists()
     assert len(list(isolated_data_dir.glob("cnki-*.json"))) == 1
-    assert "也可以把上面的配置粘贴到：" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("本次改动：写入了 浏览器设置 ")
+    assert result.stdout.splitlines()[-1].endswith("没有改动任何客户端的配置文件。")
 
 
 @posix_only
@@ -168,13 +169,6 @@ def test_dsh_needs_its_profile_folder(home: Path, checked: list[Path]) -> None:
     result = run(["--client", "dsh-desktop", "--install-client", "--skip-check"])
     assert result.exit_code == 0, result.output
     assert "id: mcp-cnki" in (profile / "cordis.patch.yml").read_text("utf-8")
-
-
-@posix_only
-def test_unknown_client_after_browser_saved(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
-    result = run(["--client", "notepad", "--skip-check"])
-    assert result.exit_code == 1 and result.stderr.startswith("UNKNOWN_CLIENT: ")
-    assert (isolated_data_dir / "config.json").exists()
 
 
 @posix_only
@@ -207,7 +201,9 @@ def test_interactive_end_of_input_takes_every_default(home: Path, isolated_data_
     result = run(["--skip-check"], stdin="")
     assert result.exit_code == 0, result.output
     assert (isolated_data_dir / "cnki-generic.json").exists()
-    assert "也可以把上面的配置粘贴到：客户端的 MCP 设置" in result.stdout
+    assert "未写入 其他 stdio 客户端（通用 JSON） 的配置（它需要手动粘贴）：请把上面的配置片段粘贴到：客户端的 MCP 设置" in (
+        result.stdout
+    )
 
 
 @posix_only
@@ -290,3 +286,313 @@ def test_setup_end_to_end_with_real_chromium_and_protocol_check(
     written = (home / ".codex" / "config.toml").read_text("utf-8")
     assert written == clients.snippet("codex", isolated_data_dir)
     assert read_config(isolated_data_dir) == {"browser_path": chromium}
+
+
+# --- checked before anything happens ------------------------------------------------------------------
+
+
+def _nothing_under(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+
+
+@posix_only
+def test_unknown_client_is_refused_before_anything_starts(
+    home: Path, isolated_data_dir: Path, tmp_path: Path, checked: list[Path]
+) -> None:
+    browser = fake_exe(tmp_path / "opt" / "chrome")
+    result = run(["--browser", str(browser), "--client", "gemni", "--install-client"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("UNKNOWN_CLIENT: ")
+    assert "是不是 gemini？" in result.stderr
+    assert "claude-desktop、claude-code" in result.stderr
+    assert checked == []
+    assert not isolated_data_dir.exists()
+    assert _nothing_under(home) == []
+    assert result.stdout.splitlines()[-1] == "本次没有改动任何文件。"
+
+
+@posix_only
+def test_install_client_alone_asks_for_a_client(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
+    result = run(["--install-client", "--skip-check"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("CLIENT_REQUIRED: ")
+    assert "--client" in result.stderr
+    assert checked == []
+    assert not isolated_data_dir.exists()
+
+
+@posix_only
+def test_aliases_are_accepted(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
+    result = run(["--client", "gemini-cli", "--install-client", "--skip-check"])
+    assert result.exit_code == 0, result.output
+    written = json.loads((home / ".gemini" / "settings.json").read_text("utf-8"))
+    assert written["mcpServers"]["cnki"] == clients.entry("gemini", isolated_data_dir)
+
+
+def test_config_rejects_unknown_options() -> None:
+    result = CliRunner().invoke(setup.config_command, ["codex", "--extra"])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("INVALID_ARGUMENT: ")
+    assert "--extra" in result.stderr
+
+
+@posix_only
+def test_config_says_where_the_snippet_belongs(home: Path, isolated_data_dir: Path) -> None:
+    result = CliRunner().invoke(setup.config_command, ["cursor"])
+    assert result.stdout == clients.snippet("cursor", isolated_data_dir)
+    assert f"合并到 {home / '.cursor' / 'mcp.json'}" in result.stderr
+    assert "--client cursor --install-client" in result.stderr
+
+
+def test_config_for_a_paste_client_says_where_to_paste() -> None:
+    result = CliRunner().invoke(setup.config_command, ["lobehub"])
+    assert "粘贴到：LobeHub 插件设置" in result.stderr
+
+
+# --- no false success ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def probed(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """A protocol check that passes without starting a server child."""
+    from cnki_mcp import server
+
+    calls: list[list[str]] = []
+
+    async def fake_probe(command: list[str]) -> dict[str, object]:
+        calls.append(command)
+        return {"passed": True, "tools": 13}
+
+    monkeypatch.setattr(server, "protocol_probe", fake_probe)
+    return calls
+
+
+@posix_only
+def test_setup_without_install_client_writes_nothing_and_says_so(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]]
+) -> None:
+    result = run(["--client", "cursor"])
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0, result.output
+    assert not (home / ".cursor").exists()
+    assert "安装检查通过" not in result.stdout
+    assert "请重启" not in result.stdout
+    assert f"未写入 Cursor 的配置：请把上面的配置片段合并到 {home / '.cursor' / 'mcp.json'}" in result.stdout
+    assert "MCP 通信检查通过：共 13 个 MCP 工具；Cursor 还没有接入" in result.stdout
+    assert lines[-1].endswith("没有改动任何客户端的配置文件。")
+    assert str(isolated_data_dir / "config.json") in lines[-1]
+
+
+@posix_only
+def test_answering_no_writes_nothing_and_says_so(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]]
+) -> None:
+    result = run([], stdin="\n4\nn\n")
+    assert result.exit_code == 0, result.output
+    assert not (home / ".cursor" / "mcp.json").exists()
+    assert "安装检查通过" not in result.stdout
+    assert "未写入 Cursor 的配置" in result.stdout
+    assert result.stdout.splitlines()[-1].endswith("没有改动任何客户端的配置文件。")
+
+
+@posix_only
+def test_written_client_gets_the_success_line_and_the_summary_names_the_backup(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]]
+) -> None:
+    target = home / ".cursor" / "mcp.json"
+    target.parent.mkdir()
+    target.write_text('{"mcpServers": {}}\n', "utf-8")
+    result = run(["--client", "cursor", "--install-client"])
+    (backup,) = target.parent.glob("mcp.json.cnki-backup-*")
+    last = result.stdout.splitlines()[-1]
+    assert result.exit_code == 0, result.output
+    assert "安装检查通过：共 13 个 MCP 工具。请重启或重新连接 Cursor。" in result.stdout
+    assert f"Cursor 的配置 {target}（原文件备份为 {backup}）" in last
+    assert "没有改动任何客户端" not in last
+
+
+@posix_only
+def test_link_client_not_opened_is_not_a_success(
+    home: Path, checked: list[Path], opened: list[str], probed: list[list[str]]
+) -> None:
+    result = run(["--client", "trae"])
+    assert result.exit_code == 0, result.output
+    assert opened == []
+    assert "未打开导入链接，Trae 的配置未写入" in result.stdout
+    assert "安装检查通过" not in result.stdout
+
+
+def test_banner_names_the_product_and_what_a_source_install_needs() -> None:
+    assert setup.banner() == "cnki-mcp 安装设置（从源码或 pip 安装运行：需要 Python 3.11 或更新版本）"
+
+
+def test_banner_of_the_frozen_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert "不需要安装 Python" in setup.banner()
+
+
+# --- clients written directly now ---------------------------------------------------------------------
+
+
+@posix_only
+def test_vscode_user_mcp_json_is_written(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
+    user = home / ".config" / "Code" / "User"
+    user.mkdir(parents=True)
+    result = run(["--client", "vs-code", "--install-client", "--skip-check"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((user / "mcp.json").read_text("utf-8"))["servers"]["cnki"]["type"] == "stdio"
+
+
+@posix_only
+def test_vscode_never_opened_is_explained(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
+    result = run(["--client", "vscode", "--install-client", "--skip-check"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("CLIENT_NOT_INITIALIZED: ")
+    assert "先打开一次 VS Code" in result.stderr
+    assert not (home / ".config").exists()
+
+
+@posix_only
+def test_windsurf_config_is_written(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
+    result = run(["--client", "windsurf", "--install-client", "--skip-check"])
+    written = json.loads((home / ".codeium" / "windsurf" / "mcp_config.json").read_text("utf-8"))
+    assert result.exit_code == 0, result.output
+    assert written["mcpServers"]["cnki"] == clients.entry("windsurf", isolated_data_dir)
+
+
+# --- the clients' own command lines -------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_claude(tmp_path: Path) -> Path:
+    """A `claude` that records its arguments and adds the JSON it is given to ~/.claude.json."""
+    log = tmp_path / "claude-args"
+    fake_exe(tmp_path / "bin" / "claude", (
+        f'for a in "$@"; do printf "%s\\n" "$a"; done > {log}\n'
+        '[ "$1 $2 $3 $4 $5" = "mcp add-json --scope user cnki" ] || exit 2\n'
+        'printf \'{"numStartups": 3, "mcpServers": {"cnki": %s}}\' "$6" > "$HOME/.claude.json"'
+    ))
+    return log
+
+
+def _install_claude_code(home: Path, before: str, name: str = "claude-code") -> tuple[Result, dict]:
+    """Setup for Claude Code over a ~/.claude.json holding ``before``; its output and the file after."""
+    (home / ".claude.json").write_text(before, "utf-8")
+    result = run(["--client", name, "--install-client", "--skip-check"])
+    return result, json.loads((home / ".claude.json").read_text("utf-8"))
+
+
+@posix_only
+def test_claude_code_is_added_with_its_own_command(
+    home: Path, isolated_data_dir: Path, checked: list[Path], fake_claude: Path
+) -> None:
+    result, written = _install_claude_code(home, '{"numStartups": 3}', "claude")
+    args = fake_claude.read_text("utf-8").splitlines()
+    assert result.exit_code == 0, result.output
+    assert args[:5] == ["mcp", "add-json", "--scope", "user", "cnki"]
+    assert json.loads(args[5]) == clients.entry("claude-code", isolated_data_dir)
+    assert written["mcpServers"]["cnki"] == clients.entry("claude-code", isolated_data_dir)
+    assert "（通过 claude mcp add-json --scope）" in result.stdout
+    assert len(list(home.glob(".claude.json.cnki-backup-*"))) == 1
+
+
+@posix_only
+def test_a_failing_client_command_falls_back_to_the_file_merge(
+    home: Path, isolated_data_dir: Path, tmp_path: Path, checked: list[Path]
+) -> None:
+    fake_exe(tmp_path / "bin" / "claude", "echo broken >&2; exit 1")
+    result, written = _install_claude_code(home, '{"numStartups": 3}')
+    assert result.exit_code == 0, result.output
+    assert written["mcpServers"]["cnki"] == clients.entry("claude-code", isolated_data_dir)
+    assert written["numStartups"] == 3
+    assert "通过" not in result.stdout.split("已更新客户端配置")[1].split("\n")[0]
+    assert len(list(home.glob(".claude.json.cnki-backup-*"))) == 1
+
+
+@posix_only
+def test_an_existing_entry_is_merged_not_re_added(
+    home: Path, isolated_data_dir: Path, checked: list[Path], fake_claude: Path
+) -> None:
+    result, written = _install_claude_code(home, '{"mcpServers": {"cnki": {"command": "/old", "args": []}}}')
+    assert result.exit_code == 0, result.output
+    assert not fake_claude.exists()
+    assert written["mcpServers"]["cnki"]["command"] != "/old"
+
+
+@posix_only
+def test_codex_is_added_with_its_own_command_then_completed(
+    home: Path, isolated_data_dir: Path, tmp_path: Path, checked: list[Path]
+) -> None:
+    log = tmp_path / "codex-args"
+    fake_exe(tmp_path / "bin" / "codex", (
+        f'for a in "$@"; do printf "%s\\n" "$a"; done > {log}\n'
+        'mkdir -p "$HOME/.codex"\n'
+        'printf \'[mcp_servers.cnki]\\ncommand = "%s"\\nargs = ["%s"]\\n\\n[mcp_servers.cnki.env]\\n%s\\n\' '
+        '"$8" "$9" "$(echo "$4" | sed \'s/=\\(.*\\)/ = "\\1"/\')" > "$HOME/.codex/config.toml"'
+    ))
+    result = run(["--client", "codex", "--install-client", "--skip-check"])
+    command = clients.server_command()
+    written = tomllib.loads((home / ".codex" / "config.toml").read_text("utf-8"))["mcp_servers"]["cnki"]
+    assert result.exit_code == 0, result.output
+    assert log.read_text("utf-8").splitlines() == [
+        "mcp", "add", "--env", f"CNKI_DATA_DIR={isolated_data_dir}", "cnki", "--", *command,
+    ]
+    assert written["env"] == {"CNKI_DATA_DIR": str(isolated_data_dir)}
+    assert written["tool_timeout_sec"] == 900
+    assert "（通过 codex mcp add --env）" in result.stdout
+
+
+# --- disabled entries and installed clients ------------------------------------------------------------
+
+
+def _disabled_codex(home: Path, root: Path) -> Path:
+    path = home / ".codex" / "config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        clients.snippet("codex", root).replace("[mcp_servers.cnki]\n", "[mcp_servers.cnki]\nenabled = false\n"), "utf-8"
+    )
+    return path
+
+
+@posix_only
+def test_disabled_entry_is_enabled_by_install_client(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
+    path = _disabled_codex(home, isolated_data_dir)
+    result = run(["--client", "codex", "--install-client", "--skip-check"])
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads(path.read_text("utf-8"))["mcp_servers"]["cnki"]["enabled"] is True
+    assert "将重新启用 cnki 条目。" in result.stdout
+
+
+@posix_only
+def test_disabled_entry_stays_off_when_the_user_says_no(
+    home: Path, isolated_data_dir: Path, checked: list[Path]
+) -> None:
+    path = _disabled_codex(home, isolated_data_dir)
+    result = run(["--skip-check"], stdin="\ncodex\n\nn\n")
+    assert result.exit_code == 0, result.output
+    assert "已有的 cnki 条目被停用了，要重新启用吗？" in result.stdout
+    assert tomllib.loads(path.read_text("utf-8"))["mcp_servers"]["cnki"]["enabled"] is False
+
+
+@posix_only
+def test_installed_clients_are_offered_first(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
+    (home / ".codex").mkdir()
+    result = run(["--skip-check"], stdin="\n\n\n")
+    assert result.exit_code == 0, result.output
+    assert "   1. Codex（已安装）" in result.stdout
+    assert "回车 = 1，Codex" in result.stdout
+    assert (home / ".codex" / "config.toml").exists()
+
+
+@posix_only
+def test_several_installs_of_a_client_are_chosen_from(
+    home: Path, isolated_data_dir: Path, tmp_path: Path, checked: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "one" / "mcp.json", tmp_path / "two" / "mcp.json"
+    monkeypatch.setattr(clients, "config_paths", lambda client_id, *a, **k: [first, second])
+    result = run(["--skip-check"], stdin="\ncursor\n2\n\n")
+    assert result.exit_code == 0, result.output
+    assert f"  2. {second}" in result.stdout
+    assert not first.exists()
+    assert json.loads(second.read_text("utf-8"))["mcpServers"]["cnki"]["type"] == "stdio"
