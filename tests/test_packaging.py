@@ -576,7 +576,7 @@ def test_frozen_bundle_validates_and_serves_as_claude_desktop_runs_it(built: Pat
     assert document["version"] == build.project_version()
     assert stat.S_IMODE((unpacked / "server" / "cnki-mcp").stat().st_mode) & 0o111 == 0o111
     assert config["env"]["CNKI_BROWSER_PATH"] == "${user_config.browser_path}"
-    assert report["tools"] == 13
+    assert report["tools"] == 14
     assert report["data_dir"] == str(data)
 
 
