@@ -219,7 +219,8 @@ register(
 
 register(
     ToolName.EXPORT_CITATIONS,
-    "把文献导出为参考文献或题录数据：GB/T 7714、APA、MLA、Chicago、Vancouver、BibTeX、RIS、EndNote、CSL-JSON、"
+    "把文献导出为参考文献或题录数据：GB/T 7714（gbt7714 为 2015 顺序编码制，gbt7714_2025 为 2025 顺序编码制，"
+    "gbt7714_author_date 为著者-出版年制）、APA、MLA、Chicago、Vancouver、BibTeX、RIS、EndNote、CSL-JSON、"
     f"JSON、CSV、Markdown 或自定义模板，共 {len(a.CITATION_FORMATS)} 种格式；缺少作者、来源、年份的文献会列出。"
     "用户要参考文献列表或导入文献管理软件时使用；给 filename 时保存到 exports/ 目录。",
     _object(
