@@ -32,7 +32,8 @@ from cnki_mcp.reflist import Entry, read_entry
 # A search phrase longer than this is cut (CNKI refuses values over 120 characters).
 PHRASE_MAX_CHARS = 100
 _MIN_PHRASE_CHARS = 4
-# Title punctuation of every width; a phrase is a run without it (hyphens and apostrophes stay in words).
+# Title punctuation of every width, and spaces beside Han characters (titles are written with and
+# without them); a phrase is a run without either. Hyphens, apostrophes and spaces between words stay.
 _PHRASE_BREAK = re.compile(r"[^\w\s\-'’]|_")
 _SPACE_BY_HAN = re.compile(r"(?<=[\u3400-\u9fff])\s+|\s+(?=[\u3400-\u9fff])")
 _LEADING_NUMBER = re.compile(r"^(?:\[\d+\]|\d+\.)\s*")
@@ -44,14 +45,15 @@ _NOT_HELD = dict(
 
 
 def search_phrase(title: str) -> str:
-    """What is sent to CNKI for a title: its longest run without punctuation, in simplified characters.
+    """What is sent to CNKI for a title: its longest run without punctuation, in simplified characters
+    (the whole title when no run has four characters).
 
     CNKI's exact 篇名 match finds a phrase inside a title, so a run of the title finds the record whatever
     punctuation (full- or half-width, 《》, quotes) or subtitle the entry wrote; the records are then
     compared with the whole title.
     """
     text = unicodedata.normalize("NFKC", simplified(title))
-    runs = [_SPACE_BY_HAN.sub("", run).strip(" -'’") for run in _PHRASE_BREAK.split(text)]
+    runs = [run.strip(" -'’") for part in _PHRASE_BREAK.split(text) for run in _SPACE_BY_HAN.split(part)]
     runs = [run for run in runs if run]
     longest = max(runs, key=len, default="")
     phrase = longest if len(longest) >= _MIN_PHRASE_CHARS else " ".join(runs)

@@ -18,7 +18,7 @@ from cnki_mcp.model import ParsedReference
 
 # Full-width ASCII forms and the ideographic space read as their half-width forms, one character for
 # one, so a position in the read text is the same position in the entry as written.
-_HALF_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20, 0x3002: 0x2E}
+_HALF_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20, 0x3002: 0x2E, 0x3010: 0x5B, 0x3011: 0x5D}
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\uff5e~"), "-")
 
 _NUMBER = re.compile(r"^\s*(?:\[\s*\d{1,3}\s*\]|\(\s*\d{1,3}\s*\)|\d{1,3}\s*[.、)]\s*(?=\S)(?!\d))\s*")
@@ -70,13 +70,13 @@ def split_entries(text: str) -> list[str]:
     paragraph when blank lines separate multi-line entries, else one a line. Headings are dropped."""
     lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     lines = [line for line in lines if not _HEADING.match(line)]
-    numbered = [i for i, line in enumerate(lines) if _NUMBER.match(line)]
+    numbered = [i for i, line in enumerate(lines) if _numbered(line)]
     if numbered and len(numbered) >= max(1, len([line for line in lines if line.strip()]) // 2):
         entries: list[str] = []
         for line in lines:
             if not line.strip():
                 continue
-            if _NUMBER.match(line) or not entries:
+            if _numbered(line) or not entries:
                 entries.append(line.strip())
             else:
                 entries[-1] = _joined(entries[-1], line.strip())
@@ -85,6 +85,12 @@ def split_entries(text: str) -> list[str]:
     if len(paragraphs) > 1 and any("\n" in p.strip() for p in paragraphs):
         return [" ".join(line.strip() for line in p.strip().split("\n")) for p in paragraphs]
     return [line.strip() for line in lines if line.strip()]
+
+
+def _numbered(line: str) -> int:
+    """The length of the entry number (``[1]``, ``1.``, ``（1）``, ``［１］``, ``【1】``) at the start of ``line``, or 0."""
+    found = _NUMBER.match(line.translate(_HALF_WIDTH))
+    return found.end() if found else 0
 
 
 def _joined(head: str, tail: str) -> str:
@@ -99,7 +105,7 @@ def _joined(head: str, tail: str) -> str:
 
 def read_entry(text: str) -> Entry:
     """``text`` read into its fields; ``why`` says what is missing when no title could be read."""
-    original = _NUMBER.sub("", text, count=1).strip()
+    original = text[_numbered(text) :].strip()
     if not original:
         return Entry(text, ParsedReference(), "这一行只有编号，没有内容。")
     if _SAME_AS_ABOVE.match(original):
