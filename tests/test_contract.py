@@ -231,6 +231,7 @@ def test_guide_covers_the_workflow() -> None:
         "download_paper",
         "export_citations",
         "link_references",
+        "check_references",
         "operation_status",
         "wait_seconds=55",
         "awaiting_user",
