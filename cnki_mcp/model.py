@@ -504,6 +504,7 @@ class CheckedReference(msgspec.Struct, omit_defaults=True, kw_only=True):
     parsed: ParsedReference | None = None
     record_ref: str = ""
     differences: list[FieldDifference] = []
+    not_compared: list[str] = []  # fields the entry gives that CNKI's record cannot confirm
     candidates: list[ReferenceCandidate] = []
     corrected: str = ""
 

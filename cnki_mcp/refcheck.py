@@ -26,7 +26,7 @@ from cnki_mcp.model import (
     Problem,
     ReferenceCandidate,
 )
-from cnki_mcp.refcompare import TRANSLATED, choose, differences, match_key, title_relation
+from cnki_mcp.refcompare import TRANSLATED, choose, differences, match_key, not_compared, title_relation
 from cnki_mcp.reflist import Entry, read_entry
 
 # A search phrase longer than this is cut (CNKI refuses values over 120 characters).
@@ -185,6 +185,7 @@ def _matched(index: int, entry: Entry, paper: Paper, style: str) -> CheckedRefer
     parsed = entry.parsed
     relation = title_relation(parsed.title, paper.title) or TRANSLATED
     found = differences(parsed, paper, relation)
+    unknown = not_compared(parsed, paper, relation)
     if found:
         fields = "、".join(difference.field for difference in found)
         status = "differs"
@@ -192,6 +193,8 @@ def _matched(index: int, entry: Entry, paper: Paper, style: str) -> CheckedRefer
     else:
         status = "verified"
         message = "在知网找到了这篇文献，给出的各项与知网记录一致。"
+    if unknown:
+        message += f"知网记录中没有可比对的 {'、'.join(unknown)}，这几项未能核对。"
     return CheckedReference(
         index=index,
         input=entry.text,
@@ -200,5 +203,6 @@ def _matched(index: int, entry: Entry, paper: Paper, style: str) -> CheckedRefer
         parsed=parsed,
         record_ref=paper.record_ref,
         differences=found,
+        not_compared=unknown,
         corrected=corrected_text(paper, style),
     )

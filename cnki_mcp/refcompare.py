@@ -211,6 +211,19 @@ def differences(parsed: ParsedReference, paper: Paper, relation: str) -> list[Fi
     return found
 
 
+def not_compared(parsed: ParsedReference, paper: Paper, relation: str) -> list[str]:
+    """The fields the entry gives that the record cannot confirm: CNKI's record lacks them (a detail page
+    that could not be read leaves volume, issue, pages and DOI empty), or names the source in another script."""
+    fields = [
+        name
+        for name in ("year", "pages", "authors", "source", "volume", "issue", "doi")
+        if getattr(parsed, name) and not getattr(paper, name)
+    ]
+    if parsed.source and paper.source and (relation == TRANSLATED or has_han(parsed.source) != has_han(paper.source)):
+        fields.insert(len([f for f in fields if f in ("year", "pages", "authors")]), "source")
+    return fields
+
+
 # --- choosing among records --------------------------------------------------------------------------
 
 # GB/T 7714 type codes and the CNKI document types they name.

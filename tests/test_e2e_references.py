@@ -197,6 +197,11 @@ async def test_a_thirty_entry_list_gets_the_right_status_record_and_correction_f
     assert [sorted(d["field"] for d in e.get("differences", [])) for e in entries] == [c.fields for c in cases]
     assert [refs.get(e.get("record_ref", "")) for e in entries] == [c.paper.filename if c.paper else None for c in cases]
     assert wrong == 0
+    # What could not be confirmed is said: a newspaper's edition number (the record has no pages), and an
+    # English journal name against CNKI's Chinese one.
+    assert [(e["index"], e["not_compared"]) for e in entries if "not_compared" in e] == [
+        (10, ["pages"]), (11, ["source"]), (12, ["source"])
+    ]
     ambiguous = next(e for e in entries if e["status"] == "ambiguous")
     twins = [p.filename for p in kns.corpus.papers if p.title == ambiguous["candidates"][0]["title"]]
     assert sorted(c["document_type"] for c in ambiguous["candidates"]) == ["期刊", "硕士"] and len(twins) == 2

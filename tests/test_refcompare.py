@@ -13,6 +13,7 @@ from cnki_mcp.refcompare import (
     choose,
     differences,
     name_matches,
+    not_compared,
     source_agrees,
     title_relation,
 )
@@ -211,3 +212,19 @@ def test_corrected_text_in_vancouver_has_no_leading_number() -> None:
 )
 def test_not_found_message_names_what_cnki_lacks(parsed: ParsedReference, words: list[str]) -> None:
     assert [word in not_found_message(parsed) for word in words] == [True] * len(words)
+
+
+@pytest.mark.parametrize(
+    ("parsed", "paper", "relation", "fields"),
+    [
+        (entry(), RECORD, SAME, []),
+        (entry(doi="10.1/x"), Paper(title=RECORD.title, authors=RECORD.authors, source="经济研究评论", year=2020), SAME,
+         ["pages", "volume", "issue", "doi"]),
+        (entry(source="Economic Research Review"), RECORD, SAME, ["source"]),
+        (entry(title="Mechanisms"), RECORD, TRANSLATED, ["source"]),
+        (entry(year=0, authors=[], source=""), Paper(title=RECORD.title), SAME, ["pages", "volume", "issue"]),
+    ],
+    ids=["all confirmed", "no detail page", "english source", "translated", "bare record"],
+)
+def test_not_compared(parsed: ParsedReference, paper: Paper, relation: str, fields: list[str]) -> None:
+    assert not_compared(parsed, paper, relation) == fields
