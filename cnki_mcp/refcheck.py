@@ -119,16 +119,7 @@ async def check(op: OperationContext, engine: Enrichment, texts: Sequence[str], 
     entries = [read_entry(text) for text in texts]
     phrases = {i: search_phrase(entry.parsed.title) for i, entry in enumerate(entries) if not entry.why}
     op.stage("locate")
-    found: dict[str, list[str]] = {}
-    failed: dict[str, Problem] = {}
-    # Han and Latin phrases go in separate requests, so a Chinese row under an English phrase was found
-    # by the English title of that request (and still needs its first author to agree).
-    for script in (True, False):
-        batch = [phrase for phrase in dict.fromkeys(phrases.values()) if has_han(phrase) == script]
-        if batch:
-            located, problems = await engine.lookup_titles(op, batch, related)
-            found |= located
-            failed |= problems
+    found, failed = await _lookup(op, engine, list(dict.fromkeys(phrases.values())))
     papers = engine.store.data.papers
     chosen: dict[int, Paper] = {}
     tied: dict[int, list[Paper]] = {}
@@ -159,19 +150,7 @@ async def check(op: OperationContext, engine: Enrichment, texts: Sequence[str], 
         elif i in chosen:
             results.append(_matched(index, entry, papers.get(chosen[i].record_ref, chosen[i]), style))
         elif i in tied:
-            results.append(
-                CheckedReference(
-                    index=index,
-                    input=entry.text,
-                    status="ambiguous",
-                    parsed=parsed,
-                    candidates=[_candidate(paper) for paper in tied[i]],
-                    message=(
-                        f"知网上有 {len(tied[i])} 篇文献与这个题名相符，这一条给出的作者、年份、来源不足以确定是哪一篇；"
-                        "请补充这些信息后再核对，或从 candidates 中选出 record_ref。"
-                    ),
-                )
-            )
+            results.append(_ambiguous(index, entry, tied[i]))
         else:
             results.append(
                 CheckedReference(
@@ -179,6 +158,39 @@ async def check(op: OperationContext, engine: Enrichment, texts: Sequence[str], 
                 )
             )
     return CheckResult(style=style, entries=results, summary=summarize(results))
+
+
+async def _lookup(
+    op: OperationContext, engine: Enrichment, phrases: list[str]
+) -> tuple[dict[str, list[str]], dict[str, Problem]]:
+    """CNKI's records under each phrase, and the phrases whose request failed.
+
+    Han and Latin phrases go in separate requests, so a Chinese row under an English phrase was found by
+    the English title of that request (``choose`` still wants its first author to agree).
+    """
+    found: dict[str, list[str]] = {}
+    failed: dict[str, Problem] = {}
+    for script in (True, False):
+        batch = [phrase for phrase in phrases if has_han(phrase) == script]
+        if batch:
+            located, problems = await engine.lookup_titles(op, batch, related)
+            found |= located
+            failed |= problems
+    return found, failed
+
+
+def _ambiguous(index: int, entry: Entry, leaders: list[Paper]) -> CheckedReference:
+    return CheckedReference(
+        index=index,
+        input=entry.text,
+        status="ambiguous",
+        parsed=entry.parsed,
+        candidates=[_candidate(paper) for paper in leaders],
+        message=(
+            f"知网上有 {len(leaders)} 篇文献与这个题名相符，这一条给出的作者、年份、来源不足以确定是哪一篇；"
+            "请补充这些信息后再核对，或从 candidates 中选出 record_ref。"
+        ),
+    )
 
 
 def _matched(index: int, entry: Entry, paper: Paper, style: str) -> CheckedReference:

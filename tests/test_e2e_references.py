@@ -163,7 +163,7 @@ def accuracy_table(cases: list[Case], entries: list[dict[str, Any]], refs: dict[
         right = entry["status"] == case.status and sorted(d["field"] for d in entry.get("differences", [])) == case.fields
         if case.paper is not None:
             right = right and refs.get(entry.get("record_ref", "")) == case.paper.filename
-        row = rows.setdefault(case.category.split(":")[0] + ":" + case.category.split(":")[1], [0, 0])
+        row = rows.setdefault(case.category, [0, 0])
         row[0] += 1
         row[1] += right
         wrong += not right

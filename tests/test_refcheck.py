@@ -86,3 +86,11 @@ async def test_entries_with_one_phrase_share_one_lookup_and_keep_their_order(app
 
     assert [(e["index"], e["status"]) for e in reply["result"]["entries"]] == [(1, "verified"), (2, "differs"), (3, "verified")]
     assert site.log[0] == ("locate", "自动驾驶产品责任研究")
+
+
+async def test_a_list_without_any_title_never_reaches_cnki(app: App, site: FakeSite) -> None:
+    reply = await call_tool(app, "check_references", {"text": "参考文献\n[1] 见第三章\n[2] 同上，第45页。"})
+
+    assert (reply["status"], reply["requests"], site.log, [e["status"] for e in reply["result"]["entries"]]) == (
+        "completed", 0, [], ["unparsed", "unparsed"]
+    )
