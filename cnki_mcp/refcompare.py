@@ -234,6 +234,17 @@ def first_author_agrees(parsed: ParsedReference, paper: Paper) -> bool:
     return bool(parsed.authors and paper.authors and name_matches(parsed.authors[0], paper.authors[0]))
 
 
+def plausible(parsed: ParsedReference, paper: Paper) -> bool:
+    """Whether the record can be the work the entry means: some author in common, or the same year,
+    when the entry gives them (one wrong fact, such as the year or the order of names, is allowed)."""
+    checks = []
+    if parsed.authors and paper.authors:
+        checks.append(any(name_matches(mine, theirs) for mine in parsed.authors for theirs in paper.authors))
+    if parsed.year and paper.year:
+        checks.append(parsed.year == paper.year)
+    return not checks or any(checks)
+
+
 def _agreement(parsed: ParsedReference, paper: Paper) -> int:
     """How many discriminating facts of the entry the record shares (authors, year, type, source)."""
     score = 0
@@ -253,11 +264,13 @@ def choose(parsed: ParsedReference, candidates: Sequence[tuple[Paper, str]]) -> 
     """The record the entry means, or (None, the tied records) when its facts do not single one out.
 
     Titles of the same relation compete (SAME before PARTIAL before TRANSLATED); among those, the one
-    record sharing the most facts wins. A translated title is accepted only with a first author that
-    agrees, since the listing does not show the English title the record was found by.
+    record sharing the most facts wins. A record that shares neither an author nor the year the entry
+    gives is another work with a like title (a paper called 机器学习 for the book 机器学习). A translated
+    title is accepted only with a first author that agrees, since the listing does not show the English
+    title the record was found by.
     """
     for relation in (SAME, PARTIAL, TRANSLATED):
-        papers = [paper for paper, rel in candidates if rel == relation]
+        papers = [paper for paper, rel in candidates if rel == relation and plausible(parsed, paper)]
         if relation == TRANSLATED:
             papers = [paper for paper in papers if first_author_agrees(parsed, paper)]
         if not papers:

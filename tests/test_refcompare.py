@@ -144,9 +144,12 @@ TWINS = [(JOURNAL, SAME), (THESIS, SAME)]
         (ParsedReference(title="Penalty clauses", authors=["Luo Yi"]), [(JOURNAL, TRANSLATED)], "rec_j", []),
         (ParsedReference(title="Penalty clauses", year=2025), [(JOURNAL, TRANSLATED)], None, []),
         (ParsedReference(title=JOURNAL.title), [], None, []),
+        (ParsedReference(title=JOURNAL.title, authors=["周志华"], year=2016), TWINS, None, []),
+        (ParsedReference(title=JOURNAL.title, authors=["朱思", "罗怡"], year=2019), TWINS, "rec_j", []),
+        (ParsedReference(title=JOURNAL.title, authors=["周志华"]), [(JOURNAL, SAME)], None, []),
     ],
     ids=["title only", "author", "year", "type code", "same before partial", "translated with author",
-         "translated without author", "none"],
+         "translated without author", "none", "another work", "two wrong facts but one author", "no author in common"],
 )
 def test_choose(parsed: ParsedReference, candidates: list[tuple[Paper, str]], chosen: str | None, tied: list[str]) -> None:
     paper, leaders = choose(parsed, candidates)
