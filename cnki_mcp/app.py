@@ -8,6 +8,7 @@ nothing starts a browser before a tool needs CNKI.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import platform
@@ -19,7 +20,7 @@ from typing import Any
 import msgspec
 import psutil
 
-from cnki_mcp import __version__, arguments, citations, settings
+from cnki_mcp import __version__, arguments, citations, refcheck, settings
 from cnki_mcp.browser import Browser
 from cnki_mcp.catalog import Catalog
 from cnki_mcp.detail_tab import local_ref, resolve_paper
@@ -405,6 +406,11 @@ class App:
 
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("links", kind_budget("links"), work), ctx)
+
+    async def check_references(self, args: arguments.CheckReferencesArgs, ctx: Any) -> Reply:
+        jobs, engine = await self.jobs(), await self.enrichment()
+        work = functools.partial(refcheck.check, engine=engine, texts=args.references, style=args.style)
+        return await jobs.inline(jobs.start("references", kind_budget("references", args.on_verification), work), ctx)
 
     async def export_citations(self, args: arguments.ExportCitationsArgs, ctx: Any) -> Reply:
         store = await self.store()

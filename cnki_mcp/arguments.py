@@ -20,12 +20,13 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.citations import FORMATS, validate_template
+from cnki_mcp.citations import FORMATS, PROSE_FORMATS, validate_template
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.files import validate_filename
 from cnki_mcp.links import MAX_REFERENCES
 from cnki_mcp.model import PRIVATE_PAPER_FIELDS, Paper
 from cnki_mcp.query import MAX_GROUPS, MAX_TERM_CHARS, MAX_TERMS, validate_plan
+from cnki_mcp.reflist import MAX_ENTRIES, split_entries
 from cnki_mcp.text import is_blank
 
 # --- limits and enums (the tool contract and its documented defaults) -------------------------------
@@ -43,6 +44,7 @@ READ_CHARACTERS_DEFAULT = 20_000
 READ_CHARACTERS_MAX = 200_000
 TEXT_BYTES_MAX = 512 * 1024
 REFERENCES_MAX = MAX_REFERENCES
+CHECK_ENTRIES_MAX = MAX_ENTRIES
 PLAN_GROUPS_MAX, PLAN_TERMS_MAX, PLAN_TERM_CHARS = MAX_GROUPS, MAX_TERMS, MAX_TERM_CHARS
 
 MODES = ("precise", "balanced", "broad")
@@ -54,6 +56,7 @@ SCOPES = ("selected", "eligible", "candidates")
 VIEWS = ("titles", "compact", "records")
 DOWNLOAD_FORMATS = ("auto", "pdf", "caj")
 CITATION_FORMATS = FORMATS
+CHECK_STYLES = PROSE_FORMATS
 ACTIONS = ("cancel", "continue", "resume", "show", "recover")
 
 # Integer options: name -> (default for search, maximum). structured_search derives candidate_target.
@@ -171,6 +174,13 @@ class ExportCitationsArgs(ToolArgs):
 class LinkReferencesArgs(ToolArgs):
     text: str
     lookup_missing: bool = False
+
+
+class CheckReferencesArgs(ToolArgs):
+    text: str = ""
+    references: list[str] = []  # after parse: the entries to check, in order (split from text when given)
+    style: str = "gbt7714"
+    on_verification: str = "ask"
 
 
 class LoginArgs(ToolArgs):
@@ -496,6 +506,38 @@ def validate_link_references(args: LinkReferencesArgs, raw: dict[str, Any]) -> N
             f"text 最大 512 KB（{TEXT_BYTES_MAX} 字节），收到 {size} 字节；请分段处理。",
             details={"bytes": size},
         )
+
+
+def validate_check_references(args: CheckReferencesArgs, raw: dict[str, Any]) -> None:
+    """``text`` or ``references`` (one of them); afterwards ``references`` holds the entries to check."""
+    text = "" if is_blank(args.text) else args.text
+    given = [item for item in args.references if not is_blank(item)]
+    if bool(text) == bool(given):
+        why = "不能同时提供" if text else "须提供其一"
+        raise CnkiError(
+            "REFERENCES_REQUIRED",
+            f"text（粘贴的参考文献列表）与 references（每条一个字符串）二选一，{why}。",
+            details={"field": "text"},
+        )
+    size = sum(len(item.encode("utf-8")) for item in (text, *given))
+    if size > TEXT_BYTES_MAX:
+        raise CnkiError(
+            "INPUT_TOO_LARGE",
+            f"参考文献列表最大 512 KB（{TEXT_BYTES_MAX} 字节），收到 {size} 字节；请分批核对。",
+            details={"bytes": size},
+        )
+    entries = split_entries(text) if text else [item.strip() for item in given]
+    if len(entries) > CHECK_ENTRIES_MAX:
+        raise CnkiError(
+            "TOO_MANY_ENTRIES",
+            f"一次最多核对 {CHECK_ENTRIES_MAX} 条参考文献，收到 {len(entries)} 条；请分成几次调用，每次不超过 {CHECK_ENTRIES_MAX} 条。",
+            details={"count": len(entries), "limit": CHECK_ENTRIES_MAX},
+        )
+    if not entries:
+        raise CnkiError("REFERENCES_REQUIRED", "text 中没有找到参考文献条目（只有标题或空行）。", details={"field": "text"})
+    args.text, args.references = text, entries
+    args.style = _choice(args.style, CHECK_STYLES, "gbt7714", "INVALID_FORMAT", "style")
+    args.on_verification = _policy(args.on_verification)
 
 
 def validate_login(args: LoginArgs, raw: dict[str, Any]) -> None:

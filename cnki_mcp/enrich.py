@@ -55,8 +55,11 @@ class SiteBackend(Protocol):
         """Always fetches ``paper.source_url``; SOURCE_IDENTITY_UNCONFIRMED when the names disagree."""
         ...
 
-    async def locate(self, op: OperationContext, titles: list[str]) -> dict[str, list[Paper]]:
-        """At most 10 exact titles in one grid request; rows grouped under the given titles."""
+    async def locate(
+        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
+    ) -> dict[str, list[Paper]]:
+        """At most 10 exact titles in one grid request; rows grouped under the given titles (by title key,
+        or where ``related(title, row title)`` holds)."""
         ...
 
 
@@ -294,10 +297,43 @@ class Enrichment:
 
         return await self.parallel(op, refs, stage, one, record_errors=record_errors)
 
-    # -- title resolution (get_metadata, export_citations, link_references) --
+    # -- title resolution (get_metadata, export_citations, link_references, check_references) --
+
+    async def lookup_titles(
+        self, op: OperationContext, titles: Sequence[str], related: Callable[[str, str], bool] | None = None
+    ) -> tuple[dict[str, list[str]], dict[str, Problem]]:
+        """CNKI's records for each title (10 per grid request, 4 requests at once), stored in the catalogue.
+
+        Returns the refs under each title (rows of one paper merged, in row order; none when CNKI has no
+        such title) and a problem for each title whose request failed. ``related`` groups rows the way
+        ``SiteBackend.locate`` does. A fatal error is raised once the requests in flight have landed.
+        """
+        wanted = list(dict.fromkeys(titles))
+        batches = [wanted[i : i + TITLES_PER_LOCATE] for i in range(0, len(wanted), TITLES_PER_LOCATE)]
+        found: dict[str, list[str]] = {}
+        failed: dict[str, Problem] = {}
+
+        async def locate(batch: list[str]) -> None:
+            try:
+                grouped = await self.site.locate(op, batch, related)
+            except Exception as exc:  # noqa: BLE001
+                error = as_cnki_error(exc)
+                if error.fatal:
+                    raise
+                for title in batch:
+                    failed[title] = _title_problem(error, title)
+                return
+            for title in batch:
+                # Two rows of one paper (a repeated listing) merge into one record.
+                found[title] = list(dict.fromkeys(p.record_ref for p in self.catalog.upsert(grouped.get(title, []))))
+
+        fatal = await self.parallel(op, batches, "locate", locate, LOCATE_WORKERS)
+        if fatal is not None:
+            raise fatal
+        return found, failed
 
     async def resolve_titles(self, op: OperationContext, titles: Sequence[str]) -> tuple[list[str], list[Problem]]:
-        """Refs for full titles: a unique local match, else CNKI by exact title (10 per request, 4 at once).
+        """Refs for full titles: a unique local match, else CNKI by exact title (``lookup_titles``).
 
         Per-title failures (DOCUMENT_NOT_FOUND, IDENTITY_AMBIGUOUS, a failed batch) come back as
         problems in title order; a fatal error is raised once the batches in flight have landed.
@@ -311,7 +347,6 @@ class Enrichment:
                 seen.add(key)
                 wanted.append(title)
         found: dict[str, str] = {}
-        failed: dict[str, Problem] = {}
         remote: list[str] = []
         for title in wanted:
             local = self.catalog.by_title(title)
@@ -319,37 +354,20 @@ class Enrichment:
                 found[title] = local[0]
             else:
                 remote.append(title)
-        batches = [remote[i : i + TITLES_PER_LOCATE] for i in range(0, len(remote), TITLES_PER_LOCATE)]
-
-        async def locate(batch: list[str]) -> None:
-            try:
-                grouped = await self.site.locate(op, batch)
-            except Exception as exc:  # noqa: BLE001
-                error = as_cnki_error(exc)
-                if error.fatal:
-                    raise
-                for title in batch:
-                    failed[title] = _title_problem(error, title)
-                return
-            for title in batch:
-                # Two rows of one paper (a repeated listing) merge into one record.
-                stored = list(dict.fromkeys(p.record_ref for p in self.catalog.upsert(grouped.get(title, []))))
-                if len(stored) == 1:
-                    found[title] = stored[0]
-                elif not stored:
-                    failed[title] = CnkiError(
-                        "DOCUMENT_NOT_FOUND", f"知网上没有找到题名为《{title}》的文献。", details={"title": title}
-                    ).problem()
-                else:
-                    failed[title] = CnkiError(
-                        "IDENTITY_AMBIGUOUS",
-                        f"知网上有 {len(stored)} 篇题名为《{title}》的文献，请改用 record_ref 指定。",
-                        details={"title": title, "record_refs": stored},
-                    ).problem()
-
-        fatal = await self.parallel(op, batches, "locate", locate, LOCATE_WORKERS)
-        if fatal is not None:
-            raise fatal
+        located, failed = await self.lookup_titles(op, remote)
+        for title, stored in located.items():
+            if len(stored) == 1:
+                found[title] = stored[0]
+            elif not stored:
+                failed[title] = CnkiError(
+                    "DOCUMENT_NOT_FOUND", f"知网上没有找到题名为《{title}》的文献。", details={"title": title}
+                ).problem()
+            else:
+                failed[title] = CnkiError(
+                    "IDENTITY_AMBIGUOUS",
+                    f"知网上有 {len(stored)} 篇题名为《{title}》的文献，请改用 record_ref 指定。",
+                    details={"title": title, "record_refs": stored},
+                ).problem()
         refs = [found[title] for title in wanted if title in found]
         problems = [failed[title] for title in wanted if title in failed]
         return refs, problems

@@ -68,6 +68,8 @@ CATALOGUE: dict[str, Code] = {
     "TOO_MANY_REFERENCES": Code("文本中的《题名》超过 100 个。"),
     "OUTPUT_TOO_LARGE": Code("导出内容超过 512 KB，请指定 filename 保存为文件。"),
     "NO_DOCUMENTS": Code("请至少提供 record_refs、titles 或 search_id 之一。"),
+    "REFERENCES_REQUIRED": Code("请提供 text（粘贴的参考文献列表）或 references（每条一个字符串）之一，不能同时提供。"),
+    "TOO_MANY_ENTRIES": Code("一次最多核对 200 条参考文献；请分成几次调用。"),
     # --- lookups ----------------------------------------------------------------------------
     "SEARCH_NOT_FOUND": Code("没有找到这个 search_id 对应的检索记录。"),
     "RECORD_NOT_FOUND": Code("没有找到这个 record_ref 对应的本地记录。"),

@@ -42,6 +42,7 @@ KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "metadata": (600, 900),
     "export": (300, 900),
     "links": (200, 900),
+    "references": (300, 900),
     "read": (60, 900),
     "download": (30, 1800),
     "login": (20, 1800),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -570,10 +571,14 @@ class Listings:
 
     # -- title location ------------------------------------------------------------------------
 
-    async def locate(self, op: OperationContext, titles: list[str]) -> dict[str, list[Paper]]:
-        """Up to 10 full titles in one exact-title grid request; rows grouped under the given titles.
+    async def locate(
+        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
+    ) -> dict[str, list[Paper]]:
+        """Up to 10 titles in one exact-title grid request; rows grouped under the given titles.
 
-        A row belongs to every given title with the same title key; other rows are dropped.
+        CNKI's exact 篇名 match finds the phrase inside a title. A row belongs to every given title with
+        the same title key, or, with ``related``, to every given title for which ``related(title, row
+        title)`` holds; other rows are dropped.
         """
         if not 1 <= len(titles) <= TITLES_PER_LOCATE:
             raise ValueError(f"locate takes 1–{TITLES_PER_LOCATE} titles")
@@ -583,6 +588,7 @@ class Listings:
         for row in page.rows:
             key = title_key(row.title)
             for title, bucket in groups.items():
-                if title_key(title) == key:
+                belongs = related(title, row.title) if related is not None else title_key(title) == key
+                if belongs:
                     bucket.append(row)
         return groups

@@ -370,9 +370,11 @@ class Site:
         """One page (1-based) of a listing; see ``listings.Listings.page``."""
         return await self.listings.page(op, query, page)
 
-    async def locate(self, op: OperationContext, titles: list[str]) -> dict[str, list[Paper]]:
-        """Up to 10 full titles in one exact-title grid request; see ``listings.Listings.locate``."""
-        return await self.listings.locate(op, titles)
+    async def locate(
+        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
+    ) -> dict[str, list[Paper]]:
+        """Up to 10 titles in one exact-title grid request; see ``listings.Listings.locate``."""
+        return await self.listings.locate(op, titles, related)
 
     # -- detail and journal pages -------------------------------------------------------------
 

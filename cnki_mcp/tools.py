@@ -25,6 +25,7 @@ from cnki_mcp.jobs import CONTINUE_REQUESTS, CONTINUE_SECONDS
 
 
 class ToolName(StrEnum):
+    CHECK_REFERENCES = "check_references"
     DIAGNOSTICS = "diagnostics"
     DOWNLOAD_PAPER = "download_paper"
     EXPERT_SEARCH = "expert_search"
@@ -194,6 +195,33 @@ _NATIVE_PROPERTIES = {
 # --- the tools ---------------------------------------------------------------------------------------
 
 register(
+    ToolName.CHECK_REFERENCES,
+    "核对参考文献列表：逐条拆分、识别（GB/T 7714 顺序编码制或著者-出版年制、APA、MLA、Chicago、Vancouver 或随手写的条目，"
+    "中英文混排均可），按题名到知网查找，逐项比对年份、页码、作者、题名、来源、卷、期、DOI。每条给出 verified（一致）、"
+    "differs（有出入，列出 differences）、not_found（知网没有，这不证明是编造的）、ambiguous（多篇同名，列出 candidates）、"
+    "unparsed（无法识别）之一，并给出按知网记录重写的 corrected 条目。用户要检查论文、AI 草稿或手抄的参考文献时使用。"
+    f"一次最多 {a.CHECK_ENTRIES_MAX} 条。",
+    _object(
+        {
+            "on_verification": _POLICY,
+            "references": _strings(f"参考文献条目列表，每条一个字符串（与 text 二选一），最多 {a.CHECK_ENTRIES_MAX} 条"),
+            "style": _string(
+                f"corrected 条目使用的格式：{'、'.join(a.CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）",
+                a.CHECK_STYLES,
+            ),
+            "text": _string(
+                f"粘贴的参考文献列表（与 references 二选一）：带 [1]、1. 编号或不带编号，一行一条或空行分隔，"
+                f"最大 {a.TEXT_BYTES_MAX // 1024} KB、最多 {a.CHECK_ENTRIES_MAX} 条"
+            ),
+        }
+    ),
+    a.CheckReferencesArgs,
+    a.validate_check_references,
+    read_only=True,
+    open_world=True,
+)
+
+register(
     ToolName.DIAGNOSTICS,
     "本地自检：版本、运行环境、数据目录、限速设置，数据已加载时还有数据量、浏览器状态和当前任务。"
     "不启动浏览器，也不访问知网；安装后或排查问题时先调用它。",
@@ -256,7 +284,8 @@ register(
 
 register(
     ToolName.EXPORT_CITATIONS,
-    "把文献导出为参考文献或题录数据：GB/T 7714、APA、MLA、Chicago、Vancouver、BibTeX、RIS、EndNote、CSL-JSON、"
+    "把文献导出为参考文献或题录数据：GB/T 7714（gbt7714 为 2015 顺序编码制，gbt7714_2025 为 2025 顺序编码制，"
+    "gbt7714_author_date 为著者-出版年制）、APA、MLA、Chicago、Vancouver、BibTeX、RIS、EndNote、CSL-JSON、"
     f"JSON、CSV、Markdown 或自定义模板，共 {len(a.CITATION_FORMATS)} 种格式；缺少作者、来源、年份的文献会列出。"
     "用户要参考文献列表或导入文献管理软件时使用；给 filename 时保存到 exports/ 目录。",
     _object(

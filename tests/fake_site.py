@@ -167,13 +167,12 @@ class FakeSite:
         numbers = sorted({i for listing in (*self.lists.values(), *self.feedback_lists) for i in listing})
         return [sim_paper(i) for i in numbers]
 
-    async def locate(self, op: OperationContext, titles: list[str]) -> dict[str, list[Paper]]:
+    async def locate(self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None) -> dict[str, list[Paper]]:
         assert 1 <= len(titles) <= 10
         await self._request(op, "locate", "|".join(titles))
-        wanted = {title_key(t): t for t in titles}
         grouped: dict[str, list[Paper]] = {t: [] for t in titles}
         for paper in self.universe() + self.extra_papers:
-            given = wanted.get(title_key(paper.title))
-            if given is not None:
-                grouped[given].append(paper)
+            for title in titles:
+                if related(title, paper.title) if related is not None else title_key(title) == title_key(paper.title):
+                    grouped[title].append(paper)
         return grouped

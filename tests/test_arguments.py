@@ -9,6 +9,7 @@ import pytest
 
 from cnki_mcp.arguments import (
     METADATA_FIELDS,
+    CheckReferencesArgs,
     DiagnosticsArgs,
     DownloadPaperArgs,
     ExportCitationsArgs,
@@ -95,6 +96,16 @@ DEFAULTS: list[tuple[str, dict[str, Any], msgspec.Struct]] = [
     ("session_status", {}, SessionStatusArgs(refresh=False)),
     ("operation_status", {}, OperationStatusArgs(operation_id="", wait_seconds=0)),
     ("operation_control", {"action": "cancel"}, OperationControlArgs(action="cancel")),
+    (
+        "check_references",
+        {"text": "参考文献\n[1] 王利明. 论违约金[J]. 法学评论, 2021(3): 1-9.\n[2] 见第三章\n"},
+        CheckReferencesArgs(
+            text="参考文献\n[1] 王利明. 论违约金[J]. 法学评论, 2021(3): 1-9.\n[2] 见第三章\n",
+            references=["[1] 王利明. 论违约金[J]. 法学评论, 2021(3): 1-9.", "[2] 见第三章"],
+            style="gbt7714",
+            on_verification="ask",
+        ),
+    ),
 ]
 
 
@@ -105,7 +116,7 @@ def test_minimal_input_gets_documented_defaults(tool: str, raw: dict[str, Any], 
 
 def test_every_tool_has_a_struct_and_a_defaults_case() -> None:
     assert {d[0] for d in DEFAULTS} == set(REGISTRY)
-    assert len(REGISTRY) == len(ToolName) == 14
+    assert len(REGISTRY) == len(ToolName) == 15
 
 
 def test_zero_and_empty_mean_the_default() -> None:
@@ -285,6 +296,16 @@ INVALID: list[tuple[str, Any, str]] = [
     ("operation_status", {"id": "op_1"}, "INVALID_INPUT"),
     ("operation_control", {}, "INVALID_INPUT"),
     ("operation_control", {"action": "cancel", "additional_requests": 1.5}, "INVALID_INPUT"),
+    ("check_references", {}, "REFERENCES_REQUIRED"),
+    ("check_references", {"text": " \n "}, "REFERENCES_REQUIRED"),
+    ("check_references", {"text": "a", "references": ["b"]}, "REFERENCES_REQUIRED"),
+    ("check_references", {"text": "参考文献\n"}, "REFERENCES_REQUIRED"),
+    ("check_references", {"references": "王利明. 论违约金[J]."}, "INVALID_INPUT"),
+    ("check_references", {"references": ["王利明. 论违约金[J]."] * 201}, "TOO_MANY_ENTRIES"),
+    ("check_references", {"text": "\n".join(f"[{i}] 论违约金{i}" for i in range(1, 202))}, "TOO_MANY_ENTRIES"),
+    ("check_references", {"text": "字" * 180_000}, "INPUT_TOO_LARGE"),
+    ("check_references", {"references": ["a"], "style": "bibtex"}, "INVALID_FORMAT"),
+    ("check_references", {"references": ["a"], "on_verification": "wait"}, "INVALID_POLICY"),
     # search ranges and enums
     ("search", {"query": ""}, "INVALID_QUERY"),
     ("search", {"query": " \n\t "}, "INVALID_QUERY"),

@@ -48,6 +48,28 @@ GOLDEN = {
         "[8] 王知津. 信息检索导论[M]. 科学出版社, 2019.",
         "[9] [作者未取得]. 关于学术不端检测阈值的初步讨论[Z]. [来源未取得], [年份未取得].",
     ],
+    "gbt7714_2025": [
+        "[1] 王利明，陈晓红，刘建华，等. 数字经济对制造业高质量发展的影响机制研究[J]. 中国工业经济，2023（05）：5-23.",
+        "[2] Carter E R，Moreau J-P，Tanaka H，等. Deep learning for citation recommendation: a survey of methods and evaluation practices[J/OL]. Journal of Informetrics，2021，15（3）：101128. DOI:10.1016/j.joi.2021.101128.",
+        "[3] 赵磊. 基于知识图谱的学术文献推荐方法研究[D]. 武汉大学，2022.",
+        "[4] 孙悦. 高校图书馆数字资源利用效率评价[D]. 南京大学，2021.",
+        "[5] 周杰，吴敏. 面向中文科技文献的命名实体识别方法[C]//第十九届中国计算语言学大会论文集. 2020：112-120.",
+        "[6] 何平. 加快建设世界一流科技期刊[N]. 光明日报，2024-03-15（05）.",
+        "[7] 李强，王芳. 大模型驱动的科研范式变革与图书馆服务创新[J/OL]. 图书情报工作，2025. https://kns.cnki.net/kcms2/article/abstract?v=fixture-online-first. DOI:10.13266/j.issn.0252-3116.2025.01.001.",
+        "[8] 王知津. 信息检索导论[M]. 科学出版社，2019.",
+        "[9] [作者未取得]. 关于学术不端检测阈值的初步讨论[Z]. [来源未取得]，[年份未取得].",
+    ],
+    "gbt7714_author_date": [
+        "何平, 2024. 加快建设世界一流科技期刊[N]. 光明日报, 2024-03-15(05).",
+        "李强, 王芳, 2025. 大模型驱动的科研范式变革与图书馆服务创新[J/OL]. 图书情报工作. https://kns.cnki.net/kcms2/article/abstract?v=fixture-online-first. DOI:10.13266/j.issn.0252-3116.2025.01.001.",
+        "孙悦, 2021. 高校图书馆数字资源利用效率评价[D]. 南京大学.",
+        "王利明, 陈晓红, 刘建华, 等, 2023. 数字经济对制造业高质量发展的影响机制研究[J]. 中国工业经济(05): 5-23.",
+        "王知津, 2019. 信息检索导论[M]. 科学出版社.",
+        "赵磊, 2022. 基于知识图谱的学术文献推荐方法研究[D]. 武汉大学.",
+        "周杰, 吴敏, 2020. 面向中文科技文献的命名实体识别方法[C]//第十九届中国计算语言学大会论文集. 112-120.",
+        "[作者未取得], [年份未取得]. 关于学术不端检测阈值的初步讨论[Z]. [来源未取得].",
+        "CARTER E R, MOREAU J P, TANAKA H, et al., 2021. Deep learning for citation recommendation: a survey of methods and evaluation practices[J/OL]. Journal of Informetrics, 15(3): 101128. DOI:10.1016/j.joi.2021.101128.",
+    ],
     "apa": [
         "Carter, E. R., Moreau, J.-P., Tanaka, H., & Schmidt, A. (2021). Deep learning for citation recommendation: a survey of methods and evaluation practices. Journal of Informetrics, 15(3), 101128. https://doi.org/10.1016/j.joi.2021.101128",
         "何平. (2024, March 15). 加快建设世界一流科技期刊. 光明日报, 05.",
@@ -98,14 +120,14 @@ GOLDEN = {
 # --- formats and shape ------------------------------------------------------------------------
 
 
-def test_formats_are_the_thirteen_of_the_contract() -> None:
+def test_formats_are_the_contracts_thirteen_and_the_two_gbt_additions() -> None:
     assert FORMATS == (
-        "gbt7714", "apa", "mla", "chicago", "vancouver", "bibtex", "ris", "endnote",
+        "gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver", "bibtex", "ris", "endnote",
         "csl_json", "json", "csv", "markdown", "custom",
     )
 
 
-@pytest.mark.parametrize("alias, name", [("", "gbt7714"), ("gbt7714-2015", "gbt7714"), ("csl-json", "csl_json"), ("APA", "apa")])
+@pytest.mark.parametrize("alias, name", [("", "gbt7714"), ("gbt7714-2015", "gbt7714"), ("GBT7714-2025", "gbt7714_2025"), ("csl-json", "csl_json"), ("APA", "apa")])
 def test_aliases(papers: list[Paper], alias: str, name: str) -> None:
     assert render(papers[:1], alias).format == name
 

@@ -1,4 +1,4 @@
-"""The five prose styles against citeproc-js running the official CSL styles.
+"""The prose styles against citeproc-js running the official CSL styles.
 
 citeproc-js (npm ``citeproc``, the engine of Zotero and Mendeley) renders the same records with the
 styles in ``tests/fixtures/csl`` (source and licence in its README); our text must be identical, entry
@@ -14,9 +14,10 @@ How the oracle is fed:
   newspaper pieces, and no ``language`` on Chinese items: citeproc-js gives every name of a
   zh-tagged item CJK conventions (a Western co-author becomes "Smith J" in APA), while an English tag
   is what selects the "et al." layout of the GB/T style.
-* GB/T 7714: the style ships a CSL-M layout for English items (``<layout locale="en">``) commented out,
+* GB/T 7714 (2015 numeric and author-date): each style ships a CSL-M layout for English items (``<layout locale="en">``) commented out,
   with a note saying to uncomment it for per-language terms. We uncomment it, so English items get
-  "et al." as GB/T 7714-2015 prescribes for Western-language references, instead of 「等」.
+  "et al." as GB/T 7714-2015 prescribes for Western-language references, instead of 「等」. The 2025
+  numeric style has no such layout: it prints 「等」 for every work, and so do we.
 * Vancouver is ``nlm-citation-sequence.csl``, the current name of the NLM/Vancouver style.
 """
 
@@ -40,6 +41,8 @@ CITEPROC_DIR = HERE / "citeproc"
 CSL_DIR = HERE / "fixtures" / "csl"
 STYLES = {
     "gbt7714": "china-national-standard-gb-t-7714-2015-numeric.csl",
+    "gbt7714_2025": "china-national-standard-gb-t-7714-2025-numeric.csl",
+    "gbt7714_author_date": "china-national-standard-gb-t-7714-2015-author-date.csl",
     "apa": "apa.csl",
     "mla": "modern-language-association.csl",
     "chicago": "chicago-author-date.csl",
@@ -94,6 +97,9 @@ PROBES = [
     _paper("probe-online-no-doi", "网络首发无DOI", ["周十"], "图书情报工作", 2025, "期刊", online_first=True, url="https://kns.cnki.net/kcms2/article/abstract?v=probe"),
     _paper("probe-zh-latin-title", "基于BERT的中文 text classification 方法", ["钱八", "孙九", "李六", "赵七"], "计算机学报", 2021, "期刊", volume="44", issue="3", pages="501-515"),
     _paper("probe-degree", "学位论文类别未知", ["李六"], "某大学", 2015, "学位论文"),
+    _paper("probe-same-a", "醉翁亭记的版本考", ["欧阳修", "吕方"], "文史知识", 2020, "期刊", issue="2", pages="10-12"),
+    _paper("probe-same-b", "秋声赋的写作年代", ["欧阳修", "吕方"], "文史知识", 2020, "期刊", issue="7", pages="3-9"),
+    _paper("probe-dotted", "Abbreviated serial titles", ["Kim Ng", "Luo Jia"], "J. Inf. Sci.", 2020, "期刊", volume="46", issue="2", pages="201-215"),
     _paper("probe-no-year", "An undated working paper", ["Zed Zulu"], "Journal of Tests", 0, "期刊", volume="1", issue="2", pages="3-4"),
 ]
 
@@ -120,9 +126,13 @@ def citing_items(papers: list[Paper]) -> list[dict]:
     return items
 
 
+# The 2015 styles ship their English layouts commented out (see the module docstring); the 2025 style has none.
+ENGLISH_LAYOUTS = ("gbt7714", "gbt7714_author_date")
+
+
 def _style_text(style: str) -> str:
     text = (CSL_DIR / STYLES[style]).read_text(encoding="utf-8")
-    if style == "gbt7714":
+    if style in ENGLISH_LAYOUTS:
         enabled = re.sub(r"<!--\s*(<layout[^>]*locale=\"en\">.*?</layout>)\s*-->", r"\1", text, flags=re.S)
         assert enabled != text, "the GB/T style no longer carries its English layout"
         text = enabled

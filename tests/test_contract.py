@@ -35,6 +35,7 @@ CHECKER = Path(__file__).resolve().parents[2] / "shared" / "tools" / "contract_c
 REFERENCE = Path(__file__).parent / "fixtures" / "contract" / "tool-schema.json"
 HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 READ_ONLY = {
+    "check_references",
     "search",
     "structured_search",
     "expert_search",
@@ -129,7 +130,7 @@ async def test_schema_document_is_what_tools_list_serves() -> None:
 def test_fourteen_tools_sorted_by_name() -> None:
     names = [t.name for t in server.TOOLS]
     assert names == sorted(names) == sorted(REGISTRY)
-    assert len(names) == 14
+    assert len(names) == 15
 
 
 def test_annotations_carry_all_four_hints() -> None:
@@ -232,6 +233,7 @@ def test_guide_covers_the_workflow() -> None:
         "download_paper",
         "export_citations",
         "link_references",
+        "check_references",
         "operation_status",
         "wait_seconds=55",
         "awaiting_user",

@@ -2,8 +2,9 @@
 
 ``render(papers, fmt, template)`` turns stored records into one text in one of ``FORMATS``:
 
-* five prose styles (GB/T 7714-2015 numeric, APA 7, MLA 9, Chicago author-date, Vancouver/NLM) that
-  follow the published rules as the official CSL styles encode them (checked against citeproc-js);
+* seven prose styles (GB/T 7714-2015 numeric, GB/T 7714-2025 numeric, GB/T 7714-2015 author-date,
+  APA 7, MLA 9, Chicago author-date, Vancouver/NLM) that follow the published rules as the official CSL
+  styles encode them (checked against citeproc-js);
 * exchange formats for reference managers (BibTeX, RIS, EndNote tagged, CSL-JSON);
 * data formats (JSON, CSV, Markdown) and safe ``custom`` templates.
 

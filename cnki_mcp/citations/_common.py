@@ -10,6 +10,8 @@ from cnki_mcp.model import Paper
 
 FORMATS: tuple[str, ...] = (
     "gbt7714",
+    "gbt7714_2025",
+    "gbt7714_author_date",
     "apa",
     "mla",
     "chicago",
@@ -23,8 +25,14 @@ FORMATS: tuple[str, ...] = (
     "markdown",
     "custom",
 )
-PROSE_FORMATS: tuple[str, ...] = ("gbt7714", "apa", "mla", "chicago", "vancouver")
-_ALIASES = {"": "gbt7714", "gbt7714-2015": "gbt7714", "csl-json": "csl_json"}
+PROSE_FORMATS: tuple[str, ...] = ("gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver")
+_ALIASES = {
+    "": "gbt7714",
+    "gbt7714-2015": "gbt7714",
+    "gbt7714-2025": "gbt7714_2025",
+    "gbt7714-author-date": "gbt7714_author_date",
+    "csl-json": "csl_json",
+}
 
 AUTHOR_PLACEHOLDER = "[作者未取得]"
 SOURCE_PLACEHOLDER = "[来源未取得]"

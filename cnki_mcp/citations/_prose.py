@@ -1,4 +1,5 @@
-"""The five prose styles: GB/T 7714-2015 numeric, APA 7, MLA 9, Chicago author-date and Vancouver/NLM.
+"""The prose styles: GB/T 7714 (2015 numeric, 2025 numeric, 2015 author-date), APA 7, MLA 9, Chicago
+author-date and Vancouver/NLM.
 
 Each follows the published rules as the official CSL styles encode them (checked against citeproc-js);
 missing authors, source or year are shown as placeholders such as ``[作者未取得]``.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,7 @@ from cnki_mcp.citations._common import (
     language,
     parse_name,
 )
+from cnki_mcp.hanzi import han_weight, is_han
 from cnki_mcp.model import Paper
 
 # --------------------------------------------------------------------------------------------
@@ -237,34 +240,108 @@ def _and_list(rendered: list[str], names: list[Name], conjunction: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# GB/T 7714-2015 (numeric)
+# GB/T 7714: 2015 numeric, 2025 numeric and 2015 author-date (著者-出版年制)
 
 
-def _gbt_name(name: Name) -> str:
+@dataclass(frozen=True)
+class _GbtMarks:
+    """What tells the GB/T styles apart in print: 2015 uses half-width punctuation and capital
+    family names; 2025 full-width punctuation, names as written and hyphenated initials (J-P);
+    the author-date style puts the year after the names and drops it from the source."""
+
+    comma: str
+    colon: str
+    parens: tuple[str, str]
+    capitals: bool
+    hyphen: bool
+    english_et_al: bool  # "et al." for English works (2015), 「等」 for every work (2025's CSL)
+    author_date: bool = False
+
+
+_GBT_MARKS = {
+    "gbt7714": _GbtMarks(", ", ": ", ("(", ")"), capitals=True, hyphen=False, english_et_al=True),
+    "gbt7714_2025": _GbtMarks("，", "：", ("（", "）"), capitals=False, hyphen=True, english_et_al=False),
+    "gbt7714_author_date": _GbtMarks(
+        ", ", ": ", ("(", ")"), capitals=True, hyphen=False, english_et_al=True, author_date=True
+    ),
+}
+GBT_STYLES = tuple(_GBT_MARKS)
+
+
+def _gbt_name(name: Name, marks: _GbtMarks) -> str:
     if name.literal:
         return name.literal
-    return _join([name.family.upper(), _initials(name.given, period=False, hyphen=False, spaced=True)], " ")
+    family = name.family.upper() if marks.capitals else name.family
+    return _join([family, _initials(name.given, period=False, hyphen=marks.hyphen, spaced=True)], " ")
 
 
-def _gbt(cite: _Cite, number: int) -> str:
-    names = [_gbt_name(n) for n in cite.names]
+def _gbt_names(cite: _Cite, marks: _GbtMarks) -> str:
+    names = [_gbt_name(n, marks) for n in cite.names]
     if len(names) > 3:
-        names = names[:3] + ["et al." if cite.english else "等"]
+        names = names[:3] + ["et al." if cite.english and marks.english_et_al else "等"]
+    return marks.comma.join(names)
+
+
+def _gbt(cite: _Cite, style: str, lead: str) -> str:
+    """One entry; ``lead`` is the number (``[1] ``) of the numeric styles or the author-date suffix."""
+    marks = _GBT_MARKS[style]
+    comma, colon = marks.comma, marks.colon
+    wrap = f"{marks.parens[0]}{{}}{marks.parens[1]}".format
     online = bool(cite.doi or cite.url)
     title = f"{cite.title}[{cite.kind.gb}{'/OL' if online else ''}]"
+    year = "" if marks.author_date else cite.year
+    # The 2025 style prints serial titles without periods (strip-periods).
+    serial = cite.source.replace(".", "") if style == "gbt7714_2025" else cite.source
     if cite.kind.csl == "article-newspaper":
         date = "-".join(f"{p:02d}" if i else str(p) for i, p in enumerate(cite.date)) or cite.year
-        where = _join([cite.source, date], ", ") + (f"({cite.pages})" if cite.pages else "")
-        body = [title, where]
+        body = [title, _join([serial, date], comma) + (wrap(cite.pages) if cite.pages else "")]
     elif cite.kind.csl == "article-journal":
-        head = _join([cite.source, cite.year, cite.volume], ", ") + (f"({cite.issue})" if cite.issue else "")
-        body = [title, _join([head, cite.pages], ": ")]
+        head = _join([serial, year, cite.volume], comma) + (wrap(cite.issue) if cite.issue else "")
+        body = [title, _join([head, cite.pages], colon)]
     elif cite.kind.csl == "paper-conference":
-        body = [f"{title}//{cite.source}", _join([cite.year, cite.pages], ": ")]
+        body = [f"{title}//{cite.source}", _join([year, cite.pages], colon)]
     else:
-        body = [title, _join([_join([cite.source, cite.year], ", "), cite.pages], ": ")]
+        body = [title, _join([_join([cite.source, year], comma), cite.pages], colon)]
     access = _join([cite.url, f"DOI:{cite.doi}" if cite.doi else ""], ". ")
-    return f"[{number}] " + _end(_join([", ".join(names), *body, access], ". "))
+    names = _gbt_names(cite, marks)
+    if marks.author_date:
+        return _end(_join([_join([names, cite.year + lead], comma), *body, access], ". "))
+    return lead + _end(_join([names, *body, access], ". "))
+
+
+def _gbt_sort_key(cite: _Cite) -> tuple[Any, ...]:
+    """著者-出版年制 order: the names as printed (first three), then the year; Han names in pinyin
+    order before Latin ones, as CJK collations sort."""
+    names = " ".join(_gbt_name(n, _GBT_MARKS["gbt7714_author_date"]) for n in cite.names[:3])
+    return (_pinyin_collation_key(names), _pinyin_collation_key(cite.year))
+
+
+def _pinyin_collation_key(text: str) -> tuple[tuple[int, Any], ...]:
+    """Digits (as numbers) before Han (by pinyin) before Latin letters; case and punctuation ignored."""
+    key: list[tuple[int, Any]] = []
+    digits = ""
+    for char in unicodedata.normalize("NFKC", text).casefold():
+        if char.isdigit():
+            digits += char
+            continue
+        if digits:
+            key.append((0, int(digits)))
+            digits = ""
+        if is_han(char):
+            key.append((1, han_weight(char)))
+        elif char.isalnum():
+            key.append((2, char))
+    if digits:
+        key.append((0, int(digits)))
+    return tuple(key)
+
+
+def _gbt_in_text_form(names: list[Name]) -> tuple[Any, ...]:
+    """The 著者-出版年制 citation once names and the first author's initials are added: works tell
+    apart unless every name (and the first initials) and the year agree."""
+    first = names[0]
+    primary = (first.literal, first.family, _initials(first.given, period=False, hyphen=False, spaced=False))
+    return (primary, *[n.literal or n.family for n in names[1:]])
 
 
 # --------------------------------------------------------------------------------------------
@@ -428,7 +505,9 @@ def _vancouver(cite: _Cite, number: int) -> str:
     title = cite.title + (f" [{cite.genre}]" if cite.genre else "")
     # Citing Medicine marks a source read online with [Internet] and its address with "Available from:".
     internet = bool(cite.url and not cite.doi)
-    source = cite.source + (" [Internet]" if internet else "")
+    # Journal titles print without periods (J. Inf. Sci. -> J Inf Sci), as NLM abbreviations do.
+    journal = cite.source.replace(".", "") if cite.kind.csl == "article-journal" else cite.source
+    source = journal + (" [Internet]" if internet else "")
     if cite.kind.csl == "article-journal":
         serial = cite.volume + (f"({_issue(cite.issue)})" if cite.issue else "")
         locator = _join([serial, pages], ":")
@@ -518,11 +597,11 @@ def _in_text_form(names: list[Name]) -> tuple[Any, ...]:
     return (primary, *[n.literal or n.family for n in names[1:]])
 
 
-def _year_suffixes(ordered: list[_Cite]) -> list[str]:
+def _year_suffixes(ordered: list[_Cite], form: Callable[[list[Name]], tuple[Any, ...]] = _in_text_form) -> list[str]:
     """2019a, 2019b …: works whose in-text citations would read the same, in bibliography order."""
     groups: dict[tuple[Any, ...], list[int]] = {}
     for index, cite in enumerate(ordered):
-        groups.setdefault((_in_text_form(cite.names), cite.year), []).append(index)
+        groups.setdefault((form(cite.names), cite.year), []).append(index)
     suffixes = [""] * len(ordered)
     for members in groups.values():
         if len(members) > 1:
@@ -544,8 +623,12 @@ def _suffix_letters(number: int) -> str:
 def prose_entries(papers: list[Paper], style: str) -> list[tuple[str, str]]:
     """(record_ref, entry) pairs of a prose style, in bibliography order (author-date styles sort)."""
     cites = [(p.record_ref, _cite(p)) for p in papers]
-    if style == "gbt7714":
-        return [(ref, _gbt(c, i)) for i, (ref, c) in enumerate(cites, 1)]
+    if style == "gbt7714_author_date":
+        ordered = sorted(cites, key=lambda rc: _gbt_sort_key(rc[1]))
+        suffixes = _year_suffixes([c for _, c in ordered], _gbt_in_text_form)
+        return [(ref, _gbt(c, style, suffix)) for (ref, c), suffix in zip(ordered, suffixes)]
+    if style in GBT_STYLES:
+        return [(ref, _gbt(c, style, f"[{i}] ")) for i, (ref, c) in enumerate(cites, 1)]
     if style == "vancouver":
         return [(ref, _vancouver(c, i)) for i, (ref, c) in enumerate(cites, 1)]
     ordered = sorted(cites, key=lambda rc: _sort_key(rc[1], style))

@@ -261,6 +261,12 @@ EN_TITLES = (
     "Federated Learning with Differential Privacy for Clinical Records",
 )
 
+# English titles of two Chinese journal papers (see _add_special_cases).
+TRANSLATED_TITLES = (
+    "Pathways and Constraints Reconsidered: Evidence from Judicial Practice",
+    "Mechanisms and Regional Disparities Revisited with Provincial Panels",
+)
+
 
 def _name(rng: random.Random) -> str:
     return rng.choice(SURNAMES) + "".join(rng.choice(GIVEN) for _ in range(rng.choice((1, 2))))
@@ -450,3 +456,8 @@ def _add_special_cases(papers: list[Paper], rng: random.Random) -> None:
     quoted[0].title = "“AI+教育”背景下教师数字素养的提升路径"
     quoted[1].title = "基于Transformer-XL的长文本检索模型研究"
     quoted[2].title = "数据要素（市场）化配置的法律规制：以个人信息为例"
+    # Chinese papers with an English title (the detail page's h2; 篇名 and 主题 also search it): a reference
+    # list may cite them by it.
+    translated = [p for p in papers if p.resource == "JOURNAL" and not p.online_first and p.language == "zh"][12:14]
+    for paper, english in zip(translated, TRANSLATED_TITLES):
+        paper.title_en = english

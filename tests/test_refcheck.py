@@ -1,0 +1,96 @@
+"""check_references on an in-process App over the backend-level fake CNKI: batching, request counts,
+failed lookups, the budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from cnki_mcp.app import App
+from cnki_mcp.identity import record_ref_for
+from cnki_mcp.model import Paper
+from tests.fake_site import FakeSite, sim_paper
+from tests.harness import call_tool
+
+
+@pytest.fixture
+def site() -> FakeSite:
+    return FakeSite()
+
+
+@pytest.fixture
+async def app(isolated_data_dir: Path, site: FakeSite):
+    application = App(isolated_data_dir, site_factory=lambda: site)
+    yield application
+    await application.close()
+
+
+def line(i: int, *, year: int | None = None) -> str:
+    paper = sim_paper(i)
+    return f"{paper.authors[0]}. {paper.title}[J]. {paper.source}, {year or paper.year}."
+
+
+def distinct(i: int) -> Paper:
+    """A paper whose title shares no phrase with the others."""
+    paper = msgspec.structs.replace(sim_paper(500 + i), title=f"违约金{'甲乙丙丁戊己庚辛壬癸'[i % 10]}{'子丑寅'[i // 10]}类型研究")
+    paper.record_ref = record_ref_for(paper)
+    return paper
+
+
+async def test_twenty_five_titles_take_three_title_requests_and_one_detail_each(app: App, site: FakeSite) -> None:
+    site.extra_papers = [distinct(i) for i in range(25)]
+    references = [f"{p.authors[0]}. {p.title}[J]. {p.source}, {p.year}." for p in site.extra_papers]
+
+    reply = await call_tool(app, "check_references", {"references": references})
+
+    assert reply["status"] == "completed"
+    assert reply["result"]["summary"] == {"total": 25, "verified": 25, "differs": 0, "not_found": 0, "ambiguous": 0,
+                                          "unparsed": 0, "unchecked": 0}
+    assert dict(site.counts) == {"locate": 3, "detail": 25}
+    assert reply["requests"] == 28
+
+
+async def test_a_second_check_reuses_the_details(app: App, site: FakeSite) -> None:
+    await call_tool(app, "check_references", {"references": [line(1), line(2)]})
+
+    reply = await call_tool(app, "check_references", {"references": [line(1, year=2000), line(2)]})
+
+    assert [e["status"] for e in reply["result"]["entries"]] == ["differs", "verified"]
+    assert dict(site.counts) == {"locate": 2, "detail": 2}
+
+
+async def test_a_failed_lookup_leaves_its_entries_unchecked_and_says_what_to_do(app: App, site: FakeSite) -> None:
+    site.failures["locate"]["自动驾驶产品责任研究"] = "SITE_TEMPORARILY_EMPTY"
+
+    reply = await call_tool(app, "check_references", {"references": [line(3), "见第三章"]})
+
+    entries = reply["result"]["entries"]
+    assert [e["status"] for e in entries] == ["unchecked", "unparsed"]
+    assert entries[0]["message"].startswith("查找时出错（SITE_TEMPORARILY_EMPTY）")
+    assert "再调用一次 check_references" in entries[0]["message"]
+    assert reply["result"]["summary"]["unchecked"] == 1
+
+
+async def test_a_failure_that_stops_every_lookup_ends_the_operation_without_a_result(app: App, site: FakeSite) -> None:
+    site.failures["locate"]["自动驾驶产品责任研究"] = "RATE_LIMITED"
+
+    reply = await call_tool(app, "check_references", {"references": [line(3)]})
+
+    assert (reply["status"], reply["errors"][0]["code"], "result" in reply) == ("partial", "RATE_LIMITED", False)
+
+
+async def test_entries_with_one_phrase_share_one_lookup_and_keep_their_order(app: App, site: FakeSite) -> None:
+    reply = await call_tool(app, "check_references", {"text": f"[1] {line(5)}\n[2] {line(5, year=2001)}\n[3] {line(6)}"})
+
+    assert [(e["index"], e["status"]) for e in reply["result"]["entries"]] == [(1, "verified"), (2, "differs"), (3, "verified")]
+    assert site.log[0] == ("locate", "自动驾驶产品责任研究")
+
+
+async def test_a_list_without_any_title_never_reaches_cnki(app: App, site: FakeSite) -> None:
+    reply = await call_tool(app, "check_references", {"text": "参考文献\n[1] 见第三章\n[2] 同上，第45页。"})
+
+    assert (reply["status"], reply["requests"], site.log, [e["status"] for e in reply["result"]["entries"]]) == (
+        "completed", 0, [], ["unparsed", "unparsed"]
+    )
