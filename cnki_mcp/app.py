@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import psutil
 
-from cnki_mcp import __version__, arguments, citations, settings
+from cnki_mcp import __version__, arguments, citations, settings, site_check
 from cnki_mcp.browser import Browser
 from cnki_mcp.catalog import Catalog
 from cnki_mcp.detail_tab import local_ref, resolve_paper
@@ -218,6 +218,8 @@ class App:
     # --- local tools ----------------------------------------------------------------------
 
     async def diagnostics(self, args: Any, ctx: Any) -> Reply:
+        if args is not None and args.site_check:
+            return await site_check.start(self, ctx)
         process = psutil.Process()
         browser_path = os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path
         report: dict[str, Any] = {
