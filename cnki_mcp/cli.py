@@ -108,10 +108,43 @@ def schema() -> None:
 
 @cli.command()
 @click.option("--protocol", is_flag=True, help="再启动一个真实的服务子进程，检查 MCP 通信。")
-def doctor(protocol: bool) -> None:
-    """本地检查；不启动浏览器，也不访问知网。"""
-    report = _run(_doctor(protocol))
-    click.echo(json.dumps(report, ensure_ascii=False, separators=(",", ":")))
+@click.option("--site", is_flag=True, help="现场检查：按固定路线访问知网（至多 12 次请求，不下载文件），逐项显示页面是否仍如预期。")
+@click.option("--report", is_flag=True, help="在数据目录 diagnostics/ 下写一份可以附在公开 issue 中的诊断报告（zip）。")
+def doctor(protocol: bool, site: bool, report: bool) -> None:
+    """本地检查；不启动浏览器，也不访问知网（--site 除外）。"""
+    if site:
+        passed = _run(_doctor_site())
+        if not report:
+            sys.exit(0 if passed else 1)
+    if report:
+        click.echo(f"诊断报告已写入 {_run(_doctor_report())}")
+        return
+    found = _run(_doctor(protocol))
+    click.echo(json.dumps(found, ensure_ascii=False, separators=(",", ":")))
+
+
+async def _doctor_site() -> bool:
+    from cnki_mcp.app import App
+    from cnki_mcp.site_check import run_in_terminal
+
+    logging.basicConfig(level=settings.log_level(), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(LogRedaction())
+    app = App()
+    try:
+        check = await run_in_terminal(app, click.echo)
+    finally:
+        await app.close()
+    return check is not None and check.status == "passed"
+
+
+async def _doctor_report() -> str:
+    from cnki_mcp.field_report import build_report
+    from cnki_mcp.store import load_config
+
+    root = settings.data_root()
+    config = await asyncio.to_thread(load_config, root)
+    return str(await asyncio.to_thread(build_report, root, config))
 
 
 async def _doctor(protocol: bool) -> dict[str, Any]:

@@ -71,10 +71,12 @@ FIELD_LABELS = {
     "clc_codes": "分类号",
 }
 JOURNAL_FIELDS = ("title", "authors", "institutions", "abstract", "keywords", "source", "year", "source_url")
-THESIS_FIELDS = ("title", "authors", "abstract", "keywords", "year", "document_type")
+# A thesis page fills its source line by script, so its year is the listing's, not the page's.
+THESIS_FIELDS = ("title", "authors", "abstract", "keywords", "document_type")
 # A listing's rows are read when most of them carry these.
 ROW_FIELDS = ("authors", "source", "year")
 ROW_SHARE = 0.5
+MESSAGE_CHARS = 160  # a step line quotes this much of its error's message
 STRUCTURE_HINT = "可能是知网改版；请运行 cnki-mcp doctor --report，把生成的报告附在 issue 中。"
 
 
@@ -174,8 +176,9 @@ def render(check: SiteCheck) -> list[str]:
     for step in check.steps:
         lines.append(step_line(step, marks))
     passed = sum(1 for step in check.steps if step.status == "ok")
-    verdict = "页面结构与预期一致" if check.status == "passed" else "有页面与预期不符，见上面标 ✗ 的项目"
-    lines.append(f"{passed}/{len(check.steps)} 项通过，{check.requests} 次请求，{check.seconds:.1f} 秒；{verdict}。")
+    verdict = "页面结构与预期一致。" if check.status == "passed" else f"有页面与预期不符，见标 ✗ 的项目；{STRUCTURE_HINT}"
+    browser = f"，浏览器 {check.browser}" if check.browser else ""
+    lines.append(f"{passed}/{len(check.steps)} 项通过，{check.requests} 次请求，{check.seconds:.1f} 秒{browser}；{verdict}")
     return lines
 
 
@@ -186,9 +189,11 @@ def step_line(step: CheckStep, marks: dict[str, str] | None = None) -> str:
         return f"{mark} {step.label}：{step.found}{cost}"
     if step.status == "skipped":
         return f"{mark} {step.label}：未检查，{step.message}"
-    saved = f"；快照 diagnostics/{step.snapshot}" if step.snapshot else "；没有保存快照"
-    found = f"；{step.found}" if step.found else ""
-    return f"{mark} {step.label}：{step.code} {step.message}{found}{saved}{cost}"
+    found = f"已{step.found}。" if step.found.startswith("读到") else (f"已读到：{step.found}。" if step.found else "")
+    saved = f"快照 diagnostics/{step.snapshot}" if step.snapshot else "没有保存快照"
+    message = step.message if len(step.message) <= MESSAGE_CHARS else step.message[: MESSAGE_CHARS - 1] + "…"
+    message += "" if message.endswith(("。", "！", "？", ".", "…")) else "。"
+    return f"{mark} {step.label}：{step.code} {message}{found}{saved}{cost}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,7 +280,7 @@ class Tour:
             step.found = await body()
         except _Gap as gap:
             step.status, step.found, step.code = "failed", gap.found, "SITE_STRUCTURE_CHANGED"
-            step.message = f"页面结构与预期不符，缺少：{'、'.join(gap.gaps)}。{STRUCTURE_HINT}"
+            step.message = f"页面结构与预期不符，缺少：{'、'.join(gap.gaps)}。"
             step.snapshot = await self._snapshot(name, None)
         except _Skip as skip:
             step.status, step.message = "skipped", str(skip)
@@ -319,6 +324,8 @@ class Tour:
         return f"检索请求 POST {path}，{len(template['fields'])} 个表单字段，QueryJson 含 {'、'.join(template['query_json'])}"
 
     async def _grid(self, query: GridQuery, number: int) -> str:
+        if self.steps[0].status != "ok":
+            raise _Skip("没有取得检索请求的格式")
         if number == 2 and self.page1 is None:
             raise _Skip("第 1 页没有读到结果行")
         try:
@@ -372,7 +379,7 @@ class Tour:
                 raise _Skip("没有读到可以打开阅读页的详情页")
             raise CnkiError(
                 "HTML_ENTRY_NOT_FOUND",
-                f"读到的详情页上都没有可用的「HTML阅读」或「在线阅读」入口。{STRUCTURE_HINT}",
+                "读到的详情页上都没有可用的「HTML阅读」或「在线阅读」入口。",
             )
         _, document = await read_document(self.op, self.engine, self.site, self.reader_paper)
         found = reader_found(document)
