@@ -133,6 +133,10 @@ async def _doctor_site() -> bool:
     app = App()
     try:
         check = await run_in_terminal(app, click.echo)
+    except CnkiError as exc:
+        if exc.code == "DATA_DIRECTORY_IN_USE":
+            exc.message += " 也可以在客户端中调用 diagnostics（参数 site_check=true），做同样的检查。"
+        raise
     finally:
         await app.close()
     return check is not None and check.status == "passed"

@@ -76,6 +76,10 @@ THESIS_FIELDS = ("title", "authors", "abstract", "keywords", "document_type")
 # A listing's rows are read when most of them carry these.
 ROW_FIELDS = ("authors", "source", "year")
 ROW_SHARE = 0.5
+# Failures after which no later step can do better (besides the catalogue's fatal codes).
+STOP_CODES = frozenset(
+    {"VERIFICATION_SKIPPED", "VERIFICATION_REPEATED", "LOGIN_TIMEOUT", "BROWSER_NOT_FOUND", "BROWSER_PROFILE_IN_USE"}
+)
 MESSAGE_CHARS = 160  # a step line quotes this much of its error's message
 STRUCTURE_HINT = "可能是知网改版；请运行 cnki-mcp doctor --report，把生成的报告附在 issue 中。"
 
@@ -290,7 +294,7 @@ class Tour:
                 raise
             step.status, step.code, step.message = "failed", error.code, error.message
             step.snapshot = await self._snapshot(name, error)
-            if error.fatal or error.code in ("VERIFICATION_SKIPPED", "VERIFICATION_REPEATED"):
+            if error.fatal or error.code in STOP_CODES:
                 self.stopped = f"检查在上一步停止（{error.code}）"
         step.requests = self.op.requests - requests
         step.seconds = round(time.monotonic() - clock, 1)
@@ -328,6 +332,7 @@ class Tour:
             raise _Skip("没有取得检索请求的格式")
         if number == 2 and self.page1 is None:
             raise _Skip("第 1 页没有读到结果行")
+        self.site.listings.last_answer = ("", "")
         try:
             page = await self.site.grid(self.op, query, number)
         finally:
