@@ -292,10 +292,12 @@ class Tour:
             error = as_cnki_error(exc)
             if error.code == "CANCELLED":
                 raise
+            if error.code == "OPERATION_FAILED":
+                log.exception("field check step %s failed", name)
             step.status, step.code, step.message = "failed", error.code, error.message
             step.snapshot = await self._snapshot(name, error)
             if error.fatal or error.code in STOP_CODES:
-                self.stopped = f"检查在上一步停止（{error.code}）"
+                self.stopped = f"检查在「{label}」停止（{error.code}）"
         step.requests = self.op.requests - requests
         step.seconds = round(time.monotonic() - clock, 1)
         if step.status == "failed":
