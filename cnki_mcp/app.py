@@ -153,7 +153,7 @@ class App:
         if self._site is None:
             self._site = Site(self.browser(), Limiter.from_env(), self.root / "diagnostics")
             self._site.person.timeout = float(settings.verification_wait_seconds())
-            self._sessions = Sessions(self._site)
+            self._sessions = Sessions(self._site, lambda names: self._store.remember_names(names) if self._store else None)
         return self._site
 
     async def enrichment(self) -> Enrichment:

@@ -398,6 +398,14 @@ class Store:
     def put_site_check(self, check: SiteCheck, names: list[str]) -> None:
         """Keep the last field check, and the names its page header showed (to keep them out of reports)."""
         self.data.last_site_check = check
+        self.remember_names(names)
+        self.mark_dirty()
+
+    def remember_names(self, names: list[str]) -> None:
+        """Names a page header showed for the person or the institution: only ever used to keep them out
+        of a report (the newest 20, never shown anywhere)."""
+        if not names or all(name in self.data.known_names for name in names):
+            return
         known = [name for name in self.data.known_names if name not in names]
         self.data.known_names = [*known, *names][-KEEP_KNOWN_NAMES:]
         self.mark_dirty()

@@ -68,6 +68,8 @@ async def test_a_clean_tour_passes_and_each_changed_page_fails_its_own_step(kns:
         assert 0 < check["requests"] <= BUDGET
         assert clean["requests"] == check["requests"]
         assert check["browser"].startswith("Chrome/")
+        assert kns.count("file") == 0  # the reader entry was followed, nothing was downloaded
+        assert list((isolated_data_dir / "downloads").iterdir()) == []
 
         for change, (broken, skipped) in BROKEN.items():
             kns.configure(page_change=change)

@@ -13,7 +13,8 @@ import pytest
 
 from cnki_mcp.errors import CATALOGUE, CnkiError
 from cnki_mcp.field_report import HIDDEN, build_report, find_secret, scrub_identity
-from cnki_mcp.model import CheckStep, Paper, SiteCheck
+from cnki_mcp.model import CheckStep, Paper, SessionState, SiteCheck
+from cnki_mcp.session import Sessions
 from cnki_mcp.parse import GridPage
 from cnki_mcp.site_check import (
     JOURNAL_FIELDS,
@@ -256,3 +257,20 @@ def test_a_report_with_a_cookie_left_in_a_snapshot_is_refused_and_not_written(tm
     assert refused.value.details == {"file": "diagnostics/grid-1.html", "kind": "Cookie"}
     assert "abcdef123456" not in refused.value.message
     assert list((root / "diagnostics").glob("report-*.zip")) == []
+
+
+def test_names_a_login_observes_are_remembered_for_reports() -> None:
+    seen: list[str] = []
+    sessions = Sessions(None, seen.extend)  # type: ignore[arg-type]  # no site needed to observe a state
+    sessions._observed(SessionState(institution="observed", institution_evidence=["示例大学"], personal_evidence=[NAME]))
+    assert seen == ["示例大学", NAME]
+
+
+def test_remembered_names_are_kept_once(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    store.remember_names(["甲大学", NAME])
+    store.remember_names(["甲大学"])
+    store.remember_names(["乙大学", "甲大学"])
+    names = store.data.known_names
+    store.close_sync()
+    assert names == [NAME, "乙大学", "甲大学"]
