@@ -12,6 +12,7 @@ snapshot; a step an earlier failure left without input is skipped. The result is
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -19,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import lxml.html
 import msgspec
 
 from cnki_mcp import __version__
@@ -29,6 +29,7 @@ from cnki_mcp.enrich import Enrichment
 from cnki_mcp.errors import CnkiError, as_cnki_error
 from cnki_mcp.jobs import FINAL_STATUSES, Jobs, OperationContext, kind_budget
 from cnki_mcp.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, CONTROL_EXPRESSION
+from cnki_mcp.markup import load_page
 from cnki_mcp.model import PARSER_VERSION, CheckStep, OperationView, Paper, Problem, SiteCheck
 from cnki_mcp.page_state import PageState
 from cnki_mcp.parse import GridPage, is_site_url, parse_detail, parse_journal
@@ -169,7 +170,7 @@ def has_reader_entry(html: str) -> bool:
     """Whether a detail page shows a live 「HTML阅读」/「在线阅读」 entry (a styled stand-in does not count)."""
     if not html:
         return False
-    root = lxml.html.fromstring(html)
+    root = load_page(html)
     return any(re.search(HTML_ENTRY, anchor.text_content()) for anchor in root.cssselect(HTML_ENTRY_LINKS))
 
 
@@ -363,7 +364,7 @@ class Tour:
         )
         if types == ("期刊",):
             self.journal_paper = paper
-        if self.reader_paper is None and has_reader_entry(self.seen.html):
+        if self.reader_paper is None and await asyncio.to_thread(has_reader_entry, self.seen.html):
             self.reader_paper = paper
         found = detail_found(paper)
         gaps = missing_fields(paper, required)
