@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 import psutil
 
-from cnki_mcp import __version__, arguments, citations, refcheck, settings
+from cnki_mcp import __version__, arguments, citations, refcheck, settings, site_check
 from cnki_mcp.browser import Browser
 from cnki_mcp.catalog import Catalog
 from cnki_mcp.detail_tab import local_ref, resolve_paper
@@ -155,7 +155,7 @@ class App:
         if self._site is None:
             self._site = Site(self.browser(), Limiter.from_env(), self.root / "diagnostics")
             self._site.person.timeout = float(settings.verification_wait_seconds())
-            self._sessions = Sessions(self._site)
+            self._sessions = Sessions(self._site, lambda names: self._store.remember_names(names) if self._store else None)
         return self._site
 
     async def enrichment(self) -> Enrichment:
@@ -220,6 +220,8 @@ class App:
     # --- local tools ----------------------------------------------------------------------
 
     async def diagnostics(self, args: Any, ctx: Any) -> Reply:
+        if args is not None and args.site_check:
+            return await site_check.start(self, ctx)
         process = psutil.Process()
         browser_path = os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path
         report: dict[str, Any] = {

@@ -205,7 +205,7 @@ class OperationControlArgs(ToolArgs):
 
 
 class DiagnosticsArgs(ToolArgs):
-    pass
+    site_check: bool = False
 
 
 Validator = Callable[[Any, dict[str, Any]], None]

@@ -214,6 +214,17 @@ class Browser(PageActions):
             return False
         return True
 
+    async def version(self, timeout: float = PROBE_TIMEOUT) -> str:
+        """The product the running browser reports (``Chrome/131.0.6778.85``); "" when none runs or it is silent."""
+        session = self._session
+        if session is None or not session.alive():
+            return ""
+        try:
+            answer = await self._call(session.nd, cdp().browser.get_version(), timeout)
+        except CnkiError:
+            return ""
+        return str(answer[1]).replace("HeadlessChrome", "Chrome")
+
     def _executable_path(self) -> Path:
         if self._executable is not None:
             path = self._executable

@@ -109,13 +109,50 @@ def schema() -> None:
 @cli.command()
 @click.option("--protocol", is_flag=True, help="再启动一个真实的服务子进程，检查 MCP 通信。")
 @click.option("--json", "as_json", is_flag=True, help="输出 JSON（供程序读取）。")
-def doctor(protocol: bool, as_json: bool) -> None:
-    """本地检查；不启动浏览器，也不访问知网。有问题时退出码为 1。"""
+@click.option("--site", is_flag=True, help="现场检查：按固定路线访问知网（至多 12 次请求，不下载文件），逐项显示页面是否仍如预期。")
+@click.option("--report", is_flag=True, help="在数据目录 diagnostics/ 下写一份可以附在公开 issue 中的诊断报告（zip）。")
+def doctor(protocol: bool, as_json: bool, site: bool, report: bool) -> None:
+    """本地检查；不启动浏览器，也不访问知网（--site 除外）。有问题时退出码为 1。"""
+    if site:
+        passed = _run(_doctor_site())
+        if not report:
+            sys.exit(0 if passed else 1)
+    if report:
+        click.echo(f"诊断报告已写入 {_run(_doctor_report())}")
+        return
     from cnki_mcp.doctor import render, run_checks
 
-    report, checks = _run(run_checks(protocol))
-    click.echo(json.dumps(report, ensure_ascii=False, separators=(",", ":")) if as_json else render(report, checks))
-    sys.exit(0 if report["verdict"]["ok"] else 1)
+    found, checks = _run(run_checks(protocol))
+    click.echo(json.dumps(found, ensure_ascii=False, separators=(",", ":")) if as_json else render(found, checks))
+    sys.exit(0 if found["verdict"]["ok"] else 1)
+
+
+async def _doctor_site() -> bool:
+    from cnki_mcp import logs
+    from cnki_mcp.app import App
+    from cnki_mcp.site_check import run_in_terminal
+
+    logs.configure(settings.data_root())
+    app = App()
+    try:
+        check = await run_in_terminal(app, click.echo)
+    except CnkiError as exc:
+        if exc.code == "DATA_DIRECTORY_IN_USE":
+            exc.message += " 也可以在客户端中调用 diagnostics（参数 site_check=true），做同样的检查。"
+        raise
+    finally:
+        await app.close()
+        logs.shutdown()
+    return check is not None and check.status == "passed"
+
+
+async def _doctor_report() -> str:
+    from cnki_mcp.field_report import build_report
+    from cnki_mcp.store import load_config
+
+    root = settings.data_root()
+    config = await asyncio.to_thread(load_config, root)
+    return str(await asyncio.to_thread(build_report, root, config))
 
 
 @cli.command(name=reaper.GUARD_COMMAND, hidden=True)

@@ -109,6 +109,9 @@ CATALOGUE: dict[str, Code] = {
     "QUERY_TEMPLATE_UNSUPPORTED": Code("知网检索请求的格式与预期不符。"),
     "PAGINATION_MISMATCH": Code("知网返回的页码与请求不一致。"),
     "PARSER_UNSUPPORTED": Code("页面结构不受支持。"),
+    "SITE_STRUCTURE_CHANGED": Code(
+        "知网页面的结构与预期不符（可能是知网改版）；请运行 cnki-mcp doctor --report，把生成的报告附在 issue 中。"
+    ),
     "SITE_TEMPORARILY_EMPTY": Code(
         "知网暂时只返回空白结果（通常是访问过于频繁被限流）；这不代表没有文献。请稍后用 operation_control 的 continue 继续，"
         "或调大 CNKI_REQUEST_INTERVAL_MS。",
@@ -158,6 +161,10 @@ CATALOGUE: dict[str, Code] = {
     "CONFIG_SYMLINK": Code("客户端配置文件是符号链接，为安全起见未做改动。"),
     "CONFIG_CHANGED": Code("客户端配置文件在写入期间被其他程序修改，未做改动，请重试。"),
     "PROTOCOL_CHECK_FAILED": Code("MCP 通信检查未通过。"),
+    "REPORT_UNSAFE": Code(
+        "诊断报告中发现像 Cookie、票据或你的姓名、机构名称的内容，为避免泄露，没有写入报告；"
+        "请删除 diagnostics/ 下那个快照后重新运行 cnki-mcp doctor --report。"
+    ),
     "BROWSER_CHECK_FAILED": Code("浏览器检查未通过：无法以无界面方式启动浏览器并打开空白页。"),
     "BROWSER_PROFILE_IN_USE": Code("专用浏览器配置目录正被另一个浏览器进程使用；请关闭那个浏览器窗口后重试。", True),
     "RESOURCE_FAILED": Code("浏览器没能取回页面（网络错误或超时，这不代表没有访问权限）。", True),

@@ -47,6 +47,7 @@ KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "download": (30, 1800),
     "login": (20, 1800),
     "session": (10, 60),
+    "site_check": (12, 600),
 }
 
 
@@ -158,6 +159,7 @@ class OperationContext:
         if isinstance(problem, CnkiError):
             problem = problem.problem()
         self._job.record.errors.append(problem)
+        self._jobs.note_error(self._job, problem.code)
         self._jobs._touch(self._job)
 
     def checkpoint(self, state: Any) -> None:
@@ -280,6 +282,7 @@ class Jobs:
             record.status = "cancelled"
         elif failure is not None:
             record.errors.append(failure.problem())
+            self.note_error(job, failure.code)
             if failure.code == "VERIFICATION_SKIPPED":
                 record.status = "skipped"
             elif result is not None or failure.retryable:
@@ -295,6 +298,11 @@ class Jobs:
         self._live.pop(record.operation_id, None)
         self._touch(job)
         job.done.set()
+
+    def note_error(self, job: Job, code: str) -> None:
+        """Count the code in the store's recent errors (a report shows them); a cancel is no error."""
+        if code != "CANCELLED":
+            self._store.note_error(code, job.record.kind)
 
     def _touch(self, job: Job) -> None:
         job.record.updated_at = utc_now_iso()

@@ -261,6 +261,7 @@ class Listings:
         self._template: _Template | None = None
         self._template_lock = asyncio.Lock()
         self._listings: dict[str, _Listing] = {}
+        self.last_answer: tuple[str, str] = ("", "")  # the latest grid answer (text, URL), for the field check
 
     def forget_template(self) -> None:
         """The work tab was replaced or left the search page: capture the template again."""
@@ -335,6 +336,13 @@ class Listings:
             raise CnkiError("QUERY_TEMPLATE_UNSUPPORTED", "检索请求没有发往知网。", details={"url": url})
         form = parse_form(str(captured.get("body") or ""))
         return _Template(url=url, form=form, query_json=template_query_json(form), generation=self.site.generation)
+
+    async def fresh_template(self, op: OperationContext, anchor: str) -> dict[str, Any]:
+        """The search template captured anew from the advanced-search page (the field check): where it
+        posts, its form fields and the QueryJson keys the page sent."""
+        self._template = None
+        template = await self._ensure_template(op, anchor)
+        return {"url": template.url, "fields": sorted(template.form), "query_json": sorted(template.query_json)}
 
     # -- the result grid ------------------------------------------------------------------------
 
@@ -472,6 +480,7 @@ class Listings:
                     solved = True
                     continue
                 raise
+            self.last_answer = (result.text, result.url)
             problem = classify_response(result.status, result.url, result.text)
             if problem is not None and problem.code != "SITE_TEMPORARILY_EMPTY":  # the parser tells which kind
                 last = problem

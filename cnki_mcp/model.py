@@ -295,6 +295,46 @@ class Artifact(msgspec.Struct, omit_defaults=True):
     warnings: list[str] = []  # what is odd about a kept file (encrypted, other format, unknown header)
 
 
+class CheckStep(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One step of the field check (``doctor --site``): the page it looked at and what it found there.
+
+    ``status`` is ok, failed (``code``, ``message`` and the ``snapshot`` saved) or skipped (``message``
+    says why: an earlier step gave it nothing to look at, or the tour stopped).
+    """
+
+    name: str
+    label: str
+    status: str  # ok | failed | skipped
+    found: str = ""
+    code: str = ""
+    message: str = ""
+    snapshot: str = ""
+    requests: int = 0
+    seconds: float = 0.0
+
+
+class SiteCheck(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One field check: its steps in tour order, the requests and seconds it took, the browser it used."""
+
+    status: str  # passed | failed
+    started_at: str
+    finished_at: str = ""
+    version: str = ""
+    parser: str = ""
+    browser: str = ""  # what the browser reports itself as (Chrome/131.0…)
+    requests: int = 0
+    seconds: float = 0.0
+    steps: list[CheckStep] = []
+
+
+class ErrorEvent(msgspec.Struct, omit_defaults=True):
+    """An error code an operation met (the store keeps the newest few hundred, for a report)."""
+
+    code: str
+    at: str
+    kind: str = ""
+
+
 class StoreData(msgspec.Struct):
     """The whole of research.json."""
 
@@ -308,6 +348,11 @@ class StoreData(msgspec.Struct):
     # Ids retention removed (newest last), so a late lookup can say why the record is gone.
     retired_searches: list[str] = []
     retired_operations: list[str] = []
+    # For doctor --report: error codes operations met (newest last), the last field check, and the names
+    # the page header showed for the person and the institution (only ever used to keep them out of a report).
+    recent_errors: list[ErrorEvent] = []
+    last_site_check: SiteCheck | None = None
+    known_names: list[str] = []
 
 
 class DroppedEntry(msgspec.Struct, omit_defaults=True):

@@ -87,11 +87,12 @@ def redact_url(url: str) -> str:
 # --- markup and JSON text ---------------------------------------------------------------------
 
 _QUERY_VALUE = re.compile(r"([?&#](?:amp;)?([A-Za-z_][\w.-]*)=)([^&\"'\s<>#]*)")
-_COOKIE = re.compile(
-    r"\b((?:Ecp_\w+|SID_\w+|LID|c_m_\w+|JSESSIONID|KNS2COOKIE|cnkiUserKey|UM_distinctid|tfstk|Hm_\w+|"
-    r"ASP\.NET_SessionId|dblang|knsadv-searchtype|knsLeftGroupSelectItem|kcmscanary|wengine_vpn_ticket\w*)=)"
-    r"[^;\"'\s<>&]+"
+# Cookie names CNKI, its analytics and campus gateways set (a pattern, for ``redact_markup`` and the report's scan).
+COOKIE_NAMES = (
+    r"Ecp_\w+|SID_\w+|LID|c_m_\w+|JSESSIONID|KNS2COOKIE|cnkiUserKey|UM_distinctid|tfstk|Hm_\w+|"
+    r"ASP\.NET_SessionId|dblang|knsadv-searchtype|knsLeftGroupSelectItem|kcmscanary|wengine_vpn_ticket\w*"
 )
+_COOKIE = re.compile(rf"\b((?:{COOKIE_NAMES})=)[^;\"'\s<>&]+")
 _SECRET_WORDS = "|".join(SECRET_KEY_WORDS)
 # "accessToken": "…", token='…', Authorization: "…" — a secret key and its quoted value, in scripts or JSON.
 _KEYED = re.compile(rf"((?:[\"'])?[\w-]*(?:{_SECRET_WORDS})[\w-]*(?:[\"'])?\s*[:=]\s*)([\"'])(?:(?!\2).)*\2", re.I)

@@ -60,9 +60,17 @@ def _signature(state: SessionState) -> tuple[str, tuple[str, ...]]:
 class Sessions:
     """The identity last observed in this process, and the login / refresh flows that observe it."""
 
-    def __init__(self, site: Site) -> None:
+    def __init__(self, site: Site, remember: Callable[[list[str]], None] | None = None) -> None:
+        """``remember`` is told the names an identity shows (the store keeps them out of reports)."""
         self.site = site
         self.last: SessionState | None = None
+        self._remember = remember
+
+    def _observed(self, state: SessionState) -> None:
+        self.last = state
+        names = [*state.institution_evidence, *state.personal_evidence]
+        if names and self._remember is not None:
+            self._remember(names)
 
     def cached(self) -> dict[str, Any]:
         """session_status(refresh=false): the last observation, or not_checked."""
@@ -96,7 +104,7 @@ class Sessions:
             return None
 
         state = await self.site.wait_page(op, tab, accept, IDENTITY_TIMEOUT)
-        self.last = state
+        self._observed(state)
         return state
 
     async def refresh(self, op: OperationContext) -> dict[str, Any]:
@@ -155,7 +163,7 @@ class Sessions:
                     continue
                 state = parse_session(seen.html)
                 if identified(state) and (before is None or _signature(state) != _signature(before)):
-                    self.last = state
+                    self._observed(state)
                     return True
             return False
 

@@ -401,6 +401,15 @@ class Site:
             raise CnkiError("SOURCE_LOCATOR_MISSING", "详情页没有期刊链接", details={"source": paper.source})
         return await self._load(op, paper.source_url, lambda html, url: parse_journal(html, url, paper.source), "journal")
 
+    async def read(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+        """Any CNKI page read the way detail and journal pages are, with the caller's ``parse(html, url)``
+        (the field check keeps what it saw)."""
+        return await self._load(op, url, parse, kind)
+
+    async def browser_version(self) -> str:
+        """What the dedicated browser reports itself as (``Chrome/131.0…``); "" when it cannot say."""
+        return await self.browser.version()
+
     async def _load(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """Read a page through Chrome's network stack; render it in a tab when that is not enough."""
         if not is_site_url(url):
@@ -458,7 +467,8 @@ class Site:
                 value = await self.wait_page(op, tab, accept, RENDER_TIMEOUT)
             except CnkiError as exc:
                 if exc.code in _SNAPSHOT_CODES and last_html:
-                    await self.snapshot(kind, last_html, last_url, tab)
+                    if name := await self.snapshot(kind, last_html, last_url, tab):
+                        exc.details = {**(exc.details if isinstance(exc.details, dict) else {}), "snapshot": name}
                 raise
             self.limiter.fast()
             return value

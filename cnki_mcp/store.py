@@ -47,12 +47,14 @@ from cnki_mcp.model import (
     CacheEntry,
     Config,
     DroppedEntry,
+    ErrorEvent,
     Operation,
     Paper,
     Problem,
     Quality,
     SaveState,
     SearchRecord,
+    SiteCheck,
     StoreData,
     StoreRecovery,
 )
@@ -73,6 +75,8 @@ FLUSH_RETRY_MAX_SECONDS = 30.0
 KEEP_SEARCHES = 300
 KEEP_OPERATIONS = 200
 KEEP_RETIRED_IDS = 2000
+KEEP_ERROR_EVENTS = 500
+KEEP_KNOWN_NAMES = 20
 # How many unreadable entries diagnostics lists, and how many a warning names.
 DROPPED_LISTED = 100
 DROPPED_NAMED = 3
@@ -165,6 +169,25 @@ def journal_is_fresh(quality: Quality, now: datetime | None = None) -> bool:
     if quality.state == "present" and age < JOURNAL_PRESENT_TTL_SECONDS:
         return True
     return age < JOURNAL_OTHER_TTL_SECONDS
+
+
+def error_counts(events: list[ErrorEvent]) -> list[dict[str, Any]]:
+    """Error codes with how often they were met and when last, most frequent first."""
+    counts: dict[str, dict[str, Any]] = {}
+    for event in events:
+        entry = counts.setdefault(event.code, {"code": event.code, "count": 0, "last_at": ""})
+        entry["count"] += 1
+        entry["last_at"] = max(entry["last_at"], event.at)
+    return sorted(counts.values(), key=lambda entry: (-entry["count"], entry["code"]))
+
+
+def peek_store(root: Path) -> StoreData | None:
+    """research.json read as it is, without the lock and without setting anything aside (a running
+    server may hold the directory); None when it is missing or cannot be read whole."""
+    try:
+        return _DECODER.decode(without_bom((Path(root) / RESEARCH_FILE).read_bytes()))
+    except (OSError, msgspec.DecodeError):
+        return None
 
 
 # --- directory lock -------------------------------------------------------------------
@@ -363,6 +386,28 @@ class Store:
 
     def put_source(self, key: str, quality: Quality) -> None:
         self.data.sources[key] = quality
+        self.mark_dirty()
+
+    def note_error(self, code: str, kind: str = "") -> None:
+        """Count an error code an operation met (the newest 500 are kept, for ``doctor --report``)."""
+        events = self.data.recent_errors
+        events.append(ErrorEvent(code=code, at=utc_now_iso(), kind=kind))
+        del events[:-KEEP_ERROR_EVENTS]
+        self.mark_dirty()
+
+    def put_site_check(self, check: SiteCheck, names: list[str]) -> None:
+        """Keep the last field check, and the names its page header showed (to keep them out of reports)."""
+        self.data.last_site_check = check
+        self.remember_names(names)
+        self.mark_dirty()
+
+    def remember_names(self, names: list[str]) -> None:
+        """Names a page header showed for the person or the institution: only ever used to keep them out
+        of a report (the newest 20, never shown anywhere)."""
+        if not names or all(name in self.data.known_names for name in names):
+            return
+        known = [name for name in self.data.known_names if name not in names]
+        self.data.known_names = [*known, *names][-KEEP_KNOWN_NAMES:]
         self.mark_dirty()
 
     def cached_search(self, cache_key: str, now: datetime | None = None) -> SearchRecord | None:

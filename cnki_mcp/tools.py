@@ -21,7 +21,7 @@ from cnki_mcp import arguments as a
 from cnki_mcp.citations import TEMPLATE_FIELDS
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.expert import MAX_CHARS as EXPRESSION_MAX_CHARS
-from cnki_mcp.jobs import CONTINUE_REQUESTS, CONTINUE_SECONDS
+from cnki_mcp.jobs import CONTINUE_REQUESTS, CONTINUE_SECONDS, KIND_BUDGETS
 
 
 class ToolName(StrEnum):
@@ -224,8 +224,10 @@ register(
 register(
     ToolName.DIAGNOSTICS,
     "本地自检：版本、运行环境、数据目录、限速设置，数据已加载时还有数据量、浏览器状态和当前任务。"
-    "不启动浏览器，也不访问知网；安装后或排查问题时先调用它。",
-    _object({}),
+    "不启动浏览器，也不访问知网；安装后或排查问题时先调用它。"
+    f"site_check=true 时改为现场检查：按固定路线访问知网（至多 {KIND_BUDGETS['site_check'][0]} 次请求，不下载任何文件），"
+    "逐项报告检索页、结果列表、详情页、期刊页、阅读入口和登录状态是否仍如预期，作为后台任务运行。",
+    _object({"site_check": _boolean("现场检查知网页面结构（后台任务，与 cnki-mcp doctor --site 相同）")}),
     a.DiagnosticsArgs,
     a.no_rules,
     read_only=True,

@@ -65,6 +65,15 @@ def test_doctor_prints_a_line_per_check_and_a_verdict(isolated_data_dir: Path) -
     assert lines[-1] == "结论：一切正常。"
 
 
+def test_doctor_report_writes_one_zip_without_locking_or_starting_anything(isolated_data_dir: Path) -> None:
+    done = run("doctor", "--report", data_dir=isolated_data_dir)
+    written = list((isolated_data_dir / "diagnostics").glob("report-*.zip"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"诊断报告已写入 {written[0]}\n"
+    assert not (isolated_data_dir / "cnki.lock").exists()
+    assert not (isolated_data_dir / "browser").exists()
+
+
 @pytest.mark.slow
 def test_doctor_protocol_round_trip(isolated_data_dir: Path) -> None:
     done = run("doctor", "--protocol", "--json", data_dir=isolated_data_dir, timeout=90, CNKI_BROWSER_PATH=sys.executable)

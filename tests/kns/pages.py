@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from . import changes
 from .corpus import Journal, Paper
 from .downloads import caj_bytes, content_disposition, download_buttons, esc, foreign, pdf_bytes  # noqa: F401 (pages.* as before)
 
@@ -73,6 +74,8 @@ def header_html(sc: Scenario) -> str:
     """ecp_header login area: none / institution / personal / both (real-pages §8, site.md §8.2)."""
     inst = sc.login in ("institution", "both")
     pers = sc.login in ("personal", "both")
+    if sc.page_change == "login_header":
+        return changes.changed_header(" ".join(esc(n) for n, shown in ((sc.institution_name, inst), (sc.personal_name, pers)) if shown))
     status_cls = "ecp_header_login_status ecp_header_login_status1" if inst else "ecp_header_login_status ecp_header_login"
     parts = [f'<div class="ecp_header_right"><div class="ecp_header_login_area"><div class="{status_cls}">']
     if inst:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import downloads, pages
+from . import changes, downloads, pages
 from .corpus import Corpus, Paper, build_corpus
 from .expert import unsupported
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
@@ -49,6 +49,7 @@ CHOICES = {
     "error_page": ("text", "blank"),
     "caj_magic": ("HN", "CAJ", "KDH", "C8", "TEB", "PDF", "UNKNOWN"),
     "expert_year": ("accepted", "refused"),
+    "page_change": changes.PAGE_CHANGES,
 }
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
@@ -101,6 +102,8 @@ class Scenario:
     error_page: str = "text"  # text | blank: ErrorMsg.html shows nothing, its message is only in the URL
     expired_locator: str = "404"  # 404 | verify : answer to a v= token from an older epoch
     latency: dict[str, float] = field(default_factory=dict)  # endpoint → seconds added to every response
+    page_change: str = ""  # one page type redesigned (see changes.CHANGES): template, grid_title, journal_abstract …
+    page_extra: str = ""  # markup planted at the end of every full page (secrets a report must not carry)
 
 
 @dataclass
@@ -510,6 +513,12 @@ class KnsSimulator:
         if delay:
             time.sleep(delay)
         resp = self._fault_response(chosen, rec, sc) if chosen else self._route(rec, sc)
+        if isinstance(resp.body, str) and (sc.page_change or sc.page_extra):
+            resource = ""
+            if rec.endpoint == "detail":
+                paper, _ = self._paper_from_v(rec)
+                resource = paper.resource if paper is not None else ""
+            resp.body = changes.plant(sc.page_extra, changes.apply(sc.page_change, rec.endpoint, resource, resp.body))
         if truncate is not None:
             body = resp.body.encode("utf-8") if isinstance(resp.body, str) else resp.body
             cut = max(1, int(len(body) * truncate.fraction))

@@ -1,0 +1,138 @@
+"""End to end: the field check and the report, on a real headless Chromium and the CNKI simulator.
+
+Over MCP (``diagnostics`` with ``site_check: true``, one server for every tour): a clean tour is all ✓
+within its request budget, and each page type the simulator redesigns (``page_change``) fails its own
+step with a snapshot, the steps it feeds are skipped and every other step passes. From the command line
+(``cnki-mcp doctor --site`` and ``--report``, as a person runs them): the lines printed, the exit status,
+and a report zip that holds what it lists and none of the planted secrets.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cnki_mcp.errors import CATALOGUE
+from cnki_mcp.site_check import STEPS
+from cnki_mcp.store import peek_store
+from tests.harness import REPO, McpSession, chromium_path, serve_params
+from tests.kns.server import KnsSimulator
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(chromium_path() is None, reason="没有可用的 Chromium"),
+]
+
+BUDGET = 12
+STEP_NAMES = [name for name, _ in STEPS]
+FED_BY_THE_GRID = ("grid_page2", "journal_detail", "thesis_detail", "journal", "reader")
+# page_change → (the step that fails, the steps it leaves without input)
+BROKEN = {
+    "template": ("template", ("grid", *FED_BY_THE_GRID)),
+    "grid_title": ("grid", FED_BY_THE_GRID),
+    "journal_abstract": ("journal_detail", ()),
+    "thesis_abstract": ("thesis_detail", ()),
+    "journal_name": ("journal", ()),
+    "reader_container": ("reader", ()),
+    "login_header": ("login", ()),
+}
+PLANTED_NAME = "植入用户名"
+PLANTED = (
+    '<p class="note">Ecp_ClientId=PLANTCOOKIE7788; SID_kns8=PLANTSID9911</p>'
+    '<a href="https://kns.cnki.net/kcms2/x?ticket=PLANTTICKET4455&amp;a=1">x</a>'
+    f"<p>欢迎 {PLANTED_NAME}</p>"
+)
+SECRETS = ("PLANTCOOKIE7788", "PLANTSID9911", "PLANTTICKET4455", PLANTED_NAME)
+
+
+def statuses(check: dict) -> dict[str, str]:
+    return {step["name"]: step["status"] for step in check["steps"]}
+
+
+async def test_a_clean_tour_passes_and_each_changed_page_fails_its_own_step(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    params = serve_params(isolated_data_dir, kns.browser_args, CNKI_INLINE_WAIT_SECONDS="5")
+    async with McpSession.serving(params, wait_timeout=180) as session:
+        kns.configure(login="institution")
+        clean = await session.wait(await session.call("diagnostics", {"site_check": True}))
+        check = clean["result"]
+        assert clean["status"] == "completed", clean
+        assert statuses(check) == dict.fromkeys(STEP_NAMES, "ok")
+        assert check["status"] == "passed"
+        assert 0 < check["requests"] <= BUDGET
+        assert clean["requests"] == check["requests"]
+        assert check["browser"].startswith("Chrome/")
+        assert kns.count("file") == 0  # the reader entry was followed, nothing was downloaded
+        assert list((isolated_data_dir / "downloads").iterdir()) == []
+
+        for change, (broken, skipped) in BROKEN.items():
+            kns.configure(page_change=change)
+            view = await session.wait(await session.call("diagnostics", {"site_check": True}))
+            check = view["result"]
+            expected = dict.fromkeys(STEP_NAMES, "ok") | dict.fromkeys(skipped, "skipped") | {broken: "failed"}
+            failed = next(step for step in check["steps"] if step["name"] == broken)
+            assert view["status"] == "partial", (change, view)
+            assert statuses(check) == expected, (change, check)
+            assert failed["code"] in CATALOGUE, failed
+            assert failed["snapshot"], failed
+            assert (isolated_data_dir / "diagnostics" / failed["snapshot"]).is_file(), failed
+            assert [error["details"]["step"] for error in view["errors"]] == [broken]
+            assert check["requests"] <= BUDGET, (change, check)
+
+
+def doctor(data: Path, sim: KnsSimulator, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(
+        os.environ,
+        CNKI_DATA_DIR=str(data),
+        CNKI_HEADLESS="1",
+        CNKI_BROWSER_PATH=chromium_path() or "",
+        CNKI_BROWSER_ARGS=sim.browser_args,
+        CNKI_REQUEST_INTERVAL_MS="10",
+    )
+    command = [sys.executable, "-m", "cnki_mcp", "doctor", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=240)
+
+
+def test_doctor_site_prints_each_step_and_doctor_report_packs_no_secret(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    kns.configure(login="both", personal_name=PLANTED_NAME, page_extra=PLANTED)
+    clean = doctor(isolated_data_dir, kns, "--site")
+    lines = clean.stdout.splitlines()
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert [line[0] for line in lines[1:-1]] == ["✓"] * len(STEPS)
+    assert lines[-1].startswith(f"{len(STEPS)}/{len(STEPS)} 项通过")
+
+    kns.configure(page_change="journal_abstract")
+    changed = doctor(isolated_data_dir, kns, "--site")
+    failed = [line for line in changed.stdout.splitlines() if line.startswith("✗")]
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    assert len(failed) == 1
+    assert failed[0].startswith("✗ 期刊论文详情页：SITE_STRUCTURE_CHANGED 页面结构与预期不符，缺少：摘要。")
+    assert "快照 diagnostics/check-journal_detail-" in failed[0]
+
+    data = peek_store(isolated_data_dir)
+    assert data is not None and data.last_site_check is not None
+    snapshot = next(step.snapshot for step in data.last_site_check.steps if step.name == "journal_detail")
+    saved = (isolated_data_dir / "diagnostics" / snapshot).read_text(encoding="utf-8")
+    assert PLANTED_NAME in saved  # snapshots keep the header; the report must not
+    assert PLANTED_NAME in data.known_names
+
+    packed = doctor(isolated_data_dir, kns, "--report")
+    zipped = isolated_data_dir / "diagnostics" / packed.stdout.strip().rsplit(" ", 1)[-1]
+    archive = zipfile.ZipFile(zipped)
+    members = sorted(name.removeprefix("cnki-mcp-report/") for name in archive.namelist())
+    contents = b"".join(archive.read(name) for name in archive.namelist()).decode("utf-8")
+    assert packed.returncode == 0, packed.stdout + packed.stderr
+    assert zipped.parent == isolated_data_dir / "diagnostics"
+    assert members == sorted(
+        ["README.md", "environment.json", "errors.json", "site-check.json", "site-check.txt", f"snapshots/{snapshot}"]
+    )
+    assert [secret for secret in SECRETS if secret in contents] == []
+    assert "SITE_STRUCTURE_CHANGED" in archive.read("cnki-mcp-report/errors.json").decode()
+    assert "✗ 期刊论文详情页" in archive.read("cnki-mcp-report/site-check.txt").decode()
+    assert '"browser_version": "Chrome/' in archive.read("cnki-mcp-report/environment.json").decode()
