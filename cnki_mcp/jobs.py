@@ -46,6 +46,7 @@ KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "download": (30, 1800),
     "login": (20, 1800),
     "session": (10, 60),
+    "related": (200, 900),
 }
 
 

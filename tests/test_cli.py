@@ -32,7 +32,7 @@ def test_schema_is_the_served_tool_list(isolated_data_dir: Path) -> None:
     assert done.returncode == 0, done.stderr
     tools = json.loads(done.stdout)["tools"]
     assert [t["name"] for t in tools] == sorted(t["name"] for t in tools)
-    assert len(tools) == 13
+    assert len(tools) == 14
     assert all(t["inputSchema"]["type"] == "object" for t in tools)
 
 
@@ -51,7 +51,7 @@ def test_doctor_protocol_round_trip(isolated_data_dir: Path) -> None:
     done = run("doctor", "--protocol", data_dir=isolated_data_dir, timeout=90)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["protocol"] == {
-        "passed": True, "transport": "stdio", "tools": 13, "version": __version__, "browser_started": False,
+        "passed": True, "transport": "stdio", "tools": 14, "version": __version__, "browser_started": False,
     }
 
 

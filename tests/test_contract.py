@@ -39,6 +39,7 @@ READ_ONLY = {
     "structured_search",
     "search_results",
     "get_metadata",
+    "related_papers",
     "read_online_html",
     "link_references",
     "session_status",
@@ -112,7 +113,7 @@ def test_contract_check_reports_no_mismatch(tmp_path: Path) -> None:
     dump.write_text(json.dumps(tools_document(), ensure_ascii=False), encoding="utf-8")
     run = subprocess.run([sys.executable, str(CHECKER), str(dump)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "13 served, 0 mismatches" in run.stdout
+    assert "14 served, 0 mismatches" in run.stdout
 
 
 async def test_schema_document_is_what_tools_list_serves() -> None:
@@ -124,10 +125,10 @@ async def test_schema_document_is_what_tools_list_serves() -> None:
 # --- the same rules, checked without the reference file --------------------------------------------
 
 
-def test_thirteen_tools_sorted_by_name() -> None:
+def test_fourteen_tools_sorted_by_name() -> None:
     names = [t.name for t in server.TOOLS]
     assert names == sorted(names) == sorted(REGISTRY)
-    assert len(names) == 13
+    assert len(names) == 14
 
 
 def test_annotations_carry_all_four_hints() -> None:

@@ -297,7 +297,7 @@ def test_frozen_release_sets_up_and_serves_a_real_client(release: Path, chromium
     )
     output = setup.stdout.decode("utf-8")
     assert setup.returncode == 0, output + setup.stderr.decode("utf-8", "replace")
-    assert "安装检查通过：共 13 个 MCP 工具" in output
+    assert "安装检查通过：共 14 个 MCP 工具" in output
     data = release / "data"  # a frozen program keeps its data beside itself
     assert json.loads((data / "config.json").read_text(encoding="utf-8"))["browser_path"] == chromium
     entry = json.loads((home / ".claude.json").read_text(encoding="utf-8"))["mcpServers"]["cnki"]
