@@ -244,6 +244,7 @@ class Evidence(msgspec.Struct):
     annual_citations: float = 0.0
     resource_type: float = 0.0
     quality_evidence_present: bool = False
+    graph_links: int = 0  # selected papers it cites or is cited by (search options.expand)
 
 
 class SearchEntry(msgspec.Struct):
@@ -318,6 +319,9 @@ class RelationList(msgspec.Struct, omit_defaults=True):
     origin: str = "api"  # api | page (what the detail page rendered itself)
     stated: bool = True  # whether CNKI stated the totals (a rendered list may not)
     observed_at: str = ""
+    # A first page still being read: the databases answered so far (a continue does not ask them again).
+    complete: bool = True
+    asked: list[str] = []
 
 
 class RelatedPaper(msgspec.Struct, omit_defaults=True):

@@ -40,6 +40,7 @@ from cnki_mcp.model import (
 from cnki_mcp.relation_parse import (
     MAX_SIZE,
     RELATION_NAMES,
+    SIMILAR,
     Answer,
     Ask,
     Entry,
@@ -146,7 +147,7 @@ class Relations:
 
     def stored(self, record_ref: str, relation: str, *, fresh_only: bool = True) -> RelationList | None:
         found = self.store.data.relations.get(relation_key(record_ref, relation))
-        if found is None or (fresh_only and not relation_is_fresh(found)):
+        if found is None or not found.complete or (fresh_only and not relation_is_fresh(found)):
             return None
         return found
 
@@ -246,30 +247,43 @@ class Relations:
 
     async def _from_api(self, op: OperationContext, paper: Paper, relation: str) -> RelationList:
         v = await self._v(op, paper)
+        key = relation_key(paper.record_ref, relation)
         last_reason = ""
         for _round in range(DECOY_ROUNDS):
             epoch = self.site.person.epoch
+            found = self.store.data.relations.get(key)
+            relations = found if found is not None and not found.complete and found.origin == "api" else RelationList(
+                source_ref=paper.record_ref, relation=relation, complete=False, observed_at=utc_now_iso()
+            )
             try:
-                answers = await self._first_answers(op, paper, relation, v)
+                await self._first_pages(op, paper, relation, v, relations)
             except Decoy as exc:
+                self.store.drop_relation(key)
                 last_reason = str(exc)
                 log.info("decoy answer for %s (%s): %s", paper.record_ref, relation, last_reason)
                 self.site.limiter.slow()
                 problem = CnkiError("VERIFICATION_REQUIRED", f"知网的接口给出了假数据：{last_reason}")
                 try:
                     await self.site.api.show_context(op, problem, paper.locator or paper.url, epoch)
-                except CnkiError as exc2:
-                    if exc2.code != "VERIFICATION_SKIPPED":
+                except CnkiError as skipped:
+                    if skipped.code != "VERIFICATION_SKIPPED":
                         raise
                     break
                 continue
-            return self._list(paper, relation, answers)
+            except NotData:
+                self.store.drop_relation(key)
+                raise
+            relations.complete, relations.asked, relations.observed_at = True, [], utc_now_iso()
+            return relations
         raise NotData(f"回答是假数据：{last_reason}")
 
-    async def _first_answers(self, op: OperationContext, paper: Paper, relation: str, v: str) -> dict[str, Answer]:
-        """Every database's first page; Decoy as soon as the answers cannot be the paper's data."""
-        answers: dict[str, Answer] = {}
+    async def _first_pages(self, op: OperationContext, paper: Paper, relation: str, v: str, relations: RelationList) -> None:
+        """Every database's first page into ``relations`` (kept in the store after each, so a continue
+        after an exhausted budget asks only the rest); Decoy as soon as the answers cannot be the paper's."""
+        answers = {database: self._answer_of(relations, database) for database in relations.asked}
         for database in databases(relation):
+            if database in relations.asked:
+                continue
             ask = Ask(database, 1, MAX_SIZE)
             answer = await self._ask(op, paper, relation, v, ask)
             problem = page_problem(answer, ask, 0)
@@ -280,30 +294,33 @@ class Relations:
             if reason:
                 self.signatures.decoys.update(repeated_keys(answers))
                 raise Decoy(reason)
+            if answer.total or answer.entries:
+                relations.parts.append(self._part(database, answer))
+            relations.asked.append(database)
+            self.store.put_relation(relations)
         reason = decoy_reason(paper, relation, answers, self.signatures.decoys)
         if reason:
             raise Decoy(reason)
         other = self.signatures.other_paper(paper.record_ref, relation, answers)
         if other:
             raise Decoy(f"与另一篇文献（{other}）的回答完全相同")
-        return answers
 
-    def _list(self, paper: Paper, relation: str, answers: dict[str, Answer]) -> RelationList:
-        now = utc_now_iso()
-        parts: list[RelationPart] = []
-        for database, answer in answers.items():
-            if not answer.total and not answer.entries:
-                continue
-            read = len(answer.entries) + answer.unreadable
-            size = MAX_SIZE if read >= MAX_SIZE or read >= answer.total else max(1, read)
-            parts.append(RelationPart(
-                database=database if database in databases("references") else "",
-                total=answer.total,
-                entries=self._entries(answer.entries, now),
-                next_start=2 if read < answer.total and read else 0,
-                size=size,
-            ))
-        return RelationList(source_ref=paper.record_ref, relation=relation, parts=parts, origin="api", observed_at=now)
+    def _answer_of(self, relations: RelationList, database: str) -> Answer:
+        """A database answered before (a resumed list), as far as the decoy checks need it."""
+        for part in relations.parts:
+            if (part.database or SIMILAR) == database:
+                return Answer(total=part.total, entries=[self._entry_of(entry) for entry in part.entries])
+        return Answer(total=0, entries=[])
+
+    def _part(self, database: str, answer: Answer) -> RelationPart:
+        read = len(answer.entries) + answer.unreadable
+        return RelationPart(
+            database="" if database == SIMILAR else database,
+            total=answer.total,
+            entries=self._entries(answer.entries, utc_now_iso()),
+            next_start=2 if read < answer.total and read else 0,
+            size=MAX_SIZE if read >= MAX_SIZE or read >= answer.total else max(1, read),
+        )
 
     def _entries(self, entries: list[Entry], observed_at: str) -> list[RelationEntry]:
         out: list[RelationEntry] = []
@@ -322,16 +339,13 @@ class Relations:
             return
         v = await self._v(op, paper)
         position = 0
-        changed = False
         for part in relations.parts:
             if position >= end:
                 break
             while part.next_start and len(part.entries) < min(end - position, effective_length(part)):
                 await self._more(op, paper, relations.relation, v, part)
-                changed = True
+                self.store.put_relation(relations)  # kept at once: a continue does not ask this page again
             position += effective_length(part)
-        if changed:
-            self.store.put_relation(relations)
 
     async def _more(self, op: OperationContext, paper: Paper, relation: str, v: str, part: RelationPart) -> None:
         """The next page of one database (``start`` counting pages, or items where CNKI counts them so)."""
@@ -359,11 +373,14 @@ class Relations:
         else:
             part.next_start = len(part.entries) + 1 if part.by_record else start + 1
 
-    def _key(self, entry: RelationEntry) -> str:
+    def _entry_of(self, entry: RelationEntry) -> Entry:
         paper = self.store.data.papers.get(entry.record_ref) if entry.record_ref else None
         if paper is None:
-            return Entry(text=entry.text).key
-        return Entry(title=paper.title, authors=list(paper.authors)).key
+            return Entry(text=entry.text)
+        return Entry(title=paper.title, authors=list(paper.authors), url=paper.url)
+
+    def _key(self, entry: RelationEntry) -> str:
+        return self._entry_of(entry).key
 
     async def _from_page(self, op: OperationContext, paper: Paper, relation: str) -> RelationList:
         """The detail page's own rendered list (references and citing papers; at most what it shows)."""
@@ -409,7 +426,7 @@ def stored_references(store: Store, record_ref: str) -> tuple[list[str], list[st
     if record_ref not in store.data.papers:
         raise CnkiError("RECORD_NOT_FOUND", f"本地没有记录 {record_ref}。", details={"record_ref": record_ref})
     stored = store.data.relations.get(relation_key(record_ref, "references"))
-    if stored is None:
+    if stored is None or not stored.complete:
         raise CnkiError("REFERENCES_NOT_READ", details={"record_ref": record_ref})
     entries = [entry for part in stored.parts for entry in part.entries]
     return [e.record_ref for e in entries if e.record_ref], [e.text for e in entries if not e.record_ref and e.text]

@@ -384,6 +384,10 @@ class Store:
         self.data.relations[relation_key(relations.source_ref, relations.relation)] = relations
         self.mark_dirty()
 
+    def drop_relation(self, key: str) -> None:
+        if self.data.relations.pop(key, None) is not None:
+            self.mark_dirty()
+
     def cached_search(self, cache_key: str, now: datetime | None = None) -> SearchRecord | None:
         """The search a prefer_cache call may reuse: entry at most 10 minutes old, record still stored."""
         entry = self.data.search_cache.get(cache_key)
