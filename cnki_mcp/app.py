@@ -378,7 +378,8 @@ class App:
         """The operation body of a search: ``fresh`` for a new one, None to resume from the checkpoint."""
 
         async def work(op: OperationContext) -> SearchSummary:
-            return await run_search(op, await self.enrichment(), fresh)
+            relations = await self.relations()
+            return await run_search(op, relations.engine, fresh, relations)
 
         return work
 

@@ -218,3 +218,53 @@ async def test_decoy_and_challenge(sim: KnsSimulator, isolated_data_dir: Path) -
         assert skipped["status"] == "completed", skipped
         assert skipped["result"]["origin"] == "page"
         same(seen(skipped["result"]["papers"]), expected(graph.citing[other.filename]))
+
+
+def mentions(paper: SimPaper, term: str) -> bool:
+    return term in paper.title or term in paper.abstract or any(term in k for k in paper.keywords)
+
+
+async def test_search_expand_finds_what_no_query_term_reaches(sim: KnsSimulator, isolated_data_dir: Path) -> None:
+    query = "实体链接"  # a keyword of the topic 知识图谱: many papers of the topic never use it
+    by_title = {p.title: p for p in sim.corpus.papers}
+    async with serve(isolated_data_dir, sim) as session:
+        plain = await session.wait(await session.call("search", {"query": query, "options": {"freshness": "live"}}), timeout=600)
+        assert plain["status"] == "completed", plain
+        plain_requests = plain["requests"]
+        grids = sim.count("grid")
+        plain_refs = {r["record_ref"] for r in (await session.call(
+            "search_results", {"search_id": plain["result"]["search_id"], "scope": "candidates", "limit": 100}))["results"]}
+        assert sim.count("citation") == 0
+
+        # The same search snowballing from its 5 best papers, its budget running out during the expansion.
+        arguments = {"query": query, "options": {"expand": 5, "freshness": "live", "max_requests": grids + 40}}
+        first = await session.wait(await session.call("search", arguments), timeout=600)
+        assert first["status"] == "partial", first
+        assert first["errors"][-1]["code"] == "BUDGET_EXHAUSTED", first
+        asked = sim.count("citation")
+        assert asked > 0
+        done = await session.wait(await session.call(
+            "operation_control", {"action": "continue", "operation_id": first["operation_id"], "additional_requests": 600}),
+            timeout=600)
+        assert done["status"] == "completed", done
+        urls = [r.url for r in sim.requests if r.endpoint == "citation"]
+        assert len(urls) == len(set(urls))  # continue asked no list page again
+        coverage = {c["channel"]: c for c in done["result"]["coverage"]}
+        citation = coverage["citation"]
+        assert citation["pages"] == 10  # references and citing papers of 5 papers
+        assert citation["added"] > 0
+        expand_requests = first["requests"] + done["requests"] - plain_requests
+        print(f"\nexpand=5: {len(urls)} citation API requests, {first['requests'] + done['requests']} requests in all "
+              f"against {plain_requests} without expansion ({expand_requests} more)")
+
+        # Among the relevant papers: one the query's words never reach, found through the graph.
+        eligible = (await session.call("search_results", {
+            "search_id": done["result"]["search_id"], "scope": "eligible", "view": "records", "limit": 100}))["results"]
+        reached = [
+            row for row in eligible
+            if row["evidence"]["graph_links"] >= 2 and row["record"]["record_ref"] not in plain_refs
+            and row["record"]["title"] in by_title and not mentions(by_title[row["record"]["title"]], query)
+        ]
+        assert reached, [(r["record"]["title"], r["evidence"]) for r in eligible]
+        topic = by_title[reached[0]["record"]["title"]]
+        assert "知识图谱" in topic.title or "知识图谱" in topic.keywords
