@@ -404,6 +404,11 @@ def validate_search(args: SearchArgs, raw: dict[str, Any]) -> None:
 
 
 def validate_structured_search(args: StructuredSearchArgs, raw: dict[str, Any]) -> None:
+    if args.options.expand:
+        raise CnkiError(
+            "INVALID_OPTION", "options.expand 只用于 search；structured_search 保持知网自己的结果，不做引文扩展。",
+            details={"field": "options.expand"},
+        )
     args.limit = _limit(args.limit)
     _years(args.year_from, args.year_to)
     args.sort = _choice(args.sort, SORTS, "relevance", "INVALID_SORT", "sort")

@@ -4,11 +4,13 @@ A search runs as phases over a ``SearchState`` that is checkpointed into its ope
 ``operation_control continue`` (also after a crash) resumes without asking CNKI again for
 anything already obtained::
 
-    retrieval rounds → enrichment → feedback → feedback enrichment → finish
+    retrieval rounds → enrichment → feedback → feedback enrichment → expansion → expansion enrichment → finish
 
 Retrieval lists each channel's pages in rounds (every active channel one page at a time, the
 candidate target checked only when the round is level); enrichment reads details and journals
 through ``enrich.Enrichment``; feedback adds channels from the keywords the best candidates share;
+expansion (``options.expand``) adds the references and citing papers of the top selected papers as
+the channel ``citation`` (``relations.Relations``);
 ``finish`` ranks, selects and stores the search record and builds the summary.
 """
 
