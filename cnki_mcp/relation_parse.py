@@ -50,6 +50,7 @@ _DATABASE_NAMES = (
 # A database an item is listed under in at least this many answers of one paper is a decoy, not data.
 REPEATED_DATABASES = 3
 SIGNATURES_KEPT = 512
+DECOY_ITEMS_MAX = 3  # a list this short, answered the same for two papers, is a decoy
 CURSOR_PREFIX = "rp1."
 
 
@@ -314,7 +315,13 @@ class Signatures:
         return fingerprint([relation, items]) if items else ""
 
     def other_paper(self, source_ref: str, relation: str, answers: Mapping[str, Answer]) -> str:
-        """The other paper these very answers were given for, or ""; remembers them for this paper."""
+        """The other paper these very answers were given for, or ""; remembers them for this paper.
+
+        Only short lists count (a decoy is a fixed record or two): a thesis and the article drawn from it
+        may well cite the same long list.
+        """
+        if sum(len(answer.entries) for answer in answers.values()) > DECOY_ITEMS_MAX:
+            return ""
         signature = self.of(relation, answers)
         if not signature:
             return ""

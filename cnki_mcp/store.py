@@ -85,6 +85,7 @@ JOURNAL_PRESENT_TTL_SECONDS = 7 * 86400
 JOURNAL_OTHER_TTL_SECONDS = 86400
 # A reference list does not change; citing and similar papers grow.
 RELATION_TTL_SECONDS = {"references": 30 * 86400, "citing": 7 * 86400, "similar": 7 * 86400}
+RELATION_PAGE_TTL_SECONDS = 86400
 
 _IS_WINDOWS = sys.platform == "win32"
 _OP_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
@@ -173,8 +174,11 @@ def journal_is_fresh(quality: Quality, now: datetime | None = None) -> bool:
 
 
 def relation_is_fresh(relations: RelationList, now: datetime | None = None) -> bool:
-    """A stored list answers without a request for 30 days (references) or 7 days (citing, similar)."""
+    """A stored list answers without a request for 30 days (references) or 7 days (citing, similar); a list
+    read from the detail page (the API gave nothing usable, and the page shows only the first items) for 1 day."""
     age = age_seconds(relations.observed_at, now)
+    if relations.origin == "page":
+        return age is not None and age < RELATION_PAGE_TTL_SECONDS
     return age is not None and age < RELATION_TTL_SECONDS.get(relations.relation, 0)
 
 

@@ -101,3 +101,17 @@ def test_links_in_the_citation_graph_are_evidence() -> None:
     assert linked.graph_links == 2 and linked.relevance > alone.relevance
     assert is_eligible(linked)
     assert not is_eligible(evidence_for(paper, [["实体链接"]], year=2026, links=1))
+
+
+def test_a_list_is_not_taken_for_a_challenge_or_a_decoy_for_its_words_or_its_length() -> None:
+    from cnki_mcp.site_api import plain_data
+
+    words = body(1, [item("数据安全验证方法研究")])
+    assert plain_data(200, "https://kns.cnki.net/restapi/citation-api/v1/literature/references", words)
+    challenge = json.dumps({"code": -403, "message": "https://kns.cnki.net/verify/home?captchaType=blockPuzzle"})
+    assert not plain_data(200, "https://kns.cnki.net/restapi/citation-api/v1/literature/references", challenge)
+    assert not plain_data(403, "https://kns.cnki.net/restapi/x", words)
+    long = {"CJFD": read_answer(body(5, [item(f"题名{n}") for n in range(5)]), "CJFD")}
+    signatures = Signatures()
+    assert signatures.other_paper("rec_thesis", "references", long) == ""
+    assert signatures.other_paper("rec_article", "references", long) == ""  # the article drawn from the thesis
