@@ -188,14 +188,15 @@ async def test_decoy_and_challenge(sim: KnsSimulator, isolated_data_dir: Path) -
     async with serve(isolated_data_dir, sim) as session:
         # A decoy: the same record for every database. Not data: the detail page's own lists are read.
         sim.captcha("citation", style="decoy")
-        reply = await session.wait(await session.call("related_papers", {"record_ref": refs[0]}))
+        reply = await session.wait(await session.call("related_papers", {"record_ref": refs[1]}))
         assert reply["status"] == "completed", reply
         result = reply["result"]
         assert result["origin"] == "page", result
         assert any("详情页" in w for w in result["warnings"]), result
-        same(seen(result["papers"]), expected(graph.references[journal.filename])[: len(result["papers"])])
-        assert result["total"] == len(graph.references[journal.filename])
+        same(seen(result["papers"]), expected(graph.references[other.filename])[: len(result["papers"])])
+        assert result["total"] == len(graph.references[other.filename])
         assert sim.count("detail") >= 1
+        print(f"\ndecoy: {reply['requests']} requests ({sim.count('citation')} to the API)")
         sim.reset()
 
         # A challenge in the middle of a list (the grid's -403 JSON): handed to a person, then the list goes on.
@@ -208,20 +209,41 @@ async def test_decoy_and_challenge(sim: KnsSimulator, isolated_data_dir: Path) -
         done = await session.wait(waiting)
         assert done["status"] == "completed", done
         assert done["result"]["origin"] == "api"
+        print(f"challenge after 5 requests: {done['requests']} requests ({sim.count('citation')} to the API)")
         same(seen(done["result"]["papers"]), expected(graph.references[thesis.filename]))
 
         # With on_verification=skip a challenge is not handed over; the list comes from the detail page.
         sim.reset()
         sim.captcha("citation", style="json403")
         skipped = await session.wait(await session.call(
-            "related_papers", {"record_ref": refs[1], "relation": "citing", "on_verification": "skip"}))
+            "related_papers", {"record_ref": refs[0], "relation": "citing", "on_verification": "skip"}))
         assert skipped["status"] == "completed", skipped
         assert skipped["result"]["origin"] == "page"
-        same(seen(skipped["result"]["papers"]), expected(graph.citing[other.filename]))
+        same(seen(skipped["result"]["papers"]), expected(graph.citing[journal.filename]))
 
 
 def mentions(paper: SimPaper, term: str) -> bool:
     return term in paper.title or term in paper.abstract or any(term in k for k in paper.keywords)
+
+
+async def test_api_variants(sim: KnsSimulator, isolated_data_dir: Path) -> None:
+    """``start`` counting items instead of pages, a small answer cap, and an API that is gone."""
+    journal, thesis = richest(sim, "JOURNAL"), richest(sim, "DISSERTATION")
+    graph = sim.graph
+    refs = seed(isolated_data_dir, sim, [journal, thesis])
+    async with serve(isolated_data_dir, sim) as session:
+        sim.configure(citation_start="record", citation_size_cap=3)
+        papers, replies = await pages_of(session, {"record_ref": refs[1]}, 100)
+        same(seen(papers), expected(graph.references[thesis.filename]))
+        assert len(replies) == 1
+        print(f"\nthesis references, 3 items an answer, start counting items: {replies[0]['requests']} requests")
+
+        sim.configure(citation_api="gone", citation_start="page", citation_size_cap=100)
+        reply = await session.wait(await session.call("related_papers", {"record_ref": refs[0], "relation": "citing"}))
+        assert reply["status"] == "completed", reply
+        assert reply["result"]["origin"] == "page"
+        same(seen(reply["result"]["papers"]), expected(graph.citing[journal.filename]))
+        print(f"API gone, the detail page's list: {reply['requests']} requests")
 
 
 async def test_search_expand_finds_what_no_query_term_reaches(sim: KnsSimulator, isolated_data_dir: Path) -> None:
