@@ -40,9 +40,15 @@ def sim_server() -> Iterator[KnsSimulator]:
         sim.stop()
 
 
+def reset(sim: KnsSimulator) -> None:
+    """Defaults, with detail pages that render their reference and citing lists (the fallback)."""
+    sim.reset()
+    sim.configure(citation_rendered=True)
+
+
 @pytest.fixture
 def sim(sim_server: KnsSimulator) -> Iterator[KnsSimulator]:
-    sim_server.reset()
+    reset(sim_server)
     yield sim_server
     sim_server.reset()
 
@@ -197,7 +203,7 @@ async def test_decoy_and_challenge(sim: KnsSimulator, isolated_data_dir: Path) -
         assert result["total"] == len(graph.references[other.filename])
         assert sim.count("detail") >= 1
         print(f"\ndecoy: {reply['requests']} requests ({sim.count('citation')} to the API)")
-        sim.reset()
+        reset(sim)
 
         # A challenge in the middle of a list (the grid's -403 JSON): handed to a person, then the list goes on.
         sim.captcha("citation", after=5, style="json403")
@@ -213,7 +219,7 @@ async def test_decoy_and_challenge(sim: KnsSimulator, isolated_data_dir: Path) -
         same(seen(done["result"]["papers"]), expected(graph.references[thesis.filename]))
 
         # With on_verification=skip a challenge is not handed over; the list comes from the detail page.
-        sim.reset()
+        reset(sim)
         sim.captcha("citation", style="json403")
         skipped = await session.wait(await session.call(
             "related_papers", {"record_ref": refs[0], "relation": "citing", "on_verification": "skip"}))
