@@ -260,6 +260,7 @@ async def test_search_expand_finds_what_no_query_term_reaches(sim: KnsSimulator,
         assert plain["status"] == "completed", plain
         plain_requests = plain["requests"]
         grids = sim.count("grid")
+        counts = dict(sim.counts)
         plain_refs = {r["record_ref"] for r in (await session.call(
             "search_results", {"search_id": plain["result"]["search_id"], "scope": "candidates", "limit": 100}))["results"]}
         assert sim.count("citation") == 0
@@ -281,9 +282,11 @@ async def test_search_expand_finds_what_no_query_term_reaches(sim: KnsSimulator,
         citation = coverage["citation"]
         assert citation["pages"] == 10  # references and citing papers of 5 papers
         assert citation["added"] > 0
-        expand_requests = first["requests"] + done["requests"] - plain_requests
-        print(f"\nexpand=5: {len(urls)} citation API requests, {first['requests'] + done['requests']} requests in all "
-              f"against {plain_requests} without expansion ({expand_requests} more)")
+        expand_requests = done["requests"] - plain_requests  # a continue carries the counter on
+        more = {k: v - counts.get(k, 0) for k, v in sim.counts.items() if v != counts.get(k, 0)}
+        print(f"\nexpand=5: {len(urls)} citation API requests, {done['requests']} requests in all "
+              f"against {plain_requests} without expansion ({expand_requests} more); by endpoint: {more}; "
+              f"{citation['added']} candidates added")
 
         # Among the relevant papers: one the query's words never reach, found through the graph.
         eligible = (await session.call("search_results", {
