@@ -13,6 +13,7 @@ import logging
 import os
 import platform
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from cnki_mcp.limiter import Limiter
 from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
 from cnki_mcp.model import (
     Budget,
+    CitationResult,
     Config,
     DownloadResult,
     LocalReply,
@@ -51,6 +53,8 @@ from cnki_mcp.model import (
     public_paper,
 )
 from cnki_mcp.query import plan_structured
+from cnki_mcp.relation_parse import Signatures
+from cnki_mcp.relations import Relations, stored_references, with_unlinked
 from cnki_mcp.research import (
     SearchInput,
     SearchState,
@@ -118,6 +122,7 @@ class App:
         self._sessions: Sessions | None = None
         self._reader = Reader()  # HTML full texts, in memory only
         self._downloads = Downloads()
+        self._signatures = Signatures()  # first answers of recent relation lists: a decoy repeated across papers
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -163,6 +168,10 @@ class App:
         await self.store()
         assert self._catalog is not None
         return Enrichment(self._catalog, self.site(), self._journals)
+
+    async def relations(self) -> Relations:
+        """References, citing and similar papers over this process's catalogue and site."""
+        return Relations(await self.enrichment(), self.site(), self._signatures)
 
     async def catalog(self) -> Catalog:
         await self.store()
@@ -327,7 +336,7 @@ class App:
 
             jobs = await self.jobs()
             return await jobs.inline(jobs.start("metadata", kind_budget("metadata"), work), ctx)
-        refs, problems = self._resolve_local(await self.catalog(), args.record_refs or [], args.titles or [])
+        refs, problems = (await self.catalog()).resolve_local(args.record_refs or [], args.titles or [])
         if args.search_id:
             record = self._search(store, args.search_id)
             refs += [e.record_ref for e in _scoped(record, args.scope)[args.offset : args.offset + args.limit]]
@@ -377,7 +386,8 @@ class App:
         """The operation body of a search: ``fresh`` for a new one, None to resume from the checkpoint."""
 
         async def work(op: OperationContext) -> SearchSummary:
-            return await run_search(op, await self.enrichment(), fresh)
+            relations = await self.relations()
+            return await run_search(op, relations.engine, fresh, relations)
 
         return work
 
@@ -418,6 +428,10 @@ class App:
         store = await self.store()
         refs = list(args.record_refs)
         part: ExportPart | None = None
+        unlinked: list[str] = []
+        if args.references_of:
+            listed, unlinked = stored_references(store, args.references_of)
+            refs += listed
         if args.search_id:
             entries = _scoped(self._search(store, args.search_id), args.scope)
             part = ExportPart(args.search_id, args.offset, min(args.offset + arguments.EXPORT_MAX, len(entries)), len(entries))
@@ -425,7 +439,7 @@ class App:
         if args.filename and (store.exports_dir / args.filename).exists():
             raise CnkiError("FILE_EXISTS", f"exports/{args.filename} 已存在，未覆盖；请换一个文件名。")
         if not args.titles:
-            return await self._export(store, refs, args, part)
+            return await self._export(store, refs, args, part, unlinked)
 
         async def work(op: OperationContext) -> dict[str, Any]:
             engine = await self.enrichment()
@@ -437,20 +451,28 @@ class App:
             fatal = await engine.enrich(op, found, "metadata", quality=False, record_errors=False)
             if fatal is not None:
                 raise fatal
-            return await self._export(store, refs + found, args, part)
+            return await self._export(store, refs + found, args, part, unlinked)
 
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("export", kind_budget("export"), work), ctx)
 
     async def _export(
-        self, store: Store, refs: list[str], args: arguments.ExportCitationsArgs, part: ExportPart | None
+        self,
+        store: Store,
+        refs: list[str],
+        args: arguments.ExportCitationsArgs,
+        part: ExportPart | None,
+        unlinked: list[str] | None = None,
     ) -> dict[str, Any]:
         papers = [store.data.papers[ref] for ref in dict.fromkeys(refs) if ref in store.data.papers]
+        if not papers and unlinked:
+            return {"status": "completed", "data": msgspec.to_builtins(with_unlinked(CitationResult(args.format, 0), unlinked))}
         if not papers:
             raise CnkiError("INVALID_INPUT", "没有可以导出的文献：给出的 record_refs、search_id 或 titles 都没有对应的本地记录。")
         result = await asyncio.to_thread(
             citations.export, papers, args.format, args.template or None, data_dir=self.root, filename=args.filename
         )
+        with_unlinked(result, unlinked or [])
         if part is not None:
             result.search_total = part.total
             if part.end < part.total:
@@ -476,6 +498,16 @@ class App:
         jobs = await self.jobs()
         job = jobs.start("read", kind_budget("read", args.on_verification), work)
         return await jobs.inline(job, ctx)
+
+    async def related_papers(self, args: arguments.RelatedPapersArgs, ctx: Any) -> Reply:
+        relations = await self.relations()
+        asked = relations.request(args.record_ref, args.title, args.cursor, args.relation)
+        hit = None if args.refresh else relations.cached(asked, args.limit)
+        if hit is not None:
+            return hit
+        jobs = await self.jobs()
+        job = jobs.start("related", kind_budget("related", args.on_verification), relations.work(asked, args.limit, args.refresh))
+        return await jobs.wait(job, args.wait_seconds - _spent(ctx), getattr(ctx, "report_progress", None))
 
     async def download_paper(self, args: arguments.DownloadPaperArgs, ctx: Any) -> Reply:
         store = await self.store()
@@ -525,29 +557,11 @@ class App:
             f"没有找到检索 {search_id}；检索完成或中断后才能读取结果（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
         )
 
-    @staticmethod
-    def _resolve_local(catalog: Catalog, record_refs: list[str], titles: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-        """Refs given directly plus titles that match exactly one stored record."""
-        refs: list[str] = []
-        problems: list[dict[str, Any]] = []
-        for ref in record_refs:
-            if ref in catalog.store.data.papers:
-                refs.append(ref)
-            else:
-                problems.append({"code": "RECORD_NOT_FOUND", "message": f"本地没有记录 {ref}。", "details": {"record_ref": ref}})
-        for title in titles:
-            matches = catalog.by_title(title)
-            if len(matches) == 1:
-                refs.append(matches[0])
-            elif matches:
-                problems.append({
-                    "code": "IDENTITY_AMBIGUOUS",
-                    "message": f"本地有 {len(matches)} 篇题名为《{title}》的文献，请改用 record_ref。",
-                    "details": {"title": title, "record_refs": sorted(matches)},
-                })
-            else:
-                problems.append({"code": "DOCUMENT_NOT_FOUND", "message": f"本地没有题名为《{title}》的文献。", "details": {"title": title}})
-        return refs, problems
+
+def _spent(ctx: Any) -> float:
+    """Seconds since the tool call arrived (0 when the context does not say)."""
+    started = getattr(ctx, "started", None)
+    return time.monotonic() - started if started is not None else 0.0
 
 
 def _with_warnings(reply: Reply, warnings: list[Problem]) -> Reply:

@@ -58,6 +58,9 @@ DOWNLOAD_FORMATS = ("auto", "pdf", "caj")
 CITATION_FORMATS = FORMATS
 CHECK_STYLES = PROSE_FORMATS
 ACTIONS = ("cancel", "continue", "resume", "show", "recover")
+RELATIONS = ("references", "citing", "similar")
+RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answering with the operation
+EXPAND_MAX = 20  # search options.expand: the top selected papers whose references and citing papers are read
 
 # Integer options: name -> (default for search, maximum). structured_search derives candidate_target.
 OPTION_RANGES: dict[str, tuple[int, int]] = {
@@ -89,6 +92,7 @@ class SearchOptions(ToolArgs):
     timeout_seconds: int = 900
     metadata: str = "ranked"
     freshness: str = "prefer_cache"
+    expand: int = 0
 
 
 class SearchArgs(ToolArgs):
@@ -160,8 +164,20 @@ class DownloadPaperArgs(ToolArgs):
     on_verification: str = "ask"
 
 
+class RelatedPapersArgs(ToolArgs):
+    relation: str = "references"
+    limit: int = LIMIT_DEFAULT
+    record_ref: str = ""
+    refresh: bool = False
+    title: str = ""
+    wait_seconds: int = RELATED_WAIT_DEFAULT
+    cursor: str = ""
+    on_verification: str = "ask"
+
+
 class ExportCitationsArgs(ToolArgs):
     record_refs: list[str] = []
+    references_of: str = ""  # a record_ref: export the stored reference list of that paper
     titles: list[str] = []
     search_id: str = ""
     scope: str = "selected"
@@ -351,6 +367,12 @@ def _options(options: SearchOptions, candidate_default: int) -> None:
                 details={"field": f"options.{name}"},
             )
         setattr(options, name, value)
+    if not 0 <= options.expand <= EXPAND_MAX:
+        raise CnkiError(
+            "INVALID_OPTION",
+            f"options.expand 须在 0–{EXPAND_MAX} 之间（0 表示不做引文扩展），收到的是 {options.expand}。",
+            details={"field": "options.expand"},
+        )
     options.metadata = _choice(options.metadata, METADATA, "ranked", "INVALID_METADATA", "options.metadata")
     options.freshness = _choice(options.freshness, FRESHNESS, "prefer_cache", "INVALID_FRESHNESS", "options.freshness")
 
@@ -364,7 +386,7 @@ def _given(value: str) -> str:
     return "" if is_blank(value) else value.strip()
 
 
-def _exactly_one_document(args: ReadOnlineHtmlArgs | DownloadPaperArgs) -> None:
+def _exactly_one_document(args: ReadOnlineHtmlArgs | DownloadPaperArgs | RelatedPapersArgs) -> None:
     args.record_ref, args.title = _given(args.record_ref), _given(args.title)
     given = [name for name, value in (("record_ref", args.record_ref), ("title", args.title)) if value]
     if len(given) != 1:
@@ -376,7 +398,10 @@ def _documents_given(args: GetMetadataArgs | ExportCitationsArgs) -> None:
     args.record_refs = [ref for ref in map(_given, args.record_refs) if ref]
     args.titles = [title for title in map(_given, args.titles) if title]
     args.search_id = _given(args.search_id)
-    if not (args.record_refs or args.titles or args.search_id):
+    references_of = ""
+    if isinstance(args, ExportCitationsArgs):
+        references_of = args.references_of = _given(args.references_of)
+    if not (args.record_refs or args.titles or args.search_id or references_of):
         raise CnkiError("NO_DOCUMENTS", "请至少提供 record_refs、titles 或 search_id 之一。")
 
 
@@ -399,6 +424,11 @@ def validate_search(args: SearchArgs, raw: dict[str, Any]) -> None:
 
 def validate_native_search(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
     """Structured and expert searches; their expressions are read when the search is planned."""
+    if args.options.expand:
+        raise CnkiError(
+            "INVALID_OPTION", "options.expand 只用于 search；structured_search 和 expert_search 保持知网自己的结果，不做引文扩展。",
+            details={"field": "options.expand"},
+        )
     args.limit = _limit(args.limit)
     _years(args.year_from, args.year_to)
     args.sort = _choice(args.sort, SORTS, "relevance", "INVALID_SORT", "sort")
@@ -470,6 +500,17 @@ def validate_download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> Non
     _exactly_one_document(args)
     args.format = _choice(args.format, DOWNLOAD_FORMATS, "auto", "INVALID_FORMAT", "format")
     args.wait_seconds = _defaulted(args.wait_seconds, DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
+    args.on_verification = _policy(args.on_verification)
+
+
+def validate_related_papers(args: RelatedPapersArgs, raw: dict[str, Any]) -> None:
+    args.cursor = _given(args.cursor)
+    args.record_ref, args.title = _given(args.record_ref), _given(args.title)
+    if not args.cursor or args.record_ref or args.title:
+        _exactly_one_document(args)
+    args.relation = _choice(args.relation, RELATIONS, "references", "INVALID_RELATION", "relation")
+    args.limit = _limit(args.limit)
+    args.wait_seconds = _defaulted(args.wait_seconds, RELATED_WAIT_DEFAULT, STATUS_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
     args.on_verification = _policy(args.on_verification)
 
 

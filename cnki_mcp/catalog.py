@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 
@@ -159,3 +160,26 @@ class Catalog:
             self.put(result)
             out.append(result)
         return out
+
+    def resolve_local(self, record_refs: list[str], titles: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+        """Refs given directly plus titles that match exactly one stored record."""
+        refs: list[str] = []
+        problems: list[dict[str, Any]] = []
+        for ref in record_refs:
+            if ref in self.store.data.papers:
+                refs.append(ref)
+            else:
+                problems.append({"code": "RECORD_NOT_FOUND", "message": f"本地没有记录 {ref}。", "details": {"record_ref": ref}})
+        for title in titles:
+            matches = self.by_title(title)
+            if len(matches) == 1:
+                refs.append(matches[0])
+            elif matches:
+                problems.append({
+                    "code": "IDENTITY_AMBIGUOUS",
+                    "message": f"本地有 {len(matches)} 篇题名为《{title}》的文献，请改用 record_ref。",
+                    "details": {"title": title, "record_refs": sorted(matches)},
+                })
+            else:
+                problems.append({"code": "DOCUMENT_NOT_FOUND", "message": f"本地没有题名为《{title}》的文献。", "details": {"title": title}})
+        return refs, problems

@@ -70,9 +70,12 @@ CATALOGUE: dict[str, Code] = {
     "NO_DOCUMENTS": Code("请至少提供 record_refs、titles 或 search_id 之一。"),
     "REFERENCES_REQUIRED": Code("请提供 text（粘贴的参考文献列表）或 references（每条一个字符串）之一，不能同时提供。"),
     "TOO_MANY_ENTRIES": Code("一次最多核对 200 条参考文献；请分成几次调用。"),
+    "INVALID_RELATION": Code("relation 只能是 references（参考文献）、citing（引证文献）或 similar（相似文献）。"),
+    "INVALID_CURSOR": Code("cursor 无效：请原样传入上一页结果中的 next_cursor，并使用同一篇文献和同一种 relation。"),
     # --- lookups ----------------------------------------------------------------------------
     "SEARCH_NOT_FOUND": Code("没有找到这个 search_id 对应的检索记录。"),
     "RECORD_NOT_FOUND": Code("没有找到这个 record_ref 对应的本地记录。"),
+    "REFERENCES_NOT_READ": Code("这篇文献的参考文献表还没有读取过；请先调用 related_papers（relation=references），再导出。"),
     "DOCUMENT_NOT_FOUND": Code("知网上没有找到这个完整题名的文献。"),
     "IDENTITY_AMBIGUOUS": Code("有多篇同名文献，请根据作者、年份、来源选择 record_ref。"),
     "OPERATION_NOT_FOUND": Code("没有找到这个任务。"),
@@ -119,6 +122,11 @@ CATALOGUE: dict[str, Code] = {
     ),
     "QUERY_REJECTED": Code("知网拒绝了这次检索（检索条件的结构或长度不被接受）；请简化检索条件后重试。"),
     "SORT_NOT_APPLIED": Code("知网返回的结果没有按要求的方式排序。"),
+    "RELATIONS_UNAVAILABLE": Code(
+        "知网没有给出可用的参考文献、引证文献或相似文献数据（接口和详情页都不可用），这不代表没有；"
+        "请稍后重试，或调大 CNKI_REQUEST_INTERVAL_MS。",
+        True,
+    ),
     "RESPONSE_TOO_LARGE": Code("页面超过 8 MB。"),
     "SOURCE_LOCATOR_MISSING": Code("详情页没有期刊链接。"),
     "SOURCE_IDENTITY_UNCONFIRMED": Code("期刊页面的名称与论文来源对不上。"),

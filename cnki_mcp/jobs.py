@@ -48,6 +48,7 @@ KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "login": (20, 1800),
     "session": (10, 60),
     "site_check": (12, 600),
+    "related": (200, 900),
 }
 
 

@@ -164,6 +164,7 @@ class CoverageView(msgspec.Struct, omit_defaults=True, kw_only=True):
     failed: bool = False
     error: str = ""
     error_code: str = ""
+    added: int = 0  # the citation graph: candidates no other channel had listed
 
     @classmethod
     def of(cls, entry: Coverage) -> CoverageView:
@@ -178,6 +179,7 @@ class CoverageView(msgspec.Struct, omit_defaults=True, kw_only=True):
             failed=entry.failed,
             error=entry.error,
             error_code=entry.error_code,
+            added=entry.added,
         )
 
 
@@ -210,6 +212,7 @@ class Coverage(msgspec.Struct, omit_defaults=True):
     error: str = ""
     error_code: str = ""
     zero: str = ""  # an empty listing is a real zero: "stated" by the page, or confirmed by a "control" listing
+    added: int = 0  # the citation graph (channel "citation"): candidates no other channel had listed
 
 
 class Channel(msgspec.Struct, omit_defaults=True):
@@ -248,6 +251,7 @@ class Evidence(msgspec.Struct):
     annual_citations: float = 0.0
     resource_type: float = 0.0
     quality_evidence_present: bool = False
+    graph_links: int = 0  # selected papers it cites or is cited by (search options.expand)
 
 
 class SearchEntry(msgspec.Struct):
@@ -335,6 +339,65 @@ class ErrorEvent(msgspec.Struct, omit_defaults=True):
     kind: str = ""
 
 
+class RelationEntry(msgspec.Struct, omit_defaults=True):
+    """One item of a paper's reference, citing or similar list, in CNKI's order."""
+
+    record_ref: str = ""  # the catalogue record; "" when CNKI links the item to no record
+    text: str = ""  # the citation as one line, kept for items without a record
+
+
+class RelationPart(msgspec.Struct, omit_defaults=True):
+    """One database of a list (CJFD, CDFD …): the total CNKI stated and the items read so far."""
+
+    database: str
+    total: int = 0
+    entries: list[RelationEntry] = []
+    next_start: int = 0  # ``start`` of the next request; 0 once every item stated has been read
+    size: int = 0  # items per request in effect (lowered when the site answers fewer than asked)
+    by_record: bool = False  # ``start`` counts items from 1 instead of pages
+
+
+class RelationList(msgspec.Struct, omit_defaults=True):
+    """Which papers one paper cites (references), which cite it (citing), or CNKI's similar papers."""
+
+    source_ref: str
+    relation: str  # references | citing | similar
+    parts: list[RelationPart] = []
+    origin: str = "api"  # api | page (what the detail page rendered itself)
+    stated: bool = True  # whether CNKI stated the totals (a rendered list may not)
+    observed_at: str = ""
+    # A first page still being read: the databases answered so far (a continue does not ask them again).
+    complete: bool = True
+    asked: list[str] = []
+
+
+class RelatedPaper(msgspec.Struct, omit_defaults=True):
+    """An item of a related_papers answer: a compact record, or an item CNKI links to no record."""
+
+    record_ref: str | None  # null: no CNKI record (a book, a foreign work without a link …)
+    title: str = ""
+    authors: list[str] = []
+    year: int = 0
+    source: str = ""
+    document_type: str = ""
+    url: str = ""
+    database: str = ""
+    citation: str = ""  # items without a record: the citation as CNKI gives it
+
+
+class RelatedResult(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """related_papers' answer: one page of a list; ``total`` as CNKI states it (null when it states none)."""
+
+    relation: str
+    source: dict[str, Any]
+    total: int | None
+    offset: int
+    papers: list[RelatedPaper]
+    next_cursor: str | None
+    origin: str  # api | page
+    warnings: list[str] = []
+
+
 class StoreData(msgspec.Struct):
     """The whole of research.json."""
 
@@ -345,6 +408,8 @@ class StoreData(msgspec.Struct):
     search_cache: dict[str, CacheEntry] = {}
     operations: dict[str, Operation] = {}
     artifacts: dict[str, Artifact] = {}
+    # "<record_ref>|<relation>": the citation graph read so far (newest kept, see store.KEEP_RELATIONS).
+    relations: dict[str, RelationList] = {}
     # Ids retention removed (newest last), so a late lookup can say why the record is gone.
     retired_searches: list[str] = []
     retired_operations: list[str] = []
@@ -464,6 +529,7 @@ class CitationResult(msgspec.Struct, omit_defaults=True):
     search_total: int = 0  # with search_id: the entries of the scope, all calls together
     next_offset: int = 0  # with search_id: where the next call starts when entries remain (absent: none)
     warnings: list[str] = []
+    unlinked: list[str] = []  # with references_of: the items CNKI links to no record, as CNKI gives them
 
 
 class LocalReply(msgspec.Struct, kw_only=True):

@@ -25,6 +25,10 @@ DEFAULT_LIMIT = 50
 RRF_K = 60
 ELIGIBLE_RELEVANCE = 0.25
 ELIGIBLE_COVERAGE = 0.5
+# The citation graph (search options.expand): a candidate linked to this many selected papers (it cites them or
+# they cite it) has full graph evidence, and is eligible without covering the concepts.
+GRAPH_LINKS_FULL = 2
+GRAPH_WEIGHT = 0.36
 FEEDBACK_TOP = 10
 FEEDBACK_MAX = 2
 FEEDBACK_MIN_PAPERS = 2
@@ -185,8 +189,10 @@ def evidence_for(
     concepts: Concepts | Sequence[Sequence[str]],
     hits: Iterable[Hit] = (),
     year: int | None = None,
+    links: int = 0,
 ) -> Evidence:
-    """The full evidence of one paper: relevance (text match, rank fusion, concept coverage) and quality."""
+    """The full evidence of one paper: relevance (text match, rank fusion, concept coverage, links to the
+    selected papers in the citation graph) and quality."""
     if not isinstance(concepts, Concepts):
         concepts = Concepts(concepts)
     evidence = quality_evidence(paper, year)
@@ -207,6 +213,9 @@ def evidence_for(
         + 0.08 * min(channels_hit / 3, 1.0)
         + 0.12 * evidence.concept_coverage
     ) / 1.12
+    if links:
+        evidence.graph_links = links
+        evidence.relevance = min(1.0, evidence.relevance + GRAPH_WEIGHT * min(links / GRAPH_LINKS_FULL, 1.0) / 1.12)
     return evidence
 
 
@@ -216,7 +225,9 @@ def score(evidence: Evidence) -> float:
 
 
 def is_eligible(evidence: Evidence) -> bool:
-    return evidence.relevance >= ELIGIBLE_RELEVANCE and evidence.concept_coverage >= ELIGIBLE_COVERAGE
+    return evidence.relevance >= ELIGIBLE_RELEVANCE and (
+        evidence.concept_coverage >= ELIGIBLE_COVERAGE or evidence.graph_links >= GRAPH_LINKS_FULL
+    )
 
 
 class RankedPaper(msgspec.Struct):
@@ -235,13 +246,18 @@ def rank(
     concepts: Sequence[Sequence[str]],
     hits: Mapping[str, Sequence[Hit]],
     year: int | None = None,
+    links: Mapping[str, int] | None = None,
 ) -> list[RankedPaper]:
-    """Every paper scored; eligible first, then score descending, then record_ref ascending."""
+    """Every paper scored; eligible first, then score descending, then record_ref ascending.
+
+    ``links``: per record, how many selected papers it is linked to in the citation graph (expand).
+    """
     year = current_year() if year is None else year
     prepared = Concepts(concepts)
+    links = links or {}
     ranked = []
     for paper in papers:
-        evidence = evidence_for(paper, prepared, hits.get(paper.record_ref, ()), year)
+        evidence = evidence_for(paper, prepared, hits.get(paper.record_ref, ()), year, links.get(paper.record_ref, 0))
         ranked.append(RankedPaper(paper, score(evidence), is_eligible(evidence), evidence))
     ranked.sort(key=lambda r: (not r.eligible, -r.score, r.record_ref))
     return ranked

@@ -4,11 +4,13 @@ A search runs as phases over a ``SearchState`` that is checkpointed into its ope
 ``operation_control continue`` (also after a crash) resumes without asking CNKI again for
 anything already obtained::
 
-    retrieval rounds → enrichment → feedback → feedback enrichment → finish
+    retrieval rounds → enrichment → feedback → feedback enrichment → expansion → expansion enrichment → finish
 
 Retrieval lists each channel's pages in rounds (every active channel one page at a time, the
 candidate target checked only when the round is level); enrichment reads details and journals
 through ``enrich.Enrichment``; feedback adds channels from the keywords the best candidates share;
+expansion (``options.expand``) adds the references and citing papers of the top selected papers as
+the channel ``citation`` (``relations.Relations``);
 ``finish`` ranks, selects and stores the search record and builds the summary.
 """
 
@@ -70,10 +72,14 @@ from cnki_mcp.rank import (
     rank,
     search_entries,
 )
+from cnki_mcp.relations import Relations
 from cnki_mcp.store import Store
 from cnki_mcp.text import source_key
 
 log = logging.getLogger(__name__)
+
+CITATION_CHANNEL = "citation"  # candidates from the citation graph (options.expand)
+CITATION_WEIGHT = 0.8
 
 
 # --- the search input and its resumable state -------------------------------------------------------
@@ -94,6 +100,7 @@ class SearchSettings(msgspec.Struct, kw_only=True):
     timeout_seconds: int
     metadata: str
     freshness: str
+    expand: int = 0
 
     @classmethod
     def of(cls, options: SearchOptions) -> SearchSettings:
@@ -133,6 +140,15 @@ class SearchState(msgspec.Struct, omit_defaults=True):
     # Pages that answered during a round that was not yet collected: a continue uses them instead of
     # asking CNKI again, while collection still happens in channel order.
     pending: dict[str, GridPage] = {}
+    # options.expand: the selected papers whose references and citing papers are read, the lists read so far
+    # ("<ref>|<relation>"), the candidates the graph added and, per candidate, the seeds it is linked to.
+    seeds: list[str] = []
+    expand_lists: list[str] = []
+    expand_refs: list[str] = []
+    expand_pool: list[str] = []
+    links: dict[str, list[str]] = {}
+    expanded: bool = False
+    expand_enriched: bool = False
 
 
 def search_input(args: SearchArgs | StructuredSearchArgs | ExpertSearchArgs) -> SearchInput:
@@ -163,6 +179,7 @@ def cache_key(request: SearchInput, plan: Plan) -> str:
         options.sort,
         msgspec.to_builtins(plan.channels),
         PARSER_VERSION,
+        *([f"expand={options.expand}"] if options.expand else []),
     ])
 
 
@@ -210,10 +227,14 @@ class _Run:
 
 
 class Research:
-    """One search over an ``Enrichment`` (its catalogue, site and journal flights); cheap to create."""
+    """One search over an ``Enrichment`` (its catalogue, site and journal flights); cheap to create.
 
-    def __init__(self, enrichment: Enrichment, *, year: int | None = None) -> None:
+    ``relations`` reads the citation graph for ``options.expand`` (without it a search does not expand).
+    """
+
+    def __init__(self, enrichment: Enrichment, *, year: int | None = None, relations: Relations | None = None) -> None:
         self.enrichment = enrichment
+        self.relations = relations
         self.catalog = enrichment.catalog
         self.store = enrichment.store
         self.year = year
@@ -259,11 +280,18 @@ class Research:
                 await self._feedback(op, run)
             state.feedback_pool = self._pool(state, state.feedback_refs)
 
+        async def expand() -> None:
+            if options.expand and self.relations is not None and state.plan.method != "structured":
+                await self._expand(op, run)
+            state.expand_pool = self._pool(state, state.expand_refs)
+
         phases: tuple[tuple[str, Callable[[], Awaitable[None]]], ...] = (
             ("retrieved", retrieve),
             ("enriched", lambda: self._enrich(op, run, state.pool, "enrichment")),
             ("feedback_done", feedback),
             ("finished", lambda: self._enrich(op, run, state.feedback_pool, "feedback_enrichment")),
+            ("expanded", expand),
+            ("expand_enriched", lambda: self._enrich(op, run, state.expand_pool, "expansion_enrichment")),
         )
         for done, phase in phases:  # each phase's flag makes a resumed run skip it once finished
             if not getattr(state, done):
@@ -404,11 +432,69 @@ class Research:
         if fatal is not None:
             raise fatal
 
+    async def _expand(self, op: OperationContext, run: _Run) -> None:
+        """Snowballing: the references and citing papers of the top selected papers become candidates of
+        the channel ``citation``. Each list read is recorded, so a continue never asks for it again."""
+        state = run.state
+        options = state.input.options
+        if CITATION_CHANNEL not in run.coverage:
+            coverage = Coverage(channel=CITATION_CHANNEL)
+            state.coverage.append(coverage)
+            run.coverage[CITATION_CHANNEL] = coverage
+        if not state.seeds:
+            selected = choose(self._rank(state, state.refs), method=state.plan.method, metadata=options.metadata)
+            state.seeds = [item.record_ref for item in selected[: options.expand]]
+            op.checkpoint(state)
+        coverage = run.coverage[CITATION_CHANNEL]
+        assert self.relations is not None
+        for number, (seed, relation) in enumerate((s, r) for s in state.seeds for r in ("references", "citing")):
+            key = f"{seed}|{relation}"
+            paper = self.store.data.papers.get(seed)
+            if key in state.expand_lists or paper is None:
+                continue
+            op.stage("expansion", {"papers": len(state.seeds), "lists": number, "candidates": len(state.expand_refs)})
+            try:
+                refs = await self.relations.edges(op, paper, relation, live=options.freshness == "live")
+            except Exception as exc:  # noqa: BLE001 - classified: a fatal one stops the phase
+                error = as_cnki_error(exc)
+                if error.fatal:
+                    raise error from None
+                op.add_error(CnkiError(error.code, error.message, retryable=error.retryable,
+                                       details={"channel": CITATION_CHANNEL, "record_ref": seed, "relation": relation}))
+                run.errors += 1
+                refs = []
+            self._link(run, seed, refs)
+            coverage.pages += 1
+            coverage.rows += len(refs)
+            state.expand_lists.append(key)
+            op.checkpoint(state)
+        coverage.exhausted = True
+
+    def _link(self, run: _Run, seed: str, refs: list[str]) -> None:
+        """Candidates from one list of a seed: new ones join the search, every one is linked to the seed."""
+        state = run.state
+        coverage = run.coverage[CITATION_CHANNEL]
+        for ref in refs:
+            if ref == seed or ref not in self.store.data.papers:
+                continue
+            if ref not in run.known:
+                run.known.add(ref)
+                state.refs.append(ref)
+                state.expand_refs.append(ref)
+                coverage.added += 1
+            seeds = state.links.setdefault(ref, [])
+            if seed not in seeds:
+                seeds.append(seed)
+            hits = state.hits.setdefault(ref, [])
+            if not any(hit.channel == CITATION_CHANNEL for hit in hits):
+                hits.append(Hit(channel=CITATION_CHANNEL, position=len(state.links), weight=CITATION_WEIGHT))
+
     def _rank(self, state: SearchState, refs: Iterable[str]) -> list[RankedPaper]:
         papers = self.catalog.papers(refs)
         if state.plan.method in SITE_ORDER_METHODS:
             return discovery_order(papers)
-        return rank(papers, state.plan.concepts, state.hits, self.year)
+        links = {ref: len(seeds) for ref, seeds in state.links.items()}
+        return rank(papers, state.plan.concepts, state.hits, self.year, links)
 
     def _pool(self, state: SearchState, refs: list[str]) -> list[str]:
         metadata = state.input.options.metadata
@@ -485,13 +571,16 @@ def incomplete_channels(coverage: Iterable[Coverage]) -> list[str]:
     return [entry.channel for entry in coverage if entry.failed and not entry.exhausted]
 
 
-async def run_search(op: OperationContext, engine: Enrichment, fresh: SearchState | None) -> SearchSummary:
-    """The body of a search operation: ``fresh`` for a new search, None to resume from the checkpoint."""
+async def run_search(
+    op: OperationContext, engine: Enrichment, fresh: SearchState | None, relations: Relations | None = None
+) -> SearchSummary:
+    """The body of a search operation: ``fresh`` for a new search, None to resume from the checkpoint;
+    ``relations`` reads the citation graph for ``options.expand``."""
     if fresh is not None:
         state = msgspec.structs.replace(fresh, search_id=op.operation_id)
     else:
         state = msgspec.convert(op.restored_checkpoint, SearchState)
-    return await Research(engine).run(op, state)
+    return await Research(engine, relations=relations).run(op, state)
 
 
 def cached_reply(store: Store, key: str, limit: int) -> LocalReply | None:

@@ -37,6 +37,7 @@ from cnki_mcp.parse import GridPage, check_identity, is_site_url, parse_detail, 
 from cnki_mcp.page_state import LIVE_PAGE_SCRIPT, PageState, classify_response, inspect_live_page
 from cnki_mcp.query import GridQuery
 from cnki_mcp.redact import endpoint_url
+from cnki_mcp.site_api import JsonApi
 from cnki_mcp.snapshots import save_snapshot
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,7 @@ class Site:
         self.diagnostics_dir = diagnostics_dir
         self.person = Person(browser, limiter, self.observe, self.tab_snapshot)
         self.listings = Listings(self)
+        self.api = JsonApi(self)
         self._generation = 0
         self._work: Tab | None = None
         self._render: Tab | None = None
@@ -205,7 +207,7 @@ class Site:
             assert self._render is not None
             return self._render
 
-    async def _site_tab(self, op: OperationContext) -> Tab:
+    async def site_tab(self, op: OperationContext) -> Tab:
         """The work tab on a CNKI page, so resource loads carry the site's first-party cookies."""
         tab = await self.work_tab()
         if is_site_url(tab.url):
@@ -418,7 +420,7 @@ class Site:
         recovered = False
         for _attempt in range(RESOURCE_ATTEMPTS):
             try:
-                tab = await self._site_tab(op)
+                tab = await self.site_tab(op)
                 async with self.request(op):
                     result = await self.browser.load_resource(tab, url)
             except CnkiError as exc:

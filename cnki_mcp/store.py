@@ -52,6 +52,7 @@ from cnki_mcp.model import (
     Paper,
     Problem,
     Quality,
+    RelationList,
     SaveState,
     SearchRecord,
     SiteCheck,
@@ -77,6 +78,8 @@ KEEP_OPERATIONS = 200
 KEEP_RETIRED_IDS = 2000
 KEEP_ERROR_EVENTS = 500
 KEEP_KNOWN_NAMES = 20
+# Lists of the citation graph (one paper's references, citing or similar papers), newest kept.
+KEEP_RELATIONS = 1000
 # How many unreadable entries diagnostics lists, and how many a warning names.
 DROPPED_LISTED = 100
 DROPPED_NAMED = 3
@@ -84,6 +87,9 @@ SEARCH_CACHE_TTL_SECONDS = 10 * 60
 DETAIL_TTL_SECONDS = 30 * 86400
 JOURNAL_PRESENT_TTL_SECONDS = 7 * 86400
 JOURNAL_OTHER_TTL_SECONDS = 86400
+# A reference list does not change; citing and similar papers grow.
+RELATION_TTL_SECONDS = {"references": 30 * 86400, "citing": 7 * 86400, "similar": 7 * 86400}
+RELATION_PAGE_TTL_SECONDS = 86400
 
 _IS_WINDOWS = sys.platform == "win32"
 _OP_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
@@ -188,6 +194,17 @@ def peek_store(root: Path) -> StoreData | None:
         return _DECODER.decode(without_bom((Path(root) / RESEARCH_FILE).read_bytes()))
     except (OSError, msgspec.DecodeError):
         return None
+def relation_is_fresh(relations: RelationList, now: datetime | None = None) -> bool:
+    """A stored list answers without a request for 30 days (references) or 7 days (citing, similar); a list
+    read from the detail page (the API gave nothing usable, and the page shows only the first items) for 1 day."""
+    age = age_seconds(relations.observed_at, now)
+    if relations.origin == "page":
+        return age is not None and age < RELATION_PAGE_TTL_SECONDS
+    return age is not None and age < RELATION_TTL_SECONDS.get(relations.relation, 0)
+
+
+def relation_key(record_ref: str, relation: str) -> str:
+    return f"{record_ref}|{relation}"
 
 
 # --- directory lock -------------------------------------------------------------------
@@ -409,6 +426,13 @@ class Store:
         known = [name for name in self.data.known_names if name not in names]
         self.data.known_names = [*known, *names][-KEEP_KNOWN_NAMES:]
         self.mark_dirty()
+    def put_relation(self, relations: RelationList) -> None:
+        self.data.relations[relation_key(relations.source_ref, relations.relation)] = relations
+        self.mark_dirty()
+
+    def drop_relation(self, key: str) -> None:
+        if self.data.relations.pop(key, None) is not None:
+            self.mark_dirty()
 
     def cached_search(self, cache_key: str, now: datetime | None = None) -> SearchRecord | None:
         """The search a prefer_cache call may reuse: entry at most 10 minutes old, record still stored."""
@@ -423,11 +447,12 @@ class Store:
     # -- retention and flushing --
 
     def trim(self, now: datetime | None = None) -> None:
-        """Apply retention: 300 newest searches, 200 newest operations, live cache entries."""
+        """Apply retention: 300 newest searches, 200 newest operations, 1000 newest citation lists, live cache entries."""
         now = now or utc_now()
         data = self.data
         _retire(data.retired_searches, _keep_newest(data.searches, KEEP_SEARCHES, lambda record: record.created_at))
         _retire(data.retired_operations, _keep_newest(data.operations, KEEP_OPERATIONS, lambda op: op.created_at))
+        _keep_newest(data.relations, KEEP_RELATIONS, lambda relations: relations.observed_at)
         for key, entry in list(data.search_cache.items()):
             age = age_seconds(entry.at, now)
             if entry.search_id not in data.searches or age is None or age > SEARCH_CACHE_TTL_SECONDS:
@@ -575,6 +600,7 @@ class Store:
             "searches": len(data.searches),
             "operations": len(data.operations),
             "artifacts": len(data.artifacts),
+            "relations": len(data.relations),
             "save": self.save,
             "recovered": self.recovered,
         }

@@ -36,6 +36,7 @@ class ToolName(StrEnum):
     OPERATION_CONTROL = "operation_control"
     OPERATION_STATUS = "operation_status"
     READ_ONLINE_HTML = "read_online_html"
+    RELATED_PAPERS = "related_papers"
     SEARCH = "search"
     SEARCH_RESULTS = "search_results"
     SESSION_STATUS = "session_status"
@@ -164,6 +165,10 @@ _SEARCH_OPTIONS = _object(
         "candidate_target": _integer(
             f"候选文献数量目标，1–{_CANDIDATES_MAX}；{ToolName.SEARCH} 默认 {_CANDIDATES_DEFAULT}，"
             f"{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认等于 limit"
+        ),
+        "expand": _integer(
+            f"引文扩展（仅 {ToolName.SEARCH}）：0–{a.EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
+            "作为 citation 通道的候选一起排序，被多篇筛选结果引用的文献得到加分；请求计入 max_requests"
         ),
         "freshness": _string(
             "prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索", a.FRESHNESS
@@ -298,6 +303,9 @@ register(
                 f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {a.EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
             ),
             "record_refs": _strings(f"要导出的 record_ref 列表，最多 {a.EXPORT_MAX} 个"),
+            "references_of": _string(
+                f"导出这篇文献（record_ref）的参考文献表：先用 {ToolName.RELATED_PAPERS} 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
+            ),
             "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates"),
             "search_id": _string(f"导出某次检索的结果（每次最多 {a.EXPORT_MAX} 篇）"),
             "template": _string(
@@ -434,6 +442,33 @@ register(
     ),
     a.ReadOnlineHtmlArgs,
     a.validate_read_online_html,
+    read_only=True,
+    open_world=True,
+)
+
+register(
+    ToolName.RELATED_PAPERS,
+    "一篇论文的参考文献（references，默认）、引证文献（citing，引用它的论文）或相似文献（similar），按知网的顺序分页返回。"
+    "从关键论文出发扩展文献综述时使用。返回的论文都存入本地并带 record_ref，可直接用于 get_metadata、download_paper、"
+    "export_citations；知网没有链接到记录的参考文献（图书、外文等）以引文文本给出，record_ref 为 null。"
+    "读过的列表保存在本地（参考文献 30 天，引证与相似文献 7 天），再次调用和翻页不重复访问知网。",
+    _object(
+        {
+            "cursor": _string("翻页：传入上一页结果中的 next_cursor（其余参数可省略）"),
+            "limit": _integer(f"每页条数，{_LIMIT}"),
+            "on_verification": _POLICY,
+            "record_ref": _string("论文的 record_ref（与 title 二选一）"),
+            "refresh": _boolean("忽略本地保存的列表，重新从知网读取"),
+            "relation": _string("references（默认，参考文献）、citing（引证文献）、similar（相似文献）", a.RELATIONS),
+            "title": _string("论文的完整题名（与 record_ref 二选一）"),
+            "wait_seconds": _integer(
+                f"本次调用最多等待的秒数，1–{a.STATUS_WAIT_MAX}，默认 {a.RELATED_WAIT_DEFAULT}；未完成时返回 operation_id，"
+                f"用 {ToolName.OPERATION_STATUS} 继续等待"
+            ),
+        }
+    ),
+    a.RelatedPapersArgs,
+    a.validate_related_papers,
     read_only=True,
     open_world=True,
 )

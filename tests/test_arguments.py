@@ -19,6 +19,7 @@ from cnki_mcp.arguments import (
     OperationControlArgs,
     OperationStatusArgs,
     ReadOnlineHtmlArgs,
+    RelatedPapersArgs,
     SearchArgs,
     SearchOptions,
     SearchResultsArgs,
@@ -89,6 +90,7 @@ DEFAULTS: list[tuple[str, dict[str, Any], msgspec.Struct]] = [
     ("search_results", {"search_id": "op_1"}, SearchResultsArgs(search_id="op_1", scope="selected", view="titles", offset=0, limit=50)),
     ("get_metadata", {"record_refs": ["rec_a"]}, GetMetadataArgs(record_refs=["rec_a"], scope="selected", limit=50)),
     ("read_online_html", {"record_ref": "rec_a"}, ReadOnlineHtmlArgs(record_ref="rec_a", max_characters=20000, on_verification="ask")),
+    ("related_papers", {"record_ref": "rec_a"}, RelatedPapersArgs(record_ref="rec_a", relation="references", limit=50, wait_seconds=40, on_verification="ask")),
     ("download_paper", {"title": "再论违约金调整"}, DownloadPaperArgs(title="再论违约金调整", format="auto", wait_seconds=120, on_verification="ask")),
     ("export_citations", {"search_id": "op_1"}, ExportCitationsArgs(search_id="op_1", scope="selected", format="gbt7714")),
     ("link_references", {"text": "见《论违约金》"}, LinkReferencesArgs(text="见《论违约金》", lookup_missing=False)),
@@ -116,7 +118,7 @@ def test_minimal_input_gets_documented_defaults(tool: str, raw: dict[str, Any], 
 
 def test_every_tool_has_a_struct_and_a_defaults_case() -> None:
     assert {d[0] for d in DEFAULTS} == set(REGISTRY)
-    assert len(REGISTRY) == len(ToolName) == 15
+    assert len(REGISTRY) == len(ToolName) == 16
 
 
 def test_zero_and_empty_mean_the_default() -> None:
@@ -244,6 +246,8 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ("get_metadata", {"search_id": "s", "limit": 100, "offset": 0, "scope": "eligible", "local_only": True}),
     ("read_online_html", {"title": "t", "offset": 0, "max_characters": 200_000, "section": "一、引言", "on_verification": "skip"}),
     ("download_paper", {"record_ref": "r", "wait_seconds": 1, "format": "caj", "retry": True}),
+    ("related_papers", {"title": "t", "relation": "citing", "limit": 100, "wait_seconds": 55, "on_verification": "skip"}),
+    ("related_papers", {"cursor": "rp1.abc", "limit": 1}),
     ("download_paper", {"record_ref": "r", "wait_seconds": 900, "format": "pdf", "filename": "a.pdf", "subdirectory": "x"}),
     ("export_citations", {"titles": ["t"] * 100, "format": "csl_json", "filename": "out.json"}),
     ("export_citations", {"record_refs": ["r"], "format": "custom", "template": "{title}"}),
@@ -373,6 +377,15 @@ INVALID: list[tuple[str, Any, str]] = [
     ("download_paper", {"record_ref": "r", "wait_seconds": 901}, "INVALID_WAIT"),
     ("download_paper", {"record_ref": "r", "wait_seconds": -1}, "INVALID_WAIT"),
     ("download_paper", {"record_ref": "r", "on_verification": "x"}, "INVALID_POLICY"),
+    ("related_papers", {}, "INVALID_INPUT"),
+    ("related_papers", {"record_ref": "r", "title": "t"}, "INVALID_INPUT"),
+    ("related_papers", {"record_ref": "r", "relation": "cited_by"}, "INVALID_RELATION"),
+    ("related_papers", {"record_ref": "r", "limit": 101}, "INVALID_LIMIT"),
+    ("related_papers", {"record_ref": "r", "wait_seconds": 56}, "INVALID_WAIT"),
+    ("related_papers", {"record_ref": "r", "on_verification": "x"}, "INVALID_POLICY"),
+    ("search", {"query": "q", "options": {"expand": 21}}, "INVALID_OPTION"),
+    ("search", {"query": "q", "options": {"expand": -1}}, "INVALID_OPTION"),
+    ("structured_search", {"expression": {"field": "title", "value": "x"}, "options": {"expand": 3}}, "INVALID_OPTION"),
     # export_citations
     ("export_citations", {}, "NO_DOCUMENTS"),
     ("export_citations", {"titles": ["t"] * 101}, "BATCH_TOO_LARGE"),

@@ -41,6 +41,7 @@ READ_ONLY = {
     "expert_search",
     "search_results",
     "get_metadata",
+    "related_papers",
     "read_online_html",
     "link_references",
     "session_status",
@@ -130,7 +131,7 @@ async def test_schema_document_is_what_tools_list_serves() -> None:
 def test_fourteen_tools_sorted_by_name() -> None:
     names = [t.name for t in server.TOOLS]
     assert names == sorted(names) == sorted(REGISTRY)
-    assert len(names) == 15
+    assert len(names) == 16
 
 
 def test_annotations_carry_all_four_hints() -> None:

@@ -354,7 +354,7 @@ def test_exclusions_and_entries() -> None:
     ]  # fmt: skip
     assert set(msgspec.to_builtins(entries[0])["evidence"]) == {
         "relevance", "quality", "title_match", "abstract_match", "keyword_match", "rrf", "concept_coverage",
-        "source_tier", "impact", "annual_citations", "resource_type", "quality_evidence_present",
+        "source_tier", "impact", "annual_citations", "resource_type", "quality_evidence_present", "graph_links",
     }  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import changes, downloads, pages
+from . import changes, citations, downloads, pages
 from .corpus import Corpus, Paper, build_corpus
 from .expert import unsupported
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
@@ -36,9 +36,9 @@ log = logging.getLogger(__name__)
 
 CERT_DIR = Path(__file__).parent / "certs"
 ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
-             "home", "verify", "error", "other")
+             "home", "verify", "error", "other", "citation")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha")
-CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words")
+CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words", "decoy")
 DOWNLOAD_MODES = ("auto", "ok", "login", "login_page", "balance", "unsubscribed", "no_permission", "session_end",
                   "expired", "html", "abstract_only", "not_valid", "too_frequent", "html_file")
 CHOICES = {
@@ -50,6 +50,8 @@ CHOICES = {
     "caj_magic": ("HN", "CAJ", "KDH", "C8", "TEB", "PDF", "UNKNOWN"),
     "expert_year": ("accepted", "refused"),
     "page_change": changes.PAGE_CHANGES,
+    "citation_api": ("ok", "gone", "bad_shape", "empty"),
+    "citation_start": ("page", "record"),
 }
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
@@ -104,6 +106,10 @@ class Scenario:
     latency: dict[str, float] = field(default_factory=dict)  # endpoint → seconds added to every response
     page_change: str = ""  # one page type redesigned (see changes.CHANGES): template, grid_title, journal_abstract …
     page_extra: str = ""  # markup planted at the end of every full page (secrets a report must not carry)
+    citation_api: str = "ok"  # ok | gone (404) | bad_shape (data.list/count) | empty (every list answers total 0)
+    citation_start: str = "page"  # page: start counts pages from 1 | record: start counts items from 1
+    citation_size_cap: int = 100  # the API answers at most this many items whatever size asks
+    citation_rendered: bool = False  # detail pages fill in their 参考文献/引证文献 lists by script (off: other tests cut pages by size)
 
 
 @dataclass
@@ -175,6 +181,8 @@ def classify(host: str, path: str) -> str:
             return "reader"
         if p.startswith("/verify/"):
             return "verify"
+        if p.startswith("/restapi/citation-api/") or p.startswith("/restapi/literature-api/"):
+            return "citation"
     elif host == "navi.cnki.net" and p.startswith("/knavi"):
         return "journal"
     elif host == "bar.cnki.net":
@@ -272,6 +280,15 @@ class KnsSimulator:
         self.solves = 0
         self.reader_visits = 0  # every reader URL handed out gets a fresh invoice
         self.used_invoices: set[str] = set()
+        self._graph: citations.Graph | None = None
+
+    @property
+    def graph(self) -> citations.Graph:
+        """The corpus's citation graph (built on first use): the oracle of the citation API."""
+        with self._lock:
+            if self._graph is None:
+                self._graph = citations.Graph(self.corpus)
+            return self._graph
 
     # ------------------------------------------------------------ lifecycle
 
@@ -564,6 +581,8 @@ class KnsSimulator:
             return _Resp(200, pages.timeout_verify_page(self.solves))
         if style in ("bar", "bar_words"):
             return _redirect(f"https://bar.cnki.net/bar/verify/index.html?platform=nxgp&returnUrl={quote(rec.url, safe='')}")
+        if style == "decoy":  # no challenge shown: a fixed record, whatever the paper
+            return _Resp(200, citations.decoy(self.graph, self.epoch), "application/json; charset=utf-8")
         return _Resp(200, pages.verify_home_page(back, self.solves))
 
     # ------------------------------------------------------------ routes
@@ -585,6 +604,11 @@ class KnsSimulator:
             return self._reader(rec, sc)
         if ep == "reader_data":
             return self._reader_data(rec, sc)
+        if ep == "citation":
+            with self._lock:
+                epoch = self.epoch
+            status, ctype, body = citations.answer(self.graph, rec.path.rstrip("/"), rec.query, sc, epoch)
+            return _Resp(status, body, ctype)
         if ep in ("download", "file"):
             return self._download(rec, sc)
         if ep == "login":
@@ -697,7 +721,10 @@ class KnsSimulator:
             return _Resp(404, pages.simple_page("文献不存在", "404 文献链接已失效"))
         with self._lock:
             epoch = self.epoch
-        return _Resp(200, pages.detail_page(p, sc, epoch))
+        html = pages.detail_page(p, sc, epoch)
+        if sc.citation_rendered and p.resource != "BOOK":
+            html = html.replace("</body>", citations.rendered(self.graph, p, epoch) + "</body>")
+        return _Resp(200, html)
 
     def _journal(self, rec: SimRequest, sc: Scenario) -> _Resp:
         key = ""

@@ -1,0 +1,222 @@
+"""The citation graph of the simulated corpus, and CNKI's answers about it.
+
+Every paper cites earlier papers of its own topic — journal articles (CJFD), doctoral and master
+theses (CDFD, CMFD), conference papers (CPFD), books (CBBD), now and then a newspaper article (CCND) —
+plus works CNKI links to no record: books outside CNKI (NLNK) and foreign articles without a link
+(WWJD). Citing lists are the inverse; a paper whose grid row counts citations is cited at least once.
+Similar papers are the papers of the same topic sharing the most keywords.
+
+Served (``server.py``, endpoint ``citation``) as the scrapers of 2025–2026 read them:
+
+    GET /restapi/citation-api/v1/literature/references?v=<v>&type=<DB>REF&start=<page>&size=<n>
+    GET /restapi/citation-api/v1/literature/citations?v=<v>&type=<DB>REF&start=<page>&size=<n>
+    GET /restapi/literature-api/v1/articles/relations/similar?v=<v>&uniplatform=NZKPT&start=&size=
+
+answering ``{"code":200,"message":"success","data":{"total":N,"data":[{"metadata":[{"name":"TI",
+"value":…},{"name":"AU","value":"a;b;"},…],"relations":[{"scope":"ABSTRACT","url":<detail>}]}]}}``.
+Detail pages render the first 10 items of each database of both lists by script (``rendered``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import pages
+from .corpus import TOPICS, Corpus, Paper
+from .downloads import esc
+
+if TYPE_CHECKING:
+    from .server import Scenario
+
+DATABASES = ("CJFD", "CDFD", "CMFD", "CPFD", "IPFD", "CCND", "CYFD", "CBBD", "SCPD", "SCSD", "WWJD", "NLNK")
+DATABASE_OF = {"CJFQ": "CJFD", "CAPJ": "CJFD", "CDFD": "CDFD", "CMFD": "CMFD", "CPFD": "CPFD", "CCND": "CCND", "CBBD": "CBBD"}
+DATABASE_NAMES = {
+    "CJFD": "中国学术期刊网络出版总库", "CDFD": "中国博士学位论文全文数据库", "CMFD": "中国优秀硕士学位论文全文数据库",
+    "CPFD": "中国重要会议论文全文数据库", "CCND": "中国重要报纸全文数据库", "CBBD": "图书数据库",
+    "WWJD": "外文题录数据库", "NLNK": "其他文献",
+}
+MARKS = {"CJFD": "J", "CDFD": "D", "CMFD": "D", "CPFD": "C", "CCND": "N", "CBBD": "M", "WWJD": "J", "NLNK": "M"}
+LINKED = {"JOURNAL": (3, 8), "DISSERTATION": (10, 18), "CONFERENCE": (2, 5), "BOOK": (0, 2), "NEWSPAPER": (0, 0)}
+UNLINKED = {"JOURNAL": (1, 2), "DISSERTATION": (2, 4), "CONFERENCE": (0, 1), "BOOK": (0, 0), "NEWSPAPER": (0, 0)}
+SIMILAR_COUNT = 15
+RENDERED_PER_DATABASE = 10
+FOREIGN_AUTHORS = ("Smith J", "Brown K", "Miller A", "Garcia M", "Tanaka H", "Müller F", "Dubois C")
+FOREIGN_JOURNALS = ("Journal of Information Science", "Computer Law & Security Review", "Ecological Economics",
+                    "The Lancet", "Educational Researcher")
+PRESSES = ("东湖大学出版社", "北江人民出版社", "法律知识出版社", "科学技术文献出版社")
+
+
+@dataclass
+class Ref:
+    """One item of a list: a corpus paper, or a work CNKI links to no record (``paper`` None)."""
+
+    database: str
+    paper: Paper | None = None
+    title: str = ""
+    authors: list[str] = field(default_factory=list)
+    source: str = ""
+    year: int = 0
+
+    def citation(self) -> str:
+        mark = MARKS.get(self.database, "")
+        return f"{self.title}[{mark}].{','.join(self.authors)}.{self.source}.{self.year}"
+
+
+def database_of(p: Paper) -> str:
+    return DATABASE_OF.get(p.dbcode, "CJFD")
+
+
+def _topic(p: Paper) -> int:
+    return p.idx % len(TOPICS)
+
+
+class Graph:
+    """References, citing and similar papers of every corpus paper (built once, deterministic)."""
+
+    def __init__(self, corpus: Corpus) -> None:
+        self.corpus = corpus
+        self.references: dict[str, list[Ref]] = {}
+        self.citing: dict[str, list[Ref]] = {}
+        by_topic: dict[int, list[Paper]] = {}
+        for p in corpus.papers:
+            by_topic.setdefault(_topic(p), []).append(p)
+        self._by_topic = by_topic
+        for p in corpus.papers:
+            self.references[p.filename] = self._cite(p)
+        self._cover_counted_citations()
+        for p in corpus.papers:
+            for ref in self.references[p.filename]:
+                if ref.paper is not None:
+                    self.citing.setdefault(ref.paper.filename, []).append(Ref(database_of(p), p))
+        for refs in self.citing.values():
+            refs.sort(key=lambda r: (DATABASES.index(r.database), -(r.paper.year if r.paper else 0), r.paper.idx if r.paper else 0))
+
+    def _cite(self, p: Paper) -> list[Ref]:
+        rng = random.Random(f"cites-{p.filename}")
+        low, high = LINKED.get(p.resource, (0, 0))
+        pool = [q for q in self._by_topic[_topic(p)] if q is not p and q.year <= p.year and q.title != p.title
+                and (q.resource != "NEWSPAPER" or rng.random() < 0.1)]
+        chosen = rng.sample(pool, k=min(len(pool), rng.randint(low, high)))
+        refs = [Ref(database_of(q), q) for q in chosen]
+        low, high = UNLINKED.get(p.resource, (0, 0))
+        for n in range(rng.randint(low, high)):
+            if n % 2 == 0:
+                refs.append(Ref("NLNK", title=f"{p.keywords[0]}原理（第{rng.randint(2, 5)}版）",
+                                authors=[p.authors[0][:1] + "明"], source=rng.choice(PRESSES), year=rng.randint(1998, p.year)))
+            else:
+                topic_en = TOPICS[list(TOPICS)[_topic(p)]][0]
+                refs.append(Ref("WWJD", title=f"On {topic_en}: an empirical study {rng.randint(1, 99)}",
+                                authors=rng.sample(FOREIGN_AUTHORS, 2), source=rng.choice(FOREIGN_JOURNALS),
+                                year=rng.randint(2005, p.year)))
+        refs.sort(key=lambda r: (DATABASES.index(r.database), -(r.paper.year if r.paper else r.year)))
+        return refs
+
+    def _cover_counted_citations(self) -> None:
+        """A paper the grid shows as cited is cited by at least one later paper of the corpus."""
+        cited = {ref.paper.filename for refs in self.references.values() for ref in refs if ref.paper is not None}
+        citers = [q for q in self.corpus.papers if q.resource in ("JOURNAL", "DISSERTATION", "CONFERENCE")]
+        for p in self.corpus.papers:
+            if p.cited <= 0 or p.filename in cited:
+                continue
+            later = [q for q in citers if q is not p and q.year >= p.year and q.title != p.title]
+            if later:
+                q = random.Random(f"cover-{p.filename}").choice(later)
+                self.references[q.filename].append(Ref(database_of(p), p))
+                cited.add(p.filename)
+
+    def similar(self, p: Paper) -> list[Ref]:
+        mine = set(p.keywords)
+        others = [q for q in self._by_topic[_topic(p)] if q is not p]
+        others.sort(key=lambda q: (-len(mine & set(q.keywords)), q.idx))
+        return [Ref(database_of(q), q) for q in others[:SIMILAR_COUNT]]
+
+    def items(self, relation: str, p: Paper, database: str = "") -> list[Ref]:
+        """The list a request names: one database of references or citing papers, or the similar papers."""
+        if relation == "similar":
+            return self.similar(p)
+        refs = self.references if relation == "references" else self.citing
+        return [r for r in refs.get(p.filename, []) if r.database == database]
+
+
+def item_json(ref: Ref, epoch: int) -> dict[str, Any]:
+    q = ref.paper
+    if q is None:
+        metadata = [("TI", ref.title), ("AU", "".join(f"{a};" for a in ref.authors)), ("LY", ref.source), ("YE", str(ref.year))]
+        return {"metadata": [{"name": k, "value": v} for k, v in metadata]}
+    metadata = [("TI", q.title), ("AU", "".join(f"{a};" for a in q.authors)), ("YE", str(q.year)), ("LY", q.source),
+                ("AB", q.abstract), ("PT", q.date[:10])]
+    return {"metadata": [{"name": k, "value": v} for k, v in metadata],
+            "relations": [{"scope": "ABSTRACT", "url": pages.detail_url(q, epoch)}]}
+
+
+def _body(data: Any, code: int = 200, message: str = "success") -> str:
+    return json.dumps({"code": code, "message": message, "data": data}, ensure_ascii=False)
+
+
+def answer(graph: Graph, path: str, query: dict[str, str], sc: Scenario, epoch: int) -> tuple[int, str, str]:
+    """(status, content type, body) for one request of the API."""
+    if sc.citation_api == "gone":
+        return 404, "text/html; charset=utf-8", pages.simple_page("页面不存在", "404 页面不存在")
+    parts = pages.decode_token(query.get("v", "")) or []
+    p = graph.corpus.by_filename(parts[2]) if len(parts) == 3 and parts[0] == "v" else None
+    if p is None or parts[1] != str(epoch):
+        return 200, "application/json; charset=utf-8", _body(None, 400, "请求信息有误")
+    relation = "similar" if "/relations/similar" in path else "references" if path.endswith("/references") else "citing"
+    kind = query.get("type", "")
+    database = kind[:-3] if kind.endswith("REF") else ""
+    if relation != "similar" and database not in DATABASES:
+        return 200, "application/json; charset=utf-8", _body(None, 400, "参数错误")
+    try:
+        start, size = max(1, int(query.get("start") or 1)), int(query.get("size") or 10)
+    except ValueError:
+        return 200, "application/json; charset=utf-8", _body(None, 400, "参数错误")
+    size = min(max(size, 1), sc.citation_size_cap)
+    items = graph.items(relation, p, database)
+    offset = start - 1 if sc.citation_start == "record" else (start - 1) * size
+    if sc.citation_api == "empty":
+        items = []
+    page = [item_json(ref, epoch) for ref in items[offset: offset + size]]
+    if sc.citation_api == "bad_shape":
+        return 200, "application/json; charset=utf-8", _body({"count": len(items), "list": page})
+    return 200, "application/json; charset=utf-8", _body({"total": len(items), "data": page})
+
+
+def decoy(graph: Graph, epoch: int) -> str:
+    """The fixed record a site under pressure answers for any paper and any database."""
+    return _body({"total": 1, "data": [item_json(Ref("CJFD", graph.corpus.papers[0]), epoch)]})
+
+
+# --- what the detail page renders itself ----------------------------------------------------------
+
+
+def _li(n: int, ref: Ref, epoch: int) -> str:
+    q = ref.paper
+    if q is None:
+        return f"<li><em>[{n}]</em>{esc(ref.citation())}</li>"
+    mark = MARKS.get(ref.database, "J")
+    return (f'<li><em>[{n}]</em><a target="_blank" href="{esc(pages.detail_url(q, epoch))}">{esc(q.title)}</a>'
+            f"[{mark}].{esc(','.join(q.authors))}.{esc(q.source)}.{q.year}</li>")
+
+
+def _section(kind: str, refs: list[Ref], epoch: int) -> str:
+    blocks = []
+    for database in DATABASES:
+        mine = [r for r in refs if r.database == database]
+        if not mine:
+            continue
+        items = "".join(_li(n + 1, r, epoch) for n, r in enumerate(mine[:RENDERED_PER_DATABASE]))
+        blocks.append(f'<div class="essayBox"><div class="dbTitle">{DATABASE_NAMES.get(database, database)}'
+                      f'<b class="titleTotle">({len(mine)})</b></div><ul class="ebBd">{items}</ul></div>')
+    notice = "" if blocks else '<p class="no-data">暂无数据</p>'
+    return f'<div class="module-content" id="{kind}-list" data-relation="{kind}">{"".join(blocks)}{notice}</div>'
+
+
+def rendered(graph: Graph, p: Paper, epoch: int) -> str:
+    """The detail page's 参考文献 and 引证文献 lists, filled in by script 150 ms after load."""
+    html = (_section("reference", graph.references.get(p.filename, []), epoch)
+            + _section("citing", graph.citing.get(p.filename, []), epoch))
+    return (f'<div class="relations-area"></div><script>setTimeout(function(){{'
+            f'document.querySelector(".relations-area").innerHTML = {json.dumps(html, ensure_ascii=False)};}}, 150);</script>')

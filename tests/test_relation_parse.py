@@ -1,0 +1,117 @@
+"""The pure rules of related_papers: requests, answers, decoys, rendered lists, the cursor; graph evidence in ranking."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cnki_mcp.errors import CnkiError
+from cnki_mcp.model import Paper
+from cnki_mcp.rank import evidence_for, is_eligible
+from cnki_mcp.relation_parse import (
+    Ask,
+    NotData,
+    Signatures,
+    decode_cursor,
+    decoy_reason,
+    encode_cursor,
+    page_problem,
+    read_answer,
+    read_rendered,
+    request_url,
+    v_token,
+)
+
+DETAIL = "https://kns.cnki.net/kcms2/article/abstract?v=AbC-123_x&uniplatform=NZKPT"
+
+
+def item(title: str, author: str = "王伟", url: str = DETAIL) -> dict:
+    metadata = [{"name": "TI", "value": title}, {"name": "AU", "value": f"{author};李明;"}, {"name": "YE", "value": "2021"},
+                {"name": "LY", "value": "法学研究"}]
+    return {"metadata": metadata, "relations": [{"scope": "ABSTRACT", "url": url}] if url else []}
+
+
+def body(total: int, items: list[dict]) -> str:
+    return json.dumps({"code": 200, "message": "success", "data": {"total": total, "data": items}}, ensure_ascii=False)
+
+
+def test_requests_name_the_paper_the_database_and_the_page() -> None:
+    assert v_token(DETAIL) == "AbC-123_x"
+    assert v_token("https://kns.cnki.net/kcms2/article/abstract?dbcode=CJFD") == ""
+    url = request_url("citing", "AbC-123_x", Ask("CDFD", 2, 100))
+    assert url.startswith("https://kns.cnki.net/restapi/citation-api/v1/literature/citations?")
+    assert "type=CDFDREF&start=2&size=100" in url
+    assert "/literature-api/v1/articles/relations/similar?v=AbC-123_x" in request_url("similar", "AbC-123_x", Ask("SIMILAR", 1, 10))
+
+
+def test_answers_are_read_with_their_links_and_unlinked_items_kept() -> None:
+    answer = read_answer(body(2, [item("违约金的司法调整"), item("Contract Law", "Smith J", url="")]), "CJFD")
+    assert answer.total == 2
+    linked, unlinked = answer.entries
+    assert (linked.title, linked.authors, linked.year, linked.source, linked.url) == (
+        "违约金的司法调整", ["王伟", "李明"], 2021, "法学研究", DETAIL)
+    assert unlinked.url == "" and "Contract Law" in unlinked.text
+    for bad in ("<html>", json.dumps({"code": 400, "message": "请求信息有误"}), json.dumps({"data": {"count": 1, "list": []}})):
+        with pytest.raises(NotData):
+            read_answer(bad, "CJFD")
+    assert page_problem(read_answer(body(3, []), "CJFD"), Ask("CJFD", 1, 100), 0)
+    assert page_problem(read_answer(body(1, [item("a"), item("b")]), "CJFD"), Ask("CJFD", 1, 100), 0)
+
+
+def test_decoys_are_told_apart_from_data() -> None:
+    source = Paper(title="违约金研究", authors=["赵六"], cited=4)
+    decoy = {db: read_answer(body(1, [item("固定的记录")]), db) for db in ("CJFD", "CDFD", "CMFD")}
+    assert "3 个数据库" in decoy_reason(source, "references", decoy)
+    assert "自己" in decoy_reason(source, "references", {"CJFD": read_answer(body(1, [item("违约金研究", "赵六")]), "CJFD")})
+    empty = {"CJFD": read_answer(body(0, []), "CJFD")}
+    assert decoy_reason(source, "citing", empty, complete=False) == ""
+    assert "被引次数" in decoy_reason(source, "citing", empty)
+    real = {"CJFD": read_answer(body(1, [item("甲")]), "CJFD")}
+    signatures = Signatures()
+    assert signatures.other_paper("rec_a", "references", real) == ""
+    assert signatures.other_paper("rec_a", "references", real) == ""
+    assert signatures.other_paper("rec_b", "references", real) == "rec_a"
+
+
+def test_rendered_lists_and_the_cursor() -> None:
+    html = ('<html><body><div id="reference-list"><div class="essayBox"><div class="dbTitle">中国学术期刊网络出版总库'
+            f'<b>(12)</b></div><ul><li><em>[1]</em><a href="{DETAIL}">违约金的司法调整</a>[J].王伟.法学研究.2021</li>'
+            '</ul></div><div class="essayBox"><div class="dbTitle">其他文献<b>(1)</b></div><ul>'
+            '<li><em>[1]</em>合同法原理[M].张三.法律出版社.2010</li></ul></div></div></body></html>')
+    rendered = read_rendered(html, "references", DETAIL)
+    assert rendered is not None
+    (db1, count1, entries1), (db2, count2, entries2) = rendered.parts
+    assert (db1, count1, entries1[0].title, entries1[0].url) == ("CJFD", 12, "违约金的司法调整", DETAIL)
+    assert (db2, count2, entries2[0].url) == ("NLNK", 1, "")
+    assert read_rendered("<html><body><div class='relations-area'></div></body></html>", "references", DETAIL) is None
+    cursor = encode_cursor("rec_a", "citing", 50)
+    assert decode_cursor(cursor) == ("rec_a", "citing", 50)
+    for bad in ("abc", "rp1.!!!", encode_cursor("rec_a", "citing", 1).replace("rp1.", "rp1.x")):
+        with pytest.raises(CnkiError) as caught:
+            decode_cursor(bad)
+        assert caught.value.code == "INVALID_CURSOR"
+
+
+def test_links_in_the_citation_graph_are_evidence() -> None:
+    paper = Paper(record_ref="rec_x", title="知识图谱的风险防控研究", keywords=["知识图谱"])
+    alone = evidence_for(paper, [["实体链接"]], year=2026)
+    linked = evidence_for(paper, [["实体链接"]], year=2026, links=2)
+    assert not is_eligible(alone)
+    assert linked.graph_links == 2 and linked.relevance > alone.relevance
+    assert is_eligible(linked)
+    assert not is_eligible(evidence_for(paper, [["实体链接"]], year=2026, links=1))
+
+
+def test_a_list_is_not_taken_for_a_challenge_or_a_decoy_for_its_words_or_its_length() -> None:
+    from cnki_mcp.site_api import plain_data
+
+    words = body(1, [item("数据安全验证方法研究")])
+    assert plain_data(200, "https://kns.cnki.net/restapi/citation-api/v1/literature/references", words)
+    challenge = json.dumps({"code": -403, "message": "https://kns.cnki.net/verify/home?captchaType=blockPuzzle"})
+    assert not plain_data(200, "https://kns.cnki.net/restapi/citation-api/v1/literature/references", challenge)
+    assert not plain_data(403, "https://kns.cnki.net/restapi/x", words)
+    long = {"CJFD": read_answer(body(5, [item(f"题名{n}") for n in range(5)]), "CJFD")}
+    signatures = Signatures()
+    assert signatures.other_paper("rec_thesis", "references", long) == ""
+    assert signatures.other_paper("rec_article", "references", long) == ""  # the article drawn from the thesis
