@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import psutil
 
-from cnki_mcp import __version__, arguments, citations, refcheck, settings, site_check
+from cnki_mcp import __version__, arguments, refcheck, settings, site_check
 from cnki_mcp.browser import Browser
 from cnki_mcp.catalog import Catalog
 from cnki_mcp.detail_tab import local_ref, resolve_paper
@@ -32,12 +32,12 @@ from cnki_mcp.files import remove_empty_folders
 from cnki_mcp.enrich import Enrichment, JournalFlights, SiteBackend
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.expert import plan_expert
+from cnki_mcp.exports import ExportPart, write_export
 from cnki_mcp.jobs import Jobs, OperationContext, Work, kind_budget
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
 from cnki_mcp.model import (
     Budget,
-    CitationResult,
     Config,
     DownloadResult,
     LocalReply,
@@ -54,7 +54,7 @@ from cnki_mcp.model import (
 )
 from cnki_mcp.query import plan_structured
 from cnki_mcp.relation_parse import Signatures
-from cnki_mcp.relations import Relations, stored_references, with_unlinked
+from cnki_mcp.relations import Relations, stored_references
 from cnki_mcp.research import (
     SearchInput,
     SearchState,
@@ -86,15 +86,6 @@ def _platform() -> str:
     system = {"darwin": "darwin", "win32": "windows"}.get(sys.platform, sys.platform)
     machine = platform.machine().lower()
     return f"{system}/{GO_ARCH.get(machine, machine)}"
-
-
-class ExportPart(msgspec.Struct, frozen=True):
-    """The entries of a search one export_citations call takes: ``start`` to ``end`` of ``total``."""
-
-    search_id: str
-    start: int
-    end: int
-    total: int
 
 
 class App:
@@ -439,7 +430,7 @@ class App:
         if args.filename and (store.exports_dir / args.filename).exists():
             raise CnkiError("FILE_EXISTS", f"exports/{args.filename} 已存在，未覆盖；请换一个文件名。")
         if not args.titles:
-            return await self._export(store, refs, args, part, unlinked)
+            return await write_export(self.root, store, refs, args, part, unlinked)
 
         async def work(op: OperationContext) -> dict[str, Any]:
             engine = await self.enrichment()
@@ -451,37 +442,10 @@ class App:
             fatal = await engine.enrich(op, found, "metadata", quality=False, record_errors=False)
             if fatal is not None:
                 raise fatal
-            return await self._export(store, refs + found, args, part, unlinked)
+            return await write_export(self.root, store, refs + found, args, part, unlinked)
 
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("export", kind_budget("export"), work), ctx)
-
-    async def _export(
-        self,
-        store: Store,
-        refs: list[str],
-        args: arguments.ExportCitationsArgs,
-        part: ExportPart | None,
-        unlinked: list[str] | None = None,
-    ) -> dict[str, Any]:
-        papers = [store.data.papers[ref] for ref in dict.fromkeys(refs) if ref in store.data.papers]
-        if not papers and unlinked:
-            return {"status": "completed", "data": msgspec.to_builtins(with_unlinked(CitationResult(args.format, 0), unlinked))}
-        if not papers:
-            raise CnkiError("INVALID_INPUT", "没有可以导出的文献：给出的 record_refs、search_id 或 titles 都没有对应的本地记录。")
-        result = await asyncio.to_thread(
-            citations.export, papers, args.format, args.template or None, data_dir=self.root, filename=args.filename
-        )
-        with_unlinked(result, unlinked or [])
-        if part is not None:
-            result.search_total = part.total
-            if part.end < part.total:
-                result.next_offset = part.end
-                result.warnings.append(
-                    f"检索 {part.search_id} 共 {part.total} 篇，本次导出第 {part.start + 1}–{part.end} 篇；"
-                    f"用 offset={part.end} 再调用一次导出其余部分。"
-                )
-        return {"status": "completed", "data": msgspec.to_builtins(result)}
 
     async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> Reply:
         ref = local_ref(await self.catalog(), args.record_ref, args.title)

@@ -160,38 +160,39 @@ _SCOPE = _string(
 )
 _LIMIT = f"1–{a.LIMIT_MAX}，默认 {a.LIMIT_DEFAULT}"
 
-_SEARCH_OPTIONS = _object(
-    {
-        "candidate_target": _integer(
-            f"候选文献数量目标，1–{_CANDIDATES_MAX}；{ToolName.SEARCH} 默认 {_CANDIDATES_DEFAULT}，"
-            f"{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认等于 limit"
-        ),
-        "expand": _integer(
-            f"引文扩展（仅 {ToolName.SEARCH}）：0–{a.EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
-            "作为 citation 通道的候选一起排序，被多篇筛选结果引用的文献得到加分；请求计入 max_requests"
-        ),
-        "freshness": _string(
-            "prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索", a.FRESHNESS
-        ),
-        "max_pages": _integer(f"每个检索通道最多翻几页，{_range(_PAGES_MAX, _PAGES_DEFAULT)}"),
-        "max_requests": _integer(f"本次任务最多发出的请求数，{_range(_REQUESTS_MAX, _REQUESTS_DEFAULT)}"),
-        "metadata": _string(
-            f"读取详情页的范围：ranked（{ToolName.SEARCH} 默认，按初步排序选一部分）、all（全部）、"
-            f"basic（只用列表信息，{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认）",
-            a.METADATA,
-        ),
-        "on_verification": _POLICY,
-        "sort": _string("知网列表排序：relevance、date_desc（发表时间）、cited_desc（被引）、downloaded_desc（下载）", a.SORTS),
-        "timeout_seconds": _integer(
-            f"任务运行时间上限（秒），{_range(_SECONDS_MAX, _SECONDS_DEFAULT)}；等待你人工处理的时间不计入"
-        ),
-    }
-)
+_OPTION_PROPERTIES: dict[str, Any] = {
+    "candidate_target": _integer(
+        f"候选文献数量目标，1–{_CANDIDATES_MAX}；{ToolName.SEARCH} 默认 {_CANDIDATES_DEFAULT}，"
+        f"{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认等于 limit"
+    ),
+    "expand": _integer(
+        f"引文扩展：0–{a.EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
+        "作为 citation 通道的候选一起排序，被多篇筛选结果引用的文献得到加分；请求计入 max_requests"
+    ),
+    "freshness": _string(
+        "prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索", a.FRESHNESS
+    ),
+    "max_pages": _integer(f"每个检索通道最多翻几页，{_range(_PAGES_MAX, _PAGES_DEFAULT)}"),
+    "max_requests": _integer(f"本次任务最多发出的请求数，{_range(_REQUESTS_MAX, _REQUESTS_DEFAULT)}"),
+    "metadata": _string(
+        f"读取详情页的范围：ranked（{ToolName.SEARCH} 默认，按初步排序选一部分）、all（全部）、"
+        f"basic（只用列表信息，{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认）",
+        a.METADATA,
+    ),
+    "on_verification": _POLICY,
+    "sort": _string("知网列表排序：relevance、date_desc（发表时间）、cited_desc（被引）、downloaded_desc（下载）", a.SORTS),
+    "timeout_seconds": _integer(
+        f"任务运行时间上限（秒），{_range(_SECONDS_MAX, _SECONDS_DEFAULT)}；等待你人工处理的时间不计入"
+    ),
+}
+_SEARCH_OPTIONS = _object(_OPTION_PROPERTIES)
+# The structured and expert searches keep CNKI's own results: no citation expansion.
+_NATIVE_OPTIONS = _object({name: value for name, value in _OPTION_PROPERTIES.items() if name != "expand"})
 
 # What the structured and expert searches share beside their expressions.
 _NATIVE_PROPERTIES = {
     "limit": _integer(f"返回条数，{_LIMIT}；未设置 options.candidate_target 时也决定抓取多少条"),
-    "options": _SEARCH_OPTIONS,
+    "options": _NATIVE_OPTIONS,
     "sort": _string("relevance（默认）、date_desc、cited_desc、downloaded_desc", a.SORTS),
     "year_from": _YEAR_FROM,
     "year_to": _YEAR_TO,

@@ -386,6 +386,7 @@ INVALID: list[tuple[str, Any, str]] = [
     ("search", {"query": "q", "options": {"expand": 21}}, "INVALID_OPTION"),
     ("search", {"query": "q", "options": {"expand": -1}}, "INVALID_OPTION"),
     ("structured_search", {"expression": {"field": "title", "value": "x"}, "options": {"expand": 3}}, "INVALID_OPTION"),
+    ("expert_search", {"expression": "TI='x'", "options": {"expand": 3}}, "INVALID_OPTION"),
     # export_citations
     ("export_citations", {}, "NO_DOCUMENTS"),
     ("export_citations", {"titles": ["t"] * 101}, "BATCH_TOO_LARGE"),

@@ -318,22 +318,13 @@ def _gbt_sort_key(cite: _Cite) -> tuple[Any, ...]:
 
 def _pinyin_collation_key(text: str) -> tuple[tuple[int, Any], ...]:
     """Digits (as numbers) before Han (by pinyin) before Latin letters; case and punctuation ignored."""
-    key: list[tuple[int, Any]] = []
-    digits = ""
-    for char in unicodedata.normalize("NFKC", text).casefold():
-        if char.isdigit():
-            digits += char
-            continue
-        if digits:
-            key.append((0, int(digits)))
-            digits = ""
-        if is_han(char):
-            key.append((1, han_weight(char)))
-        elif char.isalnum():
-            key.append((2, char))
-    if digits:
-        key.append((0, int(digits)))
-    return tuple(key)
+    return _digit_runs_key(unicodedata.normalize("NFKC", text).casefold(), _pinyin_weight)
+
+
+def _pinyin_weight(char: str) -> tuple[int, Any] | None:
+    if is_han(char):
+        return (1, han_weight(char))
+    return (2, char) if char.isalnum() else None
 
 
 def _gbt_in_text_form(names: list[Name]) -> tuple[Any, ...]:
@@ -533,19 +524,30 @@ def _vancouver(cite: _Cite, number: int) -> str:
 def _collation_key(text: str) -> tuple[tuple[int, Any], ...]:
     """Approximates the locale collation CSL processors sort with: punctuation and case ignored,
     digit runs compared as numbers, Latin before Han, Han by code point."""
-    folded = unicodedata.normalize("NFKD", text.casefold())
+    return _digit_runs_key(unicodedata.normalize("NFKD", text.casefold()), _locale_weight)
+
+
+def _locale_weight(char: str) -> tuple[int, Any] | None:
+    if unicodedata.combining(char) or not char.isalnum():
+        return None
+    return (2, ord(char)) if has_cjk(char) else (1, char)
+
+
+def _digit_runs_key(text: str, weigh: Callable[[str], tuple[int, Any] | None]) -> tuple[tuple[int, Any], ...]:
+    """A sort key: each run of digits as one number (before everything else), every other character as
+    ``weigh`` ranks it (None: ignored)."""
     key: list[tuple[int, Any]] = []
     digits = ""
-    for char in folded:
+    for char in text:
         if char.isdigit():
             digits += char
             continue
         if digits:
             key.append((0, int(digits)))
             digits = ""
-        if unicodedata.combining(char) or not char.isalnum():
-            continue
-        key.append((2, ord(char)) if has_cjk(char) else (1, char))
+        weight = weigh(char)
+        if weight is not None:
+            key.append(weight)
     if digits:
         key.append((0, int(digits)))
     return tuple(key)
