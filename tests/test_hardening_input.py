@@ -160,8 +160,8 @@ odd_expressions = st.one_of(expressions, json_values.filter(lambda v: isinstance
 
 def schema_value(schema: dict[str, Any], name: str = "") -> st.SearchStrategy[Any]:
     """Values that satisfy ``schema`` (the JSON-schema subset the tool list uses)."""
-    if name == "expression":
-        return odd_expressions
+    if name == "expression" and "object" in str(schema.get("type")):
+        return odd_expressions  # structured_search's tree (expert_search's expression is a plain string)
     kinds = schema.get("type")
     kinds = kinds if isinstance(kinds, list) else [kinds]
     options: list[st.SearchStrategy[Any]] = []
@@ -240,7 +240,7 @@ def structurally_invalid(draw: st.DrawFn) -> tuple[str, dict[str, Any], str]:
         args["options"] = {**(args.get("options") or {}), key: draw(json_values)}
     elif way == "type":
         name = draw(st.sampled_from(sorted(properties)))
-        if name == "expression":
+        if name == "expression" and "object" in str(properties[name].get("type")):
             args[name] = draw(st.one_of(texts, st.integers(), st.lists(st.integers(), max_size=2), st.booleans()))
         else:
             args[name] = draw(wrong_type(properties[name], name))
