@@ -82,10 +82,9 @@ def serve(ctx: click.Context, http: bool, host: str, port: int) -> None:
 
 
 async def _serve() -> None:
-    from cnki_mcp.app import App
-    from cnki_mcp.server import serve_stdio
+    from cnki_mcp.owner import Shared
 
-    app = App()
+    shared = Shared(settings.data_root())
     loop = asyncio.get_running_loop()
     stopping: list[asyncio.Task[None]] = []
 
@@ -95,7 +94,7 @@ async def _serve() -> None:
         from cnki_mcp import logs
 
         try:
-            await asyncio.wait_for(app.close(), SHUTDOWN_SECONDS)
+            await asyncio.wait_for(shared.close(), SHUTDOWN_SECONDS)
         finally:
             logs.shutdown()
             os._exit(128 + signum)
@@ -104,9 +103,9 @@ async def _serve() -> None:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(signum, lambda s=signum: stopping or stopping.append(loop.create_task(stop(s))))
     try:
-        await serve_stdio(app)
+        await shared.serve_stdio()
     finally:
-        await app.close()
+        await shared.close()
 
 
 @cli.command()

@@ -141,3 +141,56 @@ async def serve_http(root: Path, host: str, port: int) -> None:
         waiter.cancel()
     finally:
         await owner.close()
+
+
+class Shared:
+    """``cnki-mcp serve`` (stdio) on a data directory other servers may share.
+
+    The first server takes ``owner.lock``, serves its client directly and opens the endpoint others join;
+    a later one relays its client to the owner and takes over when the owner goes. A directory where not
+    even the lock file can be made is served alone, as before (the store then says what is wrong).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.owner: Owner | None = None
+        self.app: object | None = None
+
+    async def serve_stdio(self) -> None:
+        from cnki_mcp.app import App
+        from cnki_mcp.server import serve_stdio
+
+        try:
+            lock = await asyncio.to_thread(claim, self.root)
+        except (CnkiError, OSError) as exc:
+            log.warning("cannot claim %s for other clients: %s", self.root, exc)
+            self.app = App(self.root)
+        else:
+            if lock is None:
+                from cnki_mcp.relay import Relay
+
+                info = read_owner(self.root)
+                log.info("%s is owned by pid %s: joining it", self.root, info.pid if info else "?")
+                await Relay(self.root, self.become_owner).run()
+                return
+            await self.become_owner(lock)
+        await serve_stdio(self.app)  # type: ignore[arg-type]
+
+    async def become_owner(self, lock: DirectoryLock) -> OwnerInfo:
+        """This process as the owner: a fresh App (running operations of the old owner read as interrupted)."""
+        from cnki_mcp.app import App
+
+        self.app = App(self.root)
+        self.owner = Owner(self.root, lock, self.app)
+        try:
+            served = await self.owner.open_endpoint()
+        except CnkiError as exc:
+            log.warning("other clients cannot join this server: %s", exc.message)
+            return OwnerInfo(pid=os.getpid(), host="127.0.0.1", port=0)
+        return OwnerInfo(pid=os.getpid(), host="127.0.0.1", port=served.port, version=__version__)
+
+    async def close(self) -> None:
+        if self.owner is not None:
+            await self.owner.close()
+        elif self.app is not None:
+            await self.app.close()  # type: ignore[attr-defined]
