@@ -16,8 +16,11 @@ from typing import Any
 
 import psutil
 import pytest
+from mcp import Client
+from mcp.client.stdio import stdio_client
+from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
-from tests.harness import McpSession, processes_on, serve_params
+from tests.harness import INIT_PARAMS, McpSession, RawServer, offline_params, processes_on, serve_params
 from tests.kns.server import KnsSimulator
 from tests.test_e2e_recovery import details, expression, listed, token
 
@@ -131,3 +134,55 @@ async def test_the_owner_killed_another_takes_over_and_continue_repeats_nothing(
             assert len(details(after)) == len(papers) - answered
             assert len(browsers(data)) == 1
     print(f"take-over: {FIGURES['takeover_seconds']:.2f} s")
+
+
+async def test_sampling_crosses_the_relay(kns: KnsSimulator, tmp_path: Path) -> None:
+    """The owner asks the joined client's model to plan the concepts; the request and its answer go through."""
+    data = tmp_path / "data"
+    asked: list[CreateMessageRequestParams] = []
+
+    async def sampling(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
+        asked.append(params)
+        reply = '```json\n[["个人信息"], ["保护"]]\n```'
+        return CreateMessageResult(role="assistant", content=TextContent(type="text", text=reply), model="m")
+
+    params = serve_params(data, kns.browser_args, CNKI_INLINE_WAIT_SECONDS="2")
+    with (tmp_path / "stderr.txt").open("w") as errlog:
+        async with session(data, kns, errlog) as first:
+            owner = (await first.call("diagnostics", {}))["owner_pid"]
+            async with Client(stdio_client(params, errlog=errlog), sampling_callback=sampling) as joined:
+                mcp = McpSession(joined, data)
+                assert (await mcp.call("diagnostics", {}))["owner_pid"] == owner
+                view = await mcp.call("search", {"query": "个人信息保护", "options": {"metadata": "basic", "freshness": "live"}})
+                done = await mcp.wait(view)
+    assert done["status"] == "completed", done
+    assert done["result"]["plan"]["method"] == "sampling"
+    assert len(asked) == 1 and [m.content.text for m in asked[0].messages] == ["个人信息保护"]
+
+
+async def test_a_cancellation_crosses_the_relay(tmp_path: Path) -> None:
+    """The joined client cancels a search waiting for its sampling answer: the sampling request reaches the
+    client through the relay, the cancellation reaches the owner, which ends the call before any operation."""
+    data = tmp_path / "data"
+    params = offline_params(data)
+    with (tmp_path / "stderr.txt").open("wb") as errlog:
+        owner = await RawServer.start(params, errlog)
+        joined = await RawServer.spawn(params, errlog)
+        try:
+            sampling = {**INIT_PARAMS, "capabilities": {"sampling": {}}}
+            await joined.request("initialize", sampling)
+            joined.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            joined.post({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search", "arguments": {"query": "个人信息保护"}}})
+            asked = await joined.read()
+            assert asked["method"] == "sampling/createMessage", asked
+            joined.post({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "test"}})
+            await asyncio.sleep(2)
+            seen = [m for m in await joined.drain(99) if m.get("method") != "notifications/progress"]
+            cancelled = [m for m in seen if m.get("id") == 7]
+            # The owner's SDK ended the call: over HTTP it says so with -32800 (over stdio it stays silent).
+            assert [m["error"]["code"] for m in cancelled] == [-32800], seen
+            status = await owner.call("operation_status", {})
+            assert status["status"] == "idle"  # no search operation was started
+        finally:
+            assert await joined.close() == 0
+            assert await owner.close() == 0
