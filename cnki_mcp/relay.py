@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 OWNER_WAIT_SECONDS = 15.0  # how long a message waits for an owner to be reachable
 POLL_SECONDS = 0.2  # how often the lock and owner.json are looked at
 REJOIN_SECONDS = 15.0  # how long the replayed initialize may take
+CONNECT_SECONDS = 10.0  # connecting to the owner, writing a request
+# How the owner's session manager (404) and the SDK's client transport say the owner dropped the session.
+SESSION_ENDED = ("Session not found", "Session terminated")
 
 
 class Relay:
@@ -59,6 +63,7 @@ class Relay:
         self._replays: dict[str, asyncio.Future[Any]] = {}
         self._rejoins = 0
         self._lock: DirectoryLock | None = None  # taken from a dead owner, not yet used
+        self._session_ended = False
 
     async def run(self) -> None:
         """Relay until the client closes stdin."""
@@ -117,6 +122,8 @@ class Relay:
                     continue
                 if message.id is None or self._outstanding.pop(message.id, None) is None:
                     continue  # answered already (the owner changed meanwhile)
+                if isinstance(message, JSONRPCError) and message.error.message in SESSION_ENDED:
+                    self._session_ended = True  # the owner no longer knows this session: join again
             await self._up.send(item)
 
     async def _answer_failed(self, ident: Any, method: str, code: str) -> None:
@@ -167,7 +174,10 @@ class Relay:
 
     async def _connect(self, target: OwnerInfo) -> None:
         token = await asyncio.to_thread(endpoint.token, self.root)
-        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+        # No read timeout: the GET stream may stay quiet for hours (a stream that timed out is given up after a
+        # few reconnections, and then the owner ends the idle session); a gone owner is noticed by _watch.
+        timeout = httpx2.Timeout(CONNECT_SECONDS, read=None)
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as http:
             async with streamable_http_client(target.url, http_client=http) as (down_read, down_write):
                 reader = asyncio.create_task(self._from_owner(down_read))
                 try:
@@ -201,7 +211,8 @@ class Relay:
 
     async def _watch(self, target: OwnerInfo, reader: asyncio.Task[None]) -> None:
         """Until the owner is gone (its lock free: kept for the take-over) or another one is named."""
-        while not reader.done():
+        self._session_ended = False
+        while not reader.done() and not self._session_ended:
             await asyncio.sleep(POLL_SECONDS)
             if target.pid == os.getpid():
                 continue  # this process is the owner: nothing to watch
