@@ -186,3 +186,27 @@ async def test_a_cancellation_crosses_the_relay(tmp_path: Path) -> None:
         finally:
             assert await joined.close() == 0
             assert await owner.close() == 0
+
+
+async def test_with_three_servers_one_takes_over_and_the_other_rejoins(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with (tmp_path / "stderr.txt").open("w") as errlog:
+        async with McpSession.serving(offline_params(data), errlog=errlog) as first:
+            owner = (await first.call("diagnostics", {}))["owner_pid"]
+            async with McpSession.serving(offline_params(data), errlog=errlog) as second, \
+                    McpSession.serving(offline_params(data), errlog=errlog) as third:
+                assert {(await s.call("diagnostics", {}))["owner_pid"] for s in (second, third)} == {owner}
+                killed = time.monotonic()
+                os.kill(owner, signal.SIGKILL)
+                owners = set()
+                for client in (second, third):
+                    while True:
+                        result = await asyncio.wait_for(client.result("diagnostics", {}), 15)
+                        if not result.is_error and result.structured_content["owner_pid"] != owner:
+                            owners.add(result.structured_content["owner_pid"])
+                            break
+                        assert time.monotonic() - killed < 10
+                        await asyncio.sleep(0.1)
+                assert len(owners) == 1 and owner not in owners  # one took over, the other joined it
+                missing = await third.result("search_results", {"search_id": "x"})
+                assert missing.structured_content["errors"][0]["code"] == "SEARCH_NOT_FOUND"
