@@ -267,7 +267,11 @@ async def start(mcp_server: Any, root: Path, host: str = DEFAULT_HOST, port: int
         host=host,
     )
     guard = Guard(starlette_app, tokens, allowed_hosts(host, bound_port))
-    config = uvicorn.Config(guard, lifespan="on", log_level="warning", access_log=False, log_config=None, timeout_graceful_shutdown=2)
+    # Named, not "auto": the same modules in every install, and a frozen build knows what to bundle.
+    config = uvicorn.Config(
+        guard, http="h11", ws="none", lifespan="on", log_level="warning", access_log=False, log_config=None,
+        timeout_graceful_shutdown=2,
+    )
     server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name="cnki-http")
     loop = asyncio.get_running_loop()

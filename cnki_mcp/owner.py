@@ -184,8 +184,8 @@ class Shared:
         self.owner = Owner(self.root, lock, self.app)
         try:
             served = await self.owner.open_endpoint()
-        except CnkiError as exc:
-            log.warning("other clients cannot join this server: %s", exc.message)
+        except Exception as exc:  # serving this client matters more than letting others join
+            log.warning("other clients cannot join this server: %s", getattr(exc, "message", None) or repr(exc))
             return OwnerInfo(pid=os.getpid(), host="127.0.0.1", port=0)
         return OwnerInfo(pid=os.getpid(), host="127.0.0.1", port=served.port, version=__version__)
 

@@ -99,7 +99,8 @@ class Relay:
                 await asyncio.sleep(POLL_SECONDS)
                 continue
             break
-        if isinstance(message, JSONRPCRequest):  # recorded before any answer can arrive (no await since the send)
+        # Recorded right after the send: its answer needs a round trip to the owner, so it cannot come sooner.
+        if isinstance(message, JSONRPCRequest):
             self._outstanding[message.id] = message.method
         if isinstance(message, JSONRPCRequest) and message.method == "initialize":
             self._init = message

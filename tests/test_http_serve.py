@@ -24,7 +24,7 @@ from cnki_mcp import endpoint
 from cnki_mcp.cli import cli
 from tests.harness import REPO
 
-URL_LINE = re.compile(r"http://[^\s/]+:(\d+)/mcp")
+URL_LINE = re.compile(r"HTTP 服务：(http://[^\s/]+:(\d+)/mcp)")
 INIT = {
     "jsonrpc": "2.0", "id": 1, "method": "initialize",
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
@@ -59,7 +59,7 @@ async def http_server(data: Path, *args: str) -> AsyncIterator[tuple[str, asynci
                 lines.append(line.decode("utf-8", "replace"))
 
         drainer = asyncio.create_task(drain())
-        yield found.group(0), proc, lines
+        yield found.group(1), proc, lines
     finally:
         if proc.returncode is None:
             proc.terminate()
