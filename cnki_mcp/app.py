@@ -91,6 +91,8 @@ def _platform() -> str:
 class App:
     """State shared by all tool calls of one server process."""
 
+    owner_pid: int | None = None  # this process's id once it owns the data directory (owner.py)
+
     def __init__(self, data_root: Path | None = None, *, site_factory: Callable[[], SiteBackend] | None = None) -> None:
         """``site_factory`` replaces the browser-driven ``Site`` (tests give a simulated backend)."""
         self.root = data_root or settings.data_root()
@@ -232,6 +234,7 @@ class App:
             "browser_configured": bool(browser_path),
             "data_dir": str(self.root),
             "process_id": os.getpid(),
+            "owner_pid": self.owner_pid,
             "heap_bytes": process.memory_info().rss,
             "request_interval_ms": settings.request_interval_ms(),
             "max_inflight": settings.max_inflight(),

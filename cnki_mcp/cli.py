@@ -54,26 +54,37 @@ class _Commands(click.Group):
 def cli(ctx: click.Context) -> None:
     """知网 MCP 服务。不带命令运行时启动 MCP 服务（stdio）。"""
     if ctx.invoked_subcommand is None:
-        ctx.invoke(serve)
+        ctx.invoke(serve, http=False, host="127.0.0.1", port=8765)
 
 
 @cli.command()
-def serve() -> None:
-    """启动 MCP 服务（stdio），直到客户端断开。"""
+@click.option("--http", "http", is_flag=True, help="改用 streamable HTTP（地址 http://HOST:PORT/mcp，需要访问令牌），供实验室共用或只支持 HTTP 的客户端。")
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP 监听地址；不是本机地址时，持有令牌的人都能使用这台电脑的浏览器和登录。")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="HTTP 端口；0 表示任选空闲端口。")
+@click.pass_context
+def serve(ctx: click.Context, http: bool, host: str, port: int) -> None:
+    """启动 MCP 服务（默认 stdio，直到客户端断开）。数据目录已由另一个 cnki-mcp 进程负责时，自动加入它。"""
     from cnki_mcp import logs
 
+    explicit = {name for name in ("host", "port") if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
+    if explicit and not http:
+        _fail(CnkiError("INVALID_ARGUMENT", f"--{'、--'.join(sorted(explicit))} 只能和 --http 一起使用。"))
     logs.configure(settings.data_root())
     try:
-        _run(_serve())
+        if http:
+            from cnki_mcp.owner import serve_http
+
+            _run(serve_http(settings.data_root(), host, port))
+        else:
+            _run(_serve())
     finally:
         logs.shutdown()
 
 
 async def _serve() -> None:
-    from cnki_mcp.app import App
-    from cnki_mcp.server import serve_stdio
+    from cnki_mcp.owner import Shared
 
-    app = App()
+    shared = Shared(settings.data_root())
     loop = asyncio.get_running_loop()
     stopping: list[asyncio.Task[None]] = []
 
@@ -83,7 +94,7 @@ async def _serve() -> None:
         from cnki_mcp import logs
 
         try:
-            await asyncio.wait_for(app.close(), SHUTDOWN_SECONDS)
+            await asyncio.wait_for(shared.close(), SHUTDOWN_SECONDS)
         finally:
             logs.shutdown()
             os._exit(128 + signum)
@@ -92,9 +103,9 @@ async def _serve() -> None:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(signum, lambda s=signum: stopping or stopping.append(loop.create_task(stop(s))))
     try:
-        await serve_stdio(app)
+        await shared.serve_stdio()
     finally:
-        await app.close()
+        await shared.close()
 
 
 @cli.command()

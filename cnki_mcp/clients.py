@@ -305,6 +305,31 @@ def snippet(client_id: str, data_root: Path | str, command: list[str] | None = N
     return html_safe(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2)) + "\n"
 
 
+# How a client's JSON names a streamable HTTP server: the key of the URL and the transport type, if any.
+_HTTP_URL_KEY = {"gemini": "httpUrl", "windsurf": "serverUrl"}
+_HTTP_TYPE = {"gemini": None, "windsurf": None, "cline": "streamableHttp", "roo": "streamable-http"}
+
+
+def http_snippet(client_id: str, url: str, token: str) -> str:
+    """The configuration text for a client of ``cnki-mcp serve --http``: the URL and the bearer token."""
+    client = get_client(client_id)
+    headers = {"Authorization": f"Bearer {token}"}
+    if client.format == "toml":
+        return f"[mcp_servers.{SERVER_KEY}]\nurl = {quoted(url)}\nhttp_headers = {{ Authorization = {quoted(headers['Authorization'])} }}\ntool_timeout_sec = 900\n"
+    if client.format != "json":
+        raise CnkiError(
+            "CLIENT_HTTP_UNSUPPORTED",
+            f"{client.name} 的配置只支持 stdio。请用 cnki-mcp config {client.id}（不带 --http）：同一台电脑上它会自动加入正在运行的服务。",
+            details={"client": client.id},
+        )
+    value: dict[str, Any] = {_HTTP_URL_KEY.get(client.id, "url"): url, "headers": headers}
+    kind = _HTTP_TYPE.get(client.id, "http")
+    if kind:
+        value["type"] = kind
+    document = nest(client.key_path, {SERVER_KEY: dict(sorted(value.items()))})
+    return html_safe(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2)) + "\n"
+
+
 def import_link(client_id: str, data_root: Path | str, command: list[str] | None = None) -> str | None:
     """The one-click import link of a link client (``None`` for the others)."""
     client = get_client(client_id)

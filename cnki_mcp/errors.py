@@ -146,6 +146,19 @@ CATALOGUE: dict[str, Code] = {
     ),
     # --- local files --------------------------------------------------------------------------
     "DATA_DIRECTORY_IN_USE": Code("另一个 MCP 服务进程正在使用同一数据目录。"),
+    # --- one owner, many clients (owner.py, relay.py, endpoint.py) ------------------------------
+    "OWNER_CHANGED": Code(
+        "负责这个数据目录的服务进程刚刚结束，已由另一个服务进程接替；这次调用没有得到回答。"
+        "请再调用一次；正在运行的任务已标记为 interrupted，可以用 operation_control 的 continue 继续。",
+        True,
+    ),
+    "OWNER_UNREACHABLE": Code(
+        "数据目录由另一个 cnki-mcp 进程负责，但无法连接到它。请稍后重试；仍然不行时结束那个进程（diagnostics 的 owner_pid），"
+        "或用 CNKI_DATA_DIR 指定其他目录。",
+        True,
+    ),
+    "HTTP_ADDRESS_UNAVAILABLE": Code("无法在这个地址和端口上监听；请换一个端口（--port，0 表示任选空闲端口）或地址（--host）。"),
+    "CLIENT_HTTP_UNSUPPORTED": Code("这个客户端的配置只支持 stdio；请用 cnki-mcp config <客户端>（不带 --http），它会自动加入正在运行的服务。"),
     "CONFIG_INVALID": Code("config.json 无法解析。"),
     "STORE_UNAVAILABLE": Code("本地数据无法读写。"),
     "STORE_NOT_SAVED": Code(

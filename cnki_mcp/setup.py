@@ -88,9 +88,22 @@ def destination(client: clients.Client, root: Path) -> str:
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
 )
 @click.argument("client_id", metavar="[客户端]", required=False, default="generic")
+@click.option("--http", "http", is_flag=True, help="输出连接 cnki-mcp serve --http 的配置（URL 和 Authorization 头）。")
+@click.option("--host", default="127.0.0.1", show_default=True, help="与 --http 一起：服务的地址。")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), help="与 --http 一起：服务的端口。")
+@click.option("--rotate-token", is_flag=True, help="更换 HTTP 访问令牌；旧令牌立即失效。")
 @click.pass_context
-def config_command(ctx: click.Context, client_id: str) -> None:
+def config_command(ctx: click.Context, client_id: str, http: bool, host: str, port: int, rotate_token: bool) -> None:
     """输出某个客户端的配置片段（默认 generic）；说明写到标准错误输出。"""
+    if rotate_token and not http:
+        from cnki_mcp.endpoint import token
+
+        try:
+            token(_data_root(), rotate=True)
+        except CnkiError as error:
+            _exit_with(error)
+        click.echo("已更换 HTTP 访问令牌；旧令牌已失效。用 cnki-mcp config <客户端> --http 输出新的配置。", err=True)
+        return
     try:
         if client_id.startswith("-") or ctx.args:
             extra = " ".join([client_id] if client_id.startswith("-") else ctx.args)
@@ -101,7 +114,12 @@ def config_command(ctx: click.Context, client_id: str) -> None:
             )
         client = clients.get_client(client_id)
         root = _data_root()
-        text = clients.snippet(client.id, root)
+        if http:
+            from cnki_mcp.endpoint import token, url
+
+            text = clients.http_snippet(client.id, url(host, port), token(root, rotate=rotate_token))
+        else:
+            text = clients.snippet(client.id, root)
     except CnkiError as error:
         _exit_with(error)
     click.echo(text, nl=False)

@@ -8,6 +8,8 @@ Layout under the root (see :func:`cnki_mcp.settings.data_root`)::
     research.json.unreadable-YYYYMMDD-HHMMSS            an unreadable or older-format store, set aside
     research.json.damaged-YYYYMMDD-HHMMSS               a copy of a store some entries of which were dropped
     cnki.lock              held for the life of the store (one process per data directory)
+    owner.lock owner.json  held and written by the process other servers join (owner.py)
+    http-token             the bearer token of the HTTP endpoint (endpoint.py), 0600
     browser/               the browser profile: 0700, tightened when found looser
     downloads/ exports/ diagnostics/ incoming/<op_id>/
 
@@ -222,8 +224,8 @@ class DirectoryLock:
         self._fd: int | None = fd
 
     @classmethod
-    def acquire(cls, root: Path) -> DirectoryLock:
-        path = Path(root) / LOCK_FILE
+    def acquire(cls, root: Path, name: str = LOCK_FILE) -> DirectoryLock:
+        path = Path(root) / name
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
         except OSError as exc:

@@ -224,23 +224,26 @@ async def _wait_for_async(call: Any, done: Any, timeout: float, pause: float = 0
 # --- a second server on the same data directory ---------------------------------------------------------
 
 
-async def test_a_second_server_on_the_same_directory_is_refused_then_takes_over(tmp_path: Path) -> None:
+async def test_a_second_server_on_the_same_directory_joins_the_first_then_takes_over(tmp_path: Path) -> None:
     params = offline_params(tmp_path / "data")
     with open(tmp_path / "stderr.txt", "wb") as errlog:
         first = await RawServer.start(params, errlog)
         second = await RawServer.start(params, errlog)
         try:
             assert (await first.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]["isError"]
-            refused = (await second.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]
-            assert refused["isError"]
-            assert refused["structuredContent"]["errors"][0]["code"] == "DATA_DIRECTORY_IN_USE"
+            joined = (await second.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]
+            assert joined["structuredContent"]["errors"][0]["code"] == "SEARCH_NOT_FOUND"  # answered by the owner's store
             local = (await second.request("tools/call", {"name": "diagnostics", "arguments": {}}))["result"]
-            assert not local["isError"]  # what needs no store still works
+            assert local["structuredContent"]["owner_pid"] == first.proc.pid
             still = (await first.request("tools/call", {"name": "operation_status", "arguments": {}}))["result"]
             assert still["structuredContent"]["status"] == "idle"
             assert await first.close() == 0
-            taken = (await second.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]
-            assert taken["structuredContent"]["errors"][0]["code"] == "SEARCH_NOT_FOUND"  # the lock was free again
+            taken = await _wait_for_async(
+                lambda: second.request("tools/call", {"name": "diagnostics", "arguments": {}}),
+                lambda reply: not reply["result"]["isError"], 10)
+            assert taken["result"]["structuredContent"]["owner_pid"] == second.proc.pid  # it took the lock over
+            found = (await second.request("tools/call", {"name": "search_results", "arguments": {"search_id": "x"}}))["result"]
+            assert found["structuredContent"]["errors"][0]["code"] == "SEARCH_NOT_FOUND"
         finally:
             assert await second.close() == 0
     FIGURES["faults_injected"] += 1

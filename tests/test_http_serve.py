@@ -1,0 +1,178 @@
+"""`cnki-mcp serve --http`: streamable HTTP at /mcp with the official MCP client, behind a bearer token and
+Host/Origin checks; `config <client> --http` and `config --rotate-token`. Loopback only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import stat
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+from click.testing import CliRunner
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from cnki_mcp import endpoint
+from cnki_mcp.cli import cli
+from tests.harness import REPO
+
+URL_LINE = re.compile(r"HTTP 服务：(http://[^\s/]+:(\d+)/mcp)")
+INIT = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+ACCEPT = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+def _env(data: Path) -> dict[str, str]:
+    return {**os.environ, "CNKI_DATA_DIR": str(data), "CNKI_BROWSER_PATH": str(data.parent / "no-such-browser"), "CNKI_LOG_LEVEL": "INFO"}
+
+
+@asynccontextmanager
+async def http_server(data: Path, *args: str) -> AsyncIterator[tuple[str, asyncio.subprocess.Process, list[str]]]:
+    """``cnki-mcp serve --http --port 0 …`` on ``data``; its URL (read from stderr), the process and stderr lines."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "cnki_mcp", "serve", "--http", "--port", "0", *args,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=_env(data), cwd=REPO,
+    )
+    lines: list[str] = []
+    assert proc.stderr is not None
+    try:
+        async with asyncio.timeout(30):
+            while not (found := URL_LINE.search(lines[-1] if lines else "")):
+                line = (await proc.stderr.readline()).decode("utf-8", "replace")
+                assert line, "".join(lines)
+                lines.append(line)
+
+        async def drain() -> None:
+            assert proc.stderr is not None
+            while line := await proc.stderr.readline():
+                lines.append(line.decode("utf-8", "replace"))
+
+        drainer = asyncio.create_task(drain())
+        yield found.group(1), proc, lines
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), 20)
+        if "drainer" in locals():
+            await asyncio.wait_for(drainer, 5)
+
+
+def _token(data: Path) -> str:
+    return (data / endpoint.TOKEN_FILE).read_text().strip()
+
+
+async def test_the_official_client_needs_the_token_and_a_local_host(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with http_server(data) as (url, proc, lines):
+        token = _token(data)
+        assert stat.S_IMODE((data / endpoint.TOKEN_FILE).stat().st_mode) == 0o600
+        owner = json.loads((data / "owner.json").read_text())
+        assert owner["pid"] == proc.pid and url.endswith(f":{owner['port']}/mcp")
+        async with httpx2.AsyncClient(timeout=10) as http:
+            missing = await http.post(url, json=INIT, headers=ACCEPT)
+            wrong = await http.post(url, json=INIT, headers={**ACCEPT, "authorization": "Bearer nope"})
+            port = url.rsplit(":", 1)[1].split("/")[0]
+            foreign = await http.post(url, json=INIT, headers={**ACCEPT, "authorization": f"Bearer {token}", "host": f"attacker.example:{port}"})
+            origin = await http.post(url, json=INIT, headers={**ACCEPT, "authorization": f"Bearer {token}", "origin": "http://attacker.example"})
+            good = await http.post(url, json=INIT, headers={**ACCEPT, "authorization": f"Bearer {token}"})
+        assert (missing.status_code, wrong.status_code) == (401, 401)
+        assert missing.headers["www-authenticate"].startswith("Bearer")
+        assert foreign.status_code == 421 and origin.status_code == 403
+        assert good.status_code == 200
+
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as client:
+            async with streamable_http_client(url, http_client=client) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await asyncio.wait_for(session.initialize(), 20)
+                    tools = (await session.list_tools()).tools
+                    diagnostics = await asyncio.wait_for(session.call_tool("diagnostics", {}), 20)
+                    stored = await asyncio.wait_for(session.call_tool("search_results", {"search_id": "nope"}), 20)
+        assert len(tools) >= 13
+        assert not diagnostics.is_error
+        assert diagnostics.structured_content["owner_pid"] == proc.pid
+        assert diagnostics.structured_content["data_dir"] == str(data)
+        assert stored.is_error and stored.structured_content["errors"][0]["code"] == "SEARCH_NOT_FOUND"
+
+        async with create_mcp_http_client(headers={"Authorization": "Bearer wrong"}) as client:
+            with pytest.raises(BaseException):  # the client's own error for a 401, wrapped by its task groups
+                async with streamable_http_client(url, http_client=client) as (read, write):
+                    async with ClientSession(read, write) as session:
+                        await asyncio.wait_for(session.initialize(), 10)
+    assert proc.returncode == 0, "".join(lines)
+    assert not (data / "owner.json").exists()
+
+
+async def test_a_rotated_token_takes_effect_at_once(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with http_server(data) as (url, _, _lines):
+        old = _token(data)
+        rotated = CliRunner().invoke(cli, ["config", "--rotate-token"], env={"CNKI_DATA_DIR": str(data)})
+        assert rotated.exit_code == 0, rotated.output
+        new = _token(data)
+        assert new != old
+        async with httpx2.AsyncClient(timeout=10) as http:
+            refused = await http.post(url, json=INIT, headers={**ACCEPT, "authorization": f"Bearer {old}"})
+            accepted = await http.post(url, json=INIT, headers={**ACCEPT, "authorization": f"Bearer {new}"})
+        assert (refused.status_code, accepted.status_code) == (401, 200)
+
+
+async def test_a_non_loopback_host_is_warned_about(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with http_server(data, "--host", "0.0.0.0") as (url, _, lines):
+        assert any("警告" in line and "令牌" in line for line in lines)
+        async with httpx2.AsyncClient(timeout=10) as http:
+            good = await http.post(url, json=INIT, headers={**ACCEPT, "authorization": f"Bearer {_token(data)}"})
+            foreign = await http.post(url, json=INIT, headers={**ACCEPT, "authorization": f"Bearer {_token(data)}", "host": "evil.example"})
+        assert good.status_code == 200 and foreign.status_code == 421
+
+
+async def test_a_second_http_owner_on_the_same_directory_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with http_server(data):
+        second = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cnki_mcp", "serve", "--http", "--port", "0",
+            stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=_env(data), cwd=REPO,
+        )
+        _, err = await asyncio.wait_for(second.communicate(), 30)
+        assert second.returncode == 1
+        assert "DATA_DIRECTORY_IN_USE" in err.decode()
+
+
+def test_config_http_prints_the_url_and_the_same_token_until_rotated(tmp_path: Path) -> None:
+    env = {"CNKI_DATA_DIR": str(tmp_path / "data")}
+    runner = CliRunner()
+    first = runner.invoke(cli, ["config", "claude-code", "--http"], env=env)
+    again = runner.invoke(cli, ["config", "cursor", "--http", "--port", "9001"], env=env)
+    codex = runner.invoke(cli, ["config", "codex", "--http"], env=env)
+    assert first.exit_code == 0 and again.exit_code == 0 and codex.exit_code == 0
+    entry = json.loads(first.stdout)["mcpServers"]["cnki"]
+    token = _token(tmp_path / "data")
+    assert entry == {"type": "http", "url": "http://127.0.0.1:8765/mcp", "headers": {"Authorization": f"Bearer {token}"}}
+    assert json.loads(again.stdout)["mcpServers"]["cnki"]["url"] == "http://127.0.0.1:9001/mcp"
+    assert f'Bearer {token}' in again.stdout and f'Bearer {token}' in codex.stdout
+    assert 'url = "http://127.0.0.1:8765/mcp"' in codex.stdout
+    yaml = runner.invoke(cli, ["config", "dsh-web", "--http"], env=env)
+    assert yaml.exit_code == 1 and "CLIENT_HTTP_UNSUPPORTED" in yaml.output
+    rotated = runner.invoke(cli, ["config", "--rotate-token"], env=env)
+    assert rotated.exit_code == 0 and _token(tmp_path / "data") != token
+    serve_help = runner.invoke(cli, ["serve", "--help"])
+    assert all(flag in serve_help.output for flag in ("--http", "--host", "--port"))
+    alone = runner.invoke(cli, ["serve", "--port", "9000"], env=env)
+    assert alone.exit_code == 1 and "INVALID_ARGUMENT" in alone.output
+
+
+def test_allowed_hosts() -> None:
+    assert endpoint.allowed_hosts("127.0.0.1", 8765) == {"127.0.0.1:8765", "localhost:8765", "[::1]:8765"}
+    assert "10.1.2.3:80" in endpoint.allowed_hosts("10.1.2.3", 80)
+    assert "localhost:80" not in endpoint.allowed_hosts("10.1.2.3", 80)
