@@ -36,6 +36,7 @@ from cnki_mcp.exports import ExportPart, write_export
 from cnki_mcp.jobs import Jobs, OperationContext, Work, kind_budget
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
+from cnki_mcp.local_read import LocalFiles
 from cnki_mcp.model import (
     Budget,
     Config,
@@ -112,6 +113,7 @@ class App:
         self._site: Site | None = None
         self._sessions: Sessions | None = None
         self._reader = Reader()  # HTML full texts, in memory only
+        self._files = LocalFiles()  # downloaded files' texts, in memory only
         self._downloads = Downloads()
         self._signatures = Signatures()  # first answers of recent relation lists: a decoy repeated across papers
 
@@ -450,7 +452,8 @@ class App:
     async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> Reply:
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
         page = {"section": args.section, "offset": args.offset, "max_characters": args.max_characters}
-        hit = self._reader.cached(ref, **page) if ref else None
+        local = await self._files.read(await self.store(), ref, args.source, **page) if args.source != "online" else None
+        hit = local or (self._reader.cached(ref, **page) if ref else None)
         if hit is not None:
             return hit
 

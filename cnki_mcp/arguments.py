@@ -55,6 +55,7 @@ FRESHNESS = ("prefer_cache", "live")
 SCOPES = ("selected", "eligible", "candidates")
 VIEWS = ("titles", "compact", "records")
 DOWNLOAD_FORMATS = ("auto", "pdf", "caj")
+READ_SOURCES = ("online", "download", "auto")
 CITATION_FORMATS = FORMATS
 CHECK_STYLES = PROSE_FORMATS
 ACTIONS = ("cancel", "continue", "resume", "show", "recover")
@@ -151,6 +152,7 @@ class ReadOnlineHtmlArgs(ToolArgs):
     offset: int = 0
     max_characters: int = READ_CHARACTERS_DEFAULT
     on_verification: str = "ask"
+    source: str = "online"
 
 
 class DownloadPaperArgs(ToolArgs):
@@ -494,6 +496,7 @@ def validate_read_online_html(args: ReadOnlineHtmlArgs, raw: dict[str, Any]) -> 
     _offset(args.offset)
     args.max_characters = _defaulted(args.max_characters, READ_CHARACTERS_DEFAULT, READ_CHARACTERS_MAX, "INVALID_LIMIT", "max_characters")
     args.on_verification = _policy(args.on_verification)
+    args.source = _choice(args.source, READ_SOURCES, "online", "INVALID_SOURCE", "source")
 
 
 def validate_download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> None:

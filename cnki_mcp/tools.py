@@ -428,7 +428,8 @@ register(
     ToolName.READ_ONLINE_HTML,
     "读取论文的 HTML 全文，可按章节（section）或按字符分页（offset、max_characters）。需要核对论文的具体论证、"
     "方法或数据时使用。全文在本地缓存 30 分钟，翻页和切换章节不再访问知网；试读或不完整的正文缓存 10 分钟，只供翻页和切换章节。"
-    "trial=true 表示只有试读内容，complete_article=true 表示已确认是完整全文。",
+    "trial=true 表示只有试读内容，complete_article=true 表示已确认是完整全文。"
+    "source=download 读本地已下载的 PDF（章节取自书签或编号标题，去掉页眉页脚和页码），结果形式相同，coverage 给出页码。",
     _object(
         {
             "max_characters": _integer(
@@ -438,6 +439,11 @@ register(
             "on_verification": _POLICY,
             "record_ref": _string("论文的 record_ref（与 title 二选一）"),
             "section": _string("只读这一章节（取返回的 sections 中的标题）"),
+            "source": _string(
+                f"online（默认，知网在线阅读）；download（读已用 {ToolName.DOWNLOAD_PAPER} 下载的 PDF 或内含 PDF 的 CAJ，"
+                "不访问知网）；auto（有下载文件时读文件，否则在线阅读）",
+                a.READ_SOURCES,
+            ),
             "title": _string("论文的完整题名（与 record_ref 二选一）"),
         }
     ),
