@@ -1,8 +1,10 @@
-"""End to end: search → download → read_online_html(source=download) reads the downloaded PDF.
+"""End to end: search → download → read_online_html(source=download) reads the downloaded PDF →
+save_to_zotero stores the record and its PDF in a fake Zotero connector.
 
 The real MCP client over stdio, ``python -m cnki_mcp serve``, a real headless Chromium on the simulator
 (tests/kns), whose PDF downloads carry a text layer with the paper's sections as their outline
-(tests/pdfs.py). Reading the file makes no CNKI request.
+(tests/pdfs.py). Reading the file makes no CNKI request. Zotero is tests/zotero_fake.py on loopback,
+reached with a dead system proxy set in the server's environment (it must be ignored).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 
 from tests.harness import chromium_path
 from tests.test_e2e_documents import EntrySimulator, answer, error_code, journal_papers, serve
+from tests.zotero_fake import FakeZotero
 
 pytestmark = [
     pytest.mark.browser,
@@ -88,3 +91,35 @@ async def test_search_download_then_read_the_pdf(sim: EntrySimulator, isolated_d
         assert len(sim.requests) == requests  # no CNKI request for a local read
         bad = await session.result("read_online_html", {"record_ref": ref, "source": "disk"})
         assert bad.is_error and error_code(answer(bad)) == "INVALID_SOURCE"
+
+        # To Zotero (a server of its own: a dead system proxy in its environment must not matter).
+    zotero = FakeZotero().start()
+    dead_proxy = "http://127.0.0.1:9"
+    proxies = {name: dead_proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy")}
+    try:
+        async with serve(isolated_data_dir, sim, CNKI_ZOTERO_URL=zotero.url, **proxies) as session:
+            saved = await session.call(
+                "save_to_zotero", {"record_refs": [ref], "collection": "法学/2024", "tags": ["精读"]}
+            )
+            assert saved["status"] == "completed", saved
+            (row,) = saved["items"]
+            assert row["status"] == "saved" and row["item_type"] == "journalArticle"
+            assert row["attachment"]["status"] == "attached"
+            (item,) = zotero.by_title(paper.title)
+            assert item.target == "C2" and item.tags == ["精读"]
+            fields = item.item
+            assert fields["itemType"] == "journalArticle" and fields["publicationTitle"] == paper.source
+            assert [c.get("lastName") for c in fields["creators"]] == list(paper.authors)
+            assert all(c.get("fieldMode") == 1 for c in fields["creators"])
+            assert fields["language"] == "zh-CN"
+            (attachment,) = item.attachments
+            assert attachment["content_type"] == "application/pdf"
+            assert attachment["bytes"] == Path(got["result"]["path"]).read_bytes()
+            again = await session.call("save_to_zotero", {"record_refs": [ref], "collection": "法学/2024"})
+            assert again["items"][0]["status"] == "already_saved"
+            zotero.stop()  # Zotero quits
+            down = await session.result("save_to_zotero", {"record_refs": [ref]})
+            assert down.is_error and error_code(answer(down)) == "ZOTERO_UNAVAILABLE"
+    finally:
+        zotero.stop()
+    assert len(zotero.items) == 1
