@@ -117,9 +117,15 @@ async def test_search_download_then_read_the_pdf(sim: EntrySimulator, isolated_d
             assert attachment["bytes"] == Path(got["result"]["path"]).read_bytes()
             again = await session.call("save_to_zotero", {"record_refs": [ref], "collection": "法学/2024"})
             assert again["items"][0]["status"] == "already_saved"
+            searched = await session.call(
+                "save_to_zotero", {"search_id": found["result"]["search_id"], "collection": "经济学", "attach": False}
+            )
+            assert searched["status"] == "completed", searched
+            assert ref in [row["record_ref"] for row in searched["items"] if row["status"] == "saved"]
+            assert [s.target for s in zotero.items if s.item["id"] == f"cnki-{ref}"] == ["C2", "C3"]
             zotero.stop()  # Zotero quits
             down = await session.result("save_to_zotero", {"record_refs": [ref]})
             assert down.is_error and error_code(answer(down)) == "ZOTERO_UNAVAILABLE"
     finally:
         zotero.stop()
-    assert len(zotero.items) == 1
+    assert len([s for s in zotero.items if s.item["id"] == f"cnki-{ref}"]) == 2
