@@ -7,7 +7,9 @@ the event loop (pdf_text.py) and laid out like the online reader's text (pdf_lay
 ``scope: download`` and which pages the returned text comes from. No CNKI request is ever made.
 
 Pages without a text layer (scans) are named in an error and the status is ``partial``; a file
-with no text layer at all is NO_TEXT_LAYER. Texts stay in memory (8 files, by path and SHA-256).
+with no text layer at all is NO_TEXT_LAYER. With ``auto``, a file that gives no text at all (a scan,
+a CAJ that is no PDF) leaves the reading to the online reader. Texts stay in memory (8 files, by
+path and SHA-256).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from cnki_mcp.store import Store
 PARSE_SECONDS = 120.0
 CACHE_FILES = 8
 MIN_TEXT_CHARACTERS = 20  # less than this in the whole file is no text layer
+_NO_TEXT = frozenset({"NO_TEXT_LAYER", "CAJ_UNSUPPORTED", "INVALID_FILE"})
 
 
 class FileDocument(msgspec.Struct):
@@ -143,7 +146,12 @@ class LocalFiles:
                 details={"record_ref": record_ref, **({"path": artifact.path} if artifact is not None else {})},
             )
         paper = store.data.papers.get(record_ref) or Paper(record_ref=record_ref, title=artifact.title)
-        read = await self._document(artifact, paper.title or artifact.title)
+        try:
+            read = await self._document(artifact, paper.title or artifact.title)
+        except CnkiError as exc:
+            if source == "auto" and exc.code in _NO_TEXT:
+                return None  # a file that gives no text: auto reads online
+            raise
         result = file_result(paper, read, section=section, offset=offset, max_characters=max_characters)
         reply = LocalReply(source="download", requests=0, result=result)
         empty = read.document.coverage.pages_without_text  # type: ignore[attr-defined]

@@ -442,7 +442,7 @@ register(
             "section": _string("只读这一章节（取返回的 sections 中的标题）"),
             "source": _string(
                 f"online（默认，知网在线阅读）；download（读已用 {ToolName.DOWNLOAD_PAPER} 下载的 PDF 或内含 PDF 的 CAJ，"
-                "不访问知网）；auto（有下载文件时读文件，否则在线阅读）",
+                "不访问知网）；auto（有可读的下载文件时读文件，没有或读不出文字时在线阅读）",
                 a.READ_SOURCES,
             ),
             "title": _string("论文的完整题名（与 record_ref 二选一）"),

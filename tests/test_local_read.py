@@ -227,6 +227,15 @@ async def test_a_caj_download_that_is_a_pdf_inside_is_read(store: Store) -> None
     with pytest.raises(CnkiError) as caught:
         await LocalFiles().read(store, REF, "download", **PAGE)
     assert caught.value.code == "CAJ_UNSUPPORTED"
+    assert await LocalFiles().read(store, REF, "auto", **PAGE) is None  # auto reads online instead
+
+
+async def test_a_scan_read_with_auto_goes_online(store: Store) -> None:
+    ledger(store, pdfs.scanned_pdf())
+    assert await LocalFiles().read(store, REF, "auto", **PAGE) is None
+    with pytest.raises(CnkiError) as caught:
+        await LocalFiles().read(store, REF, "download", **PAGE)
+    assert caught.value.code == "NO_TEXT_LAYER"
 
 
 def test_read_pdf_outline_pages() -> None:
