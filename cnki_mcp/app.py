@@ -36,6 +36,8 @@ from cnki_mcp.exports import ExportPart, write_export
 from cnki_mcp.jobs import Jobs, OperationContext, Work, kind_budget
 from cnki_mcp.limiter import Limiter
 from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
+from cnki_mcp.local_read import LocalFiles
+from cnki_mcp.zotero import ZoteroSaves
 from cnki_mcp.model import (
     Budget,
     Config,
@@ -114,6 +116,8 @@ class App:
         self._site: Site | None = None
         self._sessions: Sessions | None = None
         self._reader = Reader()  # HTML full texts, in memory only
+        self._files = LocalFiles()  # downloaded files' texts, in memory only
+        self._zotero = ZoteroSaves()  # what this process saved to Zotero, and where
         self._downloads = Downloads()
         self._signatures = Signatures()  # first answers of recent relation lists: a decoy repeated across papers
 
@@ -453,7 +457,8 @@ class App:
     async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> Reply:
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
         page = {"section": args.section, "offset": args.offset, "max_characters": args.max_characters}
-        hit = self._reader.cached(ref, **page) if ref else None
+        local = await self._files.read(await self.store(), ref, args.source, **page) if args.source != "online" else None
+        hit = local or (self._reader.cached(ref, **page) if ref else None)
         if hit is not None:
             return hit
 
@@ -475,6 +480,13 @@ class App:
         jobs = await self.jobs()
         job = jobs.start("related", kind_budget("related", args.on_verification), relations.work(asked, args.limit, args.refresh))
         return await jobs.wait(job, args.wait_seconds - _spent(ctx), getattr(ctx, "report_progress", None))
+
+    async def save_to_zotero(self, args: arguments.SaveToZoteroArgs, ctx: Any) -> Reply:
+        store = await self.store()
+        refs = list(args.record_refs)
+        if args.search_id:
+            refs += [e.record_ref for e in _scoped(self._search(store, args.search_id), args.scope)]
+        return await self._zotero.save(store, refs, collection=args.collection, attach=args.attach, tags=args.tags)
 
     async def download_paper(self, args: arguments.DownloadPaperArgs, ctx: Any) -> Reply:
         store = await self.store()

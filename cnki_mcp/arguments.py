@@ -55,6 +55,9 @@ FRESHNESS = ("prefer_cache", "live")
 SCOPES = ("selected", "eligible", "candidates")
 VIEWS = ("titles", "compact", "records")
 DOWNLOAD_FORMATS = ("auto", "pdf", "caj")
+READ_SOURCES = ("online", "download", "auto")
+ZOTERO_MAX = 100  # records in one save_to_zotero call
+TAG_CHARS = 100
 CITATION_FORMATS = FORMATS
 CHECK_STYLES = PROSE_FORMATS
 ACTIONS = ("cancel", "continue", "resume", "show", "recover")
@@ -151,6 +154,16 @@ class ReadOnlineHtmlArgs(ToolArgs):
     offset: int = 0
     max_characters: int = READ_CHARACTERS_DEFAULT
     on_verification: str = "ask"
+    source: str = "online"
+
+
+class SaveToZoteroArgs(ToolArgs):
+    record_refs: list[str] = []
+    search_id: str = ""
+    scope: str = "selected"
+    collection: str = ""
+    attach: bool = True
+    tags: list[str] = []
 
 
 class DownloadPaperArgs(ToolArgs):
@@ -494,6 +507,27 @@ def validate_read_online_html(args: ReadOnlineHtmlArgs, raw: dict[str, Any]) -> 
     _offset(args.offset)
     args.max_characters = _defaulted(args.max_characters, READ_CHARACTERS_DEFAULT, READ_CHARACTERS_MAX, "INVALID_LIMIT", "max_characters")
     args.on_verification = _policy(args.on_verification)
+    args.source = _choice(args.source, READ_SOURCES, "online", "INVALID_SOURCE", "source")
+
+
+def validate_save_to_zotero(args: SaveToZoteroArgs, raw: dict[str, Any]) -> None:
+    args.record_refs = [ref for ref in map(_given, args.record_refs) if ref]
+    args.search_id = _given(args.search_id)
+    if not (args.record_refs or args.search_id):
+        raise CnkiError("NO_DOCUMENTS", "请提供 record_refs 或 search_id。")
+    if len(args.record_refs) > ZOTERO_MAX:
+        raise CnkiError(
+            "BATCH_TOO_LARGE", f"record_refs 最多 {ZOTERO_MAX} 个，收到 {len(args.record_refs)} 个；请分批保存。",
+            details={"field": "record_refs"},
+        )
+    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
+    args.collection = _given(args.collection)
+    args.tags = [tag for tag in map(_given, args.tags) if tag]
+    bad = [tag for tag in args.tags if "," in tag or len(tag) > TAG_CHARS]
+    if bad:
+        raise CnkiError(
+            "INVALID_TAGS", f"标签须为 1–{TAG_CHARS} 字且不含英文逗号：{'、'.join(bad)}", details={"tags": bad}
+        )
 
 
 def validate_download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> None:

@@ -70,6 +70,7 @@ CATALOGUE: dict[str, Code] = {
     "NO_DOCUMENTS": Code("请至少提供 record_refs、titles 或 search_id 之一。"),
     "REFERENCES_REQUIRED": Code("请提供 text（粘贴的参考文献列表）或 references（每条一个字符串）之一，不能同时提供。"),
     "TOO_MANY_ENTRIES": Code("一次最多核对 200 条参考文献；请分成几次调用。"),
+    "INVALID_SOURCE": Code("source 只能是 online（在线阅读）、download（读已下载的文件）或 auto。"),
     "INVALID_RELATION": Code("relation 只能是 references（参考文献）、citing（引证文献）或 similar（相似文献）。"),
     "INVALID_CURSOR": Code("cursor 无效：请原样传入上一页结果中的 next_cursor，并使用同一篇文献和同一种 relation。"),
     # --- lookups ----------------------------------------------------------------------------
@@ -141,6 +142,22 @@ CATALOGUE: dict[str, Code] = {
     "DOWNLOAD_REFUSED": Code("知网拒绝了下载。"),
     "DOWNLOAD_CANCELLED": Code("下载被取消。"),
     "INVALID_FILE": Code("下载的文件不是有效的 PDF/CAJ。"),
+    "ZOTERO_UNAVAILABLE": Code(
+        "连不上 Zotero：请先打开 Zotero 桌面版再重试；它不在本机默认端口 23119 时用 CNKI_ZOTERO_URL 指定地址。", True
+    ),
+    "ZOTERO_COLLECTION_NOT_FOUND": Code("Zotero 中没有这个分类；请先在 Zotero 里建好，或写出从文库根开始的完整路径。"),
+    "ZOTERO_COLLECTION_AMBIGUOUS": Code("Zotero 中有多个同名分类；请用完整路径（如 法学/2024）指定。"),
+    "ZOTERO_READ_ONLY": Code("Zotero 当前的文库是只读的；请选中“我的文库”或可编辑的分类后重试。"),
+    "ZOTERO_SAVE_FAILED": Code("Zotero 没有保存这条记录；其他记录不受影响，可以稍后单独重试。", True),
+    "ZOTERO_SESSION_FAILED": Code("条目已存入 Zotero，但没能放进指定分类或加上标签；请在 Zotero 里手动整理。"),
+    "INVALID_TAGS": Code("tags 中每个标签须为 1–100 字，且不含英文逗号。"),
+    "NOT_DOWNLOADED": Code("本地没有这篇论文完好的下载文件；请先下载（download_paper），或改用 source=online 在线阅读。"),
+    "NO_TEXT_LAYER": Code(
+        "下载的 PDF 是扫描图像，没有文字层，读不出正文；可以改用 source=online 在线阅读，或先用 OCR 软件识别后自行阅读。"
+    ),
+    "CAJ_UNSUPPORTED": Code(
+        "下载的 CAJ 文件不是内含 PDF 的那一种，无法直接读取；可以用 CAJViewer 打开后另存或打印为 PDF，或重新下载 PDF 格式。"
+    ),
     "SIDE_EFFECT_UNCERTAIN": Code(
         "上一次下载结果不明确；再次调用会先检查已有文件，确认需要重新下载时传入 retry=true。"
     ),

@@ -518,6 +518,17 @@ class ReaderCoverage(msgspec.Struct):
     fallback_reason: str = ""
 
 
+class FileCoverage(ReaderCoverage, kw_only=True):
+    """The coverage of a downloaded file's text (scope ``download``, generation ``pdf`` or ``caj_pdf``):
+    the file, its pages, the pages with a text layer and the pages the returned text comes from (1-based)."""
+
+    file: str = ""
+    pages: int = 0
+    pages_with_text: int = 0
+    pages_without_text: list[int] = []
+    pages_covered: list[int] = []
+
+
 class CitationResult(msgspec.Struct, omit_defaults=True):
     """``data`` of an export_citations reply; ``path`` is set when the text was saved to a file."""
 
@@ -536,7 +547,7 @@ class LocalReply(msgspec.Struct, kw_only=True):
     """An answer that needed no operation: from the cache or the local store, no request made."""
 
     status: str = "completed"
-    source: str  # cache | local
+    source: str  # cache | local | download (a downloaded file read)
     requests: int | msgspec.UnsetType = msgspec.UNSET  # 0 where the tool's reply counts requests
     result: Any
 

@@ -159,7 +159,7 @@ class _Blocks:
             self.add(child.tail)
 
 
-def _sections(blocks: list[Block]) -> list[Section]:
+def sections_of(blocks: list[Block]) -> list[Section]:
     starts: list[int] = []
     offset = 0
     for _, text in blocks:
@@ -260,7 +260,7 @@ def _document(
     )
     provisional = bool(missing) and not (signs.notice or signs.data_flag or whole_answer)
     return ReaderDocument(
-        title=title, text=text, sections=_sections(blocks), trial=bool(evidence), coverage=coverage, provisional=provisional
+        title=title, text=text, sections=sections_of(blocks), trial=bool(evidence), coverage=coverage, provisional=provisional
     )
 
 

@@ -37,6 +37,7 @@ class ToolName(StrEnum):
     OPERATION_STATUS = "operation_status"
     READ_ONLINE_HTML = "read_online_html"
     RELATED_PAPERS = "related_papers"
+    SAVE_TO_ZOTERO = "save_to_zotero"
     SEARCH = "search"
     SEARCH_RESULTS = "search_results"
     SESSION_STATUS = "session_status"
@@ -428,7 +429,8 @@ register(
     ToolName.READ_ONLINE_HTML,
     "读取论文的 HTML 全文，可按章节（section）或按字符分页（offset、max_characters）。需要核对论文的具体论证、"
     "方法或数据时使用。全文在本地缓存 30 分钟，翻页和切换章节不再访问知网；试读或不完整的正文缓存 10 分钟，只供翻页和切换章节。"
-    "trial=true 表示只有试读内容，complete_article=true 表示已确认是完整全文。",
+    "trial=true 表示只有试读内容，complete_article=true 表示已确认是完整全文。"
+    "source=download 读本地已下载的 PDF（章节取自书签或编号标题，去掉页眉页脚和页码），结果形式相同，coverage 给出页码。",
     _object(
         {
             "max_characters": _integer(
@@ -438,6 +440,11 @@ register(
             "on_verification": _POLICY,
             "record_ref": _string("论文的 record_ref（与 title 二选一）"),
             "section": _string("只读这一章节（取返回的 sections 中的标题）"),
+            "source": _string(
+                f"online（默认，知网在线阅读）；download（读已用 {ToolName.DOWNLOAD_PAPER} 下载的 PDF 或内含 PDF 的 CAJ，"
+                "不访问知网）；auto（有可读的下载文件时读文件，没有或读不出文字时在线阅读）",
+                a.READ_SOURCES,
+            ),
             "title": _string("论文的完整题名（与 record_ref 二选一）"),
         }
     ),
@@ -472,6 +479,31 @@ register(
     a.validate_related_papers,
     read_only=True,
     open_world=True,
+)
+
+register(
+    ToolName.SAVE_TO_ZOTERO,
+    "把文献存入 Zotero 桌面版（通过它在本机的连接器，与 Zotero 浏览器插件的方式相同，不经过系统代理）："
+    "题名、作者（中文姓名不拆分）、日期、来源、卷期页、DOI、摘要、关键词（作为标签）、语言、网址、中图分类号（在 extra 中），"
+    "期刊论文、学位论文（学校与博士/硕士）、会议论文、报纸文章各用对应的条目类型；attach=true（默认）时把已用 "
+    f"{ToolName.DOWNLOAD_PAPER} 下载的 PDF/CAJ 作为附件一并存入（不会自行下载）。同一分类中已存过的文献不重复保存；"
+    f"一条失败不影响其他条目，结果逐条给出状态。需要先打开 Zotero。一次最多 {a.ZOTERO_MAX} 篇。",
+    _object(
+        {
+            "attach": _boolean("附上已下载的 PDF/CAJ 文件（默认 true）；没有下载过的文献只存题录"),
+            "collection": _string(
+                "存入的 Zotero 分类：唯一的分类名，或从文库根开始的路径（如 法学/2024）；省略时存入 Zotero 当前选中的分类"
+            ),
+            "record_refs": _strings(f"要保存的 record_ref 列表，最多 {a.ZOTERO_MAX} 个"),
+            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", a.SCOPES),
+            "search_id": _string(f"保存某次检索的结果（最多 {a.ZOTERO_MAX} 篇）"),
+            "tags": _strings(f"给这些条目加上的标签，每个 1–{a.TAG_CHARS} 字，不含英文逗号"),
+        }
+    ),
+    a.SaveToZoteroArgs,
+    a.validate_save_to_zotero,
+    read_only=False,
+    open_world=True,  # Zotero is outside the server: its library changes
 )
 
 register(

@@ -20,6 +20,7 @@ from cnki_mcp.arguments import (
     OperationStatusArgs,
     ReadOnlineHtmlArgs,
     RelatedPapersArgs,
+    SaveToZoteroArgs,
     SearchArgs,
     SearchOptions,
     SearchResultsArgs,
@@ -91,6 +92,7 @@ DEFAULTS: list[tuple[str, dict[str, Any], msgspec.Struct]] = [
     ("get_metadata", {"record_refs": ["rec_a"]}, GetMetadataArgs(record_refs=["rec_a"], scope="selected", limit=50)),
     ("read_online_html", {"record_ref": "rec_a"}, ReadOnlineHtmlArgs(record_ref="rec_a", max_characters=20000, on_verification="ask")),
     ("related_papers", {"record_ref": "rec_a"}, RelatedPapersArgs(record_ref="rec_a", relation="references", limit=50, wait_seconds=40, on_verification="ask")),
+    ("save_to_zotero", {"search_id": "op_1"}, SaveToZoteroArgs(search_id="op_1", scope="selected", attach=True)),
     ("download_paper", {"title": "再论违约金调整"}, DownloadPaperArgs(title="再论违约金调整", format="auto", wait_seconds=120, on_verification="ask")),
     ("export_citations", {"search_id": "op_1"}, ExportCitationsArgs(search_id="op_1", scope="selected", format="gbt7714")),
     ("link_references", {"text": "见《论违约金》"}, LinkReferencesArgs(text="见《论违约金》", lookup_missing=False)),
@@ -118,7 +120,7 @@ def test_minimal_input_gets_documented_defaults(tool: str, raw: dict[str, Any], 
 
 def test_every_tool_has_a_struct_and_a_defaults_case() -> None:
     assert {d[0] for d in DEFAULTS} == set(REGISTRY)
-    assert len(REGISTRY) == len(ToolName) == 16
+    assert len(REGISTRY) == len(ToolName) == 17
 
 
 def test_zero_and_empty_mean_the_default() -> None:
@@ -387,6 +389,14 @@ INVALID: list[tuple[str, Any, str]] = [
     ("search", {"query": "q", "options": {"expand": -1}}, "INVALID_OPTION"),
     ("structured_search", {"expression": {"field": "title", "value": "x"}, "options": {"expand": 3}}, "INVALID_OPTION"),
     ("expert_search", {"expression": "TI='x'", "options": {"expand": 3}}, "INVALID_OPTION"),
+    # save_to_zotero
+    ("save_to_zotero", {}, "NO_DOCUMENTS"),
+    ("save_to_zotero", {"record_refs": ["r"] * 101}, "BATCH_TOO_LARGE"),
+    ("save_to_zotero", {"search_id": "op_1", "scope": "all"}, "INVALID_SCOPE"),
+    ("save_to_zotero", {"record_refs": ["r"], "tags": ["a,b"]}, "INVALID_TAGS"),
+    ("save_to_zotero", {"record_refs": ["r"], "tags": ["x" * 101]}, "INVALID_TAGS"),
+    ("save_to_zotero", {"record_refs": ["r"], "attach": "yes"}, "INVALID_INPUT"),
+    ("read_online_html", {"record_ref": "r", "source": "disk"}, "INVALID_SOURCE"),
     # export_citations
     ("export_citations", {}, "NO_DOCUMENTS"),
     ("export_citations", {"titles": ["t"] * 101}, "BATCH_TOO_LARGE"),

@@ -39,7 +39,7 @@ def test_schema_is_the_served_tool_list(isolated_data_dir: Path) -> None:
     assert done.returncode == 0, done.stderr
     tools = json.loads(done.stdout)["tools"]
     assert [t["name"] for t in tools] == sorted(t["name"] for t in tools)
-    assert len(tools) == 16
+    assert len(tools) == 17
     assert all(t["inputSchema"]["type"] == "object" for t in tools)
 
 
@@ -79,7 +79,7 @@ def test_doctor_protocol_round_trip(isolated_data_dir: Path) -> None:
     done = run("doctor", "--protocol", "--json", data_dir=isolated_data_dir, timeout=90, CNKI_BROWSER_PATH=sys.executable)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["protocol"] == {
-        "passed": True, "transport": "stdio", "tools": 16, "version": __version__, "browser_started": False,
+        "passed": True, "transport": "stdio", "tools": 17, "version": __version__, "browser_started": False,
     }
 
 

@@ -6,6 +6,7 @@ end-to-end run of the frozen Linux build (build → unpack into a path with spac
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib.util
 import json
 import os
@@ -503,6 +504,37 @@ def test_frozen_release_sets_up_and_serves_a_real_client(release: Path, chromium
     with KnsSimulator() as sim:
         env = dict(entry["env"], HOME=str(home), CNKI_HEADLESS="1", CNKI_BROWSER_ARGS=sim.browser_args)
         asyncio.run(_talk_to_frozen_server(entry["command"], entry["args"], env, release, served_tools, sim))
+    asyncio.run(_read_a_downloaded_pdf(entry["command"], entry["args"], dict(entry["env"], HOME=str(home)), release))
+
+
+async def _read_a_downloaded_pdf(command: str, args: list[str], env: dict[str, str], cwd: Path) -> None:
+    """A PDF in the download ledger read by the frozen server (PDFium is bundled): sections and no request."""
+    from mcp import StdioServerParameters
+
+    from cnki_mcp.model import Artifact, Paper
+    from cnki_mcp.store import Store
+    from tests import pdfs
+    from tests.harness import McpSession
+
+    ref, pdf = "rec_0123456789abcdef01234567", pdfs.article_pdf()
+    store = Store.open(Path(env["CNKI_DATA_DIR"]))
+    try:
+        path = store.downloads_dir / "论文.pdf"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pdf)
+        store.put_paper(Paper(record_ref=ref, title="数字经济背景下违约金调整规则研究"))
+        store.data.artifacts[f"{ref}:pdf"] = Artifact(
+            state="completed", record_ref=ref, format="pdf", path=str(path), bytes=len(pdf),
+            sha256=hashlib.sha256(pdf).hexdigest(), content_format="pdf",
+        )
+        store.flush()
+    finally:
+        store.close_sync()
+    parameters = StdioServerParameters(command=command, args=args, env=env, cwd=str(cwd))
+    async with McpSession.serving(parameters, read_timeout=60) as mcp:
+        text = await mcp.call("read_online_html", {"record_ref": ref, "source": "download"})
+        assert text["status"] == "completed" and text["source"] == "download" and text["requests"] == 0, text
+        assert [s["title"] for s in text["result"]["sections"]] == [title for _, title, _ in pdfs.ARTICLE]
 
 
 async def _talk_to_frozen_server(

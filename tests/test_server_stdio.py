@@ -39,6 +39,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("read_online_html", {}, "INVALID_INPUT"),
     ("read_online_html", {"record_ref": "rec_1", "max_characters": 200_001}, "INVALID_LIMIT"),
     ("related_papers", {"record_ref": "rec_1", "relation": "cites"}, "INVALID_RELATION"),
+    ("save_to_zotero", {"record_refs": ["rec_1"], "tags": ["a,b"]}, "INVALID_TAGS"),
     ("related_papers", {"record_ref": "rec_1", "limit": 101}, "INVALID_LIMIT"),
     ("search", {"query": "物理", "options": {"metadata": "full"}}, "INVALID_METADATA"),
     ("search", {"query": "   "}, "INVALID_QUERY"),
@@ -62,7 +63,7 @@ async def test_default_sdk_handshake(tmp_path: Path) -> None:
     async with McpSession.serving(serve_params(tmp_path), read_timeout=20) as mcp:
         tools = (await mcp.client.list_tools()).tools
         diagnostics = await mcp.call("diagnostics", {})
-    assert len(tools) == 16
+    assert len(tools) == 17
     assert diagnostics["version"] == __version__
     assert diagnostics["data_dir"] == str(tmp_path)
     assert not (tmp_path / "browser").exists()
@@ -139,7 +140,7 @@ async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
                 if message.get("id") in (2, 3):
                     answers[message["id"]] = message
             listed = answers[2]["result"]["tools"]
-            assert len(listed) == 16
+            assert len(listed) == 17
             assert all(set(t["annotations"]) == {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} for t in listed)
             call = answers[3]["result"]
             assert call["isError"] is True
@@ -159,7 +160,7 @@ async def test_protocol_probe_passes_against_the_real_server() -> None:
     # The argv as a client configuration holds it (already ending with "serve"); the failing probe
     # below covers the form without it.
     report = await server.protocol_probe(list(SERVE), timeout=30)
-    assert report == {"passed": True, "transport": "stdio", "tools": 16, "version": __version__, "browser_started": False}
+    assert report == {"passed": True, "transport": "stdio", "tools": 17, "version": __version__, "browser_started": False}
 
 
 async def test_protocol_probe_reports_a_child_that_is_not_a_server() -> None:

@@ -67,25 +67,20 @@ def download_buttons(p: Paper, sc: Scenario, order: Callable[[str], str]) -> tup
     return dl, tip
 
 
+_PDFS: dict[str, bytes] = {}
+
+
 def pdf_bytes(p: Paper) -> bytes:
-    """A small but well-formed PDF (one page) naming the paper."""
-    text = f"CNKI simulator {p.filename}".encode()
-    stream = b"BT /F1 12 Tf 72 720 Td (" + text + b") Tj ET"
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
-            b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
-    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for i, o in enumerate(objs, start=1):
-        offsets.append(len(out))
-        out += f"{i} 0 obj\n".encode() + o + b"\nendobj\n"
-    xref = len(out)
-    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
-    for off in offsets:
-        out += f"{off:010d} 00000 n \n".encode()
-    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    return bytes(out)
+    """The paper's PDF with a text layer (tests/pdfs.py): its title, authors and sections, each
+    section an outline entry, the journal's running head and CNKI's line on every page. The same
+    bytes every time (a download is checked by its SHA-256)."""
+    if p.filename not in _PDFS:
+        from tests.pdfs import paper_pdf
+
+        head = f"{p.source} {p.year}年第{p.issue or 1}期"
+        sections = [(s.level, s.title, list(s.paragraphs)) for s in p.sections]
+        _PDFS[p.filename] = paper_pdf(p.title, list(p.authors), head, sections)
+    return _PDFS[p.filename]
 
 
 # What a CAJ order may deliver (spec §6 "File headers"): the CAJ family, a plain PDF, or bytes nobody knows.

@@ -1,0 +1,171 @@
+"""A fake of the Zotero desktop app's connector server, for tests (loopback only).
+
+Written from how Zotero's connector endpoints behave (request shapes, status codes, session rules):
+
+- ``GET``/``POST /connector/ping``: 200, "Zotero is running".
+- ``POST /connector/getSelectedCollection``: the current library/collection and ``targets`` (``L1``, ``C<n>``
+  in tree order, each with ``level``), editable libraries only.
+- ``POST /connector/saveItems`` ``{sessionID, items}``: a session id already known is 409
+  ``SESSION_EXISTS``; a read-only library 500 ``{libraryEditable: false}``; an item that cannot be saved
+  fails the whole batch with 500 (nothing kept from it); else 201 and the items go to the current target.
+- ``POST /connector/updateSession`` ``{sessionID, target, tags}``: 400 ``SESSION_ID_NOT_PROVIDED`` /
+  ``SESSION_NOT_FOUND`` / ``COLLECTION_NOT_FOUND``; else the session's items move to ``target`` and get
+  the comma-separated ``tags``; 200 ``{}``.
+- ``POST /connector/saveAttachment``: body = file bytes, ``Content-Type`` its type, ``X-Metadata`` JSON
+  ``{parentItemID, title, url, sessionID}``: 400 ``METADATA_NOT_PROVIDED`` / ``SESSION_ID_NOT_PROVIDED`` /
+  ``SESSION_NOT_FOUND``; files not editable → 200 "Library files are not editable."; else 201.
+  A header with a non-ASCII byte is refused here with 400 (real servers mangle it).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Saved:
+    item: dict[str, Any]
+    session: str
+    target: str
+    tags: list[str] = field(default_factory=list)
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+
+
+class FakeZotero:
+    def __init__(self, collections: list[tuple[int, str, int]] | None = None) -> None:
+        """``collections``: (id, name, level) in tree order under My Library (level 1 = top)."""
+        self.collections = collections or [(1, "法学", 1), (2, "2024", 2), (3, "经济学", 1), (4, "2024", 2)]
+        self.selected: int | None = None  # the collection selected in Zotero's pane (None: the library)
+        self.editable = True
+        self.files_editable = True
+        self.fail_titles: set[str] = set()  # items that make saveItems fail
+        self.sessions: dict[str, list[Saved]] = {}
+        self.items: list[Saved] = []
+        self.requests: list[tuple[str, str]] = []  # (method, path)
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def start(self) -> FakeZotero:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def current(self) -> str:
+        return f"C{self.selected}" if self.selected else "L1"
+
+    def by_title(self, title: str) -> list[Saved]:
+        return [saved for saved in self.items if saved.item.get("title") == title]
+
+    # --- endpoints -----------------------------------------------------------------------
+
+    def selected_collection(self) -> tuple[int, Any]:
+        name = next((n for i, n, _ in self.collections if i == self.selected), "我的文库")
+        targets = [{"id": "L1", "name": "我的文库", "filesEditable": self.files_editable, "level": 0}]
+        targets += [{"id": f"C{i}", "name": n, "filesEditable": self.files_editable, "level": lvl} for i, n, lvl in self.collections]
+        return 200, {"libraryID": 1, "libraryName": "我的文库", "libraryEditable": self.editable,
+                     "filesEditable": self.files_editable, "editable": self.editable, "id": self.selected,
+                     "name": name, "targets": targets}
+
+    def save_items(self, data: dict[str, Any]) -> tuple[int, Any]:
+        session = data.get("sessionID")
+        if session in self.sessions:
+            return 409, {"error": "SESSION_EXISTS"}
+        self.sessions[session] = []
+        if not self.editable:
+            return 500, {"libraryEditable": False}
+        items = data.get("items") or []
+        if any(item.get("title") in self.fail_titles for item in items):
+            del self.sessions[session]  # Zotero removes the session of a failed save
+            return 500, None
+        for item in items:
+            saved = Saved(item=item, session=session, target=self.current())
+            self.sessions[session].append(saved)
+            self.items.append(saved)
+        return 201, None
+
+    def update_session(self, data: dict[str, Any]) -> tuple[int, Any]:
+        session = data.get("sessionID")
+        if not session:
+            return 400, {"error": "SESSION_ID_NOT_PROVIDED"}
+        if session not in self.sessions:
+            return 400, {"error": "SESSION_NOT_FOUND"}
+        target = str(data.get("target") or "")
+        if target.startswith("C") and int(target[1:]) not in {i for i, _, _ in self.collections}:
+            return 400, {"error": "COLLECTION_NOT_FOUND"}
+        tags = [t.strip() for t in str(data.get("tags") or "").split(",") if t.strip()]
+        for saved in self.sessions[session]:
+            saved.target, saved.tags = target, tags
+        return 200, {}
+
+    def save_attachment(self, headers: Any, body: bytes) -> tuple[int, Any]:
+        raw = headers.get("X-Metadata")
+        if not raw:
+            return 400, {"error": "METADATA_NOT_PROVIDED"}
+        if any(ord(char) > 127 for char in raw):
+            return 400, {"error": "X-Metadata is not ASCII"}
+        metadata = json.loads(raw)
+        session = metadata.get("sessionID")
+        if not session:
+            return 400, {"error": "SESSION_ID_NOT_PROVIDED"}
+        if session not in self.sessions:
+            return 400, {"error": "SESSION_NOT_FOUND"}
+        if not self.files_editable:
+            return 200, "Library files are not editable."
+        parent = next((s for s in self.sessions[session] if s.item.get("id") == metadata.get("parentItemID")), None)
+        if parent is None:
+            return 500, None  # Zotero fails on an unknown parent
+        parent.attachments.append({"metadata": metadata, "content_type": headers.get("Content-Type"), "bytes": body})
+        return 201, None
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, body: Any) -> None:
+                data = b"" if body is None else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802
+                fake.requests.append(("GET", self.path))
+                if self.path == "/connector/ping":
+                    self._send(200, "Zotero is running")
+                else:
+                    self._send(404, "No endpoint found")
+
+            def do_POST(self) -> None:  # noqa: N802
+                fake.requests.append(("POST", self.path))
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with fake.lock:
+                    if self.path == "/connector/saveAttachment":
+                        self._send(*fake.save_attachment(self.headers, body))
+                        return
+                    data = json.loads(body or b"{}")
+                    handlers = {
+                        "/connector/ping": lambda: (200, "Zotero is running"),
+                        "/connector/getSelectedCollection": fake.selected_collection,
+                        "/connector/saveItems": lambda: fake.save_items(data),
+                        "/connector/updateSession": lambda: fake.update_session(data),
+                    }
+                    handler = handlers.get(self.path)
+                    self._send(*(handler() if handler else (404, "No endpoint found")))
+
+        return Handler
