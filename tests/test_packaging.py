@@ -577,6 +577,13 @@ async def _talk_to_frozen_server(
         assert all(term in title for title in titles), titles
         assert sim.count("grid") >= 1  # the frozen server's Chromium really went to the simulated CNKI
 
+        # The browser the frozen server starts saves into downloads/ under '测试 目录' (the client gives no locale).
+        sim.configure(download="ok", login="institution")
+        got = await mcp.wait(await mcp.call("download_paper", {"record_ref": page["results"][0]["record_ref"]}), timeout=300)
+        assert got["status"] == "completed", json.dumps(got, ensure_ascii=False)
+        assert Path(env["CNKI_DATA_DIR"]) / "downloads" in Path(got["result"]["path"]).parents
+        assert Path(got["result"]["path"]).stat().st_size == got["result"]["bytes"]
+
 
 def _substituted(value: Any, names: dict[str, str]) -> Any:
     """What the host does with a manifest's ${...} variables (those it knows; others stay as they are)."""
