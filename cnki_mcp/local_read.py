@@ -39,6 +39,14 @@ class FileDocument(msgspec.Struct):
     document: ReaderDocument
     page_starts: list[int]  # offset of each page's first block in the text, -1 for a page without one
 
+    @property
+    def coverage(self) -> FileCoverage:
+        """The coverage ``read_document`` gave the text: a file's, with its pages."""
+        coverage = self.document.coverage
+        if not isinstance(coverage, FileCoverage):
+            raise TypeError("the text of a downloaded file carries a FileCoverage")
+        return coverage
+
 
 def _coverage(path: Path, header: str, pages: int, empty: list[int], raw: int, text: str, missing: list[str]) -> FileCoverage:
     return FileCoverage(
@@ -92,8 +100,8 @@ def file_result(paper: Paper, read: FileDocument, *, section: str, offset: int, 
     result = reader_result(paper, document, section=section, offset=offset, max_characters=max_characters)
     base = (result.section.offset if result.section is not None else 0) + offset
     covered = pages_covered(read.page_starts, base, base + len(result.text), len(document.text))
-    coverage = msgspec.structs.replace(document.coverage, pages_covered=covered)
-    whole = not document.coverage.pages_without_text  # type: ignore[attr-defined]
+    coverage = msgspec.structs.replace(read.coverage, pages_covered=covered)
+    whole = not read.coverage.pages_without_text
     return msgspec.structs.replace(result, coverage=coverage, complete_article=whole)
 
 
@@ -154,7 +162,7 @@ class LocalFiles:
             raise
         result = file_result(paper, read, section=section, offset=offset, max_characters=max_characters)
         reply = LocalReply(source="download", requests=0, result=result)
-        empty = read.document.coverage.pages_without_text  # type: ignore[attr-defined]
+        empty = read.coverage.pages_without_text
         if not empty:
             return reply
         problem = CnkiError(

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -24,6 +25,9 @@ from cnki_mcp import __version__, endpoint
 from cnki_mcp.errors import CnkiError
 from cnki_mcp.files import atomic_replace
 from cnki_mcp.store import DirectoryLock
+
+if TYPE_CHECKING:  # app imports the whole product; the owner is chosen before any of it is needed
+    from cnki_mcp.app import App
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +69,18 @@ def read_owner(root: Path) -> OwnerInfo | None:
 class Owner:
     """This process as the owner of ``root``: its claim, its App and its endpoint."""
 
-    def __init__(self, root: Path, lock: DirectoryLock, app: object) -> None:
+    def __init__(self, root: Path, lock: DirectoryLock, app: App) -> None:
         self.root = Path(root)
         self.lock = lock
         self.app = app
-        self.app.owner_pid = os.getpid()  # type: ignore[attr-defined]
+        self.app.owner_pid = os.getpid()
         self.endpoint: endpoint.Endpoint | None = None
 
     async def open_endpoint(self, host: str = "127.0.0.1", port: int = 0) -> endpoint.Endpoint:
         """Start the HTTP endpoint and say where it is in ``owner.json``."""
         from cnki_mcp.server import build_server
 
-        self.endpoint = await endpoint.start(build_server(self.app), self.root, host, port)  # type: ignore[arg-type]
+        self.endpoint = await endpoint.start(build_server(self.app), self.root, host, port)
         reach = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else "::1" if host in ("::", "[::]") else host.strip("[]")
         info = OwnerInfo(pid=os.getpid(), host=reach, port=self.endpoint.port, version=__version__)
         await asyncio.to_thread(atomic_replace, self.root / OWNER_FILE, msgspec.json.encode(info), 0o600)
@@ -90,7 +94,7 @@ class Owner:
                 await self.endpoint.stop()
         finally:
             try:
-                await self.app.close()  # type: ignore[attr-defined]
+                await self.app.close()
             finally:
                 info = read_owner(self.root)
                 if info is not None and info.pid == os.getpid():
@@ -154,7 +158,7 @@ class Shared:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.owner: Owner | None = None
-        self.app: object | None = None
+        self.app: App | None = None
 
     async def serve_stdio(self) -> None:
         from cnki_mcp.app import App
@@ -174,7 +178,8 @@ class Shared:
                 await Relay(self.root, self.become_owner).run()
                 return
             await self.become_owner(lock)
-        await serve_stdio(self.app)  # type: ignore[arg-type]
+        assert self.app is not None  # set by the branch above or by become_owner
+        await serve_stdio(self.app)
 
     async def become_owner(self, lock: DirectoryLock) -> OwnerInfo:
         """This process as the owner: a fresh App (running operations of the old owner read as interrupted)."""
@@ -193,4 +198,4 @@ class Shared:
         if self.owner is not None:
             await self.owner.close()
         elif self.app is not None:
-            await self.app.close()  # type: ignore[attr-defined]
+            await self.app.close()

@@ -422,7 +422,7 @@ class Tour:
 def work(app: App) -> Callable[[OperationContext], Awaitable[SiteCheck]]:
     async def run(op: OperationContext) -> SiteCheck:
         store = await app.store()
-        tour = Tour(op, app.site(), await app.enrichment())  # type: ignore[arg-type]
+        tour = Tour(op, app.site(), await app.enrichment())
         check = await tour.run()
         store.put_site_check(check, tour.names)
         return check
