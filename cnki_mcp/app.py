@@ -21,24 +21,28 @@ from typing import Any
 import msgspec
 import psutil
 
-from cnki_mcp import __version__, arguments, refcheck, settings, site_check
-from cnki_mcp.browser import Browser
-from cnki_mcp.catalog import Catalog
-from cnki_mcp.detail_tab import local_ref, resolve_paper
-from cnki_mcp.documents import Reader
-from cnki_mcp.download import Downloads, prior
-from cnki_mcp.download_files import DownloadRequest, check_names, check_target
-from cnki_mcp.files import remove_empty_folders
-from cnki_mcp.enrich import Enrichment, JournalFlights, SiteBackend
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.expert import plan_expert
-from cnki_mcp.exports import ExportPart, write_export
-from cnki_mcp.jobs import Jobs, OperationContext, Work, kind_budget
-from cnki_mcp.limiter import Limiter
-from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
-from cnki_mcp.local_read import LocalFiles
-from cnki_mcp.zotero import ZoteroSaves
-from cnki_mcp.model import (
+from cnki_mcp import __version__
+from cnki_mcp.surface import arguments
+from cnki_mcp.references import refcheck
+from cnki_mcp.core import settings
+from cnki_mcp.fieldcheck import tour as site_check
+from cnki_mcp.site.browser import Browser
+from cnki_mcp.store.catalog import Catalog
+from cnki_mcp.research.detail_tab import local_ref, resolve_paper
+from cnki_mcp.documents.online_reader import Reader
+from cnki_mcp.documents.download import Downloads, prior
+from cnki_mcp.documents.download_files import DownloadRequest, check_names, check_target
+from cnki_mcp.core.files import remove_empty_folders
+from cnki_mcp.research.enrich import Enrichment, JournalFlights, SiteBackend
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.research.expert import plan_expert
+from cnki_mcp.references.exports import ExportPart, write_export
+from cnki_mcp.ops.jobs import Jobs, OperationContext, Work, kind_budget
+from cnki_mcp.site.limiter import Limiter
+from cnki_mcp.references.links import MAX_REFERENCES, Match, find_spans, render
+from cnki_mcp.documents.local_read import LocalFiles
+from cnki_mcp.references.zotero import ZoteroSaves
+from cnki_mcp.core.model import (
     Budget,
     Config,
     DownloadResult,
@@ -54,10 +58,10 @@ from cnki_mcp.model import (
     SessionState,
     public_paper,
 )
-from cnki_mcp.query import plan_structured
-from cnki_mcp.relation_parse import Signatures
-from cnki_mcp.relations import Relations, stored_references
-from cnki_mcp.research import (
+from cnki_mcp.research.query import plan_structured
+from cnki_mcp.pages.relation_parse import Signatures
+from cnki_mcp.research.relations import Relations, stored_references
+from cnki_mcp.research.pipeline import (
     SearchInput,
     SearchState,
     cache_key,
@@ -67,10 +71,10 @@ from cnki_mcp.research import (
     search_budget,
     search_input,
 )
-from cnki_mcp.session import Sessions, session_view
-from cnki_mcp.site import Site
-from cnki_mcp.store import KEEP_SEARCHES, Store, load_config
-from cnki_mcp.tools import ToolName, spec_of
+from cnki_mcp.site.session import Sessions, session_view
+from cnki_mcp.site.site import Site
+from cnki_mcp.store.library import KEEP_SEARCHES, Store, load_config
+from cnki_mcp.surface.tools import ToolName, spec_of
 
 log = logging.getLogger(__name__)
 

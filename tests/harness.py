@@ -26,7 +26,7 @@ from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from cnki_mcp.app import App
-from cnki_mcp.tools import parse_arguments
+from cnki_mcp.surface.tools import parse_arguments
 
 FINAL = ("completed", "partial", "failed", "skipped", "cancelled", "interrupted")
 AWAITING = ("awaiting_user", *FINAL)  # a person is asked, or the operation ended

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp import arguments
-from cnki_mcp.tools import parse_arguments
+from cnki_mcp.surface import arguments
+from cnki_mcp.surface.tools import parse_arguments
 from cnki_mcp.app import App
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Evidence, Paper, SearchEntry, SearchRecord
-from cnki_mcp.store import Store
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Evidence, Paper, SearchEntry, SearchRecord
+from cnki_mcp.store.library import Store
 from tests.fake_site import FakeSite
 from tests.harness import call_tool
 

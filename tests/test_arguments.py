@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from cnki_mcp.arguments import (
+from cnki_mcp.surface.arguments import (
     METADATA_FIELDS,
     CheckReferencesArgs,
     DiagnosticsArgs,
@@ -28,9 +28,9 @@ from cnki_mcp.arguments import (
     StructuredSearchArgs,
     ExpertSearchArgs,
 )
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.tools import REGISTRY, ToolName
-from cnki_mcp.tools import parse_arguments as parse
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.surface.tools import REGISTRY, ToolName
+from cnki_mcp.surface.tools import parse_arguments as parse
 
 EXPR = {"field": "title", "value": "违约金"}
 

@@ -19,8 +19,8 @@ from bibtexparser.middlewares import LatexDecodingMiddleware, SeparateCoAuthors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cnki_mcp import citations
-from cnki_mcp.model import Paper
+from cnki_mcp.references import citations
+from cnki_mcp.core.model import Paper
 from test_citations_oracle import CITEPROC_DIR, fixture_papers, run_citeproc
 
 SPECIAL = Paper(

@@ -25,10 +25,12 @@ from mcp.types import (
     TextContent,
 )
 
-from cnki_mcp import __version__, arguments, server
-from cnki_mcp.tools import REGISTRY, ToolName
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Problem
+from cnki_mcp import __version__
+from cnki_mcp.surface import arguments
+from cnki_mcp.surface import server
+from cnki_mcp.surface.tools import REGISTRY, ToolName
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Problem
 
 CHECKER = Path(__file__).resolve().parents[2] / "shared" / "tools" / "contract_check.py"
 # The reference server's tools/list answer: its 13 tools must be served exactly as it serves them.
@@ -371,11 +373,11 @@ async def test_unexpected_exceptions_are_logged_with_traceback(caplog: pytest.Lo
     async def answer(tool: str, args: Any, ctx: Any) -> Any:
         raise KeyError("lost")
 
-    with caplog.at_level(logging.ERROR, logger="cnki_mcp.server"):
+    with caplog.at_level(logging.ERROR, logger="cnki_mcp.surface.server"):
         async with Client(server.build_server(FakeApp(answer))) as client:
             result = await client.call_tool("diagnostics", {})
     assert result.is_error is True
-    record = next(r for r in caplog.records if r.name == "cnki_mcp.server")
+    record = next(r for r in caplog.records if r.name == "cnki_mcp.surface.server")
     assert record.exc_info is not None and "diagnostics" in record.getMessage()
 
 

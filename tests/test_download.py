@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from cnki_mcp.download import ENTRIES, DownloadPage, Entry, choose_entry, prior
-from cnki_mcp.download_files import (
+from cnki_mcp.documents.download import ENTRIES, DownloadPage, Entry, choose_entry, prior
+from cnki_mcp.documents.download_files import (
     Body,
     DownloadRequest,
     artifact_key,
@@ -28,9 +28,9 @@ from cnki_mcp.download_files import (
     stored_names,
     wanted_format,
 )
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Artifact
-from cnki_mcp.store import Store
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Artifact
+from cnki_mcp.store.library import Store
 
 REF = "rec_8f6f38fc3ab3f5b8e4637434"
 PDF = b"%PDF-1.7\n" + b"x" * 200 + b"\n%%EOF\n"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from cnki_mcp.store import Store
+from cnki_mcp.store.library import Store
 from tests.harness import AWAITING, chromium_path
 from tests.kns import pages
 from tests.kns.corpus import Paper as SimPaper

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cnki_mcp.errors import CATALOGUE
+from cnki_mcp.core.errors import CATALOGUE
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cnki_mcp"
 RAISED = re.compile(r"""CnkiError\(\s*["']([A-Z_]+)["']""")

@@ -34,9 +34,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.types import CallToolResult
 
-from cnki_mcp.text import is_blank
-from cnki_mcp import arguments, query, server
-from cnki_mcp.errors import CATALOGUE
+from cnki_mcp.core.text import is_blank
+from cnki_mcp.surface import arguments
+from cnki_mcp.research import query
+from cnki_mcp.surface import server
+from cnki_mcp.core.errors import CATALOGUE
 from tests.harness import INIT_PARAMS, RawServer, ThreadedClient, offline_params, payload
 
 SCHEMAS: dict[str, dict[str, Any]] = {tool.name: tool.input_schema for tool in server.TOOLS}

@@ -20,7 +20,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from cnki_mcp import endpoint
+from cnki_mcp.serving import endpoint
 from cnki_mcp.cli import cli
 from tests.harness import REPO
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext, kind_budget
-from cnki_mcp.model import Budget, Problem
-from cnki_mcp.store import Store
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.ops.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext, kind_budget
+from cnki_mcp.core.model import Budget, Problem
+from cnki_mcp.store.library import Store
 
 
 @pytest.fixture

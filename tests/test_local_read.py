@@ -10,12 +10,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.local_read import LocalFiles, pages_covered, read_document
-from cnki_mcp.model import Artifact, Paper
-from cnki_mcp.pdf_layout import drop_furniture, layout
-from cnki_mcp.pdf_text import Line, pdf_bytes_of, read_pdf
-from cnki_mcp.store import Store
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.documents.local_read import LocalFiles, pages_covered, read_document
+from cnki_mcp.core.model import Artifact, Paper
+from cnki_mcp.documents.pdf_layout import drop_furniture, layout
+from cnki_mcp.documents.pdf_text import Line, pdf_bytes_of, read_pdf
+from cnki_mcp.store.library import Store
 from tests import pdfs
 
 REF = "rec_0123456789abcdef01234567"

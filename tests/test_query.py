@@ -11,9 +11,9 @@ from urllib.parse import parse_qsl
 import msgspec
 import pytest
 
-from cnki_mcp import query
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.query import (
+from cnki_mcp.research import query
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.research.query import (
     Condition,
     aliases,
     anchor_term,

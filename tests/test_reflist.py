@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from cnki_mcp.model import ParsedReference
-from cnki_mcp.reflist import read_entry, split_entries
+from cnki_mcp.core.model import ParsedReference
+from cnki_mcp.references.reflist import read_entry, split_entries
 
 # --- splitting ---------------------------------------------------------------------------------------
 

@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from cnki_mcp.clock import poll
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import Job, Jobs, OperationContext, kind_budget
-from cnki_mcp.limiter import Limiter
-from cnki_mcp.model import Paper
-from cnki_mcp.parse import GridPage
-from cnki_mcp.page_state import PageState
-from cnki_mcp.listings import anchor_of, filter_years, parse_form, query_key
-from cnki_mcp.query import Condition, GridQuery, compile_expression
-from cnki_mcp.redact import endpoint_url
-from cnki_mcp.site import Site, bind_detail, page_problem
-from cnki_mcp.store import Store
+from cnki_mcp.core.clock import poll
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, kind_budget
+from cnki_mcp.site.limiter import Limiter
+from cnki_mcp.core.model import Paper
+from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.pages.page_state import PageState
+from cnki_mcp.site.listings import anchor_of, filter_years, parse_form, query_key
+from cnki_mcp.research.query import Condition, GridQuery, compile_expression
+from cnki_mcp.core.redact import endpoint_url
+from cnki_mcp.site.site import Site, bind_detail, page_problem
+from cnki_mcp.store.library import Store
 
 CHALLENGE = "<html><head><title>安全验证</title></head><body><div id='app'></div></body></html>"
 CLEAR = "<html><head><title>高级检索</title></head><body><div class='ecp_header_login_area'>登录</div></body></html>"

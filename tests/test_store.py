@@ -20,10 +20,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cnki_mcp import settings, store as store_module
-from cnki_mcp.clock import age_seconds, format_utc, parse_utc, utc_now_iso
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import (
+from cnki_mcp.core import settings
+from cnki_mcp.store import library as store_module
+from cnki_mcp.core.clock import age_seconds, format_utc, parse_utc, utc_now_iso
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import (
     PARSER_VERSION,
     Artifact,
     Config,
@@ -34,7 +35,7 @@ from cnki_mcp.model import (
     SearchRecord,
     StoreData,
 )
-from cnki_mcp.store import Store, detail_is_fresh, journal_is_fresh, load_config, save_config
+from cnki_mcp.store.library import Store, detail_is_fresh, journal_is_fresh, load_config, save_config
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 REPO = Path(__file__).resolve().parents[1]
@@ -372,8 +373,8 @@ def test_failed_open_releases_the_lock(tmp_path: Path, monkeypatch: pytest.Monke
 CHILD_OPEN = textwrap.dedent(
     """
     import sys
-    from cnki_mcp.errors import CnkiError
-    from cnki_mcp.store import Store
+    from cnki_mcp.core.errors import CnkiError
+    from cnki_mcp.store.library import Store
     try:
         Store.open(sys.argv[1]).close_sync()
     except CnkiError as exc:
