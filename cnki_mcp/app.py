@@ -1,7 +1,7 @@
 """Tool implementations: checks that need state, title resolution, and orchestration of operations.
 
-``App.call`` is the one entry point the MCP surface uses. Arguments arrive already parsed and
-range-checked by ``tools.parse_arguments``; each tool's handler is the method named like it. Nothing here starts the store before a tool needs it, and
+``App.call`` is the one entry point the MCP surface uses (``tools.dispatch``): it runs a tool's handler, one
+of the methods below, with arguments already parsed and range-checked by ``tools.parse_arguments``. Nothing here starts the store before a tool needs it, and
 nothing starts a browser before a tool needs CNKI.
 """
 
@@ -22,26 +22,9 @@ import msgspec
 import psutil
 
 from cnki_mcp import __version__
-from cnki_mcp.surface import arguments
-from cnki_mcp.references import refcheck
-from cnki_mcp.core import settings
-from cnki_mcp.fieldcheck import tour as site_check
-from cnki_mcp.site.browser import Browser
-from cnki_mcp.store.catalog import Catalog
-from cnki_mcp.research.detail_tab import local_ref, resolve_paper
-from cnki_mcp.documents.online_reader import Reader
-from cnki_mcp.documents.download import Downloads, prior
-from cnki_mcp.documents.download_files import DownloadRequest, check_names, check_target
-from cnki_mcp.core.files import remove_empty_folders
-from cnki_mcp.research.enrich import Enrichment, JournalFlights, SiteBackend
+from cnki_mcp.core import settings, tool_args
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.research.expert import plan_expert
-from cnki_mcp.references.exports import ExportPart, write_export
-from cnki_mcp.ops.jobs import Jobs, OperationContext, Work, kind_budget
-from cnki_mcp.site.limiter import Limiter
-from cnki_mcp.references.links import MAX_REFERENCES, Match, find_spans, render
-from cnki_mcp.documents.local_read import LocalFiles
-from cnki_mcp.references.zotero import ZoteroSaves
+from cnki_mcp.core.files import remove_empty_folders
 from cnki_mcp.core.model import (
     Budget,
     Config,
@@ -58,9 +41,20 @@ from cnki_mcp.core.model import (
     SessionState,
     public_paper,
 )
-from cnki_mcp.research.query import plan_structured
+from cnki_mcp.documents.download import Downloads, prior
+from cnki_mcp.documents.download_files import DownloadRequest, check_names, check_target
+from cnki_mcp.documents.local_read import LocalFiles
+from cnki_mcp.documents.online_reader import Reader
+from cnki_mcp.fieldcheck import tour as site_check
+from cnki_mcp.ops.jobs import Jobs, OperationContext, Work, kind_budget
 from cnki_mcp.pages.relation_parse import Signatures
-from cnki_mcp.research.relations import Relations, stored_references
+from cnki_mcp.references import refcheck
+from cnki_mcp.references.exports import ExportPart, write_export
+from cnki_mcp.references.links import MAX_REFERENCES, Match, find_spans, render
+from cnki_mcp.references.zotero import ZoteroSaves
+from cnki_mcp.research.detail_tab import local_ref, resolve_paper
+from cnki_mcp.research.enrich import Enrichment, JournalFlights, SiteBackend
+from cnki_mcp.research.expert import plan_expert
 from cnki_mcp.research.pipeline import (
     SearchInput,
     SearchState,
@@ -71,14 +65,17 @@ from cnki_mcp.research.pipeline import (
     search_budget,
     search_input,
 )
+from cnki_mcp.research.query import plan_structured
+from cnki_mcp.research.relations import Relations, stored_references
+from cnki_mcp.site.browser import Browser
+from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.session import Sessions, session_view
 from cnki_mcp.site.site import Site
+from cnki_mcp.store.catalog import Catalog
 from cnki_mcp.store.library import KEEP_SEARCHES, Store, load_config
-from cnki_mcp.surface.tools import ToolName, spec_of
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Any, Any], Awaitable[Any]]
 # A tool's answer: an operation's view, a local reply, or a plain object for what needs no operation.
 Reply = OperationView | LocalReply | dict[str, Any]
 
@@ -196,18 +193,18 @@ class App:
 
     # --- dispatch -------------------------------------------------------------------------
 
-    async def call(self, tool: str, args: Any, ctx: Any) -> Any:
-        """Run the registered tool ``tool`` with arguments already parsed by ``tools.parse_arguments``.
+    async def call(self, handler: Callable[[App, Any, Any], Awaitable[Reply]], args: Any, ctx: Any, *, needs_config: bool = True) -> Any:
+        """Run a tool's ``handler`` (one of the methods below) with arguments already parsed by
+        ``tools.parse_arguments``; with ``needs_config`` a config.json that cannot be read fails the call.
 
         Every answer, failures included, carries the store's warnings (changes not saved, entries
         left out when it was read) in ``warnings``.
         """
-        handler: Handler = getattr(self, spec_of(tool).handler)
         try:
             await self._reload_config()
-            if self.config_error is not None and tool != ToolName.DIAGNOSTICS:
+            if self.config_error is not None and needs_config:
                 raise self.config_error
-            reply = await handler(args, ctx)
+            reply = await handler(self, args, ctx)
         except CnkiError as exc:
             exc.warnings = self._warnings()
             raise
@@ -267,11 +264,11 @@ class App:
                 report["active_operations"] = [self._jobs.view(job) for job in active]
         return report
 
-    async def operation_status(self, args: arguments.OperationStatusArgs, ctx: Any) -> Reply:
+    async def operation_status(self, args: tool_args.OperationStatusArgs, ctx: Any) -> Reply:
         jobs = await self.jobs()
         return await jobs.status(args.operation_id, args.wait_seconds, getattr(ctx, "report_progress", None))
 
-    async def operation_control(self, args: arguments.OperationControlArgs, ctx: Any) -> Reply:
+    async def operation_control(self, args: tool_args.OperationControlArgs, ctx: Any) -> Reply:
         jobs = await self.jobs()
         if args.action == "cancel":
             return await jobs.cancel(args.operation_id)
@@ -290,14 +287,14 @@ class App:
             await self._site.recover()
         return {"status": "completed", "message": "浏览器将在下一次需要访问知网时重新启动；登录状态保存在浏览器配置中，不受影响。"}
 
-    async def session_status(self, args: arguments.SessionStatusArgs, ctx: Any) -> Reply:
+    async def session_status(self, args: tool_args.SessionStatusArgs, ctx: Any) -> Reply:
         if not args.refresh:
             return self._sessions.cached() if self._sessions is not None else session_view(SessionState(), cached=True)
         jobs = await self.jobs()
         job = jobs.start("session", kind_budget("session"), self.sessions().refresh)
         return await jobs.inline(job, ctx)
 
-    async def login(self, args: arguments.LoginArgs, ctx: Any) -> Reply:
+    async def login(self, args: tool_args.LoginArgs, ctx: Any) -> Reply:
         jobs = await self.jobs()
         sessions = self.sessions()
 
@@ -307,7 +304,7 @@ class App:
         job = jobs.start("login", kind_budget("login"), work)
         return await jobs.inline(job, ctx)
 
-    async def search_results(self, args: arguments.SearchResultsArgs, ctx: Any) -> Reply:
+    async def search_results(self, args: tool_args.SearchResultsArgs, ctx: Any) -> Reply:
         store = await self.store()
         record = self._search(store, args.search_id)
         entries = _scoped(record, args.scope)
@@ -323,7 +320,7 @@ class App:
             "results": [_result_row(store.data.papers.get(e.record_ref), e, args.view) for e in page],
         }
 
-    async def get_metadata(self, args: arguments.GetMetadataArgs, ctx: Any) -> Reply:
+    async def get_metadata(self, args: tool_args.GetMetadataArgs, ctx: Any) -> Reply:
         store = await self.store()
         if not args.local_only:
             refs = list(args.record_refs)
@@ -355,15 +352,15 @@ class App:
             found["errors"] = problems
         return LocalReply(source="local", result=found)
 
-    async def search(self, args: arguments.SearchArgs, ctx: Any) -> Reply:
+    async def search(self, args: tool_args.SearchArgs, ctx: Any) -> Reply:
         plan = await plan_search(args, ctx)
         return await self._start_search(search_input(args), plan, ctx)
 
-    async def structured_search(self, args: arguments.StructuredSearchArgs, ctx: Any) -> Reply:
+    async def structured_search(self, args: tool_args.StructuredSearchArgs, ctx: Any) -> Reply:
         plan = plan_structured(args.expression)  # a bad tree is reported before anything else
         return await self._start_search(search_input(args), plan, ctx)
 
-    async def expert_search(self, args: arguments.ExpertSearchArgs, ctx: Any) -> Reply:
+    async def expert_search(self, args: tool_args.ExpertSearchArgs, ctx: Any) -> Reply:
         plan = plan_expert(args.expression)  # a bad expression is reported before anything else
         return await self._start_search(search_input(args), plan, ctx)
 
@@ -393,7 +390,7 @@ class App:
 
         return work
 
-    async def link_references(self, args: arguments.LinkReferencesArgs, ctx: Any) -> Reply:
+    async def link_references(self, args: tool_args.LinkReferencesArgs, ctx: Any) -> Reply:
         spans = find_spans(args.text)
         if len(spans) > MAX_REFERENCES:
             raise CnkiError("TOO_MANY_REFERENCES", f"文本中有 {len(spans)} 个《题名》，一次最多处理 {MAX_REFERENCES} 个。")
@@ -421,12 +418,12 @@ class App:
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("links", kind_budget("links"), work), ctx)
 
-    async def check_references(self, args: arguments.CheckReferencesArgs, ctx: Any) -> Reply:
+    async def check_references(self, args: tool_args.CheckReferencesArgs, ctx: Any) -> Reply:
         jobs, engine = await self.jobs(), await self.enrichment()
         work = functools.partial(refcheck.check, engine=engine, texts=args.references, style=args.style)
         return await jobs.inline(jobs.start("references", kind_budget("references", args.on_verification), work), ctx)
 
-    async def export_citations(self, args: arguments.ExportCitationsArgs, ctx: Any) -> Reply:
+    async def export_citations(self, args: tool_args.ExportCitationsArgs, ctx: Any) -> Reply:
         store = await self.store()
         refs = list(args.record_refs)
         part: ExportPart | None = None
@@ -436,7 +433,7 @@ class App:
             refs += listed
         if args.search_id:
             entries = _scoped(self._search(store, args.search_id), args.scope)
-            part = ExportPart(args.search_id, args.offset, min(args.offset + arguments.EXPORT_MAX, len(entries)), len(entries))
+            part = ExportPart(args.search_id, args.offset, min(args.offset + tool_args.EXPORT_MAX, len(entries)), len(entries))
             refs += [e.record_ref for e in entries[part.start : part.end]]
         if args.filename and (store.exports_dir / args.filename).exists():
             raise CnkiError("FILE_EXISTS", f"exports/{args.filename} 已存在，未覆盖；请换一个文件名。")
@@ -458,7 +455,7 @@ class App:
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("export", kind_budget("export"), work), ctx)
 
-    async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> Reply:
+    async def read_online_html(self, args: tool_args.ReadOnlineHtmlArgs, ctx: Any) -> Reply:
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
         page = {"section": args.section, "offset": args.offset, "max_characters": args.max_characters}
         local = await self._files.read(await self.store(), ref, args.source, **page) if args.source != "online" else None
@@ -475,7 +472,7 @@ class App:
         job = jobs.start("read", kind_budget("read", args.on_verification), work)
         return await jobs.inline(job, ctx)
 
-    async def related_papers(self, args: arguments.RelatedPapersArgs, ctx: Any) -> Reply:
+    async def related_papers(self, args: tool_args.RelatedPapersArgs, ctx: Any) -> Reply:
         relations = await self.relations()
         asked = relations.request(args.record_ref, args.title, args.cursor, args.relation)
         hit = None if args.refresh else relations.cached(asked, args.limit)
@@ -485,14 +482,14 @@ class App:
         job = jobs.start("related", kind_budget("related", args.on_verification), relations.work(asked, args.limit, args.refresh))
         return await jobs.wait(job, args.wait_seconds - _spent(ctx), getattr(ctx, "report_progress", None))
 
-    async def save_to_zotero(self, args: arguments.SaveToZoteroArgs, ctx: Any) -> Reply:
+    async def save_to_zotero(self, args: tool_args.SaveToZoteroArgs, ctx: Any) -> Reply:
         store = await self.store()
         refs = list(args.record_refs)
         if args.search_id:
             refs += [e.record_ref for e in _scoped(self._search(store, args.search_id), args.scope)]
         return await self._zotero.save(store, refs, collection=args.collection, attach=args.attach, tags=args.tags)
 
-    async def download_paper(self, args: arguments.DownloadPaperArgs, ctx: Any) -> Reply:
+    async def download_paper(self, args: tool_args.DownloadPaperArgs, ctx: Any) -> Reply:
         store = await self.store()
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
         request = DownloadRequest(

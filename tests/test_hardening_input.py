@@ -34,12 +34,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.types import CallToolResult
 
-from cnki_mcp.core.text import is_blank
-from cnki_mcp.surface import arguments
-from cnki_mcp.research import query
-from cnki_mcp.surface import server
+from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CATALOGUE
-from tests.harness import INIT_PARAMS, RawServer, ThreadedClient, offline_params, payload
+from cnki_mcp.core.text import is_blank
+from cnki_mcp.research import query
+from cnki_mcp.surface import arguments, server
+from tests.harness import (
+    INIT_PARAMS,
+    RawServer,
+    ThreadedClient,
+    offline_params,
+    payload,
+)
 
 SCHEMAS: dict[str, dict[str, Any]] = {tool.name: tool.input_schema for tool in server.TOOLS}
 STATUSES = {"completed", "partial", "failed", "skipped", "cancelled", "running", "awaiting_user", "interrupted", "idle"}
@@ -324,21 +330,21 @@ def test_metadata_limit_over_the_batch_is_batch_too_large(mcp: ThreadedClient) -
 
 # (tool, a valid base, field path, its enum, code for any other non-empty value)
 ENUMS: list[tuple[str, dict[str, Any], str, tuple[str, ...], str]] = [
-    ("search", {"query": "q"}, "mode", arguments.MODES, "INVALID_MODE"),
-    ("search", {"query": "q"}, "options.on_verification", arguments.POLICIES, "INVALID_POLICY"),
-    ("search", {"query": "q"}, "options.sort", arguments.SORTS, "INVALID_SORT"),
-    ("search", {"query": "q"}, "options.metadata", arguments.METADATA, "INVALID_METADATA"),
-    ("search", {"query": "q"}, "options.freshness", arguments.FRESHNESS, "INVALID_FRESHNESS"),
-    ("structured_search", {"expression": {"field": "title", "value": "q"}}, "sort", arguments.SORTS, "INVALID_SORT"),
-    ("search_results", {"search_id": "s"}, "scope", arguments.SCOPES, "INVALID_SCOPE"),
-    ("search_results", {"search_id": "s"}, "view", arguments.VIEWS, "INVALID_VIEW"),
-    ("get_metadata", {"search_id": "s"}, "scope", arguments.SCOPES, "INVALID_SCOPE"),
-    ("export_citations", {"search_id": "s"}, "scope", arguments.SCOPES, "INVALID_SCOPE"),
+    ("search", {"query": "q"}, "mode", tool_args.MODES, "INVALID_MODE"),
+    ("search", {"query": "q"}, "options.on_verification", tool_args.POLICIES, "INVALID_POLICY"),
+    ("search", {"query": "q"}, "options.sort", tool_args.SORTS, "INVALID_SORT"),
+    ("search", {"query": "q"}, "options.metadata", tool_args.METADATA, "INVALID_METADATA"),
+    ("search", {"query": "q"}, "options.freshness", tool_args.FRESHNESS, "INVALID_FRESHNESS"),
+    ("structured_search", {"expression": {"field": "title", "value": "q"}}, "sort", tool_args.SORTS, "INVALID_SORT"),
+    ("search_results", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
+    ("search_results", {"search_id": "s"}, "view", tool_args.VIEWS, "INVALID_VIEW"),
+    ("get_metadata", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
+    ("export_citations", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
     ("export_citations", {"search_id": "s"}, "format", arguments.CITATION_FORMATS, "INVALID_FORMAT"),
-    ("download_paper", {"record_ref": "r"}, "format", arguments.DOWNLOAD_FORMATS, "INVALID_FORMAT"),
-    ("download_paper", {"record_ref": "r"}, "on_verification", arguments.POLICIES, "INVALID_POLICY"),
-    ("read_online_html", {"record_ref": "r"}, "on_verification", arguments.POLICIES, "INVALID_POLICY"),
-    ("operation_control", {}, "action", arguments.ACTIONS, "INVALID_ACTION"),
+    ("download_paper", {"record_ref": "r"}, "format", tool_args.DOWNLOAD_FORMATS, "INVALID_FORMAT"),
+    ("download_paper", {"record_ref": "r"}, "on_verification", tool_args.POLICIES, "INVALID_POLICY"),
+    ("read_online_html", {"record_ref": "r"}, "on_verification", tool_args.POLICIES, "INVALID_POLICY"),
+    ("operation_control", {}, "action", tool_args.ACTIONS, "INVALID_ACTION"),
 ]
 
 
@@ -451,7 +457,7 @@ def test_wide_trees_are_too_complex(mcp: ThreadedClient) -> None:
 
 
 def test_the_512_kb_text_limit_is_exact(mcp: ThreadedClient) -> None:
-    limit = arguments.TEXT_BYTES_MAX
+    limit = tool_args.TEXT_BYTES_MAX
     ok = answer(mcp.call("link_references", {"text": "a" * limit}))
     assert ok["status"] == "completed"
     assert len(ok["text"]) == limit

@@ -10,7 +10,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from cnki_mcp.core import logs
-from cnki_mcp.surface.tools import ToolName
+from cnki_mcp.core.tool_args import ToolName
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cnki_mcp.surface.tools import ToolName
+from cnki_mcp.core.tool_args import ToolName
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALLERS = REPO / "installers"

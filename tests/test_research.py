@@ -11,15 +11,21 @@ from typing import Any
 import msgspec
 import pytest
 
-from cnki_mcp.surface.arguments import SearchOptions
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.ops.jobs import Jobs, OperationContext, kind_budget
 from cnki_mcp.core.model import PARSER_VERSION, Budget, Paper, Quality
+from cnki_mcp.core.tool_args import SearchOptions
+from cnki_mcp.ops.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.research.enrich import Enrichment, JournalFlights
+from cnki_mcp.research.pipeline import (
+    SearchInput,
+    SearchSettings,
+    SearchState,
+    cache_key,
+    search_budget,
+)
+from cnki_mcp.research.pipeline import run_search as search_operation
 from cnki_mcp.research.query import plan_explicit
 from cnki_mcp.store.catalog import Catalog, merge
-from cnki_mcp.research.enrich import Enrichment, JournalFlights
-from cnki_mcp.research.pipeline import SearchInput, SearchSettings, SearchState, cache_key, search_budget
-from cnki_mcp.research.pipeline import run_search as search_operation
 from cnki_mcp.store.library import Store
 from tests.fake_site import ABSTRACT, FakeSite, sim_paper
 
@@ -510,8 +516,8 @@ class _Ctx:
 async def test_planning_at_the_tool_entry(
     reply: str | None, method: str, concepts: list[list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cnki_mcp.surface.tools import parse_arguments
     from cnki_mcp.research.pipeline import plan_search
+    from cnki_mcp.surface.tools import parse_arguments
 
     monkeypatch.delenv("CNKI_INLINE_WAIT_SECONDS", raising=False)  # the default 40 s: planning waits 15 s
     args = parse_arguments("search", {"query": "自动驾驶 产品责任"})

@@ -8,10 +8,10 @@ from typing import Any
 
 import msgspec
 
-from cnki_mcp.surface import arguments
-from cnki_mcp.references import citations
+from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import CitationResult
+from cnki_mcp.references import citations
 from cnki_mcp.research.relations import with_unlinked
 from cnki_mcp.store.library import Store
 
@@ -29,7 +29,7 @@ async def write_export(
     root: Path,
     store: Store,
     refs: list[str],
-    args: arguments.ExportCitationsArgs,
+    args: tool_args.ExportCitationsArgs,
     part: ExportPart | None,
     unlinked: list[str] | None = None,
 ) -> dict[str, Any]:

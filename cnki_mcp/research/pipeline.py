@@ -24,13 +24,9 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core import settings
-from cnki_mcp.surface.arguments import ExpertSearchArgs, SearchArgs, SearchOptions, StructuredSearchArgs
 from cnki_mcp.core.clock import utc_now_iso
-from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
-from cnki_mcp.research.expert import plan_expression
 from cnki_mcp.core.identity import fingerprint
-from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.core.model import (
     PARSER_VERSION,
     SITE_ORDER_METHODS,
@@ -46,7 +42,17 @@ from cnki_mcp.core.model import (
     SearchSummary,
     TitleRow,
 )
+from cnki_mcp.core.text import source_key
+from cnki_mcp.core.tool_args import (
+    ExpertSearchArgs,
+    SearchArgs,
+    SearchOptions,
+    StructuredSearchArgs,
+)
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.research.enrich import Enrichment
+from cnki_mcp.research.expert import plan_expression
 from cnki_mcp.research.query import (
     LEXICAL_WARNING,
     SAMPLING_MAX_TOKENS,
@@ -74,7 +80,6 @@ from cnki_mcp.research.rank import (
 )
 from cnki_mcp.research.relations import Relations
 from cnki_mcp.store.library import Store
-from cnki_mcp.core.text import source_key
 
 log = logging.getLogger(__name__)
 

@@ -20,221 +20,68 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.references.citations import FORMATS, PROSE_FORMATS, validate_template
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import validate_filename
-from cnki_mcp.references.links import MAX_REFERENCES
-from cnki_mcp.core.model import PRIVATE_PAPER_FIELDS, Paper
-from cnki_mcp.research.query import MAX_GROUPS, MAX_TERM_CHARS, MAX_TERMS, validate_plan
-from cnki_mcp.references.reflist import MAX_ENTRIES, split_entries
 from cnki_mcp.core.text import is_blank
+from cnki_mcp.core.tool_args import (
+    ACTIONS,
+    BATCH_MAX,
+    DOWNLOAD_FORMATS,
+    DOWNLOAD_WAIT_DEFAULT,
+    DOWNLOAD_WAIT_MAX,
+    EXPAND_MAX,
+    EXPORT_MAX,
+    FRESHNESS,
+    LIMIT_DEFAULT,
+    LIMIT_MAX,
+    METADATA,
+    METADATA_FIELDS,
+    MODES,
+    OPTION_RANGES,
+    POLICIES,
+    QUERY_MAX,
+    READ_CHARACTERS_DEFAULT,
+    READ_CHARACTERS_MAX,
+    READ_SOURCES,
+    RELATED_WAIT_DEFAULT,
+    RELATIONS,
+    SCOPES,
+    SORTS,
+    STATUS_WAIT_MAX,
+    TAG_CHARS,
+    TEXT_BYTES_MAX,
+    VIEWS,
+    YEAR_MAX,
+    ZOTERO_MAX,
+    CheckReferencesArgs,
+    DownloadPaperArgs,
+    ExportCitationsArgs,
+    GetMetadataArgs,
+    LinkReferencesArgs,
+    LoginArgs,
+    NativeSearchArgs,
+    OperationControlArgs,
+    OperationStatusArgs,
+    ReadOnlineHtmlArgs,
+    RelatedPapersArgs,
+    SaveToZoteroArgs,
+    SearchArgs,
+    SearchOptions,
+    SearchResultsArgs,
+    ToolArgs,
+)
+from cnki_mcp.references.citations import FORMATS, PROSE_FORMATS, validate_template
+from cnki_mcp.references.links import MAX_REFERENCES
+from cnki_mcp.references.reflist import MAX_ENTRIES, split_entries
+from cnki_mcp.research.query import MAX_GROUPS, MAX_TERM_CHARS, MAX_TERMS, validate_plan
 
-# --- limits and enums (the tool contract and its documented defaults) -------------------------------
+# --- limits the surface derives from the rules it checks against ----------------------------------
 
-QUERY_MAX = 1000
-YEAR_MAX = 2200
-LIMIT_DEFAULT = 50
-LIMIT_MAX = 100
-BATCH_MAX = 100
-EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
-STATUS_WAIT_MAX = 55
-DOWNLOAD_WAIT_DEFAULT = 120
-DOWNLOAD_WAIT_MAX = 900
-READ_CHARACTERS_DEFAULT = 20_000
-READ_CHARACTERS_MAX = 200_000
-TEXT_BYTES_MAX = 512 * 1024
 REFERENCES_MAX = MAX_REFERENCES
 CHECK_ENTRIES_MAX = MAX_ENTRIES
 PLAN_GROUPS_MAX, PLAN_TERMS_MAX, PLAN_TERM_CHARS = MAX_GROUPS, MAX_TERMS, MAX_TERM_CHARS
-
-MODES = ("precise", "balanced", "broad")
-POLICIES = ("ask", "skip")
-SORTS = ("relevance", "date_desc", "cited_desc", "downloaded_desc")
-METADATA = ("ranked", "all", "basic")
-FRESHNESS = ("prefer_cache", "live")
-SCOPES = ("selected", "eligible", "candidates")
-VIEWS = ("titles", "compact", "records")
-DOWNLOAD_FORMATS = ("auto", "pdf", "caj")
-READ_SOURCES = ("online", "download", "auto")
-ZOTERO_MAX = 100  # records in one save_to_zotero call
-TAG_CHARS = 100
 CITATION_FORMATS = FORMATS
 CHECK_STYLES = PROSE_FORMATS
-ACTIONS = ("cancel", "continue", "resume", "show", "recover")
-RELATIONS = ("references", "citing", "similar")
-RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answering with the operation
-EXPAND_MAX = 20  # search options.expand: the top selected papers whose references and citing papers are read
-
-# Integer options: name -> (default for search, maximum). structured_search derives candidate_target.
-OPTION_RANGES: dict[str, tuple[int, int]] = {
-    "candidate_target": (300, 3000),
-    "max_pages": (5, 100),
-    "max_requests": (600, 5000),
-    "timeout_seconds": (900, 7200),
-}
-
-# Names get_metadata's ``fields`` may select: the public Paper fields.
-METADATA_FIELDS = frozenset(
-    f.encode_name for f in msgspec.structs.fields(Paper) if f.encode_name not in PRIVATE_PAPER_FIELDS
-)
-
-
-# --- the Structs -----------------------------------------------------------------------------------
-
-
-class ToolArgs(msgspec.Struct, forbid_unknown_fields=True):
-    """Base of every tool's arguments."""
-
-
-class SearchOptions(ToolArgs):
-    on_verification: str = "ask"
-    sort: str = "relevance"
-    candidate_target: int = 300
-    max_pages: int = 5
-    max_requests: int = 600
-    timeout_seconds: int = 900
-    metadata: str = "ranked"
-    freshness: str = "prefer_cache"
-    expand: int = 0
-
-
-class SearchArgs(ToolArgs):
-    query: str
-    mode: str = "balanced"
-    limit: int = LIMIT_DEFAULT
-    year_from: int = 0  # 0 = unbounded
-    year_to: int = 0
-    concept_groups: list[list[str]] = []  # empty = plan automatically
-    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
-
-
-class NativeSearchArgs(ToolArgs):
-    """What the searches that keep CNKI's own order share (structured and professional expressions)."""
-
-    limit: int = LIMIT_DEFAULT
-    year_from: int = 0
-    year_to: int = 0
-    sort: str = "relevance"  # after parse: the effective sort, equal to options.sort
-    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
-
-
-class StructuredSearchArgs(NativeSearchArgs, kw_only=True):
-    expression: dict[str, Any]  # tree checked by query.py
-
-
-class ExpertSearchArgs(NativeSearchArgs, kw_only=True):
-    expression: str  # a professional-search expression, read and checked by expert.py
-
-
-class SearchResultsArgs(ToolArgs):
-    search_id: str
-    scope: str = "selected"
-    view: str = "titles"
-    offset: int = 0
-    limit: int = LIMIT_DEFAULT
-
-
-class GetMetadataArgs(ToolArgs):
-    record_refs: list[str] = []
-    titles: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    offset: int = 0
-    limit: int = LIMIT_DEFAULT
-    fields: list[str] = []  # empty = every field
-    quality: bool = False
-    refresh: bool = False
-    local_only: bool = False
-
-
-class ReadOnlineHtmlArgs(ToolArgs):
-    record_ref: str = ""
-    title: str = ""
-    section: str = ""
-    offset: int = 0
-    max_characters: int = READ_CHARACTERS_DEFAULT
-    on_verification: str = "ask"
-    source: str = "online"
-
-
-class SaveToZoteroArgs(ToolArgs):
-    record_refs: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    collection: str = ""
-    attach: bool = True
-    tags: list[str] = []
-
-
-class DownloadPaperArgs(ToolArgs):
-    record_ref: str = ""
-    title: str = ""
-    format: str = "auto"
-    filename: str = ""
-    subdirectory: str = ""
-    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT
-    retry: bool = False
-    on_verification: str = "ask"
-
-
-class RelatedPapersArgs(ToolArgs):
-    relation: str = "references"
-    limit: int = LIMIT_DEFAULT
-    record_ref: str = ""
-    refresh: bool = False
-    title: str = ""
-    wait_seconds: int = RELATED_WAIT_DEFAULT
-    cursor: str = ""
-    on_verification: str = "ask"
-
-
-class ExportCitationsArgs(ToolArgs):
-    record_refs: list[str] = []
-    references_of: str = ""  # a record_ref: export the stored reference list of that paper
-    titles: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    offset: int = 0  # with search_id: the first entry of the scope to export
-    format: str = "gbt7714"
-    template: str = ""
-    filename: str = ""
-
-
-class LinkReferencesArgs(ToolArgs):
-    text: str
-    lookup_missing: bool = False
-
-
-class CheckReferencesArgs(ToolArgs):
-    text: str = ""
-    references: list[str] = []  # after parse: the entries to check, in order (split from text when given)
-    style: str = "gbt7714"
-    on_verification: str = "ask"
-
-
-class LoginArgs(ToolArgs):
-    remote_access_url: str = ""
-    force: bool = False
-
-
-class SessionStatusArgs(ToolArgs):
-    refresh: bool = False
-
-
-class OperationStatusArgs(ToolArgs):
-    operation_id: str = ""  # empty = the active operation, or idle
-    wait_seconds: int = 0
-
-
-class OperationControlArgs(ToolArgs):
-    action: str
-    operation_id: str = ""
-    additional_requests: int = 0
-    additional_seconds: int = 0
-
-
-class DiagnosticsArgs(ToolArgs):
-    site_check: bool = False
 
 
 Validator = Callable[[Any, dict[str, Any]], None]

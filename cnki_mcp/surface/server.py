@@ -2,7 +2,7 @@
 
 Built on mcp 2.x's low-level ``Server`` so the advertised input schemas are exactly ours (the SDK
 sends them unchanged and validates nothing). Every ``tools/call`` goes through
-``tools.parse_arguments`` and then ``app.call(name, args, ctx)``. Results are one compact JSON text block
+``tools.parse_arguments`` and then ``tools.dispatch(app, name, args, ctx)``. Results are one compact JSON text block
 plus the same object as structured content; any failure before an operation starts is answered
 with ``isError: true`` and ``{"status": "failed", "errors": [Problem]}``. The server never dies on
 a bad call.
@@ -21,7 +21,7 @@ import warnings
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import msgspec
@@ -56,7 +56,8 @@ from mcp.types import (
 from cnki_mcp import __version__
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
-from cnki_mcp.surface.tools import ToolName, listed_tools, parse_arguments
+from cnki_mcp.core.tool_args import ToolName
+from cnki_mcp.surface.tools import ToolApp, dispatch, listed_tools, parse_arguments
 from cnki_mcp.surface.wire import stdio_streams
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,6 @@ PROMPTS: dict[str, str] = {
 # --- the app side ------------------------------------------------------------------------------------
 
 
-class ToolApp(Protocol):
-    async def call(self, tool: str, args: msgspec.Struct, ctx: CallContext) -> dict[str, Any] | msgspec.Struct: ...
 
 
 class CallContext:
@@ -202,7 +201,7 @@ async def _dispatch(app: ToolApp | None, request: ServerRequestContext[Any, Any]
         args = parse_arguments(name, raw)
         if app is None:
             raise CnkiError("OPERATION_FAILED", "这个服务实例只用于导出工具清单，不能执行工具。")
-        return _result(await app.call(name, args, ctx))
+        return _result(await dispatch(app, name, args, ctx))
     except CnkiError as exc:
         return failure(exc)
     except Exception as exc:

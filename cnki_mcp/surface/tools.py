@@ -2,46 +2,29 @@
 
 An entry holds the tool's name (``ToolName``), its Chinese description, its hand-written input
 schema (names, types, enums and required fields equal to the reference contract), its argument
-Struct and validator (``arguments.py``), its annotations and the name of its handler on ``App``.
+Struct (``core.tool_args``) and validator (``arguments.py``), its annotations and its handler, the ``App``
+method itself (a missing one fails at import).
 Numbers in descriptions come from the constants the validators use, so a default or a range is
-stated once. ``server.py`` lists and dispatches from ``REGISTRY``; adding a tool is one ``register``
+stated once. ``server.py`` lists from ``REGISTRY`` and calls ``dispatch``; adding a tool is one ``register``
 call here and one handler method on ``App``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from mcp.types import Tool, ToolAnnotations
 
-from cnki_mcp.surface import arguments as a
-from cnki_mcp.references.citations import TEMPLATE_FIELDS
+from cnki_mcp.app import App, Reply
+from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.research.expert import MAX_CHARS as EXPRESSION_MAX_CHARS
+from cnki_mcp.core.tool_args import ToolName
 from cnki_mcp.ops.jobs import CONTINUE_REQUESTS, CONTINUE_SECONDS, KIND_BUDGETS
-
-
-class ToolName(StrEnum):
-    CHECK_REFERENCES = "check_references"
-    DIAGNOSTICS = "diagnostics"
-    DOWNLOAD_PAPER = "download_paper"
-    EXPERT_SEARCH = "expert_search"
-    EXPORT_CITATIONS = "export_citations"
-    GET_METADATA = "get_metadata"
-    LINK_REFERENCES = "link_references"
-    LOGIN = "login"
-    OPERATION_CONTROL = "operation_control"
-    OPERATION_STATUS = "operation_status"
-    READ_ONLINE_HTML = "read_online_html"
-    RELATED_PAPERS = "related_papers"
-    SAVE_TO_ZOTERO = "save_to_zotero"
-    SEARCH = "search"
-    SEARCH_RESULTS = "search_results"
-    SESSION_STATUS = "session_status"
-    STRUCTURED_SEARCH = "structured_search"
+from cnki_mcp.references.citations import TEMPLATE_FIELDS
+from cnki_mcp.research.expert import MAX_CHARS as EXPRESSION_MAX_CHARS
+from cnki_mcp.surface import arguments as a
 
 
 @dataclass(frozen=True)
@@ -49,15 +32,11 @@ class ToolSpec:
     name: ToolName
     description: str
     schema: dict[str, Any]
-    arguments: type[a.ToolArgs]
+    arguments: type[tool_args.ToolArgs]
     validate: a.Validator
+    handler: Handler
     read_only: bool
     open_world: bool
-
-    @property
-    def handler(self) -> str:
-        """The ``App`` method that runs the tool (named like the tool)."""
-        return self.name.value
 
     def tool(self) -> Tool:
         return Tool(
@@ -73,20 +52,30 @@ class ToolSpec:
         )
 
 
+# A tool's handler: the App method that runs it, given the parsed arguments and the call's context.
+Handler = Callable[[App, Any, Any], Awaitable[Reply]]
+
 REGISTRY: dict[ToolName, ToolSpec] = {}
+
+
+class ToolApp(Protocol):
+    """What dispatching needs of the App (the server's tests serve a stand-in)."""
+
+    async def call(self, handler: Handler, args: Any, ctx: Any, *, needs_config: bool = True) -> Any: ...
 
 
 def register(
     name: ToolName,
     description: str,
     schema: dict[str, Any],
-    arguments: type[a.ToolArgs],
+    arguments: type[tool_args.ToolArgs],
     validate: Callable[[Any, dict[str, Any]], None],
+    handler: Handler,
     *,
     read_only: bool,
     open_world: bool,
 ) -> None:
-    REGISTRY[name] = ToolSpec(name, description, schema, arguments, validate, read_only, open_world)
+    REGISTRY[name] = ToolSpec(name, description, schema, arguments, validate, handler, read_only, open_world)
 
 
 def spec_of(name: str) -> ToolSpec:
@@ -97,10 +86,17 @@ def spec_of(name: str) -> ToolSpec:
         raise CnkiError("UNKNOWN_TOOL", f"没有名为 {name!r} 的工具。", details={"tool": name}) from None
 
 
-def parse_arguments(name: str, raw: dict[str, Any] | None) -> a.ToolArgs:
+def parse_arguments(name: str, raw: dict[str, Any] | None) -> tool_args.ToolArgs:
     """The arguments of a call to ``name``, converted, checked and with every default filled."""
     spec = spec_of(name)
     return a.parse(spec.arguments, spec.validate, raw)
+
+
+async def dispatch(app: ToolApp, name: str, args: tool_args.ToolArgs, ctx: Any) -> Reply:
+    """Run the tool ``name`` on ``app`` with arguments from ``parse_arguments``. Every tool but diagnostics
+    needs a readable config.json."""
+    spec = spec_of(name)
+    return await app.call(spec.handler, args, ctx, needs_config=spec.name is not ToolName.DIAGNOSTICS)
 
 
 def listed_tools() -> list[Tool]:
@@ -148,18 +144,18 @@ def _range(maximum: int, default: int, unit: str = "") -> str:
     return f"1–{maximum}{unit}，默认 {default}{unit}"
 
 
-_CANDIDATES_DEFAULT, _CANDIDATES_MAX = a.OPTION_RANGES["candidate_target"]
-_PAGES_DEFAULT, _PAGES_MAX = a.OPTION_RANGES["max_pages"]
-_REQUESTS_DEFAULT, _REQUESTS_MAX = a.OPTION_RANGES["max_requests"]
-_SECONDS_DEFAULT, _SECONDS_MAX = a.OPTION_RANGES["timeout_seconds"]
+_CANDIDATES_DEFAULT, _CANDIDATES_MAX = tool_args.OPTION_RANGES["candidate_target"]
+_PAGES_DEFAULT, _PAGES_MAX = tool_args.OPTION_RANGES["max_pages"]
+_REQUESTS_DEFAULT, _REQUESTS_MAX = tool_args.OPTION_RANGES["max_requests"]
+_SECONDS_DEFAULT, _SECONDS_MAX = tool_args.OPTION_RANGES["timeout_seconds"]
 
-_POLICY = _string("遇到验证码等人工验证时：ask（默认）弹出窗口等你处理；skip 跳过该资源", a.POLICIES)
+_POLICY = _string("遇到验证码等人工验证时：ask（默认）弹出窗口等你处理；skip 跳过该资源", tool_args.POLICIES)
 _YEAR_FROM = _integer("起始发表年份（含）；0 或省略表示不限")
 _YEAR_TO = _integer("截止发表年份（含）；0 或省略表示不限")
 _SCOPE = _string(
-    "search_id 取哪一部分：selected（默认，筛选结果）、eligible（相关文献）、candidates（全部候选）", a.SCOPES
+    "search_id 取哪一部分：selected（默认，筛选结果）、eligible（相关文献）、candidates（全部候选）", tool_args.SCOPES
 )
-_LIMIT = f"1–{a.LIMIT_MAX}，默认 {a.LIMIT_DEFAULT}"
+_LIMIT = f"1–{tool_args.LIMIT_MAX}，默认 {tool_args.LIMIT_DEFAULT}"
 
 _OPTION_PROPERTIES: dict[str, Any] = {
     "candidate_target": _integer(
@@ -167,21 +163,21 @@ _OPTION_PROPERTIES: dict[str, Any] = {
         f"{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认等于 limit"
     ),
     "expand": _integer(
-        f"引文扩展：0–{a.EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
+        f"引文扩展：0–{tool_args.EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
         "作为 citation 通道的候选一起排序，被多篇筛选结果引用的文献得到加分；请求计入 max_requests"
     ),
     "freshness": _string(
-        "prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索", a.FRESHNESS
+        "prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索", tool_args.FRESHNESS
     ),
     "max_pages": _integer(f"每个检索通道最多翻几页，{_range(_PAGES_MAX, _PAGES_DEFAULT)}"),
     "max_requests": _integer(f"本次任务最多发出的请求数，{_range(_REQUESTS_MAX, _REQUESTS_DEFAULT)}"),
     "metadata": _string(
         f"读取详情页的范围：ranked（{ToolName.SEARCH} 默认，按初步排序选一部分）、all（全部）、"
         f"basic（只用列表信息，{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认）",
-        a.METADATA,
+        tool_args.METADATA,
     ),
     "on_verification": _POLICY,
-    "sort": _string("知网列表排序：relevance、date_desc（发表时间）、cited_desc（被引）、downloaded_desc（下载）", a.SORTS),
+    "sort": _string("知网列表排序：relevance、date_desc（发表时间）、cited_desc（被引）、downloaded_desc（下载）", tool_args.SORTS),
     "timeout_seconds": _integer(
         f"任务运行时间上限（秒），{_range(_SECONDS_MAX, _SECONDS_DEFAULT)}；等待你人工处理的时间不计入"
     ),
@@ -194,7 +190,7 @@ _NATIVE_OPTIONS = _object({name: value for name, value in _OPTION_PROPERTIES.ite
 _NATIVE_PROPERTIES = {
     "limit": _integer(f"返回条数，{_LIMIT}；未设置 options.candidate_target 时也决定抓取多少条"),
     "options": _NATIVE_OPTIONS,
-    "sort": _string("relevance（默认）、date_desc、cited_desc、downloaded_desc", a.SORTS),
+    "sort": _string("relevance（默认）、date_desc、cited_desc、downloaded_desc", tool_args.SORTS),
     "year_from": _YEAR_FROM,
     "year_to": _YEAR_TO,
 }
@@ -218,12 +214,13 @@ register(
             ),
             "text": _string(
                 f"粘贴的参考文献列表（与 references 二选一）：带 [1]、1. 编号或不带编号，一行一条或空行分隔，"
-                f"最大 {a.TEXT_BYTES_MAX // 1024} KB、最多 {a.CHECK_ENTRIES_MAX} 条"
+                f"最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {a.CHECK_ENTRIES_MAX} 条"
             ),
         }
     ),
-    a.CheckReferencesArgs,
+    tool_args.CheckReferencesArgs,
     a.validate_check_references,
+    handler=App.check_references,
     read_only=True,
     open_world=True,
 )
@@ -235,8 +232,9 @@ register(
     f"site_check=true 时改为现场检查：按固定路线访问知网（至多 {KIND_BUDGETS['site_check'][0]} 次请求，不下载任何文件），"
     "逐项报告检索页、结果列表、详情页、期刊页、阅读入口和登录状态是否仍如预期，作为后台任务运行。",
     _object({"site_check": _boolean("现场检查知网页面结构（后台任务，与 cnki-mcp doctor --site 相同）")}),
-    a.DiagnosticsArgs,
+    tool_args.DiagnosticsArgs,
     a.no_rules,
+    handler=App.diagnostics,
     read_only=True,
     open_world=False,
 )
@@ -248,19 +246,20 @@ register(
     _object(
         {
             "filename": _string("保存的文件名，扩展名须与格式一致；省略时用“题名_编号前 8 位”"),
-            "format": _string("auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj", a.DOWNLOAD_FORMATS),
+            "format": _string("auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj", tool_args.DOWNLOAD_FORMATS),
             "on_verification": _POLICY,
             "record_ref": _string("论文的 record_ref（与 title 二选一）"),
             "retry": _boolean("上次下载结果不明确（SIDE_EFFECT_UNCERTAIN）时，确认允许再点击一次"),
             "subdirectory": _string("保存到 downloads/ 下的这个子目录"),
             "title": _string("论文的完整题名（与 record_ref 二选一）"),
             "wait_seconds": _integer(
-                f"点击后等待文件下载完成的秒数，{_range(a.DOWNLOAD_WAIT_MAX, a.DOWNLOAD_WAIT_DEFAULT)}；人工验证的时间不计入"
+                f"点击后等待文件下载完成的秒数，{_range(tool_args.DOWNLOAD_WAIT_MAX, tool_args.DOWNLOAD_WAIT_DEFAULT)}；人工验证的时间不计入"
             ),
         }
     ),
-    a.DownloadPaperArgs,
+    tool_args.DownloadPaperArgs,
     a.validate_download_paper,
+    handler=App.download_paper,
     read_only=False,
     open_world=True,
 )
@@ -285,8 +284,9 @@ register(
         },
         required=("expression",),
     ),
-    a.ExpertSearchArgs,
+    tool_args.ExpertSearchArgs,
     a.validate_native_search,
+    handler=App.expert_search,
     read_only=True,
     open_world=True,
 )
@@ -302,22 +302,23 @@ register(
             "filename": _string("保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖"),
             "format": _string(f"{'、'.join(a.CITATION_FORMATS)}；默认 gbt7714", a.CITATION_FORMATS),
             "offset": _integer(
-                f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {a.EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
+                f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {tool_args.EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
             ),
-            "record_refs": _strings(f"要导出的 record_ref 列表，最多 {a.EXPORT_MAX} 个"),
+            "record_refs": _strings(f"要导出的 record_ref 列表，最多 {tool_args.EXPORT_MAX} 个"),
             "references_of": _string(
                 f"导出这篇文献（record_ref）的参考文献表：先用 {ToolName.RELATED_PAPERS} 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
             ),
             "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates"),
-            "search_id": _string(f"导出某次检索的结果（每次最多 {a.EXPORT_MAX} 篇）"),
+            "search_id": _string(f"导出某次检索的结果（每次最多 {tool_args.EXPORT_MAX} 篇）"),
             "template": _string(
                 f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
             ),
-            "titles": _strings(f"完整题名列表，会访问知网定位并读取详情，最多 {a.BATCH_MAX} 个"),
+            "titles": _strings(f"完整题名列表，会访问知网定位并读取详情，最多 {tool_args.BATCH_MAX} 个"),
         }
     ),
-    a.ExportCitationsArgs,
+    tool_args.ExportCitationsArgs,
     a.validate_export_citations,
+    handler=App.export_citations,
     read_only=False,
     open_world=True,
 )
@@ -326,7 +327,7 @@ register(
     ToolName.GET_METADATA,
     "批量取得完整题录：作者、单位、来源、卷期页、DOI、摘要、关键词、基金、中图分类号；quality=true 时附带期刊收录（CSSCI、"
     "北大核心等）与影响因子。检索后需要摘要、判断来源或核对书目信息时使用。"
-    f"用 record_refs、完整题名或 search_id 指定文献，一次最多 {a.BATCH_MAX} 篇。",
+    f"用 record_refs、完整题名或 search_id 指定文献，一次最多 {tool_args.BATCH_MAX} 篇。",
     _object(
         {
             "fields": _strings("只返回这些字段，如 abstract、keywords、doi、clc_codes、quality；record_ref 和 title 总会返回"),
@@ -341,8 +342,9 @@ register(
             "titles": _strings("完整题名列表，先查本地，本地没有的到知网按篇名精确查找"),
         }
     ),
-    a.GetMetadataArgs,
+    tool_args.GetMetadataArgs,
     a.validate_get_metadata,
+    handler=App.get_metadata,
     read_only=True,
     open_world=True,
 )
@@ -355,13 +357,14 @@ register(
         {
             "lookup_missing": _boolean("本地没有记录的题名到知网按篇名精确查找"),
             "text": _string(
-                f"含《完整论文题名》的文本，最大 {a.TEXT_BYTES_MAX // 1024} KB、最多 {a.REFERENCES_MAX} 个题名"
+                f"含《完整论文题名》的文本，最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {a.REFERENCES_MAX} 个题名"
             ),
         },
         required=("text",),
     ),
-    a.LinkReferencesArgs,
+    tool_args.LinkReferencesArgs,
     a.validate_link_references,
+    handler=App.link_references,
     read_only=True,
     open_world=True,
 )
@@ -376,8 +379,9 @@ register(
             "remote_access_url": _string("机构远程访问入口（https，不含账号信息）；省略时使用知网的登录入口"),
         }
     ),
-    a.LoginArgs,
+    tool_args.LoginArgs,
     a.validate_login,
+    handler=App.login,
     read_only=False,
     open_world=True,
 )
@@ -389,7 +393,7 @@ register(
     _object(
         {
             "action": _string(
-                "cancel 取消；continue 继续检索；resume 人工步骤已完成；show 重新显示人工窗口；recover 重启浏览器", a.ACTIONS
+                "cancel 取消；continue 继续检索；resume 人工步骤已完成；show 重新显示人工窗口；recover 重启浏览器", tool_args.ACTIONS
             ),
             "additional_requests": _integer(
                 f"continue 时追加的请求数，最多 {_REQUESTS_MAX}；省略且预算已用完时自动追加 {CONTINUE_REQUESTS}"
@@ -401,26 +405,28 @@ register(
         },
         required=("action",),
     ),
-    a.OperationControlArgs,
+    tool_args.OperationControlArgs,
     a.validate_operation_control,
+    handler=App.operation_control,
     read_only=False,
     open_world=True,
 )
 
 register(
     ToolName.OPERATION_STATUS,
-    f"查看后台任务的进度与结果。其他工具返回 operation_id 且状态为 running 时，用 wait_seconds={a.STATUS_WAIT_MAX} 继续等待；"
+    f"查看后台任务的进度与结果。其他工具返回 operation_id 且状态为 running 时，用 wait_seconds={tool_args.STATUS_WAIT_MAX} 继续等待；"
     "任务完成或需要用户在浏览器中操作时会提前返回。",
     _object(
         {
             "operation_id": _string("任务编号；省略时返回唯一在运行的任务（有多个时须指定），没有任务时返回 idle"),
             "wait_seconds": _integer(
-                f"最多等待的秒数，0–{a.STATUS_WAIT_MAX}（超出按边界处理）；完成或需要人工操作时提前返回"
+                f"最多等待的秒数，0–{tool_args.STATUS_WAIT_MAX}（超出按边界处理）；完成或需要人工操作时提前返回"
             ),
         }
     ),
-    a.OperationStatusArgs,
+    tool_args.OperationStatusArgs,
     a.validate_operation_status,
+    handler=App.operation_status,
     read_only=True,
     open_world=False,
 )
@@ -434,7 +440,7 @@ register(
     _object(
         {
             "max_characters": _integer(
-                f"本次最多返回的字符数，{_range(a.READ_CHARACTERS_MAX, a.READ_CHARACTERS_DEFAULT)}"
+                f"本次最多返回的字符数，{_range(tool_args.READ_CHARACTERS_MAX, tool_args.READ_CHARACTERS_DEFAULT)}"
             ),
             "offset": _integer("从第几个字符开始，用于翻页（取上次返回的 next_offset）"),
             "on_verification": _POLICY,
@@ -443,13 +449,14 @@ register(
             "source": _string(
                 f"online（默认，知网在线阅读）；download（读已用 {ToolName.DOWNLOAD_PAPER} 下载的 PDF 或内含 PDF 的 CAJ，"
                 "不访问知网）；auto（有可读的下载文件时读文件，没有或读不出文字时在线阅读）",
-                a.READ_SOURCES,
+                tool_args.READ_SOURCES,
             ),
             "title": _string("论文的完整题名（与 record_ref 二选一）"),
         }
     ),
-    a.ReadOnlineHtmlArgs,
+    tool_args.ReadOnlineHtmlArgs,
     a.validate_read_online_html,
+    handler=App.read_online_html,
     read_only=True,
     open_world=True,
 )
@@ -467,16 +474,17 @@ register(
             "on_verification": _POLICY,
             "record_ref": _string("论文的 record_ref（与 title 二选一）"),
             "refresh": _boolean("忽略本地保存的列表，重新从知网读取"),
-            "relation": _string("references（默认，参考文献）、citing（引证文献）、similar（相似文献）", a.RELATIONS),
+            "relation": _string("references（默认，参考文献）、citing（引证文献）、similar（相似文献）", tool_args.RELATIONS),
             "title": _string("论文的完整题名（与 record_ref 二选一）"),
             "wait_seconds": _integer(
-                f"本次调用最多等待的秒数，1–{a.STATUS_WAIT_MAX}，默认 {a.RELATED_WAIT_DEFAULT}；未完成时返回 operation_id，"
+                f"本次调用最多等待的秒数，1–{tool_args.STATUS_WAIT_MAX}，默认 {tool_args.RELATED_WAIT_DEFAULT}；未完成时返回 operation_id，"
                 f"用 {ToolName.OPERATION_STATUS} 继续等待"
             ),
         }
     ),
-    a.RelatedPapersArgs,
+    tool_args.RelatedPapersArgs,
     a.validate_related_papers,
+    handler=App.related_papers,
     read_only=True,
     open_world=True,
 )
@@ -487,21 +495,22 @@ register(
     "题名、作者（中文姓名不拆分）、日期、来源、卷期页、DOI、摘要、关键词（作为标签）、语言、网址、中图分类号（在 extra 中），"
     "期刊论文、学位论文（学校与博士/硕士）、会议论文、报纸文章各用对应的条目类型；attach=true（默认）时把已用 "
     f"{ToolName.DOWNLOAD_PAPER} 下载的 PDF/CAJ 作为附件一并存入（不会自行下载）。同一分类中已存过的文献不重复保存；"
-    f"一条失败不影响其他条目，结果逐条给出状态。需要先打开 Zotero。一次最多 {a.ZOTERO_MAX} 篇。",
+    f"一条失败不影响其他条目，结果逐条给出状态。需要先打开 Zotero。一次最多 {tool_args.ZOTERO_MAX} 篇。",
     _object(
         {
             "attach": _boolean("附上已下载的 PDF/CAJ 文件（默认 true）；没有下载过的文献只存题录"),
             "collection": _string(
                 "存入的 Zotero 分类：唯一的分类名，或从文库根开始的路径（如 法学/2024）；省略时存入 Zotero 当前选中的分类"
             ),
-            "record_refs": _strings(f"要保存的 record_ref 列表，最多 {a.ZOTERO_MAX} 个"),
-            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", a.SCOPES),
-            "search_id": _string(f"保存某次检索的结果（最多 {a.ZOTERO_MAX} 篇）"),
-            "tags": _strings(f"给这些条目加上的标签，每个 1–{a.TAG_CHARS} 字，不含英文逗号"),
+            "record_refs": _strings(f"要保存的 record_ref 列表，最多 {tool_args.ZOTERO_MAX} 个"),
+            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", tool_args.SCOPES),
+            "search_id": _string(f"保存某次检索的结果（最多 {tool_args.ZOTERO_MAX} 篇）"),
+            "tags": _strings(f"给这些条目加上的标签，每个 1–{tool_args.TAG_CHARS} 字，不含英文逗号"),
         }
     ),
-    a.SaveToZoteroArgs,
+    tool_args.SaveToZoteroArgs,
     a.validate_save_to_zotero,
+    handler=App.save_to_zotero,
     read_only=False,
     open_world=True,  # Zotero is outside the server: its library changes
 )
@@ -522,16 +531,17 @@ register(
                 "type": ["null", "array"],
             },
             "limit": _integer(f"返回多少条筛选结果，{_LIMIT}；不影响检索与筛选本身"),
-            "mode": _string("precise 不做补充检索；balanced（默认）；broad 目前与 balanced 相同", a.MODES),
+            "mode": _string("precise 不做补充检索；balanced（默认）；broad 目前与 balanced 相同", tool_args.MODES),
             "options": _SEARCH_OPTIONS,
-            "query": _string(f"研究问题或检索词，1–{a.QUERY_MAX} 字"),
+            "query": _string(f"研究问题或检索词，1–{tool_args.QUERY_MAX} 字"),
             "year_from": _YEAR_FROM,
             "year_to": _YEAR_TO,
         },
         required=("query",),
     ),
-    a.SearchArgs,
+    tool_args.SearchArgs,
     a.validate_search,
+    handler=App.search,
     read_only=True,
     open_world=True,
 )
@@ -544,14 +554,15 @@ register(
         {
             "limit": _integer(f"每页条数，{_LIMIT}"),
             "offset": _integer("从第几条开始，默认 0；取上次返回的 next_offset 翻页"),
-            "scope": _string("selected（默认）、eligible、candidates", a.SCOPES),
+            "scope": _string("selected（默认）、eligible、candidates", tool_args.SCOPES),
             "search_id": _string(f"{ToolName.SEARCH} 或 {ToolName.STRUCTURED_SEARCH} 返回的 search_id"),
-            "view": _string("titles（默认）、compact（加作者、年份、来源、摘要、评分）、records（完整题录与评分明细）", a.VIEWS),
+            "view": _string("titles（默认）、compact（加作者、年份、来源、摘要、评分）、records（完整题录与评分明细）", tool_args.VIEWS),
         },
         required=("search_id",),
     ),
-    a.SearchResultsArgs,
+    tool_args.SearchResultsArgs,
     a.validate_search_results,
+    handler=App.search_results,
     read_only=True,
     open_world=False,
 )
@@ -561,8 +572,9 @@ register(
     "查看已识别到的个人或机构登录状态。默认返回最近一次的识别结果，不访问知网；refresh=true 时在后台页面重新识别。"
     "显示机构名称不代表该机构订购了全部资源。",
     _object({"refresh": _boolean()}),
-    a.SessionStatusArgs,
+    tool_args.SessionStatusArgs,
     a.no_rules,
+    handler=App.session_status,
     read_only=True,
     open_world=True,
 )
@@ -590,8 +602,9 @@ register(
         },
         required=("expression",),
     ),
-    a.StructuredSearchArgs,
+    tool_args.StructuredSearchArgs,
     a.validate_native_search,
+    handler=App.structured_search,
     read_only=True,
     open_world=True,
 )

@@ -27,7 +27,13 @@ import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, jsonrpc_message_adapter
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    jsonrpc_message_adapter,
+)
 from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
