@@ -46,7 +46,7 @@ from cnki_mcp.documents.download_files import DownloadRequest, check_names, chec
 from cnki_mcp.documents.local_read import LocalFiles
 from cnki_mcp.documents.online_reader import Reader
 from cnki_mcp.fieldcheck import tour as site_check
-from cnki_mcp.ops.jobs import Jobs, OperationContext, Work, kind_budget
+from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, Work, kind_budget
 from cnki_mcp.pages.relation_parse import Signatures
 from cnki_mcp.references import refcheck
 from cnki_mcp.references.exports import ExportPart, write_export
@@ -226,9 +226,18 @@ class App:
 
     # --- local tools ----------------------------------------------------------------------
 
+    async def start_site_check(self) -> Job:
+        """The field check (``diagnostics`` with ``site_check``, ``doctor --site``) started as an operation."""
+        if self.config_error is not None:
+            raise self.config_error
+        jobs, store, enrichment = await self.jobs(), await self.store(), await self.enrichment()
+        work = functools.partial(site_check.tour, site=self.site(), enrichment=enrichment, store=store)
+        return jobs.start(site_check.KIND, kind_budget(site_check.KIND), work)
+
     async def diagnostics(self, args: Any, ctx: Any) -> Reply:
         if args is not None and args.site_check:
-            return await site_check.start(self, ctx)
+            jobs = await self.jobs()
+            return await jobs.inline(await self.start_site_check(), ctx)
         process = psutil.Process()
         browser_path = os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path
         report: dict[str, Any] = {

@@ -13,9 +13,9 @@ from typing import TypeVar
 import click
 
 from cnki_mcp import __version__
-from cnki_mcp.site import reaper
 from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.site import reaper
 
 T = TypeVar("T")
 SHUTDOWN_SECONDS = 20
@@ -141,14 +141,14 @@ def doctor(protocol: bool, as_json: bool, site: bool, report: bool) -> None:
 
 
 async def _doctor_site() -> bool:
-    from cnki_mcp.core import logs
     from cnki_mcp.app import App
+    from cnki_mcp.core import logs
     from cnki_mcp.fieldcheck.tour import run_in_terminal
 
     logs.configure(settings.data_root())
     app = App()
     try:
-        check = await run_in_terminal(app, click.echo)
+        check = await run_in_terminal(await app.jobs(), await app.start_site_check(), click.echo)
     except CnkiError as exc:
         if exc.code == "DATA_DIRECTORY_IN_USE":
             exc.message += " 也可以在客户端中调用 diagnostics（参数 site_check=true），做同样的检查。"

@@ -26,7 +26,7 @@ from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.core.model import PARSER_VERSION, Paper, Quality
 from cnki_mcp.pages.parse import GridPage
-from cnki_mcp.research.query import GridQuery
+from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.core.text import source_key, title_key
 
 PAGE_SIZE = 20

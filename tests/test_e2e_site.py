@@ -24,9 +24,9 @@ from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, kind_budget
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.core.model import Paper
 from cnki_mcp.pages.parse import GridPage
-from cnki_mcp.research.query import compile_expression
+from cnki_mcp.site.grid_query import compile_expression
 from cnki_mcp.site.session import Sessions
-from cnki_mcp.research.query import GridQuery
+from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.site import Site
 from cnki_mcp.store.library import Store
 from tests.harness import AWAITING, McpSession, chromium_or_skip, processes_on, serve_params

@@ -22,8 +22,8 @@ from cnki_mcp.site.browser import Browser
 from cnki_mcp.ops.jobs import Jobs, OperationContext, kind_budget
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.core.model import Paper
-from cnki_mcp.research.query import compile_expression
-from cnki_mcp.research.query import GridQuery
+from cnki_mcp.site.grid_query import compile_expression
+from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.site import Site
 from cnki_mcp.store.library import Store
 from tests.kns.corpus import Paper as SimPaper

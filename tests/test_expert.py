@@ -30,7 +30,7 @@ from cnki_mcp.research.expert import (
     render,
 )
 from cnki_mcp.core.model import Channel, Plan
-from cnki_mcp.research.query import compile_expression, grid_form, rewrite_query_json
+from cnki_mcp.site.grid_query import compile_expression, grid_form, rewrite_query_json
 
 ISSUE_EXAMPLE = "SU=('数字经济'+'数字化转型') AND AU='张三' NOT TI='综述'"
 

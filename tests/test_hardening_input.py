@@ -37,7 +37,7 @@ from mcp.types import CallToolResult
 from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CATALOGUE
 from cnki_mcp.core.text import is_blank
-from cnki_mcp.research import query
+from cnki_mcp.site import grid_query
 from cnki_mcp.surface import arguments, server
 from tests.harness import (
     INIT_PARAMS,
@@ -147,7 +147,7 @@ json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=
 
 
 def leaf_node() -> st.SearchStrategy[dict[str, Any]]:
-    fields = st.sampled_from(list(query.FIELDS))
+    fields = st.sampled_from(list(grid_query.FIELDS))
     node = st.fixed_dictionaries(
         {"field": fields, "value": texts.filter(lambda v: v.strip())},
         optional={"match": st.sampled_from(["phrase", "exact", ""])},
@@ -380,7 +380,7 @@ def _dnf(node: Any, depth: int, negated: bool, counter: list[int]) -> list[list[
     exact subject, ≤ 32 branches (negation pushed to the leaves by De Morgan).
     """
     counter[0] += 1
-    if depth > query.MAX_DEPTH or counter[0] > query.MAX_NODES or not isinstance(node, dict):
+    if depth > grid_query.MAX_DEPTH or counter[0] > grid_query.MAX_NODES or not isinstance(node, dict):
         return None
     op = node.get("op", "")
     if not op:
@@ -388,9 +388,9 @@ def _dnf(node: Any, depth: int, negated: bool, counter: list[int]) -> list[list[
         match = node.get("match", "")
         if set(node) - {"field", "value", "match"} or not isinstance(value, str) or not isinstance(match, str):
             return None
-        if node.get("field") not in query.FIELDS or is_blank(value) or len(value.strip()) > query.MAX_VALUE_CHARS:
+        if node.get("field") not in grid_query.FIELDS or is_blank(value) or len(value.strip()) > grid_query.MAX_VALUE_CHARS:
             return None
-        if match not in query.MATCHES or ('"' in value and "'" in value):
+        if match not in grid_query.MATCHES or ('"' in value and "'" in value):
             return None
         if node["field"] == "subject" and match == "exact":
             return None
@@ -409,14 +409,14 @@ def _dnf(node: Any, depth: int, negated: bool, counter: list[int]) -> list[list[
         if part is None:
             return None
         out = out + part if as_or else [a + b for a in out for b in part]
-        if len(out) > query.MAX_BRANCHES:
+        if len(out) > grid_query.MAX_BRANCHES:
             return None
     return out
 
 
 def acceptable(expression: dict[str, Any]) -> bool:
     dnf = _dnf(expression, 0, False, [0])
-    return dnf is not None and len(dnf) <= query.MAX_BRANCHES and all(any(branch) for branch in dnf)
+    return dnf is not None and len(dnf) <= grid_query.MAX_BRANCHES and all(any(branch) for branch in dnf)
 
 
 @settings(SETTINGS, max_examples=300)

@@ -18,7 +18,7 @@ from cnki_mcp.core.model import Paper
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.pages.page_state import PageState
 from cnki_mcp.site.listings import anchor_of, filter_years, parse_form, query_key
-from cnki_mcp.research.query import Condition, GridQuery, compile_expression
+from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression
 from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.site.site import Site, bind_detail, page_problem
 from cnki_mcp.store.library import Store

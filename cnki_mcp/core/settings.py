@@ -107,3 +107,13 @@ def user_data_dir() -> Path:
     # The XDG spec says relative values are invalid and must be ignored.
     base_dir = Path(xdg) if xdg and os.path.isabs(xdg) else home / ".local" / "share"
     return base_dir / APP_DIR_NAME
+
+
+def normalise_os(os_name: str | None = None) -> str:
+    """The OS family (darwin, windows or linux) of ``os_name`` (its aliases), or of this machine."""
+    name = (os_name or sys.platform).lower()
+    if name in ("darwin", "macos", "mac", "osx"):
+        return "darwin"
+    if name in ("windows", "win32", "cygwin", "win"):
+        return "windows"
+    return "linux"

@@ -18,27 +18,29 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from cnki_mcp import __version__
 from cnki_mcp.core.clock import utc_now_iso
-from cnki_mcp.documents.online_reader import HTML_ENTRY, HTML_ENTRY_LINKS, read_document
-from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
-from cnki_mcp.ops.jobs import FINAL_STATUSES, Jobs, OperationContext, kind_budget
-from cnki_mcp.site.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, CONTROL_EXPRESSION
+from cnki_mcp.core.model import PARSER_VERSION, CheckStep, Paper, Problem, SiteCheck
+from cnki_mcp.documents.online_reader import HTML_ENTRY, HTML_ENTRY_LINKS, read_document
+from cnki_mcp.ops.jobs import FINAL_STATUSES, Job, Jobs, OperationContext, kind_budget
 from cnki_mcp.pages.markup import load_page
-from cnki_mcp.core.model import PARSER_VERSION, CheckStep, OperationView, Paper, Problem, SiteCheck
 from cnki_mcp.pages.page_state import PageState
 from cnki_mcp.pages.parse import GridPage, is_site_url, parse_detail, parse_journal
-from cnki_mcp.research.query import GridQuery, compile_expression
 from cnki_mcp.pages.reader import ReaderDocument
+from cnki_mcp.research.enrich import Enrichment
+from cnki_mcp.site.grid_query import GridQuery, compile_expression
+from cnki_mcp.site.listings import (
+    ADVANCED_SEARCH_URL,
+    BOOTSTRAP_TIMEOUT,
+    CONTROL_EXPRESSION,
+)
 from cnki_mcp.site.site import Observation, Site, bind_detail
-
-if TYPE_CHECKING:
-    from cnki_mcp.app import App
+from cnki_mcp.store.library import Store
 
 log = logging.getLogger(__name__)
 
@@ -419,32 +421,17 @@ class Tour:
 # Starting it
 
 
-def work(app: App) -> Callable[[OperationContext], Awaitable[SiteCheck]]:
-    async def run(op: OperationContext) -> SiteCheck:
-        store = await app.store()
-        tour = Tour(op, app.site(), await app.enrichment())
-        check = await tour.run()
-        store.put_site_check(check, tour.names)
-        return check
-
-    return run
+async def tour(op: OperationContext, site: Site, enrichment: Enrichment, store: Store) -> SiteCheck:
+    """The field check as an operation's work: the tour, its result kept in the store."""
+    walk = Tour(op, site, enrichment)
+    check = await walk.run()
+    store.put_site_check(check, walk.names)
+    return check
 
 
-async def start(app: App, ctx: Any) -> OperationView:
-    """``diagnostics`` with ``site_check: true``: the tour as an operation, waited for inline like any other."""
-    if app.config_error is not None:
-        raise app.config_error
-    jobs = await app.jobs()
-    return await jobs.inline(jobs.start(KIND, kind_budget(KIND), work(app)), ctx)
-
-
-async def run_in_terminal(app: App, echo: Callable[[str], None]) -> SiteCheck | None:
-    """``cnki-mcp doctor --site``: the same operation, its steps printed as they finish and a person told
-    when a page waits for them. Returns the check (None when the operation itself failed)."""
-    if app.config_error is not None:
-        raise app.config_error
-    jobs: Jobs = await app.jobs()
-    job = jobs.start(KIND, kind_budget(KIND), work(app))
+async def run_in_terminal(jobs: Jobs, job: Job, echo: Callable[[str], None]) -> SiteCheck | None:
+    """``cnki-mcp doctor --site``: the tour's operation ``job``, its steps printed as they finish and a person
+    told when a page waits for them. Returns the check (None when the operation itself failed)."""
     echo(f"现场检查知网页面（至多 {kind_budget(KIND).max_requests} 次请求，不下载文件）……")
     shown, message = 0, ""
     while True:

@@ -21,16 +21,16 @@ from typing import Any, Protocol
 import msgspec
 
 from cnki_mcp.core import settings
-from cnki_mcp.store.catalog import Catalog, merge
 from cnki_mcp.core.clock import utc_now_iso
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
 from cnki_mcp.core.identity import identity_keys, same_paper
-from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.core.model import Paper, Problem, Quality, public_paper
-from cnki_mcp.pages.parse import GridPage
-from cnki_mcp.research.query import TITLES_PER_LOCATE, GridQuery
-from cnki_mcp.store.library import detail_is_fresh, journal_is_fresh
 from cnki_mcp.core.text import source_key, title_key
+from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.site.grid_query import TITLES_PER_LOCATE, GridQuery
+from cnki_mcp.store.catalog import Catalog, merge
+from cnki_mcp.store.library import detail_is_fresh, journal_is_fresh
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Channel, Plan
-from cnki_mcp.research.query import FIELDS as STRUCTURED_FIELDS
-from cnki_mcp.research.query import Expression, compile_expression, decode_expression
+from cnki_mcp.site.grid_query import FIELDS as STRUCTURED_FIELDS
+from cnki_mcp.site.grid_query import Expression, compile_expression, decode_expression
 
 # Field codes of CNKI's professional search, as its help and the search page's hint list them.
 FIELDS: dict[str, str] = {

@@ -58,9 +58,6 @@ from cnki_mcp.research.query import (
     SAMPLING_MAX_TOKENS,
     SAMPLING_SYSTEM_PROMPT,
     SAMPLING_UNUSABLE_WARNING,
-    Condition,
-    GridQuery,
-    compile_expression,
     feedback_channels,
     plan_explicit,
     plan_from_sampling,
@@ -79,6 +76,7 @@ from cnki_mcp.research.rank import (
     search_entries,
 )
 from cnki_mcp.research.relations import Relations
+from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression
 from cnki_mcp.store.library import Store
 
 log = logging.getLogger(__name__)

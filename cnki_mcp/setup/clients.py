@@ -30,6 +30,9 @@ from urllib.parse import quote_plus
 
 from ruamel.yaml import YAMLError
 
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.files import replace_if_unchanged, write_backup
+from cnki_mcp.core.settings import normalise_os
 from cnki_mcp.setup.config_edit import (
     DSH_ENTRY_ID,
     SERVER_KEY,
@@ -47,8 +50,6 @@ from cnki_mcp.setup.config_edit import (
     parse_jsonc,
     quoted,
 )
-from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.files import replace_if_unchanged, write_backup
 
 SYSTEMS = ("darwin", "windows", "linux")
 
@@ -339,15 +340,6 @@ def import_link(client_id: str, data_root: Path | str, command: list[str] | None
 
 
 # --- where config files live ----------------------------------------------------------------------
-
-
-def normalise_os(os_name: str | None = None) -> str:
-    name = (os_name or sys.platform).lower()
-    if name in ("darwin", "macos", "mac", "osx"):
-        return "darwin"
-    if name in ("windows", "win32", "cygwin", "win"):
-        return "windows"
-    return "linux"
 
 
 def _home(system: str, env: Mapping[str, str]) -> Path:

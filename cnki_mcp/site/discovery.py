@@ -19,10 +19,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from cnki_mcp.setup.clients import normalise_os
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config
-from cnki_mcp.core.settings import is_placeholder
+from cnki_mcp.core.settings import is_placeholder, normalise_os
 
 log = logging.getLogger(__name__)
 

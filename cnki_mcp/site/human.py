@@ -19,7 +19,7 @@ from typing import Any
 from cnki_mcp.site.browser import Browser, Tab
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.limiter import Limiter
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ Observe = Callable[[Tab], Awaitable[Any]]
 Snapshot = Callable[[str, Tab], Awaitable[str]]
 
 
-def refuse_if_skipping(op: OperationContext, reason: CnkiError) -> None:
+def refuse_if_skipping(op: SiteOperation, reason: CnkiError) -> None:
     """VERIFICATION_SKIPPED when the operation was asked to skip what needs a person."""
     if op.on_verification == "skip":
         raise CnkiError(
@@ -104,7 +104,7 @@ class Person:
             log.debug("minimising after a human step failed: %s", exc)
 
     @contextlib.contextmanager
-    def _handed(self, op: OperationContext, tab: Tab) -> Iterator[None]:
+    def _handed(self, op: SiteOperation, tab: Tab) -> Iterator[None]:
         """Record ``tab`` as the page ``show`` brings back while the person works on it."""
         self._pages[op.operation_id] = tab
         try:
@@ -115,7 +115,7 @@ class Person:
 
     async def attend(
         self,
-        op: OperationContext,
+        op: SiteOperation,
         tab: Tab,
         message: str,
         done: Check,
@@ -150,7 +150,7 @@ class Person:
                 op.user_done()
                 await self.hide(tab)
 
-    async def step(self, op: OperationContext, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
+    async def step(self, op: SiteOperation, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
         """Hand ``tab`` to the person until the challenge or login prompt on it is gone.
 
         ``reason`` is the VERIFICATION_REQUIRED or LOGIN_REQUIRED problem that was met. Pass the

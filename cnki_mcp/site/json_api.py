@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site.human import refuse_if_skipping
-from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, with_return_url
 from cnki_mcp.pages.page_state import challenge_url, classify_response
 from cnki_mcp.pages.parse import is_site_url
@@ -46,7 +46,7 @@ class JsonApi:
     def __init__(self, site: Site) -> None:
         self.site = site
 
-    async def get(self, op: OperationContext, url: str, context_url: str) -> str:
+    async def get(self, op: SiteOperation, url: str, context_url: str) -> str:
         """One charged, paced GET of a CNKI JSON API from inside the work tab; the answer's body.
 
         Challenges are handled like the grid's: the JSON ``{"code":-403,"message":<verify page>}`` (HTTP
@@ -94,7 +94,7 @@ class JsonApi:
         raise last
 
     async def challenge(
-        self, op: OperationContext, problem: CnkiError, response_url: str, body: str, context_url: str, epoch: int
+        self, op: SiteOperation, problem: CnkiError, response_url: str, body: str, context_url: str, epoch: int
     ) -> None:
         """Show an API's challenge to the person (see ``get``); returns once it is cleared."""
         refuse_if_skipping(op, problem)
@@ -110,7 +110,7 @@ class JsonApi:
             return
         await self.show_context(op, problem, context_url, epoch)
 
-    async def show_context(self, op: OperationContext, problem: CnkiError, url: str, epoch: int) -> None:
+    async def show_context(self, op: SiteOperation, problem: CnkiError, url: str, epoch: int) -> None:
         """A challenge with no page of its own (a decoy answer …): ``url`` in a new tab, handed to the person."""
         refuse_if_skipping(op, problem)
         if epoch != self.site.person.epoch or not is_site_url(url):

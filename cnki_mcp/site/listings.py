@@ -27,15 +27,14 @@ import msgspec
 
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.site.human import refuse_if_skipping
 from cnki_mcp.core.identity import fingerprint
-from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.core.model import Paper
-from cnki_mcp.site.page_actions import js_call
-from cnki_mcp.pages.parse import GridPage, is_site_url, parse_grid
-from cnki_mcp.pages.page_state import challenge_url, classify_response
 from cnki_mcp.core.redact import endpoint_url
-from cnki_mcp.research.query import (
+from cnki_mcp.core.text import title_key
+from cnki_mcp.site.operation import SiteOperation
+from cnki_mcp.pages.page_state import challenge_url, classify_response
+from cnki_mcp.pages.parse import GridPage, is_site_url, parse_grid
+from cnki_mcp.site.grid_query import (
     SORT_LABELS,
     TITLES_PER_LOCATE,
     Condition,
@@ -49,7 +48,8 @@ from cnki_mcp.research.query import (
     title_expression,
     with_site_echo,
 )
-from cnki_mcp.core.text import title_key
+from cnki_mcp.site.human import refuse_if_skipping
+from cnki_mcp.site.page_actions import js_call
 
 if TYPE_CHECKING:
     from cnki_mcp.site.site import Site
@@ -234,7 +234,7 @@ def with_return_url(url: str, fallback: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode([*query, ("returnUrl", fallback)]), ""))
 
 
-def _can_wait(op: OperationContext, seconds: float) -> bool:
+def _can_wait(op: SiteOperation, seconds: float) -> bool:
     """Whether the operation's time and requests leave room for a wait and the request after it."""
     time_left = op.remaining_seconds()
     requests_left = op.remaining_requests()
@@ -279,7 +279,7 @@ class Listings:
 
     # -- the search template -----------------------------------------------------------------
 
-    async def _ensure_template(self, op: OperationContext, anchor: str) -> _Template:
+    async def _ensure_template(self, op: SiteOperation, anchor: str) -> _Template:
         template = self._template
         if template is not None and template.generation == self.site.browser.connection_generation:
             return template
@@ -295,7 +295,7 @@ class Listings:
                 raise
             return self._template
 
-    async def _capture(self, op: OperationContext, anchor: str) -> _Template:
+    async def _capture(self, op: SiteOperation, anchor: str) -> _Template:
         tab = await self.site.work_tab()
         async with self.site.request(op):
             await self.site.browser.navigate(tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
@@ -337,7 +337,7 @@ class Listings:
         form = parse_form(str(captured.get("body") or ""))
         return _Template(url=url, form=form, query_json=template_query_json(form), generation=self.site.generation)
 
-    async def fresh_template(self, op: OperationContext, anchor: str) -> dict[str, Any]:
+    async def fresh_template(self, op: SiteOperation, anchor: str) -> dict[str, Any]:
         """The search template captured anew from the advanced-search page (the field check): where it
         posts, its form fields and the QueryJson keys the page sent."""
         self._template = None
@@ -346,7 +346,7 @@ class Listings:
 
     # -- the result grid ------------------------------------------------------------------------
 
-    async def page(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
+    async def page(self, op: SiteOperation, query: GridQuery, page: int) -> GridPage:
         """One page of a listing. Pages after the first need page 1's cursor: fetched first when missing."""
         if page < 1:
             raise ValueError("pages start at 1")
@@ -369,7 +369,7 @@ class Listings:
             view=page.view or (known.view if known else ""),
         )
 
-    async def _grid_page(self, op: OperationContext, query: GridQuery, page: int, key: str) -> GridPage:
+    async def _grid_page(self, op: SiteOperation, query: GridQuery, page: int, key: str) -> GridPage:
         """One page, with CNKI's bare empty shell (抱歉，暂无数据，请稍后重试) told apart from a real zero.
 
         The site answers both a real zero and throttling with that shell. On page 2 or later it is never
@@ -392,7 +392,7 @@ class Listings:
             await self._pause(op, wait, {"page": page, "wait_seconds": wait, "waited_seconds": waited})
             waited += wait
 
-    async def _site_answers(self, op: OperationContext) -> bool:
+    async def _site_answers(self, op: SiteOperation) -> bool:
         """Whether CNKI lists rows for a query that always has some (the control of an empty page 1)."""
         query = GridQuery(branches=compile_expression(CONTROL_EXPRESSION))
         try:
@@ -401,7 +401,7 @@ class Listings:
             return False
         return bool(control.rows)
 
-    async def _pause(self, op: OperationContext, seconds: float, progress: dict[str, Any]) -> None:
+    async def _pause(self, op: SiteOperation, seconds: float, progress: dict[str, Any]) -> None:
         """Wait out a throttled site, shown as its own stage; a cancel ends the wait at once."""
         self.site.limiter.slow()
         with op.stage_while("waiting_for_site", progress):
@@ -421,7 +421,7 @@ class Listings:
             details=details,
         )
 
-    async def _grid_request(self, op: OperationContext, query: GridQuery, page: int, key: str) -> GridPage:
+    async def _grid_request(self, op: SiteOperation, query: GridQuery, page: int, key: str) -> GridPage:
         """Ask for one grid page: template, form and in-page POST, with challenges, back-off and recovery.
 
         The bare empty shell is raised as ``_EmptyShell`` for ``_grid_page`` to judge.
@@ -532,7 +532,7 @@ class Listings:
 
     async def _grid_challenge(
         self,
-        op: OperationContext,
+        op: SiteOperation,
         problem: CnkiError,
         response_url: str,
         body: str,
@@ -581,7 +581,7 @@ class Listings:
     # -- title location ------------------------------------------------------------------------
 
     async def locate(
-        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
+        self, op: SiteOperation, titles: list[str], related: Callable[[str, str], bool] | None = None
     ) -> dict[str, list[Paper]]:
         """Up to 10 titles in one exact-title grid request; rows grouped under the given titles.
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from cnki_mcp.site.browser import Tab
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.core.model import SessionState
 from cnki_mcp.pages.parse import is_site_url
 from cnki_mcp.pages.page_state import parse_session
@@ -76,7 +76,7 @@ class Sessions:
         """session_status(refresh=false): the last observation, or not_checked."""
         return session_view(self.last or SessionState(), cached=True)
 
-    async def _open(self, op: OperationContext, url: str) -> Tab:
+    async def _open(self, op: SiteOperation, url: str) -> Tab:
         tab = await self.site.new_tab()
         try:
             await self.site.navigate(op, tab, url, BOOTSTRAP_TIMEOUT)
@@ -85,7 +85,7 @@ class Sessions:
             raise
         return tab
 
-    async def _identity(self, op: OperationContext, tab: Tab) -> SessionState:
+    async def _identity(self, op: SiteOperation, tab: Tab) -> SessionState:
         """Wait (12 s) for the header: a positive identity at once, a negative one once settled for 750 ms."""
         settled_since: float | None = None
 
@@ -107,7 +107,7 @@ class Sessions:
         self._observed(state)
         return state
 
-    async def refresh(self, op: OperationContext) -> dict[str, Any]:
+    async def refresh(self, op: SiteOperation) -> dict[str, Any]:
         """session_status(refresh=true): read the header of the search page in a background tab."""
         op.stage("checking_identity")
         tab = await self._open(op, ADVANCED_SEARCH_URL)
@@ -116,7 +116,7 @@ class Sessions:
         finally:
             await self.site.close_tab(tab)
 
-    async def login(self, op: OperationContext, remote_access_url: str = "", force: bool = False) -> dict[str, Any]:
+    async def login(self, op: SiteOperation, remote_access_url: str = "", force: bool = False) -> dict[str, Any]:
         """Open the login entry for a person and wait until an identity shows (or resume, or 20 minutes)."""
         op.stage("opening_login")
         tab = await self._open(op, remote_access_url or ADVANCED_SEARCH_URL)
@@ -134,7 +134,7 @@ class Sessions:
         finally:
             await self.site.close_tab(tab)
 
-    async def wait_for_login(self, op: OperationContext, tab: Tab, before: SessionState | None) -> None:
+    async def wait_for_login(self, op: SiteOperation, tab: Tab, before: SessionState | None) -> None:
         """The person logs in on ``tab`` (or on any CNKI tab it opens); ends once an identity shows, on
         ``operation_control resume``, or LOGIN_TIMEOUT after 20 minutes."""
         await self.site.person.attend(

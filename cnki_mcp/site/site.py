@@ -23,22 +23,33 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from cnki_mcp.site.browser import Browser, DownloadEvent, Tab
-from cnki_mcp.site.cdp import FetchResult, NavigationResult
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Paper, Quality
+from cnki_mcp.core.redact import endpoint_url
+from cnki_mcp.core.snapshots import save_snapshot
+from cnki_mcp.site.operation import SiteOperation
+from cnki_mcp.pages.page_state import (
+    LIVE_PAGE_SCRIPT,
+    PageState,
+    classify_response,
+    inspect_live_page,
+)
+from cnki_mcp.pages.parse import (
+    GridPage,
+    check_identity,
+    is_site_url,
+    parse_detail,
+    parse_journal,
+)
+from cnki_mcp.site.browser import Browser, DownloadEvent, Tab
+from cnki_mcp.site.cdp import FetchResult, NavigationResult
+from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.human import Person
-from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.site.json_api import JsonApi
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Listings
-from cnki_mcp.core.model import Paper, Quality
 from cnki_mcp.site.page_actions import CALL_TIMEOUT
-from cnki_mcp.pages.parse import GridPage, check_identity, is_site_url, parse_detail, parse_journal
-from cnki_mcp.pages.page_state import LIVE_PAGE_SCRIPT, PageState, classify_response, inspect_live_page
-from cnki_mcp.research.query import GridQuery
-from cnki_mcp.core.redact import endpoint_url
-from cnki_mcp.site.json_api import JsonApi
-from cnki_mcp.core.snapshots import save_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +218,7 @@ class Site:
             assert self._render is not None
             return self._render
 
-    async def site_tab(self, op: OperationContext) -> Tab:
+    async def site_tab(self, op: SiteOperation) -> Tab:
         """The work tab on a CNKI page, so resource loads carry the site's first-party cookies."""
         tab = await self.work_tab()
         if is_site_url(tab.url):
@@ -226,7 +237,7 @@ class Site:
     # -- requests --------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def request(self, op: OperationContext) -> AsyncIterator[None]:
+    async def request(self, op: SiteOperation) -> AsyncIterator[None]:
         """``async with site.request(op): <one CNKI request>`` — charge, then a limiter slot."""
         op.charge()
 
@@ -312,7 +323,7 @@ class Site:
 
     async def wait_page(
         self,
-        op: OperationContext,
+        op: SiteOperation,
         tab: Tab,
         accept: Callable[[Observation], T | None],
         timeout: float,
@@ -354,7 +365,7 @@ class Site:
                 )
             await asyncio.sleep(PAGE_POLL)
 
-    async def hand_over(self, op: OperationContext, tab: Tab, seen: Observation, *, epoch: int | None = None) -> bool:
+    async def hand_over(self, op: SiteOperation, tab: Tab, seen: Observation, *, epoch: int | None = None) -> bool:
         """Hand ``tab`` to the person when ``seen`` shows a challenge or a login prompt (True once done)."""
         problem = page_problem(seen.page, seen.url)
         if problem is None or problem.code not in CHALLENGE_CODES:
@@ -362,25 +373,25 @@ class Site:
         await self.person.step(op, tab, problem, epoch=epoch)
         return True
 
-    async def human_step(self, op: OperationContext, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
+    async def human_step(self, op: SiteOperation, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
         """``Person.step`` for ``tab``: the person clears the challenge or login prompt ``reason`` names."""
         await self.person.step(op, tab, reason, epoch=epoch)
 
     # -- listings ----------------------------------------------------------------------------
 
-    async def grid(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
+    async def grid(self, op: SiteOperation, query: GridQuery, page: int) -> GridPage:
         """One page (1-based) of a listing; see ``listings.Listings.page``."""
         return await self.listings.page(op, query, page)
 
     async def locate(
-        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
+        self, op: SiteOperation, titles: list[str], related: Callable[[str, str], bool] | None = None
     ) -> dict[str, list[Paper]]:
         """Up to 10 titles in one exact-title grid request; see ``listings.Listings.locate``."""
         return await self.listings.locate(op, titles, related)
 
     # -- detail and journal pages -------------------------------------------------------------
 
-    async def detail(self, op: OperationContext, paper: Paper) -> Paper:
+    async def detail(self, op: SiteOperation, paper: Paper) -> Paper:
         """The paper's detail page at its locator, parsed and bound to it; always fetched.
 
         Locating a paper without a link, and relocating once after a failed load, is the caller's
@@ -391,19 +402,19 @@ class Site:
             raise CnkiError("DOCUMENT_NOT_FOUND", "这条记录没有知网入口，需要先按题名定位。", details={"title": paper.title})
         return await self._detail_at(op, paper, locator)
 
-    async def _detail_at(self, op: OperationContext, paper: Paper, locator: str) -> Paper:
+    async def _detail_at(self, op: SiteOperation, paper: Paper, locator: str) -> Paper:
         def parse(html: str, url: str) -> Paper:
             return bind_detail(paper, parse_detail(html, url), url)
 
         return await self._load(op, locator, parse, "detail")
 
-    async def journal(self, op: OperationContext, paper: Paper) -> Quality:
+    async def journal(self, op: SiteOperation, paper: Paper) -> Quality:
         """Quality evidence from the paper's journal page (``paper.source_url``), bound to its source."""
         if not paper.source_url:
             raise CnkiError("SOURCE_LOCATOR_MISSING", "详情页没有期刊链接", details={"source": paper.source})
         return await self._load(op, paper.source_url, lambda html, url: parse_journal(html, url, paper.source), "journal")
 
-    async def read(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def read(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """Any CNKI page read the way detail and journal pages are, with the caller's ``parse(html, url)``
         (the field check keeps what it saw)."""
         return await self._load(op, url, parse, kind)
@@ -412,7 +423,7 @@ class Site:
         """What the dedicated browser reports itself as (``Chrome/131.0…``); "" when it cannot say."""
         return await self.browser.version()
 
-    async def _load(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def _load(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """Read a page through Chrome's network stack; render it in a tab when that is not enough."""
         if not is_site_url(url):
             raise CnkiError("LOCATOR_EXPIRED", "文献入口不是知网地址，未访问。", details={"kind": kind})
@@ -451,7 +462,7 @@ class Site:
             return value
         return await self._render_page(op, url, parse, kind)
 
-    async def _render_page(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def _render_page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """The render fallback: load in the shared render tab and parse the live DOM until it works."""
         async with self._render_lock:
             tab = await self._render_tab()
@@ -489,18 +500,18 @@ class Site:
         await self.browser.close_tab(tab, with_popups=with_popups)
 
     async def navigate(
-        self, op: OperationContext, tab: Tab, url: str, timeout: float, *, until: str = "ready"
+        self, op: SiteOperation, tab: Tab, url: str, timeout: float, *, until: str = "ready"
     ) -> NavigationResult:
         """One charged, paced navigation of ``tab``."""
         async with self.request(op):
             return await self.browser.navigate(tab, url, timeout, until=until)
 
-    async def click(self, op: OperationContext, tab: Tab, selector: str, timeout: float, *, text: str | None = None) -> bool:
+    async def click(self, op: SiteOperation, tab: Tab, selector: str, timeout: float, *, text: str | None = None) -> bool:
         """One charged, paced click on the first visible ``selector`` (whose text matches ``text``)."""
         async with self.request(op):
             return await self.browser.click(tab, selector, timeout, text=text)
 
-    async def fetch(self, op: OperationContext, tab: Tab, url: str, **options: Any) -> FetchResult:
+    async def fetch(self, op: SiteOperation, tab: Tab, url: str, **options: Any) -> FetchResult:
         """One charged, paced ``fetch()`` from inside ``tab`` (same origin, the page's cookies)."""
         async with self.request(op):
             return await self.browser.fetch_in_page(tab, url, **options)
