@@ -13,7 +13,6 @@ import logging
 import os
 import platform
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import psutil
 
 from cnki_mcp import __version__
 from cnki_mcp.core import settings, tool_args
+from cnki_mcp.core.call import ToolCall, seconds_since
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import remove_empty_folders
 from cnki_mcp.core.model import (
@@ -46,7 +46,7 @@ from cnki_mcp.documents.download_files import DownloadRequest, check_names, chec
 from cnki_mcp.documents.local_read import LocalFiles
 from cnki_mcp.documents.online_reader import Reader
 from cnki_mcp.fieldcheck import tour as site_check
-from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, Work, kind_budget
+from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, ProgressSink, Work, kind_budget
 from cnki_mcp.pages.relation_parse import Signatures
 from cnki_mcp.references import refcheck
 from cnki_mcp.references.exports import ExportPart, write_export
@@ -234,7 +234,7 @@ class App:
         work = functools.partial(site_check.tour, site=self.site(), enrichment=enrichment, store=store)
         return jobs.start(site_check.KIND, kind_budget(site_check.KIND), work)
 
-    async def diagnostics(self, args: Any, ctx: Any) -> Reply:
+    async def diagnostics(self, args: Any, ctx: ToolCall | None) -> Reply:
         if args is not None and args.site_check:
             jobs = await self.jobs()
             return await jobs.inline(await self.start_site_check(), ctx)
@@ -273,11 +273,11 @@ class App:
                 report["active_operations"] = [self._jobs.view(job) for job in active]
         return report
 
-    async def operation_status(self, args: tool_args.OperationStatusArgs, ctx: Any) -> Reply:
+    async def operation_status(self, args: tool_args.OperationStatusArgs, ctx: ToolCall | None) -> Reply:
         jobs = await self.jobs()
-        return await jobs.status(args.operation_id, args.wait_seconds, getattr(ctx, "report_progress", None))
+        return await jobs.status(args.operation_id, args.wait_seconds, _progress(ctx))
 
-    async def operation_control(self, args: tool_args.OperationControlArgs, ctx: Any) -> Reply:
+    async def operation_control(self, args: tool_args.OperationControlArgs, ctx: ToolCall | None) -> Reply:
         jobs = await self.jobs()
         if args.action == "cancel":
             return await jobs.cancel(args.operation_id)
@@ -296,14 +296,14 @@ class App:
             await self._site.recover()
         return {"status": "completed", "message": "浏览器将在下一次需要访问知网时重新启动；登录状态保存在浏览器配置中，不受影响。"}
 
-    async def session_status(self, args: tool_args.SessionStatusArgs, ctx: Any) -> Reply:
+    async def session_status(self, args: tool_args.SessionStatusArgs, ctx: ToolCall | None) -> Reply:
         if not args.refresh:
             return self._sessions.cached() if self._sessions is not None else session_view(SessionState(), cached=True)
         jobs = await self.jobs()
         job = jobs.start("session", kind_budget("session"), self.sessions().refresh)
         return await jobs.inline(job, ctx)
 
-    async def login(self, args: tool_args.LoginArgs, ctx: Any) -> Reply:
+    async def login(self, args: tool_args.LoginArgs, ctx: ToolCall | None) -> Reply:
         jobs = await self.jobs()
         sessions = self.sessions()
 
@@ -313,7 +313,7 @@ class App:
         job = jobs.start("login", kind_budget("login"), work)
         return await jobs.inline(job, ctx)
 
-    async def search_results(self, args: tool_args.SearchResultsArgs, ctx: Any) -> Reply:
+    async def search_results(self, args: tool_args.SearchResultsArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
         record = self._search(store, args.search_id)
         entries = _scoped(record, args.scope)
@@ -329,7 +329,7 @@ class App:
             "results": [_result_row(store.data.papers.get(e.record_ref), e, args.view) for e in page],
         }
 
-    async def get_metadata(self, args: tool_args.GetMetadataArgs, ctx: Any) -> Reply:
+    async def get_metadata(self, args: tool_args.GetMetadataArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
         if not args.local_only:
             refs = list(args.record_refs)
@@ -361,19 +361,19 @@ class App:
             found["errors"] = problems
         return LocalReply(source="local", result=found)
 
-    async def search(self, args: tool_args.SearchArgs, ctx: Any) -> Reply:
+    async def search(self, args: tool_args.SearchArgs, ctx: ToolCall | None) -> Reply:
         plan = await plan_search(args, ctx)
         return await self._start_search(search_input(args), plan, ctx)
 
-    async def structured_search(self, args: tool_args.StructuredSearchArgs, ctx: Any) -> Reply:
+    async def structured_search(self, args: tool_args.StructuredSearchArgs, ctx: ToolCall | None) -> Reply:
         plan = plan_structured(args.expression)  # a bad tree is reported before anything else
         return await self._start_search(search_input(args), plan, ctx)
 
-    async def expert_search(self, args: tool_args.ExpertSearchArgs, ctx: Any) -> Reply:
+    async def expert_search(self, args: tool_args.ExpertSearchArgs, ctx: ToolCall | None) -> Reply:
         plan = plan_expert(args.expression)  # a bad expression is reported before anything else
         return await self._start_search(search_input(args), plan, ctx)
 
-    async def _start_search(self, request: SearchInput, plan: Plan, ctx: Any) -> Reply:
+    async def _start_search(self, request: SearchInput, plan: Plan, ctx: ToolCall | None) -> Reply:
         """A search after validation and planning: the prefer_cache answer, or a new operation."""
         store = await self.store()
         key = cache_key(request, plan)
@@ -385,7 +385,7 @@ class App:
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("search", search_budget(request), self._search_work(state)), ctx)
 
-    async def _continue_search(self, prior: Operation, budget: Budget, ctx: Any) -> Reply:
+    async def _continue_search(self, prior: Operation, budget: Budget, ctx: ToolCall | None) -> Reply:
         """Restart a stored search under its own id from its checkpoint (after ``Jobs.continuation``)."""
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("search", budget, self._search_work(None), resume_from=prior), ctx)
@@ -399,7 +399,7 @@ class App:
 
         return work
 
-    async def link_references(self, args: tool_args.LinkReferencesArgs, ctx: Any) -> Reply:
+    async def link_references(self, args: tool_args.LinkReferencesArgs, ctx: ToolCall | None) -> Reply:
         spans = find_spans(args.text)
         if len(spans) > MAX_REFERENCES:
             raise CnkiError("TOO_MANY_REFERENCES", f"文本中有 {len(spans)} 个《题名》，一次最多处理 {MAX_REFERENCES} 个。")
@@ -427,12 +427,12 @@ class App:
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("links", kind_budget("links"), work), ctx)
 
-    async def check_references(self, args: tool_args.CheckReferencesArgs, ctx: Any) -> Reply:
+    async def check_references(self, args: tool_args.CheckReferencesArgs, ctx: ToolCall | None) -> Reply:
         jobs, engine = await self.jobs(), await self.enrichment()
         work = functools.partial(refcheck.check, engine=engine, texts=args.references, style=args.style)
         return await jobs.inline(jobs.start("references", kind_budget("references", args.on_verification), work), ctx)
 
-    async def export_citations(self, args: tool_args.ExportCitationsArgs, ctx: Any) -> Reply:
+    async def export_citations(self, args: tool_args.ExportCitationsArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
         refs = list(args.record_refs)
         part: ExportPart | None = None
@@ -464,7 +464,7 @@ class App:
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("export", kind_budget("export"), work), ctx)
 
-    async def read_online_html(self, args: tool_args.ReadOnlineHtmlArgs, ctx: Any) -> Reply:
+    async def read_online_html(self, args: tool_args.ReadOnlineHtmlArgs, ctx: ToolCall | None) -> Reply:
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
         page = {"section": args.section, "offset": args.offset, "max_characters": args.max_characters}
         local = await self._files.read(await self.store(), ref, args.source, **page) if args.source != "online" else None
@@ -481,7 +481,7 @@ class App:
         job = jobs.start("read", kind_budget("read", args.on_verification), work)
         return await jobs.inline(job, ctx)
 
-    async def related_papers(self, args: tool_args.RelatedPapersArgs, ctx: Any) -> Reply:
+    async def related_papers(self, args: tool_args.RelatedPapersArgs, ctx: ToolCall | None) -> Reply:
         relations = await self.relations()
         asked = relations.request(args.record_ref, args.title, args.cursor, args.relation)
         hit = None if args.refresh else relations.cached(asked, args.limit)
@@ -489,16 +489,16 @@ class App:
             return hit
         jobs = await self.jobs()
         job = jobs.start("related", kind_budget("related", args.on_verification), relations.work(asked, args.limit, args.refresh))
-        return await jobs.wait(job, args.wait_seconds - _spent(ctx), getattr(ctx, "report_progress", None))
+        return await jobs.wait(job, args.wait_seconds - seconds_since(ctx), _progress(ctx))
 
-    async def save_to_zotero(self, args: tool_args.SaveToZoteroArgs, ctx: Any) -> Reply:
+    async def save_to_zotero(self, args: tool_args.SaveToZoteroArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
         refs = list(args.record_refs)
         if args.search_id:
             refs += [e.record_ref for e in _scoped(self._search(store, args.search_id), args.scope)]
         return await self._zotero.save(store, refs, collection=args.collection, attach=args.attach, tags=args.tags)
 
-    async def download_paper(self, args: tool_args.DownloadPaperArgs, ctx: Any) -> Reply:
+    async def download_paper(self, args: tool_args.DownloadPaperArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
         request = DownloadRequest(
@@ -547,10 +547,8 @@ class App:
         )
 
 
-def _spent(ctx: Any) -> float:
-    """Seconds since the tool call arrived (0 when the context does not say)."""
-    started = getattr(ctx, "started", None)
-    return time.monotonic() - started if started is not None else 0.0
+def _progress(call: ToolCall | None) -> ProgressSink | None:
+    return call.report_progress if call is not None else None
 
 
 def _with_warnings(reply: Reply, warnings: list[Problem]) -> Reply:

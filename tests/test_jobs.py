@@ -329,6 +329,13 @@ async def test_the_inline_wait_counts_from_the_start_of_the_call(jobs: Jobs, mon
 
     class Call:
         started = time.monotonic() - 2.5  # the call arrived 2.5 s ago
+        client_supports_sampling = False
+
+        async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+            pass
+
+        async def sample(self, system_prompt: str, user_text: str, max_tokens: int, timeout: float) -> str | None:
+            return None
 
     async def work(ctx: OperationContext) -> None:
         await asyncio.sleep(30)

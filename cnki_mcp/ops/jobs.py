@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core import settings
+from cnki_mcp.core.call import ToolCall, seconds_since
 from cnki_mcp.core.clock import Deadline, utc_now_iso
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
 from cnki_mcp.core.model import Budget, BudgetView, Operation, OperationView, Problem
@@ -427,15 +428,14 @@ class Jobs:
         except Exception:  # noqa: BLE001 - a client that drops progress must not break the call
             log.debug("progress notification failed", exc_info=True)
 
-    async def inline(self, job: Job, ctx: Any) -> OperationView:
+    async def inline(self, job: Job, call: ToolCall | None) -> OperationView:
         """A tool call's answer: the job's view up to CNKI_INLINE_WAIT_SECONDS after the call began, with progress.
 
         Counted from the call's ``started`` (when the context has one), so time spent before the
         operation started (planning with the client's model) is part of the inline wait.
         """
-        started = getattr(ctx, "started", None)
-        spent = time.monotonic() - started if started is not None else 0.0
-        return await self.wait(job, settings.inline_wait_seconds() - spent, getattr(ctx, "report_progress", None))
+        progress = call.report_progress if call is not None else None
+        return await self.wait(job, settings.inline_wait_seconds() - seconds_since(call), progress)
 
     async def status(self, operation_id: str | None, wait_seconds: float, progress: ProgressSink | None = None) -> OperationView:
         wait_seconds = min(max(wait_seconds, 0), MAX_WAIT_SECONDS)

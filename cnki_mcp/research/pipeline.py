@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
 
 import msgspec
 
 from cnki_mcp.core import settings
+from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.clock import utc_now_iso
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
 from cnki_mcp.core.identity import fingerprint
@@ -198,15 +198,15 @@ def search_budget(request: SearchInput) -> Budget:
 # --- concept planning at the tool entry ------------------------------------------------------
 
 
-async def plan_search(args: SearchArgs, ctx: Any) -> Plan:
+async def plan_search(args: SearchArgs, call: ToolCall | None) -> Plan:
     """Explicit groups, else the client's model (sampling) when it answers in time, else lexical splitting."""
     if args.concept_groups:
         return plan_explicit(args.concept_groups)
-    if ctx is None or not getattr(ctx, "client_supports_sampling", False):
+    if call is None or not call.client_supports_sampling:
         return _lexical(args.query)
     seconds = settings.sampling_wait_seconds()
     try:
-        reply = await ctx.sample(SAMPLING_SYSTEM_PROMPT, args.query, SAMPLING_MAX_TOKENS, seconds)
+        reply = await call.sample(SAMPLING_SYSTEM_PROMPT, args.query, SAMPLING_MAX_TOKENS, seconds)
     except TimeoutError:
         return _lexical(args.query, sampling_timeout_warning(seconds))
     plan = plan_from_sampling(reply) if reply else None
