@@ -52,6 +52,7 @@ _HYPHEN_END = re.compile(r"[a-z]-$")
 _SENTENCE_END = re.compile(r"[。！？!?.:：;；”」』)）]$")
 _ITEM = re.compile(r"^(?:\[\d+\]|［\d+］|[(（]\d+[)）]|[①-⑳])")  # a reference or list item starts a paragraph
 _CAPTION = re.compile(r"^(?:图|表|Fig\.?|Figure|Table)\s*\d+(?:[-－.．]\d+)*(?:[\s.．:：]|$)", re.I)
+_FEW_LINES = 3  # a column with fewer body lines has no left edge of its own
 _HELD_LINES = 30  # at most this many lines between a paragraph's parts are moved after it
 _LEADERS = re.compile(r"(?:\.\s*){4,}|(?:…\s*){2,}|(?:·\s*){4,}|(?:-\s*){6,}|_{4,}")
 _TOC_PAGE = re.compile(r"\S\s+(?:\d{1,4}|[ivxlcdm]{1,6})$", re.I)
@@ -187,13 +188,16 @@ def _right_edges(lines: list[Line]) -> dict[tuple[int, int], float]:
 
 
 def _left_edges(lines: list[Line], body: float) -> dict[tuple[int, int], float]:
-    """The left edge of the body text of each page's columns (odd and even pages may differ)."""
-    lefts: dict[tuple[int, int], float] = {}
+    """The left edge of the body text of each page's columns (odd and even pages may differ); a
+    column of fewer than ``_FEW_LINES`` lines (an article's last page) takes the whole file's."""
+    starts: dict[tuple[int, int], list[float]] = {}
     for line in lines:
         if not body or not _resized(line.size, body):
-            where = (line.page, line.column)
-            lefts[where] = min(lefts.get(where, line.x0), line.x0)
-    return lefts
+            starts.setdefault((line.page, line.column), []).append(line.x0)
+    widest: dict[int, float] = {}
+    for (_, column), xs in starts.items():
+        widest[column] = min(widest.get(column, xs[0]), *xs)
+    return {where: min(xs) if len(xs) >= _FEW_LINES else widest[where[1]] for where, xs in starts.items()}
 
 
 def _resized(size: float, other: float) -> bool:
