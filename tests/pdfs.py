@@ -331,6 +331,12 @@ ZH_BLOCKS = [
 ]
 
 
+def zh_break_page_tops() -> list[list[str]]:
+    """The first body line of pages 2 to 7 of ``zh_breaks_pdf`` (page 1 starts with the title)."""
+    p2, p3, p5, p8 = han_lines(ZH_P2), han_lines(ZH_P3), han_lines(ZH_P5), han_lines(ZH_P8, per_line=17)
+    return [p2[3:], p3[2:], han_lines(ZH_P5), p5[3:], ["二、违约金调整的规范基础"], p8]
+
+
 def zh_breaks_pdf() -> bytes:
     """Seven pages whose paragraphs run across page and column breaks (no outline: numbered headings)."""
     pdf = Flow()
@@ -402,20 +408,20 @@ EN_TABLE = ["Year    Cases    Reduced", "2015    40    12", "2023    95    51"]
 EN_CAPTION = "Table 1 Reductions granted by year"
 EN_BLOCKS = [
     EN_TITLE, "1 Introduction",
-    "Liquidated damages clauses are common in contracts between firms of every size, and courts have long "
-    "disagreed on how far a clause that looks like a penalty may be reduced when the loss proves small, "
-    "commercial parties included.",
-    "We read the judgments of the higher courts of three provinces and the published cases of the supreme "
-    "court, and we coded every reduction of the agreed sum by its share of the claim.",
-    "The coding was done twice by two readers who did not know each other and who met only to settle the "
-    "cases where their codes did not agree.",
+    ("Liquidated damages clauses are common in contracts between firms of every size, and courts have long "
+     "disagreed on how far a clause that looks like a penalty may be reduced when the loss proves small, "
+     "commercial parties included."),
+    ("We read the judgments of the higher courts of three provinces and the published cases of the supreme "
+    "court, and we coded every reduction of the agreed sum by its share of the claim."),
+    ("The coding was done twice by two readers who did not know each other and who met only to settle the "
+    "cases where their codes did not agree."),
     "2 Method",
-    "Three questions guide the analysis of the courts' reasons for their decisions, and each of them is "
-    "answered in a section of its own below:",
-    "The first question asks whether the courts start from the actual loss of the creditor or from the sum "
-    "the parties agreed in their contract. Most start from the loss.",
-    "The reductions granted differ widely between the provinces and also between the years, as the table "
-    "shows for the decisions of the higher courts from 2015 to 2023.",
+    ("Three questions guide the analysis of the courts' reasons for their decisions, and each of them is "
+    "answered in a section of its own below:"),
+    ("The first question asks whether the courts start from the actual loss of the creditor or from the sum "
+    "the parties agreed in their contract. Most start from the loss."),
+    ("The reductions granted differ widely between the provinces and also between the years, as the table "
+    "shows for the decisions of the higher courts from 2015 to 2023."),
     EN_CAPTION, "Year Cases Reduced 2015 40 12 2023 95 51",
 ]
 
