@@ -44,7 +44,7 @@ from cnki_mcp.research.query import plan_explicit  # noqa: E402
 from cnki_mcp.research.rank import choose, rank, search_entries  # noqa: E402
 from cnki_mcp.store.catalog import Catalog  # noqa: E402
 from cnki_mcp.store.library import Store  # noqa: E402
-from cnki_mcp.surface.arguments import SearchOptions  # noqa: E402
+from cnki_mcp.core.tool_args import SearchOptions  # noqa: E402
 from tests.fake_site import FakeSite  # noqa: E402
 
 CONCEPTS = [["自动驾驶", "无人驾驶"], ["产品责任", "产品缺陷"]]

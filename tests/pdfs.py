@@ -224,3 +224,230 @@ def kdh(pdf: bytes) -> bytes:
     head = b"KDH ".ljust(254, b"\x00")
     key = b"FZHMEI"
     return head + bytes(byte ^ key[i % len(key)] for i, byte in enumerate(pdf))
+
+
+# --- paragraphs across page and column breaks -------------------------------------------------------
+# Pages drawn line by line, so each break falls where the test needs it. Han lines are 36 characters
+# of 12 pt (a first line: 2 characters of indent and 34), so every line but a paragraph's last reaches
+# the right edge as justified text does; English lines are justified by word spacing.
+FULL = 432.0  # the text width of a page: LEFT to LEFT + FULL
+COLUMN = 204.0  # the text width of a column on a two-column page
+_POOL = (
+    "违约金是当事人约定的一方违约时应当向对方支付的一定数额的金钱其功能在于填补损失并督促履行人民法院在调整违约金"
+    "时应当以实际损失为基础兼顾合同的履行情况当事人的过错程度以及预期利益等因素综合衡量并根据公平原则和诚实信用原则"
+    "予以裁量商事合同的当事人具有更强的风险预见能力对其约定的违约金应当更加尊重当事人的意思自治"
+)
+
+
+def han(count: int, start: int, end: str = "。") -> str:
+    """``count`` characters of Chinese prose from the pool (at ``start``), the last one ``end``."""
+    body = "".join(_POOL[(start + i) % len(_POOL)] for i in range(count - len(end)))
+    return body + end
+
+
+def han_lines(text: str, per_line: int = 36, indent: int = 2) -> list[str]:
+    """``text`` cut into lines of ``per_line`` characters, the first ``indent`` shorter."""
+    lines, at = [text[: per_line - indent]], per_line - indent
+    while at < len(text):
+        lines.append(text[at : at + per_line])
+        at += per_line
+    return lines
+
+
+class Flow(Pdf):
+    """Pages written line by line: paragraph lines (the first indented, full ones justified), headings,
+    a figure with its caption, a footnote above the page foot, a table, a two-column page."""
+
+    def text(self, text: str, *, x: float = LEFT, size: float = 12, width: float | None = None, gap: float = 18) -> None:
+        font = "Helvetica" if text.isascii() else HAN
+        natural = pdfmetrics.stringWidth(text, font, size)
+        out = self.canvas.beginText(x, self.y)
+        out.setFont(font, size)
+        if width is not None and text.isascii() and " " in text:
+            assert natural <= width + 0.5, (text, natural)
+            out.setWordSpace((width - natural) / text.count(" "))
+        out.textLine(text)
+        self.canvas.drawText(out)
+        self.y -= gap
+
+    def paragraph(self, lines: list[str], *, first: bool = True, last: bool = True, width: float = FULL, x: float = LEFT) -> None:
+        """Lines of one paragraph; ``first``: its first line (indented), ``last``: its last line (not justified)."""
+        for index, text in enumerate(lines):
+            indent = 24.0 if first and index == 0 else 0.0
+            final = last and index == len(lines) - 1
+            self.text(text, x=x + indent, width=None if final else width - indent)
+        if last:
+            self.y -= 10
+
+    def heading_line(self, text: str) -> None:
+        self.y -= 6
+        self.text(text, size=16, gap=26)
+
+    def figure(self, caption: str, size: float = 10.5) -> None:
+        """A figure (a framed box, no text) and its caption centred below it."""
+        self.canvas.rect(LEFT + 100, self.y - 120, FULL - 200, 120)
+        self.y -= 140
+        self.canvas.setFont("Helvetica" if caption.isascii() else HAN, size)
+        self.canvas.drawCentredString(LEFT + FULL / 2, self.y, caption)
+        self.y -= 28
+
+    def table(self, caption: str, rows: list[str]) -> None:
+        """A caption, then the table's rows in a smaller size (8 pt)."""
+        self.text(caption, x=LEFT + 120, size=10, gap=16)
+        for row in rows:
+            self.text(row, x=LEFT + 60, size=8, gap=11)
+        self.y -= 12
+
+    def footnote(self, text: str) -> None:
+        self.canvas.line(LEFT, 96, LEFT + 120, 96)
+        self.canvas.setFont("Helvetica" if text.isascii() else HAN, 9)
+        self.canvas.drawString(LEFT, 84, text)
+
+    def columns(self, left: list[tuple[list[str], bool, bool]], right: list[tuple[list[str], bool, bool]]) -> None:
+        """The current page in two columns: each a list of (lines, first, last) paragraph pieces."""
+        top = self.y
+        for x, pieces in ((LEFT, left), (WIDTH / 2 + 10, right)):
+            self.y = top
+            for lines, first, last in pieces:
+                self.paragraph(lines, first=first, last=last, width=COLUMN, x=x)
+
+
+# The Chinese paper's paragraphs and its blocks as a reader should give them (text order).
+ZH_P1 = han(80, 0)
+ZH_P2 = han(34 + 36 * 3 + 12, 20)  # cut mid-sentence after its third line
+ZH_P3 = han(70, 40) + han(50, 90)  # its first sentence ends the page's last line; the next page goes on
+ZH_P4 = han(34 + 36 * 2, 60)  # ends exactly at the page's last line
+ZH_P5 = han(34 + 36 * 2 + 20, 100)  # cut mid-sentence; a footnote, then a figure between its parts
+ZH_P6 = han(70, 130)  # ends at the page's last line, a heading follows
+ZH_P7 = han(50, 150)
+ZH_P8 = han(15 + 17 * 3 + 10, 170)  # a two-column page: cut at the left column's foot
+ZH_P9 = han(40, 10)
+ZH_TITLE = "数字经济背景下违约金调整规则研究"
+ZH_FOOTNOTE = "① 参见王利明：《合同法研究》第二卷，中国人民大学出版社2018年版，第688页。"
+ZH_CAPTION = "图1 违约金调整案件数量（2015—2023年）"
+ZH_BLOCKS = [
+    ZH_TITLE, "王芳", "一、引言", ZH_P1, ZH_P2, ZH_P3, ZH_P4, ZH_P5, ZH_FOOTNOTE, ZH_CAPTION, ZH_P6,
+    "二、违约金调整的规范基础", ZH_P7, ZH_P8, ZH_P9,
+]
+
+
+def zh_break_page_tops() -> list[list[str]]:
+    """The first body line of pages 2 to 7 of ``zh_breaks_pdf`` (page 1 starts with the title)."""
+    p2, p3, p5, p8 = han_lines(ZH_P2), han_lines(ZH_P3), han_lines(ZH_P5), han_lines(ZH_P8, per_line=17)
+    return [p2[3:], p3[2:], han_lines(ZH_P5), p5[3:], ["二、违约金调整的规范基础"], p8]
+
+
+def zh_breaks_pdf() -> bytes:
+    """Seven pages whose paragraphs run across page and column breaks (no outline: numbered headings)."""
+    pdf = Flow()
+    pdf.text(ZH_TITLE, size=18, gap=30)
+    pdf.text("王芳", gap=24)
+    pdf.heading_line("一、引言")
+    pdf.paragraph(han_lines(ZH_P1))
+    p2 = han_lines(ZH_P2)
+    pdf.paragraph(p2[:3], last=False)
+    pdf.new_page()
+    pdf.paragraph(p2[3:], first=False)
+    p3 = han_lines(ZH_P3)
+    pdf.paragraph(p3[:2], last=False)
+    pdf.new_page()
+    pdf.paragraph(p3[2:], first=False)
+    pdf.paragraph(han_lines(ZH_P4))
+    pdf.new_page()
+    p5 = han_lines(ZH_P5)
+    pdf.paragraph(p5[:3], last=False)
+    pdf.footnote(ZH_FOOTNOTE)
+    pdf.new_page()
+    pdf.figure(ZH_CAPTION)
+    pdf.paragraph(p5[3:], first=False)
+    pdf.paragraph(han_lines(ZH_P6))
+    pdf.new_page()
+    pdf.heading_line("二、违约金调整的规范基础")
+    pdf.paragraph(han_lines(ZH_P7))
+    pdf.new_page()
+    p8 = han_lines(ZH_P8, per_line=17)
+    pdf.columns([(p8[:4], True, False)], [(p8[4:], False, True), (han_lines(ZH_P9, per_line=17), True, True)])
+    for lines in (p2[:3], p3[:2], p5[:3], p8[:4]):  # where a break must join: a full line, no sentence end
+        assert len(lines[-1]) == len(lines[1]), lines
+    assert not ZH_P2[: 34 + 72].endswith("。") and ZH_P3[:70].endswith("。")
+    return pdf.save()
+
+
+# The English paper: the lines as drawn and the paragraphs a reader should give.
+EN_TITLE = "Liquidated Damages across Page Breaks"
+EN_P1 = [
+    "Liquidated damages clauses are common in contracts between firms of",
+    "every size, and courts have long disagreed on how far a clause that",
+    "looks like a penalty may be reduced when the loss proves small, com-",
+]
+EN_P1_NEXT = ["mercial parties included."]
+EN_P2 = [
+    "We read the judgments of the higher courts of three provinces and the",
+    "published cases of the supreme court, and we coded every reduction of",
+]
+EN_P2_NEXT = ["the agreed sum by its share of the claim."]
+EN_P3 = [
+    "The coding was done twice by two readers who did not know each other",
+    "and who met only to settle the cases where their codes did not agree.",
+]
+EN_P4 = [
+    "Three questions guide the analysis of the courts' reasons for their",
+    "decisions, and each of them is answered in a section of its own below:",
+]
+EN_P5 = [
+    "The first question asks whether the courts start from the actual loss",
+    "of the creditor or from the sum the parties agreed in their contract.",
+]
+EN_P5_NEXT = ["Most start from the loss."]
+EN_P6 = [
+    "The reductions granted differ widely between the provinces and also",
+    "between the years, as the table shows for the decisions of the higher",
+]
+EN_P6_NEXT = ["courts from 2015 to 2023."]
+EN_TABLE = ["Year    Cases    Reduced", "2015    40    12", "2023    95    51"]
+EN_CAPTION = "Table 1 Reductions granted by year"
+EN_BLOCKS = [
+    EN_TITLE, "1 Introduction",
+    ("Liquidated damages clauses are common in contracts between firms of every size, and courts have long "
+     "disagreed on how far a clause that looks like a penalty may be reduced when the loss proves small, "
+     "commercial parties included."),
+    ("We read the judgments of the higher courts of three provinces and the published cases of the supreme "
+    "court, and we coded every reduction of the agreed sum by its share of the claim."),
+    ("The coding was done twice by two readers who did not know each other and who met only to settle the "
+    "cases where their codes did not agree."),
+    "2 Method",
+    ("Three questions guide the analysis of the courts' reasons for their decisions, and each of them is "
+    "answered in a section of its own below:"),
+    ("The first question asks whether the courts start from the actual loss of the creditor or from the sum "
+    "the parties agreed in their contract. Most start from the loss."),
+    ("The reductions granted differ widely between the provinces and also between the years, as the table "
+    "shows for the decisions of the higher courts from 2015 to 2023."),
+    EN_CAPTION, "Year Cases Reduced 2015 40 12 2023 95 51",
+]
+
+
+def en_breaks_pdf() -> bytes:
+    """Seven pages of an English paper: a word hyphenated across a page break, a sentence cut without a
+    hyphen, paragraphs ending at a page's last line, a heading and a table at the top of a page."""
+    pdf = Flow(head="Journal of Contract Studies, Vol. 3", foot="- {n} -")
+    pdf.text(EN_TITLE, size=18, gap=30)
+    pdf.heading_line("1 Introduction")
+    pdf.paragraph(EN_P1, last=False)
+    pdf.new_page()
+    pdf.paragraph(EN_P1_NEXT, first=False)
+    pdf.paragraph(EN_P2, last=False)
+    pdf.new_page()
+    pdf.paragraph(EN_P2_NEXT, first=False)
+    pdf.paragraph(EN_P3, last=False)  # a full last line ending the sentence: the next page has a heading
+    pdf.new_page()
+    pdf.heading_line("2 Method")
+    pdf.paragraph(EN_P4, last=False)  # ends with ':' at the page's last line: an indented paragraph follows
+    pdf.new_page()
+    pdf.paragraph(EN_P5, last=False)  # ends a sentence at the page's last line, and goes on unindented
+    pdf.new_page()
+    pdf.paragraph(EN_P5_NEXT, first=False)
+    pdf.paragraph(EN_P6, last=False)
+    pdf.new_page()
+    pdf.table(EN_CAPTION, EN_TABLE)
+    pdf.paragraph(EN_P6_NEXT, first=False)
+    return pdf.save()

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cnki_mcp.references import citations
-from cnki_mcp.core.model import Paper
+from cnki_mcp.core.model import Paper, Quality
 from test_citations_oracle import CITEPROC_DIR, fixture_papers, run_citeproc
 
 SPECIAL = Paper(
@@ -37,6 +37,7 @@ SPECIAL = Paper(
     url="https://example.test/a%20b?c=1&d=2",
     abstract="A & B, 50% less.\nSecond line.",
     keywords=["甲", "C#", "R&D"],
+    quality=Quality(canonical_title="Journal of {Braces} & Co.", issn="1674-733X", cn="11-5847/TP"),
 )
 # Same record_ref twice must still give unique BibTeX keys (pybtex rejects duplicates).
 TWIN = Paper(record_ref="special chars/1", title="Second record with the same ref", year=2021)
@@ -68,6 +69,7 @@ def expected_bibtex_fields(paper: Paper) -> set[str]:
         "type": kind.key == "thesis",
         "note": kind.key == "online_first",
         "doi": bool(paper.doi),
+        "issn": bool(paper.quality and paper.quality.issn),
         "url": bool(paper.url),
         "abstract": bool(paper.abstract),
         "keywords": bool(paper.keywords),
@@ -91,7 +93,7 @@ def test_bibtexparser_reads_every_record_and_field(bibtex_text: str) -> None:
         assert set(entry.fields_dict) == expected_bibtex_fields(paper), paper.record_ref
     # url and doi are verbatim (as \url{} wants them), so they read back unchanged without decoding.
     special = library.entries[len(PAPERS) - 2]
-    assert (special["url"], special["doi"]) == (SPECIAL.url, "10.1000/x_%7By%7D")
+    assert (special["url"], special["doi"], special["issn"]) == (SPECIAL.url, "10.1000/x_%7By%7D", "1674-733X")
 
 
 def test_bibtexparser_decodes_back_to_the_original_values(bibtex_text: str) -> None:
@@ -146,6 +148,8 @@ def test_rispy_reads_every_record_and_tag() -> None:
     special = entries[len(PAPERS) - 2]
     assert (special["start_page"], special["end_page"]) == ("10", "20")
     assert special["doi"] == SPECIAL.doi and special["urls"] == [SPECIAL.url]
+    assert special["issn"] == "1674-733X"
+    assert [entry.get("issn") for entry in entries[:-2]] == [None] * (len(PAPERS) - 2)
 
 
 def _dump_fields(item: dict) -> dict[str, str]:
@@ -156,7 +160,7 @@ def _dump_fields(item: dict) -> dict[str, str]:
     parts = item.get("issued", {}).get("date-parts", [[]])[0]
     if parts:
         out["issued"] = str(parts[0]) if len(parts) == 1 else f"{parts[1]:02d}/{parts[2]:02d}/{parts[0]}"
-    plain = ("container-title", "publisher", "genre", "volume", "issue", "page", "DOI", "URL", "abstract", "keyword")
+    plain = ("container-title", "publisher", "genre", "volume", "issue", "page", "DOI", "ISSN", "URL", "abstract", "keyword")
     out.update({key: item[key] for key in plain if key in item})
     if "page" in out:
         out["page"] = re.sub(r"(\d)-(\d)", "\\1\u2013\\2", out["page"])
@@ -178,6 +182,7 @@ def test_citeproc_reads_every_item_and_field() -> None:
             if "author" in fields:
                 fields["author"] = re.sub(r"[ ,]", "", fields["author"].replace("\u2019", "'"))
         assert dumped == expected, item["id"]
+    assert [item.get("ISSN") for item in items][-2:] == ["1674-733X", None]
 
 
 # --- any record, any format -------------------------------------------------------------------

@@ -219,6 +219,22 @@ def test_journal_pages(kns: KnsSimulator) -> None:
     assert kns.count("journal") == 5
 
 
+def test_journal_page_issn_variants(kns: KnsSimulator) -> None:
+    lines = fetch(kns, kns.journal_url("FXPL")).css(".journalInfo .infobox .listbox p")
+    assert [p.text_content() for p in lines][2:4] == ["ISSN：1004-1303", "CN：42-1090/D"]
+    kns.configure(journal_issn="host_unit")
+    page = fetch(kns, kns.journal_url("ZGFX"))
+    rows = [(li.cssselect("p.hostUnit label")[0].text, li.cssselect("p.hostUnit span")[0].get("title"))
+            for li in page.css(".journalInfo .infobox ul#JournalBaseInfo > li")]
+    assert rows == [("主办单位：", "中国法学研究会"), ("出版周期：", "双月刊"), ("ISSN：", "1003-1707"),
+                    ("CN：", "11-1030/D"), ("曾用刊名：", "法学前沿;政法研究通讯")]
+    kns.configure(journal_issn="missing")
+    text = fetch(kns, kns.journal_url("ZGFX")).css(".journalInfo")[0].text_content()
+    assert "ISSN" not in text and "CN：" not in text and "曾用刊名：法学前沿;政法研究通讯" in text
+    with pytest.raises(ValueError):
+        kns.configure(journal_issn="hidden")
+
+
 # ---------------------------------------------------------------- grid
 
 

@@ -4,7 +4,7 @@ tests/pdfs.py, read by PDFium, laid out, paged and answered from the download le
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -243,3 +243,25 @@ def test_read_pdf_outline_pages() -> None:
     assert [(e.title, e.level, e.page) for e in outline] == [
         ("一、引言", 1, 0), ("二、违约金调整的规范基础", 1, 0), ("（一）酌减规则", 2, 1), ("（二）酌增规则", 2, 1), ("三、结论", 1, 1),
     ]
+
+
+@pytest.mark.parametrize(("make", "blocks", "name"), [
+    (pdfs.zh_breaks_pdf, pdfs.ZH_BLOCKS, "breaks.pdf"),
+    (lambda: pdfs.kdh(pdfs.zh_breaks_pdf()), pdfs.ZH_BLOCKS, "breaks.caj"),
+    (pdfs.en_breaks_pdf, pdfs.EN_BLOCKS, "breaks-en.pdf"),
+])
+def test_paragraphs_across_page_and_column_breaks_are_one(
+    make: Callable[[], bytes], blocks: list[str], name: str, tmp_path: Path
+) -> None:
+    text, sections, read = text_of(make(), tmp_path, name)
+    assert text.split("\n\n") == blocks
+    assert read.document.coverage.generation == ("caj_pdf" if name.endswith(".caj") else "pdf")
+    # Each page starts at its own first line, inside the paragraph it continues.
+    firsts = {
+        "breaks-en.pdf": [pdfs.EN_TITLE, "mercial parties", "the agreed sum", "2 Method", "The first question",
+                          "Most start from", "courts from 2015"],
+    }.get(name, [pdfs.ZH_TITLE, *(lines[0] for lines in pdfs.zh_break_page_tops())])
+    assert [text[at : at + len(first)] for at, first in zip(read.page_starts, firsts, strict=True)] == firsts
+    assert [s.title for s in sections] == (["1 Introduction", "2 Method"] if "en" in name else ["一、引言", "二、违约金调整的规范基础"])
+    page = pages_covered(read.page_starts, text.index(blocks[7]), text.index(blocks[7]) + 1, len(text))
+    assert page == ([4] if "en" not in name else [5])  # where the paragraph starts

@@ -9,6 +9,13 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import PARSER_VERSION, Paper
+from cnki_mcp.pages.page_state import (
+    classify_response,
+    inspect_live_page,
+    parse_download_refusal,
+    parse_session,
+    refusal_in_url,
+)
 from cnki_mcp.pages.parse import (
     check_identity,
     is_site_url,
@@ -19,14 +26,11 @@ from cnki_mcp.pages.parse import (
     public_url,
     strip_role_suffix,
 )
-from cnki_mcp.pages.page_state import (
-    classify_response,
-    inspect_live_page,
-    parse_download_refusal,
-    parse_session,
-    refusal_in_url,
-)
+from tests.kns.corpus import JOURNALS
+from tests.kns.pages import journal_page
+from tests.kns.server import Scenario
 
+JOURNALS_BY_KEY = {journal.key: journal for journal in JOURNALS}
 SAMPLES = Path(__file__).parent / "fixtures" / "cnki-samples"
 PAGES = Path(__file__).parent / "fixtures" / "pages"
 GRID_URL = "https://kns.cnki.net/kns8s/brief/grid"
@@ -491,6 +495,50 @@ def test_journal_without_metrics_is_unknown() -> None:
     quality = parse_journal(page("journal-no-metrics.html"), JOURNAL_URL, "某大学学报(社会科学版)")
     assert quality.state == "unknown" and quality.tiers == [] and quality.composite_impact is None
     assert quality.canonical_title == "某大学学报（社会科学版）"
+
+
+# The 2024+ 基本信息 list (spec §5: ``ul#JournalBaseInfo``, ``li > p.hostUnit > label + span``).
+JOURNAL_BASE_INFO = (
+    '<html><body><dl class="journalInfo"><dd class="infobox"><h3 class="titbox titbox1">法学评论</h3>'
+    '<p class="journalType journalType2"><span title="CSSCI">CSSCI</span></p><ul id="JournalBaseInfo">'
+    '<li><p class="hostUnit"><label>主办单位：</label><span title="武汉大学">武汉大学</span></p></li>'
+    '<li><p class="hostUnit"><label>{issn_label}</label><span title="{issn}">{issn}</span></p></li>'
+    '<li><p class="hostUnit"><label>CN：</label><span title="{cn}">{cn}</span></p></li>'
+    '</ul></dd></dl></body></html>'
+)
+
+
+@pytest.mark.parametrize(
+    ("label", "issn", "cn", "want"),
+    [
+        ("ISSN：", "1004-1303", "42-1090/D", ("1004-1303", "42-1090/D")),
+        ("ISSN:", "1674-733x", "11-5847/TP", ("1674-733X", "11-5847/TP")),  # ASCII colon, lower-case check digit
+        ("ISSN：", "１００４－１３０３", "４２－１０９０／Ｄ", ("1004-1303", "42-1090/D")),  # full-width forms
+        ("ISSN：", "10041303", "42-1090/D", ("1004-1303", "42-1090/D")),  # no hyphen
+        ("ISSN：", "1004-1304", "", ("", "")),  # a wrong check digit is a misread, not an ISSN
+        ("主管单位：", "1004-1303", "", ("", "")),  # no ISSN label
+    ],
+)
+def test_journal_issn_and_cn_from_the_base_info(label: str, issn: str, cn: str, want: tuple[str, str]) -> None:
+    quality = parse_journal(JOURNAL_BASE_INFO.format(issn_label=label, issn=issn, cn=cn), JOURNAL_URL, "法学评论")
+    assert (quality.issn, quality.cn) == want
+
+
+@pytest.mark.parametrize(("variant", "want"), [("plain", ("1003-1707", "11-1030/D")), ("host_unit", ("1003-1707", "11-1030/D")), ("missing", ("", ""))])
+def test_journal_issn_on_the_simulators_page(variant: str, want: tuple[str, str]) -> None:
+    journal = JOURNALS_BY_KEY["ZGFX"]
+    html = journal_page(journal, Scenario(journal_issn=variant), [])
+    quality = parse_journal(html, JOURNAL_URL, "政法研究通讯")
+    assert (quality.issn, quality.cn, quality.identity_basis) == (*want, "former_title")
+    assert quality.tiers == ["CSSCI", "北大核心", "AMI顶级"]
+
+
+def test_journal_issn_outside_the_info_box_is_read_from_the_base_info_list_only() -> None:
+    html = JOURNAL_BASE_INFO.format(issn_label="ISSN：", issn="1004-1303", cn="42-1090/D")
+    moved = html.replace('<ul id="JournalBaseInfo">', '</dd></dl><ul id="JournalBaseInfo">').replace("</ul></dd></dl>", "</ul>")
+    assert parse_journal(moved, JOURNAL_URL, "法学评论").issn == "1004-1303"
+    decoy = JOURNAL_2026_TAGS.format(extra="").replace("</body>", "<aside><p>ISSN：1000-0933</p></aside></body>")
+    assert parse_journal(decoy, JOURNAL_URL, "法学评论").issn == ""
 
 
 def test_journal_without_entity() -> None:

@@ -222,6 +222,23 @@ def test_listing_never_overrides_a_detail() -> None:
     assert merge(merged, newer).year == 2024
 
 
+@pytest.mark.parametrize(
+    ("listed", "detailed", "kept"),
+    [
+        ("2026-11-14", "2026", "2026-11-14"),  # the detail's 2026(11) says less: the listing's day stays
+        ("2026-06-23 14:43", "2026-06", "2026-06-23 14:43"),
+        ("2026-06-23 14:43", "2026-06-23", "2026-06-23"),  # as precise: the detail's
+        ("2025-12-30", "2026", "2026"),  # another date: the detail's
+        ("", "2026", "2026"),
+    ],
+)
+def test_a_detail_date_that_says_less_keeps_the_listings(listed: str, detailed: str, kept: str) -> None:
+    listing = Paper(record_ref="r", title="题名", publication_date=listed, year=2026, listed_at="2026-12-01T00:00:00.000Z")
+    detail = Paper(record_ref="x", title="题名", publication_date=detailed, year=2026,
+                   detail_observed_at="2026-12-01T00:00:01.000Z", detail_parser=PARSER_VERSION)
+    assert merge(listing, detail).publication_date == kept
+
+
 def test_upsert_keeps_refs_and_never_merges_by_title_alone(store: Store) -> None:
     a = Paper(title="同名论文", authors=["甲"], source="某刊", year=2020, url="https://kns.cnki.net/a")
     b = Paper(title="同名论文", authors=["乙"], source="某刊", year=2020, url="https://kns.cnki.net/b")

@@ -258,6 +258,31 @@ def test_valid_store_with_unknown_fields_is_kept(tmp_path: Path) -> None:
     store.close_sync()
 
 
+def test_journal_evidence_of_an_older_store_loads_without_issn_and_keeps_it_once_read(tmp_path: Path) -> None:
+    older = {"canonical_title": "法学评论", "tiers": ["CSSCI"], "state": "present", "parser": PARSER_VERSION}
+    content = msgspec.json.encode({
+        "version": 5, "sources": {"法学评论": older},
+        "papers": {"rec_1": {"record_ref": "rec_1", "title": "T", "source": "法学评论", "quality": older}},
+    })
+    (tmp_path / "research.json").write_bytes(content)
+    store = Store.open(tmp_path)
+    try:
+        assert (store.data.sources["法学评论"].issn, store.data.papers["rec_1"].quality.issn) == ("", "")
+        assert store.data.sources["法学评论"].tiers == ["CSSCI"]
+        read = msgspec.structs.replace(store.data.sources["法学评论"], issn="1004-1303", cn="42-1090/D")
+        store.put_source("法学评论", read)
+        store.put_paper(msgspec.structs.replace(store.data.papers["rec_1"], quality=read))
+        store.flush()
+    finally:
+        store.close_sync()
+    again = Store.open(tmp_path)
+    try:
+        assert (again.data.papers["rec_1"].quality.issn, again.data.sources["法学评论"].cn) == ("1004-1303", "42-1090/D")
+    finally:
+        again.close_sync()
+    assert unreadable_files(tmp_path) == []
+
+
 # --- retention ---------------------------------------------------------------------------------
 
 

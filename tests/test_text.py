@@ -6,6 +6,7 @@ import pytest
 
 from cnki_mcp.core.text import (
     clean,
+    date_numbers,
     doi_key,
     has_han,
     is_han,
@@ -83,3 +84,16 @@ def test_han() -> None:
     assert is_han("中") and is_han("々") and is_han("〇") and is_han("\U00020000")
     assert not is_han("a") and not is_han("，") and not is_han("ア") and not is_han("한")
     assert has_han("C++ 内存模型") and not has_han("IEEE P802.11bn")
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("2024-03-05", [2024, 3, 5]), ("2024/3/5", [2024, 3, 5]), ("2024-03", [2024, 3]), ("2024", [2024]),
+        ("2024年3月5日", [2024, 3, 5]), ("2024年3月", [2024, 3]), ("2024年", [2024]), ("2024-03-05 10:12", [2024, 3, 5]),
+        ("2024.3", [2024, 3]), ("2024-02-29", [2024, 2, 29]), ("2023-02-29", [2023, 2]), ("2024-00-01", [2024]),
+        ("20240305", []), ("2024-3-5-6", []), ("约2024", []), ("", []),
+    ],
+)
+def test_date_numbers_reads_every_cnki_date_form(text: str, parts: list[int]) -> None:
+    assert date_numbers(text) == parts

@@ -10,13 +10,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Artifact, Paper
+from cnki_mcp.core.model import Artifact, Paper, Quality
 from cnki_mcp.store.library import Store
 from cnki_mcp.references.zotero import ZoteroSaves, resolve_target
-from cnki_mcp.references.zotero_items import ascii_json, zotero_item
+from cnki_mcp.references.zotero_items import ascii_json, clean_tags, zotero_item
 from tests import pdfs
 from tests.zotero_fake import FakeZotero
 
@@ -59,6 +60,48 @@ def test_items_have_their_type_and_every_field() -> None:
     assert (meeting["itemType"], meeting["proceedingsTitle"], meeting["DOI"]) == ("conferencePaper", "第十届民法论坛论文集", "10.1/conf")
     assert (news["itemType"], news["publicationTitle"], news["date"], news["pages"]) == (
         "newspaperArticle", "人民日报", "2024-03-01", "5")
+
+
+@pytest.mark.parametrize(
+    ("written", "year", "iso"),
+    [
+        ("2024-03-05", 2024, "2024-03-05"),
+        ("2024/3/5", 2024, "2024-03-05"),
+        ("2024-03", 2024, "2024-03"),
+        ("2024", 2024, "2024"),
+        ("2024年3月5日", 2024, "2024-03-05"),
+        ("2024年3月", 2024, "2024-03"),
+        ("2024-03-05 10:12", 2024, "2024-03-05"),  # online first: the time is dropped
+        (" 2024.3.5 ", 2024, "2024-03-05"),
+        ("2024-02-30", 2024, "2024-02"),  # no such day
+        ("2024-13-01", 2024, "2024"),  # no such month
+        ("", 2024, "2024"),
+        ("2023-12-30", 2024, "2024"),  # another year than the record's: the year alone
+        ("2024-03-05", 0, "2024-03-05"),
+        ("不详", 0, None),
+        ("", 0, None),
+    ],
+)
+def test_dates_are_iso(written: str, year: int, iso: str | None) -> None:
+    item = zotero_item(Paper(record_ref="r", title="t", document_type="期刊", publication_date=written, year=year))
+    assert item.get("date") == iso
+
+
+def test_tags_are_trimmed_never_empty_and_once() -> None:
+    raw = ["  违约金 ", "\u3000司法\u3000调整\u3000", "", " ", "\u3000", "违约金", "司法 调整", "Smart  Contract", "\t合同法\n"]
+    assert clean_tags(raw) == ["违约金", "司法 调整", "Smart Contract", "合同法"]
+    item = zotero_item(Paper(record_ref="r", title="t", keywords=raw))
+    assert item["tags"] == [{"tag": "违约金"}, {"tag": "司法 调整"}, {"tag": "Smart Contract"}, {"tag": "合同法"}]
+    assert zotero_item(Paper(record_ref="r", title="t", keywords=["", "\u3000"]))["tags"] == []
+
+
+def test_issn_goes_to_journal_articles_only() -> None:
+    evidence = Quality(canonical_title="法学研究", issn="1000-0933", cn="11-2031/Q")
+    journal = msgspec.structs.replace(JOURNAL, quality=evidence)
+    assert zotero_item(journal)["ISSN"] == "1000-0933"
+    assert "ISSN" not in zotero_item(JOURNAL)  # no journal evidence
+    assert "ISSN" not in zotero_item(msgspec.structs.replace(MEETING, quality=evidence))
+    assert "1000-0933" not in json.dumps(zotero_item(msgspec.structs.replace(NEWS, quality=evidence)))
 
 
 def test_x_metadata_is_ascii() -> None:
@@ -213,3 +256,31 @@ async def test_too_many_records(zotero: FakeZotero, store: Store) -> None:
     with pytest.raises(CnkiError) as caught:
         await ZoteroSaves().save(store, [f"rec_{i}" for i in range(101)], collection="", attach=True, tags=[])
     assert caught.value.code == "BATCH_TOO_LARGE"
+
+
+async def test_update_session_only_with_a_known_target_and_never_with_empty_tags(zotero: FakeZotero, store: Store) -> None:
+    zotero.selected = 3  # Zotero shows 经济学
+    saves = ZoteroSaves()
+    # Into the current collection without tags: nothing to change, no updateSession.
+    here = await saves.save(store, [JOURNAL.record_ref], collection="", attach=False, tags=[])
+    assert here["status"] == "completed" and here["target"] == {"id": "C3", "name": "经济学"}
+    assert zotero.updates == []
+    assert zotero.by_title(JOURNAL.title)[0].target == "C3"
+    # Blank tags are no tags: still nothing to change.
+    await saves.save(store, [PHD.record_ref], collection="经济学", attach=False, tags=[" ", "\u3000"])
+    assert zotero.updates == []
+    # Another collection, no tags: the target alone.
+    await saves.save(store, [MASTER.record_ref], collection="法学/2024", attach=False, tags=[])
+    (moved,) = zotero.updates
+    assert set(moved) == {"sessionID", "target"} and moved["target"] == "C2"
+    assert zotero.by_title(MASTER.title)[0].target == "C2"
+    # Tags (trimmed, once) in the current collection: the target is named too.
+    await saves.save(store, [MEETING.record_ref], collection="", attach=False, tags=[" 精读 ", "课题\u3000A", "精读"])
+    tagged = zotero.updates[-1]
+    assert (tagged["target"], tagged["tags"]) == ("C3", "精读, 课题 A")
+    assert zotero.by_title(MEETING.title)[0].tags == ["精读", "课题 A"]
+    # Every updateSession came after its saveItems, for a session Zotero had, with a target.
+    saves_then_updates = [path for _, path in zotero.requests if path in ("/connector/saveItems", "/connector/updateSession")]
+    assert saves_then_updates == ["/connector/saveItems"] * 2 + ["/connector/saveItems", "/connector/updateSession"] * 2
+    assert all(update["sessionID"] in zotero.sessions and update["target"] for update in zotero.updates)
+    assert all(update.get("tags", "x").strip() for update in zotero.updates)

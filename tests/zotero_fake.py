@@ -9,8 +9,9 @@ Written from how Zotero's connector endpoints behave (request shapes, status cod
   ``SESSION_EXISTS``; a read-only library 500 ``{libraryEditable: false}``; an item that cannot be saved
   fails the whole batch with 500 (nothing kept from it); else 201 and the items go to the current target.
 - ``POST /connector/updateSession`` ``{sessionID, target, tags}``: 400 ``SESSION_ID_NOT_PROVIDED`` /
-  ``SESSION_NOT_FOUND`` / ``COLLECTION_NOT_FOUND``; else the session's items move to ``target`` and get
-  the comma-separated ``tags``; 200 ``{}``.
+  ``SESSION_NOT_FOUND`` / ``COLLECTION_NOT_FOUND``; no ``target`` is 500 (Zotero indexes it unchecked);
+  else the session's items move to ``target`` and their tags become the comma-separated ``tags`` (none
+  when it is absent); 200 ``{}``. Every body is kept in ``updates``, in order.
 - ``POST /connector/saveAttachment``: body = file bytes, ``Content-Type`` its type, ``X-Metadata`` JSON
   ``{parentItemID, title, url, sessionID}``: 400 ``METADATA_NOT_PROVIDED`` / ``SESSION_ID_NOT_PROVIDED`` /
   ``SESSION_NOT_FOUND``; files not editable → 200 "Library files are not editable."; else 201.
@@ -46,6 +47,7 @@ class FakeZotero:
         self.sessions: dict[str, list[Saved]] = {}
         self.items: list[Saved] = []
         self.requests: list[tuple[str, str]] = []  # (method, path)
+        self.updates: list[dict[str, Any]] = []  # updateSession bodies as sent
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -96,12 +98,15 @@ class FakeZotero:
         return 201, None
 
     def update_session(self, data: dict[str, Any]) -> tuple[int, Any]:
+        self.updates.append(data)
         session = data.get("sessionID")
         if not session:
             return 400, {"error": "SESSION_ID_NOT_PROVIDED"}
         if session not in self.sessions:
             return 400, {"error": "SESSION_NOT_FOUND"}
-        target = str(data.get("target") or "")
+        if not data.get("target"):
+            return 500, None
+        target = str(data["target"])
         if target.startswith("C") and int(target[1:]) not in {i for i, _, _ in self.collections}:
             return 400, {"error": "COLLECTION_NOT_FOUND"}
         tags = [t.strip() for t in str(data.get("tags") or "").split(",") if t.strip()]

@@ -36,6 +36,10 @@ class Quality(msgspec.Struct, omit_defaults=True):
     composite_impact: float | None = None
     aggregate_impact: float | None = None
     metric_year: int = 0
+    # The journal's 基本信息 (``NNNN-NNNC``, check digit verified; ``11-1234/D``); stores written before
+    # these fields load them empty.
+    issn: str = ""
+    cn: str = ""
     source_url: str = ""
     state: str = ""  # present | unknown
     observed_at: str = ""

@@ -7,6 +7,7 @@ lower-casing, the exact punctuation set of the title key).
 
 from __future__ import annotations
 
+import datetime
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -137,3 +138,23 @@ def is_han(char: str) -> bool:
 
 def has_han(text: str) -> bool:
     return any(is_han(char) for char in text)
+
+
+# CNKI's date forms: 2024-03-05, 2024/3/5, 2024.03, 2024年3月5日, and online-first times (2024-03-05 10:12).
+_DATE = re.compile(r"^(\d{4})(?:\s*[-/.年]\s*(\d{1,2})(?:\s*[-/.月]\s*(\d{1,2})\s*日?|\s*月)?)?(?![\d/.-])")
+
+
+def date_numbers(text: str) -> list[int]:
+    """[year, month, day] as far as ``text`` gives them and they are a real date; [] when it is no date."""
+    match = _DATE.match(text.strip())
+    if not match:
+        return []
+    parts = [int(part) for part in match.groups() if part]
+    if len(parts) > 1 and not 1 <= parts[1] <= 12:
+        return parts[:1]
+    if len(parts) > 2:
+        try:
+            datetime.date(*parts)
+        except ValueError:
+            return parts[:2]
+    return parts

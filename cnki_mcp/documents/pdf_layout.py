@@ -9,6 +9,11 @@ paragraphs, headings found, sections. Pure.
   hyphen between lower-case letters joins the next without it; lines meeting at a Han character join
   without a space; others with one. A paragraph ends at a wider gap, or after a short line ending a
   sentence, or at a heading.
+- Page and column breaks: a paragraph runs on into the next page or column unless its sentence ended
+  on a short line, or the next line is indented (from its own column's left edge), a heading, a list
+  item or a figure/table caption. Lines between its two parts in another size (footnotes, a running head
+  or foot seen once) or a caption with its table are moved after the paragraph, which stays one; each
+  page still starts where its own first line went.
 - Headings: with an outline, its titles verbatim, found in the text near their page (one synthetic
   heading line at the top of the page when the text lacks it); without one, the numbered headings
   (第一章, 第一节, 一、, （一）, 1., 1.1, 1.1.1) and the usual unnumbered ones (摘要, 参考文献 …), each
@@ -20,6 +25,7 @@ from __future__ import annotations
 import re
 import statistics
 import unicodedata
+from collections.abc import Container
 
 import msgspec
 
@@ -44,6 +50,10 @@ _SOFT_END = re.compile("[\ufffe\u00ad\u0000-\u0008\u000b\u000c\u000e-\u001f]$")
 _CONTROL = re.compile("[\ufffe\u00ad\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]")
 _HYPHEN_END = re.compile(r"[a-z]-$")
 _SENTENCE_END = re.compile(r"[。！？!?.:：;；”」』)）]$")
+_ITEM = re.compile(r"^(?:\[\d+\]|［\d+］|[(（]\d+[)）]|[①-⑳])")  # a reference or list item starts a paragraph
+_CAPTION = re.compile(r"^(?:图|表|Fig\.?|Figure|Table)\s*\d+(?:[-－.．]\d+)*(?:[\s.．:：]|$)", re.I)
+_FEW_LINES = 3  # a column with fewer body lines has no left edge of its own
+_HELD_LINES = 30  # at most this many lines between a paragraph's parts are moved after it
 _LEADERS = re.compile(r"(?:\.\s*){4,}|(?:…\s*){2,}|(?:·\s*){4,}|(?:-\s*){6,}|_{4,}")
 _TOC_PAGE = re.compile(r"\S\s+(?:\d{1,4}|[ivxlcdm]{1,6})$", re.I)
 _HAN_NUM = "一二三四五六七八九十百零〇两"
@@ -177,6 +187,44 @@ def _right_edges(lines: list[Line]) -> dict[tuple[int, int], float]:
     return rights
 
 
+def _left_edges(lines: list[Line], body: float) -> dict[tuple[int, int], float]:
+    """The left edge of the body text of each page's columns (odd and even pages may differ); a
+    column of fewer than ``_FEW_LINES`` lines (an article's last page) takes the whole file's."""
+    starts: dict[tuple[int, int], list[float]] = {}
+    for line in lines:
+        if not body or not _resized(line.size, body):
+            starts.setdefault((line.page, line.column), []).append(line.x0)
+    widest: dict[int, float] = {}
+    for (_, column), xs in starts.items():
+        widest[column] = min(widest.get(column, xs[0]), *xs)
+    return {where: min(xs) if len(xs) >= _FEW_LINES else widest[where[1]] for where, xs in starts.items()}
+
+
+def _resized(size: float, other: float) -> bool:
+    return abs(size - other) > 0.15 * max(size, other)
+
+
+class _Frame(msgspec.Struct):
+    """What line breaks are judged against: the body text's size, the usual gap, the columns' edges."""
+
+    body: float
+    typical: float
+    rights: dict[tuple[int, int], float]
+    lefts: dict[tuple[int, int], float]
+
+    @property
+    def unit(self) -> float:
+        return max(self.body, 1.0)
+
+    def short(self, line: Line) -> bool:
+        """The line stops well before its column's right edge."""
+        return line.x1 < self.rights[(line.page, line.column)] - 2 * self.unit
+
+    def indented(self, line: Line) -> bool:
+        """The line starts right of its column's left edge (a first line's indent)."""
+        return line.x0 > self.lefts.get((line.page, line.column), line.x0) + 1.5 * self.unit
+
+
 def numbered_headings(lines: list[Line], rights: dict[tuple[int, int], float], body: float) -> dict[int, tuple[int, str]]:
     """Line index → (level, title) for the headings the text shows, each title once (the last
     occurrence: a table of contents comes first); top-level numbers must count up from 1. A line
@@ -257,21 +305,69 @@ def _wide(char: str) -> bool:
     return bool(char) and unicodedata.east_asian_width(char) in ("W", "F")
 
 
-def _breaks(previous: Line, line: Line, right_edge: float, body: float, typical: float) -> bool:
+def _breaks(previous: Line, line: Line, frame: _Frame) -> bool:
     """Whether a paragraph ends between two consecutive lines: a table-of-contents line stands
     alone, a change of font size or a wider gap ends a paragraph, and so does a sentence ending in a
-    short line, or before an indented line (on a new page or column: any sentence ending)."""
+    short line, or before an indented line or an item. Across a page or column break the gap says
+    nothing: an unfinished sentence runs on; an ended one goes on unless the line ending it is short or
+    indented itself, or the next is indented from its own column's edge, an item or a caption."""
     if _LEADERS.search(previous.text) or _LEADERS.search(line.text):
         return True
-    if body and abs(previous.size - line.size) > 0.15 * max(previous.size, line.size):
-        return True
-    if previous.page != line.page or previous.column != line.column:
-        return bool(_SENTENCE_END.search(previous.text))
-    gap = previous.bottom - line.top
-    if body and gap > typical + 0.5 * body:
+    if frame.body and _resized(previous.size, line.size):
         return True
     ended = bool(_SENTENCE_END.search(previous.text))
-    return ended and (previous.x1 < right_edge - 2 * max(body, 1.0) or line.x0 > previous.x0 + 1.5 * max(body, 1.0))
+    if previous.page != line.page or previous.column != line.column:
+        if _CAPTION.match(line.text):
+            return True
+        # an indented line ending its sentence is a one-line paragraph, whatever its width
+        alone = frame.short(previous) or frame.indented(previous)
+        return ended and (alone or frame.indented(line) or bool(_ITEM.match(line.text)))
+    gap = previous.bottom - line.top
+    if frame.body and gap > frame.typical + 0.5 * frame.body:
+        return True
+    indented = line.x0 > previous.x0 + 1.5 * frame.unit
+    return ended and (frame.short(previous) or indented or bool(_ITEM.match(line.text)))
+
+
+def _interruption(
+    lines: list[Line], start: int, previous: Line, frame: _Frame, stops: Container[int], pages: Container[int]
+) -> int:
+    """Where a paragraph, cut mid-sentence at the end of ``previous``'s page or column, goes on past
+    the lines from ``start`` that interrupt it: lines in another size (footnotes, a running head or
+    foot not taken for furniture, a table's cells) and captions with their wrapped lines, on its page
+    or the next. ``start`` when nothing interrupts it or it does not go on after them (a heading, a
+    line in ``stops``, or a page in ``pages`` whose missing outline heading goes first)."""
+    if _SENTENCE_END.search(previous.text) or frame.short(previous):
+        return start
+    index, caption = start, False
+    while index < len(lines) and index - start <= _HELD_LINES:
+        line = lines[index]
+        if index in stops or line.page not in (previous.page, previous.page + 1):
+            return start
+        if _CAPTION.match(line.text):
+            caption = True
+        elif not _resized(line.size, previous.size) and not (caption and not _breaks(lines[index - 1], line, frame)):
+            break  # body text again
+        index += 1
+    else:
+        return start
+    if index == start or index >= len(lines):
+        return start
+    after = lines[index]
+    crossed = (after.page, after.column) != (previous.page, previous.column)
+    runs_on = crossed and after.page not in pages and not frame.indented(after) and not _breaks(previous, after, frame)
+    return index if runs_on else start
+
+
+def _held(lines: list[Line], frame: _Frame) -> list[tuple[int, str]]:
+    """Interrupting lines as blocks of their own: (page, text)."""
+    held: list[tuple[int, str]] = []
+    for index, line in enumerate(lines):
+        if index == 0 or _breaks(lines[index - 1], line, frame):
+            held.append((line.page, line.text))
+        else:
+            held[-1] = (held[-1][0], _joins(held[-1][1], line.text))
+    return held
 
 
 def layout(lines: list[Line], outline: list[OutlineEntry], pages: int) -> Layout:
@@ -279,6 +375,7 @@ def layout(lines: list[Line], outline: list[OutlineEntry], pages: int) -> Layout
     lines = drop_furniture(lines)
     body, typical = _body_size(lines), _typical_gap(lines)
     rights = _right_edges(lines)
+    frame = _Frame(body=body, typical=typical, rights=rights, lefts=_left_edges(lines, body))
     missing_titles: list[str] = []
     if outline:
         placed, missing = outline_headings(lines, outline)
@@ -304,7 +401,13 @@ def layout(lines: list[Line], outline: list[OutlineEntry], pages: int) -> Layout
             built.heading(line.page, level, shown, title)
             previous, index = None, index + span
             continue
-        if previous is not None and _breaks(previous, line, rights[(previous.page, previous.column)], body, typical):
+        if previous is not None and built.paragraph:
+            end = _interruption(lines, index, previous, frame, placed, extra)
+            if end > index:  # the paragraph goes on after them: they follow it
+                built.held.extend(_held(lines[index:end], frame))
+                index = end
+                continue
+        if previous is not None and _breaks(previous, line, frame):
             built.flush()
         built.line(line)
         previous, index = line, index + 1
@@ -323,12 +426,22 @@ class _Builder:
         self.titles: list[str] = []
         self.marks: dict[int, tuple[int, int]] = {}
         self.paragraph = ""
+        self.held: list[tuple[int, str]] = []  # blocks that interrupted the paragraph, to follow it
 
     def flush(self) -> None:
         text = _CONTROL.sub("", self.paragraph).strip()
+        here = len(self.blocks)
+        for page, (block, chars) in self.marks.items():  # into the text as cleaned
+            if block == here:
+                self.marks[page] = (block, len(_CONTROL.sub("", self.paragraph[:chars]).lstrip()))
         if text:
             self.blocks.append((0, text))
         self.paragraph = ""
+        for page, held in self.held:
+            if cleaned := _CONTROL.sub("", held).strip():
+                self.marks.setdefault(page, (len(self.blocks), 0))
+                self.blocks.append((0, cleaned))
+        self.held = []
 
     def heading(self, page: int, level: int, shown: str, title: str) -> None:
         self.flush()
@@ -337,8 +450,9 @@ class _Builder:
         self.titles.append(title)
 
     def line(self, line: Line) -> None:
-        self.marks.setdefault(line.page, (len(self.blocks), len(self.paragraph)))
         self.paragraph = _joins(self.paragraph, line.text) if self.paragraph else line.text
+        # the page starts where this line's text went (a hyphen or space at the join aside)
+        self.marks.setdefault(line.page, (len(self.blocks), len(self.paragraph) - len(line.text)))
 
     def page_starts(self, pages: int) -> list[int]:
         starts = _block_starts(self.blocks)

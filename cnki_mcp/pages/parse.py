@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from decimal import ROUND_HALF_UP, Decimal
 from urllib.parse import parse_qsl, urljoin, urlsplit
@@ -734,6 +735,11 @@ _COMPOSITE = re.compile(r"复合影响因子\s*[:：]?\s*(\d+(?:\.\d+)?)")
 _AGGREGATE = re.compile(r"综合影响因子\s*[:：]?\s*(\d+(?:\.\d+)?)")
 _METRIC_YEAR = re.compile(r"[(（]\s*(20\d{2})\s*版\s*[)）]\s*(?:复合|综合)影响因子")
 _FORMER = re.compile(r"^曾用刊名[:：]")
+# 基本信息 lines, read after NFKC (full-width digits, letters, hyphens and colons are common).
+_ISSN_LINE = re.compile(r"^ISSN\s*:\s*(.*)", re.I)
+_CN_LINE = re.compile(r"^CN\s*:\s*(.*)", re.I)
+_ISSN = re.compile(r"(?<![0-9A-Za-z])(\d{4})\s*[-‐‑–—]?\s*(\d{3}[\dX])(?![0-9A-Za-z])", re.I)
+_CN = re.compile(r"(?<![0-9A-Za-z])(\d{2})\s*[-‐‑–—]\s*(\d{4})\s*/\s*([A-Z][A-Z0-9.]*)", re.I)
 _TITBOX_MARKUP = re.compile(
     r"<h3\b[^>]*\bclass\s*=\s*[\"']?[^\"'>]*\btitbox\b[^>]*>(.*?)</h3\s*>", re.S | re.I
 )
@@ -747,6 +753,36 @@ def _title_lines(head: lxml.html.HtmlElement) -> list[str]:
             lines.append("")
         lines[-1] += " " + (child.tail or "")
     return [line for line in (clean(line) for line in lines) if line]
+
+
+def issn_value(text: str) -> str:
+    """The first ISSN in ``text`` as ``NNNN-NNNC``, or "" when none has a valid check digit (a misread)."""
+    for match in _ISSN.finditer(unicodedata.normalize("NFKC", text)):
+        digits = (match[1] + match[2]).upper()
+        total = sum(int(d) * weight for d, weight in zip(digits[:7], range(8, 1, -1)))
+        check = (11 - total % 11) % 11
+        if digits[7] == ("X" if check == 10 else str(check)):
+            return f"{digits[:4]}-{digits[4:]}"
+    return ""
+
+
+def cn_value(text: str) -> str:
+    """The first 国内统一连续出版物号 in ``text`` as ``11-1234/D``, or ""."""
+    match = _CN.search(unicodedata.normalize("NFKC", text))
+    return f"{match[1]}-{match[2]}/{match[3].upper()}" if match else ""
+
+
+def _base_info(root: lxml.html.HtmlElement, box: lxml.html.HtmlElement) -> tuple[str, str]:
+    """(ISSN, CN) from the journal's labelled info lines (``ISSN：`` / ``CN：``), inside the info box or
+    in the 2024+ ``ul#JournalBaseInfo``."""
+    issn = cn = ""
+    for el in [*box.cssselect("p, li"), *root.cssselect("#JournalBaseInfo p, #JournalBaseInfo li")]:
+        text = unicodedata.normalize("NFKC", text_of(el))
+        if not issn and (line := _ISSN_LINE.match(text)):
+            issn = issn_value(line[1])
+        if not cn and (line := _CN_LINE.match(text)):
+            cn = cn_value(line[1])
+    return issn, cn
 
 
 def _single_number(pattern: re.Pattern[str], text: str) -> float | None:
@@ -808,6 +844,7 @@ def parse_journal(html: str, url: str, expected_source: str) -> Quality:
         at = tiers.index("AMI")
         del tiers[at], evidence[at]
 
+    issn, cn = _base_info(root, box)
     box_text = text_of(box)
     composite = _single_number(_COMPOSITE, box_text)
     aggregate = _single_number(_AGGREGATE, box_text)
@@ -821,6 +858,8 @@ def parse_journal(html: str, url: str, expected_source: str) -> Quality:
         composite_impact=composite,
         aggregate_impact=aggregate,
         metric_year=int(metric[1]) if metric else 0,
+        issn=issn,
+        cn=cn,
         source_url=url,
         state="present" if present else "unknown",
         observed_at=now(),

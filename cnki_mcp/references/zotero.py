@@ -11,8 +11,10 @@ ignored):
 - ``POST /connector/saveItems`` with a new ``sessionID`` (a reused one is 409) and the items, each with
   an ``id``; Zotero answers 500 for the whole batch when one item fails, so a failed batch is sent
   again one item per session, and one failed item does not lose the others.
-- ``POST /connector/updateSession`` for each session: the target collection and the tags
-  (comma-separated).
+- ``POST /connector/updateSession`` for a session only when there is something to change, and only
+  once the target is resolved (``saveItems`` puts the items in Zotero's current target): the target
+  when it is another one, the tags (comma-separated, trimmed, never blank) when there are any; a
+  ``tags`` field is never sent empty.
 - ``POST /connector/saveAttachment``: the file's bytes, its type, and ``X-Metadata`` (ASCII-only JSON:
   non-ASCII escaped) naming the parent item's ``id`` and the session; 200 means the library's files
   are not editable (nothing stored).
@@ -39,7 +41,13 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.documents.local_read import ledger_entry
 from cnki_mcp.core.model import Artifact, Paper
 from cnki_mcp.store.library import Store
-from cnki_mcp.references.zotero_items import ascii_json, connector_id, item_type, zotero_item
+from cnki_mcp.references.zotero_items import (
+    ascii_json,
+    clean_tags,
+    connector_id,
+    item_type,
+    zotero_item,
+)
 
 DEFAULT_URL = "http://127.0.0.1:23119"
 SAVE_MAX = 100
@@ -172,6 +180,8 @@ class ZoteroSaves:
         if selected.status != 200 or not isinstance(selected.json(), dict):
             raise _unavailable(connector.base, f"getSelectedCollection 答复 HTTP {selected.status}")
         target, place = resolve_target(selected.json(), collection)
+        current, _ = resolve_target(selected.json(), "")
+        session_update = _SessionUpdate(target, moved=target != current, tags=clean_tags(tags))
         rows = {ref: {"record_ref": ref} for ref in refs}
         papers = []
         for ref in refs:
@@ -184,7 +194,7 @@ class ZoteroSaves:
             else:
                 rows[ref].update(title=paper.title, item_type=item_type(paper))
                 papers.append(paper)
-        for paper, session, error in await self._save_items(connector, papers, target, tags):
+        for paper, session, error in await self._save_items(connector, papers, session_update):
             row = rows[paper.record_ref]
             if error is not None:
                 row["error"] = msgspec.to_builtins(error.problem())
@@ -198,21 +208,21 @@ class ZoteroSaves:
         return _reply(list(rows.values()), target, place)
 
     async def _save_items(
-        self, connector: Connector, papers: list[Paper], target: str, tags: list[str]
+        self, connector: Connector, papers: list[Paper], update: _SessionUpdate
     ) -> list[tuple[Paper, str, CnkiError | None]]:
         """Every paper with the session it was saved in, or why not: one batch, then one by one."""
         if not papers:
             return []
         session, answer = await _save(connector, papers)
         if answer.status == 201:
-            problem = await _update(connector, session, target, tags)
+            problem = await _update(connector, session, update)
             return [(paper, session, problem) for paper in papers]
         _read_only(answer)
         if len(papers) == 1:
             return [(papers[0], session, _failure(answer, "这条记录"))]
         out = []
         for paper in papers:
-            out += await self._save_items(connector, [paper], target, tags)
+            out += await self._save_items(connector, [paper], update)
         return out
 
 
@@ -234,10 +244,29 @@ async def _save(connector: Connector, papers: list[Paper]) -> tuple[str, Answer]
     return session, answer
 
 
-async def _update(connector: Connector, session: str, target: str, tags: list[str]) -> CnkiError | None:
-    answer = await connector.post_json(
-        "/connector/updateSession", {"sessionID": session, "target": target, "tags": ", ".join(tags)}
-    )
+class _SessionUpdate(NamedTuple):
+    """What ``updateSession`` changes in every session of one save: the resolved target, and the tags."""
+
+    target: str
+    moved: bool  # the target is not the one saveItems saved into
+    tags: list[str]
+
+    def body(self, session: str) -> dict[str, str] | None:
+        """The request's body, or None when there is nothing to change. The target is always named (Zotero
+        reads it without a check); ``tags`` only when there are some."""
+        if not (self.moved or self.tags):
+            return None
+        body = {"sessionID": session, "target": self.target}
+        if self.tags:
+            body["tags"] = ", ".join(self.tags)
+        return body
+
+
+async def _update(connector: Connector, session: str, update: _SessionUpdate) -> CnkiError | None:
+    body = update.body(session)
+    if body is None:
+        return None
+    answer = await connector.post_json("/connector/updateSession", body)
     if answer.status == 200:
         return None
     return CnkiError("ZOTERO_SESSION_FAILED", f"条目已存入 Zotero，但没能放进指定分类或加上标签：HTTP {answer.status} {answer.words}",

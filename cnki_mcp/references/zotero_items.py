@@ -3,8 +3,10 @@
 Item types: journalArticle (期刊, 网络首发), thesis (博士/硕士, with ``university`` and ``thesisType``),
 conferencePaper, newspaperArticle, book, document for anything else. Han names are single-field
 creators (``fieldMode: 1``); Western names are split (``WANG Fang`` → lastName Wang, firstName Fang).
-Keywords become tags, the 中图分类号 goes into ``extra``; a DOI goes into the DOI field where the item
-type has one, into ``extra`` otherwise.
+Keywords become tags (trimmed, blank ones dropped, each once), the 中图分类号 goes into ``extra``; a DOI
+goes into the DOI field where the item type has one, into ``extra`` otherwise. Dates are ISO 8601
+(``2024-03-05``, ``2024-03``, ``2024``) whatever form CNKI wrote them in; a journal article carries the
+ISSN its journal page gave.
 """
 
 from __future__ import annotations
@@ -12,7 +14,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cnki_mcp.references.citations._common import clc_text, doc_type, genre, language, parse_name
+from cnki_mcp.citations._common import (
+    clc_text,
+    doc_type,
+    genre,
+    iso_date,
+    issn,
+    language,
+    parse_name,
+)
 from cnki_mcp.core.model import Paper
 
 _TYPES = {
@@ -35,9 +45,16 @@ _SOURCE_FIELD = {
     "document": "publisher",
 }
 _HAS_DOI = frozenset({"journalArticle", "conferencePaper"})
+_HAS_ISSN = frozenset({"journalArticle"})
 _HAS_ISSUE = frozenset({"journalArticle"})
 _HAS_VOLUME = frozenset({"journalArticle", "conferencePaper", "book"})
 _HAS_PAGES = frozenset({"journalArticle", "conferencePaper", "newspaperArticle"})
+
+
+def clean_tags(values: list[str]) -> list[str]:
+    """Tags as Zotero should get them: inner runs of spaces (full-width ones too) made one space, the ends
+    trimmed, blank ones dropped, each kept once in its first place."""
+    return list(dict.fromkeys(tag for tag in (" ".join(value.split()) for value in values) if tag))
 
 
 def connector_id(record_ref: str) -> str:
@@ -67,7 +84,7 @@ def zotero_item(paper: Paper) -> dict[str, Any]:
     named = creators(paper)
     if named:
         item["creators"] = named
-    date = paper.publication_date.strip() or (str(paper.year) if paper.year > 0 else "")
+    date = iso_date(paper)
     if date:
         item["date"] = date
     if paper.source.strip():
@@ -79,6 +96,8 @@ def zotero_item(paper: Paper) -> dict[str, Any]:
     ):
         if value.strip() and kind in types:
             item[field] = value.strip()
+    if issn(paper) and kind in _HAS_ISSN:
+        item["ISSN"] = issn(paper)
     extra = []
     if paper.doi.strip():
         if kind in _HAS_DOI:
@@ -95,8 +114,7 @@ def zotero_item(paper: Paper) -> dict[str, Any]:
         item["url"] = paper.url.strip()
     item["language"] = language(paper)
     item["libraryCatalog"] = "CNKI"
-    keywords = [k.strip() for k in paper.keywords if k.strip()]
-    item["tags"] = [{"tag": tag} for tag in dict.fromkeys(keywords)]
+    item["tags"] = [{"tag": tag} for tag in clean_tags(paper.keywords)]
     item["attachments"] = []
     return item
 

@@ -18,7 +18,7 @@ from cnki_mcp.core.clock import parse_utc
 from cnki_mcp.core.identity import REF_PREFIX, detail_matches, identity_keys, record_ref_for, same_paper
 from cnki_mcp.core.model import Paper
 from cnki_mcp.store.library import Store
-from cnki_mcp.core.text import title_key
+from cnki_mcp.core.text import date_numbers, title_key
 
 
 class PaperIndex:
@@ -81,6 +81,12 @@ def _later(a: str, b: str) -> bool:
     return moment_b is None or moment_a > moment_b
 
 
+def _coarser(fresh: str, old: str) -> bool:
+    """Whether date ``fresh`` is the same date as ``old`` told less precisely (2024 against 2024-03-05)."""
+    a, b = date_numbers(fresh), date_numbers(old)
+    return bool(a) and len(a) < len(b) and b[: len(a)] == a
+
+
 def merge(old: Paper, fresh: Paper) -> Paper:
     """``fresh`` folded into ``old``: a listing never overrides a detail page's bibliography.
 
@@ -93,6 +99,8 @@ def merge(old: Paper, fresh: Paper) -> Paper:
             value = getattr(fresh, name)
             if value:
                 setattr(out, name, value)
+        if _coarser(fresh.publication_date, old.publication_date):
+            out.publication_date = old.publication_date  # a detail page's "2024(3)" says less than the listing's day
         if fresh.year > 0:
             out.year = fresh.year
     for name in _ALWAYS:

@@ -703,13 +703,28 @@ def journal_tags(j: Journal, sc: Scenario) -> list[str]:
     return tags
 
 
+def journal_base_info(j: Journal, sc: Scenario) -> str:
+    """The 基本信息 block: labelled lines (``plain``), the 2024+ ``ul#JournalBaseInfo`` list with
+    ``li > p.hostUnit > label + span[title]`` (``host_unit``), or either without the ISSN/CN lines (``missing``)."""
+    rows = [("主办单位", j.sponsor), ("出版周期", j.period)]
+    if sc.journal_issn != "missing":
+        rows += [("ISSN", j.issn), ("CN", j.cn)]
+    if j.former:
+        rows.append(("曾用刊名", ";".join(j.former)))
+    if sc.journal_issn == "host_unit":
+        items = "".join(f'<li><p class="hostUnit"><label>{label}：</label><span title="{esc(value)}">{esc(value)}</span></p></li>'
+                        for label, value in rows)
+        return f'<ul id="JournalBaseInfo">{items}</ul>'
+    return "".join(f"<p>{label}：<span>{esc(value)}</span></p>" for label, value in rows)
+
+
 def journal_page(j: Journal, sc: Scenario, papers: list[Paper]) -> str:
     if j.kind != "journal":
         return unit_page(j, sc, papers)
     name_en = f"<p>{esc(j.name_en)}</p>" if j.name_en else ""
     tiers = "".join(f'<span class="journalType journalType2" title="{esc(t)}">{esc(t)}</span>' for t in journal_tags(j, sc))
     incl = "".join(f"<li>{esc(t)}{'期刊（2023年版）' if t == '北大核心' else ''}</li>" for t in j.tiers)
-    former = f"<p>曾用刊名：<span>{esc(';'.join(j.former))}</span></p>" if j.former else ""
+    base_info = journal_base_info(j, sc)
     metrics = ""
     if j.composite is not None:
         metrics += f'<p><label>({j.metric_year}版)复合影响因子：</label><span>{j.composite}</span></p>'
@@ -730,8 +745,7 @@ def journal_page(j: Journal, sc: Scenario, papers: list[Paper]) -> str:
   <p class="journalType">{tiers}</p>
   <div class="listbox"><h4>该刊被以下数据库收录</h4><ul>{incl}</ul></div>
   <div class="listbox"><h4>基本信息</h4>
-    <p>主办单位：<span>{esc(j.sponsor)}</span></p><p>出版周期：<span>{esc(j.period)}</span></p>
-    <p>ISSN：<span>{esc(j.issn)}</span></p><p>CN：<span>{esc(j.cn)}</span></p>{former}
+    {base_info}
   </div>
   <div class="listbox"><h4>出版信息</h4><p>专辑名称：<span>社会科学Ⅱ辑</span></p><p>出版文献量：<span>{len(papers) * 37}篇</span></p></div>
   <div class="listbox"><h4>评价信息</h4>{metrics}</div>

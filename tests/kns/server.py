@@ -42,6 +42,7 @@ CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "titl
 DOWNLOAD_MODES = ("auto", "ok", "login", "login_page", "balance", "unsubscribed", "no_permission", "session_end",
                   "expired", "html", "abstract_only", "not_valid", "too_frequent", "html_file")
 CHOICES = {
+    "journal_issn": ("plain", "host_unit", "missing"),
     "reader_generation": ("nzkhtml", "kreader"),
     "reader_data": ("ok", "once"),
     "thesis_downloads": ("plain", "whole", "whole_short", "whole_pdf"),
@@ -76,6 +77,7 @@ class Scenario:
     sort_honoured: str = "always"  # always | sort_request (page 1 sorts only with boolSortSearch=true) | never
     rechallenge_new_search: bool = False  # after a solved grid challenge, a new search (boolSearch=true) is challenged again
     journal_tags: str = "plain"  # plain | 2026 (tags written 北大核心期刊, AMI without its level, WJCI)
+    journal_issn: str = "plain"  # plain (<p>ISSN：<span>) | host_unit (ul#JournalBaseInfo li p.hostUnit label+span) | missing
     english_names: str = "as_stored"  # as_stored (Wang Wei) | capitalised (WANG Wei: surname first, in capitals)
     detail_meta: bool = False  # add citation_* meta tags (not seen on real kcms2 pages)
     detail_js: bool | frozenset[str] = frozenset()  # True or filenames: detail content inserted by script after 200 ms

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cnki_mcp.core.model import Paper
+from cnki_mcp.core.text import date_numbers
 
 FORMATS: tuple[str, ...] = (
     "gbt7714",
@@ -174,7 +175,12 @@ def missing_fields(paper: Paper) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # CSL-JSON
 
-_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?")
+def iso_date(paper: Paper) -> str:
+    """The record's date as ISO 8601 (``2024-03-05``, ``2024-03`` or ``2024``), or "" when it has none."""
+    parts = date_numbers(paper.publication_date)
+    if not parts or (paper.year > 0 and parts[0] != paper.year):
+        parts = [paper.year] if paper.year > 0 else parts
+    return "-".join(f"{part:04d}" if at == 0 else f"{part:02d}" for at, part in enumerate(parts))
 
 
 def date_parts(paper: Paper, kind: DocType) -> list[int]:
@@ -182,15 +188,15 @@ def date_parts(paper: Paper, kind: DocType) -> list[int]:
     if paper.year <= 0:
         return []
     if kind.key == "newspaper":
-        match = _DATE.match(paper.publication_date.strip())
-        if match and int(match.group(1)) == paper.year:
-            parts = [int(part) for part in match.groups() if part]
-            if len(parts) > 1 and not 1 <= parts[1] <= 12:
-                parts = parts[:1]
-            if len(parts) > 2 and not 1 <= parts[2] <= 31:
-                parts = parts[:2]
+        parts = date_numbers(paper.publication_date)
+        if parts and parts[0] == paper.year:
             return parts
     return [paper.year]
+
+
+def issn(paper: Paper) -> str:
+    """The ISSN the journal page gave (kept with the record's journal evidence), or ""."""
+    return paper.quality.issn if paper.quality is not None else ""
 
 
 def genre(paper: Paper, kind: DocType) -> str:
@@ -228,6 +234,8 @@ def csl_item(paper: Paper) -> dict[str, Any]:
             item[key] = value.strip()
     if paper.doi.strip():
         item["DOI"] = paper.doi.strip()
+    if issn(paper):
+        item["ISSN"] = issn(paper)
     if paper.url.strip():
         item["URL"] = paper.url.strip()
     if paper.abstract.strip():

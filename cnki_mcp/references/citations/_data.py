@@ -17,6 +17,7 @@ from cnki_mcp.references.citations._common import (
     clc_text,
     doc_type,
     genre,
+    issn,
     parse_name,
     unique_ids,
 )
@@ -113,6 +114,7 @@ def bibtex(papers: list[Paper]) -> str:
             ("type", tex_escape(genre(paper, kind)) if kind.key == "thesis" else ""),
             ("note", "网络首发" if kind.key == "online_first" else ""),
             ("doi", _tex_url(paper.doi)),
+            ("issn", issn(paper)),
             ("url", _tex_url(paper.url)),
             ("abstract", tex_escape(paper.abstract)),
             ("keywords", tex_escape(", ".join(k.strip() for k in paper.keywords if k.strip()))),
@@ -158,7 +160,7 @@ def ris(papers: list[Paper]) -> str:
             lines.append(("SP", start.strip()))
             if dash:
                 lines.append(("EP", end.strip()))
-        lines += [("M3", genre(paper, kind)), ("DO", _clean(paper.doi)), ("UR", _clean(paper.url))]
+        lines += [("M3", genre(paper, kind)), ("DO", _clean(paper.doi)), ("SN", issn(paper)), ("UR", _clean(paper.url))]
         lines.append(("AB", _clean(paper.abstract)))
         lines += [("KW", _clean(k)) for k in paper.keywords if k.strip()]
         lines.append(("CN", _clean(clc_text(paper))))
@@ -180,7 +182,7 @@ def endnote(papers: list[Paper]) -> str:
         if kind.key == "newspaper":
             lines.append(("%8", _clean(paper.publication_date)))
         lines += [("%V", _clean(paper.volume)), ("%N", _clean(paper.issue)), ("%P", _clean(paper.pages))]
-        lines += [("%9", genre(paper, kind)), ("%R", _clean(paper.doi)), ("%U", _clean(paper.url))]
+        lines += [("%9", genre(paper, kind)), ("%R", _clean(paper.doi)), ("%@", issn(paper)), ("%U", _clean(paper.url))]
         lines.append(("%X", _clean(paper.abstract)))
         lines += [("%K", _clean(k)) for k in paper.keywords if k.strip()]
         lines.append(("%L", _clean(clc_text(paper))))
