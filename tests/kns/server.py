@@ -96,6 +96,7 @@ class Scenario:
     reader_trial_flag: bool = False  # kreader: trial JSON carries metadata.isTrial = true
     html_entry_decoy: bool = False  # detail page: a styled, dead li.btn-html a 「HTML阅读」 before the real one
     no_html_entry: bool | frozenset[str] = frozenset()  # True or filenames: the detail page offers no HTML阅读/在线阅读
+    no_journal_link: frozenset[str] = frozenset()  # filenames: journal papers whose source line links no journal page
     reader_lazy: bool = True  # sections after the first two arrive by XHR
     reader_lazy_delay: float = 0.15
     trial_notice: bool = False  # trial reader shows 试读结束，购买后阅读全文
@@ -349,7 +350,7 @@ class KnsSimulator:
             for name, allowed in {"download": DOWNLOAD_MODES, **CHOICES}.items():
                 if name in changes and changes[name] not in allowed:
                     raise ValueError(f"{name} must be one of {allowed}")
-            for name in ("detail_js", "no_html_entry"):
+            for name in ("detail_js", "no_html_entry", "no_journal_link"):
                 if name in changes and not isinstance(changes[name], bool):
                     changes[name] = frozenset(changes[name])
             self.scenario = dataclasses.replace(self.scenario, **changes)
