@@ -3,8 +3,9 @@
 Over MCP (``diagnostics`` with ``site_check: true``, one server for every tour): a clean tour is all ✓
 within its request budget, and each page type the simulator redesigns (``page_change``) fails its own
 step with a snapshot, the steps it feeds are skipped and every other step passes. Papers without
-HTML阅读 (``no_html_entry``), a refused reader and a journal without a journal page (``no_journal_link``)
-are ✓ through a later row, or – with the reason, never ✗; a redesign is still ✗. From the command line
+HTML阅读 (``no_html_entry``), a refused reader, a journal without a journal page (``no_journal_link``) and a
+thesis-less listing (``listing_without``) are ✓ through a later row, or – with the reason, never ✗; a
+redesign is still ✗. From the command line
 (``cnki-mcp doctor --site`` and ``--report``, as a person runs them): the lines printed, the exit status,
 and a report zip that holds what it lists and none of the planted secrets.
 """
@@ -136,6 +137,12 @@ async def test_papers_without_html_reading_or_a_journal_page_are_no_failure_but_
         assert view["status"] == "completed", view
         assert statuses(check) == dict.fromkeys(STEP_NAMES, "ok") | {"reader": "skipped"}
         assert "READER_REFUSED" in step_of(check, "reader")["message"]
+
+        # A listing without theses: – with the reason; the reader is found among the other rows.
+        view, check = await tour(listing_without={"DISSERTATION"})
+        assert view["status"] == "completed", view
+        assert statuses(check) == dict.fromkeys(STEP_NAMES, "ok") | {"thesis_detail": "skipped"}
+        assert step_of(check, "thesis_detail")["message"].startswith("检索结果前两页里没有学位论文")
 
         # A journal CNKI keeps no page for: the next journal paper has its link, and the journal page is read.
         view, check = await tour(no_journal_link={journals[0]})
