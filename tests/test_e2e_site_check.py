@@ -2,7 +2,10 @@
 
 Over MCP (``diagnostics`` with ``site_check: true``, one server for every tour): a clean tour is all ✓
 within its request budget, and each page type the simulator redesigns (``page_change``) fails its own
-step with a snapshot, the steps it feeds are skipped and every other step passes. From the command line
+step with a snapshot, the steps it feeds are skipped and every other step passes. Papers without
+HTML阅读 (``no_html_entry``), a refused reader, a journal without a journal page (``no_journal_link``) and a
+thesis-less listing (``listing_without``) are ✓ through a later row, or – with the reason, never ✗; a
+redesign is still ✗. From the command line
 (``cnki-mcp doctor --site`` and ``--report``, as a person runs them): the lines printed, the exit status,
 and a report zip that holds what it lists and none of the planted secrets.
 """
@@ -86,6 +89,86 @@ async def test_a_clean_tour_passes_and_each_changed_page_fails_its_own_step(kns:
             assert check["requests"] <= BUDGET, (change, check)
 
 
+def step_of(check: dict, name: str) -> dict:
+    return next(step for step in check["steps"] if step["name"] == name)
+
+
+async def test_papers_without_html_reading_or_a_journal_page_are_no_failure_but_a_changed_page_is(
+    kns: KnsSimulator, isolated_data_dir: Path
+) -> None:
+    params = serve_params(isolated_data_dir, kns.browser_args, CNKI_INLINE_WAIT_SECONDS="5")
+    async with McpSession.serving(params, wait_timeout=180) as session:
+        kns.configure(login="institution")
+        clean = (await session.wait(await session.call("diagnostics", {"site_check": True})))["result"]
+        # The rows the tour holds (pages 1 and 2), from the oracle of the query it sent.
+        rows = kns.expected(next(r for r in kns.requests if r.endpoint == "grid").form["QueryJson"])[:100]
+        journals = [paper.filename for paper in rows if paper.resource == "JOURNAL"]
+        every = {paper.filename for paper in kns.corpus.papers}
+
+        async def tour(**scenario: object) -> tuple[dict, dict]:
+            kns.reset()
+            kns.configure(login="institution", **scenario)
+            view = await session.wait(await session.call("diagnostics", {"site_check": True}))
+            return view, view["result"]
+
+        # The first journal paper and the thesis lack HTML阅读, so does the next row; the one after has it.
+        view, check = await tour(no_html_entry=every - {journals[2]})
+        assert view["status"] == "completed", view
+        assert statuses(check) == dict.fromkeys(STEP_NAMES, "ok")
+        assert step_of(check, "reader")["found"].endswith("（读过的第 4 篇论文的详情页才有阅读入口）")
+        assert check["requests"] == clean["requests"] + 2 <= BUDGET
+        assert kns.count("detail") == 4 + 1  # four listing rows, then the reader's paper once more
+
+        # No row within the bound has it (the next journal paper would): – with the reason, no ✗.
+        for scenario in ({"no_html_entry": every - {journals[3]}}, {"no_html_entry": True, "html_entry_decoy": True}):
+            view, check = await tour(**scenario)
+            reader = step_of(check, "reader")
+            assert view["status"] == "completed", (scenario, view)
+            assert view.get("errors", []) == []
+            assert check["status"] == "passed"
+            assert statuses(check) == dict.fromkeys(STEP_NAMES, "ok") | {"reader": "skipped"}
+            assert reader["message"].startswith("读过的 4 篇论文的详情页都没有「HTML阅读」或「在线阅读」入口"), reader
+            assert kns.count("detail") == 4
+            assert kns.count("download") == 0
+            assert check["requests"] <= BUDGET
+
+        # CNKI refuses this paper's reader (it holds only the record): –, not ✗.
+        view, check = await tour(reader="refused")
+        assert view["status"] == "completed", view
+        assert statuses(check) == dict.fromkeys(STEP_NAMES, "ok") | {"reader": "skipped"}
+        assert "READER_REFUSED" in step_of(check, "reader")["message"]
+
+        # A listing without theses: – with the reason; the reader is found among the other rows.
+        view, check = await tour(listing_without={"DISSERTATION"})
+        assert view["status"] == "completed", view
+        assert statuses(check) == dict.fromkeys(STEP_NAMES, "ok") | {"thesis_detail": "skipped"}
+        assert step_of(check, "thesis_detail")["message"].startswith("检索结果前两页里没有学位论文")
+
+        # A journal CNKI keeps no page for: the next journal paper has its link, and the journal page is read.
+        view, check = await tour(no_journal_link={journals[0]})
+        assert view["status"] == "completed", view
+        assert statuses(check) == dict.fromkeys(STEP_NAMES, "ok")
+        assert "另一篇读到了" in step_of(check, "journal_detail")["found"]
+        assert kns.count("journal") == 1
+        assert check["requests"] == clean["requests"] + 1
+
+        # Every journal paper without its link is the page's structure: ✗, and the journal step has nothing.
+        view, check = await tour(no_journal_link=set(journals))
+        failed = step_of(check, "journal_detail")
+        assert view["status"] == "partial", view
+        assert statuses(check) == dict.fromkeys(STEP_NAMES, "ok") | {"journal_detail": "failed", "journal": "skipped"}
+        assert failed["code"] == "SITE_STRUCTURE_CHANGED"
+        assert "期刊链接" in failed["message"]
+
+        # The reader reached through a later row, redesigned: still ✗.
+        view, check = await tour(no_html_entry=every - {journals[2]}, page_change="reader_container")
+        failed = step_of(check, "reader")
+        assert view["status"] == "partial", view
+        assert statuses(check) == dict.fromkeys(STEP_NAMES, "ok") | {"reader": "failed"}
+        assert failed["code"] == "READER_UNSUPPORTED", failed
+        assert check["requests"] <= BUDGET
+
+
 def doctor(data: Path, sim: KnsSimulator, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(
         os.environ,
@@ -107,7 +190,16 @@ def test_doctor_site_prints_each_step_and_doctor_report_packs_no_secret(kns: Kns
     assert [line[0] for line in lines[1:-1]] == ["✓"] * len(STEPS)
     assert lines[-1].startswith(f"{len(STEPS)}/{len(STEPS)} 项通过")
 
-    kns.configure(page_change="journal_abstract")
+    kns.configure(no_html_entry=True)
+    unread = doctor(isolated_data_dir, kns, "--site")
+    lines = unread.stdout.splitlines()
+    assert unread.returncode == 0, unread.stdout + unread.stderr
+    assert [line[0] for line in lines[1:-1]] == ["✓"] * 6 + ["–", "✓"]
+    assert lines[-3].startswith("– HTML 阅读：未检查，读过的 4 篇论文的详情页都没有「HTML阅读」或「在线阅读」入口"), lines[-3]
+    assert lines[-1].startswith(f"{len(STEPS) - 1}/{len(STEPS)} 项通过，1 项未检查（标 –），")
+    assert lines[-1].endswith("页面结构与预期一致。")
+
+    kns.configure(no_html_entry=frozenset(), page_change="journal_abstract")
     changed = doctor(isolated_data_dir, kns, "--site")
     failed = [line for line in changed.stdout.splitlines() if line.startswith("✗")]
     assert changed.returncode == 1, changed.stdout + changed.stderr

@@ -238,6 +238,29 @@ def test_journal_page_issn_variants(kns: KnsSimulator) -> None:
 # ---------------------------------------------------------------- grid
 
 
+def test_papers_without_html_reading_a_journal_page_or_in_a_listing(kns: KnsSimulator) -> None:
+    journal = next(p for p in kns.corpus.papers if p.is_journal)
+    other = next(p for p in kns.corpus.papers if p.is_journal and p.filename != journal.filename)
+    kns.configure(no_html_entry=[journal.filename], no_journal_link=[journal.filename])
+    bare, full = fetch(kns, kns.detail_url(journal)), fetch(kns, kns.detail_url(other))
+    assert [a.text_content() for a in bare.css("li.btn-html a")] == []
+    assert [a.text_content() for a in full.css("li.btn-html a")] == ["HTML阅读"]
+    assert bare.css(".top-tip a") == []
+    assert bare.css(".top-tip span")[0].text_content().startswith(f"{journal.source} . ")
+    assert full.css(".top-tip a")[0].get("href") == kns.journal_url(other.source_key)
+    kns.configure(no_html_entry=True, html_entry_decoy=True)
+    greyed = fetch(kns, kns.detail_url(other))
+    assert [a.get("style") is not None for a in greyed.css("li.btn-html a")] == [True]
+    q = qjson([leaf("SU", "研究")])
+    assert "DISSERTATION" in {p.resource for p in kns.expected(q)}
+    kns.configure(listing_without={"DISSERTATION"})
+    want = kns.expected(q)
+    assert want
+    assert "DISSERTATION" not in {p.resource for p in want}
+    assert total(grid(kns, q)) == len(want)
+    assert row_files(grid(kns, q)) == names(want[:20])
+
+
 def test_grid_subject_search_sort_and_paging(kns: KnsSimulator) -> None:
     q = qjson([leaf("SU", "大语言模型", "TOPRANK")])
     want = kns.expected(q, "PT")

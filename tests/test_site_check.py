@@ -24,7 +24,9 @@ from cnki_mcp.fieldcheck.tour import (
     grid_gaps,
     has_reader_entry,
     missing_fields,
+    reader_candidates,
     render,
+    shared_gaps,
     step_line,
 )
 from cnki_mcp.store.library import KEEP_ERROR_EVENTS, Store, error_counts, peek_store
@@ -78,6 +80,23 @@ def test_a_thesis_needs_no_year_or_source_from_its_page() -> None:
 def test_what_a_detail_page_yielded_is_listed_with_counts() -> None:
     found = detail_found(JOURNAL_PAPER)
     assert found == "读到 题名、作者 2、单位 1、摘要 40 字、关键词 1、来源、年份、期刊链接、文献类型 期刊"
+
+
+def test_a_field_two_papers_lack_is_missing_from_the_page() -> None:
+    gaps = shared_gaps(["摘要", "期刊链接"], ["期刊链接", "关键词"])
+    assert gaps == ["期刊链接"]
+
+
+def test_a_field_only_the_first_paper_lacks_is_that_papers_own() -> None:
+    gaps = shared_gaps(["来源", "期刊链接"], [])
+    assert gaps == []
+
+
+def test_reader_candidates_are_unread_journal_papers_first_theses_last_and_no_books() -> None:
+    rows = [row(1, document_type="硕士"), row(2, document_type="会议"), row(3), row(4, document_type="图书"),
+            row(5, document_type="博士"), row(6), row(7, locator="")]
+    candidates = reader_candidates(rows, {rows[2].locator})
+    assert [paper.title for paper in candidates] == ["题名6", "题名2", "题名1", "题名5"]
 
 
 def test_a_listing_page_with_full_rows_lacks_nothing() -> None:
@@ -140,6 +159,12 @@ def test_a_skipped_step_line_says_why() -> None:
 def test_the_summary_line_counts_steps_requests_and_seconds() -> None:
     check = SiteCheck(status="passed", started_at="t", browser="Chrome/131.0", requests=9, seconds=7.2, steps=[step("ok", found="x")])
     assert render(check)[-1] == "1/1 项通过，9 次请求，7.2 秒，浏览器 Chrome/131.0；页面结构与预期一致。"
+
+
+def test_a_check_with_a_skipped_step_passes_and_counts_it_apart() -> None:
+    skipped = CheckStep(name="reader", label="HTML 阅读", status="skipped", message="读过的 4 篇论文的详情页都没有入口")
+    check = SiteCheck(status="passed", started_at="t", requests=9, seconds=7.2, steps=[step("ok", found="x"), skipped])
+    assert render(check)[-1] == "1/2 项通过，1 项未检查（标 –），9 次请求，7.2 秒；页面结构与预期一致。"
 
 
 def test_the_new_codes_are_in_the_catalogue() -> None:

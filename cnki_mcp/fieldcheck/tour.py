@@ -5,9 +5,13 @@ pacing, budget and challenge handling (at most 12 requests, nothing downloaded):
 on the advanced-search page, page 1 and page 2 of a listing CNKI always fills, the detail page of a
 journal paper and of a thesis from those rows, the journal's page, the reader of a paper that has an
 「HTML阅读」/「在线阅读」 entry, and the login state the page header shows. Every step says what it
-found; a step whose page no longer looks as the parsers expect is failed with its code and a redacted
-snapshot; a step an earlier failure left without input is skipped. The result is kept in the store
-(the last one), with the names the header showed, so ``doctor --report`` can keep them out of a report.
+found; a step whose page no longer looks as the parsers expect is failed (✗) with its code and a
+redacted snapshot. A failure means the site changed, nothing else: what one paper lacks of its own is
+told apart by a second paper (a field, the reader entry: at most SPARE_DETAILS more detail pages), and a
+step with nothing to look at on a healthy site (no thesis in the rows, no paper with a reader entry, a
+reader CNKI refuses) is skipped (–) with the reason, as is a step an earlier failure left without
+input; only a ✗ fails the check. The result is kept in the store (the last one), with the names the
+header showed, so ``doctor --report`` can keep them out of a report.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +87,12 @@ ROW_SHARE = 0.5
 STOP_CODES = frozenset(
     {"VERIFICATION_SKIPPED", "VERIFICATION_REPEATED", "LOGIN_TIMEOUT", "BROWSER_NOT_FOUND", "BROWSER_PROFILE_IN_USE"}
 )
+# Detail pages the tour may read beyond the journal paper's and the thesis's: a second sample when a page
+# lacks a field (one paper's own gap is no site change) and rows to look in for an HTML阅读 entry (many
+# papers, theses above all, offer none). With the reader's two requests and the login look kept free,
+# the tour stays within its 12 requests.
+SPARE_DETAILS = 2
+READER_RESERVE = 3  # requests kept for the reader (its detail page and the click) and the login look
 MESSAGE_CHARS = 160  # a step line quotes this much of its error's message
 STRUCTURE_HINT = "可能是知网改版；请运行 cnki-mcp doctor --report，把生成的报告附在 issue 中。"
 
@@ -94,6 +104,21 @@ STRUCTURE_HINT = "可能是知网改版；请运行 cnki-mcp doctor --report，�
 def missing_fields(paper: Paper, required: tuple[str, ...]) -> list[str]:
     """The required fields ``paper`` has no value for, as a person reads them (题名, 摘要 …)."""
     return [FIELD_LABELS[name] for name in required if not getattr(paper, name)]
+
+
+def shared_gaps(first: list[str], second: list[str]) -> list[str]:
+    """The fields two papers' pages both lack: what the page's structure lacks, not one paper."""
+    return [gap for gap in first if gap in second]
+
+
+def reader_candidates(rows: list[Paper], read: Collection[str]) -> list[Paper]:
+    """Rows whose detail page may show a reader entry, not read yet: journal papers first (they offer
+    HTML阅读 most often), theses last, books never; the listing's order within each."""
+
+    def rank(row: Paper) -> int:
+        return 0 if row.document_type == "期刊" else 2 if row.document_type in THESIS_TYPES else 1
+
+    return sorted((row for row in rows if row.locator and row.locator not in read and row.document_type != "图书"), key=rank)
 
 
 def detail_found(paper: Paper) -> str:
@@ -183,9 +208,11 @@ def render(check: SiteCheck) -> list[str]:
     for step in check.steps:
         lines.append(step_line(step, marks))
     passed = sum(1 for step in check.steps if step.status == "ok")
+    skipped = sum(1 for step in check.steps if step.status == "skipped")
+    unchecked = f"，{skipped} 项未检查（标 –）" if skipped else ""
     verdict = "页面结构与预期一致。" if check.status == "passed" else f"有页面与预期不符，见标 ✗ 的项目；{STRUCTURE_HINT}"
     browser = f"，浏览器 {check.browser}" if check.browser else ""
-    lines.append(f"{passed}/{len(check.steps)} 项通过，{check.requests} 次请求，{check.seconds:.1f} 秒{browser}；{verdict}")
+    lines.append(f"{passed}/{len(check.steps)} 项通过{unchecked}，{check.requests} 次请求，{check.seconds:.1f} 秒{browser}；{verdict}")
     return lines
 
 
@@ -245,8 +272,10 @@ class Tour:
     steps: list[CheckStep] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     page1: GridPage | None = None
-    journal_paper: Paper | None = None
+    read: dict[str, Paper] = field(default_factory=dict)  # every detail page read, by the row's locator
+    journal_papers: list[Paper] = field(default_factory=list)
     reader_paper: Paper | None = None
+    spares: int = 0  # detail pages read beyond the first journal paper and thesis (SPARE_DETAILS)
     stopped: str = ""
     seen: _Seen = field(default_factory=_Seen)
 
@@ -261,7 +290,8 @@ class Tour:
         await self._step("journal", self._journal)
         await self._step("reader", self._reader)
         await self._step("login", self._login)
-        failed = any(step.status != "ok" for step in self.steps)
+        # A skipped step ("–") had nothing to look at on a healthy site; only a failed one says the site changed.
+        failed = any(step.status == "failed" for step in self.steps)
         return SiteCheck(
             status="failed" if failed else "passed",
             started_at=started,
@@ -358,25 +388,46 @@ class Tour:
     async def _detail(self, what: str, types: tuple[str, ...], required: tuple[str, ...]) -> str:
         if self.page1 is None:
             raise _Skip("检索结果没有读到，没有可查看的论文")
-        row = next((row for row in self.page1.rows if row.document_type in types and row.locator), None)
-        if row is None:
-            raise _Skip(f"检索结果前两页里没有{what}")
-        paper = await self.site.read(
-            self.op, row.locator, self.seen.recording(lambda html, url: bind_detail(row, parse_detail(html, url), url)), "detail"
-        )
-        if types == ("期刊",):
-            self.journal_paper = paper
-        if self.reader_paper is None and await asyncio.to_thread(has_reader_entry, self.seen.html):
-            self.reader_paper = paper
+        rows = [row for row in self.page1.rows if row.document_type in types and row.locator]
+        if not rows:
+            raise _Skip(f"检索结果前两页里没有{what}（这一次的结果如此，不表示页面有变化）")
+        paper = await self._open(rows[0])
         found = detail_found(paper)
         gaps = missing_fields(paper, required)
+        if gaps and len(rows) > 1 and self._spare_left():
+            # One paper may lack a field of its own (no keywords, a journal without a journal page);
+            # a field is missing from the page's structure only when a second paper lacks it too.
+            self.spares += 1
+            shared = shared_gaps(gaps, missing_fields(await self._open(rows[1]), required))
+            if not shared:
+                return f"{found}；另一篇读到了{'、'.join(gaps)}（是第一篇论文本身没有）"
+            gaps = shared
         if gaps:
             raise _Gap(found, gaps)
         return found
 
+    async def _open(self, row: Paper) -> Paper:
+        """The detail page of the listing's ``row``, kept for the journal and reader steps."""
+        paper = await self.site.read(
+            self.op, row.locator, self.seen.recording(lambda html, url: bind_detail(row, parse_detail(html, url), url)), "detail"
+        )
+        self.read[row.locator] = paper
+        if row.document_type == "期刊":
+            self.journal_papers.append(paper)
+        if self.reader_paper is None and await asyncio.to_thread(has_reader_entry, self.seen.html):
+            self.reader_paper = paper
+        return paper
+
+    def _spare_left(self) -> bool:
+        """Whether one more detail page fits: within SPARE_DETAILS, with the reader's and login's requests kept."""
+        left = self.op.remaining_requests()
+        return self.spares < SPARE_DETAILS and (left is None or left > READER_RESERVE)
+
     async def _journal(self) -> str:
-        paper = self.journal_paper
-        if paper is None or not paper.source_url:
+        if not self.journal_papers:
+            raise _Skip("没有读到期刊论文的详情页")
+        paper = next((paper for paper in self.journal_papers if paper.source_url), None)
+        if paper is None:
             raise _Skip("期刊论文详情页没有给出期刊链接")
         quality = await self.site.read(
             self.op, paper.source_url, self.seen.recording(lambda html, url: parse_journal(html, url, paper.source)), "journal"
@@ -384,21 +435,45 @@ class Tour:
         return journal_found(quality)
 
     async def _reader(self) -> str:
+        if not self.read:
+            raise _Skip("没有读到可以打开阅读页的详情页")
         if self.reader_paper is None:
-            if self.journal_paper is None:
-                raise _Skip("没有读到可以打开阅读页的详情页")
-            raise CnkiError(
-                "HTML_ENTRY_NOT_FOUND",
-                "读到的详情页上都没有可用的「HTML阅读」或「在线阅读」入口。",
+            await self._look_for_reader()
+        if self.reader_paper is None:
+            raise _Skip(
+                f"读过的 {len(self.read)} 篇论文的详情页都没有「HTML阅读」或「在线阅读」入口"
+                "（不少论文，尤其学位论文，不提供在线阅读；这不表示页面有变化）"
             )
-        _, document = await read_document(self.op, self.engine, self.site, self.reader_paper)
+        try:
+            _, document = await read_document(self.op, self.engine, self.site, self.reader_paper)
+        except CnkiError as error:
+            if error.code != "READER_REFUSED":
+                raise
+            # CNKI holds only the record of this paper, or the login's subscription lacks it: no page changed.
+            raise _Skip("阅读入口打开后，知网答复不提供这篇论文的在线阅读（READER_REFUSED，与收录或订购有关）；这不表示页面有变化") from None
         found = reader_found(document)
         gaps = [] if document.text.strip() else ["正文"]
         if not document.sections:
             gaps.append("章节")
         if gaps:
             raise _Gap(found, gaps)
-        return found
+        where = list(self.read.values()).index(self.reader_paper) + 1
+        return found if where == 1 else f"{found}（读过的第 {where} 篇论文的详情页才有阅读入口）"
+
+    async def _look_for_reader(self) -> None:
+        """Detail pages of further rows, journal papers first, until one shows a reader entry (SPARE_DETAILS)."""
+        if self.page1 is None:
+            return
+        for row in reader_candidates(self.page1.rows, self.read):
+            if self.reader_paper is not None or not self._spare_left():
+                return
+            self.spares += 1
+            try:
+                await self._open(row)
+            except CnkiError as error:
+                if error.fatal or error.code in STOP_CODES or error.code == "BUDGET_EXHAUSTED":
+                    raise
+                log.info("field check: the detail page of %s was not read (%s)", row.locator, error.code)
 
     async def _login(self) -> str:
         tab = await self.site.work_tab()

@@ -39,7 +39,7 @@ def _entry(li: str, anchor_id: str, name: str, css: str, href: str, text: str, t
 
 def download_buttons(p: Paper, sc: Scenario, order: Callable[[str], str]) -> tuple[list[str], str]:
     """The detail page's download entries and the tip above them (Scenario thesis_downloads,
-    foreign_detail, detail_refusal)."""
+    foreign_detail, detail_refusal, no_html_entry)."""
     css = "downloadlink icon-notlogged" if sc.login == "none" else ""
     title = ""
     if sc.detail_refusal == "entries_unavailable":
@@ -52,6 +52,8 @@ def download_buttons(p: Paper, sc: Scenario, order: Callable[[str], str]) -> tup
     whole = sc.thesis_downloads != "plain" and p.resource in ("DISSERTATION", "CONFERENCE")
     html_text = "在线阅读" if whole else "HTML阅读"
     dl = [f'<li class="btn-html"><a id="htmlRead" class="btn-html" target="_blank" href="{esc(order("html"))}">{html_text}</a></li>']
+    if sc.no_html_entry is True or p.filename in (sc.no_html_entry or ()):
+        dl = []  # most theses and many papers: no online reading at all, the row starts with the downloads
     pdf = _entry("btn-dlpdf", "pdfDown1" if whole else "pdfDown", "pdfDown", css, order("pdf"), "PDF下载", title)
     if whole:
         # Chapter and page entries come first: a loose match on 下载 would take them before the whole book.

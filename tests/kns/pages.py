@@ -544,6 +544,8 @@ def _top_tip(p: Paper, sc: Scenario) -> str:
             vol = f" ,{p.volume} " if p.volume else " "
             cite = f"{p.year}{vol}({int(p.issue):02d}) : {p.pages}"
         src = esc(source_url(p.source_key))
+        if p.filename in sc.no_journal_link:  # a journal CNKI has no journal page for: its name is plain text
+            return f'<div class="top-tip"><span>{esc(p.source)} . {esc(cite)}</span></div>'
         inner = (f'<span><a target="_blank" href="{src}">{esc(p.source)} . </a>{esc(cite)}'
                  f'<a target="_blank" title="查看该刊数据库收录来源" href="{src}&amp;index=1">查看该刊数据库收录来源</a>'
                  f'<a class="ydsm" target="_blank" title="使用帮助" href="https://piccache.cnki.net/kdn/index/newhelper/manual.html"><i></i></a></span>')

@@ -97,6 +97,9 @@ class Scenario:
     reader_data: str = "ok"  # kreader: ok | once (an invoice answers its JSON once; later calls get {code:401})
     reader_trial_flag: bool = False  # kreader: trial JSON carries metadata.isTrial = true
     html_entry_decoy: bool = False  # detail page: a styled, dead li.btn-html a 「HTML阅读」 before the real one
+    no_html_entry: bool | frozenset[str] = frozenset()  # True or filenames: the detail page offers no HTML阅读/在线阅读
+    no_journal_link: frozenset[str] = frozenset()  # filenames: journal papers whose source line links no journal page
+    listing_without: frozenset[str] = frozenset()  # resources no listing shows ({"DISSERTATION"}: a thesis-less listing)
     reader_lazy: bool = True  # sections after the first two arrive by XHR
     reader_lazy_delay: float = 0.15
     trial_notice: bool = False  # trial reader shows 试读结束，购买后阅读全文
@@ -350,8 +353,9 @@ class KnsSimulator:
             for name, allowed in {"download": DOWNLOAD_MODES, **CHOICES}.items():
                 if name in changes and changes[name] not in allowed:
                     raise ValueError(f"{name} must be one of {allowed}")
-            if "detail_js" in changes and not isinstance(changes["detail_js"], bool):
-                changes["detail_js"] = frozenset(changes["detail_js"])
+            for name in ("detail_js", "no_html_entry", "no_journal_link", "listing_without"):
+                if name in changes and not isinstance(changes[name], bool):
+                    changes[name] = frozenset(changes[name])
             self.scenario = dataclasses.replace(self.scenario, **changes)
             if changes.get("reader_slider"):
                 self.slider_solved = False  # (re-)arming the slider makes it unsolved again
@@ -453,7 +457,7 @@ class KnsSimulator:
     def expected(self, query_json: str | dict[str, Any], sort_field: str = "", sort_type: str = "desc") -> list[Paper]:
         """What the grid would list (all pages) for this QueryJson: the oracle for integration tests."""
         text = query_json if isinstance(query_json, str) else json.dumps(query_json, ensure_ascii=False)
-        return search(self.corpus, parse_query_json(text), sort_field, sort_type)
+        return listed(search(self.corpus, parse_query_json(text), sort_field, sort_type), self.scenario)
 
     # ------------------------------------------------------------ request handling
 
@@ -667,7 +671,7 @@ class KnsSimulator:
             sc.sort_honoured == "sort_request" and page_num == 1 and rec.form.get("boolSortSearch") != "true"
         ):
             sort_field = ""
-        hits = search(self.corpus, q, sort_field, rec.form.get("sortType", "") or "desc")
+        hits = listed(search(self.corpus, q, sort_field, rec.form.get("sortType", "") or "desc"), sc)
         token = pages.encode_token("tp", q.fingerprint())
         if page_num > 1 and rec.form.get("turnpage", "") != token:
             if sc.turnpage == "strict":
@@ -881,6 +885,11 @@ class KnsSimulator:
             self.configure(login=new, institution_name=name)
             return _redirect(target)
         return _Resp(200, pages.login_page(sc, target, unit=rec.query.get("type") == "unit"))
+
+
+def listed(hits: list[Paper], sc: Scenario) -> list[Paper]:
+    """The hits a listing shows under ``sc.listing_without``."""
+    return [paper for paper in hits if paper.resource not in sc.listing_without] if sc.listing_without else hits
 
 
 def _page_of(rec: SimRequest) -> int:
