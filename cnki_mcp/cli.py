@@ -101,9 +101,13 @@ async def _serve() -> None:
             logs.shutdown()
             os._exit(128 + signum)
 
+    def on_signal(signum: int) -> None:
+        if not stopping:  # the first signal starts the shutdown; later ones wait for it
+            stopping.append(loop.create_task(stop(signum)))
+
     if sys.platform != "win32":
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.add_signal_handler(signum, lambda s=signum: stopping or stopping.append(loop.create_task(stop(s))))
+            loop.add_signal_handler(signum, on_signal, signum)
     try:
         await shared.serve_stdio()
     finally:

@@ -87,7 +87,7 @@ def _unavailable(base: str, why: str) -> CnkiError:
     )
 
 
-def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Answer:
+def _post(url: str, body: bytes | None, headers: dict[str, str], timeout: float) -> Answer:
     """One request (blocking); an HTTP error status is an answer, a failed connection OSError."""
     request = urllib.request.Request(url, data=body, headers=headers, method="POST" if body is not None else "GET")
     try:
@@ -123,7 +123,8 @@ class Connector:
 
 def _paths(targets: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     """(id, library, path below the library) of every target, from their order and levels."""
-    out, stack = [], []
+    out: list[tuple[str, str, str]] = []
+    stack: list[str] = []
     for target in targets:
         level = int(target.get("level") or 0)
         stack = [*stack[:level], str(target.get("name") or "")]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cnki_mcp.citations._common import (
+from cnki_mcp.references.citations._common import (
     clc_text,
     doc_type,
     genre,

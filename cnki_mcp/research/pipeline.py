@@ -157,6 +157,7 @@ class SearchState(msgspec.Struct, omit_defaults=True):
 def search_input(args: SearchArgs | StructuredSearchArgs | ExpertSearchArgs) -> SearchInput:
     """The search as it will run; structured and expert searches are precise searches whose query names
     the expression."""
+    groups: list[list[str]]
     if isinstance(args, ExpertSearchArgs):
         query, mode, groups = "expert:" + fingerprint(args.expression), "precise", []
     elif isinstance(args, StructuredSearchArgs):

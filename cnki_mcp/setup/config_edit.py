@@ -26,6 +26,9 @@ from ruamel.yaml import YAML, YAMLError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
+# json's own string scanner (the one json.loads uses), which typeshed does not declare.
+_scanstring: Callable[[str, int, bool], tuple[str, int]] = vars(json.decoder)["scanstring"]
+
 from cnki_mcp.core.errors import CnkiError
 
 SERVER_KEY = "cnki"
@@ -211,7 +214,7 @@ class _JsoncParser:
 
     def _string(self) -> str:
         try:
-            value, self.pos = json.decoder.scanstring(self.text, self.pos + 1, True)
+            value, self.pos = _scanstring(self.text, self.pos + 1, True)
         except json.JSONDecodeError as exc:
             raise _JsonSyntaxError("字符串无效", exc.pos) from None
         return value
@@ -547,7 +550,7 @@ def _yaml_indents(document: Any, entry: Any) -> tuple[int, int, int]:
     sequence, offset = 2, 0
     for item in document:
         for key, child in item.items() if isinstance(item, dict) else ():
-            if isinstance(child, list) and child:
+            if isinstance(child, CommentedSeq) and child:
                 sequence = child.lc.item(0)[1] - item.lc.key(key)[1]
                 offset = max(0, sequence - 2)
                 return max(mapping, 1), max(sequence, 2), offset

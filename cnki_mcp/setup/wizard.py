@@ -493,11 +493,9 @@ def check_browser(path: Path, timeout: float = BROWSER_CHECK_SECONDS) -> None:
     ]
     if hasattr(os, "getuid") and os.getuid() == 0:
         argv.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
-    options: dict[str, Any] = (
-        {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW}
-        if sys.platform == "win32"
-        else {"start_new_session": True}
-    )
+    options: dict[str, Any] = {"start_new_session": True}
+    if sys.platform == "win32":
+        options = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW}
     process: subprocess.Popen[bytes] | None = None
     try:
         with open(log_path, "wb") as log:

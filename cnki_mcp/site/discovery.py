@@ -65,6 +65,8 @@ def _windows_candidates(env: Mapping[str, str]) -> Iterator[Path]:
 
 
 def _registry_app_paths() -> Iterator[Path]:
+    if sys.platform != "win32":  # the registry exists only there (and the type checker reads it so)
+        return
     import winreg
 
     for hive in (winreg.HKEY_CURRENT_USER, winreg.HKEY_LOCAL_MACHINE):
@@ -158,7 +160,9 @@ def probe_version(path: Path, timeout: float = 10) -> str:
     path = Path(path)
     if not path.is_file():
         raise _not_found(path, f"浏览器路径 {path} 不存在或不是文件；请指定 Chrome、Edge 或 Chromium 的可执行文件。")
-    flags = subprocess.CREATE_NO_WINDOW if sys.platform == "win32" else 0
+    flags = 0
+    if sys.platform == "win32":
+        flags = subprocess.CREATE_NO_WINDOW
     try:
         done = subprocess.run(
             [str(path), "--version"],

@@ -93,7 +93,6 @@ JOURNAL_OTHER_TTL_SECONDS = 86400
 RELATION_TTL_SECONDS = {"references": 30 * 86400, "citing": 7 * 86400, "similar": 7 * 86400}
 RELATION_PAGE_TTL_SECONDS = 86400
 
-_IS_WINDOWS = sys.platform == "win32"
 _OP_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _DECODER = msgspec.json.Decoder(StoreData)
 _ENCODER = msgspec.json.Encoder()
@@ -267,7 +266,7 @@ def _not_writable(root: Path, exc: OSError) -> CnkiError:
     )
 
 
-if _IS_WINDOWS:
+if sys.platform == "win32":
     import msvcrt
 
     def _lock_fd(fd: int) -> None:
@@ -632,7 +631,7 @@ def _retire(retired: list[str], removed: list[str]) -> None:
 def _private_folder(path: Path) -> None:
     """``path`` as a folder only its owner may enter (0700): created so, or tightened if found looser."""
     path.mkdir(mode=0o700, exist_ok=True)
-    if _IS_WINDOWS:
+    if sys.platform == "win32":
         return
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
@@ -653,7 +652,7 @@ def _probe_writable(root: Path) -> None:
 def _replace(temp: Path, path: Path, payload: bytes) -> None:
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o600)
     try:
-        if not _IS_WINDOWS:
+        if sys.platform != "win32":
             os.fchmod(fd, 0o600)
         view = memoryview(payload)
         while view:

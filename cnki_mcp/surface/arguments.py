@@ -152,7 +152,8 @@ def _type_name(name: str) -> str:
 def _structural_error(text: str, kind: type[ToolArgs]) -> CnkiError:
     if m := _UNKNOWN.search(text):
         field = _path(m["at"], m["field"])
-        where = {"": kind, "options": SearchOptions}.get(_path(m["at"]))
+        structs: dict[str, type[ToolArgs]] = {"": kind, "options": SearchOptions}
+        where = structs.get(_path(m["at"]))
         known = "、".join(f.encode_name for f in msgspec.structs.fields(where)) if where else ""
         if where is None:
             hint = ""
