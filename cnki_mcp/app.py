@@ -44,7 +44,7 @@ from cnki_mcp.core.model import (
 from cnki_mcp.documents.download import Downloads, prior
 from cnki_mcp.documents.download_files import DownloadRequest, check_names, check_target
 from cnki_mcp.documents.local_read import LocalFiles
-from cnki_mcp.documents.online_reader import Reader
+from cnki_mcp.documents.online_reader import Reader, TextWindow
 from cnki_mcp.fieldcheck import tour as site_check
 from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, ProgressSink, Work, kind_budget
 from cnki_mcp.pages.relation_parse import Signatures
@@ -466,16 +466,16 @@ class App:
 
     async def read_online_html(self, args: tool_args.ReadOnlineHtmlArgs, ctx: ToolCall | None) -> Reply:
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
-        page = {"section": args.section, "offset": args.offset, "max_characters": args.max_characters}
-        local = await self._files.read(await self.store(), ref, args.source, **page) if args.source != "online" else None
-        hit = local or (self._reader.cached(ref, **page) if ref else None)
+        window = TextWindow(args.section, args.offset, args.max_characters)
+        local = await self._files.read(await self.store(), ref, args.source, window) if args.source != "online" else None
+        hit = local or (self._reader.cached(ref, window) if ref else None)
         if hit is not None:
             return hit
 
         async def work(op: OperationContext) -> ReadResult:
             engine = await self.enrichment()
             paper = await resolve_paper(op, engine, ref, args.title)
-            return await self._reader.read(op, engine, self.site(), paper, **page)
+            return await self._reader.read(op, engine, self.site(), paper, window)
 
         jobs = await self.jobs()
         job = jobs.start("read", kind_budget("read", args.on_verification), work)

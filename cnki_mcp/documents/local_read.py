@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from cnki_mcp.documents.online_reader import reader_result
+from cnki_mcp.documents.online_reader import TextWindow, reader_result
 from cnki_mcp.documents.download_files import artifact_key, read_body, unchanged
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, FileCoverage, LocalReply, Paper, ReadResult
@@ -138,7 +138,7 @@ class LocalFiles:
         return read
 
     async def read(
-        self, store: Store, record_ref: str, source: str, *, section: str, offset: int, max_characters: int
+        self, store: Store, record_ref: str, source: str, window: TextWindow
     ) -> LocalReply | dict[str, Any] | None:
         """The reply from the downloaded file; None for ``auto`` without a usable file (read online
         then); NOT_DOWNLOADED for ``download`` without one."""
@@ -160,7 +160,7 @@ class LocalFiles:
             if source == "auto" and exc.code in _NO_TEXT:
                 return None  # a file that gives no text: auto reads online
             raise
-        result = file_result(paper, read, section=section, offset=offset, max_characters=max_characters)
+        result = file_result(paper, read, **msgspec.structs.asdict(window))
         reply = LocalReply(source="download", requests=0, result=result)
         empty = read.coverage.pages_without_text
         if not empty:

@@ -447,19 +447,28 @@ def _missing_warning(document: ReaderDocument) -> CnkiError:
     )
 
 
+class TextWindow(msgspec.Struct, frozen=True):
+    """What part of a text a read_online_html call asks for: a section (empty: the whole text), the offset
+    in it and at most this many characters."""
+
+    section: str
+    offset: int
+    max_characters: int
+
+
 class Reader:
     """read_online_html for one process: the text cache and the operation body."""
 
     def __init__(self, cache: ReaderCache | None = None) -> None:
         self.cache = cache or ReaderCache()
 
-    def cached(self, record_ref: str, *, section: str, offset: int, max_characters: int) -> LocalReply | None:
+    def cached(self, record_ref: str, window: TextWindow) -> LocalReply | None:
         """The local answer when the cache holds the text for this call (no operation, no request)."""
-        hit = self.cache.get(record_ref, resume=continues(section, offset))
+        hit = self.cache.get(record_ref, resume=continues(window.section, window.offset))
         if hit is None:
             return None
         paper, document = hit
-        result = reader_result(paper, document, section=section, offset=offset, max_characters=max_characters)
+        result = reader_result(paper, document, **msgspec.structs.asdict(window))
         return LocalReply(source="cache", requests=0, result=result)
 
     async def read(
@@ -468,12 +477,9 @@ class Reader:
         engine: Enrichment,
         site: Site,
         paper: Paper,
-        *,
-        section: str,
-        offset: int,
-        max_characters: int,
+        window: TextWindow,
     ) -> ReadResult:
-        hit = self.cache.get(paper.record_ref, resume=continues(section, offset))
+        hit = self.cache.get(paper.record_ref, resume=continues(window.section, window.offset))
         if hit is not None:
             bound, document = hit
         else:
@@ -481,4 +487,4 @@ class Reader:
             if not document.trial and document.coverage.missing_catalog_headings:
                 op.add_error(_missing_warning(document))
             self.cache.put(bound, document)
-        return reader_result(bound, document, section=section, offset=offset, max_characters=max_characters)
+        return reader_result(bound, document, **msgspec.structs.asdict(window))
