@@ -405,6 +405,7 @@ class Browser(PageActions):
             await self._guard(conn.attach(), CALL_TIMEOUT)
             conn.add_handler(protocol.network.ResponseReceived, tab._on_response)
             conn.add_handler(protocol.network.RequestWillBeSent, tab._on_request)
+            conn.add_handler(protocol.network.LoadingFailed, tab._on_failed)
             await self._call(conn, protocol.network.enable(), CALL_TIMEOUT)
             # Background tabs are hidden: without this, mouse input waits ~5 s for a frame that never comes.
             await self._call(conn, protocol.emulation.set_focus_emulation_enabled(enabled=True), CALL_TIMEOUT)

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 CERT_DIR = Path(__file__).parent / "certs"
 ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
              "home", "verify", "error", "other", "citation")
-FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha")
+FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha", "close")
 CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words", "decoy")
 DOWNLOAD_MODES = ("auto", "ok", "login", "login_page", "balance", "unsubscribed", "no_permission", "session_end",
                   "expired", "html", "abstract_only", "not_valid", "too_frequent", "html_file")
@@ -55,7 +55,7 @@ CHOICES = {
 }
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
-    500: "服务器内部错误", 502: "502 Bad Gateway", 503: "服务繁忙，请稍后重试", 504: "504 Gateway Time-out",
+    418: "418 Request Blocked 请求被拦截（EdgeOne）", 500: "服务器内部错误", 502: "502 Bad Gateway", 503: "服务繁忙，请稍后重试", 504: "504 Gateway Time-out",
 }
 
 
@@ -160,6 +160,7 @@ class _Resp:
     ctype: str = "text/html; charset=utf-8"
     headers: dict[str, str] = field(default_factory=dict)
     drop_after: int | None = None  # truncate mode "connection"
+    close: bool = False  # fault "close": the connection is closed without any answer
 
 
 def classify(host: str, path: str) -> str:
@@ -480,6 +481,9 @@ class KnsSimulator:
         self._send(h, method, resp)
 
     def _send(self, h: _Handler, method: str, resp: _Resp) -> None:
+        if resp.close:  # not a byte: the browser sees the connection end (net::ERR_EMPTY_RESPONSE)
+            h.close_connection = True
+            return
         body = resp.body.encode("utf-8") if isinstance(resp.body, str) else resp.body
         h.send_response(resp.status)
         h.send_header("Content-Type", resp.ctype)
@@ -557,6 +561,8 @@ class KnsSimulator:
             return _Resp(200, pages.grid_rejected(f.reason, f.where))
         if f.kind == "denied":
             return _Resp(200, pages.simple_page("无权访问", "您所在的机构未订购该资源（机构未订购），无权访问。"))
+        if f.kind == "close":
+            return _Resp(0, close=True)
         if f.kind == "login":
             return _redirect(f"https://login.cnki.net/login/?ReturnURL={quote(rec.url, safe='')}")
         return self._captcha_response(f.style, rec, sc)
