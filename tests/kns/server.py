@@ -40,12 +40,13 @@ ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "re
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha", "close")
 CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words", "decoy")
 DOWNLOAD_MODES = ("auto", "ok", "login", "login_page", "balance", "unsubscribed", "no_permission", "session_end",
-                  "expired", "html", "abstract_only", "not_valid", "too_frequent", "html_file")
+                  "expired", "html", "abstract_only", "not_valid", "too_frequent", "html_file", "tiny")
 CHOICES = {
     "reader_generation": ("nzkhtml", "kreader"),
     "reader_data": ("ok", "once"),
     "thesis_downloads": ("plain", "whole", "whole_short", "whole_pdf"),
     "detail_refusal": ("none", "organization_tip", "entries_unavailable"),
+    "alert_refusal": ("none", "load", "click"),
     "error_page": ("text", "blank"),
     "caj_magic": ("HN", "CAJ", "KDH", "C8", "TEB", "PDF", "UNKNOWN"),
     "expert_year": ("accepted", "refused"),
@@ -87,6 +88,8 @@ class Scenario:
     thesis_downloads: str = "plain"  # theses/conference: plain PDF下载/CAJ下载 | whole | whole_short | whole_pdf
     foreign_detail: bool = False  # English-language papers render as WWJD pages without PDF/CAJ entries
     detail_refusal: str = "none"  # none | organization_tip (.organizationTip 未订购) | entries_unavailable
+    alert_refusal: str = "none"  # none | load (the detail page alert()s alert_text) | click (PDF/CAJ entries alert() it)
+    alert_text: str = downloads.UNSUBSCRIBED_TIP
     reader: str = "auto"  # auto (trial unless logged in or free) | full | trial | refused (302 to ErrorMsg.html) | refused_page
     reader_slider: bool = False  # 「滑动验证，继续阅读全文」 until solved
     reader_url: str = "nzkhtml"  # nzkhtml (xmlRead/xml.html, trialRead.html) | reader_xml (/reader/xml?…&loginType=trialRead)
@@ -728,6 +731,8 @@ class KnsSimulator:
         with self._lock:
             epoch = self.epoch
         html = pages.detail_page(p, sc, epoch)
+        if sc.alert_refusal != "none":
+            html = html.replace("</body>", downloads.alert_script(sc) + "</body>")
         if sc.citation_rendered and p.resource != "BOOK":
             html = html.replace("</body>", citations.rendered(self.graph, p, epoch) + "</body>")
         return _Resp(200, html)
@@ -830,6 +835,8 @@ class KnsSimulator:
             disposition = {"Content-Disposition": downloads.content_disposition(p, kind)}
             if sc.download == "html_file":  # an error page sent as the attachment itself
                 return _Resp(200, pages.refusal_page("expired"), "text/html; charset=utf-8", disposition)
+            if sc.download == "tiny":  # a few bytes of text as the attachment: the refusal, not a paper
+                return _Resp(200, downloads.TINY_FILE.encode(), "application/pdf", disposition)
             data = downloads.pdf_bytes(p) if kind == "pdf" else downloads.caj_bytes(p, sc.caj_magic)
             ctype = "application/pdf" if kind == "pdf" else "application/octet-stream"
             return _Resp(200, data, ctype, disposition)
