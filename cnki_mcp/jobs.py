@@ -20,7 +20,7 @@ import msgspec
 
 from cnki_mcp import settings
 from cnki_mcp.clock import Deadline, utc_now_iso
-from cnki_mcp.errors import CnkiError, as_cnki_error
+from cnki_mcp.errors import UNREACHED_CODES, CnkiError, as_cnki_error
 from cnki_mcp.model import Budget, BudgetView, Operation, OperationView, Problem
 from cnki_mcp.store import KEEP_OPERATIONS, Store
 
@@ -286,7 +286,7 @@ class Jobs:
             self.note_error(job, failure.code)
             if failure.code == "VERIFICATION_SKIPPED":
                 record.status = "skipped"
-            elif result is not None or failure.retryable:
+            elif result is not None or failure.retryable and failure.code not in UNREACHED_CODES:
                 record.status = "partial"
             else:
                 record.status = "failed"

@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 import lxml.html
 import msgspec
 
-from cnki_mcp.errors import CnkiError
+from cnki_mcp.errors import BLOCKED_STATUS, CnkiError, network_unreachable
 from cnki_mcp.markup import (
     NON_CONTENT_TAGS,
     MAX_MARKUP_BYTES,
@@ -99,6 +99,8 @@ def classify_response(status: int, url: str, body: str) -> CnkiError | None:
         return CnkiError("RESPONSE_TOO_LARGE", "页面超过 8 MB，未解析。", details=details)
     if status == 429:
         return CnkiError("RATE_LIMITED", "知网限制当前请求频率，请稍后继续", details=details)
+    if status == BLOCKED_STATUS:
+        return network_unreachable(url, "blocked", status=status)
     path = urlsplit(url).path.lower() if url else ""
     if (
         _VERIFY_BODY.search(body)

@@ -27,7 +27,7 @@ from cnki_mcp import settings
 from cnki_mcp.arguments import ExpertSearchArgs, SearchArgs, SearchOptions, StructuredSearchArgs
 from cnki_mcp.clock import utc_now_iso
 from cnki_mcp.enrich import Enrichment
-from cnki_mcp.errors import CnkiError, as_cnki_error
+from cnki_mcp.errors import CnkiError, as_cnki_error, unreached_with_nothing
 from cnki_mcp.expert import plan_expression
 from cnki_mcp.identity import fingerprint
 from cnki_mcp.jobs import OperationContext
@@ -258,7 +258,7 @@ class Research:
         op.checkpoint(state)
         summary = self._finish(op, run, error)
         if error is not None:
-            if error.code == "CANCELLED" and op.cancelled:
+            if error.code == "CANCELLED" and op.cancelled or unreached_with_nothing(error, summary.candidate_count):
                 raise error
             op.add_error(error)
         return summary

@@ -54,6 +54,7 @@ _BACKOFF_CODES = frozenset({"RATE_LIMITED", "SITE_UNAVAILABLE"})
 # Parse failures that say "this is not the paper", not "this page did not render yet".
 _IDENTITY_CODES = frozenset({"IDENTITY_CONFLICT", "SOURCE_IDENTITY_UNCONFIRMED"})
 _SNAPSHOT_CODES = frozenset({"PARSER_UNSUPPORTED", "SOURCE_SCHEMA_UNSUPPORTED"})
+_RENDER_AGAIN_CODES = frozenset({"RESOURCE_FAILED", "NETWORK_UNREACHABLE"})
 
 
 def _final_parse_error(exc: CnkiError) -> bool:
@@ -428,8 +429,8 @@ class Site:
                     recovered = True
                     await self.reset_tabs()
                     continue
-                if exc.code == "RESOURCE_FAILED":
-                    break
+                if exc.code in _RENDER_AGAIN_CODES:
+                    break  # the rendered tab is one more try before a network failure stands
                 raise
             problem = classify_response(result.status, url, result.text)
             if problem is not None:

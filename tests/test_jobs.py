@@ -46,6 +46,7 @@ async def test_completed_operation_keeps_result_and_counts_requests(jobs: Jobs) 
     [
         (CnkiError("DOCUMENT_NOT_FOUND"), None, "failed"),
         (CnkiError("SITE_UNAVAILABLE"), None, "partial"),  # retryable → partial
+        (CnkiError("NETWORK_UNREACHABLE"), None, "failed"),  # retryable, but the site was never reached
         (CnkiError("VERIFICATION_SKIPPED"), None, "skipped"),
         (RuntimeError("boom"), None, "failed"),
         (None, "per-record", "partial"),
