@@ -12,6 +12,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Artifact
 from cnki_mcp.documents.download import ENTRIES, DownloadPage, Entry, choose_entry, prior
 from cnki_mcp.documents.download_files import (
     Body,
@@ -28,8 +30,6 @@ from cnki_mcp.documents.download_files import (
     stored_names,
     wanted_format,
 )
-from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Artifact
 from cnki_mcp.store.library import Store
 
 REF = "rec_8f6f38fc3ab3f5b8e4637434"
@@ -403,3 +403,40 @@ def test_a_file_name_says_which_format_auto_means() -> None:
     assert wanted_format(DownloadRequest(filename="我的.CAJ")) == "caj"
     assert wanted_format(DownloadRequest(filename="我的.pdf")) == "pdf"
     assert wanted_format(DownloadRequest(format="pdf", filename="我的.pdf")) == "pdf"
+
+
+def test_a_tiny_file_is_read_as_the_text_it_is(tmp_path: Path) -> None:
+    from cnki_mcp.documents.download_files import MIN_FILE_BYTES, tiny_file, tiny_text
+
+    small = tmp_path / "a"
+    small.write_bytes("产品不在有效期范围之内！".encode())
+    large = tmp_path / "b"
+    large.write_bytes(b"%PDF-" + b"0" * MIN_FILE_BYTES)
+    assert tiny_file(small) == "产品不在有效期范围之内！".encode()
+    assert tiny_file(large) is None
+    assert tiny_file(tmp_path / "missing") is None
+    assert tiny_text("对不起，您的操作太过频繁！".encode("gb18030")) == "对不起，您的操作太过频繁！"
+    assert tiny_text(b"  error \x00 code=-1\n") == "error code=-1"
+
+
+def test_a_download_written_outside_incoming_is_moved_in(tmp_path: Path) -> None:
+    from cnki_mcp.documents.download_files import gather_stray
+
+    guid = "5121f30a-a8bb-49c0-acb1-9bbf3b663006"
+    incoming = tmp_path / "数据" / "incoming" / "op_1"
+    incoming.mkdir(parents=True)
+    expected = incoming / guid
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / guid).write_bytes(b"%PDF-1.4 stray")
+    assert gather_stray(expected, str(expected), cwd) == cwd / guid  # reported in place, found in the working directory
+    assert expected.read_bytes() == b"%PDF-1.4 stray"
+    assert not (cwd / guid).exists()
+    assert gather_stray(expected, "", cwd) is None  # already in place: nothing moves
+
+    other = incoming / "7d0c4f7e-0000-4000-8000-000000000001"
+    elsewhere = tmp_path / "elsewhere.pdf"
+    elsewhere.write_bytes(b"%PDF-1.4 reported")
+    assert gather_stray(other, str(elsewhere), cwd) == elsewhere  # where the browser said it wrote it
+    assert other.read_bytes() == b"%PDF-1.4 reported"
+    assert gather_stray(incoming / "8e1d5a8f-0000-4000-8000-000000000002", "", cwd) is None  # nowhere

@@ -20,6 +20,7 @@ from cnki_mcp.store.library import Store
 from tests.harness import AWAITING, chromium_path
 from tests.kns import pages
 from tests.kns.corpus import Paper as SimPaper
+from tests.kns.downloads import TINY_FILE
 from tests.kns.server import KnsSimulator
 from tests.test_e2e_documents import EntrySimulator, answer, error_code, journal_papers, seed, serve
 
@@ -335,3 +336,59 @@ async def test_names_are_checked_before_the_ledger_answers(sim: EntrySimulator, 
         assert answer(reply)["errors"][0]["code"] == "FILE_EXISTS"
         assert (downloads / "别人的.pdf").read_bytes() == b"mine"
         assert len(sim.requests) == requests
+
+
+LEGACY_ALERTS = [
+    "对不起，贵单位没有订购该专辑，请您与贵单位图书馆联系订购！",
+    "产品不在有效期范围之内！",
+    "对不起，您的操作太过频繁！请退出后重新登录。",
+]
+
+
+async def test_alert_refusals_and_tiny_files_are_answered_with_the_sites_words(
+    sim: EntrySimulator, isolated_data_dir: Path
+) -> None:
+    papers = journal_papers(sim, 2)
+    refs = seed(isolated_data_dir, sim, papers)
+    sim.configure(download="ok")
+    async with serve(isolated_data_dir, sim) as session:
+        # An alert() as the detail page loads: refused before any click, the dialog answered (the tab goes on).
+        sim.configure(alert_refusal="load", alert_text=LEGACY_ALERTS[0])
+        no = await session.wait(await session.call("download_paper", {"record_ref": refs[0]}))
+        assert no["status"] == "failed", no
+        assert error_code(no) == "DOWNLOAD_REFUSED", no
+        assert LEGACY_ALERTS[0] in no["errors"][0]["message"]
+        assert no["errors"][0]["details"]["dialog"] is True
+        assert no["errors"][0]["details"]["where"] == "detail_page"
+        snapshot_of(isolated_data_dir, no)
+        assert sim.count("download") == 0
+
+        # An alert() instead of the download after the click: each legacy text, at once.
+        for text in LEGACY_ALERTS:
+            sim.configure(alert_refusal="click", alert_text=text)
+            started = time.time()
+            no = await session.wait(await session.call("download_paper", {"record_ref": refs[0]}))
+            assert no["status"] == "failed", (text, no)
+            assert error_code(no) == "DOWNLOAD_REFUSED", (text, no)
+            assert text in no["errors"][0]["message"], no
+            assert no["errors"][0]["details"]["dialog"] is True
+            assert time.time() - started < 30, text  # never the 120 s wait for a file
+        assert sim.count("download") == 0
+
+        # A "file" of 36 bytes: the refusal it says, its text kept under the data directory.
+        sim.configure(alert_refusal="none", download="tiny")
+        tiny = await session.wait(await session.call("download_paper", {"record_ref": refs[1]}))
+        assert tiny["status"] == "failed", tiny
+        assert error_code(tiny) == "DOWNLOAD_REFUSED", tiny
+        assert "产品不在有效期范围之内" in tiny["errors"][0]["message"]
+        assert tiny["errors"][0]["details"]["bytes"] == len(TINY_FILE.encode())
+        assert "产品不在有效期范围之内" in snapshot_of(isolated_data_dir, tiny, screenshot=False)
+        assert sim.count("file") == 1
+
+        # Nothing was left clicked: the same papers download once the site allows it.
+        sim.configure(download="ok")
+        got = await session.wait(await session.call("download_paper", {"record_ref": refs[1]}))
+        assert got["status"] == "completed", got
+        assert got["result"]["sha256"] == sha(pages.pdf_bytes(papers[1]))
+    assert clicked_entries(isolated_data_dir) == []
+    assert list((isolated_data_dir / "incoming").iterdir()) == []

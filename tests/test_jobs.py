@@ -10,8 +10,8 @@ import msgspec
 import pytest
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.ops.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext, kind_budget
 from cnki_mcp.core.model import Budget, Problem
+from cnki_mcp.ops.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext, kind_budget
 from cnki_mcp.store.library import Store
 
 
@@ -46,6 +46,7 @@ async def test_completed_operation_keeps_result_and_counts_requests(jobs: Jobs) 
     [
         (CnkiError("DOCUMENT_NOT_FOUND"), None, "failed"),
         (CnkiError("SITE_UNAVAILABLE"), None, "partial"),  # retryable → partial
+        (CnkiError("NETWORK_UNREACHABLE"), None, "failed"),  # retryable, but the site was never reached
         (CnkiError("VERIFICATION_SKIPPED"), None, "skipped"),
         (RuntimeError("boom"), None, "failed"),
         (None, "per-record", "partial"),

@@ -107,3 +107,24 @@ def test_unknown_choices_are_rejected(kns: KnsSimulator) -> None:
         kns.configure(thesis_downloads="chapters")
     with pytest.raises(ValueError):
         kns.configure(caj_magic="ZIP")
+
+
+def test_alert_refusals_tiny_files_and_closed_connections(kns: KnsSimulator) -> None:
+    journal = next(p for p in kns.corpus.papers if p.is_journal)
+    assert "alert(" not in fetch(kns, kns.detail_url(journal)).text
+    kns.configure(alert_refusal="load", alert_text="产品不在有效期范围之内！")
+    assert '<script>alert("产品不在有效期范围之内！");</script>' in fetch(kns, kns.detail_url(journal)).text
+    kns.configure(alert_refusal="click")
+    page = fetch(kns, kns.detail_url(journal)).text
+    assert "addEventListener('click'" in page and 'alert("产品不在有效期范围之内！")' in page
+
+    kns.configure(alert_refusal="none", download="tiny", login="institution")
+    order = fetch(kns, kns.order_url(journal, "pdf"), headers={"Referer": kns.detail_url(journal)})
+    file = fetch(kns, order.headers["location"])
+    assert file.status == 200 and file.body == downloads.TINY_FILE.encode() and len(file.body) < 100
+    assert file.headers["content-disposition"].startswith("attachment;")
+
+    kns.fault("detail", "close", times=1)
+    with pytest.raises((ConnectionError, OSError)):
+        fetch(kns, kns.detail_url(journal))
+    assert fetch(kns, kns.detail_url(journal)).status == 200

@@ -95,6 +95,12 @@ CATALOGUE: dict[str, Code] = {
     ),
     "BROWSER_NOT_FOUND": Code("没有找到 Chrome、Edge 或 Chromium；请用 cnki-mcp setup 或 CNKI_BROWSER_PATH 指定浏览器。"),
     # --- site ---------------------------------------------------------------------------------
+    "NETWORK_UNREACHABLE": Code(
+        "连不上知网（网络不通、域名解析失败、代理出错，或知网的 CDN 拒绝了这个网络）；这不代表没有文献。"
+        "请确认本机能在浏览器里打开 kns.cnki.net；用代理或 VPN 时让 cnki.net 直连（代理软件里设为直连，"
+        "或设置环境变量 NO_PROXY=cnki.net,.cnki.net），然后重试，或用 operation_control 的 continue 继续。",
+        True,
+    ),
     "RATE_LIMITED": Code("知网限制了访问频率（HTTP 429）；请稍后再试，或调大 CNKI_REQUEST_INTERVAL_MS。", True),
     "SITE_UNAVAILABLE": Code("知网暂时不可用（HTTP 5xx），请稍后再试。", True),
     "VERIFICATION_REQUIRED": Code("知网要求人工验证。", True),
@@ -221,6 +227,7 @@ FATAL_CODES = frozenset(
         "QUERY_TEMPLATE_UNAVAILABLE",
         "QUERY_TEMPLATE_UNSUPPORTED",
         "BROWSER_UNAVAILABLE",
+        "NETWORK_UNREACHABLE",
         "CANCELLED",
     }
 )
@@ -247,6 +254,68 @@ def _clip(message: str) -> str:
     if len(message) <= MESSAGE_MAX_CHARS:
         return message
     return message[: MESSAGE_MAX_CHARS - 1] + "…"
+
+
+# The site was never reached: an operation that ends so has failed (it looked at nothing), even though
+# the same call may succeed once the network is fixed.
+UNREACHED_CODES = frozenset({"NETWORK_UNREACHABLE"})
+
+
+def unreached_with_nothing(error: CnkiError | None, found: int) -> bool:
+    """The site was never reached and nothing was found: the operation must fail with that error, never
+    answer an empty result a client would read as "no papers"."""
+    return error is not None and error.code in UNREACHED_CODES and found == 0
+
+
+# Chrome's net errors that mean the host was not reached at all (name resolution, proxy, no route, refused,
+# closed before any answer), as opposed to an answer cut short or refused by the page's own rules (CORS).
+_UNREACHABLE_NET_ERRORS = {
+    "dns": ("NAME_NOT_RESOLVED", "NAME_RESOLUTION_FAILED", "DNS_"),
+    "proxy": ("PROXY_", "TUNNEL_CONNECTION_FAILED", "SOCKS_", "MANDATORY_PROXY", "PAC_"),
+    "offline": ("INTERNET_DISCONNECTED", "ADDRESS_UNREACHABLE", "NETWORK_CHANGED", "NETWORK_ACCESS_DENIED"),
+    "connection": (
+        "CONNECTION_REFUSED", "CONNECTION_TIMED_OUT", "CONNECTION_FAILED", "CONNECTION_CLOSED",
+        "CONNECTION_RESET", "EMPTY_RESPONSE", "TIMED_OUT", "ADDRESS_INVALID",
+    ),
+}
+_UNREACHABLE_WHY = {
+    "dns": "域名解析失败",
+    "proxy": "代理服务器连接失败",
+    "offline": "本机没有联网",
+    "connection": "连接被拒绝或中断",
+    "blocked": "知网的 CDN 拒绝了来自这个网络的访问（HTTP 418，常见于代理、VPN 或服务器的 IP）",
+}
+BLOCKED_STATUS = 418  # TencentEdgeOne's answer to addresses it will not serve
+
+
+def unreachable_kind(net_error: str) -> str:
+    """``dns``, ``proxy``, ``offline`` or ``connection`` for a Chrome net error (``net::ERR_…``) that means the
+    host was never reached; "" for any other error."""
+    name = net_error.strip().removeprefix("net::").removeprefix("ERR_").upper()
+    if not name:
+        return ""
+    for kind, prefixes in _UNREACHABLE_NET_ERRORS.items():
+        if any(name.startswith(prefix) for prefix in prefixes):
+            return kind
+    return ""
+
+
+def network_unreachable(url: str, kind: str, *, net_error: str = "", status: int = 0) -> CnkiError:
+    """NETWORK_UNREACHABLE for a request that never reached CNKI (``kind`` from ``unreachable_kind``) or that
+    its CDN turned away (``blocked``, HTTP 418), saying why."""
+    details: dict[str, Any] = {"reason": kind, "url": url}
+    if net_error:
+        details["net_error"] = net_error
+    if status:
+        details["status"] = status
+    why = _UNREACHABLE_WHY[kind]
+    return CnkiError("NETWORK_UNREACHABLE", f"{why}：{CATALOGUE['NETWORK_UNREACHABLE'].message}", details=details)
+
+
+def net_failure(url: str, net_error: str) -> CnkiError | None:
+    """NETWORK_UNREACHABLE when Chrome's ``net_error`` means the host was never reached, else None."""
+    kind = unreachable_kind(net_error)
+    return network_unreachable(url, kind, net_error=net_error) if kind else None
 
 
 class CnkiError(Exception):

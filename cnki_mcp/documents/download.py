@@ -32,10 +32,11 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.site.browser import Tab
 from cnki_mcp.core.clock import Deadline, utc_now_iso
-from cnki_mcp.research.detail_tab import ENTRY_WAIT, open_detail, settle
-from cnki_mcp.research.enrich import Enrichment
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.files import safe_folder
+from cnki_mcp.core.model import Artifact, DownloadResult, LocalReply, Paper
+from cnki_mcp.core.redact import client_url, without_secrets
 from cnki_mcp.documents.download_files import (
     FORMATS,
     DownloadRequest,
@@ -43,21 +44,23 @@ from cnki_mcp.documents.download_files import (
     check_filename,
     default_filename,
     deliver,
+    gather_stray,
     publish,
     read_body,
     reconcile,
     remove_empty,
+    tiny_file,
+    tiny_text,
     unchanged,
     valid_guid,
     view,
     wanted_format,
 )
-from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.files import safe_folder
 from cnki_mcp.ops.jobs import OperationContext
-from cnki_mcp.core.model import Artifact, DownloadResult, LocalReply, Paper
 from cnki_mcp.pages.page_state import is_refusal, page_text_sample, parse_download_refusal, refusal_in_url
-from cnki_mcp.core.redact import client_url, without_secrets
+from cnki_mcp.research.detail_tab import ENTRY_WAIT, open_detail, settle
+from cnki_mcp.research.enrich import Enrichment
+from cnki_mcp.site.browser import Tab
 from cnki_mcp.site.site import CHALLENGE_CODES, Site, page_problem
 from cnki_mcp.store.library import Store
 
@@ -273,6 +276,7 @@ class Downloads:
 
             op.stage("clicking", {"format": fmt, "entry": entry.text})
             detail_path = urlsplit(tab.url).path
+            dialogs_before = len(tab.dialogs)
             try:
                 clicked = await site.click(op, tab, "a", ENTRY_WAIT, text=ENTRIES[fmt])
             except CnkiError as exc:
@@ -283,7 +287,7 @@ class Downloads:
                 _forget(store, key, previous)
                 raise CnkiError("DOWNLOAD_ENTRY_NOT_FOUND", "下载入口在点击前消失了；未点击。", details={"format": fmt})
             op.stage("waiting_for_download")
-            watch = _Watch(op, store, site, tab, detail_path, key, previous)
+            watch = _Watch(op, store, site, tab, detail_path, key, previous, dialogs_before)
             return await self._await_file(watch, artifact, request.wait_seconds)
         finally:
             pending = store.data.artifacts.get(key) if key else None
@@ -294,7 +298,13 @@ class Downloads:
                 remove_empty(incoming)  # nothing can arrive there any more
 
     async def _entry(self, site: Site, tab: Tab, bound: Paper, wanted: str) -> tuple[str, Entry]:
-        """The entry to click, read from the live page; a page that ends the attempt is saved."""
+        """The entry to click, read from the live page; a page that ends the attempt is saved.
+
+        An alert() the detail page opened with a refusal's words (legacy pages: 对不起，贵单位没有订购该专辑…)
+        ends it before any click."""
+        alert = next((text for text in tab.dialogs if is_refusal(text)), "")
+        if alert:
+            raise await _with_snapshot(site, "download-refused", tab, _refused(alert, where="detail_page", dialog=True))
         data = await site.evaluate(tab, _DOWNLOAD_PAGE_JS)
         try:
             page = msgspec.convert(data, DownloadPage)
@@ -323,7 +333,7 @@ class Downloads:
                     watch.store.put_artifact(watch.key, artifact)
                     watch.op.stage("transferring")
                 if event.state == "completed":
-                    return await self._finish(watch, artifact, event.url)
+                    return await self._finish(watch, artifact, event.url, event.path)
                 if event.state == "canceled":
                     watch.forget()
                     raise CnkiError("DOWNLOAD_CANCELLED", "浏览器报告传输取消；未重复点击。", details={"format": artifact.format})
@@ -334,14 +344,22 @@ class Downloads:
                     "稍后用相同参数再调用会先检查文件是否已到，确认需要重新下载时才传 retry=true。",
                 )
 
-    async def _finish(self, watch: _Watch, artifact: Artifact, url: str) -> DownloadResult:
-        """Keep what arrived: any PDF/CAJ-family or unknown body (said so); an HTML page is a refusal."""
+    async def _finish(self, watch: _Watch, artifact: Artifact, url: str, reported: str = "") -> DownloadResult:
+        """Keep what arrived: any PDF/CAJ-family or unknown body (said so); an HTML page is a refusal.
+
+        A file the browser wrote outside incoming/ is moved in first, so no download is ever lost."""
         store = watch.store
         src = Path(artifact.incoming) / artifact.download_guid
         if not valid_guid(artifact.download_guid):
             watch.forget()
             raise CnkiError("INVALID_FILE", "浏览器报告的下载标识无效。")
+        stray = await asyncio.to_thread(gather_stray, src, reported, Path.cwd())
+        if stray is not None:
+            watch.op.stage("stray_download", {"found_at": str(stray)})
         try:
+            tiny = await asyncio.to_thread(tiny_file, src)
+            if tiny is not None:
+                raise await self._tiny_file(watch, tiny, url)
             body = await asyncio.to_thread(read_body, src)
             if body.format == "html":
                 raise await self._html_file(watch, src, url)
@@ -363,6 +381,18 @@ class Downloads:
         words = await asyncio.to_thread(page_text_sample, html) or "知网返回了一个网页而不是论文文件"
         name = await watch.site.snapshot("download-file", html, url)
         return _refused(words, where="downloaded_file", **({"snapshot": name} if name else {}))
+
+
+    async def _tiny_file(self, watch: _Watch, data: bytes, url: str) -> CnkiError:
+        """A "file" of fewer bytes than any paper: its words as the refusal or error it is, kept as a snapshot."""
+        text = tiny_text(data)
+        words = (await asyncio.to_thread(page_text_sample, text)) if text.lstrip().startswith("<") else text
+        name = await watch.site.snapshot("download-tiny", text, url)
+        details: dict[str, Any] = {"where": "downloaded_file", "bytes": len(data), **({"snapshot": name} if name else {})}
+        if words and is_refusal(words):
+            return _refused(words, **details)
+        shown = f"：{words}" if words else "（空文件）"
+        return CnkiError("INVALID_FILE", f"知网给的文件只有 {len(data)} 字节，不是论文{shown}；内容已保存到诊断目录。", details=details)
 
 
 def _read_limited(path: Path) -> bytes:
@@ -392,6 +422,7 @@ class _Watch:
     detail_path: str
     key: str
     previous: Artifact | None
+    dialogs_before: int = 0  # the opener's dialogs from before the click
 
     def forget(self) -> None:
         _forget(self.store, self.key, self.previous)
@@ -401,6 +432,11 @@ class _Watch:
         for tab in await self._tabs():
             if tab.closed:
                 continue
+            # A dialog after the click while no download has begun is the site's answer (legacy alert() refusals).
+            alert = next((text for text in tab.dialogs[self.dialogs_before if tab is self.opener else 0:] if text.strip()), "")
+            if alert:
+                self.forget()
+                raise await _with_snapshot(self.site, "download-refused", tab, _refused(alert, url=tab.url, dialog=True))
             # The detail page itself is no refusal (its abstract may well say 无权…); a tab that left it may be.
             moved = tab is not self.opener or urlsplit(tab.url).path != self.detail_path
             words = refusal_in_url(tab.url) if moved else None  # readable before, or without, any DOM

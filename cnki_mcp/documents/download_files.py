@@ -18,6 +18,7 @@ import hashlib
 import logging
 import os
 import re
+import shutil
 import unicodedata
 from pathlib import Path
 
@@ -140,6 +141,25 @@ def check_target(downloads: Path, request: DownloadRequest, title: str = "", rec
 # What a file is
 
 
+def tiny_file(path: Path) -> bytes | None:
+    """The bytes of a regular file shorter than any paper (MIN_FILE_BYTES): an error text sent as the file."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size >= MIN_FILE_BYTES:
+            return None
+        return path.read_bytes()[:MIN_FILE_BYTES]
+    except OSError:
+        return None
+
+
+def tiny_text(data: bytes) -> str:
+    """A tiny download as text: UTF-8, else GB18030 (CNKI's older pages), whitespace collapsed."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("gb18030", "replace")
+    return " ".join(text.replace("\x00", " ").split())
+
+
 def read_body(path: Path) -> Body:
     """Classify a downloaded file; INVALID_FILE when it is missing, not a regular file or too short."""
     if path.is_symlink() or not path.is_file():
@@ -258,6 +278,27 @@ def arrivals(artifact: Artifact) -> list[Path]:
         except OSError:
             return []
     return [incoming / name for name in names if (incoming / name).is_file()]
+
+
+def gather_stray(expected: Path, reported: str, browser_cwd: Path) -> Path | None:
+    """Bring a finished download the browser wrote outside incoming/ to ``expected`` (its place there).
+
+    A browser that cannot encode the data directory's name (a C locale with a path in Chinese) writes the
+    file where it reports (``reported``) or into its working directory under the same GUID name. Returns
+    where the file was found, None when it is already in place or nowhere to be found (blocking)."""
+    if expected.exists() or not valid_guid(expected.name):
+        return None
+    for candidate in (Path(reported) if reported else None, browser_cwd / expected.name):
+        if candidate is None or candidate == expected or candidate.is_symlink() or not candidate.is_file():
+            continue
+        try:
+            shutil.move(str(candidate), str(expected))
+        except OSError as exc:
+            log.warning("could not move the stray download %s into %s: %s", candidate, expected.parent, exc)
+            continue
+        log.warning("the browser saved download %s outside incoming/ (%s); moved it in", expected.name, candidate)
+        return candidate
+    return None
 
 
 def valid_guid(guid: str) -> bool:

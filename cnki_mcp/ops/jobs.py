@@ -21,7 +21,7 @@ import msgspec
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall, seconds_since
 from cnki_mcp.core.clock import Deadline, utc_now_iso
-from cnki_mcp.core.errors import CnkiError, as_cnki_error
+from cnki_mcp.core.errors import UNREACHED_CODES, CnkiError, as_cnki_error
 from cnki_mcp.core.model import Budget, BudgetView, Operation, OperationView, Problem
 from cnki_mcp.store.library import KEEP_OPERATIONS, Store
 
@@ -287,7 +287,7 @@ class Jobs:
             self.note_error(job, failure.code)
             if failure.code == "VERIFICATION_SKIPPED":
                 record.status = "skipped"
-            elif result is not None or failure.retryable:
+            elif result is not None or failure.retryable and failure.code not in UNREACHED_CODES:
                 record.status = "partial"
             else:
                 record.status = "failed"

@@ -20,10 +20,12 @@ from urllib.parse import parse_qsl, urlsplit
 import lxml.html
 import msgspec
 
-from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.errors import BLOCKED_STATUS, CnkiError, network_unreachable
+from cnki_mcp.core.model import SessionState
+from cnki_mcp.core.text import trim, unique_strings
 from cnki_mcp.pages.markup import (
-    NON_CONTENT_TAGS,
     MAX_MARKUP_BYTES,
+    NON_CONTENT_TAGS,
     first_match,
     load_page,
     own_text,
@@ -32,7 +34,6 @@ from cnki_mcp.pages.markup import (
     prune,
     text_of,
 )
-from cnki_mcp.core.model import SessionState
 from cnki_mcp.pages.parse import (
     EMPTY_PREVIEW_CHARS,
     REFUSAL_SAMPLE_CHARS,
@@ -43,7 +44,6 @@ from cnki_mcp.pages.parse import (
     now,
 )
 from cnki_mcp.pages.reader import TRIAL_NOTICE
-from cnki_mcp.core.text import trim, unique_strings
 
 
 class PageState(msgspec.Struct):
@@ -99,6 +99,8 @@ def classify_response(status: int, url: str, body: str) -> CnkiError | None:
         return CnkiError("RESPONSE_TOO_LARGE", "页面超过 8 MB，未解析。", details=details)
     if status == 429:
         return CnkiError("RATE_LIMITED", "知网限制当前请求频率，请稍后继续", details=details)
+    if status == BLOCKED_STATUS:
+        return network_unreachable(url, "blocked", status=status)
     path = urlsplit(url).path.lower() if url else ""
     if (
         _VERIFY_BODY.search(body)

@@ -22,7 +22,7 @@ import msgspec
 
 from cnki_mcp.core import settings
 from cnki_mcp.core.clock import utc_now_iso
-from cnki_mcp.core.errors import CnkiError, as_cnki_error
+from cnki_mcp.core.errors import CnkiError, as_cnki_error, unreached_with_nothing
 from cnki_mcp.core.identity import identity_keys, same_paper
 from cnki_mcp.core.model import Paper, Problem, Quality, public_paper
 from cnki_mcp.core.text import source_key, title_key
@@ -405,11 +405,11 @@ class Enrichment:
         unique = list(dict.fromkeys(wanted))
         if fatal is None:
             fatal = await self.enrich(op, unique, "metadata", quality=quality, refresh=refresh)
+        records = [_fields(public_paper(paper), fields) for paper in self.catalog.papers(unique)]
         if fatal is not None:
-            if fatal.code == "CANCELLED" and op.cancelled:
+            if fatal.code == "CANCELLED" and op.cancelled or unreached_with_nothing(fatal, len(records)):
                 raise fatal
             op.add_error(fatal)
-        records = [_fields(public_paper(paper), fields) for paper in self.catalog.papers(unique)]
         return {"records": records}
 
 

@@ -25,7 +25,7 @@ import msgspec
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.clock import utc_now_iso
-from cnki_mcp.core.errors import CnkiError, as_cnki_error
+from cnki_mcp.core.errors import CnkiError, as_cnki_error, unreached_with_nothing
 from cnki_mcp.core.identity import fingerprint
 from cnki_mcp.core.model import (
     PARSER_VERSION,
@@ -43,12 +43,7 @@ from cnki_mcp.core.model import (
     TitleRow,
 )
 from cnki_mcp.core.text import source_key
-from cnki_mcp.core.tool_args import (
-    ExpertSearchArgs,
-    SearchArgs,
-    SearchOptions,
-    StructuredSearchArgs,
-)
+from cnki_mcp.core.tool_args import ExpertSearchArgs, SearchArgs, SearchOptions, StructuredSearchArgs
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.research.enrich import Enrichment
@@ -262,7 +257,7 @@ class Research:
         op.checkpoint(state)
         summary = self._finish(op, run, error)
         if error is not None:
-            if error.code == "CANCELLED" and op.cancelled:
+            if error.code == "CANCELLED" and op.cancelled or unreached_with_nothing(error, summary.candidate_count):
                 raise error
             op.add_error(error)
         return summary

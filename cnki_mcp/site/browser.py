@@ -21,11 +21,11 @@ from typing import Any
 
 import msgspec
 
-from cnki_mcp.site.cdp import NAVIGATED, DownloadEvent, Tab, cdp, nodriver
-from cnki_mcp.site.chrome import ACCEPT_LANGUAGE, WINDOW_SIZE, ChromeProcess, env_browser_args, env_headless
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
 from cnki_mcp.core.model import Config
+from cnki_mcp.site.cdp import NAVIGATED, DownloadEvent, Tab, cdp, nodriver
+from cnki_mcp.site.chrome import ACCEPT_LANGUAGE, WINDOW_SIZE, ChromeProcess, env_browser_args, env_headless
 from cnki_mcp.site.page_actions import CALL_TIMEOUT, NAVIGATION_TIMEOUT, PAGE_CLOSE_TIMEOUT, PageActions
 
 log = logging.getLogger(__name__)
@@ -405,6 +405,10 @@ class Browser(PageActions):
             await self._guard(conn.attach(), CALL_TIMEOUT)
             conn.add_handler(protocol.network.ResponseReceived, tab._on_response)
             conn.add_handler(protocol.network.RequestWillBeSent, tab._on_request)
+            conn.add_handler(protocol.network.LoadingFailed, tab._on_failed)
+            conn.add_handler(protocol.page.JavascriptDialogOpening, lambda event, _c=None: self._on_dialog(tab, event))
+            # Page events first: an alert() would otherwise block the page (and every later command in it).
+            await self._call(conn, protocol.page.enable(), CALL_TIMEOUT)
             await self._call(conn, protocol.network.enable(), CALL_TIMEOUT)
             # Background tabs are hidden: without this, mouse input waits ~5 s for a frame that never comes.
             await self._call(conn, protocol.emulation.set_focus_emulation_enabled(enabled=True), CALL_TIMEOUT)
@@ -422,6 +426,21 @@ class Browser(PageActions):
             raise
         session.tabs[tab.target_id] = tab
         return tab
+
+    def _on_dialog(self, tab: Tab, event: Any) -> None:
+        """Note a JavaScript dialog's text on its tab and answer it at once, so it never blocks the page
+        (an alert or beforeunload is accepted, a confirm or prompt dismissed)."""
+        tab.dialogs.append(str(event.message or ""))
+        accept = str(getattr(event.type_, "value", event.type_)) in ("alert", "beforeunload")
+        task = asyncio.get_running_loop().create_task(self._answer_dialog(tab, accept))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _answer_dialog(self, tab: Tab, accept: bool) -> None:
+        try:
+            await self._tab_call(tab, cdp().page.handle_java_script_dialog(accept=accept), CALL_TIMEOUT)
+        except CnkiError as exc:
+            log.debug("answering a dialog in tab %s failed: %s", tab.target_id[:8], exc.message)
 
     async def new_tab(self, url: str | None = None, *, timeout: float = NAVIGATION_TIMEOUT) -> Tab:
         """Open a background tab (a minimised window when headed and none exists), optionally navigate."""

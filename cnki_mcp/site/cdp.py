@@ -90,6 +90,13 @@ class Tab:
         self._redirects: collections.deque[tuple[int, str, str, int]] = collections.deque(maxlen=32)
         self._redirect_seq = itertools.count(1)
         self._last_redirect = 0
+        # Requests of the page that failed without an answer, as (sequence, URL, Chrome's net error), newest last.
+        self._request_urls: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._failures: collections.deque[tuple[int, str, str]] = collections.deque(maxlen=32)
+        self._failure_seq = itertools.count(1)
+        self._last_failure = 0
+        # Texts of the JavaScript dialogs (alert, confirm …) the page opened, oldest first; each was answered at once.
+        self.dialogs: list[str] = []
 
     @property
     def url(self) -> str:
@@ -103,10 +110,23 @@ class Tab:
             self._document_seen.set()
 
     def _on_request(self, event: Any, _conn: Any = None) -> None:
+        self._request_urls[str(event.request_id)] = str(event.request.url)
+        while len(self._request_urls) > 64:
+            self._request_urls.popitem(last=False)
         redirect = event.redirect_response
         if redirect is not None and getattr(event.type_, "value", event.type_) != "Document":
             self._last_redirect = next(self._redirect_seq)
             self._redirects.append((self._last_redirect, str(redirect.url), str(event.request.url), int(redirect.status)))
+
+    def _on_failed(self, event: Any, _conn: Any = None) -> None:
+        url = self._request_urls.pop(str(event.request_id), "")
+        if url and not event.canceled and event.cors_error_status is None:
+            self._last_failure = next(self._failure_seq)
+            self._failures.append((self._last_failure, url, str(event.error_text or "")))
+
+    def _net_error(self, url: str, since: int) -> str:
+        """Chrome's net error for a request for ``url`` that failed after ``since`` without an answer; "" if none."""
+        return next((error for seq, source, error in reversed(self._failures) if seq > since and source == url), "")
 
     def _cross_origin_redirect(self, url: str, since: int) -> tuple[str, int] | None:
         """Where a request for ``url`` made after ``since`` was redirected to another origin, if it was.

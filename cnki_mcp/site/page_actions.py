@@ -14,10 +14,10 @@ import logging
 import re
 from typing import Any
 
-from cnki_mcp.site.cdp import FetchResult, NavigationResult, PageScriptError, Tab
-from cnki_mcp.site.cdp import cdp as cdp_module
+from cnki_mcp.cdp import cdp as cdp_module
 from cnki_mcp.core.clock import Deadline, poll
-from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.errors import BLOCKED_STATUS, CnkiError, net_failure, network_unreachable
+from cnki_mcp.site.cdp import FetchResult, NavigationResult, PageScriptError, Tab
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,7 @@ PAGE_CLOSE_TIMEOUT = 1.0
 WINDOW_CONFIRM_TIMEOUT = 2.0
 CLICK_ATTEMPTS = 60
 CLICK_INTERVAL = 0.05
+NET_ERROR_WAIT = 0.3
 
 
 # --------------------------------------------------------------------------------------------
@@ -231,7 +232,8 @@ class PageActions:
         """Navigate and wait: ``commit`` (response arrived), ``ready`` (DOM parsed) or ``complete`` (loaded).
 
         The status is the main document's HTTP status (0 for about:, data: and same-document moves).
-        A navigation Chrome could not complete without any response raises RESOURCE_FAILED.
+        A navigation that never reached the host, or that the CDN turned away (HTTP 418), raises
+        NETWORK_UNREACHABLE; any other one Chrome could not complete without a response RESOURCE_FAILED.
         """
         if until not in ("commit", "ready", "complete"):
             raise ValueError(f"unknown navigation wait {until!r}")
@@ -243,11 +245,13 @@ class PageActions:
         if loader_id:
             document = await tab._document(str(loader_id), min(2.0, deadline.remaining()))
         if error_text and document is None:
-            raise CnkiError(
+            raise net_failure(url, str(error_text)) or CnkiError(
                 "RESOURCE_FAILED",
                 f"页面打开失败：{error_text}",
                 details={"url": url, "net_error": str(error_text)},
             )
+        if document is not None and document[0] == BLOCKED_STATUS:
+            raise network_unreachable(document[1] or url, "blocked", status=BLOCKED_STATUS)
         if until != "commit":
             state = "=== 'complete'" if until == "complete" else "!== 'loading'"
             condition = f"document.readyState {state}"
@@ -276,6 +280,7 @@ class PageActions:
         """
         call_id = f"{tab.generation}-{next(tab._fetch_ids)}"
         since = tab._last_redirect
+        failed_since = tab._last_failure
         expression = js_call(
             _FETCH_JS, call_id, url, method.upper(), body, headers or {}, int(timeout * 1000), RESPONSE_CAP
         )
@@ -293,6 +298,10 @@ class PageActions:
             moved = None if out.get("timedOut") else tab._cross_origin_redirect(url, since)
             if moved is not None:
                 return FetchResult(status=moved[1], url=moved[0], text="", redirected=True)
+            if not out.get("timedOut"):
+                unreachable = net_failure(url, await self._net_error(tab, url, failed_since))
+                if unreachable is not None:
+                    raise unreachable
             if out.get("timedOut"):
                 message = f"页面内请求超时（{timeout:.0f} 秒）。"
             else:
@@ -306,6 +315,13 @@ class PageActions:
             text=str(out.get("text") or ""),
             redirected=bool(out.get("redirected")),
         )
+
+    async def _net_error(self, tab: Tab, url: str, since: int) -> str:
+        """The net error Chrome reported for the failed in-page request (its event may trail the script's answer)."""
+        deadline = Deadline(NET_ERROR_WAIT)
+        while not (error := tab._net_error(url, since)) and not deadline.passed:
+            await asyncio.sleep(0.02)
+        return error
 
     async def _quiet_evaluate(self, tab: Tab, expression: str) -> None:
         try:
@@ -331,7 +347,7 @@ class PageActions:
         if result.stream is None:
             if status:
                 return FetchResult(status=status, url=url, text="")
-            raise CnkiError(
+            raise net_failure(url, str(result.net_error_name or "")) or CnkiError(
                 "RESOURCE_FAILED",
                 f"浏览器没能取回页面：{result.net_error_name or '未知网络错误'}",
                 details={"url": url, "net_error": result.net_error_name},

@@ -28,7 +28,6 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper, Quality
 from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.core.snapshots import save_snapshot
-from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.pages.page_state import (
     LIVE_PAGE_SCRIPT,
     PageState,
@@ -49,6 +48,7 @@ from cnki_mcp.site.human import Person
 from cnki_mcp.site.json_api import JsonApi
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Listings
+from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.page_actions import CALL_TIMEOUT
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,7 @@ _BACKOFF_CODES = frozenset({"RATE_LIMITED", "SITE_UNAVAILABLE"})
 # Parse failures that say "this is not the paper", not "this page did not render yet".
 _IDENTITY_CODES = frozenset({"IDENTITY_CONFLICT", "SOURCE_IDENTITY_UNCONFIRMED"})
 _SNAPSHOT_CODES = frozenset({"PARSER_UNSUPPORTED", "SOURCE_SCHEMA_UNSUPPORTED"})
+_RENDER_AGAIN_CODES = frozenset({"RESOURCE_FAILED", "NETWORK_UNREACHABLE"})
 
 
 def _final_parse_error(exc: CnkiError) -> bool:
@@ -439,8 +440,8 @@ class Site:
                     recovered = True
                     await self.reset_tabs()
                     continue
-                if exc.code == "RESOURCE_FAILED":
-                    break
+                if exc.code in _RENDER_AGAIN_CODES:
+                    break  # the rendered tab is one more try before a network failure stands
                 raise
             problem = classify_response(result.status, url, result.text)
             if problem is not None:

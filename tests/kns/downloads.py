@@ -7,6 +7,7 @@ Entries follow shared/spec/real-pages-2026.md §6 (thesis 分章/分页/CAJ整�
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from html import escape
 from typing import TYPE_CHECKING
@@ -29,12 +30,24 @@ def foreign(p: Paper, sc: Scenario) -> bool:
 
 UNSUBSCRIBED_TIP = "对不起，贵单位没有订购该专辑，请您与贵单位图书馆联系订购！"
 UNAVAILABLE_TITLE = "您所在机构未订购该产品，暂不能下载"
+TINY_FILE = "产品不在有效期范围之内！"  # download="tiny": the whole "file" (36 bytes)
 
 
 def _entry(li: str, anchor_id: str, name: str, css: str, href: str, text: str, title: str = "") -> str:
     extra = f' title="{esc(title)}"' if title else ""
     return (f'<li class="{li}"><a id="{anchor_id}" name="{name}" class="{css}" target="_blank" href="{esc(href)}"{extra}>'
             f'{esc(text)}</a></li>')
+
+
+def alert_script(sc: Scenario) -> str:
+    """Scenario ``alert_refusal``: the legacy pages' alert() refusal, on load or instead of the download."""
+    text = json.dumps(sc.alert_text, ensure_ascii=False).replace("</", "<\\/")
+    if sc.alert_refusal == "load":
+        return f"<script>alert({text});</script>"
+    if sc.alert_refusal == "click":
+        return ("<script>document.querySelectorAll('#pdfDown, #pdfDown1, #cajDown').forEach(a => "
+                f"a.addEventListener('click', e => {{ e.preventDefault(); alert({text}); }}));</script>")
+    return ""
 
 
 def download_buttons(p: Paper, sc: Scenario, order: Callable[[str], str]) -> tuple[list[str], str]:

@@ -37,16 +37,17 @@ log = logging.getLogger(__name__)
 CERT_DIR = Path(__file__).parent / "certs"
 ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
              "home", "verify", "error", "other", "citation")
-FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha")
+FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha", "close")
 CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words", "decoy")
 DOWNLOAD_MODES = ("auto", "ok", "login", "login_page", "balance", "unsubscribed", "no_permission", "session_end",
-                  "expired", "html", "abstract_only", "not_valid", "too_frequent", "html_file")
+                  "expired", "html", "abstract_only", "not_valid", "too_frequent", "html_file", "tiny")
 CHOICES = {
     "journal_issn": ("plain", "host_unit", "missing"),
     "reader_generation": ("nzkhtml", "kreader"),
     "reader_data": ("ok", "once"),
     "thesis_downloads": ("plain", "whole", "whole_short", "whole_pdf"),
     "detail_refusal": ("none", "organization_tip", "entries_unavailable"),
+    "alert_refusal": ("none", "load", "click"),
     "error_page": ("text", "blank"),
     "caj_magic": ("HN", "CAJ", "KDH", "C8", "TEB", "PDF", "UNKNOWN"),
     "expert_year": ("accepted", "refused"),
@@ -56,7 +57,7 @@ CHOICES = {
 }
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
-    500: "服务器内部错误", 502: "502 Bad Gateway", 503: "服务繁忙，请稍后重试", 504: "504 Gateway Time-out",
+    418: "418 Request Blocked 请求被拦截（EdgeOne）", 500: "服务器内部错误", 502: "502 Bad Gateway", 503: "服务繁忙，请稍后重试", 504: "504 Gateway Time-out",
 }
 
 
@@ -89,6 +90,8 @@ class Scenario:
     thesis_downloads: str = "plain"  # theses/conference: plain PDF下载/CAJ下载 | whole | whole_short | whole_pdf
     foreign_detail: bool = False  # English-language papers render as WWJD pages without PDF/CAJ entries
     detail_refusal: str = "none"  # none | organization_tip (.organizationTip 未订购) | entries_unavailable
+    alert_refusal: str = "none"  # none | load (the detail page alert()s alert_text) | click (PDF/CAJ entries alert() it)
+    alert_text: str = downloads.UNSUBSCRIBED_TIP
     reader: str = "auto"  # auto (trial unless logged in or free) | full | trial | refused (302 to ErrorMsg.html) | refused_page
     reader_slider: bool = False  # 「滑动验证，继续阅读全文」 until solved
     reader_url: str = "nzkhtml"  # nzkhtml (xmlRead/xml.html, trialRead.html) | reader_xml (/reader/xml?…&loginType=trialRead)
@@ -165,6 +168,7 @@ class _Resp:
     ctype: str = "text/html; charset=utf-8"
     headers: dict[str, str] = field(default_factory=dict)
     drop_after: int | None = None  # truncate mode "connection"
+    close: bool = False  # fault "close": the connection is closed without any answer
 
 
 def classify(host: str, path: str) -> str:
@@ -486,6 +490,9 @@ class KnsSimulator:
         self._send(h, method, resp)
 
     def _send(self, h: _Handler, method: str, resp: _Resp) -> None:
+        if resp.close:  # not a byte: the browser sees the connection end (net::ERR_EMPTY_RESPONSE)
+            h.close_connection = True
+            return
         body = resp.body.encode("utf-8") if isinstance(resp.body, str) else resp.body
         h.send_response(resp.status)
         h.send_header("Content-Type", resp.ctype)
@@ -563,6 +570,8 @@ class KnsSimulator:
             return _Resp(200, pages.grid_rejected(f.reason, f.where))
         if f.kind == "denied":
             return _Resp(200, pages.simple_page("无权访问", "您所在的机构未订购该资源（机构未订购），无权访问。"))
+        if f.kind == "close":
+            return _Resp(0, close=True)
         if f.kind == "login":
             return _redirect(f"https://login.cnki.net/login/?ReturnURL={quote(rec.url, safe='')}")
         return self._captcha_response(f.style, rec, sc)
@@ -728,6 +737,8 @@ class KnsSimulator:
         with self._lock:
             epoch = self.epoch
         html = pages.detail_page(p, sc, epoch)
+        if sc.alert_refusal != "none":
+            html = html.replace("</body>", downloads.alert_script(sc) + "</body>")
         if sc.citation_rendered and p.resource != "BOOK":
             html = html.replace("</body>", citations.rendered(self.graph, p, epoch) + "</body>")
         return _Resp(200, html)
@@ -830,6 +841,8 @@ class KnsSimulator:
             disposition = {"Content-Disposition": downloads.content_disposition(p, kind)}
             if sc.download == "html_file":  # an error page sent as the attachment itself
                 return _Resp(200, pages.refusal_page("expired"), "text/html; charset=utf-8", disposition)
+            if sc.download == "tiny":  # a few bytes of text as the attachment: the refusal, not a paper
+                return _Resp(200, downloads.TINY_FILE.encode(), "application/pdf", disposition)
             data = downloads.pdf_bytes(p) if kind == "pdf" else downloads.caj_bytes(p, sc.caj_magic)
             ctype = "application/pdf" if kind == "pdf" else "application/octet-stream"
             return _Resp(200, data, ctype, disposition)
