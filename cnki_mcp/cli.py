@@ -84,7 +84,7 @@ def serve(ctx: click.Context, http: bool, host: str, port: int) -> None:
 
 
 async def _serve() -> None:
-    from cnki_mcp.serving.owner import Shared
+    from cnki_mcp.serving.shared import Shared
 
     shared = Shared(settings.data_root())
     loop = asyncio.get_running_loop()

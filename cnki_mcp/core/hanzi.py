@@ -2,18 +2,20 @@
 
 The conversion tables and readings come from two well-kept libraries (OpenCC's phrase-aware
 traditional→simplified tables, pypinyin's dictionary of readings); this module is the only one that
-imports them. Everything here is pure and safe to call from any thread.
+imports them, each on its first use and once (pypinyin's dictionaries alone take about 0.3 s and 30 MB,
+which a server that is only asked for its tools never needs). Everything here is pure and safe to call
+from any thread.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import threading
 import unicodedata
-from typing import Any
-
-import opencc
-from pypinyin import Style, pinyin
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, TypeVar
 
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
 _TONE_DIGIT = re.compile(r"([a-z]+)([1-5])?$")
@@ -24,17 +26,46 @@ COMPOUND_SURNAMES = frozenset(
 )
 
 
+T = TypeVar("T")
+
+
+def _once(load: Callable[[], T]) -> Callable[[], T]:
+    """``load`` run on the first call only, under a lock (two threads never load the same tables twice)."""
+    lock = threading.Lock()
+    loaded: list[T] = []
+
+    @functools.wraps(load)
+    def get() -> T:
+        if not loaded:
+            with lock:
+                if not loaded:
+                    loaded.append(load())
+        return loaded[0]
+
+    return get
+
+
+@_once
+def _converter() -> Any:
+    import opencc
+
+    return opencc.OpenCC("t2s")
+
+
+@_once
+def _pinyin() -> ModuleType:
+    """pypinyin itself: ``pinyin`` and ``Style`` are read from it."""
+    import pypinyin
+
+    return pypinyin
+
+
 def is_han(char: str) -> bool:
     return bool(_HAN.match(char))
 
 
 def has_han(text: str) -> bool:
     return bool(_HAN.search(text))
-
-
-@functools.lru_cache(maxsize=1)
-def _converter() -> Any:
-    return opencc.OpenCC("t2s")
 
 
 def simplified(text: str) -> str:
@@ -47,7 +78,8 @@ def readings(char: str) -> tuple[str, ...]:
     """Every toneless pinyin reading of one Han character (``曾`` -> ``('ceng', 'zeng')``); () for others."""
     if not is_han(char):
         return ()
-    found = pinyin(char, style=Style.NORMAL, heteronym=True, errors="ignore")
+    pypinyin = _pinyin()
+    found = pypinyin.pinyin(char, style=pypinyin.Style.NORMAL, heteronym=True, errors="ignore")
     return tuple(dict.fromkeys(r.replace("v", "ü") for r in found[0])) if found else ()
 
 
@@ -55,7 +87,8 @@ def readings(char: str) -> tuple[str, ...]:
 def han_weight(char: str) -> tuple[str, int, int]:
     """A Han character's place in pinyin order (as CJK collations sort): its first reading with ü
     filed under u, its tone (1–4, neutral last), then the code point among homophones."""
-    found = pinyin(char, style=Style.TONE3, heteronym=False, neutral_tone_with_five=True, errors="ignore")
+    pypinyin = _pinyin()
+    found = pypinyin.pinyin(char, style=pypinyin.Style.TONE3, heteronym=False, neutral_tone_with_five=True, errors="ignore")
     reading = found[0][0] if found and found[0] else ""
     match = _TONE_DIGIT.match(reading.replace("v", "u").replace("ü", "u"))
     if not match:

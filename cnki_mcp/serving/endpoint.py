@@ -3,7 +3,8 @@
 ``cnki-mcp serve --http`` runs it on the address it is given; a stdio server that owns the data directory
 runs it on an ephemeral loopback port so that other servers on the same directory can join (``owner.py``).
 The SDK's session manager does the protocol (mcp already depends on starlette and uvicorn); this module
-only puts a guard in front of it:
+only puts a guard in front of it. uvicorn, its HTTP protocol and psutil are imported when an endpoint is
+really started, in a worker thread, so that a stdio server answers its client meanwhile. The guard:
 
 - ``Host`` must name the bound address (any local address for a wildcard bind) with its port, and an
   ``Origin``, when sent, the same: anything else is refused (421 / 403), so a web page reached through
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import importlib
 import ipaddress
 import logging
 import os
@@ -26,14 +28,14 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import psutil
-import uvicorn
-from starlette.types import ASGIApp, Receive, Scope, Send
+from typing import TYPE_CHECKING, Any
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import atomic_replace
+
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,8 @@ DEFAULT_PORT = 8765
 PATH = "/mcp"
 START_SECONDS = 10.0
 STOP_SECONDS = 5.0
+# What starting an endpoint imports: uvicorn and the protocol and lifespan classes its Config loads by name.
+MODULES = ("uvicorn", "uvicorn.protocols.http.h11_impl", "uvicorn.lifespan.on", "psutil")
 
 
 # --- the token ---------------------------------------------------------------------------------------
@@ -152,6 +156,8 @@ def allowed_hosts(host: str, port: int) -> set[str]:
     if is_loopback(host) or _wildcard(host):
         names |= {"127.0.0.1", "localhost", "::1"}
     if _wildcard(host):
+        import psutil
+
         names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
         for addresses in psutil.net_if_addrs().values():
             names |= {a.address.split("%")[0].lower() for a in addresses if a.family in (socket.AF_INET, socket.AF_INET6)}
@@ -205,12 +211,23 @@ async def _plain(send: Send, status: int, text: str, extra: list[tuple[bytes, by
 # --- the server --------------------------------------------------------------------------------------
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers: the command that runs it decides how the process ends."""
+def load() -> None:
+    """Import what an endpoint runs on (blocking: call it in a worker thread)."""
+    for name in MODULES:
+        importlib.import_module(name)
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
+
+def _server(config: uvicorn.Config) -> uvicorn.Server:
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        """uvicorn without its signal handlers: the command that runs it decides how the process ends."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return _Server(config)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -238,7 +255,7 @@ class Endpoint:
 
     host: str
     port: int
-    server: _Server
+    server: uvicorn.Server
     task: asyncio.Task[None]
 
     @property
@@ -257,7 +274,10 @@ async def start(mcp_server: Any, root: Path, host: str = DEFAULT_HOST, port: int
     """Serve ``mcp_server`` (a low-level ``Server``) over streamable HTTP until :meth:`Endpoint.stop`."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    tokens = _TokenFile(root)
+    await asyncio.to_thread(load)
+    import uvicorn
+
+    tokens = await asyncio.to_thread(_TokenFile, root)
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
     # The guard below checks Host and Origin itself, also for a wildcard bind the SDK's list cannot express.
@@ -272,7 +292,7 @@ async def start(mcp_server: Any, root: Path, host: str = DEFAULT_HOST, port: int
         guard, http="h11", ws="none", lifespan="on", log_level="warning", access_log=False, log_config=None,
         timeout_graceful_shutdown=2,
     )
-    server = _Server(config)
+    server = _server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name="cnki-http")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + START_SECONDS

@@ -3,7 +3,8 @@
 The owner runs the App (store, jobs, limiter, browser) and an HTTP endpoint (``endpoint.py``) whose address
 it writes to ``owner.json`` (0600: pid, host, port). ``cnki-mcp serve --http`` is an owner on the address it
 is given; a stdio server that finds the lock free becomes the owner too, serves its own client directly and
-runs the endpoint on an ephemeral loopback port; one that finds it held joins the owner (``relay.py``).
+runs the endpoint on an ephemeral loopback port; one that finds it held joins the owner (``relay.py``);
+``shared.py`` makes that choice, above both.
 The lock is the truth (the system releases it when its process dies, however it dies); ``owner.json``
 only says where to connect.
 """
@@ -22,9 +23,9 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cnki_mcp import __version__
-from cnki_mcp.serving import endpoint
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import atomic_replace
+from cnki_mcp.serving import endpoint
 from cnki_mcp.store.library import DirectoryLock
 
 if TYPE_CHECKING:  # app imports the whole product; the owner is chosen before any of it is needed
@@ -147,56 +148,3 @@ async def serve_http(root: Path, host: str, port: int) -> None:
     finally:
         await owner.close()
 
-
-class Shared:
-    """``cnki-mcp serve`` (stdio) on a data directory other servers may share.
-
-    The first server takes ``owner.lock``, serves its client directly and opens the endpoint others join;
-    a later one relays its client to the owner and takes over when the owner goes. A directory where not
-    even the lock file can be made is served alone, as before (the store then says what is wrong).
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-        self.owner: Owner | None = None
-        self.app: App | None = None
-
-    async def serve_stdio(self) -> None:
-        from cnki_mcp.app import App
-        from cnki_mcp.surface.server import serve_stdio
-
-        try:
-            lock = await asyncio.to_thread(claim, self.root)
-        except (CnkiError, OSError) as exc:
-            log.warning("cannot claim %s for other clients: %s", self.root, exc)
-            self.app = App(self.root)
-        else:
-            if lock is None:
-                from cnki_mcp.serving.relay import Relay
-
-                info = read_owner(self.root)
-                log.info("%s is owned by pid %s: joining it", self.root, info.pid if info else "?")
-                await Relay(self.root, self.become_owner).run()
-                return
-            await self.become_owner(lock)
-        assert self.app is not None  # set by the branch above or by become_owner
-        await serve_stdio(self.app)
-
-    async def become_owner(self, lock: DirectoryLock) -> OwnerInfo:
-        """This process as the owner: a fresh App (running operations of the old owner read as interrupted)."""
-        from cnki_mcp.app import App
-
-        self.app = App(self.root)
-        self.owner = Owner(self.root, lock, self.app)
-        try:
-            served = await self.owner.open_endpoint()
-        except Exception as exc:  # serving this client matters more than letting others join
-            log.warning("other clients cannot join this server: %s", getattr(exc, "message", None) or repr(exc))
-            return OwnerInfo(pid=os.getpid(), host="127.0.0.1", port=0)
-        return OwnerInfo(pid=os.getpid(), host="127.0.0.1", port=served.port, version=__version__)
-
-    async def close(self) -> None:
-        if self.owner is not None:
-            await self.owner.close()
-        elif self.app is not None:
-            await self.app.close()

@@ -11,7 +11,7 @@ interpreted but what a change of owner needs:
 - the requests still unanswered when the owner goes are answered with ``OWNER_CHANGED`` (a tool call as
   an ``isError`` result), and a late answer to them is dropped;
 - the relay watches ``owner.lock``: when it can take it, the owner is gone and this process becomes the
-  owner itself (``owner.Shared.become_owner``), then connects to its own endpoint; when ``owner.json``
+  owner itself (``shared.Shared.become_owner``), then connects to its own endpoint; when ``owner.json``
   names another process, another server took over and the relay re-joins it.
 """
 
@@ -32,8 +32,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types import INTERNAL_ERROR, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from cnki_mcp.serving import endpoint
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.serving import endpoint
 from cnki_mcp.serving.owner import OwnerInfo, claim, read_owner
 from cnki_mcp.store.library import DirectoryLock
 from cnki_mcp.surface.wire import stdio_streams

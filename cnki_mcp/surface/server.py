@@ -286,9 +286,19 @@ def build_server(app: ToolApp | None) -> Server[Any]:
     return server
 
 
-async def serve_stdio(app: ToolApp) -> None:
-    """Serve MCP on stdin/stdout until the client closes stdin."""
+async def serve_stdio(app: ToolApp, answered: asyncio.Event | None = None) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin; ``answered`` is set once a first request
+    has been handled (what can wait, such as the owner's endpoint, starts then)."""
     server = build_server(app)
+    if answered is not None:
+
+        async def handled(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+            try:
+                return await call_next(ctx)
+            finally:
+                answered.set()
+
+        server.middleware.append(handled)
     async with stdio_streams() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
