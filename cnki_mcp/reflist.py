@@ -141,9 +141,10 @@ def split_entries(text: str, limit: int | None = None) -> list[str]:
 
 
 def _whole(entry: Entry) -> bool:
-    """Whether an entry reads as a complete reference: a title, a year, names and where it appeared."""
+    """Whether an entry reads as a complete reference: a title, a year, names and where it appeared (a type
+    code alone is not enough: "陈明, 2020. 题名[J]." still waits for its journal)."""
     parsed = entry.parsed
-    return not entry.why and bool(parsed.year and parsed.authors and (parsed.source or parsed.type_code))
+    return not entry.why and bool(parsed.year and parsed.authors and parsed.source)
 
 
 def _continues(head: _Open, line: _Open) -> bool:

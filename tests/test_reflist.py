@@ -152,6 +152,7 @@ def test_a_blank_line_separated_list_reads_one_entry_a_paragraph() -> None:
         ("Smith, J. (2019). Deep Learning for\nThings That Matter. Nature, 521, 436-444.",
          "Smith, J. (2019). Deep Learning for Things That Matter. Nature, 521, 436-444."),
         ("陈明, 2020. 湿地生态系统服务评价\n[J]. 生态学研究, 40(2): 1-10.", "陈明, 2020. 湿地生态系统服务评价[J]. 生态学研究, 40(2): 1-10."),
+        ("陈明, 2020. 湿地生态系统服务评价[J].\n生态学研究, 40(2): 1-10.", "陈明, 2020. 湿地生态系统服务评价[J]. 生态学研究, 40(2): 1-10."),
         # MLA inside the quoted title; Chicago inside the journal's name; Vancouver before the journal
         ('Smith, John. "Deep Learning\nfor Things." Nature, vol. 521, no. 7553, 2019, pp. 436-444.',
          'Smith, John. "Deep Learning for Things." Nature, vol. 521, no. 7553, 2019, pp. 436-444.'),
@@ -164,7 +165,7 @@ def test_a_blank_line_separated_list_reads_one_entry_a_paragraph() -> None:
          "刘伟. 绿色金融导论[M]. 北京: 东湖大学出版社, 2019: 10-20. DOI: 10.13594/j.cnki.fxpl.2019.03.001"),
     ],
     ids=["after-comma", "mid-han-title", "three-lines-names", "three-lines-english", "before-capital",
-         "type-code-alone", "mla-title", "chicago-journal", "vancouver", "doi-and-hyphen"],
+         "type-code-alone", "journal-alone", "mla-title", "chicago-journal", "vancouver", "doi-and-hyphen"],
 )
 def test_a_wrapped_entry_is_joined_back_between_whole_neighbours(wrapped: str, entry: str) -> None:
     before, after = SHAPES["gbt7714"][3], SHAPES["apa"][0]
