@@ -162,8 +162,8 @@ def _continues(head: _Open, line: _Open) -> bool:
     read = line.text.translate(_HALF_WIDTH).translate(_DASHES)
     ending = head.text[-_ENDING_CHARS:].translate(_HALF_WIDTH).translate(_DASHES)
     if _whole(line.entry):
-        # "[1] 王利明, 陈晓红," has no title yet: even a whole line is the rest of it.
-        return bool(re.search(r"[^\W\d_][,、;&]\s*$", ending)) and bool(head.entry.why)
+        # "[1] 王利明, 陈晓红," or "van Dijk," is a list of names cut short: even a whole line is its rest.
+        return bool(re.search(r"[^\W\d_][,、;&]\s*$", ending)) and not _whole(head.entry)
     if _OPEN_END.search(ending) or _TAIL_START.match(read):
         return True
     if _numbered(line.text) or re.fullmatch(r"\d{1,4}", read):

@@ -145,6 +145,9 @@ def test_a_blank_line_separated_list_reads_one_entry_a_paragraph() -> None:
         # three lines: inside the names, then before the place
         ("（3）王五, 赵六,\n钱七. 个人信息保护的规范路径研究[D].\n北江: 北江大学, 2019.",
          "（3）王五, 赵六, 钱七. 个人信息保护的规范路径研究[D]. 北江: 北江大学, 2019."),
+        # inside the names, before a line that would read whole on its own
+        ("van Dijk,\nT. A. (2008). Discourse and context: A sociocognitive approach. Cambridge University Press.",
+         "van Dijk, T. A. (2008). Discourse and context: A sociocognitive approach. Cambridge University Press."),
         # three lines: in the middle of an English title, then after a comma
         ("Wang, L., & Chen, X. (2021). The theoretical basis of\nliquidated damages. Law Review,\n39(3), 12-25.",
          "Wang, L., & Chen, X. (2021). The theoretical basis of liquidated damages. Law Review, 39(3), 12-25."),
@@ -164,7 +167,7 @@ def test_a_blank_line_separated_list_reads_one_entry_a_paragraph() -> None:
         ("刘伟. 绿色金融导论[M]. 北京: 东湖大学出版社, 2019: 10-\n20.\nDOI: 10.13594/j.cnki.fxpl.2019.03.001",
          "刘伟. 绿色金融导论[M]. 北京: 东湖大学出版社, 2019: 10-20. DOI: 10.13594/j.cnki.fxpl.2019.03.001"),
     ],
-    ids=["after-comma", "mid-han-title", "three-lines-names", "three-lines-english", "before-capital",
+    ids=["after-comma", "mid-han-title", "three-lines-names", "names-then-whole", "three-lines-english", "before-capital",
          "type-code-alone", "journal-alone", "mla-title", "chicago-journal", "vancouver", "doi-and-hyphen"],
 )
 def test_a_wrapped_entry_is_joined_back_between_whole_neighbours(wrapped: str, entry: str) -> None:
@@ -215,6 +218,29 @@ def test_n_whole_entries_in_any_numbering_mix_read_back_as_n_entries(picks: list
     lines = numbered([ALL[i][1] for i, _ in picks], [kind for _, kind in picks])
 
     assert split_entries("\n".join(lines)) == lines
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(range(len(ALL))), st.sampled_from(range(len(NUMBERINGS))), st.booleans()),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_n_entries_some_wrapped_after_their_first_comma_read_back_as_n_entries(picks: list[tuple[int, int, bool]]) -> None:
+    lines = numbered([ALL[i][1] for i, _, _ in picks], [kind for _, kind, _ in picks])
+    text = "\n".join(line.replace(", ", ",\n", 1) if wrap else line for line, (_, _, wrap) in zip(lines, picks, strict=True))
+
+    assert split_entries(text) == lines
+
+
+def test_a_word_copy_with_wrapped_entries_and_a_tail_without_numbers_reads_every_entry() -> None:
+    entries = [entry for _, entry in ALL]
+    lines = numbered(entries[:10], [1] * 10) + entries[10:]
+    text = "\n".join(line.replace(", ", ",\n", 1) if i % 2 else line for i, line in enumerate(lines))
+
+    assert split_entries(text) == lines
 
 
 @pytest.mark.timeout(20)
