@@ -5,8 +5,9 @@ in any mix; a blank line ends an entry; a wrapped line is joined back only when 
 stray line is an entry of its own (read as having no title); a heading such as 参考文献 / References is not
 an entry. Each entry is read in the first of these shapes that fits: GB/T 7714 (numeric or author-date,
 with its ``[J]`` type code), APA (``(2021).`` after the names), Chicago author-date and MLA (a quoted
-title), Vancouver (``2021;15(3):``), then loose lines (《题名》, or a bare title). Full-width punctuation reads as half-width; the title keeps
-the characters the entry wrote. Pure functions; nothing here knows CNKI.
+title), Vancouver (``2021;15(3):``), then loose lines (《题名》, or a bare title). Full-width punctuation
+reads as half-width; the title keeps the characters the entry wrote. Pure functions; nothing here knows
+CNKI.
 """
 
 from __future__ import annotations
