@@ -419,7 +419,9 @@ class App:
 
     async def check_references(self, args: arguments.CheckReferencesArgs, ctx: Any) -> Reply:
         jobs, engine = await self.jobs(), await self.enrichment()
-        work = functools.partial(refcheck.check, engine=engine, texts=args.references, style=args.style)
+        work = functools.partial(
+            refcheck.check, engine=engine, texts=args.references, style=args.style, pasted=args.text
+        )
         return await jobs.inline(jobs.start("references", kind_budget("references", args.on_verification), work), ctx)
 
     async def export_citations(self, args: arguments.ExportCitationsArgs, ctx: Any) -> Reply:
