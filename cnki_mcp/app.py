@@ -429,7 +429,9 @@ class App:
 
     async def check_references(self, args: tool_args.CheckReferencesArgs, ctx: ToolCall | None) -> Reply:
         jobs, engine = await self.jobs(), await self.enrichment()
-        work = functools.partial(refcheck.check, engine=engine, texts=args.references, style=args.style)
+        work = functools.partial(
+            refcheck.check, engine=engine, texts=args.references, style=args.style, pasted=args.text
+        )
         return await jobs.inline(jobs.start("references", kind_budget("references", args.on_verification), work), ctx)
 
     async def export_citations(self, args: tool_args.ExportCitationsArgs, ctx: ToolCall | None) -> Reply:

@@ -532,3 +532,23 @@ def test_a_query_with_nothing_visible_is_refused() -> None:
         parse("search", {"query": "\u200b\u200d"})
 
     assert caught.value.code == "INVALID_QUERY"
+
+
+@pytest.mark.parametrize(
+    ("raw", "received", "details"),
+    [
+        ({"text": "\n".join(f"[{i}] 论违约金{i}" for i in range(1, 5001))}, "text 中的条目超过 200 条",
+         {"limit": 200}),
+        ({"references": ["王利明. 论违约金[J]."] * 201}, "收到 201 条", {"limit": 200, "count": 201}),
+    ],
+    ids=["text", "references"],
+)
+def test_too_many_entries_says_the_limit_and_what_was_received(raw: dict[str, Any], received: str,
+                                                                details: dict[str, int]) -> None:
+    # A pasted list is read only to the entry past the limit, so its length is not claimed exactly.
+    with pytest.raises(CnkiError) as caught:
+        parse("check_references", raw)
+
+    assert (caught.value.code, received in caught.value.message, caught.value.details) == (
+        "TOO_MANY_ENTRIES", True, details
+    )

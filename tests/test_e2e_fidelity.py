@@ -78,6 +78,7 @@ async def test_a_bare_zero_is_reported_as_a_zero_confirmed_by_a_control_listing(
 
 
 async def test_a_zero_the_page_states_is_confirmed_by_the_page(mcp: McpSession, kns: KnsSimulator) -> None:
+    kns.configure(empty_style="not_found")  # 未检索到相关文献: no throttle text, so no control listing
     view = await structured(mcp, NOTHING)
     (coverage,) = view["result"]["coverage"]
     assert coverage["zero_confirmed_by"] == "page"

@@ -205,8 +205,8 @@ async def test_a_thirty_entry_list_gets_the_right_status_record_and_correction_f
     ambiguous = next(e for e in entries if e["status"] == "ambiguous")
     twins = [p.filename for p in kns.corpus.papers if p.title == ambiguous["candidates"][0]["title"]]
     assert sorted(c["document_type"] for c in ambiguous["candidates"]) == ["期刊", "硕士"] and len(twins) == 2
-    assert result["summary"] == {"total": 30, "verified": 14, "differs": 9, "not_found": 4, "ambiguous": 1, "unparsed": 2,
-                                 "unchecked": 0}
+    assert result["summary"] == {"total": 30, "lines": 30, "verified": 14, "differs": 9, "not_found": 4, "ambiguous": 1,
+                                 "unparsed": 2, "unchecked": 0}
 
 
 async def test_corrected_is_what_export_citations_gives_for_the_record(mcp: Mcp, kns: KnsSimulator) -> None:
@@ -233,3 +233,48 @@ async def test_not_found_says_it_does_not_prove_invention_and_names_what_cnki_la
     messages = [e["message"] for e in view["result"]["entries"]]
     assert ["不能证明" in m for m in messages] == [True, True, True, True]
     assert ["外文文献" in messages[1], "图书" in messages[2], "图书" in messages[3]] == [True, True, True]
+
+
+def _wrapped_at(text: str, cut: int) -> str:
+    """``text`` broken over two lines at ``cut``, the way a copy from a PDF or Word breaks it."""
+    return f"{text[:cut].rstrip()}\n{text[cut:].lstrip()}"
+
+
+async def test_a_pasted_list_in_every_shape_is_read_whole_and_says_how_many_entries_it_read(
+    mcp: Mcp, kns: KnsSimulator
+) -> None:
+    cases = build_cases(kns)
+    gbt_case, apa, loose, author_date, thesis, vancouver, later = (
+        cases[0], cases[4], cases[5], cases[6], cases[7], cases[10], cases[2]
+    )
+    comma = gbt_case.text.index(", ", gbt_case.text.index("[J]")) + 1
+    title = apa.paper.title
+    middle = apa.text.index(title) + len(title) // 2
+    # Mixed numbering, two entries wrapped (after a comma; in the middle of a Han title), a third over
+    # three lines, the tail without numbers as after a copy from Word, a stray note in the middle, and a
+    # last entry after a blank line.
+    three = author_date.text.index("[J]")
+    pasted = [
+        ("参考文献", None),
+        (f"[1] {_wrapped_at(gbt_case.text, comma)}", f"[1] {gbt_case.text}"),
+        (f"2. {_wrapped_at(apa.text, middle)}", f"2. {apa.text}"),
+        (f"3、{_wrapped_at(_wrapped_at(author_date.text, three + 4), author_date.text.index(', ') + 1)}",
+         f"3、{author_date.text}"),
+        (f"（4）{thesis.text}", f"（4）{thesis.text}"),
+        (loose.text, loose.text),
+        ("见第三章", "见第三章"),
+        (vancouver.text, vancouver.text),
+        ("", None),
+        (later.text, later.text),
+    ]
+    text = "\n".join(line for line, _ in pasted)
+    expected = [entry for _, entry in pasted if entry is not None]
+
+    view = await mcp.finished("check_references", {"text": text})
+
+    result = view["result"]
+    read = [e["input"] for e in result["entries"]]
+    print(f"\nentries expected {len(expected)}, read {result['summary']['total']} from {result['summary']['lines']} lines")
+    assert read == expected
+    assert [e["status"] for e in result["entries"]] == ["verified"] * 5 + ["unparsed"] + ["verified"] * 2
+    assert (result["summary"]["total"], result["summary"]["lines"], result["summary"]["unparsed"]) == (8, 12, 1)

@@ -18,15 +18,14 @@ import psutil
 import pytest
 import pytest_asyncio
 
-from cnki_mcp.site.browser import Browser
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, kind_budget
-from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.core.model import Paper
+from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, kind_budget
 from cnki_mcp.pages.parse import GridPage
-from cnki_mcp.site.grid_query import compile_expression
+from cnki_mcp.site.browser import Browser
+from cnki_mcp.site.grid_query import GridQuery, compile_expression
+from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.session import Sessions
-from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.site import Site
 from cnki_mcp.store.library import Store
 from tests.harness import AWAITING, McpSession, chromium_or_skip, processes_on, serve_params
@@ -55,6 +54,7 @@ async def env(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory
     )
     site = Site(browser, Limiter(interval_ms=10, max_inflight=6), store.diagnostics_dir)
     site.listings.empty_waits = SHORT_WAITS  # the real 5 s / 15 s / 60 s schedule is exercised over MCP
+    site.listings.control_reuse = 0.0  # every test asks its own control listing; the reuse has a test of its own
     yield Env(site=site, jobs=Jobs(store), sessions=Sessions(site), store=store)
     await browser.close()
     await store.close()
@@ -237,31 +237,57 @@ def subject_of(post: Any) -> str:
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_a_lone_empty_shell_is_asked_again_after_a_wait(env: Env, kns: KnsSimulator) -> None:
+@pytest.mark.parametrize("style", ["no_content", "zero"])
+async def test_a_shell_on_page_1_and_on_the_control_is_asked_again_after_a_wait(
+    env: Env, kns: KnsSimulator, style: str
+) -> None:
     await warm(env, kns)
-    kns.fault("grid", "empty", times=1)
+    kns.fault("grid", "empty", empty_style=style, times=2)  # the query and the control: the site is throttling
     started = time.monotonic()
     job = await run(env, lambda op: env.site.grid(op, FOUND, 1))
     assert job.record.status == "completed", job.record.errors
-    assert job.record.result["rows"]
-    assert [p.status for p in grid_posts(kns)] == [200, 200]
+    assert job.record.result["rows"] and job.record.result["zero"] == ""
+    assert [subject_of(p) for p in grid_posts(kns)] == ["语义检索", "研究", "语义检索"]
     assert time.monotonic() - started >= SHORT_WAITS[0]
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_a_bare_zero_is_confirmed_by_a_control_listing(env: Env, kns: KnsSimulator) -> None:
+@pytest.mark.parametrize("style", ["no_content", "zero"])
+async def test_a_zero_beside_the_throttle_text_is_confirmed_by_a_control_listing(
+    env: Env, kns: KnsSimulator, style: str
+) -> None:
     await warm(env, kns)
-    kns.configure(empty_style="no_content")  # a real zero in the bare form one scraper captured
+    kns.configure(empty_style=style)  # the bare shell one scraper captured, or 共找到 0 条结果 beside it
     job = await run(env, lambda op: env.site.grid(op, NOTHING, 1))
     assert job.record.status == "completed", job.record.errors
     assert (job.record.result["total"], job.record.result["exhausted"]) == (0, True)
     assert job.record.result["zero"] == "control"
-    assert [subject_of(p) for p in grid_posts(kns)] == ["没有这样的题名", "没有这样的题名", "研究"]
+    assert [subject_of(p) for p in grid_posts(kns)] == ["没有这样的题名", "研究"]
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_a_zero_the_page_states_needs_no_second_look(env: Env, kns: KnsSimulator) -> None:
+async def test_one_control_answer_stands_for_a_burst_of_zeros(env: Env, kns: KnsSimulator) -> None:
+    env.site.listings.forget()  # no control answer from an earlier test
     await warm(env, kns)
+    titles = [f"没有这样的题名{n}" for n in range(5)]
+    env.site.listings.control_reuse = 60.0
+
+    async def zeros(op: OperationContext) -> list[GridPage]:
+        return [await env.site.grid(op, GridQuery(compile_expression({"field": "title", "value": t})), 1) for t in titles]
+
+    try:
+        job = await run(env, zeros)
+    finally:
+        env.site.listings.control_reuse = 0.0
+    assert job.record.status == "completed", job.record.errors
+    assert [page["zero"] for page in job.record.result] == ["control"] * 5
+    assert [subject_of(p) for p in grid_posts(kns)] == [titles[0], "研究", *titles[1:]]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_zero_the_page_states_without_the_throttle_text_needs_no_second_look(env: Env, kns: KnsSimulator) -> None:
+    await warm(env, kns)
+    kns.configure(empty_style="not_found")  # 未检索到相关文献
     job = await run(env, lambda op: env.site.grid(op, NOTHING, 1))
     assert job.record.result["zero"] == "stated"
     assert job.record.requests == 1
@@ -286,6 +312,24 @@ async def test_throttling_from_page_3_is_waited_out_and_the_listing_completes(en
 
 
 @pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("style", ["zero", "not_found"])
+async def test_a_zero_on_page_2_whatever_it_says_is_waited_out(env: Env, kns: KnsSimulator, style: str) -> None:
+    query = GridQuery(compile_expression({"field": "subject", "value": "研究"}))
+    await warm(env, kns)
+    kns.fault("grid", "empty", empty_style=style, min_page=2, times=1)  # 共找到 0 条结果 + shell, or 未检索到
+
+    async def pages(op: OperationContext) -> list[GridPage]:
+        return [await env.site.grid(op, query, page) for page in (1, 2)]
+
+    job = await run(env, pages)
+    assert job.record.status == "completed", job.record.errors
+    first, second = job.record.result
+    assert (len(first["rows"]), len(second["rows"])) == (50, 50)
+    assert second["total"] == first["total"] > 100 and not second["exhausted"]
+    assert [p.form["pageNum"] for p in grid_posts(kns)] == ["1", "2", "2"]  # no control listing on page 2
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_throttling_that_outlasts_the_waits_is_temporary_never_zero(env: Env, kns: KnsSimulator) -> None:
     await warm(env, kns)
     kns.fault("grid", "empty")  # the control listing gets the shell too: the site is throttling
@@ -296,7 +340,7 @@ async def test_throttling_that_outlasts_the_waits_is_temporary_never_zero(env: E
     assert error.code == "SITE_TEMPORARILY_EMPTY"
     assert error.retryable
     assert error.details["waited_seconds"] == round(sum(SHORT_WAITS))
-    assert job.record.requests == 4 + 3  # the page four times, a control listing after each wait
+    assert job.record.requests == 4 + 4  # the page four times, a control listing after each shell
     assert len(set(env.store.diagnostics_dir.glob("grid-empty-*.html")) - before) == 1
 
 

@@ -144,9 +144,9 @@ def test_grid_no_content_variants() -> None:
     empty, rejected = [line for line in sample("azazo1-brief-grid-no-content.trimmed.html").splitlines() if line.startswith("<div")]
     temporary = error_of(parse_grid, empty, GRID_URL)
     assert temporary.code == "SITE_TEMPORARILY_EMPTY" and temporary.retryable
-    assert temporary.details == {"preview": "抱歉，暂无数据，请稍后重试。", "no_content": True}
+    assert temporary.details == {"preview": "抱歉，暂无数据，请稍后重试。", "shell": True}
     busy = error_of(parse_grid, "<div><p>服务繁忙，请稍后重试</p></div>", GRID_URL)
-    assert busy.details["no_content"] is False
+    assert busy.details["shell"] is False
     refused = error_of(parse_grid, rejected, GRID_URL)
     assert refused.code == "QUERY_REJECTED"
     assert "查询对象结构错误" in refused.message and refused.details["reason"] == "查询对象结构错误, 没有指定检索分类！"
@@ -161,11 +161,24 @@ def test_grid_refusal_in_a_plain_hidden_input(reason: str) -> None:
 
 
 def test_grid_zero_stated_by_the_page() -> None:
-    counted = parse_grid('<div><span class="pagerTitleCell">共找到<em>0</em>条结果</span>'
-                         '<p class="no-content" value="">抱歉，暂无数据，请稍后重试。</p></div>', GRID_URL)
+    counted = parse_grid('<div><span class="pagerTitleCell">共找到<em>0</em>条结果</span><p>暂无数据</p></div>', GRID_URL)
     not_found = parse_grid('<div class="no-content-box"><p class="no-content" value="">未检索到相关文献</p></div>', GRID_URL)
     assert (counted.total, counted.exhausted, counted.zero) == (0, True, "stated")
     assert (not_found.total, not_found.exhausted, not_found.zero) == (0, True, "stated")
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<div><span class="pagerTitleCell">共找到<em>0</em>条结果</span>'
+        '<p class="no-content" value="">抱歉，暂无数据，请稍后重试。</p></div>',
+        '<div><span class="pagerTitleCell">共找到<em>0</em>条结果</span><p>系统繁忙</p></div>',
+        '<div class="no-content-box"><p>未检索到相关文献，请稍后再试</p></div>',
+    ],
+)
+def test_a_zero_beside_the_throttle_text_is_a_shell_for_the_listing_to_judge(html: str) -> None:
+    shell = error_of(parse_grid, html, GRID_URL)
+    assert (shell.code, shell.details["shell"]) == ("SITE_TEMPORARILY_EMPTY", True)
 
 
 def test_grid_echo_of_the_query_and_sort_marker() -> None:
@@ -226,10 +239,14 @@ def test_grid_last_page_is_exhausted() -> None:
     assert parse_grid(html, GRID_URL).exhausted
 
 
-@pytest.mark.parametrize("name", ["grid-zero.html", "grid-zero-total.html"])
-def test_grid_genuine_zero_results(name: str) -> None:
-    grid = parse_grid(page(name), GRID_URL)
+def test_grid_genuine_zero_results() -> None:
+    grid = parse_grid(page("grid-zero.html"), GRID_URL)
     assert grid.rows == [] and grid.total == 0 and grid.exhausted
+
+
+def test_grid_zero_total_beside_the_shell_is_unconfirmed() -> None:
+    shell = error_of(parse_grid, page("grid-zero-total.html"), GRID_URL)
+    assert (shell.code, shell.details["shell"]) == ("SITE_TEMPORARILY_EMPTY", True)
 
 
 def test_grid_empty_preview_is_capped() -> None:

@@ -46,8 +46,8 @@ async def test_twenty_five_titles_take_three_title_requests_and_one_detail_each(
     reply = await call_tool(app, "check_references", {"references": references})
 
     assert reply["status"] == "completed"
-    assert reply["result"]["summary"] == {"total": 25, "verified": 25, "differs": 0, "not_found": 0, "ambiguous": 0,
-                                          "unparsed": 0, "unchecked": 0}
+    assert reply["result"]["summary"] == {"total": 25, "lines": 0, "verified": 25, "differs": 0, "not_found": 0,
+                                          "ambiguous": 0, "unparsed": 0, "unchecked": 0}
     assert dict(site.counts) == {"locate": 3, "detail": 25}
     assert reply["requests"] == 28
 
@@ -94,3 +94,17 @@ async def test_a_list_without_any_title_never_reaches_cnki(app: App, site: FakeS
     assert (reply["status"], reply["requests"], site.log, [e["status"] for e in reply["result"]["entries"]]) == (
         "completed", 0, [], ["unparsed", "unparsed"]
     )
+
+
+async def test_a_pasted_list_says_how_many_entries_it_read_from_how_many_lines(app: App, site: FakeSite) -> None:
+    first, second = line(5), line(6)
+    cut = first.index(", ") + 2
+    text = f"参考文献\n[1] {first[:cut]}\n{first[cut:]}\n\n见第三章\n{second}\n"
+
+    reply = await call_tool(app, "check_references", {"text": text})
+
+    result = reply["result"]
+    assert [(e["input"], e["status"]) for e in result["entries"]] == [
+        (f"[1] {first}", "verified"), ("见第三章", "unparsed"), (second, "verified")
+    ]
+    assert (result["summary"]["total"], result["summary"]["lines"]) == (3, 4)

@@ -309,6 +309,22 @@ async def test_a_listing_stopped_by_throttling_is_said_and_a_continue_finishes_i
     assert [c["pages"] for c in second["result"]["coverage"]] == [3, 3, 3]
 
 
+async def test_page_ones_total_stands_when_a_later_page_states_another(
+    jobs: Jobs, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = FakeSite()
+    listed = site.grid
+
+    async def restated(op: OperationContext, query: Any, page: int) -> Any:
+        answer = await listed(op, query, page)
+        return msgspec.structs.replace(answer, total=7) if page > 1 else answer
+
+    monkeypatch.setattr(site, "grid", restated)
+    view, _ = await run_search(jobs, store, site, search_request(max_pages=2, metadata="basic"))
+    coverage = view["result"]["coverage"]
+    assert [(c["pages"], c["rows"], c["total"], c["exhausted"]) for c in coverage] == [(2, 40, 120, False)] * 3
+
+
 async def test_year_filter_positions_and_rows(jobs: Jobs, store: Store) -> None:
     site = FakeSite()
     request = search_request(max_pages=1, metadata="basic", year_from=2023, year_to=2025)

@@ -123,8 +123,8 @@ CATALOGUE: dict[str, Code] = {
         "知网页面的结构与预期不符（可能是知网改版）；请运行 cnki-mcp doctor --report，把生成的报告附在 issue 中。"
     ),
     "SITE_TEMPORARILY_EMPTY": Code(
-        "知网暂时只返回空白结果（通常是访问过于频繁被限流）；这不代表没有文献。请稍后用 operation_control 的 continue 继续，"
-        "或调大 CNKI_REQUEST_INTERVAL_MS。",
+        "知网暂时只返回空白结果（通常是访问过于频繁被限流）；这不代表没有文献。请稍后用 operation_control 的 continue 继续"
+        "（检索任务）或再调用一次原工具，或调大 CNKI_REQUEST_INTERVAL_MS。",
         True,
     ),
     "QUERY_REJECTED": Code("知网拒绝了这次检索（检索条件的结构或长度不被接受）；请简化检索条件后重试。"),

@@ -643,7 +643,8 @@ class CheckedReference(msgspec.Struct, omit_defaults=True, kw_only=True):
 
 
 class CheckSummary(msgspec.Struct, kw_only=True):
-    total: int
+    total: int  # the entries read (from ``text``) or given (``references``), each checked once
+    lines: int = 0  # the lines of ``text`` they were read from (wrapped lines joined); 0 for ``references``
     verified: int = 0
     differs: int = 0
     not_found: int = 0

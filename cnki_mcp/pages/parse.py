@@ -31,6 +31,15 @@ from cnki_mcp.core.model import (
     Quality,
     TierEvidence,
 )
+from cnki_mcp.core.redact import is_secret_key
+from cnki_mcp.core.text import (
+    clean,
+    normalize,
+    source_key,
+    strip_source_tail,
+    trim,
+    unique_strings,
+)
 from cnki_mcp.pages.markup import (
     first_match,
     input_value,
@@ -45,15 +54,6 @@ from cnki_mcp.pages.markup import (
     split_values,
     text_of,
     text_without,
-)
-from cnki_mcp.core.redact import is_secret_key
-from cnki_mcp.core.text import (
-    clean,
-    normalize,
-    source_key,
-    strip_source_tail,
-    trim,
-    unique_strings,
 )
 
 log = logging.getLogger(__name__)
@@ -187,6 +187,8 @@ def _identifiers(scope: lxml.html.HtmlElement, locator: str) -> dict[str, str]:
 
 _ZERO_RESULT = re.compile(r"未找到|没有找到|未检索到|暂无.{0,6}结果")
 TEMPORARY_EMPTY = re.compile(r"暂无数据|稍后重试|服务繁忙")
+# Words of a throttled site: an empty answer that carries them is no zero by itself, whatever count it shows.
+THROTTLE_TEXT = re.compile(r"稍后|繁忙")
 _GRID_REFUSAL = re.compile(r"查询对象结构错误|参数校验|起始游标越界|没有指定检索分类|检索表达式.{0,6}错误")
 _TOTAL_TEXT = re.compile(r"(?:共找到|找到)\s*([\d,]+(?:\.\d+)?万?)\s*条")
 _PAGE_MARK = re.compile(r"(\d+)\s*/\s*(\d+)")
@@ -374,10 +376,11 @@ def _sort_shown(root: lxml.html.HtmlElement) -> str:
 def parse_grid(html: str, base_url: str) -> GridPage:
     """Rows and pager of a brief/grid answer (or of the rendered result page around it).
 
-    An empty answer is a zero only when the page says so (a count of 0, 未检索到…); the bare
-    ``p.no-content`` shell (抱歉，暂无数据，请稍后重试) is SITE_TEMPORARILY_EMPTY with
-    ``details.no_content``: CNKI answers both a real zero and throttling with it, and the site layer
-    decides which from the listing and a control query. A refusal is QUERY_REJECTED.
+    An empty answer is a zero only when the page says so (a count of 0, 未检索到…) without the
+    throttle text (稍后, 繁忙). The bare ``p.no-content`` shell (抱歉，暂无数据，请稍后重试), also beside
+    a toolbar 共找到 0 条结果, is SITE_TEMPORARILY_EMPTY with ``details.shell``: CNKI answers both a
+    real zero and throttling with it, and the listing decides which from the page number and a
+    control query. A refusal is QUERY_REJECTED.
     """
     root = load_page(html)
     rows = [_with_ref(paper) for tr in _grid_rows(root) if (paper := _grid_row(tr, base_url)) is not None]
@@ -394,18 +397,21 @@ def parse_grid(html: str, base_url: str) -> GridPage:
     zero = ""
     if not rows:
         kind, reason = empty_kind(root)
-        preview = page_text(root)[:EMPTY_PREVIEW_CHARS]
+        text = page_text(root)
+        preview = text[:EMPTY_PREVIEW_CHARS]
         if kind == "rejected":
             raise CnkiError(
                 "QUERY_REJECTED", f"知网拒绝了这次检索：{reason}", details={"reason": reason, "preview": preview}
             )
-        if total != 0 and kind == "temporary":
+        stated = total == 0 or kind == "zero"
+        shell = (kind == "temporary" and bool(root.cssselect("p.no-content")) and not stated) or (
+            stated and bool(THROTTLE_TEXT.search(text))
+        )
+        if shell or (total != 0 and kind == "temporary"):
             raise CnkiError(
-                "SITE_TEMPORARILY_EMPTY",
-                f"知网暂时没有返回数据：{preview}",
-                details={"preview": preview, "no_content": bool(root.cssselect("p.no-content"))},
+                "SITE_TEMPORARILY_EMPTY", f"知网暂时没有返回数据：{preview}", details={"preview": preview, "shell": shell}
             )
-        if total != 0 and kind != "zero":
+        if not stated:
             raise CnkiError(
                 "PARSER_UNSUPPORTED", f"检索结果页结构不受支持：{preview}", details={"preview": preview}
             )

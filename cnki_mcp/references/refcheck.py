@@ -13,10 +13,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from cnki_mcp.references.citations import prose_entries
-from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.core.hanzi import has_han, simplified
-from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.core.model import (
     CheckedReference,
     CheckResult,
@@ -26,8 +23,11 @@ from cnki_mcp.core.model import (
     Problem,
     ReferenceCandidate,
 )
+from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.references.citations import prose_entries
 from cnki_mcp.references.refcompare import TRANSLATED, choose, differences, match_key, not_compared, title_relation
-from cnki_mcp.references.reflist import Entry, read_entry
+from cnki_mcp.references.reflist import Entry, line_count, read_entry
+from cnki_mcp.research.enrich import Enrichment
 
 # A search phrase longer than this is cut (CNKI refuses values over 120 characters).
 PHRASE_MAX_CHARS = 100
@@ -106,15 +106,18 @@ def _unchecked(index: int, entry: Entry, problem: Problem) -> CheckedReference:
     )
 
 
-def summarize(entries: Sequence[CheckedReference]) -> CheckSummary:
-    summary = CheckSummary(total=len(entries))
+def summarize(entries: Sequence[CheckedReference], lines: int = 0) -> CheckSummary:
+    summary = CheckSummary(total=len(entries), lines=lines)
     for entry in entries:
         setattr(summary, entry.status, getattr(summary, entry.status) + 1)
     return summary
 
 
-async def check(op: OperationContext, engine: Enrichment, texts: Sequence[str], style: str) -> CheckResult:
-    """Every entry of ``texts`` checked against CNKI, in order; per-entry failures never fail the others."""
+async def check(
+    op: OperationContext, engine: Enrichment, texts: Sequence[str], style: str, pasted: str = ""
+) -> CheckResult:
+    """Every entry of ``texts`` checked against CNKI, in order; per-entry failures never fail the others.
+    ``pasted``: the list ``texts`` were read from, if any (the summary counts its lines)."""
     op.stage("parse")
     entries = [read_entry(text) for text in texts]
     phrases = {i: search_phrase(entry.parsed.title) for i, entry in enumerate(entries) if not entry.why}
@@ -157,7 +160,7 @@ async def check(op: OperationContext, engine: Enrichment, texts: Sequence[str], 
                     index=index, input=entry.text, status="not_found", parsed=parsed, message=not_found_message(parsed)
                 )
             )
-    return CheckResult(style=style, entries=results, summary=summarize(results))
+    return CheckResult(style=style, entries=results, summary=summarize(results, line_count(pasted)))
 
 
 async def _lookup(

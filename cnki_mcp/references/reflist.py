@@ -1,11 +1,13 @@
 """Reference lists as people paste them: split into entries, and each entry read into its fields.
 
-Entries are numbered (``[1]``, ``1.``, ``（1）``) or not (one a line, or one a paragraph when blank lines
-separate them); a heading such as 参考文献 / References is not an entry. Each entry is read in the
-first of these shapes that fits: GB/T 7714 (numeric or author-date, with its ``[J]`` type code), APA
-(``(2021).`` after the names), Chicago author-date and MLA (a quoted title), Vancouver (``2021;15(3):``),
-then loose lines (《题名》, or a bare title). Full-width punctuation reads as half-width; the title keeps
-the characters the entry wrote. Pure functions; nothing here knows CNKI.
+A line that is a whole reference is an entry, numbered (``[1]``, ``1.``, ``1、``, ``（1）``, ``(1)``) or not,
+in any mix; a blank line ends an entry; a wrapped line is joined back only when it cannot stand alone; a
+stray line is an entry of its own (read as having no title); a heading such as 参考文献 / References is not
+an entry. Each entry is read in the first of these shapes that fits: GB/T 7714 (numeric or author-date,
+with its ``[J]`` type code), APA (``(2021).`` after the names), Chicago author-date and MLA (a quoted
+title), Vancouver (``2021;15(3):``), then loose lines (《题名》, or a bare title). Full-width punctuation
+reads as half-width; the title keeps the characters the entry wrote. Pure functions; nothing here knows
+CNKI.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ _HALF_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000:
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\uff5e~"), "-")
 
 _NUMBER = re.compile(r"^\s*(?:\[\s*\d{1,3}\s*\]|\(\s*\d{1,3}\s*\)|\d{1,3}\s*[.、)]\s*(?=\S)(?!\d))\s*")
-_HEADING = re.compile(r"^\s*(?:参考文献|参考资料|引用文献|主要参考文献|references|bibliography|works cited)\s*[:：]?\s*$", re.I)
+_BRACKET_NUMBER = re.compile(r"^\s*\[\s*\d{1,3}\s*\]")
+_HEADING = re.compile(
+    r"^\s*(?:(?:主要|中文|英文|外文)?(?:参考文献|参考资料|引用文献)|(?:中文|英文|外文)文献|references|bibliography|works cited)\s*[:：]?\s*$", re.I
+)
 _SAME_AS_ABOVE = re.compile(r"^\s*(?:同上|同前|ibid\.?|id\.?)(?:[\s,，.。:：;；]|$)", re.I)
 _URL = re.compile(r"https?://\S+")
 _DOI = re.compile(r"(?:doi\s*[:：]?\s*|https?://(?:dx\.)?doi\.org/)?(10\.\d{4,9}/[^\s,;，；]+)", re.I)
@@ -39,14 +44,31 @@ _SERIAL = re.compile(
 _PAGES = re.compile(r"(?:pp?\.\s*)?([A-Za-z]?\d+(?:\s*-\s*[A-Za-z]?\d+)?)")
 _MIN_TITLE_HAN = 4
 _MIN_TITLE_WORDS = 2
-_QUOTED = re.compile(r"[“\"](?P<title>.+?)[”\"]")
+# No opening quote inside: each quote is tried up to the next one, so a search is linear in the entry.
+_QUOTED = re.compile(r"[“\"](?P<title>[^“”\"]+)[”\"]")
 _BOOK_TITLE = re.compile(r"《(?P<title>[^《》]+(?:《[^《》]*》[^《》]*)*)》")
-_APA = re.compile(rf"^(?P<authors>.*?)\s*\((?P<year>{_YEAR}|n\.\s*d\.)[a-z]?(?:,[^)]*)?\)\s*\.?\s*(?P<rest>.+)$")
+# The date's tail (", May 3") is bounded and holds no parenthesis, so each "(" is tried in constant time:
+# the match is linear in the entry ("(2020," repeated took quadratic time).
+_APA = re.compile(rf"^(?P<authors>.*?)\s*\((?P<year>{_YEAR}|n\.\s*d\.)[a-z]?(?:,[^()]{{0,40}})?\)\s*\.?\s*(?P<rest>.+)$")
 _CHICAGO = re.compile(rf"^(?P<authors>.+?)\.\s+(?P<year>{_YEAR})[a-z]?\.\s+(?P<rest>[“\"].+)$")
 _VANCOUVER_TAIL = re.compile(
     rf"(?P<year>{_YEAR})(?:\s+[A-Z][a-z]{{2}}(?:\s+\d{{1,2}})?)?\s*;\s*(?P<volume>[0-9A-Za-z]*)"
     r"\s*(?:\((?P<issue>[^()]+)\))?\s*(?::\s*(?P<pages>[\w\-]+))?"
 )
+# Splitting: an entry cut here, before more follows (a comma, a colon, a hyphen, an opening mark, "and").
+_OPEN_END = re.compile(r"(?:[,、:;\-&(\[《“/]|\b(?:and|of|the|for|in|on|to|with|a|an))\s*$", re.I)
+# ... a line that starts as no reference does: a type code, a closing mark or a separator, "//".
+_TAIL_START = re.compile(rf"^(?:{_TYPE_CODE.pattern}|//|[)\]》”’,.:;])", re.I)
+# ... a line that starts with where and when (2021, 39(3): / 12-25 / pp. / vol. / no.).
+_SERIAL_START = re.compile(r"^(?:\d{1,4}\s*(?:[,;:(\-]|$)|\(\s*\d|(?:pp?|vol|no)\.\s*\d)", re.I)
+_LINK_START = re.compile(r"^(?:doi\b|https?://|www\.)", re.I)
+_WIDE_PUNCTUATION = frozenset("，、：；。（）《》“”【】")
+# Splitting never joins more than this into one entry: no reference is this long, and it keeps splitting
+# linear in the input (each line is read once alone, and an entry at most once for each line it takes).
+_MAX_ENTRY_CHARS = 2000
+_MAX_ENTRY_LINES = 12
+# How much of an entry's end the rules about its end look at.
+_ENDING_CHARS = 16
 # The most entries one check_references call takes.
 MAX_ENTRIES = 200
 # A line with no other structure is taken as a bare title only from this length on (见第三章 is not one).
@@ -65,37 +87,115 @@ class Entry:
 # --- splitting -------------------------------------------------------------------------------------
 
 
-def split_entries(text: str) -> list[str]:
-    """The entries of a pasted list, in order: numbered ones (continuation lines joined), else one a
-    paragraph when blank lines separate multi-line entries, else one a line. Headings are dropped."""
-    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
-    lines = [line for line in lines if not _HEADING.match(line)]
-    numbered = [i for i, line in enumerate(lines) if _numbered(line)]
-    if numbered and len(numbered) >= max(1, len([line for line in lines if line.strip()]) // 2):
-        entries: list[str] = []
-        for line in lines:
-            if not line.strip():
-                continue
-            if _numbered(line) or not entries:
-                entries.append(line.strip())
-            else:
-                entries[-1] = _joined(entries[-1], line.strip())
-        return entries
-    paragraphs = [p for p in re.split(r"\n\s*\n", "\n".join(lines)) if p.strip()]
-    if len(paragraphs) > 1 and any("\n" in p.strip() for p in paragraphs):
-        return [" ".join(line.strip() for line in p.strip().split("\n")) for p in paragraphs]
-    return [line.strip() for line in lines if line.strip()]
+@dataclass
+class _Open:
+    """The entry being read: its text and, once asked for, what it reads as."""
+
+    text: str
+    lines: int = 1
+    _entry: Entry | None = None
+
+    @property
+    def entry(self) -> Entry:
+        if self._entry is None:
+            self._entry = read_entry(self.text)
+        return self._entry
+
+
+def listed_lines(text: str) -> list[str]:
+    """The lines of a pasted list, line ends of every system read alike, headings dropped (blank lines kept:
+    they separate entries)."""
+    lines = [line.strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    return [line for line in lines if not _HEADING.match(line)]
+
+
+def line_count(text: str) -> int:
+    """The lines of a pasted list that entries are read from (neither blank nor a heading)."""
+    return sum(1 for line in listed_lines(text) if line)
+
+
+def split_entries(text: str, limit: int | None = None) -> list[str]:
+    """The entries of a pasted list, in order.
+
+    A line that is a whole reference is an entry of its own, numbered (``[1]``, ``1.``, ``1、``, ``（1）``,
+    ``(1)``) or not, in any mix; a blank line ends an entry; a line continues the entry before it only when
+    it cannot stand alone and something says it belongs there (see ``_continues``). Anything else, a stray
+    line in the middle included, is an entry of its own, never merged into its neighbours. With ``limit``,
+    reading stops at the entry after the limit (a list too long to take is not read to its end).
+    """
+    entries: list[_Open] = []
+    after_blank = True
+    for line in listed_lines(text):
+        if not line:
+            after_blank = True
+            continue
+        item = _Open(line)
+        if not after_blank and entries and _continues(entries[-1], item):
+            entries[-1] = _Open(_joined(entries[-1].text, line), entries[-1].lines + 1)
+        elif limit is not None and len(entries) > limit:
+            break
+        else:
+            entries.append(item)
+        after_blank = False
+    return [entry.text for entry in entries]
+
+
+def _whole(entry: Entry) -> bool:
+    """Whether an entry reads as a complete reference: a title, a year, names and where it appeared (a type
+    code alone is not enough: "陈明, 2020. 题名[J]." still waits for its journal)."""
+    parsed = entry.parsed
+    return not entry.why and bool(parsed.year and parsed.authors and parsed.source)
+
+
+def _continues(head: _Open, line: _Open) -> bool:
+    """Whether ``line`` is the wrapped rest of ``head``. Never when the line is a whole reference or starts
+    with a bracketed number; otherwise when ``head`` is cut mid-sentence, when the line starts as no
+    reference does (a type code, a closing mark, a lower-case word, where and when: ``2021, 39(3):``, a DOI),
+    or when it gives what ``head`` lacks (a year, a source, a type code) without names of its own. Each
+    text is read at most once, and only when a rule needs it."""
+    if (
+        head.lines >= _MAX_ENTRY_LINES
+        or len(head.text) + len(line.text) > _MAX_ENTRY_CHARS
+        or _BRACKET_NUMBER.match(line.text.translate(_HALF_WIDTH))
+    ):
+        return False
+    read = line.text.translate(_HALF_WIDTH).translate(_DASHES)
+    ending = head.text[-_ENDING_CHARS:].translate(_HALF_WIDTH).translate(_DASHES)
+    if _whole(line.entry):
+        # "[1] 王利明, 陈晓红," or "van Dijk," is a list of names cut short: even a whole line is its rest.
+        return bool(re.search(r"[^\W\d_][,、;&]\s*$", ending)) and not _whole(head.entry)
+    if _OPEN_END.search(ending) or _TAIL_START.match(read):
+        return True
+    if _numbered(line.text) or re.fullmatch(r"\d{1,4}", read):
+        # A number alone is a page number left by a copy, not a wrap.
+        return False
+    if _LINK_START.match(read):
+        return not (head.entry.parsed.doi or _URL.search(head.text))
+    if re.match(r"[a-z]", read) or _SERIAL_START.match(read):
+        return not (ending.endswith((".", "?", "!")) and _whole(head.entry))
+    if not _whole(head.entry):
+        if line.entry.parsed.authors:
+            return False
+        joined = read_entry(_joined(head.text, line.text)).parsed
+        return any(getattr(joined, name) and not getattr(head.entry.parsed, name) for name in ("year", "source", "type_code"))
+    # A whole entry that stops on a letter was cut inside a word group ("Law / Review, 39(3), 12-25.").
+    return bool(re.search(r"[A-Za-z]$", ending))
 
 
 def _numbered(line: str) -> int:
-    """The length of the entry number (``[1]``, ``1.``, ``（1）``, ``［１］``, ``【1】``) at the start of ``line``, or 0."""
+    """The length of the entry number (``[1]``, ``1.``, ``1、``, ``（1）``, ``［１］``, ``【1】``) at the start of
+    ``line``, or 0."""
     found = _NUMBER.match(line.translate(_HALF_WIDTH))
     return found.end() if found else 0
 
 
 def _joined(head: str, tail: str) -> str:
-    """A wrapped line joined back: no space between Han characters (or after a hyphen)."""
-    if (head[-1:] and has_han(head[-1]) and has_han(tail[:1])) or head.endswith("-"):
+    """A wrapped line joined back: no space between Han characters, beside full-width punctuation or a type
+    code after Han, or after a hyphen."""
+    last, first = head[-1:], tail[:1]
+    if head.endswith("-") or (
+        (has_han(last) or last in _WIDE_PUNCTUATION) and (has_han(first) or first in _WIDE_PUNCTUATION or _TYPE_CODE.match(tail))
+    ):
         return head + tail
     return f"{head} {tail}"
 

@@ -404,10 +404,11 @@ class Research:
             hits = state.hits.setdefault(ref, [])
             if not any(hit.channel == channel.name for hit in hits):
                 hits.append(Hit(channel=channel.name, position=coverage.rows + index + 1, weight=channel.weight))
+        # Page 1's total stands (a later page never lowers the promise); one that states none takes the next.
+        if grid.total is not None and (coverage.pages == 0 or coverage.total is None):
+            coverage.total = grid.total
         coverage.pages += 1
         coverage.rows += len(grid.rows)
-        if grid.total is not None:  # a page that does not state the total keeps the one stated before
-            coverage.total = grid.total
         coverage.exhausted = grid.exhausted
         coverage.zero = grid.zero
 

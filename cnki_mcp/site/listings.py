@@ -6,8 +6,9 @@ page's own request, whatever fields it carries), its QueryJson rewritten for eac
 sort. Pages after the first carry the paging cursor (``#hidTurnPage``) and the ``Products``/``View``
 that page 1's answer echoed, as the result page's own script does.
 
-CNKI's bare empty shell (抱歉，暂无数据，请稍后重试) answers both a real zero and throttling: on page 2 or
-later it is never the end of a listing; on page 1 a control listing decides (``page``). A refusal is
+CNKI's empty shell (抱歉，暂无数据，请稍后重试, bare or beside a toolbar 共找到 0 条结果) answers both a real
+zero and throttling: on page 2 or later no empty answer, whatever it says, is the end of a listing; on
+page 1 a control listing decides, its answer reused for a minute (``page``). A refusal is
 QUERY_REJECTED; a sort the page does not mark as active is asked again the way its sort links ask,
 then SORT_NOT_APPLIED; the grid's challenges (an in-page vericode form, a redirect, or the JSON
 ``{"code":-403,"message":"…/verify/home?…"}``) go to the person and page 1 is then asked again as a
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -31,7 +33,6 @@ from cnki_mcp.core.identity import fingerprint
 from cnki_mcp.core.model import Paper
 from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.core.text import title_key
-from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.pages.page_state import challenge_url, classify_response
 from cnki_mcp.pages.parse import GridPage, is_site_url, parse_grid
 from cnki_mcp.site.grid_query import (
@@ -49,6 +50,7 @@ from cnki_mcp.site.grid_query import (
     with_site_echo,
 )
 from cnki_mcp.site.human import refuse_if_skipping
+from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.page_actions import js_call
 
 if TYPE_CHECKING:
@@ -68,6 +70,8 @@ PAUSE_POLL = 0.5
 WAIT_MARGIN_SECONDS = 5.0
 # A listing CNKI always fills: rows there prove that an empty page 1 is a real zero.
 CONTROL_EXPRESSION = {"field": "subject", "value": "研究"}
+# How long the control's rows stand for the site answering: a burst of real zeros costs one control a minute.
+CONTROL_REUSE_SECONDS = 60.0
 
 _CHALLENGE_CODES = frozenset({"VERIFICATION_REQUIRED", "LOGIN_REQUIRED"})
 _BACKOFF_CODES = frozenset({"RATE_LIMITED", "SITE_UNAVAILABLE"})
@@ -84,11 +88,11 @@ class _Listing(msgspec.Struct):
 
 
 class _EmptyShell(Exception):
-    """The grid answered with the bare ``p.no-content`` shell; body and URL are kept for a snapshot."""
+    """The grid answered with no rows in a way that may be throttling (the shell on page 1, anything empty
+    on a later page); body and URL are kept for a snapshot."""
 
-    def __init__(self, error: CnkiError, body: str, url: str) -> None:
-        super().__init__(error.message)
-        self.error = error
+    def __init__(self, body: str, url: str) -> None:
+        super().__init__("empty grid answer")
         self.body = body
         self.url = url
 
@@ -258,9 +262,12 @@ class Listings:
     def __init__(self, site: Site) -> None:
         self.site = site
         self.empty_waits = EMPTY_WAITS
+        self.control_reuse = CONTROL_REUSE_SECONDS
         self._template: _Template | None = None
         self._template_lock = asyncio.Lock()
         self._listings: dict[str, _Listing] = {}
+        self._control_lock = asyncio.Lock()
+        self._control_answered: float | None = None  # monotonic time of the control's last rows
         self.last_answer: tuple[str, str] = ("", "")  # the latest grid answer (text, URL), for the field check
 
     def forget_template(self) -> None:
@@ -271,6 +278,7 @@ class Listings:
         """A new browser: neither the template nor any cursor is valid any more."""
         self._template = None
         self._listings.clear()
+        self._control_answered = None
 
     @property
     def template_lock(self) -> asyncio.Lock:
@@ -370,13 +378,14 @@ class Listings:
         )
 
     async def _grid_page(self, op: SiteOperation, query: GridQuery, page: int, key: str) -> GridPage:
-        """One page, with CNKI's bare empty shell (抱歉，暂无数据，请稍后重试) told apart from a real zero.
+        """One page, with CNKI's empty shell (抱歉，暂无数据，请稍后重试) told apart from a real zero.
 
-        The site answers both a real zero and throttling with that shell. On page 2 or later it is never
-        the end of a listing whose earlier pages had rows: ask again after growing waits. On page 1 ask
-        again after a wait; when the shell is still there, a control listing decides: rows there mean the
-        site is answering and the zero is real, the shell there too means throttling, so keep waiting.
-        When the waits, the operation's time or its requests run out: SITE_TEMPORARILY_EMPTY.
+        The site answers both a real zero and throttling with that shell, also beside a toolbar 共找到 0
+        条结果. On page 2 or later no empty answer is the end of a listing whose earlier pages had rows:
+        ask again after growing waits. On page 1 a control listing decides: rows there (asked now, or
+        within the last minute with no throttling seen since) mean the site is answering and the zero is
+        real; the shell there too means throttling, so wait and ask again. When the waits, the operation's
+        time or its requests run out: SITE_TEMPORARILY_EMPTY.
         """
         waits = list(self.empty_waits)
         waited = 0.0
@@ -384,8 +393,9 @@ class Listings:
             try:
                 return await self._grid_request(op, query, page, key)
             except _EmptyShell as shell:
-                if page == 1 and waited and await self._site_answers(op):
+                if page == 1 and await self._site_answers(op):
                     return GridPage(rows=[], total=0, exhausted=True, zero="control")
+                self._throttled()
                 if not waits or not _can_wait(op, waits[0]):
                     raise await self._still_empty(shell, page, waited) from None
             wait = waits.pop(0)
@@ -393,13 +403,25 @@ class Listings:
             waited += wait
 
     async def _site_answers(self, op: SiteOperation) -> bool:
-        """Whether CNKI lists rows for a query that always has some (the control of an empty page 1)."""
-        query = GridQuery(branches=compile_expression(CONTROL_EXPRESSION))
-        try:
-            control = await self._grid_request(op, query, 1, query_key(query))
-        except _EmptyShell:
-            return False
-        return bool(control.rows)
+        """Whether CNKI lists rows for a query that always has some (the control of an empty page 1).
+
+        One control answer stands for ``control_reuse`` seconds; listings asking at once share one request.
+        """
+        async with self._control_lock:
+            answered = self._control_answered
+            if answered is not None and time.monotonic() - answered < self.control_reuse:
+                return True
+            query = GridQuery(branches=compile_expression(CONTROL_EXPRESSION))
+            try:
+                control = await self._grid_request(op, query, 1, query_key(query))
+            except _EmptyShell:
+                control = GridPage()
+            self._control_answered = time.monotonic() if control.rows else None
+            return bool(control.rows)
+
+    def _throttled(self) -> None:
+        """The site was seen throttling: an earlier control answer no longer says it is answering."""
+        self._control_answered = None
 
     async def _pause(self, op: SiteOperation, seconds: float, progress: dict[str, Any]) -> None:
         """Wait out a throttled site, shown as its own stage; a cancel ends the wait at once."""
@@ -417,7 +439,8 @@ class Listings:
         return CnkiError(
             "SITE_TEMPORARILY_EMPTY",
             f"知网第 {page} 页在 {waited:.0f} 秒的等待后仍只返回空白结果（抱歉，暂无数据，请稍后重试），"
-            "通常是访问过于频繁被限流，这不代表没有文献；稍后用 operation_control 的 continue 继续即可补上。",
+            "通常是访问过于频繁被限流，这不代表没有文献；稍后即可补上：检索任务用 operation_control 的 continue 继续，"
+            "其他工具再调用一次。",
             details=details,
         )
 
@@ -494,6 +517,7 @@ class Listings:
                     solved = True
                     continue
                 if problem.code in _BACKOFF_CODES:
+                    self._throttled()
                     await self.site.backoff(problem, backoffs)
                     backoffs += 1
                     continue
@@ -502,14 +526,18 @@ class Listings:
                 # A 50-row page takes tens of milliseconds to parse: keep the event loop free meanwhile.
                 parsed = await asyncio.to_thread(parse_grid, result.text, result.url)
             except CnkiError as exc:
-                if exc.code == "SITE_TEMPORARILY_EMPTY" and isinstance(exc.details, dict) and exc.details.get("no_content"):
-                    raise _EmptyShell(exc, result.text, result.url) from None
+                shell = isinstance(exc.details, dict) and bool(exc.details.get("shell"))
+                if exc.code == "SITE_TEMPORARILY_EMPTY" and (shell or page > 1):
+                    raise _EmptyShell(result.text, result.url) from None
                 if exc.code == "SITE_TEMPORARILY_EMPTY" and attempt < GRID_ATTEMPTS - 1:
                     last = exc  # a busy notice of another shape: ask again once more
                     continue
                 if exc.code in _SNAPSHOT_CODES:
                     exc.details = {**(exc.details or {}), "snapshot": await self.site.snapshot("grid", result.text, result.url)}
                 raise
+            if page > 1 and not parsed.rows:
+                # A later page of a listing whose page 1 had rows: even a stated zero here is no end.
+                raise _EmptyShell(result.text, result.url)
             self.site.limiter.fast()
             if page == 1 and parsed.sort_shown and parsed.sort_shown != wanted_sort and not sort_asked:
                 sort_asked = True  # ask the way the page's own sort links do

@@ -449,12 +449,14 @@ def validate_check_references(args: CheckReferencesArgs, raw: dict[str, Any]) ->
             f"参考文献列表最大 512 KB（{TEXT_BYTES_MAX} 字节），收到 {size} 字节；请分批核对。",
             details={"bytes": size},
         )
-    entries = split_entries(text) if text else [item.strip() for item in given]
+    # A pasted list is read only up to the entry past the limit: a longer one is refused all the same.
+    entries = split_entries(text, CHECK_ENTRIES_MAX) if text else [item.strip() for item in given]
     if len(entries) > CHECK_ENTRIES_MAX:
+        received = f"text 中的条目超过 {CHECK_ENTRIES_MAX} 条" if text else f"收到 {len(entries)} 条"
         raise CnkiError(
             "TOO_MANY_ENTRIES",
-            f"一次最多核对 {CHECK_ENTRIES_MAX} 条参考文献，收到 {len(entries)} 条；请分成几次调用，每次不超过 {CHECK_ENTRIES_MAX} 条。",
-            details={"count": len(entries), "limit": CHECK_ENTRIES_MAX},
+            f"一次最多核对 {CHECK_ENTRIES_MAX} 条参考文献，{received}；请分成几次调用，每次不超过 {CHECK_ENTRIES_MAX} 条。",
+            details={"limit": CHECK_ENTRIES_MAX} | ({} if text else {"count": len(entries)}),
         )
     if not entries:
         raise CnkiError("REFERENCES_REQUIRED", "text 中没有找到参考文献条目（只有标题或空行）。", details={"field": "text"})

@@ -202,7 +202,8 @@ register(
     "核对参考文献列表：逐条拆分、识别（GB/T 7714 顺序编码制或著者-出版年制、APA、MLA、Chicago、Vancouver 或随手写的条目，"
     "中英文混排均可），按题名到知网查找，逐项比对年份、页码、作者、题名、来源、卷、期、DOI。每条给出 verified（一致）、"
     "differs（有出入，列出 differences）、not_found（知网没有，这不证明是编造的）、ambiguous（多篇同名，列出 candidates）、"
-    "unparsed（无法识别）之一，并给出按知网记录重写的 corrected 条目。用户要检查论文、AI 草稿或手抄的参考文献时使用。"
+    "unparsed（无法识别）之一，并给出按知网记录重写的 corrected 条目；summary.total 是读出的条目数，summary.lines 是"
+    "它们所在的行数。用户要检查论文、AI 草稿或手抄的参考文献时使用。"
     f"一次最多 {a.CHECK_ENTRIES_MAX} 条。",
     _object(
         {
@@ -213,7 +214,8 @@ register(
                 a.CHECK_STYLES,
             ),
             "text": _string(
-                f"粘贴的参考文献列表（与 references 二选一）：带 [1]、1. 编号或不带编号，一行一条或空行分隔，"
+                f"粘贴的参考文献列表（与 references 二选一）：带 [1]、1.、1、、（1）编号或不带编号（可混用），一行一条或空行分隔，"
+                "折行的条目自动接回，不成条目的行单独列为 unparsed；"
                 f"最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {a.CHECK_ENTRIES_MAX} 条"
             ),
         }

@@ -495,6 +495,7 @@ def grid_fragment(rows: list[Paper], total: int, page_num: int, page_size: int, 
 
 
 def grid_empty(style: str) -> str:
+    """An empty grid answer: a real zero (the scenario's ``empty_style``) or throttling (the ``empty`` fault)."""
     if style == "no_content":
         return '<p class="no-content" value="">抱歉，暂无数据，请稍后重试。</p>'
     if style == "not_found":
@@ -510,10 +511,6 @@ def grid_rejected(reason: str, where: str = "value") -> str:
         return (f'<input type="hidden" id="errorMsg" value="{esc(reason)}">'
                 '<p class="no-content" value="">抱歉，暂无数据，请稍后重试。</p>')
     return f'<p class="no-content" value="{esc(reason)}">抱歉，暂无数据，请稍后重试。</p>'
-
-
-def grid_temporary_empty() -> str:
-    return '<p class="no-content" value="">抱歉，暂无数据，请稍后重试。</p>'
 
 
 def vericode_form() -> str:

@@ -38,6 +38,7 @@ CERT_DIR = Path(__file__).parent / "certs"
 ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
              "home", "verify", "error", "other", "citation")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha", "close")
+EMPTY_STYLES = ("zero", "no_content", "not_found")
 CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words", "decoy")
 DOWNLOAD_MODES = ("auto", "ok", "login", "login_page", "balance", "unsubscribed", "no_permission", "session_end",
                   "expired", "html", "abstract_only", "not_valid", "too_frequent", "html_file", "tiny")
@@ -54,6 +55,7 @@ CHOICES = {
     "page_change": changes.PAGE_CHANGES,
     "citation_api": ("ok", "gone", "bad_shape", "empty"),
     "citation_start": ("page", "record"),
+    "empty_style": EMPTY_STYLES,
 }
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
@@ -133,6 +135,7 @@ class Fault:
     fraction: float = 0.5
     reason: str = "查询对象结构错误, 没有指定检索分类！"
     where: str = "value"  # reject: the reason in p.no-content[value] | in a plain hidden "input"
+    empty_style: str = "no_content"  # empty (grid): the bare shell | zero: beside 共找到 0 条结果 | not_found
     min_page: int = 0  # grid: only requests for this page or later match
     duration: float = 0.0  # >0: the fault stops this many seconds after it first fired (a throttling window)
     first_fired: float = 0.0
@@ -376,6 +379,8 @@ class KnsSimulator:
             raise ValueError(f"unknown fault kind {f.kind!r}; one of {FAULT_KINDS}")
         if f.kind == "captcha" and f.style not in CAPTCHA_STYLES:
             raise ValueError(f"unknown captcha style {f.style!r}; one of {CAPTCHA_STYLES}")
+        if f.empty_style not in EMPTY_STYLES:
+            raise ValueError(f"unknown empty fault style {f.empty_style!r}; one of {EMPTY_STYLES}")
         with self._lock:
             self.faults.append(f)
         return f
@@ -564,7 +569,7 @@ class KnsSimulator:
             return _Resp(f.status, pages.simple_page(text, text))
         if f.kind == "empty":
             if rec.endpoint == "grid":
-                return _Resp(200, pages.grid_temporary_empty())
+                return _Resp(200, pages.grid_empty(f.empty_style))
             return _Resp(200, pages.simple_page("暂无数据", "暂无数据，请稍后重试"))
         if f.kind == "reject":
             return _Resp(200, pages.grid_rejected(f.reason, f.where))
