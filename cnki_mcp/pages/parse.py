@@ -191,7 +191,6 @@ TEMPORARY_EMPTY = re.compile(r"暂无数据|稍后重试|服务繁忙")
 THROTTLE_TEXT = re.compile(r"稍后|繁忙")
 _GRID_REFUSAL = re.compile(r"查询对象结构错误|参数校验|起始游标越界|没有指定检索分类|检索表达式.{0,6}错误")
 _TOTAL_TEXT = re.compile(r"(?:共找到|找到)\s*([\d,]+(?:\.\d+)?万?)\s*条")
-_PAGE_MARK = re.compile(r"(\d+)\s*/\s*(\d+)")
 
 
 def _grid_rows(root: lxml.html.HtmlElement) -> Iterator[lxml.html.HtmlElement]:
@@ -306,6 +305,10 @@ def grid_total(root: lxml.html.HtmlElement) -> int | None:
         return parse_count(match[1])
     hidden = input_value(root, "#totalCnt")
     return parse_count(hidden) if hidden else None
+
+
+# The pager's mark, "2/7": this page and the last.
+_PAGE_MARK = re.compile(r"(\d+)\s*/\s*(\d+)")
 
 
 def _grid_pager(root: lxml.html.HtmlElement) -> tuple[int, int]:
@@ -742,8 +745,7 @@ _AGGREGATE = re.compile(r"综合影响因子\s*[:：]?\s*(\d+(?:\.\d+)?)")
 _METRIC_YEAR = re.compile(r"[(（]\s*(20\d{2})\s*版\s*[)）]\s*(?:复合|综合)影响因子")
 _FORMER = re.compile(r"^曾用刊名[:：]")
 # 基本信息 lines, read after NFKC (full-width digits, letters, hyphens and colons are common).
-_ISSN_LINE = re.compile(r"^ISSN\s*:\s*(.*)", re.I)
-_CN_LINE = re.compile(r"^CN\s*:\s*(.*)", re.I)
+_BASE_INFO_LINE = re.compile(r"^(ISSN|CN)\s*:\s*(.*)", re.I)
 _ISSN = re.compile(r"(?<![0-9A-Za-z])(\d{4})\s*[-‐‑–—]?\s*(\d{3}[\dX])(?![0-9A-Za-z])", re.I)
 _CN = re.compile(r"(?<![0-9A-Za-z])(\d{2})\s*[-‐‑–—]\s*(\d{4})\s*/\s*([A-Z][A-Z0-9.]*)", re.I)
 _TITBOX_MARKUP = re.compile(
@@ -784,10 +786,13 @@ def _base_info(root: lxml.html.HtmlElement, box: lxml.html.HtmlElement) -> tuple
     issn = cn = ""
     for el in [*box.cssselect("p, li"), *root.cssselect("#JournalBaseInfo p, #JournalBaseInfo li")]:
         text = unicodedata.normalize("NFKC", text_of(el))
-        if not issn and (line := _ISSN_LINE.match(text)):
-            issn = issn_value(line[1])
-        if not cn and (line := _CN_LINE.match(text)):
-            cn = cn_value(line[1])
+        line = _BASE_INFO_LINE.match(text)
+        if line is None:
+            continue
+        if line[1].upper() == "ISSN":
+            issn = issn or issn_value(line[2])
+        else:
+            cn = cn or cn_value(line[2])
     return issn, cn
 
 
