@@ -238,23 +238,7 @@ class App:
         if args is not None and args.site_check:
             jobs = await self.jobs()
             return await jobs.inline(await self.start_site_check(), ctx)
-        process = psutil.Process()
-        browser_path = os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path
-        report: dict[str, Any] = {
-            "status": "completed",
-            "version": __version__,
-            "runtime": f"Python {platform.python_version()}",
-            "platform": _platform(),
-            "browser_configured": bool(browser_path),
-            "data_dir": str(self.root),
-            "process_id": os.getpid(),
-            "owner_pid": self.owner_pid,
-            "heap_bytes": process.memory_info().rss,
-            "request_interval_ms": settings.request_interval_ms(),
-            "max_inflight": settings.max_inflight(),
-            "workers": settings.workers(),
-            "inline_wait_seconds": settings.inline_wait_seconds(),
-        }
+        report = _runtime_report(self.root, os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path, self.owner_pid)
         if self.config_error is not None:
             report["config_error"] = self.config_error.problem()
         if self._store is None and self._store_error is not None:
@@ -547,6 +531,25 @@ class App:
             "SEARCH_NOT_FOUND",
             f"没有找到检索 {search_id}；检索完成或中断后才能读取结果（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
         )
+
+
+def _runtime_report(root: Path, browser_path: str, owner_pid: int | None) -> dict[str, Any]:
+    """diagnostics' account of this process: version, platform, data directory, memory and pacing settings."""
+    return {
+        "status": "completed",
+        "version": __version__,
+        "runtime": f"Python {platform.python_version()}",
+        "platform": _platform(),
+        "browser_configured": bool(browser_path),
+        "data_dir": str(root),
+        "process_id": os.getpid(),
+        "owner_pid": owner_pid,
+        "heap_bytes": psutil.Process().memory_info().rss,
+        "request_interval_ms": settings.request_interval_ms(),
+        "max_inflight": settings.max_inflight(),
+        "workers": settings.workers(),
+        "inline_wait_seconds": settings.inline_wait_seconds(),
+    }
 
 
 def _progress(call: ToolCall | None) -> ProgressSink | None:
