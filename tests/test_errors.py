@@ -73,3 +73,11 @@ def test_a_418_answer_is_the_cdn_turning_the_network_away() -> None:
     problem = classify_response(418, "https://kns.cnki.net/kcms2/article/abstract?v=x", "<html>418 Request Blocked</html>")
     assert problem is not None and problem.code == "NETWORK_UNREACHABLE"
     assert problem.details["reason"] == "blocked"
+
+
+def test_the_error_code_type_names_exactly_the_catalogued_codes() -> None:
+    from typing import get_args
+
+    from cnki_mcp.core.errors import CATALOGUE, ErrorCode
+
+    assert list(get_args(ErrorCode)) == list(CATALOGUE)

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.errors import CnkiError, ErrorCode
 from cnki_mcp.core.files import validate_filename
 from cnki_mcp.core.text import is_blank
 from cnki_mcp.core.tool_args import (
@@ -176,7 +176,7 @@ def _structural_error(text: str, kind: type[ToolArgs]) -> CnkiError:
 # --- shared rules ----------------------------------------------------------------------------------
 
 
-def _choice(value: str, allowed: tuple[str, ...], default: str, code: str, field: str) -> str:
+def _choice(value: str, allowed: tuple[str, ...], default: str, code: ErrorCode, field: str) -> str:
     """An enum value where "" means the default."""
     value = value or default
     if value not in allowed:
@@ -338,7 +338,7 @@ def validate_get_metadata(args: GetMetadataArgs, raw: dict[str, Any]) -> None:
     args.fields = [f.strip() for f in args.fields]
 
 
-def _defaulted(value: int, default: int, maximum: int, code: str, field: str, unit: str = "") -> int:
+def _defaulted(value: int, default: int, maximum: int, code: ErrorCode, field: str, unit: str = "") -> int:
     """An integer where 0 means the default, else 1..maximum."""
     value = value or default
     if not 1 <= value <= maximum:
