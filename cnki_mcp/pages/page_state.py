@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import lxml.html
@@ -289,7 +290,7 @@ def inspect_live_page(html: str, url: str) -> PageState:
     """Challenge, login prompt, denial and identity evidence of a live tab's DOM."""
     raw = _live_tree(html)
     ready, institutions, personal, personal_name = _identity(raw)
-    identity = {
+    identity: dict[str, Any] = {
         "identity_ready": ready,
         "institutions": institutions,
         "personal": personal,

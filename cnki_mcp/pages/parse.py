@@ -17,6 +17,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
 import lxml.html
@@ -168,9 +169,10 @@ def _clean_title(text: str) -> str:
     return _TITLE_MARKERS.sub("", clean(text))
 
 
-def _identifiers(scope: lxml.html.HtmlElement, locator: str) -> dict[str, str]:
-    """dbcode/dbname/filename from the first [data-filename] element, else the locator query."""
-    ids = {"dbcode": "", "dbname": "", "filename": ""}
+def _identifiers(scope: lxml.html.HtmlElement, locator: str) -> dict[str, Any]:
+    """dbcode/dbname/filename (strings, passed on as a Paper's keyword arguments) from the first
+    [data-filename] element, else the locator query."""
+    ids: dict[str, Any] = {"dbcode": "", "dbname": "", "filename": ""}
     marked = first_match(scope, "[data-filename]")
     if marked is not None:
         for key in ids:
@@ -601,7 +603,7 @@ def _detail_clc(root: lxml.html.HtmlElement, rows: dict[str, str]) -> list[str]:
     return unique_strings(code for code in re.split(r"[;；,，、\s]+", text) if _CLC_CODE.fullmatch(code))
 
 
-def _detail_identifiers(root: lxml.html.HtmlElement, url: str) -> dict[str, str]:
+def _detail_identifiers(root: lxml.html.HtmlElement, url: str) -> dict[str, Any]:
     ids = _identifiers(root, url)
     for key in ids:
         ids[key] = ids[key] or input_value(root, f"input[name={key}], input#{key}")
@@ -814,7 +816,7 @@ def parse_journal(html: str, url: str, expected_source: str) -> Quality:
         if twin_lines and twin_lines[0] == lines[0]:
             head, lines = twin, twin_lines
             break
-    if box is None or not lines:
+    if box is None or head is None or not lines:
         raise CnkiError("SOURCE_SCHEMA_UNSUPPORTED", "来源页没有可辨认的期刊实体", details={"url": url})
     current = lines[0]
     names = [(current, "current_title")]

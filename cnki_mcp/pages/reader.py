@@ -28,9 +28,9 @@ import msgspec
 from lxml import etree
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.pages.markup import check_size, first_match, load_page, meta_first, meta_tags, own_text, text_of
 from cnki_mcp.core.model import ReaderCoverage, Section
 from cnki_mcp.core.text import clean, title_key, trim, unique_strings
+from cnki_mcp.pages.markup import check_size, first_match, load_page, meta_first, meta_tags, own_text, text_of
 
 READER_MIN_BYTES = 150
 DATA_PATH = "/ossapi/kreader-api/v1/xml/data"
@@ -546,10 +546,12 @@ def _payload(body: str) -> dict[str, Any]:
 def parse_reader_data(body: str, *, expected_title: str = "") -> ReaderDocument:
     """Text, sections and coverage from the 2026 reader's JSON (generation ``reader_json``)."""
     data = _payload(body)
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    metadata = data.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
     title = _plain(metadata.get("title"))
     _check_identity(title, expected_title)
-    items = data.get("fullText") if isinstance(data.get("fullText"), list) else []
+    items = data.get("fullText")
+    items = items if isinstance(items, list) else []
     body_blocks = [block for block in map(_item_block, items) if block is not None]
     flag = _data_flag(data, metadata)
     if not any(not level for level, _ in body_blocks) and not flag:
