@@ -562,7 +562,7 @@ async def test_garbage_on_stdin_never_stops_the_server(tmp_path: Path) -> None:
     """
     with open(tmp_path / "stderr.txt", "wb") as errlog:
         raw = await RawServer.start(offline_params(tmp_path / "data"), errlog)
-        for n, (name, line) in enumerate(GARBAGE):
+        for n, (_name, line) in enumerate(GARBAGE):
             raw.send(line.replace(b'"id":7', b'"id":%d' % (1000 + n)))
             await raw.drain(10_000 + n)  # raises if the server stops answering or closes stdout
             COUNTS["raw_lines"] += 1

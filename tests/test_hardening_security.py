@@ -295,7 +295,7 @@ async def test_instructions_inside_pages_are_returned_as_data_and_change_nothing
     clean_site, hostile_site = FakeSite(), InjectingSite()
     runs = []
     for name, site in (("clean", clean_site), ("hostile", hostile_site)):
-        app = App(tmp_path / name, site_factory=lambda: site)
+        app = App(tmp_path / name, site_factory=lambda site=site: site)
         try:
             view = await call_tool(app, "search", {"query": "自动驾驶 产品责任", "limit": 5})
             meta = await call_tool(app, "get_metadata", {"search_id": view["operation_id"], "local_only": True, "limit": 5})

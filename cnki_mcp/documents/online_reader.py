@@ -221,10 +221,10 @@ _FRAMES_JS = """(() => Array.from(document.querySelectorAll('iframe')).map((fram
     const win = frame.contentWindow, doc = frame.contentDocument;
     if (!doc || !doc.documentElement || doc.readyState === 'loading') return null;
     let html;
-    try { html = win.eval(%s); } catch (e) { html = doc.documentElement.outerHTML; }
+    try { html = win.eval(LIVE_PAGE); } catch (e) { html = doc.documentElement.outerHTML; }
     return {url: win.location.href, html: String(html || '')};
   } catch (e) { return null; }
-}).filter(Boolean))()""" % json.dumps(LIVE_PAGE_SCRIPT)
+}).filter(Boolean))()""".replace("LIVE_PAGE", json.dumps(LIVE_PAGE_SCRIPT))
 
 
 async def _tabs(site: Site, opener: Tab) -> list[Tab]:

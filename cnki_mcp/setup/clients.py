@@ -316,7 +316,8 @@ def http_snippet(client_id: str, url: str, token: str) -> str:
     client = get_client(client_id)
     headers = {"Authorization": f"Bearer {token}"}
     if client.format == "toml":
-        return f"[mcp_servers.{SERVER_KEY}]\nurl = {quoted(url)}\nhttp_headers = {{ Authorization = {quoted(headers['Authorization'])} }}\ntool_timeout_sec = 900\n"
+        authorization = quoted(headers["Authorization"])
+        return f"[mcp_servers.{SERVER_KEY}]\nurl = {quoted(url)}\nhttp_headers = {{ Authorization = {authorization} }}\ntool_timeout_sec = 900\n"
     if client.format != "json":
         raise CnkiError(
             "CLIENT_HTTP_UNSUPPORTED",

@@ -26,10 +26,10 @@ from ruamel.yaml import YAML, YAMLError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
+from cnki_mcp.core.errors import CnkiError
+
 # json's own string scanner (the one json.loads uses), which typeshed does not declare.
 _scanstring: Callable[[str, int, bool], tuple[str, int]] = vars(json.decoder)["scanstring"]
-
-from cnki_mcp.core.errors import CnkiError
 
 SERVER_KEY = "cnki"
 DSH_ENTRY_ID = "mcp-cnki"

@@ -1,9 +1,9 @@
 """Tool arguments: one msgspec Struct and one validator per tool, and ``parse`` that runs them.
 
 ``parse(kind, validate, raw)`` is the only entry point (``tools.parse_arguments`` picks the pair of a
-tool from the registry). It rejects unknown fields, wrong types and missing
-required fields with ``INVALID_INPUT`` (null on an optional field counts as not given), then applies the range and enum rules of each tool in the documented order and
-raises the precise code (``INVALID_QUERY``, ``INVALID_LIMIT`` …) with a Chinese message that names the
+tool from the registry). It rejects unknown fields, wrong types and missing required fields with
+``INVALID_INPUT`` (null on an optional field counts as not given), then applies the range and enum rules of
+each tool in the documented order and raises the precise code (``INVALID_QUERY``, ``INVALID_LIMIT`` …) with a Chinese message that names the
 field. What it returns is complete: an omitted value, and 0 or "" where the contract says "0 means the
 default", already carry the documented default, so later code never re-applies defaults.
 
