@@ -398,6 +398,14 @@ class Door:
         await self.person.step(op, tab, problem, epoch=epoch)
         return True
 
+    async def show_verify_page(self, op: SiteOperation, tab: Tab, verify: str, reason: CnkiError, epoch: int) -> None:
+        """A challenge that names its verify page: the work ``tab`` goes there (to come back to the search
+        page once solved; never while a template capture drives it) and the person solves it."""
+        async with self._template_lock:
+            async with self.request(op):
+                await self.browser.navigate(tab, with_return_url(verify, ADVANCED_SEARCH_URL), BOOTSTRAP_TIMEOUT)
+        await self.person.step(op, tab, reason, epoch=epoch)
+
     async def human_step(self, op: SiteOperation, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
         """``Person.step`` for ``tab``: the person clears the challenge or login prompt ``reason`` names."""
         await self.person.step(op, tab, reason, epoch=epoch)

@@ -14,7 +14,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.pages.page_state import challenge_url, classify_response
 from cnki_mcp.pages.parse import is_site_url
-from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, CHALLENGE_CODES, Attempts, Door, with_return_url
+from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door
 from cnki_mcp.site.human import refuse_if_skipping
 from cnki_mcp.site.operation import SiteOperation
 
@@ -92,11 +92,7 @@ class JsonApi:
             return  # solved by someone else meanwhile
         verify = challenge_url(body) or (response_url if "/verify/" in response_url.lower() else "")
         if verify and is_site_url(verify):
-            tab = await self.door.work_tab()
-            async with self.door.template_lock:
-                async with self.door.request(op):
-                    await self.door.browser.navigate(tab, with_return_url(verify, ADVANCED_SEARCH_URL), BOOTSTRAP_TIMEOUT)
-            await self.door.person.step(op, tab, problem, epoch=epoch)
+            await self.door.show_verify_page(op, await self.door.work_tab(), verify, problem, epoch)
             return
         await self.show_context(op, problem, context_url, epoch)
 

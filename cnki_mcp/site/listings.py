@@ -43,7 +43,6 @@ from cnki_mcp.site.door import (
     Attempts,
     Door,
     note_snapshot,
-    with_return_url,
 )
 from cnki_mcp.site.grid_query import (
     SORT_LABELS,
@@ -574,9 +573,7 @@ class Listings:
         if verify:
             # {"code":-403,"message":"https://kns.cnki.net/verify/home?captchaType=blockPuzzle&…"}: the person
             # solves it on the work tab, which comes back to the search page; the template stays valid.
-            async with self.door.request(op):
-                await self.door.browser.navigate(tab, with_return_url(verify, ADVANCED_SEARCH_URL), BOOTSTRAP_TIMEOUT)
-            await self.door.person.step(op, tab, problem, epoch=epoch)
+            await self.door.show_verify_page(op, tab, verify, problem, epoch)
             return
         # The work page leaves the search page: the template must be captured again afterwards.
         self._template = None
