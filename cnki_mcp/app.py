@@ -52,8 +52,9 @@ from cnki_mcp.references import refcheck
 from cnki_mcp.references.exports import ExportPart, write_export
 from cnki_mcp.references.links import MAX_REFERENCES, Match, find_spans, render
 from cnki_mcp.references.zotero import ZoteroSaves
+from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.detail_tab import local_ref, resolve_paper
-from cnki_mcp.research.enrich import Enrichment, JournalFlights, SiteBackend
+from cnki_mcp.research.enrich import Enrichment, JournalFlights, select_fields
 from cnki_mcp.research.expert import plan_expert
 from cnki_mcp.research.pipeline import (
     SearchInput,
@@ -151,10 +152,10 @@ class App:
             self._browser = Browser(self.root / "browser" / "profile", config=self.config)
         return self._browser
 
-    def site(self) -> Site:
+    def site(self) -> SiteBackend:
         """CNKI access for every operation of this process, with the one request limiter."""
         if self._site_factory is not None:
-            return self._site_factory()  # type: ignore[return-value]  # a simulated backend in tests
+            return self._site_factory()  # a simulated backend in tests
         if self._site is None:
             self._site = Site(self.browser(), Limiter.from_env(), self.root / "diagnostics")
             self._site.person.timeout = float(settings.verification_wait_seconds())
@@ -339,7 +340,7 @@ class App:
             if paper is None or ref in seen:
                 continue
             seen.add(ref)
-            records.append(_select_fields(public_paper(paper), args.fields))
+            records.append(select_fields(public_paper(paper), args.fields))
         found: dict[str, Any] = {"records": records}
         if problems:
             found["errors"] = problems
@@ -582,10 +583,3 @@ def _result_row(paper: Paper | None, entry: Any, view: str) -> dict[str, Any]:
         row.update(score=round(entry.score, 4), eligible=entry.eligible)
         return row
     return {"record": data, "score": round(entry.score, 4), "eligible": entry.eligible, "evidence": msgspec.to_builtins(entry.evidence)}
-
-
-def _select_fields(data: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
-    if not fields:
-        return data
-    keep = set(fields) | {"record_ref", "title"}
-    return {k: v for k, v in data.items() if k in keep}

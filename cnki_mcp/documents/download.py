@@ -58,10 +58,11 @@ from cnki_mcp.documents.download_files import (
 )
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import is_refusal, page_text_sample, parse_download_refusal, refusal_in_url
+from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.detail_tab import ENTRY_WAIT, open_detail, settle
 from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.site.browser import Tab
-from cnki_mcp.site.site import CHALLENGE_CODES, Site, page_problem
+from cnki_mcp.site.door import CHALLENGE_CODES, note_snapshot, page_problem
 from cnki_mcp.store.library import Store
 
 log = logging.getLogger(__name__)
@@ -222,7 +223,7 @@ class Downloads:
         return self._lock
 
     async def download(
-        self, op: OperationContext, engine: Enrichment, site: Site, paper: Paper, request: DownloadRequest
+        self, op: OperationContext, engine: Enrichment, site: SiteBackend, paper: Paper, request: DownloadRequest
     ) -> DownloadResult:
         store = engine.store
         async with self._serial():
@@ -237,7 +238,7 @@ class Downloads:
                 raise without_secrets(exc) from None
 
     async def _download(
-        self, op: OperationContext, engine: Enrichment, site: Site, paper: Paper, request: DownloadRequest
+        self, op: OperationContext, engine: Enrichment, site: SiteBackend, paper: Paper, request: DownloadRequest
     ) -> DownloadResult:
         store = engine.store
         op.stage("detail")
@@ -297,7 +298,7 @@ class Downloads:
             if incoming is not None and not uncertain:
                 remove_empty(incoming)  # nothing can arrive there any more
 
-    async def _entry(self, site: Site, tab: Tab, bound: Paper, wanted: str) -> tuple[str, Entry]:
+    async def _entry(self, site: SiteBackend, tab: Tab, bound: Paper, wanted: str) -> tuple[str, Entry]:
         """The entry to click, read from the live page; a page that ends the attempt is saved.
 
         An alert() the detail page opened with a refusal's words (legacy pages: 对不起，贵单位没有订购该专辑…)
@@ -400,15 +401,13 @@ def _read_limited(path: Path) -> bytes:
         return handle.read(HTML_FILE_LIMIT)
 
 
-async def _with_snapshot(site: Site, kind: str, tab: Tab, error: CnkiError) -> CnkiError:
+async def _with_snapshot(site: SiteBackend, kind: str, tab: Tab, error: CnkiError) -> CnkiError:
     """``error`` with the tab saved (HTML and screenshot) and the snapshot's name in its details."""
     seen = None if tab.closed else await site.glance(tab)
     html, url = (seen.html, seen.url) if seen is not None else ("", tab.url)
     name = await site.snapshot(kind, html, url, tab)
     details = dict(error.details) if isinstance(error.details, dict) else {}
-    if name:
-        details["snapshot"] = name
-    return CnkiError(error.code, error.message, details=details, retryable=error.retryable)
+    return note_snapshot(CnkiError(error.code, error.message, details=details, retryable=error.retryable), name)
 
 
 @dataclass
@@ -417,7 +416,7 @@ class _Watch:
 
     op: OperationContext
     store: Store
-    site: Site
+    site: SiteBackend
     opener: Tab
     detail_path: str
     key: str

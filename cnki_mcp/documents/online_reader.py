@@ -6,7 +6,7 @@ same one or a popup) for up to 20 s. The 2026 reader (``reader/xml?invoice=…``
 JSON its page feeds on, asked for once from inside the reader tab with the page's own invoice;
 its rendered page is read when that JSON cannot be had. The nzkhtml reader is read from its page,
 or from the same-origin frame that holds its text. Challenges on the way — the nzkhtml reader's
-own slider 「滑动验证，继续阅读全文」 included — go to the person (``Site.hand_over``);
+own slider 「滑动验证，继续阅读全文」 included — go to the person (``SiteBackend.hand_over``);
 sections the catalogue lists but the page has not loaded yet are waited for. A refusal
 (``ErrorMsg.html``, 只收录题录 …) ends the read at once with the site's words; every failed read
 leaves a redacted snapshot.
@@ -31,15 +31,13 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.site.browser import Tab
 from cnki_mcp.core.clock import Deadline
-from cnki_mcp.research.detail_tab import ENTRY_WAIT, open_detail, settle
-from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.core.model import LocalReply, Paper, ReadResult, Section
-from cnki_mcp.pages.parse import is_site_url, public_url
+from cnki_mcp.core.redact import client_url, without_secrets
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import LIVE_PAGE_SCRIPT, parse_download_refusal, refusal_in_url
+from cnki_mcp.pages.parse import is_site_url, public_url
 from cnki_mcp.pages.reader import (
     ReaderDocument,
     is_reader_app,
@@ -49,8 +47,10 @@ from cnki_mcp.pages.reader import (
     reader_data_url,
     with_notice,
 )
-from cnki_mcp.core.redact import client_url, without_secrets
-from cnki_mcp.site.site import Site
+from cnki_mcp.research.backend import SiteBackend
+from cnki_mcp.research.detail_tab import ENTRY_WAIT, open_detail, settle
+from cnki_mcp.research.enrich import Enrichment
+from cnki_mcp.site.browser import Tab
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ _FRAMES_JS = """(() => Array.from(document.querySelectorAll('iframe')).map((fram
 }).filter(Boolean))()""".replace("LIVE_PAGE", json.dumps(LIVE_PAGE_SCRIPT))
 
 
-async def _tabs(site: Site, opener: Tab) -> list[Tab]:
+async def _tabs(site: SiteBackend, opener: Tab) -> list[Tab]:
     tabs = [opener] if not opener.closed else []
     try:
         tabs += [tab for tab in await site.popups(opener) if not tab.closed]
@@ -255,7 +255,7 @@ class ReaderWatch:
     """Follows one click on 「HTML阅读」: polls the detail tab and its popups until a reader text is
     final, keeping what a failure needs (the last reader page seen, for its snapshot)."""
 
-    def __init__(self, op: OperationContext, site: Site, opener: Tab, paper: Paper) -> None:
+    def __init__(self, op: OperationContext, site: SiteBackend, opener: Tab, paper: Paper) -> None:
         self.op = op
         self.site = site
         self.opener = opener
@@ -414,7 +414,7 @@ class ReaderWatch:
         return _with_details(exc, snapshot=name, data_snapshot=self.data_snapshot)
 
 
-async def read_document(op: OperationContext, engine: Enrichment, site: Site, paper: Paper) -> tuple[Paper, ReaderDocument]:
+async def read_document(op: OperationContext, engine: Enrichment, site: SiteBackend, paper: Paper) -> tuple[Paper, ReaderDocument]:
     """Detail page → 「HTML阅读」 → reader text (one click); the tabs are closed afterwards."""
     op.stage("detail")
     tab, bound = await open_detail(op, engine, site, paper)
@@ -475,7 +475,7 @@ class Reader:
         self,
         op: OperationContext,
         engine: Enrichment,
-        site: Site,
+        site: SiteBackend,
         paper: Paper,
         window: TextWindow,
     ) -> ReadResult:

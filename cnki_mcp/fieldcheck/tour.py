@@ -36,14 +36,12 @@ from cnki_mcp.pages.markup import load_page
 from cnki_mcp.pages.page_state import PageState
 from cnki_mcp.pages.parse import GridPage, is_site_url, parse_detail, parse_journal
 from cnki_mcp.pages.reader import ReaderDocument
+from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.enrich import Enrichment
+from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation
 from cnki_mcp.site.grid_query import GridQuery, compile_expression
-from cnki_mcp.site.listings import (
-    ADVANCED_SEARCH_URL,
-    BOOTSTRAP_TIMEOUT,
-    CONTROL_EXPRESSION,
-)
-from cnki_mcp.site.site import Observation, Site, bind_detail
+from cnki_mcp.site.listings import CONTROL_EXPRESSION
+from cnki_mcp.site.site import bind_detail
 from cnki_mcp.store.library import Store
 
 log = logging.getLogger(__name__)
@@ -267,7 +265,7 @@ class Tour:
     """One field check over ``site``; ``engine`` locates a paper again for the reader when its link expired."""
 
     op: OperationContext
-    site: Site
+    site: SiteBackend
     engine: Enrichment
     steps: list[CheckStep] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
@@ -496,7 +494,7 @@ class Tour:
 # Starting it
 
 
-async def tour(op: OperationContext, site: Site, enrichment: Enrichment, store: Store) -> SiteCheck:
+async def tour(op: OperationContext, site: SiteBackend, enrichment: Enrichment, store: Store) -> SiteCheck:
     """The field check as an operation's work: the tour, its result kept in the store."""
     walk = Tour(op, site, enrichment)
     check = await walk.run()

@@ -13,16 +13,18 @@ import logging
 import time
 from typing import Any
 
-from cnki_mcp.site.browser import Tab
-from cnki_mcp.store.catalog import Catalog
 from cnki_mcp.core.clock import Deadline
-from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.core.model import Paper
-from cnki_mcp.pages.parse import parse_detail
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import classify_response
-from cnki_mcp.site.site import Site, bind_detail
+from cnki_mcp.pages.parse import parse_detail
+from cnki_mcp.research.backend import SiteBackend
+from cnki_mcp.research.enrich import Enrichment
+from cnki_mcp.site.browser import Tab
+from cnki_mcp.site.door import note_snapshot
+from cnki_mcp.site.site import bind_detail
+from cnki_mcp.store.catalog import Catalog
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ UNREADABLE_DETAIL = frozenset({"PARSER_UNSUPPORTED", "CONTENT_NOT_READY", "IDENT
 # The detail page in a tab of its own
 
 
-async def open_detail_tab(op: OperationContext, site: Site, paper: Paper) -> tuple[Tab, Paper]:
+async def open_detail_tab(op: OperationContext, site: SiteBackend, paper: Paper) -> tuple[Tab, Paper]:
     """Open ``paper``'s detail page in a new background tab and confirm it shows that paper.
 
     Returns the tab (the caller closes it) and the record as the page shows it. LOCATOR_EXPIRED
@@ -66,14 +68,13 @@ async def open_detail_tab(op: OperationContext, site: Site, paper: Paper) -> tup
     except BaseException as exc:
         if isinstance(exc, CnkiError) and exc.code in UNREADABLE_DETAIL and last:
             # The page as it was when reading gave up, for a report (the error names the file).
-            if name := await site.snapshot("detail-tab", last[0].html, last[0].url, tab):
-                exc.details = {**(exc.details if isinstance(exc.details, dict) else {}), "snapshot": name}
+            note_snapshot(exc, await site.snapshot("detail-tab", last[0].html, last[0].url, tab))
         await site.close_tab(tab)
         raise
     return tab, bound
 
 
-async def settle(site: Site, tab: Tab) -> None:
+async def settle(site: SiteBackend, tab: Tab) -> None:
     """Let the page's own scripts bind their handlers: loaded and no AJAX for 1.5 s (at most 15 s)."""
     deadline = Deadline(SETTLE_LIMIT)
     idle_since: float | None = None
@@ -90,7 +91,7 @@ async def settle(site: Site, tab: Tab) -> None:
     log.debug("page did not settle within %.0f s; going on", SETTLE_LIMIT)
 
 
-async def open_detail(op: OperationContext, engine: Enrichment, site: Site, paper: Paper) -> tuple[Tab, Paper]:
+async def open_detail(op: OperationContext, engine: Enrichment, site: SiteBackend, paper: Paper) -> tuple[Tab, Paper]:
     """``open_detail_tab``, retried once with a relocated link when the stored one has expired."""
     try:
         return await open_detail_tab(op, site, paper)

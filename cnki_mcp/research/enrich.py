@@ -6,8 +6,8 @@ records ask at once, with a 1-hour memory of journal pages whose name does not m
 resolution (a unique local match, else ten exact titles per grid request, four at once), the worker
 pool, and get_metadata's network path.
 
-It talks to CNKI only through a ``SiteBackend`` (``site.Site`` in production, ``tests/fake_site.py`` in
-tests) and stores through the ``Catalog``.
+It talks to CNKI only through a ``backend.SiteBackend`` (``site.Site`` in production, ``tests/fake_site.py``
+in tests) and stores through the ``Catalog``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
@@ -27,8 +27,8 @@ from cnki_mcp.core.identity import identity_keys, same_paper
 from cnki_mcp.core.model import Paper, Problem, Quality, public_paper
 from cnki_mcp.core.text import source_key, title_key
 from cnki_mcp.ops.jobs import OperationContext
-from cnki_mcp.pages.parse import GridPage
-from cnki_mcp.site.grid_query import TITLES_PER_LOCATE, GridQuery
+from cnki_mcp.research.backend import SiteBackend
+from cnki_mcp.site.grid_query import TITLES_PER_LOCATE
 from cnki_mcp.store.catalog import Catalog, merge
 from cnki_mcp.store.library import detail_is_fresh, journal_is_fresh
 
@@ -38,29 +38,6 @@ LOCATE_WORKERS = 4
 MISMATCH_MEMORY_SECONDS = 3600.0
 # Failures that belong to one operation, not to the journal: a waiter of a shared fetch retries itself.
 _OWNER_ONLY_CODES = frozenset({"BUDGET_EXHAUSTED", "CANCELLED"})
-
-
-class SiteBackend(Protocol):
-    """CNKI as the engine sees it. Every method charges ``op`` and paces itself through the limiter."""
-
-    async def grid(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
-        """One page (1-based) of a listing; keeps its own paging cursor and handles challenges."""
-        ...
-
-    async def detail(self, op: OperationContext, paper: Paper) -> Paper:
-        """Always fetches; the parsed detail bound to ``paper`` (same ref; the link used as locator)."""
-        ...
-
-    async def journal(self, op: OperationContext, paper: Paper) -> Quality:
-        """Always fetches ``paper.source_url``; SOURCE_IDENTITY_UNCONFIRMED when the names disagree."""
-        ...
-
-    async def locate(
-        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
-    ) -> dict[str, list[Paper]]:
-        """At most 10 exact titles in one grid request; rows grouped under the given titles (by title key,
-        or where ``related(title, row title)`` holds)."""
-        ...
 
 
 class JournalFlights:
@@ -233,8 +210,8 @@ class Enrichment:
                 break
             try:
                 return await asyncio.shield(flight)
-            except CnkiError as error:
-                if error.code not in _OWNER_ONLY_CODES:
+            except CnkiError as shared:
+                if shared.code not in _OWNER_ONLY_CODES:
                     raise
         future: asyncio.Future[Quality] = asyncio.get_running_loop().create_future()
         memory.flights[key] = future
@@ -405,16 +382,12 @@ class Enrichment:
         unique = list(dict.fromkeys(wanted))
         if fatal is None:
             fatal = await self.enrich(op, unique, "metadata", quality=quality, refresh=refresh)
-        records = [_fields(public_paper(paper), fields) for paper in self.catalog.papers(unique)]
+        records = [select_fields(public_paper(paper), fields) for paper in self.catalog.papers(unique)]
         if fatal is not None:
             if fatal.code == "CANCELLED" and op.cancelled or unreached_with_nothing(fatal, len(records)):
                 raise fatal
             op.add_error(fatal)
         return {"records": records}
-
-
-# Failures of a listing that asking again later can cure: a continue retries those channels.
-_TEMPORARY_CHANNEL_CODES = frozenset({"SITE_TEMPORARILY_EMPTY", "RATE_LIMITED", "SITE_UNAVAILABLE", "RESOURCE_FAILED"})
 
 
 def _title_problem(error: CnkiError, title: str) -> Problem:
@@ -426,7 +399,8 @@ def _title_problem(error: CnkiError, title: str) -> Problem:
     ).problem()
 
 
-def _fields(data: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+def select_fields(data: dict[str, Any], fields: Sequence[str] | None) -> dict[str, Any]:
+    """A public record with only the ``fields`` asked for (record_ref and title always); all without any."""
     if not fields:
         return data
     keep = set(fields) | {"record_ref", "title"}

@@ -2,7 +2,7 @@
 
 ``Relations.page`` answers ``related_papers``: the stored list when it is fresh (30 days for references,
 7 for citing and similar papers), else CNKI's citation API asked from inside the work tab through
-``Site.api_get`` (one request per database for the first page, more only for databases whose items
+``SiteBackend.api_get`` (one request per database for the first page, more only for databases whose items
 are needed and not read yet). An answer that cannot be the paper's data — a decoy record repeated
 across databases or papers, the paper listing itself — is treated as a challenge: never stored, the
 person is shown the detail page, the list is asked once more, and then the detail page's own rendered
@@ -23,10 +23,7 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core.clock import utc_now_iso
-from cnki_mcp.research.detail_tab import local_ref, open_detail, resolve_paper
-from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.ops.jobs import OperationContext, Work
 from cnki_mcp.core.model import (
     CitationResult,
     LocalReply,
@@ -37,6 +34,7 @@ from cnki_mcp.core.model import (
     RelationList,
     RelationPart,
 )
+from cnki_mcp.ops.jobs import OperationContext, Work
 from cnki_mcp.pages.relation_parse import (
     MAX_SIZE,
     RELATION_NAMES,
@@ -58,6 +56,9 @@ from cnki_mcp.pages.relation_parse import (
     request_url,
     v_token,
 )
+from cnki_mcp.research.backend import SiteBackend
+from cnki_mcp.research.detail_tab import local_ref, open_detail, resolve_paper
+from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.store.library import Store, relation_is_fresh, relation_key
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def stated_total(relations: RelationList) -> int | None:
 class Relations:
     """Reading and paging relation lists over one catalogue and site; cheap to create."""
 
-    def __init__(self, engine: Enrichment, site: Any, signatures: Signatures) -> None:
+    def __init__(self, engine: Enrichment, site: SiteBackend, signatures: Signatures) -> None:
         self.engine = engine
         self.catalog = engine.catalog
         self.store = engine.store
@@ -242,7 +243,7 @@ class Relations:
         return v
 
     async def _ask(self, op: OperationContext, paper: Paper, relation: str, v: str, ask: Ask) -> Answer:
-        body = await self.site.api.get(op, request_url(relation, v, ask), paper.locator or paper.url)
+        body = await self.site.api_get(op, request_url(relation, v, ask), paper.locator or paper.url)
         return await asyncio.to_thread(read_answer, body, ask.database)
 
     async def _from_api(self, op: OperationContext, paper: Paper, relation: str) -> RelationList:
@@ -250,7 +251,7 @@ class Relations:
         key = relation_key(paper.record_ref, relation)
         last_reason = ""
         for _round in range(DECOY_ROUNDS):
-            epoch = self.site.person.epoch
+            epoch = self.site.epoch
             found = self.store.data.relations.get(key)
             relations = found if found is not None and not found.complete and found.origin == "api" else RelationList(
                 source_ref=paper.record_ref, relation=relation, complete=False, observed_at=utc_now_iso()
@@ -261,10 +262,9 @@ class Relations:
                 self.store.drop_relation(key)
                 last_reason = str(exc)
                 log.info("decoy answer for %s (%s): %s", paper.record_ref, relation, last_reason)
-                self.site.limiter.slow()
                 problem = CnkiError("VERIFICATION_REQUIRED", f"知网的接口给出了假数据：{last_reason}")
                 try:
-                    await self.site.api.show_context(op, problem, paper.locator or paper.url, epoch)
+                    await self.site.show_decoy(op, problem, paper.locator or paper.url, epoch)
                 except CnkiError as skipped:
                     if skipped.code != "VERIFICATION_SKIPPED":
                         raise

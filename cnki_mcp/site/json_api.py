@@ -1,7 +1,7 @@
 """CNKI's JSON APIs (references, citing and similar papers), asked from inside the work tab.
 
-Part of the one door to CNKI (``Site`` owns one ``JsonApi``): every request is charged and paced
-through ``Site.request``, answers are judged by ``page_state.classify_response``, and challenges go
+Asked through the ``door.Door`` (``Site`` owns one ``JsonApi``): every request is charged and paced
+through ``Door.request``, answers are judged by ``page_state.classify_response``, and challenges go
 to the person the way the grid's do (``listings``).
 """
 
@@ -9,24 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.site.human import refuse_if_skipping
-from cnki_mcp.site.operation import SiteOperation
-from cnki_mcp.site.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, with_return_url
+from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.pages.page_state import challenge_url, classify_response
 from cnki_mcp.pages.parse import is_site_url
-from cnki_mcp.core.redact import endpoint_url
-
-if TYPE_CHECKING:
-    from cnki_mcp.site.site import Site
+from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door
+from cnki_mcp.site.human import refuse_if_skipping
+from cnki_mcp.site.operation import SiteOperation
 
 API_ATTEMPTS = 3
 API_HEADERS = {"Accept": "application/json, text/plain, */*"}
 CONTEXT_TIMEOUT = 12.0
-CHALLENGE_CODES = frozenset({"VERIFICATION_REQUIRED", "LOGIN_REQUIRED"})
-_BACKOFF_CODES = frozenset({"RATE_LIMITED", "SITE_UNAVAILABLE"})
 
 
 def plain_data(status: int, url: str, body: str) -> bool:
@@ -43,8 +37,8 @@ def plain_data(status: int, url: str, body: str) -> bool:
 class JsonApi:
     """GETs of CNKI's JSON APIs for every operation of this process."""
 
-    def __init__(self, site: Site) -> None:
-        self.site = site
+    def __init__(self, door: Door) -> None:
+        self.door = door
 
     async def get(self, op: SiteOperation, url: str, context_url: str) -> str:
         """One charged, paced GET of a CNKI JSON API from inside the work tab; the answer's body.
@@ -55,19 +49,17 @@ class JsonApi:
         paper's detail page) in a tab of its own. The request is then asked again; a third challenge is
         VERIFICATION_REPEATED. Rate limits and 5xx back off; other problems (404 …) are raised.
         """
-        challenged = backoffs = 0
-        recovered = False
+        attempts = Attempts(self.door)
+        challenged = 0
         last: CnkiError | None = None
         for _attempt in range(API_ATTEMPTS + 2):
-            epoch = self.site.person.epoch
+            epoch = self.door.person.epoch
             try:
-                tab = await self.site.site_tab(op)
-                async with self.site.request(op):
-                    result = await self.site.browser.fetch_in_page(tab, url, headers=API_HEADERS)
+                tab = await self.door.site_tab(op)
+                async with self.door.request(op):
+                    result = await self.door.browser.fetch_in_page(tab, url, headers=API_HEADERS)
             except CnkiError as exc:
-                if self.site.transport_broken(exc) and not recovered:
-                    recovered = True
-                    await self.site.reset_tabs()
+                if await attempts.recover(exc):
                     continue
                 raise
             if result.redirected and not is_site_url(result.url):
@@ -77,12 +69,10 @@ class JsonApi:
             if problem is not None and problem.code == "VERIFICATION_REQUIRED" and plain_data(result.status, result.url, result.text):
                 problem = None  # a small list whose titles happen to hold the words of a challenge
             if problem is None:
-                self.site.limiter.fast()
+                self.door.limiter.fast()
                 return result.text
             last = problem
-            if problem.code in _BACKOFF_CODES:
-                await self.site.backoff(problem, backoffs)
-                backoffs += 1
+            if await attempts.back_off(problem):
                 continue
             if problem.code not in CHALLENGE_CODES:
                 raise problem
@@ -98,28 +88,24 @@ class JsonApi:
     ) -> None:
         """Show an API's challenge to the person (see ``get``); returns once it is cleared."""
         refuse_if_skipping(op, problem)
-        if epoch != self.site.person.epoch:
+        if epoch != self.door.person.epoch:
             return  # solved by someone else meanwhile
         verify = challenge_url(body) or (response_url if "/verify/" in response_url.lower() else "")
         if verify and is_site_url(verify):
-            tab = await self.site.work_tab()
-            async with self.site.listings.template_lock:
-                async with self.site.request(op):
-                    await self.site.browser.navigate(tab, with_return_url(verify, ADVANCED_SEARCH_URL), BOOTSTRAP_TIMEOUT)
-            await self.site.person.step(op, tab, problem, epoch=epoch)
+            await self.door.show_verify_page(op, await self.door.work_tab(), verify, problem, epoch)
             return
         await self.show_context(op, problem, context_url, epoch)
 
     async def show_context(self, op: SiteOperation, problem: CnkiError, url: str, epoch: int) -> None:
         """A challenge with no page of its own (a decoy answer …): ``url`` in a new tab, handed to the person."""
         refuse_if_skipping(op, problem)
-        if epoch != self.site.person.epoch or not is_site_url(url):
+        if epoch != self.door.person.epoch or not is_site_url(url):
             return
-        tab = await self.site.new_tab()
+        tab = await self.door.browser.new_tab()
         try:
-            async with self.site.request(op):
-                await self.site.browser.navigate(tab, url, CONTEXT_TIMEOUT)
-            await self.site.person.step(op, tab, problem, epoch=epoch)
+            async with self.door.request(op):
+                await self.door.browser.navigate(tab, url, CONTEXT_TIMEOUT)
+            await self.door.person.step(op, tab, problem, epoch=epoch)
         finally:
             with contextlib.suppress(CnkiError):
-                await self.site.browser.close_tab(tab)
+                await self.door.browser.close_tab(tab)

@@ -22,8 +22,8 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import parse_qsl
 
 import msgspec
 
@@ -35,6 +35,15 @@ from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.core.text import title_key
 from cnki_mcp.pages.page_state import challenge_url, classify_response
 from cnki_mcp.pages.parse import GridPage, is_site_url, parse_grid
+from cnki_mcp.site.door import (
+    ADVANCED_SEARCH_URL,
+    BACKOFF_CODES,
+    BOOTSTRAP_TIMEOUT,
+    CHALLENGE_CODES,
+    Attempts,
+    Door,
+    note_snapshot,
+)
 from cnki_mcp.site.grid_query import (
     SORT_LABELS,
     TITLES_PER_LOCATE,
@@ -53,13 +62,8 @@ from cnki_mcp.site.human import refuse_if_skipping
 from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.page_actions import js_call
 
-if TYPE_CHECKING:
-    from cnki_mcp.site.site import Site
-
 log = logging.getLogger(__name__)
 
-ADVANCED_SEARCH_URL = "https://kns.cnki.net/kns8s/AdvSearch"
-BOOTSTRAP_TIMEOUT = 20.0  # loading the search page (also the login tab and the work tab)
 CAPTURE_TIMEOUT = 30.0
 GRID_ATTEMPTS = 4
 CURSOR_CAP = 2000
@@ -73,8 +77,6 @@ CONTROL_EXPRESSION = {"field": "subject", "value": "研究"}
 # How long the control's rows stand for the site answering: a burst of real zeros costs one control a minute.
 CONTROL_REUSE_SECONDS = 60.0
 
-_CHALLENGE_CODES = frozenset({"VERIFICATION_REQUIRED", "LOGIN_REQUIRED"})
-_BACKOFF_CODES = frozenset({"RATE_LIMITED", "SITE_UNAVAILABLE"})
 _SNAPSHOT_CODES = frozenset({"PARSER_UNSUPPORTED", "QUERY_REJECTED"})
 _TEMPLATE_CODES = frozenset({"QUERY_TEMPLATE_UNAVAILABLE", "QUERY_TEMPLATE_UNSUPPORTED"})
 
@@ -229,15 +231,6 @@ def filter_years(page: GridPage, year_from: int, year_to: int) -> GridPage:
     return msgspec.structs.replace(page, rows=rows)
 
 
-def with_return_url(url: str, fallback: str) -> str:
-    """A verify page URL that sends the browser back after success (``returnUrl`` added when missing)."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    if any(key.lower() == "returnurl" for key, _ in query):
-        return url
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode([*query, ("returnUrl", fallback)]), ""))
-
-
 def _can_wait(op: SiteOperation, seconds: float) -> bool:
     """Whether the operation's time and requests leave room for a wait and the request after it."""
     time_left = op.remaining_seconds()
@@ -257,18 +250,19 @@ def _sort_not_applied(wanted: str, shown: str) -> CnkiError:
 
 
 class Listings:
-    """The result listings of one ``Site``: its search template, and page 1's cursor and echo per listing."""
+    """The result listings asked through one ``Door``: its search template, and page 1's cursor and echo
+    per listing."""
 
-    def __init__(self, site: Site) -> None:
-        self.site = site
+    def __init__(self, door: Door) -> None:
+        self.door = door
         self.empty_waits = EMPTY_WAITS
         self.control_reuse = CONTROL_REUSE_SECONDS
         self._template: _Template | None = None
-        self._template_lock = asyncio.Lock()
         self._listings: dict[str, _Listing] = {}
         self._control_lock = asyncio.Lock()
         self._control_answered: float | None = None  # monotonic time of the control's last rows
         self.last_answer: tuple[str, str] = ("", "")  # the latest grid answer (text, URL), for the field check
+        door.watch(tab_replaced=self.forget_template, new_browser=self.forget)
 
     def forget_template(self) -> None:
         """The work tab was replaced or left the search page: capture the template again."""
@@ -280,43 +274,38 @@ class Listings:
         self._listings.clear()
         self._control_answered = None
 
-    @property
-    def template_lock(self) -> asyncio.Lock:
-        """Held while the template is captured on the work tab: nothing else may navigate it meanwhile."""
-        return self._template_lock
-
     # -- the search template -----------------------------------------------------------------
 
     async def _ensure_template(self, op: SiteOperation, anchor: str) -> _Template:
         template = self._template
-        if template is not None and template.generation == self.site.browser.connection_generation:
+        if template is not None and template.generation == self.door.browser.connection_generation:
             return template
-        async with self._template_lock:
-            await self.site.sync()
-            if self._template is not None and self._template.generation == self.site.generation:
+        async with self.door.template_lock:
+            await self.door.sync()
+            if self._template is not None and self._template.generation == self.door.generation:
                 return self._template
             try:
                 self._template = await self._capture(op, anchor)
             except CnkiError as exc:
-                if exc.code in _TEMPLATE_CODES and self.site.has_work_tab:
-                    exc.details = {**(exc.details or {}), "snapshot": await self.site.tab_snapshot("template", self.site.work_tab_now())}
+                if exc.code in _TEMPLATE_CODES and self.door.has_work_tab:
+                    note_snapshot(exc, await self.door.tab_snapshot("template", self.door.work_tab_now()))
                 raise
             return self._template
 
     async def _capture(self, op: SiteOperation, anchor: str) -> _Template:
-        tab = await self.site.work_tab()
-        async with self.site.request(op):
-            await self.site.browser.navigate(tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
-        await self.site.wait_page(
+        tab = await self.door.work_tab()
+        async with self.door.request(op):
+            await self.door.browser.navigate(tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
+        await self.door.wait_page(
             op, tab, lambda seen: True if seen.condition else None, BOOTSTRAP_TIMEOUT, condition=_READY_JS
         )
-        await self.site.browser.evaluate(tab, _CAPTURE_JS)
+        await self.door.browser.evaluate(tab, _CAPTURE_JS)
         where = {"url": endpoint_url(tab.url)}
-        if not await self.site.browser.evaluate(tab, js_call(_FILL_JS, anchor)):
+        if not await self.door.browser.evaluate(tab, js_call(_FILL_JS, anchor)):
             raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可见的检索输入框。", details=where)
-        async with self.site.request(op):
+        async with self.door.request(op):
             try:
-                clicked = await self.site.browser.click(tab, "input.btn-search,button.btn-search", 5.0)
+                clicked = await self.door.browser.click(tab, "input.btn-search,button.btn-search", 5.0)
             except CnkiError as exc:
                 if exc.code != "PAGE_NAVIGATED":
                     raise
@@ -324,7 +313,7 @@ class Listings:
         if not clicked:
             raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可点击的检索按钮。", details=where)
         try:
-            captured = await self.site.browser.wait_for(tab, _CAPTURED_JS, CAPTURE_TIMEOUT)
+            captured = await self.door.browser.wait_for(tab, _CAPTURED_JS, CAPTURE_TIMEOUT)
         except CnkiError as exc:
             if exc.code != "CONTENT_NOT_READY":
                 raise
@@ -333,7 +322,7 @@ class Listings:
             ) from None
         # The page's request left tens of milliseconds into the click's slot (the click waits for a
         # steady button first): an empty slot now spaces the next request from when it really went out.
-        async with self.site.limiter.slot():
+        async with self.door.limiter.slot():
             pass
         if "challenge" in captured:
             page = endpoint_url(str(captured["challenge"]))
@@ -343,7 +332,7 @@ class Listings:
         if not is_site_url(url):
             raise CnkiError("QUERY_TEMPLATE_UNSUPPORTED", "检索请求没有发往知网。", details={"url": url})
         form = parse_form(str(captured.get("body") or ""))
-        return _Template(url=url, form=form, query_json=template_query_json(form), generation=self.site.generation)
+        return _Template(url=url, form=form, query_json=template_query_json(form), generation=self.door.generation)
 
     async def fresh_template(self, op: SiteOperation, anchor: str) -> dict[str, Any]:
         """The search template captured anew from the advanced-search page (the field check): where it
@@ -425,7 +414,7 @@ class Listings:
 
     async def _pause(self, op: SiteOperation, seconds: float, progress: dict[str, Any]) -> None:
         """Wait out a throttled site, shown as its own stage; a cancel ends the wait at once."""
-        self.site.limiter.slow()
+        self.door.limiter.slow()
         with op.stage_while("waiting_for_site", progress):
             deadline = Deadline(seconds)
             while not deadline.passed:
@@ -434,7 +423,7 @@ class Listings:
                 await asyncio.sleep(min(PAUSE_POLL, deadline.remaining()))
 
     async def _still_empty(self, shell: _EmptyShell, page: int, waited: float) -> CnkiError:
-        snapshot = await self.site.snapshot("grid-empty", shell.body, shell.url)
+        snapshot = await self.door.snapshot("grid-empty", shell.body, shell.url)
         details: dict[str, Any] = {"page": page, "waited_seconds": round(waited), "snapshot": snapshot}
         return CnkiError(
             "SITE_TEMPORARILY_EMPTY",
@@ -450,15 +439,16 @@ class Listings:
         The bare empty shell is raised as ``_EmptyShell`` for ``_grid_page`` to judge.
         """
         anchor = anchor_of(query.branches)
-        challenged = backoffs = 0
-        recovered = solved = sort_asked = False
+        attempts = Attempts(self.door)
+        challenged = 0
+        solved = sort_asked = False
         wanted_sort = sort_code(query.sort)
         last: CnkiError | None = None
         for attempt in range(GRID_ATTEMPTS):
-            epoch = self.site.person.epoch
+            epoch = self.door.person.epoch
             listing = self._listings.get(key)
             try:
-                tab = await self.site.work_tab()  # first: a replaced work tab drops the template
+                tab = await self.door.work_tab()  # first: a replaced work tab drops the template
                 template = await self._ensure_template(op, anchor)
                 query_json = rewrite_query_json(
                     template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page,
@@ -471,8 +461,8 @@ class Listings:
                     cursor=listing.cursor if page > 1 and listing is not None else "",
                     new_search=not solved, sort_request=sort_asked, expert=query.expert,
                 )
-                async with self.site.request(op):
-                    result = await self.site.browser.fetch_in_page(
+                async with self.door.request(op):
+                    result = await self.door.browser.fetch_in_page(
                         tab,
                         template.url,
                         method="POST",
@@ -483,23 +473,21 @@ class Listings:
                         },
                     )
             except CnkiError as exc:
-                if self.site.transport_broken(exc) and not recovered:
-                    recovered = True
-                    await self.site.reset_tabs()
+                if await attempts.recover(exc):
                     last = exc
                     continue
-                if exc.code in _CHALLENGE_CODES and attempt < GRID_ATTEMPTS - 1:
+                if exc.code in CHALLENGE_CODES and attempt < GRID_ATTEMPTS - 1:
                     # Turned away while the template was captured: the person answers on the work tab.
                     challenged += 1
                     last = exc
-                    await self.site.person.step(op, tab, exc, epoch=epoch)
+                    await self.door.person.step(op, tab, exc, epoch=epoch)
                     solved = True
                     continue
                 if exc.code == "PAGE_NAVIGATED" and attempt < GRID_ATTEMPTS - 1:
                     # The search page's own script moved it (often to a verification page) under our
                     # request: let it settle, hand any challenge to the person, then ask again.
                     last = exc
-                    await self.site.wait_page(op, tab, lambda seen: True, BOOTSTRAP_TIMEOUT)
+                    await self.door.wait_page(op, tab, lambda seen: True, BOOTSTRAP_TIMEOUT)
                     solved = True
                     continue
                 raise
@@ -507,7 +495,7 @@ class Listings:
             problem = classify_response(result.status, result.url, result.text)
             if problem is not None and problem.code != "SITE_TEMPORARILY_EMPTY":  # the parser tells which kind
                 last = problem
-                if problem.code in _CHALLENGE_CODES:
+                if problem.code in CHALLENGE_CODES:
                     challenged += 1
                     if attempt == GRID_ATTEMPTS - 1:
                         break  # no retry would follow the person's work
@@ -516,10 +504,9 @@ class Listings:
                     # solved challenge is reported to be challenged again, in a loop.
                     solved = True
                     continue
-                if problem.code in _BACKOFF_CODES:
+                if problem.code in BACKOFF_CODES:
                     self._throttled()
-                    await self.site.backoff(problem, backoffs)
-                    backoffs += 1
+                if await attempts.back_off(problem):
                     continue
                 raise problem
             try:
@@ -533,12 +520,12 @@ class Listings:
                     last = exc  # a busy notice of another shape: ask again once more
                     continue
                 if exc.code in _SNAPSHOT_CODES:
-                    exc.details = {**(exc.details or {}), "snapshot": await self.site.snapshot("grid", result.text, result.url)}
+                    note_snapshot(exc, await self.door.snapshot("grid", result.text, result.url))
                 raise
             if page > 1 and not parsed.rows:
                 # A later page of a listing whose page 1 had rows: even a stated zero here is no end.
                 raise _EmptyShell(result.text, result.url)
-            self.site.limiter.fast()
+            self.door.limiter.fast()
             if page == 1 and parsed.sort_shown and parsed.sort_shown != wanted_sort and not sort_asked:
                 sort_asked = True  # ask the way the page's own sort links do
                 continue
@@ -571,35 +558,33 @@ class Listings:
         """Show the grid's challenge to a person: in the search page, the verify page the answer names, or
         where the site redirected."""
         refuse_if_skipping(op, problem)
-        if epoch != self.site.person.epoch:
+        if epoch != self.door.person.epoch:
             return  # solved by someone else meanwhile
-        tab = await self.site.work_tab()
+        tab = await self.door.work_tab()
         if "vericodeForm" in body:
-            shown = await self.site.browser.evaluate(
+            shown = await self.door.browser.evaluate(
                 tab, js_call(_SHOW_VERICODE_JS, body, json.dumps(query_json, ensure_ascii=False))
             )
             if not shown:
                 raise await self._no_context(response_url, body, problem)
-            await self.site.person.step(op, tab, problem, epoch=epoch)
+            await self.door.person.step(op, tab, problem, epoch=epoch)
             return
         verify = challenge_url(body)
         if verify:
             # {"code":-403,"message":"https://kns.cnki.net/verify/home?captchaType=blockPuzzle&…"}: the person
             # solves it on the work tab, which comes back to the search page; the template stays valid.
-            async with self.site.request(op):
-                await self.site.browser.navigate(tab, with_return_url(verify, ADVANCED_SEARCH_URL), BOOTSTRAP_TIMEOUT)
-            await self.site.person.step(op, tab, problem, epoch=epoch)
+            await self.door.show_verify_page(op, tab, verify, problem, epoch)
             return
         # The work page leaves the search page: the template must be captured again afterwards.
         self._template = None
         if endpoint_url(response_url) == template.url or not is_site_url(response_url):
             raise await self._no_context(response_url, body, problem)
-        async with self.site.request(op):
-            await self.site.browser.navigate(tab, response_url, BOOTSTRAP_TIMEOUT)
-        await self.site.person.step(op, tab, problem, epoch=epoch)
+        async with self.door.request(op):
+            await self.door.browser.navigate(tab, response_url, BOOTSTRAP_TIMEOUT)
+        await self.door.person.step(op, tab, problem, epoch=epoch)
 
     async def _no_context(self, response_url: str, body: str, problem: CnkiError) -> CnkiError:
-        snapshot = await self.site.snapshot("grid-challenge", body, response_url)
+        snapshot = await self.door.snapshot("grid-challenge", body, response_url)
         return CnkiError(
             "VERIFICATION_CONTEXT_UNAVAILABLE",
             "知网要求验证，但没有可以显示给你处理的页面；请稍后重试。",

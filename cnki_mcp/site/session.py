@@ -13,15 +13,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from cnki_mcp.site.browser import Tab
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.core.model import SessionState
-from cnki_mcp.pages.parse import is_site_url
 from cnki_mcp.pages.page_state import parse_session
+from cnki_mcp.pages.parse import is_site_url
+from cnki_mcp.site.browser import Tab
+from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation
 from cnki_mcp.site.human import span
-from cnki_mcp.site.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT
-from cnki_mcp.site.site import Observation, Site
+from cnki_mcp.site.operation import SiteOperation
+from cnki_mcp.site.site import Site
 
 log = logging.getLogger(__name__)
 

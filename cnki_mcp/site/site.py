@@ -1,11 +1,11 @@
 """CNKI access through the dedicated browser: the one door every module reaches CNKI by.
 
-Every read is charged to its operation first, then waits for a limiter slot, then runs (``request``).
-Result listings are ``listings.Listings``; detail and journal pages are read through Chrome's network
-stack from the work tab (first-party cookies go along), with a rendered-tab fallback; a page that
-cannot be parsed leaves a redacted snapshot. Live tabs are inspected (``observe``, ``wait_page``) for
-challenges, login prompts and denials, and a challenge goes to the person (``human.Person``). The
-reader, downloads and login open and drive their own tabs through the tab operations at the end.
+``Site`` is the ``door.Door`` (requests charged and paced, tabs, snapshots, live pages, the person) with
+what is read through it on top: result listings (``listings.Listings``), CNKI's JSON APIs
+(``json_api.JsonApi``), and detail and journal pages, read through Chrome's network stack from the
+work tab (first-party cookies go along), with a rendered-tab fallback; a page that cannot be parsed
+leaves a redacted snapshot. The reader, downloads and login open and drive their own tabs through the
+tab operations at the end.
 
 A browser that died stays dead until ``recover`` (``operation_control recover``): reads then say
 BROWSER_UNAVAILABLE instead of silently relaunching a window the person may have closed on purpose.
@@ -15,25 +15,16 @@ A broken connection with a live browser is recovered once per read by dropping t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
-from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper, Quality
-from cnki_mcp.core.redact import endpoint_url
-from cnki_mcp.core.snapshots import save_snapshot
-from cnki_mcp.pages.page_state import (
-    LIVE_PAGE_SCRIPT,
-    PageState,
-    classify_response,
-    inspect_live_page,
-)
+from cnki_mcp.pages.page_state import classify_response
 from cnki_mcp.pages.parse import (
     GridPage,
     check_identity,
@@ -43,11 +34,11 @@ from cnki_mcp.pages.parse import (
 )
 from cnki_mcp.site.browser import Browser, DownloadEvent, Tab
 from cnki_mcp.site.cdp import FetchResult, NavigationResult
+from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door, Observation, final_parse_error, note_snapshot
 from cnki_mcp.site.grid_query import GridQuery
-from cnki_mcp.site.human import Person
 from cnki_mcp.site.json_api import JsonApi
 from cnki_mcp.site.limiter import Limiter
-from cnki_mcp.site.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Listings
+from cnki_mcp.site.listings import Listings
 from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.page_actions import CALL_TIMEOUT
 
@@ -56,46 +47,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 RESOURCE_ATTEMPTS = 3
-BACKOFF_SLEEPS = (2.0, 4.0)
 RENDER_TIMEOUT = 12.0
-PAGE_POLL = 0.12
 
-CHALLENGE_CODES = frozenset({"VERIFICATION_REQUIRED", "LOGIN_REQUIRED"})
-_BACKOFF_CODES = frozenset({"RATE_LIMITED", "SITE_UNAVAILABLE"})
-# Parse failures that say "this is not the paper", not "this page did not render yet".
-_IDENTITY_CODES = frozenset({"IDENTITY_CONFLICT", "SOURCE_IDENTITY_UNCONFIRMED"})
 _SNAPSHOT_CODES = frozenset({"PARSER_UNSUPPORTED", "SOURCE_SCHEMA_UNSUPPORTED"})
 _RENDER_AGAIN_CODES = frozenset({"RESOURCE_FAILED", "NETWORK_UNREACHABLE"})
-
-
-def _final_parse_error(exc: CnkiError) -> bool:
-    """A parse failure that another look at the page cannot change (wrong paper, too large, a known
-    unsupported kind of page), as opposed to a page that is not rendered yet."""
-    if exc.code in _IDENTITY_CODES or exc.code == "RESPONSE_TOO_LARGE":
-        return True
-    return exc.code == "PARSER_UNSUPPORTED" and isinstance(exc.details, dict) and "page_kind" in exc.details
-
-
-class Observation(msgspec.Struct):
-    """One look at a live tab: what the page shows (PageState) plus its load state and DOM."""
-
-    url: str
-    html: str
-    ready: bool
-    complete: bool
-    pending: bool
-    condition: bool
-    page: PageState
-
-
-def _observe_js(condition: str) -> str:
-    return (
-        "(() => ({url: location.href, ready: document.readyState !== 'loading',"
-        " complete: document.readyState === 'complete',"
-        " pending: !!(window.jQuery && window.jQuery.active),"
-        f" condition: (() => {{ try {{ return !!({condition}); }} catch (e) {{ return false; }} }})(),"
-        f" html: {LIVE_PAGE_SCRIPT.strip()}}}))()"
-    )
 
 
 def bind_detail(requested: Paper, observed: Paper, locator: str) -> Paper:
@@ -116,267 +71,17 @@ def bind_detail(requested: Paper, observed: Paper, locator: str) -> Paper:
     )
 
 
-def page_problem(page: PageState, url: str) -> CnkiError | None:
-    """The problem a live tab shows, as the code a response would have given (no query in details)."""
-    url = endpoint_url(url)
-    if page.state == "challenge":
-        return CnkiError("VERIFICATION_REQUIRED", "知网要求人工验证", details={"url": url, "reason": page.reason})
-    if page.state == "login":
-        return CnkiError("LOGIN_REQUIRED", "当前资源要求登录", details={"url": url})
-    if page.state == "denied":
-        return CnkiError("ACCESS_DENIED", f"站点拒绝当前资源访问：{page.reason}", details={"url": url})
-    return None
-
-
 # --------------------------------------------------------------------------------------------
 
 
-class Site:
+class Site(Door):
     """CNKI access for every operation of this process (one per App)."""
 
     def __init__(self, browser: Browser, limiter: Limiter, diagnostics_dir: Path) -> None:
-        self.browser = browser
-        self.limiter = limiter
-        self.diagnostics_dir = diagnostics_dir
-        self.person = Person(browser, limiter, self.observe, self.tab_snapshot)
+        super().__init__(browser, limiter, diagnostics_dir)
         self.listings = Listings(self)
         self.api = JsonApi(self)
-        self._generation = 0
-        self._work: Tab | None = None
-        self._render: Tab | None = None
-        self._tab_lock = asyncio.Lock()
         self._render_lock = asyncio.Lock()
-
-    # -- state -----------------------------------------------------------------------------
-
-    @property
-    def epoch(self) -> int:
-        """Number of finished human steps; a caller that saw a challenge under an older epoch just retries."""
-        return self.person.epoch
-
-    @property
-    def generation(self) -> int:
-        """The browser connection the cached tabs and the listings' template belong to."""
-        return self._generation
-
-    def drop_pages(self) -> None:
-        """Forget the work and render tabs and the template (recover, new browser generation)."""
-        self._work = None
-        self._render = None
-        self.listings.forget_template()
-
-    async def reset_tabs(self) -> None:
-        """Drop the cached tabs and close them if the browser still has them."""
-        tabs = [tab for tab in (self._work, self._render) if tab is not None]
-        self.drop_pages()
-        for tab in tabs:
-            with contextlib.suppress(CnkiError):
-                await self.browser.close_tab(tab)
-
-    async def recover(self) -> None:
-        """``operation_control recover``: drop cached pages; reset the browser if it does not answer in 2 s."""
-        await self.reset_tabs()
-        if not await self.browser.probe(2.0):
-            await self.browser.reset()
-
-    async def sync(self) -> None:
-        """Make sure a browser runs and per-browser state belongs to it."""
-        await self.browser.ensure()
-        generation = self.browser.connection_generation
-        if generation != self._generation:
-            self._generation = generation
-            self.drop_pages()
-            self.listings.forget()
-
-    @staticmethod
-    def _usable(tab: Tab | None, generation: int) -> bool:
-        return tab is not None and not tab.closed and not tab.crashed and tab.generation == generation
-
-    async def work_tab(self) -> Tab:
-        """The tab listings are asked from and resources are loaded through (a new one drops the template)."""
-        await self.sync()
-        async with self._tab_lock:
-            if not self._usable(self._work, self._generation):
-                self.listings.forget_template()
-                self._work = await self.browser.new_tab()
-            assert self._work is not None
-            return self._work
-
-    @property
-    def has_work_tab(self) -> bool:
-        return self._work is not None
-
-    def work_tab_now(self) -> Tab:
-        """The current work tab, without a check (for a snapshot of what it shows)."""
-        assert self._work is not None
-        return self._work
-
-    async def _render_tab(self) -> Tab:
-        await self.sync()
-        async with self._tab_lock:
-            if not self._usable(self._render, self._generation):
-                self._render = await self.browser.new_tab()
-            assert self._render is not None
-            return self._render
-
-    async def site_tab(self, op: SiteOperation) -> Tab:
-        """The work tab on a CNKI page, so resource loads carry the site's first-party cookies."""
-        tab = await self.work_tab()
-        if is_site_url(tab.url):
-            return tab
-        async with self.listings.template_lock:  # never navigate while a template capture drives the page
-            tab = await self.work_tab()
-            if not is_site_url(tab.url):
-                async with self.request(op):
-                    await self.browser.navigate(tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
-            return tab
-
-    def transport_broken(self, exc: CnkiError) -> bool:
-        """A failed CDP call while the browser process itself still runs: new tabs may fix it."""
-        return exc.code == "BROWSER_UNAVAILABLE" and self.browser.running
-
-    # -- requests --------------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def request(self, op: SiteOperation) -> AsyncIterator[None]:
-        """``async with site.request(op): <one CNKI request>`` — charge, then a limiter slot."""
-        op.charge()
-
-        def cancelled() -> None:
-            if op.cancelled:
-                raise CnkiError("CANCELLED")
-
-        async with self.limiter.slot(cancelled):
-            yield
-
-    async def backoff(self, problem: CnkiError, done: int) -> None:
-        """Slow the limiter; sleep 2 s, then 4 s; a third rate-limit or 5xx answer is final."""
-        self.limiter.slow()
-        if done >= len(BACKOFF_SLEEPS):
-            raise problem
-        await asyncio.sleep(BACKOFF_SLEEPS[done])
-
-    async def snapshot(
-        self, kind: str, body: str, url: str, tab: Tab | None = None, *, extension: str = "html"
-    ) -> str:
-        """Save a page that could not be handled (redacted; a screenshot when ``tab`` is given).
-
-        Returns the snapshot's file name for the error's details, or "" when it could not be saved.
-        """
-        screenshot = None
-        if tab is not None and not tab.closed:
-            try:
-                screenshot = await self.browser.screenshot(tab, 5.0)
-            except CnkiError as exc:
-                log.debug("no screenshot for the snapshot: %s", exc)
-        try:
-            path = await asyncio.to_thread(
-                save_snapshot, self.diagnostics_dir, kind, body, url, screenshot, extension=extension
-            )
-        except OSError as exc:
-            log.warning("could not save a page snapshot: %s", exc)
-            return ""
-        return path.name
-
-    async def tab_snapshot(self, kind: str, tab: Tab) -> str:
-        """``snapshot`` of what a live tab shows now (its DOM and a screenshot); "" when it cannot answer."""
-        try:
-            html = await self.browser.page_html(tab, 5.0)
-        except CnkiError as exc:
-            log.debug("no page for the snapshot: %s", exc)
-            return ""
-        return await self.snapshot(kind, html, tab.url, tab)
-
-    # -- live pages ------------------------------------------------------------------------
-
-    async def observe(self, tab: Tab, condition: str = "true", timeout: float = 5.0) -> Observation | None:
-        """Inspect a live tab. None while it cannot answer (navigating); a dead browser raises."""
-        try:
-            data = await self.browser.evaluate(tab, _observe_js(condition), timeout)
-        except CnkiError as exc:
-            if not self.browser.running or tab.closed or tab.crashed:
-                raise
-            log.debug("tab %s did not answer an inspection: %s", tab.target_id[:8], exc.message)
-            return None
-        if not isinstance(data, dict):
-            return None
-        url = str(data.get("url") or "")
-        html = str(data.get("html") or "")
-        return Observation(
-            url=url,
-            html=html,
-            ready=bool(data.get("ready")),
-            complete=bool(data.get("complete")),
-            pending=bool(data.get("pending")),
-            condition=bool(data.get("condition")),
-            page=await asyncio.to_thread(inspect_live_page, html, url),
-        )
-
-    async def glance(self, tab: Tab) -> Observation | None:
-        """``observe`` for polling several tabs: one that is closed or cannot answer now is None; only a
-        dead browser raises."""
-        try:
-            return await self.observe(tab)
-        except CnkiError as exc:
-            if exc.code == "BROWSER_UNAVAILABLE" and not self.browser.running:
-                raise
-            return None
-
-    async def wait_page(
-        self,
-        op: SiteOperation,
-        tab: Tab,
-        accept: Callable[[Observation], T | None],
-        timeout: float,
-        *,
-        condition: str = "true",
-    ) -> T:
-        """Poll a tab until ``accept`` returns a value.
-
-        Challenges and login prompts go to a person, after which the deadline restarts; a denial is
-        ACCESS_DENIED. ``accept`` may raise to stop; errors it raises with an identity code stop at
-        once, others are remembered and raised at the timeout (else CONTENT_NOT_READY).
-        """
-        deadline = Deadline(timeout)
-        last: CnkiError | None = None
-        while True:
-            epoch = self.person.epoch
-            seen = await self.observe(tab, condition)
-            if seen is not None and seen.ready:
-                if await self.hand_over(op, tab, seen, epoch=epoch):
-                    deadline.restart()
-                    continue
-                problem = page_problem(seen.page, seen.url)
-                if problem is not None:
-                    raise problem
-                try:
-                    value = accept(seen)
-                except CnkiError as exc:
-                    if _final_parse_error(exc):
-                        raise
-                    last = exc
-                else:
-                    if value is not None:
-                        return value
-            if deadline.passed:
-                raise last or CnkiError(
-                    "CONTENT_NOT_READY",
-                    "页面未呈现预期内容，不能判定正文不存在或无权限",
-                    details={"url": endpoint_url(tab.url)},
-                )
-            await asyncio.sleep(PAGE_POLL)
-
-    async def hand_over(self, op: SiteOperation, tab: Tab, seen: Observation, *, epoch: int | None = None) -> bool:
-        """Hand ``tab`` to the person when ``seen`` shows a challenge or a login prompt (True once done)."""
-        problem = page_problem(seen.page, seen.url)
-        if problem is None or problem.code not in CHALLENGE_CODES:
-            return False
-        await self.person.step(op, tab, problem, epoch=epoch)
-        return True
-
-    async def human_step(self, op: SiteOperation, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
-        """``Person.step`` for ``tab``: the person clears the challenge or login prompt ``reason`` names."""
-        await self.person.step(op, tab, reason, epoch=epoch)
 
     # -- listings ----------------------------------------------------------------------------
 
@@ -389,6 +94,18 @@ class Site:
     ) -> dict[str, list[Paper]]:
         """Up to 10 titles in one exact-title grid request; see ``listings.Listings.locate``."""
         return await self.listings.locate(op, titles, related)
+
+    # -- JSON APIs -------------------------------------------------------------------------------
+
+    async def api_get(self, op: SiteOperation, url: str, context_url: str) -> str:
+        """One GET of a CNKI JSON API from inside the work tab; see ``json_api.JsonApi.get``."""
+        return await self.api.get(op, url, context_url)
+
+    async def show_decoy(self, op: SiteOperation, problem: CnkiError, context_url: str, epoch: int) -> None:
+        """An API answer that cannot be the paper's data (a decoy): slow down, and show the person
+        ``context_url`` (the paper's detail page) in a tab of its own; see ``JsonApi.show_context``."""
+        self.limiter.slow()
+        await self.api.show_context(op, problem, context_url, epoch)
 
     # -- detail and journal pages -------------------------------------------------------------
 
@@ -428,26 +145,21 @@ class Site:
         """Read a page through Chrome's network stack; render it in a tab when that is not enough."""
         if not is_site_url(url):
             raise CnkiError("LOCATOR_EXPIRED", "文献入口不是知网地址，未访问。", details={"kind": kind})
-        backoffs = 0
-        recovered = False
+        attempts = Attempts(self)
         for _attempt in range(RESOURCE_ATTEMPTS):
             try:
                 tab = await self.site_tab(op)
                 async with self.request(op):
                     result = await self.browser.load_resource(tab, url)
             except CnkiError as exc:
-                if self.transport_broken(exc) and not recovered:
-                    recovered = True
-                    await self.reset_tabs()
+                if await attempts.recover(exc):
                     continue
                 if exc.code in _RENDER_AGAIN_CODES:
                     break  # the rendered tab is one more try before a network failure stands
                 raise
             problem = classify_response(result.status, url, result.text)
             if problem is not None:
-                if problem.code in _BACKOFF_CODES:
-                    await self.backoff(problem, backoffs)
-                    backoffs += 1
+                if await attempts.back_off(problem):
                     continue
                 if problem.code in CHALLENGE_CODES:
                     break
@@ -455,7 +167,7 @@ class Site:
             try:
                 value = await asyncio.to_thread(parse, result.text, url)
             except CnkiError as exc:
-                if _final_parse_error(exc):
+                if final_parse_error(exc):
                     raise
                 log.debug("%s page needs rendering: %s", kind, exc.message)
                 break
@@ -466,7 +178,7 @@ class Site:
     async def _render_page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """The render fallback: load in the shared render tab and parse the live DOM until it works."""
         async with self._render_lock:
-            tab = await self._render_tab()
+            tab = await self.render_tab()
             async with self.request(op):
                 await self.browser.navigate(tab, url, RENDER_TIMEOUT)
             last_html = ""
@@ -481,8 +193,7 @@ class Site:
                 value = await self.wait_page(op, tab, accept, RENDER_TIMEOUT)
             except CnkiError as exc:
                 if exc.code in _SNAPSHOT_CODES and last_html:
-                    if name := await self.snapshot(kind, last_html, last_url, tab):
-                        exc.details = {**(exc.details if isinstance(exc.details, dict) else {}), "snapshot": name}
+                    note_snapshot(exc, await self.snapshot(kind, last_html, last_url, tab))
                 raise
             self.limiter.fast()
             return value
