@@ -31,6 +31,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cnki_mcp.core.model import Hit, Paper, Quality  # noqa: E402
+from cnki_mcp.core.tool_args import SearchOptions  # noqa: E402
 from cnki_mcp.ops.jobs import Jobs  # noqa: E402
 from cnki_mcp.research.enrich import Enrichment, JournalFlights  # noqa: E402
 from cnki_mcp.research.pipeline import (  # noqa: E402
@@ -44,7 +45,6 @@ from cnki_mcp.research.query import plan_explicit  # noqa: E402
 from cnki_mcp.research.rank import choose, rank, search_entries  # noqa: E402
 from cnki_mcp.store.catalog import Catalog  # noqa: E402
 from cnki_mcp.store.library import Store  # noqa: E402
-from cnki_mcp.core.tool_args import SearchOptions  # noqa: E402
 from tests.fake_site import FakeSite  # noqa: E402
 
 CONCEPTS = [["自动驾驶", "无人驾驶"], ["产品责任", "产品缺陷"]]

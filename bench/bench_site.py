@@ -38,13 +38,12 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cnki_mcp.site.browser import Browser
-from cnki_mcp.ops.jobs import Jobs, OperationContext
-from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.core.model import Budget, Paper
+from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.pages.parse import parse_grid
-from cnki_mcp.site.grid_query import compile_expression
-from cnki_mcp.site.grid_query import GridQuery
+from cnki_mcp.site.browser import Browser
+from cnki_mcp.site.grid_query import GridQuery, compile_expression
+from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.listings import ADVANCED_SEARCH_URL
 from cnki_mcp.site.site import Site
 from cnki_mcp.store.library import Store

@@ -22,12 +22,12 @@ import msgspec
 from cnki_mcp.core.clock import utc_now_iso
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.identity import record_ref_for
-from cnki_mcp.ops.jobs import OperationContext
-from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.core.model import PARSER_VERSION, Paper, Quality
+from cnki_mcp.core.text import source_key, title_key
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.site.grid_query import GridQuery
-from cnki_mcp.core.text import source_key, title_key
+from cnki_mcp.site.limiter import Limiter
 
 PAGE_SIZE = 20
 ABSTRACT = "自动驾驶产品责任的归责与风险分配"

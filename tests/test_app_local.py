@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from cnki_mcp.app import App
+from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Evidence, Paper, SearchEntry, SearchRecord
 from cnki_mcp.store.library import Store
-from cnki_mcp.core import tool_args
 from cnki_mcp.surface.tools import parse_arguments
 from tests.fake_site import FakeSite
 from tests.harness import call_tool

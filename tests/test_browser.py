@@ -24,11 +24,11 @@ import psutil
 import pytest
 import pytest_asyncio
 
+from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site import chrome as chrome_module
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.cdp import PageScriptError
 from cnki_mcp.site.chrome import clear_stale_profile, env_browser_args, launch_arguments
-from cnki_mcp.core.errors import CnkiError
 
 # --------------------------------------------------------------------------------------------
 # Unit tests (no browser)

@@ -14,11 +14,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import CitationResult, Paper
 from cnki_mcp.references import citations
 from cnki_mcp.references.citations import FORMATS, Name, csl_item, parse_name, render, title_case, validate_template
 from cnki_mcp.references.citations._prose import _page_range
-from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import CitationResult, Paper
 
 FIXTURE = Path(__file__).parent / "fixtures" / "citations_papers.json"
 

@@ -7,6 +7,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Paper, ReaderCoverage, Section
 from cnki_mcp.documents.online_reader import (
     ReaderCache,
     complete_article,
@@ -15,11 +17,9 @@ from cnki_mcp.documents.online_reader import (
     reader_result,
     select_section,
 )
-from cnki_mcp.store.catalog import Catalog
-from cnki_mcp.research.detail_tab import local_ref
-from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Paper, ReaderCoverage, Section
 from cnki_mcp.pages.reader import ReaderDocument, parse_reader
+from cnki_mcp.research.detail_tab import local_ref
+from cnki_mcp.store.catalog import Catalog
 from cnki_mcp.store.library import Store
 
 READER_HTML = """<html><head><meta name="citation_title" content="数据治理研究"></head><body>

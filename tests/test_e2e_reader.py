@@ -16,8 +16,7 @@ import pytest
 from tests.harness import chromium_path
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator
-from tests.test_e2e_documents import error_code, journal_papers, seed, serve
-from tests.test_e2e_documents import sim, sim_server  # noqa: F401  (a simulator of this module's own)
+from tests.test_e2e_documents import error_code, journal_papers, seed, serve, sim, sim_server  # noqa: F401  (a simulator of this module's own)
 
 pytestmark = [
     pytest.mark.browser,

@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Channel, Plan
 from cnki_mcp.research.expert import (
     COMPARISONS,
     FIELDS,
@@ -29,7 +30,6 @@ from cnki_mcp.research.expert import (
     plan_expression,
     render,
 )
-from cnki_mcp.core.model import Channel, Plan
 from cnki_mcp.site.grid_query import compile_expression, grid_form, rewrite_query_json
 
 ISSUE_EXAMPLE = "SU=('数字经济'+'数字化转型') AND AU='张三' NOT TI='综述'"

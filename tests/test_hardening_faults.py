@@ -29,12 +29,12 @@ import msgspec
 import psutil
 import pytest
 
-from cnki_mcp.core import files
-from cnki_mcp.store import library as store_module
 from cnki_mcp.app import App
+from cnki_mcp.core import files
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.core.model import StoreData
+from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.store import library as store_module
 from tests.fake_site import FEEDBACK_TERMS, FakeSite, sim_paper
 from tests.harness import AWAITING, REPO, McpSession, RawServer, call_tool, offline_params, processes_on, serve_params
 

@@ -21,20 +21,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cnki_mcp.app import App
+from cnki_mcp.core import files
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Paper
+from cnki_mcp.documents.download_files import DownloadRequest, check_target
+from cnki_mcp.ops.jobs import kind_budget
+from cnki_mcp.pages.parse import _resolve, is_site_url, parse_detail
 from cnki_mcp.references import citations
 from cnki_mcp.setup import clients
-from cnki_mcp.core import files
 from cnki_mcp.surface.tools import parse_arguments
-from cnki_mcp.app import App
-from cnki_mcp.documents.download_files import DownloadRequest, check_target
-from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.ops.jobs import kind_budget
-from cnki_mcp.core.model import Paper
-from cnki_mcp.pages.parse import _resolve, is_site_url, parse_detail
 from tests.fake_site import FakeSite
+from tests.harness import ThreadedClient, call_tool, offline_params
 from tests.kns import pages
 from tests.kns.server import KnsSimulator, Scenario
-from tests.harness import ThreadedClient, call_tool, offline_params
 
 SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
 FIGURES: dict[str, int] = {"hostile_paths": 0, "written_outside": 0}

@@ -11,9 +11,9 @@ import msgspec
 import pytest
 
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Artifact, Paper
 from cnki_mcp.documents.local_read import LocalFiles, pages_covered, read_document
 from cnki_mcp.documents.online_reader import TextWindow
-from cnki_mcp.core.model import Artifact, Paper
 from cnki_mcp.documents.pdf_layout import drop_furniture, layout
 from cnki_mcp.documents.pdf_text import Line, pdf_bytes_of, read_pdf
 from cnki_mcp.store.library import Store

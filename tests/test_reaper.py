@@ -24,8 +24,8 @@ import msgspec
 import psutil
 import pytest
 
-from cnki_mcp.site import reaper
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.site import reaper
 from tests.harness import FINAL, McpSession, held_client, processes_on, serve_params
 from tests.kns.server import KnsSimulator
 

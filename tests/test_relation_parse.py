@@ -8,7 +8,6 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper
-from cnki_mcp.research.rank import evidence_for, is_eligible
 from cnki_mcp.pages.relation_parse import (
     Ask,
     NotData,
@@ -22,6 +21,7 @@ from cnki_mcp.pages.relation_parse import (
     request_url,
     v_token,
 )
+from cnki_mcp.research.rank import evidence_for, is_eligible
 
 DETAIL = "https://kns.cnki.net/kcms2/article/abstract?v=AbC-123_x&uniplatform=NZKPT"
 

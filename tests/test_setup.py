@@ -14,10 +14,10 @@ import psutil
 import pytest
 from click.testing import CliRunner, Result
 
-from cnki_mcp.setup import clients
-from cnki_mcp.site import discovery
-from cnki_mcp.setup import wizard as setup
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.setup import clients
+from cnki_mcp.setup import wizard as setup
+from cnki_mcp.site import discovery
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="fake browsers are shell scripts")
 OVERRIDES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "KIMI_CODE_HOME", "DSH_HOME", "CNKI_BROWSER_PATH", "XDG_CONFIG_HOME")

@@ -15,10 +15,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from cnki_mcp.store import library as store_module
 from cnki_mcp.core.clock import utc_now_iso
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, Config, Operation, Paper, Quality, SearchRecord, StoreData
+from cnki_mcp.store import library as store_module
 from cnki_mcp.store.library import Store, load_config
 
 GOOD_PAPER = {"record_ref": "rec_good", "title": "可以读取的论文", "year": 2020}

@@ -490,6 +490,13 @@ class CnkiError(Exception):
         return Problem(code=self.code, message=self.message, retryable=self.retryable, details=self.details)
 
 
+def error_from(problem: Problem) -> CnkiError:
+    """The failure a Problem reports, raised again (its code is one of the catalogue's)."""
+    if problem.code not in CATALOGUE:
+        raise ValueError(f"undeclared error code {problem.code!r}")
+    return CnkiError(problem.code, problem.message, details=problem.details, retryable=problem.retryable)
+
+
 def is_transport_failure(exc: BaseException) -> bool:
     if isinstance(exc, CnkiError):
         return exc.code == "BROWSER_UNAVAILABLE"

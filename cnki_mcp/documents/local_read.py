@@ -20,10 +20,10 @@ from typing import Any
 
 import msgspec
 
-from cnki_mcp.documents.online_reader import TextWindow, reader_result
-from cnki_mcp.documents.download_files import artifact_key, read_body, unchanged
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, FileCoverage, LocalReply, Paper, ReadResult
+from cnki_mcp.documents.download_files import artifact_key, read_body, unchanged
+from cnki_mcp.documents.online_reader import TextWindow, reader_result
 from cnki_mcp.documents.pdf_layout import layout, titled
 from cnki_mcp.documents.pdf_text import read_file
 from cnki_mcp.pages.reader import ReaderDocument, sections_of

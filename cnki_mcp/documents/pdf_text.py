@@ -141,7 +141,7 @@ def _columns(runs: list[Line], width: float) -> bool:
     right = [r for r in runs if r.x0 > middle]
     if len(left) < _COLUMN_LINES or len(right) < _COLUMN_LINES:
         return False
-    beside = sum(1 for r in right if any(l.bottom < r.top and r.bottom < l.top for l in left))
+    beside = sum(1 for r in right if any(line.bottom < r.top and r.bottom < line.top for line in left))
     return beside >= _COLUMN_LINES
 
 

@@ -36,11 +36,10 @@ from typing import Any, NamedTuple
 import msgspec
 
 from cnki_mcp.core import settings
-from cnki_mcp.documents.download_files import unchanged
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.documents.local_read import ledger_entry
 from cnki_mcp.core.model import Artifact, Paper
-from cnki_mcp.store.library import Store
+from cnki_mcp.documents.download_files import unchanged
+from cnki_mcp.documents.local_read import ledger_entry
 from cnki_mcp.references.zotero_items import (
     ascii_json,
     clean_tags,
@@ -48,6 +47,7 @@ from cnki_mcp.references.zotero_items import (
     item_type,
     zotero_item,
 )
+from cnki_mcp.store.library import Store
 
 DEFAULT_URL = "http://127.0.0.1:23119"
 SAVE_MAX = 100
@@ -183,7 +183,7 @@ class ZoteroSaves:
         target, place = resolve_target(selected.json(), collection)
         current, _ = resolve_target(selected.json(), "")
         session_update = _SessionUpdate(target, moved=target != current, tags=clean_tags(tags))
-        rows = {ref: {"record_ref": ref} for ref in refs}
+        rows: dict[str, dict[str, Any]] = {ref: {"record_ref": ref} for ref in refs}
         papers = []
         for ref in refs:
             paper = store.data.papers.get(ref)

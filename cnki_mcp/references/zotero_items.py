@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cnki_mcp.core.model import Paper
 from cnki_mcp.references.citations._common import (
     clc_text,
     doc_type,
@@ -23,7 +24,6 @@ from cnki_mcp.references.citations._common import (
     language,
     parse_name,
 )
-from cnki_mcp.core.model import Paper
 
 _TYPES = {
     "journal": "journalArticle",

@@ -117,13 +117,7 @@ class SiteBackend(Protocol):
     async def glance(self, tab: Tab) -> Observation | None: ...
 
     async def wait_page(
-        self,
-        op: OperationContext,
-        tab: Tab,
-        accept: Callable[[Observation], T | None],
-        timeout: float,
-        *,
-        condition: str = "true",
+        self, op: OperationContext, tab: Tab, accept: Callable[[Observation], T | None], timeout: float, *, condition: str = "true"
     ) -> T: ...
 
     async def hand_over(self, op: OperationContext, tab: Tab, seen: Observation, *, epoch: int | None = None) -> bool: ...

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from cnki_mcp.core.clock import Deadline
-from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.errors import CnkiError, error_from
 from cnki_mcp.core.model import Paper
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import classify_response
@@ -132,7 +132,7 @@ async def resolve_paper(op: OperationContext, engine: Enrichment, record_ref: st
             problem = problems[0] if problems else None
             if problem is None:
                 raise CnkiError("DOCUMENT_NOT_FOUND", f"知网上没有找到题名为《{title}》的文献。", details={"title": title})
-            raise CnkiError(problem.code, problem.message, details=problem.details)
+            raise error_from(problem)
         record_ref = refs[0]
     paper = engine.store.data.papers.get(record_ref)
     if paper is None:

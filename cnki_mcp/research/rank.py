@@ -13,7 +13,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import msgspec
 
@@ -131,7 +131,7 @@ def resource_type_score(document_type: str) -> float:
 
 
 def current_year() -> int:
-    return datetime.now(timezone.utc).year
+    return datetime.now(UTC).year
 
 
 def quality_evidence(paper: Paper, year: int | None = None) -> Evidence:

@@ -32,7 +32,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types import INTERNAL_ERROR, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.errors import CnkiError, ErrorCode
 from cnki_mcp.serving import endpoint
 from cnki_mcp.serving.owner import OwnerInfo, claim, read_owner
 from cnki_mcp.store.library import DirectoryLock
@@ -127,7 +127,7 @@ class Relay:
                     self._session_ended = True  # the owner no longer knows this session: join again
             await self._up.send(item)
 
-    async def _answer_failed(self, ident: Any, method: str, code: str) -> None:
+    async def _answer_failed(self, ident: Any, method: str, code: ErrorCode) -> None:
         """What a request the owner cannot answer gets: a failed tool result, or a JSON-RPC error."""
         from cnki_mcp.surface.server import failure
 

@@ -15,8 +15,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cnki_mcp.setup.clients import UNREADABLE, ConfigWrite, entry, existing_entry, get_client
 from cnki_mcp.core.files import write_backup
+from cnki_mcp.setup.clients import UNREADABLE, ConfigWrite, entry, existing_entry, get_client
 
 log = logging.getLogger(__name__)
 

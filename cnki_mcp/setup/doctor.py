@@ -14,8 +14,7 @@ from typing import Any
 import msgspec
 
 from cnki_mcp import __version__
-from cnki_mcp.core import logs
-from cnki_mcp.core import settings
+from cnki_mcp.core import logs, settings
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config
 

@@ -32,12 +32,12 @@ from typing import Any, NoReturn
 import click
 import psutil
 
-from cnki_mcp.setup import clients
-from cnki_mcp.setup.client_cli import install_with_cli
 from cnki_mcp.core.clock import Deadline
-from cnki_mcp.site.discovery import browser_candidates, probe_version
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config
+from cnki_mcp.setup import clients
+from cnki_mcp.setup.client_cli import install_with_cli
+from cnki_mcp.site.discovery import browser_candidates, probe_version
 
 BROWSER_CHECK_SECONDS = 20.0
 _YES = ("", "y", "yes", "是")

@@ -11,8 +11,8 @@ ended at the next launch, and an owner file in the profile tells the next server
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -24,9 +24,9 @@ from typing import Any
 
 import psutil
 
-from cnki_mcp.site import reaper
 from cnki_mcp.core.clock import poll
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.site import reaper
 
 log = logging.getLogger(__name__)
 

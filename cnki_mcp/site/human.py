@@ -16,11 +16,11 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from cnki_mcp.site.browser import Browser, Tab
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.site.operation import SiteOperation
+from cnki_mcp.site.browser import Browser, Tab
 from cnki_mcp.site.limiter import Limiter
+from cnki_mcp.site.operation import SiteOperation
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl
 import msgspec
 
 from cnki_mcp.core.clock import Deadline
-from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.errors import CnkiError, ErrorCode
 from cnki_mcp.core.identity import fingerprint
 from cnki_mcp.core.model import Paper
 from cnki_mcp.core.redact import endpoint_url
@@ -326,7 +326,7 @@ class Listings:
             pass
         if "challenge" in captured:
             page = endpoint_url(str(captured["challenge"]))
-            code = "LOGIN_REQUIRED" if "//login." in page else "VERIFICATION_REQUIRED"
+            code: ErrorCode = "LOGIN_REQUIRED" if "//login." in page else "VERIFICATION_REQUIRED"
             raise CnkiError(code, details={"url": page, "stage": "template"})
         url = endpoint_url(str(captured.get("url") or ""))
         if not is_site_url(url):

@@ -17,8 +17,8 @@ import msgspec
 from cnki_mcp.core.clock import parse_utc
 from cnki_mcp.core.identity import REF_PREFIX, detail_matches, identity_keys, record_ref_for, same_paper
 from cnki_mcp.core.model import Paper
-from cnki_mcp.store.library import Store
 from cnki_mcp.core.text import date_numbers, title_key
+from cnki_mcp.store.library import Store
 
 
 class PaperIndex:

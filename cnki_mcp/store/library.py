@@ -33,9 +33,10 @@ import stat
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 import msgspec
 
@@ -96,7 +97,7 @@ RELATION_PAGE_TTL_SECONDS = 86400
 _OP_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _DECODER = msgspec.json.Decoder(StoreData)
 _ENCODER = msgspec.json.Encoder()
-_EPOCH = datetime.min.replace(tzinfo=timezone.utc)
+_EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
 def without_bom(raw: bytes) -> bytes:

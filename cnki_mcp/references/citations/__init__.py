@@ -21,6 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from cnki_mcp.core import files
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import CitationResult, Paper, public_paper
 from cnki_mcp.references.citations._common import (
     _ALIASES,
     AUTHOR_PLACEHOLDER,
@@ -54,8 +56,6 @@ from cnki_mcp.references.citations._data import (
     validate_template,
 )
 from cnki_mcp.references.citations._prose import prose_entries, title_case
-from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import CitationResult, Paper, public_paper
 
 __all__ = [
     "AUTHOR_PLACEHOLDER",

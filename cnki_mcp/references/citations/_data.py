@@ -8,6 +8,8 @@ import json
 import re
 from typing import Any
 
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Paper
 from cnki_mcp.references.citations._common import (
     AUTHOR_PLACEHOLDER,
     ENTRY_SEPARATOR,
@@ -21,8 +23,6 @@ from cnki_mcp.references.citations._common import (
     parse_name,
     unique_ids,
 )
-from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Paper
 
 # --------------------------------------------------------------------------------------------
 # BibTeX

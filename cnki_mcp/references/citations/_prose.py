@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cnki_mcp.core.hanzi import han_weight, is_han
+from cnki_mcp.core.model import Paper
 from cnki_mcp.references.citations._common import (
     AUTHOR_PLACEHOLDER,
     SOURCE_PLACEHOLDER,
@@ -26,8 +28,6 @@ from cnki_mcp.references.citations._common import (
     language,
     parse_name,
 )
-from cnki_mcp.core.hanzi import han_weight, is_han
-from cnki_mcp.core.model import Paper
 
 # --------------------------------------------------------------------------------------------
 # Shared pieces of the prose styles
