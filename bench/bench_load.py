@@ -41,8 +41,8 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_store import build  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
-from cnki_mcp import citations  # noqa: E402
-from cnki_mcp.model import StoreData  # noqa: E402
+from cnki_mcp.core.model import StoreData  # noqa: E402
+from cnki_mcp.references import citations  # noqa: E402
 
 FORMATS = sorted(set(citations.FORMATS) - {"custom"})
 SCOPES = ("selected", "eligible", "candidates")

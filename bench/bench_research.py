@@ -30,15 +30,21 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cnki_mcp.arguments import SearchOptions  # noqa: E402
-from cnki_mcp.jobs import Jobs  # noqa: E402
-from cnki_mcp.model import Hit, Paper, Quality  # noqa: E402
-from cnki_mcp.query import plan_explicit  # noqa: E402
-from cnki_mcp.rank import choose, rank, search_entries  # noqa: E402
-from cnki_mcp.catalog import Catalog  # noqa: E402
-from cnki_mcp.enrich import Enrichment, JournalFlights  # noqa: E402
-from cnki_mcp.research import SearchInput, SearchState, cache_key, run_search, search_budget  # noqa: E402
-from cnki_mcp.store import Store  # noqa: E402
+from cnki_mcp.core.model import Hit, Paper, Quality  # noqa: E402
+from cnki_mcp.core.tool_args import SearchOptions  # noqa: E402
+from cnki_mcp.ops.jobs import Jobs  # noqa: E402
+from cnki_mcp.research.enrich import Enrichment, JournalFlights  # noqa: E402
+from cnki_mcp.research.pipeline import (  # noqa: E402
+    SearchInput,
+    SearchState,
+    cache_key,
+    run_search,
+    search_budget,
+)
+from cnki_mcp.research.query import plan_explicit  # noqa: E402
+from cnki_mcp.research.rank import choose, rank, search_entries  # noqa: E402
+from cnki_mcp.store.catalog import Catalog  # noqa: E402
+from cnki_mcp.store.library import Store  # noqa: E402
 from tests.fake_site import FakeSite  # noqa: E402
 
 CONCEPTS = [["自动驾驶", "无人驾驶"], ["产品责任", "产品缺陷"]]

@@ -38,16 +38,15 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cnki_mcp.browser import Browser
-from cnki_mcp.jobs import Jobs, OperationContext
-from cnki_mcp.limiter import Limiter
-from cnki_mcp.model import Budget, Paper
-from cnki_mcp.parse import parse_grid
-from cnki_mcp.query import compile_expression
-from cnki_mcp.query import GridQuery
-from cnki_mcp.listings import ADVANCED_SEARCH_URL
-from cnki_mcp.site import Site
-from cnki_mcp.store import Store
+from cnki_mcp.core.model import Budget, Paper
+from cnki_mcp.ops.jobs import Jobs, OperationContext
+from cnki_mcp.pages.parse import parse_grid
+from cnki_mcp.site.browser import Browser
+from cnki_mcp.site.grid_query import GridQuery, compile_expression
+from cnki_mcp.site.limiter import Limiter
+from cnki_mcp.site.listings import ADVANCED_SEARCH_URL
+from cnki_mcp.site.site import Site
+from cnki_mcp.store.library import Store
 from tests.kns.server import KnsSimulator, SimRequest
 
 TARGETS = {"overhead_ms": 40.0, "launch_s": 3.0}

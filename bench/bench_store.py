@@ -23,8 +23,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cnki_mcp.clock import utc_now_iso  # noqa: E402
-from cnki_mcp.model import (  # noqa: E402
+from cnki_mcp.core.clock import utc_now_iso  # noqa: E402
+from cnki_mcp.core.model import (  # noqa: E402
     Evidence,
     Operation,
     Paper,
@@ -32,7 +32,7 @@ from cnki_mcp.model import (  # noqa: E402
     SearchEntry,
     SearchRecord,
 )
-from cnki_mcp.store import Store  # noqa: E402
+from cnki_mcp.store.library import Store  # noqa: E402
 
 # Common characters of Chinese academic prose, so sizes and UTF-8 widths match real abstracts.
 HAN = (

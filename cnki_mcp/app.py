@@ -1,7 +1,7 @@
 """Tool implementations: checks that need state, title resolution, and orchestration of operations.
 
-``App.call`` is the one entry point the MCP surface uses. Arguments arrive already parsed and
-range-checked by ``tools.parse_arguments``; each tool's handler is the method named like it. Nothing here starts the store before a tool needs it, and
+``App.call`` is the one entry point the MCP surface uses (``tools.dispatch``): it runs a tool's handler, one
+of the methods below, with arguments already parsed and range-checked by ``tools.parse_arguments``. Nothing here starts the store before a tool needs it, and
 nothing starts a browser before a tool needs CNKI.
 """
 
@@ -13,7 +13,6 @@ import logging
 import os
 import platform
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,24 +20,12 @@ from typing import Any
 import msgspec
 import psutil
 
-from cnki_mcp import __version__, arguments, refcheck, settings, site_check
-from cnki_mcp.browser import Browser
-from cnki_mcp.catalog import Catalog
-from cnki_mcp.detail_tab import local_ref, resolve_paper
-from cnki_mcp.documents import Reader
-from cnki_mcp.download import Downloads, prior
-from cnki_mcp.download_files import DownloadRequest, check_names, check_target
-from cnki_mcp.files import remove_empty_folders
-from cnki_mcp.enrich import Enrichment, JournalFlights, SiteBackend
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.expert import plan_expert
-from cnki_mcp.exports import ExportPart, write_export
-from cnki_mcp.jobs import Jobs, OperationContext, Work, kind_budget
-from cnki_mcp.limiter import Limiter
-from cnki_mcp.links import MAX_REFERENCES, Match, find_spans, render
-from cnki_mcp.local_read import LocalFiles
-from cnki_mcp.zotero import ZoteroSaves
-from cnki_mcp.model import (
+from cnki_mcp import __version__
+from cnki_mcp.core import settings, tool_args
+from cnki_mcp.core.call import ToolCall, seconds_since
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.files import remove_empty_folders
+from cnki_mcp.core.model import (
     Budget,
     Config,
     DownloadResult,
@@ -54,10 +41,22 @@ from cnki_mcp.model import (
     SessionState,
     public_paper,
 )
-from cnki_mcp.query import plan_structured
-from cnki_mcp.relation_parse import Signatures
-from cnki_mcp.relations import Relations, stored_references
-from cnki_mcp.research import (
+from cnki_mcp.documents.download import Downloads, prior
+from cnki_mcp.documents.download_files import DownloadRequest, check_names, check_target
+from cnki_mcp.documents.local_read import LocalFiles
+from cnki_mcp.documents.online_reader import Reader, TextWindow
+from cnki_mcp.fieldcheck import tour as site_check
+from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, ProgressSink, Work, kind_budget
+from cnki_mcp.pages.relation_parse import Signatures
+from cnki_mcp.references import refcheck
+from cnki_mcp.references.exports import ExportPart, write_export
+from cnki_mcp.references.links import MAX_REFERENCES, Match, find_spans, render
+from cnki_mcp.references.zotero import ZoteroSaves
+from cnki_mcp.research.backend import SiteBackend
+from cnki_mcp.research.detail_tab import local_ref, resolve_paper
+from cnki_mcp.research.enrich import Enrichment, JournalFlights, select_fields
+from cnki_mcp.research.expert import plan_expert
+from cnki_mcp.research.pipeline import (
     SearchInput,
     SearchState,
     cache_key,
@@ -67,14 +66,17 @@ from cnki_mcp.research import (
     search_budget,
     search_input,
 )
-from cnki_mcp.session import Sessions, session_view
-from cnki_mcp.site import Site
-from cnki_mcp.store import KEEP_SEARCHES, Store, load_config
-from cnki_mcp.tools import ToolName, spec_of
+from cnki_mcp.research.query import plan_structured
+from cnki_mcp.research.relations import Relations, stored_references
+from cnki_mcp.site.browser import Browser
+from cnki_mcp.site.limiter import Limiter
+from cnki_mcp.site.session import Sessions, session_view
+from cnki_mcp.site.site import Site
+from cnki_mcp.store.catalog import Catalog
+from cnki_mcp.store.library import KEEP_SEARCHES, Store, load_config
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Any, Any], Awaitable[Any]]
 # A tool's answer: an operation's view, a local reply, or a plain object for what needs no operation.
 Reply = OperationView | LocalReply | dict[str, Any]
 
@@ -150,10 +152,10 @@ class App:
             self._browser = Browser(self.root / "browser" / "profile", config=self.config)
         return self._browser
 
-    def site(self) -> Site:
+    def site(self) -> SiteBackend:
         """CNKI access for every operation of this process, with the one request limiter."""
         if self._site_factory is not None:
-            return self._site_factory()  # type: ignore[return-value]  # a simulated backend in tests
+            return self._site_factory()  # a simulated backend in tests
         if self._site is None:
             self._site = Site(self.browser(), Limiter.from_env(), self.root / "diagnostics")
             self._site.person.timeout = float(settings.verification_wait_seconds())
@@ -192,18 +194,18 @@ class App:
 
     # --- dispatch -------------------------------------------------------------------------
 
-    async def call(self, tool: str, args: Any, ctx: Any) -> Any:
-        """Run the registered tool ``tool`` with arguments already parsed by ``tools.parse_arguments``.
+    async def call(self, handler: Callable[[App, Any, Any], Awaitable[Reply]], args: Any, ctx: Any, *, needs_config: bool = True) -> Any:
+        """Run a tool's ``handler`` (one of the methods below) with arguments already parsed by
+        ``tools.parse_arguments``; with ``needs_config`` a config.json that cannot be read fails the call.
 
         Every answer, failures included, carries the store's warnings (changes not saved, entries
         left out when it was read) in ``warnings``.
         """
-        handler: Handler = getattr(self, spec_of(tool).handler)
         try:
             await self._reload_config()
-            if self.config_error is not None and tool != ToolName.DIAGNOSTICS:
+            if self.config_error is not None and needs_config:
                 raise self.config_error
-            reply = await handler(args, ctx)
+            reply = await handler(self, args, ctx)
         except CnkiError as exc:
             exc.warnings = self._warnings()
             raise
@@ -225,26 +227,19 @@ class App:
 
     # --- local tools ----------------------------------------------------------------------
 
-    async def diagnostics(self, args: Any, ctx: Any) -> Reply:
+    async def start_site_check(self) -> Job:
+        """The field check (``diagnostics`` with ``site_check``, ``doctor --site``) started as an operation."""
+        if self.config_error is not None:
+            raise self.config_error
+        jobs, store, enrichment = await self.jobs(), await self.store(), await self.enrichment()
+        work = functools.partial(site_check.tour, site=self.site(), enrichment=enrichment, store=store)
+        return jobs.start(site_check.KIND, kind_budget(site_check.KIND), work)
+
+    async def diagnostics(self, args: Any, ctx: ToolCall | None) -> Reply:
         if args is not None and args.site_check:
-            return await site_check.start(self, ctx)
-        process = psutil.Process()
-        browser_path = os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path
-        report: dict[str, Any] = {
-            "status": "completed",
-            "version": __version__,
-            "runtime": f"Python {platform.python_version()}",
-            "platform": _platform(),
-            "browser_configured": bool(browser_path),
-            "data_dir": str(self.root),
-            "process_id": os.getpid(),
-            "owner_pid": self.owner_pid,
-            "heap_bytes": process.memory_info().rss,
-            "request_interval_ms": settings.request_interval_ms(),
-            "max_inflight": settings.max_inflight(),
-            "workers": settings.workers(),
-            "inline_wait_seconds": settings.inline_wait_seconds(),
-        }
+            jobs = await self.jobs()
+            return await jobs.inline(await self.start_site_check(), ctx)
+        report = _runtime_report(self.root, os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path, self.owner_pid)
         if self.config_error is not None:
             report["config_error"] = self.config_error.problem()
         if self._store is None and self._store_error is not None:
@@ -263,11 +258,11 @@ class App:
                 report["active_operations"] = [self._jobs.view(job) for job in active]
         return report
 
-    async def operation_status(self, args: arguments.OperationStatusArgs, ctx: Any) -> Reply:
+    async def operation_status(self, args: tool_args.OperationStatusArgs, ctx: ToolCall | None) -> Reply:
         jobs = await self.jobs()
-        return await jobs.status(args.operation_id, args.wait_seconds, getattr(ctx, "report_progress", None))
+        return await jobs.status(args.operation_id, args.wait_seconds, _progress(ctx))
 
-    async def operation_control(self, args: arguments.OperationControlArgs, ctx: Any) -> Reply:
+    async def operation_control(self, args: tool_args.OperationControlArgs, ctx: ToolCall | None) -> Reply:
         jobs = await self.jobs()
         if args.action == "cancel":
             return await jobs.cancel(args.operation_id)
@@ -286,14 +281,14 @@ class App:
             await self._site.recover()
         return {"status": "completed", "message": "浏览器将在下一次需要访问知网时重新启动；登录状态保存在浏览器配置中，不受影响。"}
 
-    async def session_status(self, args: arguments.SessionStatusArgs, ctx: Any) -> Reply:
+    async def session_status(self, args: tool_args.SessionStatusArgs, ctx: ToolCall | None) -> Reply:
         if not args.refresh:
             return self._sessions.cached() if self._sessions is not None else session_view(SessionState(), cached=True)
         jobs = await self.jobs()
         job = jobs.start("session", kind_budget("session"), self.sessions().refresh)
         return await jobs.inline(job, ctx)
 
-    async def login(self, args: arguments.LoginArgs, ctx: Any) -> Reply:
+    async def login(self, args: tool_args.LoginArgs, ctx: ToolCall | None) -> Reply:
         jobs = await self.jobs()
         sessions = self.sessions()
 
@@ -303,7 +298,7 @@ class App:
         job = jobs.start("login", kind_budget("login"), work)
         return await jobs.inline(job, ctx)
 
-    async def search_results(self, args: arguments.SearchResultsArgs, ctx: Any) -> Reply:
+    async def search_results(self, args: tool_args.SearchResultsArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
         record = self._search(store, args.search_id)
         entries = _scoped(record, args.scope)
@@ -319,7 +314,7 @@ class App:
             "results": [_result_row(store.data.papers.get(e.record_ref), e, args.view) for e in page],
         }
 
-    async def get_metadata(self, args: arguments.GetMetadataArgs, ctx: Any) -> Reply:
+    async def get_metadata(self, args: tool_args.GetMetadataArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
         if not args.local_only:
             refs = list(args.record_refs)
@@ -345,25 +340,25 @@ class App:
             if paper is None or ref in seen:
                 continue
             seen.add(ref)
-            records.append(_select_fields(public_paper(paper), args.fields))
+            records.append(select_fields(public_paper(paper), args.fields))
         found: dict[str, Any] = {"records": records}
         if problems:
             found["errors"] = problems
         return LocalReply(source="local", result=found)
 
-    async def search(self, args: arguments.SearchArgs, ctx: Any) -> Reply:
+    async def search(self, args: tool_args.SearchArgs, ctx: ToolCall | None) -> Reply:
         plan = await plan_search(args, ctx)
         return await self._start_search(search_input(args), plan, ctx)
 
-    async def structured_search(self, args: arguments.StructuredSearchArgs, ctx: Any) -> Reply:
+    async def structured_search(self, args: tool_args.StructuredSearchArgs, ctx: ToolCall | None) -> Reply:
         plan = plan_structured(args.expression)  # a bad tree is reported before anything else
         return await self._start_search(search_input(args), plan, ctx)
 
-    async def expert_search(self, args: arguments.ExpertSearchArgs, ctx: Any) -> Reply:
+    async def expert_search(self, args: tool_args.ExpertSearchArgs, ctx: ToolCall | None) -> Reply:
         plan = plan_expert(args.expression)  # a bad expression is reported before anything else
         return await self._start_search(search_input(args), plan, ctx)
 
-    async def _start_search(self, request: SearchInput, plan: Plan, ctx: Any) -> Reply:
+    async def _start_search(self, request: SearchInput, plan: Plan, ctx: ToolCall | None) -> Reply:
         """A search after validation and planning: the prefer_cache answer, or a new operation."""
         store = await self.store()
         key = cache_key(request, plan)
@@ -375,7 +370,7 @@ class App:
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("search", search_budget(request), self._search_work(state)), ctx)
 
-    async def _continue_search(self, prior: Operation, budget: Budget, ctx: Any) -> Reply:
+    async def _continue_search(self, prior: Operation, budget: Budget, ctx: ToolCall | None) -> Reply:
         """Restart a stored search under its own id from its checkpoint (after ``Jobs.continuation``)."""
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("search", budget, self._search_work(None), resume_from=prior), ctx)
@@ -389,7 +384,7 @@ class App:
 
         return work
 
-    async def link_references(self, args: arguments.LinkReferencesArgs, ctx: Any) -> Reply:
+    async def link_references(self, args: tool_args.LinkReferencesArgs, ctx: ToolCall | None) -> Reply:
         spans = find_spans(args.text)
         if len(spans) > MAX_REFERENCES:
             raise CnkiError("TOO_MANY_REFERENCES", f"文本中有 {len(spans)} 个《题名》，一次最多处理 {MAX_REFERENCES} 个。")
@@ -417,14 +412,14 @@ class App:
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("links", kind_budget("links"), work), ctx)
 
-    async def check_references(self, args: arguments.CheckReferencesArgs, ctx: Any) -> Reply:
+    async def check_references(self, args: tool_args.CheckReferencesArgs, ctx: ToolCall | None) -> Reply:
         jobs, engine = await self.jobs(), await self.enrichment()
         work = functools.partial(
             refcheck.check, engine=engine, texts=args.references, style=args.style, pasted=args.text
         )
         return await jobs.inline(jobs.start("references", kind_budget("references", args.on_verification), work), ctx)
 
-    async def export_citations(self, args: arguments.ExportCitationsArgs, ctx: Any) -> Reply:
+    async def export_citations(self, args: tool_args.ExportCitationsArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
         refs = list(args.record_refs)
         part: ExportPart | None = None
@@ -434,7 +429,7 @@ class App:
             refs += listed
         if args.search_id:
             entries = _scoped(self._search(store, args.search_id), args.scope)
-            part = ExportPart(args.search_id, args.offset, min(args.offset + arguments.EXPORT_MAX, len(entries)), len(entries))
+            part = ExportPart(args.search_id, args.offset, min(args.offset + tool_args.EXPORT_MAX, len(entries)), len(entries))
             refs += [e.record_ref for e in entries[part.start : part.end]]
         if args.filename and (store.exports_dir / args.filename).exists():
             raise CnkiError("FILE_EXISTS", f"exports/{args.filename} 已存在，未覆盖；请换一个文件名。")
@@ -456,24 +451,24 @@ class App:
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("export", kind_budget("export"), work), ctx)
 
-    async def read_online_html(self, args: arguments.ReadOnlineHtmlArgs, ctx: Any) -> Reply:
+    async def read_online_html(self, args: tool_args.ReadOnlineHtmlArgs, ctx: ToolCall | None) -> Reply:
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
-        page = {"section": args.section, "offset": args.offset, "max_characters": args.max_characters}
-        local = await self._files.read(await self.store(), ref, args.source, **page) if args.source != "online" else None
-        hit = local or (self._reader.cached(ref, **page) if ref else None)
+        window = TextWindow(args.section, args.offset, args.max_characters)
+        local = await self._files.read(await self.store(), ref, args.source, window) if args.source != "online" else None
+        hit = local or (self._reader.cached(ref, window) if ref else None)
         if hit is not None:
             return hit
 
         async def work(op: OperationContext) -> ReadResult:
             engine = await self.enrichment()
             paper = await resolve_paper(op, engine, ref, args.title)
-            return await self._reader.read(op, engine, self.site(), paper, **page)
+            return await self._reader.read(op, engine, self.site(), paper, window)
 
         jobs = await self.jobs()
         job = jobs.start("read", kind_budget("read", args.on_verification), work)
         return await jobs.inline(job, ctx)
 
-    async def related_papers(self, args: arguments.RelatedPapersArgs, ctx: Any) -> Reply:
+    async def related_papers(self, args: tool_args.RelatedPapersArgs, ctx: ToolCall | None) -> Reply:
         relations = await self.relations()
         asked = relations.request(args.record_ref, args.title, args.cursor, args.relation)
         hit = None if args.refresh else relations.cached(asked, args.limit)
@@ -481,16 +476,16 @@ class App:
             return hit
         jobs = await self.jobs()
         job = jobs.start("related", kind_budget("related", args.on_verification), relations.work(asked, args.limit, args.refresh))
-        return await jobs.wait(job, args.wait_seconds - _spent(ctx), getattr(ctx, "report_progress", None))
+        return await jobs.wait(job, args.wait_seconds - seconds_since(ctx), _progress(ctx))
 
-    async def save_to_zotero(self, args: arguments.SaveToZoteroArgs, ctx: Any) -> Reply:
+    async def save_to_zotero(self, args: tool_args.SaveToZoteroArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
         refs = list(args.record_refs)
         if args.search_id:
             refs += [e.record_ref for e in _scoped(self._search(store, args.search_id), args.scope)]
         return await self._zotero.save(store, refs, collection=args.collection, attach=args.attach, tags=args.tags)
 
-    async def download_paper(self, args: arguments.DownloadPaperArgs, ctx: Any) -> Reply:
+    async def download_paper(self, args: tool_args.DownloadPaperArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
         request = DownloadRequest(
@@ -539,10 +534,27 @@ class App:
         )
 
 
-def _spent(ctx: Any) -> float:
-    """Seconds since the tool call arrived (0 when the context does not say)."""
-    started = getattr(ctx, "started", None)
-    return time.monotonic() - started if started is not None else 0.0
+def _runtime_report(root: Path, browser_path: str, owner_pid: int | None) -> dict[str, Any]:
+    """diagnostics' account of this process: version, platform, data directory, memory and pacing settings."""
+    return {
+        "status": "completed",
+        "version": __version__,
+        "runtime": f"Python {platform.python_version()}",
+        "platform": _platform(),
+        "browser_configured": bool(browser_path),
+        "data_dir": str(root),
+        "process_id": os.getpid(),
+        "owner_pid": owner_pid,
+        "heap_bytes": psutil.Process().memory_info().rss,
+        "request_interval_ms": settings.request_interval_ms(),
+        "max_inflight": settings.max_inflight(),
+        "workers": settings.workers(),
+        "inline_wait_seconds": settings.inline_wait_seconds(),
+    }
+
+
+def _progress(call: ToolCall | None) -> ProgressSink | None:
+    return call.report_progress if call is not None else None
 
 
 def _with_warnings(reply: Reply, warnings: list[Problem]) -> Reply:
@@ -571,10 +583,3 @@ def _result_row(paper: Paper | None, entry: Any, view: str) -> dict[str, Any]:
         row.update(score=round(entry.score, 4), eligible=entry.eligible)
         return row
     return {"record": data, "score": round(entry.score, 4), "eligible": entry.eligible, "evidence": msgspec.to_builtins(entry.evidence)}
-
-
-def _select_fields(data: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
-    if not fields:
-        return data
-    keep = set(fields) | {"record_ref", "title"}
-    return {k: v for k, v in data.items() if k in keep}

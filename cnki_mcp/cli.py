@@ -12,8 +12,10 @@ from typing import TypeVar
 
 import click
 
-from cnki_mcp import __version__, reaper, settings
-from cnki_mcp.errors import CnkiError
+from cnki_mcp import __version__
+from cnki_mcp.core import settings
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.site import reaper
 
 T = TypeVar("T")
 SHUTDOWN_SECONDS = 20
@@ -42,7 +44,7 @@ class _Commands(click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self._LAZY:
-            from cnki_mcp import setup
+            from cnki_mcp.setup import wizard as setup
 
             return getattr(setup, self._LAZY[name])
         return super().get_command(ctx, name)
@@ -64,7 +66,7 @@ def cli(ctx: click.Context) -> None:
 @click.pass_context
 def serve(ctx: click.Context, http: bool, host: str, port: int) -> None:
     """启动 MCP 服务（默认 stdio，直到客户端断开）。数据目录已由另一个 cnki-mcp 进程负责时，自动加入它。"""
-    from cnki_mcp import logs
+    from cnki_mcp.core import logs
 
     explicit = {name for name in ("host", "port") if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
     if explicit and not http:
@@ -72,7 +74,7 @@ def serve(ctx: click.Context, http: bool, host: str, port: int) -> None:
     logs.configure(settings.data_root())
     try:
         if http:
-            from cnki_mcp.owner import serve_http
+            from cnki_mcp.serving.owner import serve_http
 
             _run(serve_http(settings.data_root(), host, port))
         else:
@@ -82,7 +84,7 @@ def serve(ctx: click.Context, http: bool, host: str, port: int) -> None:
 
 
 async def _serve() -> None:
-    from cnki_mcp.owner import Shared
+    from cnki_mcp.serving.shared import Shared
 
     shared = Shared(settings.data_root())
     loop = asyncio.get_running_loop()
@@ -91,7 +93,7 @@ async def _serve() -> None:
     async def stop(signum: int) -> None:
         # Cancelling the server would wait for the stdin reader thread, which only returns when the
         # client closes the pipe; so close what matters (operations, browser, store) and leave.
-        from cnki_mcp import logs
+        from cnki_mcp.core import logs
 
         try:
             await asyncio.wait_for(shared.close(), SHUTDOWN_SECONDS)
@@ -99,9 +101,13 @@ async def _serve() -> None:
             logs.shutdown()
             os._exit(128 + signum)
 
+    def on_signal(signum: int) -> None:
+        if not stopping:  # the first signal starts the shutdown; later ones wait for it
+            stopping.append(loop.create_task(stop(signum)))
+
     if sys.platform != "win32":
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.add_signal_handler(signum, lambda s=signum: stopping or stopping.append(loop.create_task(stop(s))))
+            loop.add_signal_handler(signum, on_signal, signum)
     try:
         await shared.serve_stdio()
     finally:
@@ -111,7 +117,7 @@ async def _serve() -> None:
 @cli.command()
 def schema() -> None:
     """输出 tools/list 的完整结果（JSON）。"""
-    from cnki_mcp.server import schema_document
+    from cnki_mcp.surface.server import schema_document
 
     document = _run(schema_document())
     click.echo(json.dumps(document, ensure_ascii=False, indent=2))
@@ -131,7 +137,7 @@ def doctor(protocol: bool, as_json: bool, site: bool, report: bool) -> None:
     if report:
         click.echo(f"诊断报告已写入 {_run(_doctor_report())}")
         return
-    from cnki_mcp.doctor import render, run_checks
+    from cnki_mcp.setup.doctor import render, run_checks
 
     found, checks = _run(run_checks(protocol))
     click.echo(json.dumps(found, ensure_ascii=False, separators=(",", ":")) if as_json else render(found, checks))
@@ -139,14 +145,14 @@ def doctor(protocol: bool, as_json: bool, site: bool, report: bool) -> None:
 
 
 async def _doctor_site() -> bool:
-    from cnki_mcp import logs
     from cnki_mcp.app import App
-    from cnki_mcp.site_check import run_in_terminal
+    from cnki_mcp.core import logs
+    from cnki_mcp.fieldcheck.tour import run_in_terminal
 
     logs.configure(settings.data_root())
     app = App()
     try:
-        check = await run_in_terminal(app, click.echo)
+        check = await run_in_terminal(await app.jobs(), await app.start_site_check(), click.echo)
     except CnkiError as exc:
         if exc.code == "DATA_DIRECTORY_IN_USE":
             exc.message += " 也可以在客户端中调用 diagnostics（参数 site_check=true），做同样的检查。"
@@ -158,8 +164,8 @@ async def _doctor_site() -> bool:
 
 
 async def _doctor_report() -> str:
-    from cnki_mcp.field_report import build_report
-    from cnki_mcp.store import load_config
+    from cnki_mcp.fieldcheck.report import build_report
+    from cnki_mcp.store.library import load_config
 
     root = settings.data_root()
     config = await asyncio.to_thread(load_config, root)
@@ -183,7 +189,7 @@ def version() -> None:
 @click.pass_context
 def help_command(ctx: click.Context) -> None:
     """显示用法和全部客户端选项。"""
-    from cnki_mcp.setup import help_text
+    from cnki_mcp.setup.wizard import help_text
 
     click.echo(help_text())
 

@@ -5,7 +5,7 @@
     cnki-mcp schema > s.json && python packaging/gen_tool_docs.py --schema s.json --output -
 
 The document is the same `tools/list` result `cnki-mcp schema` prints (by default it is taken
-in-process from `cnki_mcp.server.schema_document`), rendered as Markdown tables.
+in-process from `cnki_mcp.surface.server.schema_document`), rendered as Markdown tables.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _HINTS = (
 def served_schema() -> dict[str, Any]:
     """The `tools/list` result, exactly as `cnki-mcp schema` prints it."""
     sys.path.insert(0, str(ROOT))
-    from cnki_mcp.server import schema_document
+    from cnki_mcp.surface.server import schema_document
 
     document: dict[str, Any] = asyncio.run(schema_document())
     return document

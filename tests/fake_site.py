@@ -1,6 +1,6 @@
 """A backend-level simulated CNKI for the research engine (engine.md §16.1).
 
-It implements :class:`cnki_mcp.enrich.SiteBackend` without a browser: every request charges the
+It implements :class:`cnki_mcp.research.enrich.SiteBackend` without a browser: every request charges the
 operation, takes a slot of its own limiter, then "takes" ``latency`` seconds. It logs each request
 it performed, tracks the peak number in flight, and can fail chosen requests or "crash" (block
 forever from some request on) so tests can snapshot a store mid-search.
@@ -19,15 +19,15 @@ from collections.abc import Callable
 
 import msgspec
 
-from cnki_mcp.clock import utc_now_iso
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.identity import record_ref_for
-from cnki_mcp.jobs import OperationContext
-from cnki_mcp.limiter import Limiter
-from cnki_mcp.model import PARSER_VERSION, Paper, Quality
-from cnki_mcp.parse import GridPage
-from cnki_mcp.query import GridQuery
-from cnki_mcp.text import source_key, title_key
+from cnki_mcp.core.clock import utc_now_iso
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.identity import record_ref_for
+from cnki_mcp.core.model import PARSER_VERSION, Paper, Quality
+from cnki_mcp.core.text import source_key, title_key
+from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.site.grid_query import GridQuery
+from cnki_mcp.site.limiter import Limiter
 
 PAGE_SIZE = 20
 ABSTRACT = "自动驾驶产品责任的归责与风险分配"

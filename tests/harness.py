@@ -26,7 +26,7 @@ from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from cnki_mcp.app import App
-from cnki_mcp.tools import parse_arguments
+from cnki_mcp.surface.tools import dispatch, parse_arguments
 
 FINAL = ("completed", "partial", "failed", "skipped", "cancelled", "interrupted")
 AWAITING = ("awaiting_user", *FINAL)  # a person is asked, or the operation ended
@@ -36,7 +36,7 @@ SERVE = (sys.executable, "-m", "cnki_mcp", "serve")
 
 async def call_tool(app: App, tool: str, raw: dict[str, Any], ctx: Any = None) -> Any:
     """One tool call on an in-process App, its answer as JSON values (what the client receives)."""
-    return msgspec.to_builtins(await app.call(tool, parse_arguments(tool, raw), ctx))
+    return msgspec.to_builtins(await dispatch(app, tool, parse_arguments(tool, raw), ctx))
 
 
 # --- the browser ------------------------------------------------------------------------------------

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from cnki_mcp import server, store as store_module
 from cnki_mcp.app import App
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Operation, SearchRecord
-from cnki_mcp.store import Store
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Operation, SearchRecord
+from cnki_mcp.store import library as store_module
+from cnki_mcp.store.library import Store
+from cnki_mcp.surface import server
 from tests.harness import call_tool
 
 

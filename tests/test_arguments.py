@@ -7,11 +7,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from cnki_mcp.arguments import (
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.tool_args import (
     METADATA_FIELDS,
     CheckReferencesArgs,
     DiagnosticsArgs,
     DownloadPaperArgs,
+    ExpertSearchArgs,
     ExportCitationsArgs,
     GetMetadataArgs,
     LinkReferencesArgs,
@@ -26,11 +28,10 @@ from cnki_mcp.arguments import (
     SearchResultsArgs,
     SessionStatusArgs,
     StructuredSearchArgs,
-    ExpertSearchArgs,
+    ToolName,
 )
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.tools import REGISTRY, ToolName
-from cnki_mcp.tools import parse_arguments as parse
+from cnki_mcp.surface.tools import REGISTRY
+from cnki_mcp.surface.tools import parse_arguments as parse
 
 EXPR = {"field": "title", "value": "违约金"}
 

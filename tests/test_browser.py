@@ -24,11 +24,11 @@ import psutil
 import pytest
 import pytest_asyncio
 
-from cnki_mcp import chrome as chrome_module
-from cnki_mcp.browser import Browser
-from cnki_mcp.cdp import PageScriptError
-from cnki_mcp.chrome import clear_stale_profile, env_browser_args, launch_arguments
-from cnki_mcp.errors import CnkiError
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.site import chrome as chrome_module
+from cnki_mcp.site.browser import Browser
+from cnki_mcp.site.cdp import PageScriptError
+from cnki_mcp.site.chrome import clear_stale_profile, env_browser_args, launch_arguments
 
 # --------------------------------------------------------------------------------------------
 # Unit tests (no browser)
@@ -369,7 +369,7 @@ async def test_killed_browser_is_unavailable_until_reset(site: int, tmp_path: Pa
 _ABANDON = """
 import asyncio, sys
 from pathlib import Path
-from cnki_mcp.browser import Browser
+from cnki_mcp.site.browser import Browser
 
 async def main() -> None:
     browser = Browser(Path(sys.argv[1]), Path(sys.argv[2]), headless=True, extra_args=[])

@@ -1,4 +1,4 @@
-"""Unit tests for cnki_mcp.citations: every format, every document type, escaping and template errors.
+"""Unit tests for cnki_mcp.references.citations: every format, every document type, escaping and template errors.
 
 The expected prose strings for the fixture set were produced by citeproc-js with the official CSL styles
 (see test_citations_oracle.py, which re-checks them whenever Node and the styles are available).
@@ -14,11 +14,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cnki_mcp import citations
-from cnki_mcp.citations import FORMATS, Name, csl_item, parse_name, render, title_case, validate_template
-from cnki_mcp.citations._prose import _page_range
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import CitationResult, Paper
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import CitationResult, Paper
+from cnki_mcp.references import citations
+from cnki_mcp.references.citations import FORMATS, Name, csl_item, parse_name, render, title_case, validate_template
+from cnki_mcp.references.citations._prose import _page_range
 
 FIXTURE = Path(__file__).parent / "fixtures" / "citations_papers.json"
 

@@ -33,8 +33,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cnki_mcp import citations
-from cnki_mcp.model import Paper
+from cnki_mcp.core.model import Paper
+from cnki_mcp.references import citations
 
 HERE = Path(__file__).parent
 CITEPROC_DIR = HERE / "citeproc"

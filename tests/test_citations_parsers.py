@@ -18,10 +18,10 @@ import rispy
 from bibtexparser.middlewares import LatexDecodingMiddleware, SeparateCoAuthors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from cnki_mcp import citations
-from cnki_mcp.model import Paper, Quality
 from test_citations_oracle import CITEPROC_DIR, fixture_papers, run_citeproc
+
+from cnki_mcp.core.model import Paper, Quality
+from cnki_mcp.references import citations
 
 SPECIAL = Paper(
     record_ref="special chars/1",

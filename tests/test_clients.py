@@ -16,8 +16,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cnki_mcp import clients
-from cnki_mcp.errors import CnkiError
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.setup import clients
 
 CMD = ["/p/cnki-mcp", "serve"]
 ROOT = "/p/data"

@@ -25,10 +25,13 @@ from mcp.types import (
     TextContent,
 )
 
-from cnki_mcp import __version__, arguments, server
-from cnki_mcp.tools import REGISTRY, ToolName
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Problem
+from cnki_mcp import __version__
+from cnki_mcp.core import tool_args
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Problem
+from cnki_mcp.core.tool_args import ToolName
+from cnki_mcp.surface import arguments, server
+from cnki_mcp.surface.tools import REGISTRY
 
 CHECKER = Path(__file__).resolve().parents[2] / "shared" / "tools" / "contract_check.py"
 # The reference server's tools/list answer: its 13 tools must be served exactly as it serves them.
@@ -179,22 +182,22 @@ def test_schema_properties_match_the_argument_structs() -> None:
         assert set(properties) == _struct_shape(REGISTRY[ToolName(name)].arguments), name
         if "options" in properties:
             # Only search expands through the citation graph; the others' validators refuse options.expand.
-            expected = _struct_shape(arguments.SearchOptions) - ({"expand"} if name != "search" else set())
+            expected = _struct_shape(tool_args.SearchOptions) - ({"expand"} if name != "search" else set())
             assert set(properties["options"]["properties"]) == expected, name
 
 
 def test_enums_match_the_validation_rules() -> None:
     tools = by_name()
     search = tools["search"]["inputSchema"]["properties"]
-    assert search["mode"]["enum"] == list(arguments.MODES)
+    assert search["mode"]["enum"] == list(tool_args.MODES)
     options = search["options"]["properties"]
-    assert options["metadata"]["enum"] == list(arguments.METADATA)
-    assert options["freshness"]["enum"] == list(arguments.FRESHNESS)
-    assert options["sort"]["enum"] == list(arguments.SORTS)
-    assert options["on_verification"]["enum"] == list(arguments.POLICIES)
+    assert options["metadata"]["enum"] == list(tool_args.METADATA)
+    assert options["freshness"]["enum"] == list(tool_args.FRESHNESS)
+    assert options["sort"]["enum"] == list(tool_args.SORTS)
+    assert options["on_verification"]["enum"] == list(tool_args.POLICIES)
     assert tools["export_citations"]["inputSchema"]["properties"]["format"]["enum"] == list(arguments.CITATION_FORMATS)
     assert "enum" not in tools["export_citations"]["inputSchema"]["properties"]["scope"]
-    assert tools["operation_control"]["inputSchema"]["properties"]["action"]["enum"] == list(arguments.ACTIONS)
+    assert tools["operation_control"]["inputSchema"]["properties"]["action"]["enum"] == list(tool_args.ACTIONS)
     assert search["concept_groups"]["type"] == ["null", "array"]
     assert search["concept_groups"]["items"]["type"] == ["null", "array"]
 
@@ -284,7 +287,8 @@ class FakeApp:
         self.calls: list[tuple[str, msgspec.Struct]] = []
         self.contexts: list[server.CallContext] = []
 
-    async def call(self, tool: str, args: msgspec.Struct, ctx: server.CallContext) -> Any:
+    async def call(self, handler: Any, args: msgspec.Struct, ctx: server.CallContext, *, needs_config: bool = True) -> Any:
+        tool = handler.__name__  # the App method the registry names
         self.calls.append((tool, args))
         self.contexts.append(ctx)
         return await self.answer(tool, args, ctx)
@@ -311,7 +315,7 @@ async def test_success_is_compact_json_text_plus_the_same_structured_object() ->
     data = decoded(result)
     assert data["args"] == {"search_id": "op_1", "scope": "selected", "view": "titles", "offset": 0, "limit": 50}
     tool, args = app.calls[0]
-    assert tool == "search_results" and isinstance(args, arguments.SearchResultsArgs)
+    assert tool == "search_results" and isinstance(args, tool_args.SearchResultsArgs)
 
 
 async def test_struct_results_are_encoded_with_their_field_names() -> None:
@@ -371,11 +375,11 @@ async def test_unexpected_exceptions_are_logged_with_traceback(caplog: pytest.Lo
     async def answer(tool: str, args: Any, ctx: Any) -> Any:
         raise KeyError("lost")
 
-    with caplog.at_level(logging.ERROR, logger="cnki_mcp.server"):
+    with caplog.at_level(logging.ERROR, logger="cnki_mcp.surface.server"):
         async with Client(server.build_server(FakeApp(answer))) as client:
             result = await client.call_tool("diagnostics", {})
     assert result.is_error is True
-    record = next(r for r in caplog.records if r.name == "cnki_mcp.server")
+    record = next(r for r in caplog.records if r.name == "cnki_mcp.surface.server")
     assert record.exc_info is not None and "diagnostics" in record.getMessage()
 
 

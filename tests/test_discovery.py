@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp import discovery
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Config
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Config
+from cnki_mcp.site import discovery
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="fake browsers are shell scripts")
 

@@ -7,7 +7,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cnki_mcp.documents import (
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Paper, ReaderCoverage, Section
+from cnki_mcp.documents.online_reader import (
     ReaderCache,
     complete_article,
     continues,
@@ -15,12 +17,10 @@ from cnki_mcp.documents import (
     reader_result,
     select_section,
 )
-from cnki_mcp.catalog import Catalog
-from cnki_mcp.detail_tab import local_ref
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Paper, ReaderCoverage, Section
-from cnki_mcp.reader import ReaderDocument, parse_reader
-from cnki_mcp.store import Store
+from cnki_mcp.pages.reader import ReaderDocument, parse_reader
+from cnki_mcp.research.detail_tab import local_ref
+from cnki_mcp.store.catalog import Catalog
+from cnki_mcp.store.library import Store
 
 READER_HTML = """<html><head><meta name="citation_title" content="数据治理研究"></head><body>
 <div class="catalogboxs"><p class="tit">一、引言</p><p class="tit">二、 Data  Model</p><p class="tit">（一）概念</p>

@@ -12,8 +12,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from cnki_mcp.download import ENTRIES, DownloadPage, Entry, choose_entry, prior
-from cnki_mcp.download_files import (
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Artifact
+from cnki_mcp.documents.download import ENTRIES, DownloadPage, Entry, choose_entry, prior
+from cnki_mcp.documents.download_files import (
     Body,
     DownloadRequest,
     artifact_key,
@@ -28,9 +30,7 @@ from cnki_mcp.download_files import (
     stored_names,
     wanted_format,
 )
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Artifact
-from cnki_mcp.store import Store
+from cnki_mcp.store.library import Store
 
 REF = "rec_8f6f38fc3ab3f5b8e4637434"
 PDF = b"%PDF-1.7\n" + b"x" * 200 + b"\n%%EOF\n"
@@ -406,7 +406,7 @@ def test_a_file_name_says_which_format_auto_means() -> None:
 
 
 def test_a_tiny_file_is_read_as_the_text_it_is(tmp_path: Path) -> None:
-    from cnki_mcp.download_files import MIN_FILE_BYTES, tiny_file, tiny_text
+    from cnki_mcp.documents.download_files import MIN_FILE_BYTES, tiny_file, tiny_text
 
     small = tmp_path / "a"
     small.write_bytes("产品不在有效期范围之内！".encode())
@@ -420,7 +420,7 @@ def test_a_tiny_file_is_read_as_the_text_it_is(tmp_path: Path) -> None:
 
 
 def test_a_download_written_outside_incoming_is_moved_in(tmp_path: Path) -> None:
-    from cnki_mcp.download_files import gather_stray
+    from cnki_mcp.documents.download_files import gather_stray
 
     guid = "5121f30a-a8bb-49c0-acb1-9bbf3b663006"
     incoming = tmp_path / "数据" / "incoming" / "op_1"

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from mcp.types import CallToolResult
 
-from cnki_mcp.model import Paper
-from cnki_mcp.store import Store
+from cnki_mcp.core.model import Paper
+from cnki_mcp.store.library import Store
 from tests.harness import AWAITING, McpSession, chromium_path, payload, reply_text, serve_params
 from tests.kns import pages
 from tests.kns.corpus import Paper as SimPaper

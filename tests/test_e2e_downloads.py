@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from cnki_mcp.store import Store
+from cnki_mcp.store.library import Store
 from tests.harness import AWAITING, chromium_path
 from tests.kns import pages
-from tests.kns.downloads import TINY_FILE
 from tests.kns.corpus import Paper as SimPaper
+from tests.kns.downloads import TINY_FILE
 from tests.kns.server import KnsSimulator
 from tests.test_e2e_documents import EntrySimulator, answer, error_code, journal_papers, seed, serve
 

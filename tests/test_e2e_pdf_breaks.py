@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp.store import Store
+from cnki_mcp.store.library import Store
 from tests import pdfs
 from tests.harness import McpSession, offline_params
 from tests.test_local_read import REF, ledger

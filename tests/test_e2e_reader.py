@@ -16,8 +16,7 @@ import pytest
 from tests.harness import chromium_path
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator
-from tests.test_e2e_documents import error_code, journal_papers, seed, serve
-from tests.test_e2e_documents import sim, sim_server  # noqa: F401  (a simulator of this module's own)
+from tests.test_e2e_documents import error_code, journal_papers, seed, serve, sim, sim_server  # noqa: F401  (a simulator of this module's own)
 
 pytestmark = [
     pytest.mark.browser,
@@ -27,15 +26,15 @@ pytestmark = [
 ]
 
 
-def papers_with_references(sim: KnsSimulator, count: int) -> list[SimPaper]:
+def papers_with_references(sim: KnsSimulator, count: int) -> list[SimPaper]:  # noqa: F811 - the fixture imported above
     return [p for p in journal_papers(sim, 40) if p.references][:count]
 
 
-def reader_counts(sim: KnsSimulator) -> dict[str, int]:
+def reader_counts(sim: KnsSimulator) -> dict[str, int]:  # noqa: F811 - the fixture imported above
     return {name: sim.count(name) for name in ("detail", "download", "reader", "reader_data", "reader_part")}
 
 
-async def test_2026_reader(sim: KnsSimulator, isolated_data_dir: Path) -> None:
+async def test_2026_reader(sim: KnsSimulator, isolated_data_dir: Path) -> None:  # noqa: F811 - the fixture imported above
     full, trial, fallback, refused, decoy = papers_with_references(sim, 5)
     refs = seed(isolated_data_dir, sim, [full, trial, fallback, refused, decoy])
     async with serve(isolated_data_dir, sim) as session:
@@ -153,7 +152,7 @@ async def test_2026_reader(sim: KnsSimulator, isolated_data_dir: Path) -> None:
         assert chosen_entry["result"]["complete_article"] is True
 
 
-async def test_nzkhtml_reader_in_a_frame(sim: KnsSimulator, isolated_data_dir: Path) -> None:
+async def test_nzkhtml_reader_in_a_frame(sim: KnsSimulator, isolated_data_dir: Path) -> None:  # noqa: F811 - the fixture imported above
     (paper,) = papers_with_references(sim, 1)
     refs = seed(isolated_data_dir, sim, [paper])
     async with serve(isolated_data_dir, sim) as session:

@@ -23,8 +23,8 @@ import psutil
 import pytest
 import pytest_asyncio
 
-from tests.kns.corpus import Paper as SimPaper
 from tests.harness import AWAITING, McpSession, RawServer, processes_on, serve_params
+from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator, SimRequest
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from cnki_mcp.model import Paper
-from cnki_mcp.store import Store
+from cnki_mcp.core.model import Paper
+from cnki_mcp.store.library import Store
 from tests.harness import AWAITING, chromium_path
 from tests.kns.citations import Ref
 from tests.kns.corpus import Paper as SimPaper

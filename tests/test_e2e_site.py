@@ -18,17 +18,16 @@ import psutil
 import pytest
 import pytest_asyncio
 
-from cnki_mcp.browser import Browser
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import Job, Jobs, OperationContext, kind_budget
-from cnki_mcp.limiter import Limiter
-from cnki_mcp.model import Paper
-from cnki_mcp.parse import GridPage
-from cnki_mcp.query import compile_expression
-from cnki_mcp.session import Sessions
-from cnki_mcp.query import GridQuery
-from cnki_mcp.site import Site
-from cnki_mcp.store import Store
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Paper
+from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, kind_budget
+from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.site.browser import Browser
+from cnki_mcp.site.grid_query import GridQuery, compile_expression
+from cnki_mcp.site.limiter import Limiter
+from cnki_mcp.site.session import Sessions
+from cnki_mcp.site.site import Site
+from cnki_mcp.store.library import Store
 from tests.harness import AWAITING, McpSession, chromium_or_skip, processes_on, serve_params
 from tests.kns import pages as sim_pages
 from tests.kns.server import KnsSimulator

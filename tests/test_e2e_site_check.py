@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp.errors import CATALOGUE
-from cnki_mcp.site_check import STEPS
-from cnki_mcp.store import peek_store
+from cnki_mcp.core.errors import CATALOGUE
+from cnki_mcp.fieldcheck.tour import STEPS
+from cnki_mcp.store.library import peek_store
 from tests.harness import REPO, McpSession, chromium_path, serve_params
 from tests.kns.server import KnsSimulator
 

@@ -18,16 +18,15 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import pytest_asyncio
 
-from cnki_mcp.browser import Browser
-from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
-from cnki_mcp.limiter import Limiter
-from cnki_mcp.model import Paper
-from cnki_mcp.query import compile_expression
-from cnki_mcp.query import GridQuery
-from cnki_mcp.site import Site
-from cnki_mcp.store import Store
-from tests.kns.corpus import Paper as SimPaper
+from cnki_mcp.core.model import Paper
+from cnki_mcp.ops.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.site.browser import Browser
+from cnki_mcp.site.grid_query import GridQuery, compile_expression
+from cnki_mcp.site.limiter import Limiter
+from cnki_mcp.site.site import Site
+from cnki_mcp.store.library import Store
 from tests.harness import McpSession, chromium_or_skip, serve_params
+from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator, SimRequest
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cnki_mcp.errors import CATALOGUE
+from cnki_mcp.core.errors import CATALOGUE
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cnki_mcp"
 RAISED = re.compile(r"""CnkiError\(\s*["']([A-Z_]+)["']""")
@@ -31,7 +31,7 @@ def test_every_declared_code_has_a_chinese_message() -> None:
 
 
 def test_net_errors_that_never_reached_the_host_are_network_failures() -> None:
-    from cnki_mcp.errors import net_failure, network_unreachable, unreachable_kind
+    from cnki_mcp.core.errors import net_failure, network_unreachable, unreachable_kind
 
     kinds = {
         error: unreachable_kind(error)
@@ -58,7 +58,7 @@ def test_net_errors_that_never_reached_the_host_are_network_failures() -> None:
 
 
 def test_an_unreached_site_with_nothing_found_must_fail() -> None:
-    from cnki_mcp.errors import CnkiError, unreached_with_nothing
+    from cnki_mcp.core.errors import CnkiError, unreached_with_nothing
 
     unreachable = CnkiError("NETWORK_UNREACHABLE")
     assert unreached_with_nothing(unreachable, 0) is True
@@ -68,8 +68,16 @@ def test_an_unreached_site_with_nothing_found_must_fail() -> None:
 
 
 def test_a_418_answer_is_the_cdn_turning_the_network_away() -> None:
-    from cnki_mcp.page_state import classify_response
+    from cnki_mcp.pages.page_state import classify_response
 
     problem = classify_response(418, "https://kns.cnki.net/kcms2/article/abstract?v=x", "<html>418 Request Blocked</html>")
     assert problem is not None and problem.code == "NETWORK_UNREACHABLE"
     assert problem.details["reason"] == "blocked"
+
+
+def test_the_error_code_type_names_exactly_the_catalogued_codes() -> None:
+    from typing import get_args
+
+    from cnki_mcp.core.errors import CATALOGUE, ErrorCode
+
+    assert list(get_args(ErrorCode)) == list(CATALOGUE)

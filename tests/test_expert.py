@@ -10,8 +10,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.expert import (
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Channel, Plan
+from cnki_mcp.research.expert import (
     COMPARISONS,
     FIELDS,
     LOGIC,
@@ -29,8 +30,7 @@ from cnki_mcp.expert import (
     plan_expression,
     render,
 )
-from cnki_mcp.model import Channel, Plan
-from cnki_mcp.query import compile_expression, grid_form, rewrite_query_json
+from cnki_mcp.site.grid_query import compile_expression, grid_form, rewrite_query_json
 
 ISSUE_EXAMPLE = "SU=('数字经济'+'数字化转型') AND AU='张三' NOT TI='综述'"
 

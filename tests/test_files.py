@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.files import (
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.files import (
     adopt_file,
     atomic_replace,
     remove_empty_folders,

@@ -29,11 +29,12 @@ import msgspec
 import psutil
 import pytest
 
-from cnki_mcp import files, store as store_module
 from cnki_mcp.app import App
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import OperationContext
-from cnki_mcp.model import StoreData
+from cnki_mcp.core import files
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import StoreData
+from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.store import library as store_module
 from tests.fake_site import FEEDBACK_TERMS, FakeSite, sim_paper
 from tests.harness import AWAITING, REPO, McpSession, RawServer, call_tool, offline_params, processes_on, serve_params
 
@@ -292,7 +293,7 @@ def _disk_full_while(flag: Path) -> None:
 
 async def _serve_with_fake_site() -> None:
     """``python -m tests.test_hardening_faults``: the real serve loop with a LoggedFakeSite."""
-    from cnki_mcp.server import serve_stdio
+    from cnki_mcp.surface.server import serve_stdio
 
     if os.environ.get("HARDENING_DISK_FULL"):
         _disk_full_while(Path(os.environ["HARDENING_DISK_FULL"]))
@@ -435,7 +436,7 @@ async def test_sigkill_at_a_random_moment_then_continue_redoes_only_unflushed_wo
 _FLUSHER = """
 import sys, time
 from pathlib import Path
-from cnki_mcp.store import Store
+from cnki_mcp.store.library import Store
 from tests.fake_site import sim_paper
 store = Store.open(Path(sys.argv[1]))
 start = len(store.data.papers)

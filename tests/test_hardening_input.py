@@ -34,10 +34,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.types import CallToolResult
 
-from cnki_mcp.text import is_blank
-from cnki_mcp import arguments, query, server
-from cnki_mcp.errors import CATALOGUE
-from tests.harness import INIT_PARAMS, RawServer, ThreadedClient, offline_params, payload
+from cnki_mcp.core import tool_args
+from cnki_mcp.core.errors import CATALOGUE
+from cnki_mcp.core.text import is_blank
+from cnki_mcp.site import grid_query
+from cnki_mcp.surface import arguments, server
+from tests.harness import (
+    INIT_PARAMS,
+    RawServer,
+    ThreadedClient,
+    offline_params,
+    payload,
+)
 
 SCHEMAS: dict[str, dict[str, Any]] = {tool.name: tool.input_schema for tool in server.TOOLS}
 STATUSES = {"completed", "partial", "failed", "skipped", "cancelled", "running", "awaiting_user", "interrupted", "idle"}
@@ -139,7 +147,7 @@ json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=
 
 
 def leaf_node() -> st.SearchStrategy[dict[str, Any]]:
-    fields = st.sampled_from(list(query.FIELDS))
+    fields = st.sampled_from(list(grid_query.FIELDS))
     node = st.fixed_dictionaries(
         {"field": fields, "value": texts.filter(lambda v: v.strip())},
         optional={"match": st.sampled_from(["phrase", "exact", ""])},
@@ -322,21 +330,21 @@ def test_metadata_limit_over_the_batch_is_batch_too_large(mcp: ThreadedClient) -
 
 # (tool, a valid base, field path, its enum, code for any other non-empty value)
 ENUMS: list[tuple[str, dict[str, Any], str, tuple[str, ...], str]] = [
-    ("search", {"query": "q"}, "mode", arguments.MODES, "INVALID_MODE"),
-    ("search", {"query": "q"}, "options.on_verification", arguments.POLICIES, "INVALID_POLICY"),
-    ("search", {"query": "q"}, "options.sort", arguments.SORTS, "INVALID_SORT"),
-    ("search", {"query": "q"}, "options.metadata", arguments.METADATA, "INVALID_METADATA"),
-    ("search", {"query": "q"}, "options.freshness", arguments.FRESHNESS, "INVALID_FRESHNESS"),
-    ("structured_search", {"expression": {"field": "title", "value": "q"}}, "sort", arguments.SORTS, "INVALID_SORT"),
-    ("search_results", {"search_id": "s"}, "scope", arguments.SCOPES, "INVALID_SCOPE"),
-    ("search_results", {"search_id": "s"}, "view", arguments.VIEWS, "INVALID_VIEW"),
-    ("get_metadata", {"search_id": "s"}, "scope", arguments.SCOPES, "INVALID_SCOPE"),
-    ("export_citations", {"search_id": "s"}, "scope", arguments.SCOPES, "INVALID_SCOPE"),
+    ("search", {"query": "q"}, "mode", tool_args.MODES, "INVALID_MODE"),
+    ("search", {"query": "q"}, "options.on_verification", tool_args.POLICIES, "INVALID_POLICY"),
+    ("search", {"query": "q"}, "options.sort", tool_args.SORTS, "INVALID_SORT"),
+    ("search", {"query": "q"}, "options.metadata", tool_args.METADATA, "INVALID_METADATA"),
+    ("search", {"query": "q"}, "options.freshness", tool_args.FRESHNESS, "INVALID_FRESHNESS"),
+    ("structured_search", {"expression": {"field": "title", "value": "q"}}, "sort", tool_args.SORTS, "INVALID_SORT"),
+    ("search_results", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
+    ("search_results", {"search_id": "s"}, "view", tool_args.VIEWS, "INVALID_VIEW"),
+    ("get_metadata", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
+    ("export_citations", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
     ("export_citations", {"search_id": "s"}, "format", arguments.CITATION_FORMATS, "INVALID_FORMAT"),
-    ("download_paper", {"record_ref": "r"}, "format", arguments.DOWNLOAD_FORMATS, "INVALID_FORMAT"),
-    ("download_paper", {"record_ref": "r"}, "on_verification", arguments.POLICIES, "INVALID_POLICY"),
-    ("read_online_html", {"record_ref": "r"}, "on_verification", arguments.POLICIES, "INVALID_POLICY"),
-    ("operation_control", {}, "action", arguments.ACTIONS, "INVALID_ACTION"),
+    ("download_paper", {"record_ref": "r"}, "format", tool_args.DOWNLOAD_FORMATS, "INVALID_FORMAT"),
+    ("download_paper", {"record_ref": "r"}, "on_verification", tool_args.POLICIES, "INVALID_POLICY"),
+    ("read_online_html", {"record_ref": "r"}, "on_verification", tool_args.POLICIES, "INVALID_POLICY"),
+    ("operation_control", {}, "action", tool_args.ACTIONS, "INVALID_ACTION"),
 ]
 
 
@@ -372,7 +380,7 @@ def _dnf(node: Any, depth: int, negated: bool, counter: list[int]) -> list[list[
     exact subject, ≤ 32 branches (negation pushed to the leaves by De Morgan).
     """
     counter[0] += 1
-    if depth > query.MAX_DEPTH or counter[0] > query.MAX_NODES or not isinstance(node, dict):
+    if depth > grid_query.MAX_DEPTH or counter[0] > grid_query.MAX_NODES or not isinstance(node, dict):
         return None
     op = node.get("op", "")
     if not op:
@@ -380,9 +388,9 @@ def _dnf(node: Any, depth: int, negated: bool, counter: list[int]) -> list[list[
         match = node.get("match", "")
         if set(node) - {"field", "value", "match"} or not isinstance(value, str) or not isinstance(match, str):
             return None
-        if node.get("field") not in query.FIELDS or is_blank(value) or len(value.strip()) > query.MAX_VALUE_CHARS:
+        if node.get("field") not in grid_query.FIELDS or is_blank(value) or len(value.strip()) > grid_query.MAX_VALUE_CHARS:
             return None
-        if match not in query.MATCHES or ('"' in value and "'" in value):
+        if match not in grid_query.MATCHES or ('"' in value and "'" in value):
             return None
         if node["field"] == "subject" and match == "exact":
             return None
@@ -401,14 +409,14 @@ def _dnf(node: Any, depth: int, negated: bool, counter: list[int]) -> list[list[
         if part is None:
             return None
         out = out + part if as_or else [a + b for a in out for b in part]
-        if len(out) > query.MAX_BRANCHES:
+        if len(out) > grid_query.MAX_BRANCHES:
             return None
     return out
 
 
 def acceptable(expression: dict[str, Any]) -> bool:
     dnf = _dnf(expression, 0, False, [0])
-    return dnf is not None and len(dnf) <= query.MAX_BRANCHES and all(any(branch) for branch in dnf)
+    return dnf is not None and len(dnf) <= grid_query.MAX_BRANCHES and all(any(branch) for branch in dnf)
 
 
 @settings(SETTINGS, max_examples=300)
@@ -449,7 +457,7 @@ def test_wide_trees_are_too_complex(mcp: ThreadedClient) -> None:
 
 
 def test_the_512_kb_text_limit_is_exact(mcp: ThreadedClient) -> None:
-    limit = arguments.TEXT_BYTES_MAX
+    limit = tool_args.TEXT_BYTES_MAX
     ok = answer(mcp.call("link_references", {"text": "a" * limit}))
     assert ok["status"] == "completed"
     assert len(ok["text"]) == limit
@@ -554,7 +562,7 @@ async def test_garbage_on_stdin_never_stops_the_server(tmp_path: Path) -> None:
     """
     with open(tmp_path / "stderr.txt", "wb") as errlog:
         raw = await RawServer.start(offline_params(tmp_path / "data"), errlog)
-        for n, (name, line) in enumerate(GARBAGE):
+        for n, (_name, line) in enumerate(GARBAGE):
             raw.send(line.replace(b'"id":7', b'"id":%d' % (1000 + n)))
             await raw.drain(10_000 + n)  # raises if the server stops answering or closes stdout
             COUNTS["raw_lines"] += 1

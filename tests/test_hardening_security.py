@@ -21,18 +21,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cnki_mcp import citations, clients, files
-from cnki_mcp.tools import parse_arguments
 from cnki_mcp.app import App
-from cnki_mcp.download_files import DownloadRequest, check_target
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import kind_budget
-from cnki_mcp.model import Paper
-from cnki_mcp.parse import _resolve, is_site_url, parse_detail
+from cnki_mcp.core import files
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Paper
+from cnki_mcp.documents.download_files import DownloadRequest, check_target
+from cnki_mcp.ops.jobs import kind_budget
+from cnki_mcp.pages.parse import _resolve, is_site_url, parse_detail
+from cnki_mcp.references import citations
+from cnki_mcp.setup import clients
+from cnki_mcp.surface.tools import parse_arguments
 from tests.fake_site import FakeSite
+from tests.harness import ThreadedClient, call_tool, offline_params
 from tests.kns import pages
 from tests.kns.server import KnsSimulator, Scenario
-from tests.harness import ThreadedClient, call_tool, offline_params
 
 SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
 FIGURES: dict[str, int] = {"hostile_paths": 0, "written_outside": 0}
@@ -248,8 +250,8 @@ def test_a_detail_page_linking_elsewhere_gives_no_journal_link() -> None:
 
 
 async def test_the_site_refuses_a_foreign_locator_without_touching_the_browser(tmp_path: Path) -> None:
-    from cnki_mcp.limiter import Limiter
-    from cnki_mcp.site import Site
+    from cnki_mcp.site.limiter import Limiter
+    from cnki_mcp.site.site import Site
 
     class NoBrowser:
         def __getattr__(self, name: str) -> Any:
@@ -293,7 +295,7 @@ async def test_instructions_inside_pages_are_returned_as_data_and_change_nothing
     clean_site, hostile_site = FakeSite(), InjectingSite()
     runs = []
     for name, site in (("clean", clean_site), ("hostile", hostile_site)):
-        app = App(tmp_path / name, site_factory=lambda: site)
+        app = App(tmp_path / name, site_factory=lambda site=site: site)
         try:
             view = await call_tool(app, "search", {"query": "自动驾驶 产品责任", "limit": 5})
             meta = await call_tool(app, "get_metadata", {"search_id": view["operation_id"], "local_only": True, "limit": 5})
@@ -384,7 +386,7 @@ def test_client_config_writes_keep_every_other_entry(
 
 
 def _seed_formula_papers(data: Path) -> list[str]:
-    from cnki_mcp.store import Store
+    from cnki_mcp.store.library import Store
 
     store = Store.open(data)
     refs = []

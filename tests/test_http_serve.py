@@ -20,8 +20,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from cnki_mcp import endpoint
 from cnki_mcp.cli import cli
+from cnki_mcp.serving import endpoint
 from tests.harness import REPO
 
 URL_LINE = re.compile(r"HTTP 服务：(http://[^\s/]+:(\d+)/mcp)")
@@ -105,7 +105,7 @@ async def test_the_official_client_needs_the_token_and_a_local_host(tmp_path: Pa
         assert stored.is_error and stored.structured_content["errors"][0]["code"] == "SEARCH_NOT_FOUND"
 
         async with create_mcp_http_client(headers={"Authorization": "Bearer wrong"}) as client:
-            with pytest.raises(BaseException):  # the client's own error for a 401, wrapped by its task groups
+            with pytest.raises(BaseException):  # noqa: B017 - the client's own error for a 401, wrapped by its task groups
                 async with streamable_http_client(url, http_client=client) as (read, write):
                     async with ClientSession(read, write) as session:
                         await asyncio.wait_for(session.initialize(), 10)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cnki_mcp.identity import (
+from cnki_mcp.core.identity import (
     bibliography_key,
     detail_matches,
     fingerprint,
@@ -12,7 +12,7 @@ from cnki_mcp.identity import (
     same_paper,
     title_index_key,
 )
-from cnki_mcp.model import Paper
+from cnki_mcp.core.model import Paper
 
 
 def bib(title: str, author: str = "张三", **kw: object) -> Paper:

@@ -9,10 +9,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext, kind_budget
-from cnki_mcp.model import Budget, Problem
-from cnki_mcp.store import Store
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Budget, Problem
+from cnki_mcp.ops.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext, kind_budget
+from cnki_mcp.store.library import Store
 
 
 @pytest.fixture
@@ -330,6 +330,13 @@ async def test_the_inline_wait_counts_from_the_start_of_the_call(jobs: Jobs, mon
 
     class Call:
         started = time.monotonic() - 2.5  # the call arrived 2.5 s ago
+        client_supports_sampling = False
+
+        async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+            pass
+
+        async def sample(self, system_prompt: str, user_text: str, max_tokens: int, timeout: float) -> str | None:
+            return None
 
     async def work(ctx: OperationContext) -> None:
         await asyncio.sleep(30)

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.limiter import Limiter
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.site.limiter import Limiter
 
 
 async def test_starts_are_spaced_by_the_interval() -> None:
@@ -233,7 +233,7 @@ async def test_a_late_wake_up_never_brings_the_next_start_closer_than_the_interv
             first = False
         await real_sleep(delay + late)
 
-    monkeypatch.setattr("cnki_mcp.limiter.asyncio.sleep", late_sleep)
+    monkeypatch.setattr("cnki_mcp.site.limiter.asyncio.sleep", late_sleep)
     starts: list[float] = []
 
     async def one() -> None:

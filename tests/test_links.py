@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp.tools import parse_arguments
 from cnki_mcp.app import App
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.links import Match, find_spans, render
-from cnki_mcp.model import Paper
-from cnki_mcp.store import Store
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Paper
+from cnki_mcp.references.links import Match, find_spans, render
+from cnki_mcp.store.library import Store
+from cnki_mcp.surface.tools import dispatch, parse_arguments
 from tests.fake_site import FakeSite, sim_paper
 from tests.harness import call_tool
 
@@ -87,7 +87,7 @@ async def test_tool_links_local_records(app: App) -> None:
 async def test_tool_limits(app: App) -> None:
     many = "".join(f"《题{i}》" for i in range(101))
     with pytest.raises(CnkiError) as too_many:
-        await app.call("link_references", parse_arguments("link_references", {"text": many}), None)
+        await dispatch(app, "link_references", parse_arguments("link_references", {"text": many}), None)
     assert too_many.value.code == "TOO_MANY_REFERENCES"
     with pytest.raises(CnkiError) as too_large:
         parse_arguments("link_references", {"text": "字" * (200 * 1024)})
@@ -106,5 +106,5 @@ async def test_lookup_missing_locates_titles_on_cnki(app: App, site: FakeSite) -
     assert [e["code"] for e in reply["errors"]] == ["DOCUMENT_NOT_FOUND"]
     assert site.counts["locate"] == 1  # both missing titles in one exact-title search
 
-    again = await app.call("link_references", parse_arguments("link_references", {"text": text}), None)
+    again = await dispatch(app, "link_references", parse_arguments("link_references", {"text": text}), None)
     assert [r["status"] for r in again["references"]] == ["matched_without_link", "linked", "unresolved"]

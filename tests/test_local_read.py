@@ -10,17 +10,18 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.local_read import LocalFiles, pages_covered, read_document
-from cnki_mcp.model import Artifact, Paper
-from cnki_mcp.pdf_layout import drop_furniture, layout
-from cnki_mcp.pdf_text import Line, pdf_bytes_of, read_pdf
-from cnki_mcp.store import Store
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Artifact, Paper
+from cnki_mcp.documents.local_read import LocalFiles, pages_covered, read_document
+from cnki_mcp.documents.online_reader import TextWindow
+from cnki_mcp.documents.pdf_layout import drop_furniture, layout
+from cnki_mcp.documents.pdf_text import Line, pdf_bytes_of, read_pdf
+from cnki_mcp.store.library import Store
 from tests import pdfs
 
 REF = "rec_0123456789abcdef01234567"
 TITLE = "数字经济背景下违约金调整规则研究"
-PAGE = {"section": "", "offset": 0, "max_characters": 200_000}
+PAGE = TextWindow("", 0, 200_000)
 
 
 def text_of(data: bytes, tmp_path: Path, name: str = "paper.pdf") -> tuple[str, list, object]:
@@ -170,7 +171,7 @@ def ledger(store: Store, data: bytes, fmt: str = "pdf", name: str = "paper.pdf")
 async def test_the_reply_pages_and_sections_like_the_online_reader(store: Store) -> None:
     ledger(store, pdfs.article_pdf())
     files = LocalFiles()
-    whole = await files.read(store, REF, "download", **PAGE)
+    whole = await files.read(store, REF, "download", PAGE)
     data = msgspec.to_builtins(whole)
     assert data["status"] == "completed" and data["source"] == "download" and data["requests"] == 0
     result = data["result"]
@@ -180,22 +181,22 @@ async def test_the_reply_pages_and_sections_like_the_online_reader(store: Store)
     assert result["coverage"]["pages"] == 3 and result["coverage"]["pages_covered"] == [1, 2, 3]
     pieces, offset = [], 0
     while offset is not None:
-        page = msgspec.to_builtins(await files.read(store, REF, "download", section="", offset=offset, max_characters=50))
+        page = msgspec.to_builtins(await files.read(store, REF, "download", TextWindow("", offset, 50)))
         pieces.append(page["result"]["text"])
         offset = page["result"]["next_offset"]
     assert "".join(pieces) == text
-    part = msgspec.to_builtins(await files.read(store, REF, "download", section="（一）酌减规则", offset=0, max_characters=1000))
+    part = msgspec.to_builtins(await files.read(store, REF, "download", TextWindow("（一）酌减规则", 0, 1000)))
     assert part["result"]["text"].startswith("（一）酌减规则")
     assert "（二）" not in part["result"]["text"]
     assert part["result"]["coverage"]["pages_covered"] == [2]
     with pytest.raises(CnkiError) as caught:
-        await files.read(store, REF, "download", section="没有这一节", offset=0, max_characters=10)
+        await files.read(store, REF, "download", TextWindow("没有这一节", 0, 10))
     assert caught.value.code == "SECTION_NOT_FOUND"
 
 
 async def test_scanned_pages_make_the_reply_partial(store: Store) -> None:
     ledger(store, pdfs.article_pdf(scanned=True))
-    data = msgspec.to_builtins(await LocalFiles().read(store, REF, "download", **PAGE))
+    data = msgspec.to_builtins(await LocalFiles().read(store, REF, "download", PAGE))
     assert data["status"] == "partial"
     assert data["errors"][0]["code"] == "NO_TEXT_LAYER"
     assert data["errors"][0]["details"]["pages"] == [4]
@@ -205,36 +206,36 @@ async def test_scanned_pages_make_the_reply_partial(store: Store) -> None:
 
 async def test_without_a_usable_file(store: Store) -> None:
     files = LocalFiles()
-    assert await files.read(store, REF, "auto", **PAGE) is None
+    assert await files.read(store, REF, "auto", PAGE) is None
     with pytest.raises(CnkiError) as caught:
-        await files.read(store, REF, "download", **PAGE)
+        await files.read(store, REF, "download", PAGE)
     assert caught.value.code == "NOT_DOWNLOADED"
     path = ledger(store, pdfs.article_pdf())
     path.write_bytes(b"%PDF-1.4 changed")
-    assert await files.read(store, REF, "auto", **PAGE) is None
+    assert await files.read(store, REF, "auto", PAGE) is None
     with pytest.raises(CnkiError) as caught:
-        await files.read(store, REF, "download", **PAGE)
+        await files.read(store, REF, "download", PAGE)
     assert caught.value.code == "NOT_DOWNLOADED"
     assert "改动" in caught.value.message
 
 
 async def test_a_caj_download_that_is_a_pdf_inside_is_read(store: Store) -> None:
     ledger(store, pdfs.kdh(pdfs.article_pdf()), fmt="caj", name="paper.caj")
-    data = msgspec.to_builtins(await LocalFiles().read(store, REF, "download", **PAGE))
+    data = msgspec.to_builtins(await LocalFiles().read(store, REF, "download", PAGE))
     assert data["result"]["coverage"]["generation"] == "caj_pdf"
     assert [s["title"] for s in data["result"]["sections"]][0] == "一、引言"
     ledger(store, b"HN".ljust(400, b"\x00"), fmt="caj", name="other.caj")
     with pytest.raises(CnkiError) as caught:
-        await LocalFiles().read(store, REF, "download", **PAGE)
+        await LocalFiles().read(store, REF, "download", PAGE)
     assert caught.value.code == "CAJ_UNSUPPORTED"
-    assert await LocalFiles().read(store, REF, "auto", **PAGE) is None  # auto reads online instead
+    assert await LocalFiles().read(store, REF, "auto", PAGE) is None  # auto reads online instead
 
 
 async def test_a_scan_read_with_auto_goes_online(store: Store) -> None:
     ledger(store, pdfs.scanned_pdf())
-    assert await LocalFiles().read(store, REF, "auto", **PAGE) is None
+    assert await LocalFiles().read(store, REF, "auto", PAGE) is None
     with pytest.raises(CnkiError) as caught:
-        await LocalFiles().read(store, REF, "download", **PAGE)
+        await LocalFiles().read(store, REF, "download", PAGE)
     assert caught.value.code == "NO_TEXT_LAYER"
 
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest_asyncio
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
-from cnki_mcp.limiter import Limiter
-from cnki_mcp.model import SessionState
-from cnki_mcp.session import Sessions, _cnki_page, identified, session_view
-from cnki_mcp.site import Site
-from cnki_mcp.store import Store
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import SessionState
+from cnki_mcp.ops.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.site.limiter import Limiter
+from cnki_mcp.site.session import Sessions, _cnki_page, identified, session_view
+from cnki_mcp.site.site import Site
+from cnki_mcp.store.library import Store
 
 
 def header(inner: str) -> str:
@@ -98,7 +98,7 @@ async def wait_for_login(jobs: Jobs, pages: list[str], before: SessionState | No
 
 
 async def test_login_wait_ends_when_an_identity_appears(jobs: Jobs, monkeypatch: Any) -> None:
-    monkeypatch.setattr("cnki_mcp.session.LOGIN_POLL", 0.01)
+    monkeypatch.setattr("cnki_mcp.site.session.LOGIN_POLL", 0.01)
     sessions, job = await wait_for_login(jobs, [ANONYMOUS, ANONYMOUS, INSTITUTION], None)
     await asyncio.wait_for(job.done.wait(), 5)
     assert job.record.status == "completed"
@@ -106,7 +106,7 @@ async def test_login_wait_ends_when_an_identity_appears(jobs: Jobs, monkeypatch:
 
 
 async def test_forced_login_waits_for_a_different_identity_or_resume(jobs: Jobs, monkeypatch: Any) -> None:
-    monkeypatch.setattr("cnki_mcp.session.LOGIN_POLL", 0.01)
+    monkeypatch.setattr("cnki_mcp.site.session.LOGIN_POLL", 0.01)
     before = SessionState(institution="observed", institution_evidence=["华东政法大学"])
     sessions, job = await wait_for_login(jobs, [INSTITUTION, INSTITUTION, BOTH], before)
     await asyncio.wait_for(job.done.wait(), 5)
@@ -120,8 +120,8 @@ async def test_forced_login_waits_for_a_different_identity_or_resume(jobs: Jobs,
 
 
 async def test_login_wait_times_out(jobs: Jobs, monkeypatch: Any) -> None:
-    monkeypatch.setattr("cnki_mcp.session.LOGIN_POLL", 0.01)
-    monkeypatch.setattr("cnki_mcp.session.LOGIN_TIMEOUT", 0.1)
+    monkeypatch.setattr("cnki_mcp.site.session.LOGIN_POLL", 0.01)
+    monkeypatch.setattr("cnki_mcp.site.session.LOGIN_TIMEOUT", 0.1)
     _, job = await wait_for_login(jobs, [ANONYMOUS], None)
     await asyncio.wait_for(job.done.wait(), 5)
     assert [e.code for e in job.record.errors] == ["LOGIN_TIMEOUT"]

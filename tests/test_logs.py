@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from cnki_mcp import logs
-from cnki_mcp.tools import ToolName
+from cnki_mcp.core import logs
+from cnki_mcp.core.tool_args import ToolName
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,4 +75,4 @@ async def test_server_with_an_invalid_level_runs_and_says_so_in_its_log(tmp_path
 async def test_server_keeps_a_log_in_the_data_directory(tmp_path: Path) -> None:
     async with Client(_params(tmp_path, CNKI_LOG_LEVEL="verbose"), read_timeout_seconds=30) as client:
         await client.list_tools()
-    assert "WARNING cnki_mcp.logs:" in (tmp_path / "logs" / "cnki-mcp.log").read_text("utf-8")
+    assert "WARNING cnki_mcp.core.logs:" in (tmp_path / "logs" / "cnki-mcp.log").read_text("utf-8")

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cnki_mcp.tools import ToolName
+from cnki_mcp.core.tool_args import ToolName
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALLERS = REPO / "installers"
@@ -511,8 +511,8 @@ async def _read_a_downloaded_pdf(command: str, args: list[str], env: dict[str, s
     """A PDF in the download ledger read by the frozen server (PDFium is bundled): sections and no request."""
     from mcp import StdioServerParameters
 
-    from cnki_mcp.model import Artifact, Paper
-    from cnki_mcp.store import Store
+    from cnki_mcp.core.model import Artifact, Paper
+    from cnki_mcp.store.library import Store
     from tests import pdfs
     from tests.harness import McpSession
 
@@ -543,7 +543,7 @@ async def _talk_to_frozen_server(
     """initialize, tools/list, diagnostics, then a structured_search through the simulator."""
     from mcp import StdioServerParameters
 
-    from cnki_mcp.server import schema_document
+    from cnki_mcp.surface.server import schema_document
     from tests.harness import McpSession, payload
 
     source_tools = (await schema_document())["tools"]

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import PARSER_VERSION, Paper
-from cnki_mcp.page_state import (
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import PARSER_VERSION, Paper
+from cnki_mcp.pages.page_state import (
     classify_response,
     inspect_live_page,
     parse_download_refusal,
     parse_session,
     refusal_in_url,
 )
-from cnki_mcp.parse import (
+from cnki_mcp.pages.parse import (
     check_identity,
     is_site_url,
     parse_count,
@@ -729,7 +729,7 @@ def test_download_refusal_ignores_ordinary_pages_and_late_text() -> None:
 def test_live_page_script_marks_invisible_elements(tmp_path: Path, chromium: str) -> None:
     import subprocess
 
-    from cnki_mcp.page_state import LIVE_PAGE_SCRIPT
+    from cnki_mcp.pages.page_state import LIVE_PAGE_SCRIPT
 
     html = tmp_path / "live.html"
     html.write_text(

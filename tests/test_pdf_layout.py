@@ -1,11 +1,11 @@
-"""The pure layout of a PDF's lines (cnki_mcp/pdf_layout.py) across page and column breaks: lines
+"""The pure layout of a PDF's lines (cnki_mcp/documents/pdf_layout.py) across page and column breaks: lines
 as pdf_text.py gives them, two pages at a time, with a running head, a page number and CNKI's line
 between the parts of a paragraph."""
 
 from __future__ import annotations
 
-from cnki_mcp.pdf_layout import Layout, layout
-from cnki_mcp.pdf_text import Line
+from cnki_mcp.documents.pdf_layout import Layout, layout
+from cnki_mcp.documents.pdf_text import Line
 
 HEAD = "法学研究 2024年第3期"
 CNKI = "(C)1994-2024 China Academic Journal Electronic Publishing House. All rights reserved. http://www.cnki.net"

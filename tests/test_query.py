@@ -11,28 +11,31 @@ from urllib.parse import parse_qsl
 import msgspec
 import pytest
 
-from cnki_mcp import query
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.query import (
-    Condition,
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.research import query
+from cnki_mcp.research.query import (
     aliases,
-    anchor_term,
-    compile_expression,
-    encode_form,
     feedback_channels,
-    grid_form,
     initial_channels,
     lexical_parts,
     parse_sampling_reply,
     plan_explicit,
     plan_from_sampling,
     plan_lexical,
+    validate_plan,
+)
+from cnki_mcp.site import grid_query
+from cnki_mcp.site.grid_query import (
+    Condition,
+    anchor_term,
+    compile_expression,
+    encode_form,
+    grid_form,
     quote_value,
     rewrite_query_json,
     subject_group,
     template_query_json,
     title_expression,
-    validate_plan,
 )
 
 SAMPLES = Path(__file__).parent / "fixtures" / "cnki-samples"
@@ -424,7 +427,7 @@ def test_all_sixteen_fields_have_their_codes() -> None:
         "corresponding_author": "RP", "institutions": "AF", "source": "LY", "doi": "DOI", "funds": "FU",
         "fulltext": "FT", "references": "RF", "classification": "CLC", "subtitle": "ST", "title_keywords_abstract": "TKA",
     }  # fmt: skip
-    assert {name: code for name, (code, _) in query.FIELDS.items()} == expected
+    assert {name: code for name, (code, _) in grid_query.FIELDS.items()} == expected
     for name, code in expected.items():
         (branch,) = compile_expression(T("x", name))
         assert branch[0].item()["Field"] == code

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cnki_mcp.model import PARSER_VERSION, Evidence, Hit, Paper, Quality
-from cnki_mcp.query import feedback_channels
-from cnki_mcp.text import is_han
-from cnki_mcp.rank import (
+from cnki_mcp.core.model import PARSER_VERSION, Evidence, Hit, Paper, Quality
+from cnki_mcp.core.text import is_han
+from cnki_mcp.research.query import feedback_channels
+from cnki_mcp.research.rank import (
     EXCLUDED_IRRELEVANT,
     EXCLUDED_THRESHOLD,
     RankedPaper,

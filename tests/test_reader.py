@@ -1,4 +1,4 @@
-"""The HTML reader's parsers (cnki_mcp.reader): the nzkhtml page, the 2026 reader's JSON and its
+"""The HTML reader's parsers (cnki_mcp.pages.reader): the nzkhtml page, the 2026 reader's JSON and its
 rendered page, and the trial verdict taken from the content, never from the URL flag alone."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.page_state import inspect_live_page
-from cnki_mcp.reader import (
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.pages.page_state import inspect_live_page
+from cnki_mcp.pages.reader import (
     DATA_PATH,
     is_reader_app,
     page_notice,

@@ -24,8 +24,8 @@ import msgspec
 import psutil
 import pytest
 
-from cnki_mcp import reaper
-from cnki_mcp.errors import CnkiError
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.site import reaper
 from tests.harness import FINAL, McpSession, held_client, processes_on, serve_params
 from tests.kns.server import KnsSimulator
 
@@ -192,7 +192,7 @@ def test_guard_spares_a_process_that_reused_the_pid(browser_like: list[psutil.Pr
 
 _GUARD_IN_A_SERVER = """
 import subprocess, sys, time
-from cnki_mcp import reaper
+from cnki_mcp.site import reaper
 subprocess.Popen(reaper.guard_command(), stdin=int(sys.argv[1]), stdout=subprocess.DEVNULL, start_new_session=True)
 print("ready", flush=True)
 time.sleep(60)

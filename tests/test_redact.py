@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.redact import LogRedaction, client_url, is_secret_key, redact_markup, redact_page, redact_url, without_secrets
-from cnki_mcp.snapshots import SNAPSHOT_KEEP, save_snapshot
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.redact import LogRedaction, client_url, is_secret_key, redact_markup, redact_page, redact_url, without_secrets
+from cnki_mcp.core.snapshots import SNAPSHOT_KEEP, save_snapshot
 
 READER_URL = (
     "https://kns.cnki.net/nzkhtml/xmlRead/trialRead.html?dbCode=CJFD&fileName=FX001"

@@ -9,8 +9,8 @@ import msgspec
 import pytest
 
 from cnki_mcp.app import App
-from cnki_mcp.identity import record_ref_for
-from cnki_mcp.model import Paper
+from cnki_mcp.core.identity import record_ref_for
+from cnki_mcp.core.model import Paper
 from tests.fake_site import FakeSite, sim_paper
 from tests.harness import call_tool
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cnki_mcp.model import FieldDifference, Paper, ParsedReference
-from cnki_mcp.refcheck import corrected_text, not_found_message, related, search_phrase
-from cnki_mcp.refcompare import (
+from cnki_mcp.core.model import FieldDifference, Paper, ParsedReference
+from cnki_mcp.references.refcheck import corrected_text, not_found_message, related, search_phrase
+from cnki_mcp.references.refcompare import (
     PARTIAL,
     SAME,
     TRANSLATED,

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnki_mcp.model import ParsedReference
-from cnki_mcp.reflist import line_count, read_entry, split_entries
+from cnki_mcp.core.model import ParsedReference
+from cnki_mcp.references.reflist import line_count, read_entry, split_entries
 
 # --- splitting ---------------------------------------------------------------------------------------
 

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Paper
-from cnki_mcp.rank import evidence_for, is_eligible
-from cnki_mcp.relation_parse import (
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Paper
+from cnki_mcp.pages.relation_parse import (
     Ask,
     NotData,
     Signatures,
@@ -22,6 +21,7 @@ from cnki_mcp.relation_parse import (
     request_url,
     v_token,
 )
+from cnki_mcp.research.rank import evidence_for, is_eligible
 
 DETAIL = "https://kns.cnki.net/kcms2/article/abstract?v=AbC-123_x&uniplatform=NZKPT"
 
@@ -104,7 +104,7 @@ def test_links_in_the_citation_graph_are_evidence() -> None:
 
 
 def test_a_list_is_not_taken_for_a_challenge_or_a_decoy_for_its_words_or_its_length() -> None:
-    from cnki_mcp.site_api import plain_data
+    from cnki_mcp.site.json_api import plain_data
 
     words = body(1, [item("数据安全验证方法研究")])
     assert plain_data(200, "https://kns.cnki.net/restapi/citation-api/v1/literature/references", words)

@@ -11,16 +11,22 @@ from typing import Any
 import msgspec
 import pytest
 
-from cnki_mcp.arguments import SearchOptions
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import Jobs, OperationContext, kind_budget
-from cnki_mcp.model import PARSER_VERSION, Budget, Paper, Quality
-from cnki_mcp.query import plan_explicit
-from cnki_mcp.catalog import Catalog, merge
-from cnki_mcp.enrich import Enrichment, JournalFlights
-from cnki_mcp.research import SearchInput, SearchSettings, SearchState, cache_key, search_budget
-from cnki_mcp.research import run_search as search_operation
-from cnki_mcp.store import Store
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import PARSER_VERSION, Budget, Paper, Quality
+from cnki_mcp.core.tool_args import SearchOptions
+from cnki_mcp.ops.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.research.enrich import Enrichment, JournalFlights
+from cnki_mcp.research.pipeline import (
+    SearchInput,
+    SearchSettings,
+    SearchState,
+    cache_key,
+    search_budget,
+)
+from cnki_mcp.research.pipeline import run_search as search_operation
+from cnki_mcp.research.query import plan_explicit
+from cnki_mcp.store.catalog import Catalog, merge
+from cnki_mcp.store.library import Store
 from tests.fake_site import ABSTRACT, FakeSite, sim_paper
 
 CONCEPTS = [["自动驾驶"], ["产品责任"]]
@@ -133,7 +139,7 @@ async def test_rate_bound_not_latency_bound(jobs: Jobs, store: Store) -> None:
 
 
 async def test_limiter_spacing(jobs: Jobs) -> None:
-    from cnki_mcp.limiter import Limiter
+    from cnki_mcp.site.limiter import Limiter
 
     limiter = Limiter(10, 4)
 
@@ -543,8 +549,8 @@ class _Ctx:
 async def test_planning_at_the_tool_entry(
     reply: str | None, method: str, concepts: list[list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cnki_mcp.tools import parse_arguments
-    from cnki_mcp.research import plan_search
+    from cnki_mcp.research.pipeline import plan_search
+    from cnki_mcp.surface.tools import parse_arguments
 
     monkeypatch.delenv("CNKI_INLINE_WAIT_SECONDS", raising=False)  # the default 40 s: planning waits 15 s
     args = parse_arguments("search", {"query": "自动驾驶 产品责任"})
@@ -558,8 +564,8 @@ async def test_planning_at_the_tool_entry(
 
 
 async def test_a_sampling_timeout_falls_back_to_lexical_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cnki_mcp.research import plan_search
-    from cnki_mcp.tools import parse_arguments
+    from cnki_mcp.research.pipeline import plan_search
+    from cnki_mcp.surface.tools import parse_arguments
 
     monkeypatch.setenv("CNKI_INLINE_WAIT_SECONDS", "10")
     ctx = _Ctx("never")

@@ -17,12 +17,12 @@ import pytest
 from mcp import Client
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
-from cnki_mcp import server
 from cnki_mcp.app import App
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import OperationContext, kind_budget
-from cnki_mcp.model import Budget
-from cnki_mcp.query import LEXICAL_WARNING, SAMPLING_UNUSABLE_WARNING
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Budget
+from cnki_mcp.ops.jobs import OperationContext, kind_budget
+from cnki_mcp.research.query import LEXICAL_WARNING, SAMPLING_UNUSABLE_WARNING
+from cnki_mcp.surface import server
 from tests.fake_site import FakeSite, sim_paper
 from tests.harness import RawServer, call_tool, processes_on, serve_params
 

@@ -13,8 +13,9 @@ import pytest
 from mcp import ClientSession, stdio_client
 from mcp.types import CreateMessageRequestParams, CreateMessageResult
 
-from cnki_mcp import __version__, server
-from cnki_mcp.errors import CnkiError
+from cnki_mcp import __version__
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.surface import server
 from tests.harness import SERVE, McpSession, RawServer, offline_params, payload, serve_params
 
 # One row per rejection; every tool appears at least once. Validation happens before the app runs,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp import settings
+from cnki_mcp.core import settings
 
 
 @pytest.mark.parametrize(("value", "placeholder"), [

@@ -14,8 +14,10 @@ import psutil
 import pytest
 from click.testing import CliRunner, Result
 
-from cnki_mcp import clients, discovery, setup
-from cnki_mcp.errors import CnkiError
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.setup import clients
+from cnki_mcp.setup import wizard as setup
+from cnki_mcp.site import discovery
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="fake browsers are shell scripts")
 OVERRIDES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "KIMI_CODE_HOME", "DSH_HOME", "CNKI_BROWSER_PATH", "XDG_CONFIG_HOME")
@@ -356,7 +358,7 @@ def test_config_for_a_paste_client_says_where_to_paste() -> None:
 @pytest.fixture
 def probed(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """A protocol check that passes without starting a server child."""
-    from cnki_mcp import server
+    from cnki_mcp.surface import server
 
     calls: list[list[str]] = []
 

@@ -5,23 +5,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 import pytest_asyncio
 
-from cnki_mcp.clock import poll
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.jobs import Job, Jobs, OperationContext, kind_budget
-from cnki_mcp.limiter import Limiter
-from cnki_mcp.model import Paper
-from cnki_mcp.parse import GridPage
-from cnki_mcp.page_state import PageState
-from cnki_mcp.listings import anchor_of, filter_years, parse_form, query_key
-from cnki_mcp.query import Condition, GridQuery, compile_expression
-from cnki_mcp.redact import endpoint_url
-from cnki_mcp.site import Site, bind_detail, page_problem
-from cnki_mcp.store import Store
+from cnki_mcp.core.clock import poll
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Paper
+from cnki_mcp.core.redact import endpoint_url
+from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, kind_budget
+from cnki_mcp.pages.page_state import PageState
+from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.research.backend import SiteBackend
+from cnki_mcp.site import door as door_module
+from cnki_mcp.site.door import Attempts, Door, note_snapshot, page_problem, with_return_url
+from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression
+from cnki_mcp.site.limiter import Limiter
+from cnki_mcp.site.listings import Listings, anchor_of, filter_years, parse_form, query_key
+from cnki_mcp.site.site import Site, bind_detail
+from cnki_mcp.store.library import Store
 
 CHALLENGE = "<html><head><title>安全验证</title></head><body><div id='app'></div></body></html>"
 CLEAR = "<html><head><title>高级检索</title></head><body><div class='ecp_header_login_area'>登录</div></body></html>"
@@ -220,3 +223,101 @@ async def test_show_without_a_waiting_page(tmp_path: Path) -> None:
     with pytest.raises(CnkiError) as caught:
         await site.person.show()
     assert caught.value.code == "VERIFICATION_NOT_FOUND"
+
+
+# --------------------------------------------------------------------------------------------
+# The door: retry bookkeeping, snapshots in errors, what the listings are told
+
+
+class DoorBrowser(ScriptedBrowser):
+    """A scripted browser whose connection generation a test moves on."""
+
+    def __init__(self) -> None:
+        super().__init__([CLEAR])
+        self.connection_generation = 1
+        self.closed_tabs: list[Any] = []
+
+    async def ensure(self) -> None:
+        return None
+
+    async def close_tab(self, tab: Any, *, with_popups: bool = True) -> None:
+        self.closed_tabs.append(tab)
+
+
+def test_note_snapshot_merges_a_saved_name_and_leaves_an_unsaved_one_out() -> None:
+    kept = note_snapshot(CnkiError("PARSER_UNSUPPORTED", details={"url": "https://kns.cnki.net/x"}), "grid-1.html")
+    plain = note_snapshot(CnkiError("PARSER_UNSUPPORTED", details={"url": "https://kns.cnki.net/x"}), "")
+    bare = note_snapshot(CnkiError("QUERY_REJECTED"), "grid-2.html")
+
+    assert kept.details == {"url": "https://kns.cnki.net/x", "snapshot": "grid-1.html"}
+    assert plain.details == {"url": "https://kns.cnki.net/x"}
+    assert bare.details == {"snapshot": "grid-2.html"}
+
+
+def test_return_url_is_added_once() -> None:
+    verify = "https://kns.cnki.net/verify/home?captchaType=blockPuzzle"
+    back = "https://kns.cnki.net/kns8s/AdvSearch"
+
+    added = with_return_url(verify, back)
+
+    assert added == verify + "&returnUrl=https%3A%2F%2Fkns.cnki.net%2Fkns8s%2FAdvSearch"
+    assert with_return_url(added, "https://kns.cnki.net/other") == added
+
+
+async def test_attempts_recover_a_broken_connection_once_and_back_off_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(door_module, "BACKOFF_SLEEPS", (0.0, 0.0))
+    browser = DoorBrowser()
+    door = Door(browser, Limiter(interval_ms=0), tmp_path / "diagnostics")  # type: ignore[arg-type]
+    broken = CnkiError("BROWSER_UNAVAILABLE")
+    throttled = CnkiError("RATE_LIMITED")
+    attempts = Attempts(door)
+
+    first, again = await attempts.recover(broken), await attempts.recover(broken)
+    other = await attempts.recover(CnkiError("RESOURCE_FAILED"))
+    waited = [await attempts.back_off(throttled), await attempts.back_off(CnkiError("SITE_UNAVAILABLE"))]
+    denied = await attempts.back_off(CnkiError("ACCESS_DENIED"))
+    with pytest.raises(CnkiError) as third:
+        await attempts.back_off(throttled)
+    browser.running = False
+    dead = await Attempts(door).recover(broken)
+
+    assert (first, again, other, dead) == (True, False, False, False)
+    assert waited == [True, True] and denied is False
+    assert third.value is throttled
+    assert attempts.backoffs == 2
+    assert door.limiter.backoff == 8.0  # slowed on every rate-limit or 5xx answer, the third included
+
+
+async def test_listings_are_told_when_the_door_drops_tabs_or_meets_a_new_browser(tmp_path: Path) -> None:
+    browser = DoorBrowser()
+    door = Door(browser, Limiter(interval_ms=0), tmp_path / "diagnostics")  # type: ignore[arg-type]
+    listings = Listings(door)
+    await door.sync()
+    listings._template = object()  # type: ignore[assignment]
+    listings._listings["key"] = object()  # type: ignore[assignment]
+
+    door.drop_pages()
+    template_after_drop, cursors_after_drop = listings._template, dict(listings._listings)
+    listings._template = object()  # type: ignore[assignment]
+    browser.connection_generation = 2
+    await door.sync()
+
+    assert template_after_drop is None and list(cursors_after_drop) == ["key"]
+    assert listings._template is None and listings._listings == {}
+    assert door.generation == 2
+
+
+def test_the_site_has_every_member_of_the_site_backend(tmp_path: Path) -> None:
+    site = make_site([CLEAR], tmp_path)
+    members = [
+        name
+        for name in dir(SiteBackend)
+        if not name.startswith("_") and name not in dir(Protocol)
+    ]
+
+    missing = [name for name in members if not hasattr(site, name)]
+
+    assert {"api_get", "show_decoy", "epoch", "listings", "wait_page", "snapshot"} <= set(members)
+    assert missing == []

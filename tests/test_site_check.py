@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp.errors import CATALOGUE, CnkiError
-from cnki_mcp.field_report import HIDDEN, build_report, find_secret, scrub_identity
-from cnki_mcp.model import CheckStep, Paper, SessionState, SiteCheck
-from cnki_mcp.session import Sessions
-from cnki_mcp.parse import GridPage
-from cnki_mcp.site_check import (
+from cnki_mcp.core.errors import CATALOGUE, CnkiError
+from cnki_mcp.core.model import CheckStep, Paper, SessionState, SiteCheck
+from cnki_mcp.fieldcheck.report import HIDDEN, build_report, find_secret, scrub_identity
+from cnki_mcp.fieldcheck.tour import (
     JOURNAL_FIELDS,
     THESIS_FIELDS,
     detail_found,
@@ -29,8 +27,10 @@ from cnki_mcp.site_check import (
     shared_gaps,
     step_line,
 )
-from cnki_mcp.store import KEEP_ERROR_EVENTS, Store, error_counts, peek_store
-from cnki_mcp.tools import parse_arguments
+from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.site.session import Sessions
+from cnki_mcp.store.library import KEEP_ERROR_EVENTS, Store, error_counts, peek_store
+from cnki_mcp.surface.tools import parse_arguments
 
 JOURNAL_PAPER = Paper(
     title="大语言模型的演进逻辑研究",

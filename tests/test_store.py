@@ -14,16 +14,16 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from cnki_mcp import settings, store as store_module
-from cnki_mcp.clock import age_seconds, format_utc, parse_utc, utc_now_iso
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import (
+from cnki_mcp.core import settings
+from cnki_mcp.core.clock import age_seconds, format_utc, parse_utc, utc_now_iso
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import (
     PARSER_VERSION,
     Artifact,
     Config,
@@ -34,9 +34,10 @@ from cnki_mcp.model import (
     SearchRecord,
     StoreData,
 )
-from cnki_mcp.store import Store, detail_is_fresh, journal_is_fresh, load_config, save_config
+from cnki_mcp.store import library as store_module
+from cnki_mcp.store.library import Store, detail_is_fresh, journal_is_fresh, load_config, save_config
 
-NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -287,14 +288,14 @@ def test_journal_evidence_of_an_older_store_loads_without_issn_and_keeps_it_once
 
 def test_retention_trims_searches_operations_and_cache(tmp_path: Path) -> None:
     store = Store.open(tmp_path)
-    base = datetime.now(timezone.utc) - timedelta(days=1)
+    base = datetime.now(UTC) - timedelta(days=1)
     for n in range(305):
         store.put_search(SearchRecord(search_id=f"s_{n:03d}", status="completed", created_at=iso(base + timedelta(seconds=n))))
     # Operations arrive out of order; one has no usable timestamp and counts as oldest.
     for n in random.Random(3).sample(range(204), 204):
         store.put_operation(Operation(operation_id=f"op_{n:03d}", kind="search", status="completed", created_at=iso(base + timedelta(seconds=n))))
     store.put_operation(Operation(operation_id="op_bad", kind="search", status="completed", created_at="not a time"))
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     cache = store.data.search_cache
     store.put_search(store.data.searches["s_304"], "fresh")
     cache["old"] = store_module.CacheEntry(search_id="s_304", at=iso(now - timedelta(minutes=11)))
@@ -397,8 +398,8 @@ def test_failed_open_releases_the_lock(tmp_path: Path, monkeypatch: pytest.Monke
 CHILD_OPEN = textwrap.dedent(
     """
     import sys
-    from cnki_mcp.errors import CnkiError
-    from cnki_mcp.store import Store
+    from cnki_mcp.core.errors import CnkiError
+    from cnki_mcp.store.library import Store
     try:
         Store.open(sys.argv[1]).close_sync()
     except CnkiError as exc:

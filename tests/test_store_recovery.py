@@ -15,11 +15,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from cnki_mcp import store as store_module
-from cnki_mcp.clock import utc_now_iso
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Artifact, Config, Operation, Paper, Quality, SearchRecord, StoreData
-from cnki_mcp.store import Store, load_config
+from cnki_mcp.core.clock import utc_now_iso
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Artifact, Config, Operation, Paper, Quality, SearchRecord, StoreData
+from cnki_mcp.store import library as store_module
+from cnki_mcp.store.library import Store, load_config
 
 GOOD_PAPER = {"record_ref": "rec_good", "title": "可以读取的论文", "year": 2020}
 

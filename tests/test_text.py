@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cnki_mcp.text import (
+from cnki_mcp.core.text import (
     clean,
     date_numbers,
     doi_key,

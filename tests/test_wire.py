@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from mcp.types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from cnki_mcp import wire
+from cnki_mcp.surface import wire
 
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}\n'
 

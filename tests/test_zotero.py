@@ -13,11 +13,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from cnki_mcp.errors import CnkiError
-from cnki_mcp.model import Artifact, Paper, Quality
-from cnki_mcp.store import Store
-from cnki_mcp.zotero import ZoteroSaves, resolve_target
-from cnki_mcp.zotero_items import ascii_json, clean_tags, zotero_item
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Artifact, Paper, Quality
+from cnki_mcp.references.zotero import ZoteroSaves, resolve_target
+from cnki_mcp.references.zotero_items import ascii_json, clean_tags, zotero_item
+from cnki_mcp.store.library import Store
 from tests import pdfs
 from tests.zotero_fake import FakeZotero
 

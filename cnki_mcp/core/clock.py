@@ -1,0 +1,102 @@
+"""Time: UTC timestamps as the stored and returned JSON carries them, and the deadlines of waits.
+
+Timestamps are RFC 3339 with a ``Z`` suffix.
+
+Every module that stamps or compares times goes through here so the format stays one thing:
+``2026-11-30T01:34:16.123Z`` (millisecond precision, fixed width, so strings also sort by time).
+Parsing is lenient: any RFC 3339 / ISO 8601 form with an offset is accepted; naive times are
+taken as UTC, and anything unparsable is reported as ``None`` rather than raising, because stored
+data written by other versions must never break a read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_utc(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    text = moment.astimezone(UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def utc_now_iso() -> str:
+    return format_utc(utc_now())
+
+
+def parse_utc(text: str | None) -> datetime | None:
+    """The moment ``text`` names, as an aware UTC datetime; ``None`` when empty or unparsable."""
+    if not text or not isinstance(text, str):
+        return None
+    candidate = text.strip()
+    if candidate[-1:] in ("z", "Z"):
+        candidate = candidate[:-1] + "+00:00"
+    # Go writes up to nine fractional digits; datetime accepts at most six.
+    head, dot, rest = candidate.partition(".")
+    if dot:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        if digits > 6:
+            rest = rest[:6] + rest[digits:]
+        candidate = head + dot + rest
+    try:
+        moment = datetime.fromisoformat(candidate)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def age_seconds(text: str | None, now: datetime | None = None) -> float | None:
+    """Seconds elapsed since ``text`` (negative when it lies in the future); ``None`` if unparsable."""
+    moment = parse_utc(text)
+    if moment is None:
+        return None
+    reference = now or utc_now()
+    if reference.tzinfo is None:
+        reference = reference.replace(tzinfo=UTC)
+    return (reference - moment).total_seconds()
+
+
+class Deadline:
+    """When a wait ends, on the monotonic clock; ``restart`` grants the whole wait again (after a person's step)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = max(0.0, seconds)
+        self.restart()
+
+    def restart(self) -> None:
+        self._end = time.monotonic() + self.seconds
+
+    def remaining(self) -> float:
+        """Seconds left, never negative."""
+        return max(0.0, self._end - time.monotonic())
+
+    @property
+    def passed(self) -> bool:
+        return time.monotonic() >= self._end
+
+
+async def poll(probe: Callable[[], Awaitable[T]], seconds: float, interval: float) -> T:
+    """Call ``probe`` every ``interval`` until it returns something truthy or ``seconds`` pass.
+
+    Returns the last value (falsy on a timeout). The probe runs at least once, and once more at
+    the deadline, so a wait never ends without a last look.
+    """
+    deadline = Deadline(seconds)
+    while True:
+        value = await probe()
+        if value or deadline.passed:
+            return value
+        await asyncio.sleep(min(interval, deadline.remaining()))

@@ -1,0 +1,233 @@
+"""What each tool is asked: one msgspec Struct per tool's arguments, with the contract's limits, enums and
+documented defaults. Pure data (the input half of the JSON contract, as ``model`` is the output half); the
+rules that check them live with the MCP surface (``surface.arguments``)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+import msgspec
+
+from cnki_mcp.core.model import PRIVATE_PAPER_FIELDS, Paper
+
+# --- limits and enums (the tool contract and its documented defaults) -------------------------------
+
+QUERY_MAX = 1000
+YEAR_MAX = 2200
+LIMIT_DEFAULT = 50
+LIMIT_MAX = 100
+BATCH_MAX = 100
+EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
+STATUS_WAIT_MAX = 55
+DOWNLOAD_WAIT_DEFAULT = 120
+DOWNLOAD_WAIT_MAX = 900
+READ_CHARACTERS_DEFAULT = 20_000
+READ_CHARACTERS_MAX = 200_000
+TEXT_BYTES_MAX = 512 * 1024
+
+MODES = ("precise", "balanced", "broad")
+POLICIES = ("ask", "skip")
+SORTS = ("relevance", "date_desc", "cited_desc", "downloaded_desc")
+METADATA = ("ranked", "all", "basic")
+FRESHNESS = ("prefer_cache", "live")
+SCOPES = ("selected", "eligible", "candidates")
+VIEWS = ("titles", "compact", "records")
+DOWNLOAD_FORMATS = ("auto", "pdf", "caj")
+READ_SOURCES = ("online", "download", "auto")
+ZOTERO_MAX = 100  # records in one save_to_zotero call
+TAG_CHARS = 100
+ACTIONS = ("cancel", "continue", "resume", "show", "recover")
+RELATIONS = ("references", "citing", "similar")
+RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answering with the operation
+EXPAND_MAX = 20  # search options.expand: the top selected papers whose references and citing papers are read
+
+# Integer options: name -> (default for search, maximum). structured_search derives candidate_target.
+OPTION_RANGES: dict[str, tuple[int, int]] = {
+    "candidate_target": (300, 3000),
+    "max_pages": (5, 100),
+    "max_requests": (600, 5000),
+    "timeout_seconds": (900, 7200),
+}
+
+# Names get_metadata's ``fields`` may select: the public Paper fields.
+METADATA_FIELDS = frozenset(
+    f.encode_name for f in msgspec.structs.fields(Paper) if f.encode_name not in PRIVATE_PAPER_FIELDS
+)
+
+
+# --- the Structs -----------------------------------------------------------------------------------
+
+
+class ToolArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """Base of every tool's arguments."""
+
+
+class SearchOptions(ToolArgs):
+    on_verification: str = "ask"
+    sort: str = "relevance"
+    candidate_target: int = 300
+    max_pages: int = 5
+    max_requests: int = 600
+    timeout_seconds: int = 900
+    metadata: str = "ranked"
+    freshness: str = "prefer_cache"
+    expand: int = 0
+
+
+class SearchArgs(ToolArgs):
+    query: str
+    mode: str = "balanced"
+    limit: int = LIMIT_DEFAULT
+    year_from: int = 0  # 0 = unbounded
+    year_to: int = 0
+    concept_groups: list[list[str]] = []  # empty = plan automatically
+    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
+
+
+class NativeSearchArgs(ToolArgs):
+    """What the searches that keep CNKI's own order share (structured and professional expressions)."""
+
+    limit: int = LIMIT_DEFAULT
+    year_from: int = 0
+    year_to: int = 0
+    sort: str = "relevance"  # after parse: the effective sort, equal to options.sort
+    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
+
+
+class StructuredSearchArgs(NativeSearchArgs, kw_only=True):
+    expression: dict[str, Any]  # tree checked by query.py
+
+
+class ExpertSearchArgs(NativeSearchArgs, kw_only=True):
+    expression: str  # a professional-search expression, read and checked by expert.py
+
+
+class SearchResultsArgs(ToolArgs):
+    search_id: str
+    scope: str = "selected"
+    view: str = "titles"
+    offset: int = 0
+    limit: int = LIMIT_DEFAULT
+
+
+class GetMetadataArgs(ToolArgs):
+    record_refs: list[str] = []
+    titles: list[str] = []
+    search_id: str = ""
+    scope: str = "selected"
+    offset: int = 0
+    limit: int = LIMIT_DEFAULT
+    fields: list[str] = []  # empty = every field
+    quality: bool = False
+    refresh: bool = False
+    local_only: bool = False
+
+
+class ReadOnlineHtmlArgs(ToolArgs):
+    record_ref: str = ""
+    title: str = ""
+    section: str = ""
+    offset: int = 0
+    max_characters: int = READ_CHARACTERS_DEFAULT
+    on_verification: str = "ask"
+    source: str = "online"
+
+
+class SaveToZoteroArgs(ToolArgs):
+    record_refs: list[str] = []
+    search_id: str = ""
+    scope: str = "selected"
+    collection: str = ""
+    attach: bool = True
+    tags: list[str] = []
+
+
+class DownloadPaperArgs(ToolArgs):
+    record_ref: str = ""
+    title: str = ""
+    format: str = "auto"
+    filename: str = ""
+    subdirectory: str = ""
+    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT
+    retry: bool = False
+    on_verification: str = "ask"
+
+
+class RelatedPapersArgs(ToolArgs):
+    relation: str = "references"
+    limit: int = LIMIT_DEFAULT
+    record_ref: str = ""
+    refresh: bool = False
+    title: str = ""
+    wait_seconds: int = RELATED_WAIT_DEFAULT
+    cursor: str = ""
+    on_verification: str = "ask"
+
+
+class ExportCitationsArgs(ToolArgs):
+    record_refs: list[str] = []
+    references_of: str = ""  # a record_ref: export the stored reference list of that paper
+    titles: list[str] = []
+    search_id: str = ""
+    scope: str = "selected"
+    offset: int = 0  # with search_id: the first entry of the scope to export
+    format: str = "gbt7714"
+    template: str = ""
+    filename: str = ""
+
+
+class LinkReferencesArgs(ToolArgs):
+    text: str
+    lookup_missing: bool = False
+
+
+class CheckReferencesArgs(ToolArgs):
+    text: str = ""
+    references: list[str] = []  # after parse: the entries to check, in order (split from text when given)
+    style: str = "gbt7714"
+    on_verification: str = "ask"
+
+
+class LoginArgs(ToolArgs):
+    remote_access_url: str = ""
+    force: bool = False
+
+
+class SessionStatusArgs(ToolArgs):
+    refresh: bool = False
+
+
+class OperationStatusArgs(ToolArgs):
+    operation_id: str = ""  # empty = the active operation, or idle
+    wait_seconds: int = 0
+
+
+class OperationControlArgs(ToolArgs):
+    action: str
+    operation_id: str = ""
+    additional_requests: int = 0
+    additional_seconds: int = 0
+
+
+class DiagnosticsArgs(ToolArgs):
+    site_check: bool = False
+
+class ToolName(StrEnum):
+    CHECK_REFERENCES = "check_references"
+    DIAGNOSTICS = "diagnostics"
+    DOWNLOAD_PAPER = "download_paper"
+    EXPERT_SEARCH = "expert_search"
+    EXPORT_CITATIONS = "export_citations"
+    GET_METADATA = "get_metadata"
+    LINK_REFERENCES = "link_references"
+    LOGIN = "login"
+    OPERATION_CONTROL = "operation_control"
+    OPERATION_STATUS = "operation_status"
+    READ_ONLINE_HTML = "read_online_html"
+    RELATED_PAPERS = "related_papers"
+    SAVE_TO_ZOTERO = "save_to_zotero"
+    SEARCH = "search"
+    SEARCH_RESULTS = "search_results"
+    SESSION_STATUS = "session_status"
+    STRUCTURED_SEARCH = "structured_search"

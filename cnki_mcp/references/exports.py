@@ -1,0 +1,55 @@
+"""export_citations' answer: the named papers exported, the part of a search it covered, what had no record."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from cnki_mcp.core import tool_args
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import CitationResult
+from cnki_mcp.references import citations
+from cnki_mcp.research.relations import with_unlinked
+from cnki_mcp.store.library import Store
+
+
+class ExportPart(msgspec.Struct, frozen=True):
+    """The entries of a search one export_citations call takes: ``start`` to ``end`` of ``total``."""
+
+    search_id: str
+    start: int
+    end: int
+    total: int
+
+
+async def write_export(
+    root: Path,
+    store: Store,
+    refs: list[str],
+    args: tool_args.ExportCitationsArgs,
+    part: ExportPart | None,
+    unlinked: list[str] | None = None,
+) -> dict[str, Any]:
+    """The papers ``refs`` names, exported in the call's format; a part of a search says where the rest begins,
+    and items without a record (a reference list's books) are listed, never dropped."""
+    papers = [store.data.papers[ref] for ref in dict.fromkeys(refs) if ref in store.data.papers]
+    if not papers and unlinked:
+        return {"status": "completed", "data": msgspec.to_builtins(with_unlinked(CitationResult(args.format, 0), unlinked))}
+    if not papers:
+        raise CnkiError("INVALID_INPUT", "没有可以导出的文献：给出的 record_refs、search_id 或 titles 都没有对应的本地记录。")
+    result = await asyncio.to_thread(
+        citations.export, papers, args.format, args.template or None, data_dir=root, filename=args.filename
+    )
+    with_unlinked(result, unlinked or [])
+    if part is not None:
+        result.search_total = part.total
+        if part.end < part.total:
+            result.next_offset = part.end
+            result.warnings.append(
+                f"检索 {part.search_id} 共 {part.total} 篇，本次导出第 {part.start + 1}–{part.end} 篇；"
+                f"用 offset={part.end} 再调用一次导出其余部分。"
+            )
+    return {"status": "completed", "data": msgspec.to_builtins(result)}

@@ -1,0 +1,133 @@
+"""CNKI as the modules above the site layer use it: the ``SiteBackend`` Protocol.
+
+``site.Site`` is the implementation; ``tests/fake_site.py`` gives the listing part (grid, detail,
+journal, locate) to tests of the engine. Enrichment, relations, the detail tab, the reader, downloads
+and the field check hold a ``SiteBackend`` and use nothing else of the site.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Paper, Quality
+from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.site.browser import DownloadEvent, Tab
+from cnki_mcp.site.cdp import FetchResult, NavigationResult
+from cnki_mcp.site.door import Observation
+from cnki_mcp.site.grid_query import GridQuery
+from cnki_mcp.site.listings import Listings
+from cnki_mcp.site.page_actions import CALL_TIMEOUT
+
+T = TypeVar("T")
+
+
+class SiteBackend(Protocol):
+    """CNKI through the dedicated browser. Every method that takes ``op`` charges it and paces itself
+    through the limiter; challenges and login prompts go to the person."""
+
+    # -- listings, detail and journal pages (the engine) ------------------------------------
+
+    async def grid(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
+        """One page (1-based) of a listing; keeps its own paging cursor and handles challenges."""
+        ...
+
+    async def detail(self, op: OperationContext, paper: Paper) -> Paper:
+        """Always fetches; the parsed detail bound to ``paper`` (same ref; the link used as locator)."""
+        ...
+
+    async def journal(self, op: OperationContext, paper: Paper) -> Quality:
+        """Always fetches ``paper.source_url``; SOURCE_IDENTITY_UNCONFIRMED when the names disagree."""
+        ...
+
+    async def locate(
+        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
+    ) -> dict[str, list[Paper]]:
+        """At most 10 exact titles in one grid request; rows grouped under the given titles (by title key,
+        or where ``related(title, row title)`` holds)."""
+        ...
+
+    async def read(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+        """Any CNKI page read the way detail pages are, with the caller's ``parse(html, url)``."""
+        ...
+
+    @property
+    def listings(self) -> Listings:
+        """The listings' search template and latest answer (the field check)."""
+        ...
+
+    # -- JSON APIs (relations) ----------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        """Number of finished human steps; a challenge seen under an older epoch is just asked again."""
+        ...
+
+    async def api_get(self, op: OperationContext, url: str, context_url: str) -> str:
+        """One GET of a CNKI JSON API from inside the work tab; the answer's body."""
+        ...
+
+    async def show_decoy(self, op: OperationContext, problem: CnkiError, context_url: str, epoch: int) -> None:
+        """An API answer that cannot be the paper's data: slow down, show the person ``context_url``."""
+        ...
+
+    # -- tabs (the detail tab, the reader, downloads, the field check) -------------------------
+
+    @property
+    def browser_running(self) -> bool: ...
+
+    async def browser_version(self) -> str: ...
+
+    @property
+    def has_work_tab(self) -> bool: ...
+
+    async def work_tab(self) -> Tab: ...
+
+    def work_tab_now(self) -> Tab: ...
+
+    async def new_tab(self) -> Tab: ...
+
+    async def close_tab(self, tab: Tab, *, with_popups: bool = True) -> None: ...
+
+    async def popups(self, opener: Tab) -> list[Tab]: ...
+
+    async def navigate(
+        self, op: OperationContext, tab: Tab, url: str, timeout: float, *, until: str = "ready"
+    ) -> NavigationResult: ...
+
+    async def click(
+        self, op: OperationContext, tab: Tab, selector: str, timeout: float, *, text: str | None = None
+    ) -> bool: ...
+
+    async def fetch(self, op: OperationContext, tab: Tab, url: str, **options: Any) -> FetchResult: ...
+
+    async def evaluate(self, tab: Tab, expression: str, timeout: float = CALL_TIMEOUT) -> Any: ...
+
+    async def set_download_dir(self, path: Path) -> None: ...
+
+    async def wait_download(self, guid: str | None = None, timeout: float = 1.0) -> DownloadEvent | None: ...
+
+    # -- live pages and the person -------------------------------------------------------------
+
+    async def observe(self, tab: Tab, condition: str = "true", timeout: float = 5.0) -> Observation | None: ...
+
+    async def glance(self, tab: Tab) -> Observation | None: ...
+
+    async def wait_page(
+        self, op: OperationContext, tab: Tab, accept: Callable[[Observation], T | None], timeout: float, *, condition: str = "true"
+    ) -> T: ...
+
+    async def hand_over(self, op: OperationContext, tab: Tab, seen: Observation, *, epoch: int | None = None) -> bool: ...
+
+    async def human_step(
+        self, op: OperationContext, tab: Tab, reason: CnkiError, *, epoch: int | None = None
+    ) -> None: ...
+
+    async def snapshot(
+        self, kind: str, body: str, url: str, tab: Tab | None = None, *, extension: str = "html"
+    ) -> str: ...
+
+    async def tab_snapshot(self, kind: str, tab: Tab) -> str: ...

@@ -1,0 +1,610 @@
+"""The ``search`` pipeline: its input, its resumable state, its phases and its summary.
+
+A search runs as phases over a ``SearchState`` that is checkpointed into its operation, so
+``operation_control continue`` (also after a crash) resumes without asking CNKI again for
+anything already obtained::
+
+    retrieval rounds → enrichment → feedback → feedback enrichment → expansion → expansion enrichment → finish
+
+Retrieval lists each channel's pages in rounds (every active channel one page at a time, the
+candidate target checked only when the round is level); enrichment reads details and journals
+through ``enrich.Enrichment``; feedback adds channels from the keywords the best candidates share;
+expansion (``options.expand``) adds the references and citing papers of the top selected papers as
+the channel ``citation`` (``relations.Relations``);
+``finish`` ranks, selects and stores the search record and builds the summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+
+import msgspec
+
+from cnki_mcp.core import settings
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.clock import utc_now_iso
+from cnki_mcp.core.errors import CnkiError, as_cnki_error, unreached_with_nothing
+from cnki_mcp.core.identity import fingerprint
+from cnki_mcp.core.model import (
+    PARSER_VERSION,
+    SITE_ORDER_METHODS,
+    Budget,
+    Channel,
+    Coverage,
+    CoverageView,
+    Hit,
+    LocalReply,
+    Paper,
+    Plan,
+    SearchRecord,
+    SearchSummary,
+    TitleRow,
+)
+from cnki_mcp.core.text import source_key
+from cnki_mcp.core.tool_args import ExpertSearchArgs, SearchArgs, SearchOptions, StructuredSearchArgs
+from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.research.enrich import Enrichment
+from cnki_mcp.research.expert import plan_expression
+from cnki_mcp.research.query import (
+    LEXICAL_WARNING,
+    SAMPLING_MAX_TOKENS,
+    SAMPLING_SYSTEM_PROMPT,
+    SAMPLING_UNUSABLE_WARNING,
+    feedback_channels,
+    plan_explicit,
+    plan_from_sampling,
+    plan_lexical,
+    sampling_timeout_warning,
+)
+from cnki_mcp.research.rank import (
+    DEFAULT_LIMIT,
+    RankedPaper,
+    choose,
+    detail_pool,
+    discovery_order,
+    exclusions,
+    feedback_keywords,
+    rank,
+    search_entries,
+)
+from cnki_mcp.research.relations import Relations
+from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression
+from cnki_mcp.store.library import Store
+
+log = logging.getLogger(__name__)
+
+CITATION_CHANNEL = "citation"  # candidates from the citation graph (options.expand)
+CITATION_WEIGHT = 0.8
+
+
+# --- the search input and its resumable state -------------------------------------------------------
+
+
+class SearchSettings(msgspec.Struct, kw_only=True):
+    """The options a search runs with, as its checkpoint keeps them (the tool fills every default).
+
+    Its own Struct, not the tool's argument Struct: a new optional argument must not change what
+    is stored, and a checkpoint written by another version must still load (unknown names pass).
+    """
+
+    on_verification: str
+    sort: str
+    candidate_target: int
+    max_pages: int
+    max_requests: int
+    timeout_seconds: int
+    metadata: str
+    freshness: str
+    expand: int = 0
+
+    @classmethod
+    def of(cls, options: SearchOptions) -> SearchSettings:
+        return cls(**{name: getattr(options, name) for name in cls.__struct_fields__})
+
+
+class SearchInput(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """The search as it runs, after defaults (structured searches: query ``structured:<hash>``)."""
+
+    query: str
+    mode: str = "balanced"
+    limit: int = DEFAULT_LIMIT
+    year_from: int = 0
+    year_to: int = 0
+    concept_groups: list[list[str]] = []
+    options: SearchSettings
+
+
+class SearchState(msgspec.Struct, omit_defaults=True):
+    """Checkpointed state of one search; phase flags make a resumed run skip finished work."""
+
+    search_id: str
+    input: SearchInput
+    plan: Plan
+    cache_key: str = ""
+    refs: list[str] = []
+    hits: dict[str, list[Hit]] = {}
+    coverage: list[Coverage] = []
+    retrieved: bool = False
+    pool: list[str] = []
+    enriched: bool = False
+    feedback: list[Channel] | None = None
+    feedback_done: bool = False
+    feedback_refs: list[str] = []
+    feedback_pool: list[str] = []
+    finished: bool = False
+    # Pages that answered during a round that was not yet collected: a continue uses them instead of
+    # asking CNKI again, while collection still happens in channel order.
+    pending: dict[str, GridPage] = {}
+    # options.expand: the selected papers whose references and citing papers are read, the lists read so far
+    # ("<ref>|<relation>"), the candidates the graph added and, per candidate, the seeds it is linked to.
+    seeds: list[str] = []
+    expand_lists: list[str] = []
+    expand_refs: list[str] = []
+    expand_pool: list[str] = []
+    links: dict[str, list[str]] = {}
+    expanded: bool = False
+    expand_enriched: bool = False
+
+
+def search_input(args: SearchArgs | StructuredSearchArgs | ExpertSearchArgs) -> SearchInput:
+    """The search as it will run; structured and expert searches are precise searches whose query names
+    the expression."""
+    groups: list[list[str]]
+    if isinstance(args, ExpertSearchArgs):
+        query, mode, groups = "expert:" + fingerprint(args.expression), "precise", []
+    elif isinstance(args, StructuredSearchArgs):
+        query, mode, groups = "structured:" + fingerprint(args.expression), "precise", []
+    else:
+        query, mode, groups = args.query, args.mode, args.concept_groups
+    settings = SearchSettings.of(args.options)
+    years = {"year_from": args.year_from, "year_to": args.year_to}
+    return SearchInput(query=query, mode=mode, limit=args.limit, concept_groups=groups, options=settings, **years)
+
+
+def cache_key(request: SearchInput, plan: Plan) -> str:
+    """The prefer_cache key: everything that changes the search, nothing that only shapes the reply."""
+    options = request.options
+    return fingerprint([
+        request.query,
+        request.mode,
+        request.year_from,
+        request.year_to,
+        options.candidate_target,
+        options.max_pages,
+        options.metadata,
+        options.sort,
+        msgspec.to_builtins(plan.channels),
+        PARSER_VERSION,
+        *([f"expand={options.expand}"] if options.expand else []),
+    ])
+
+
+def search_budget(request: SearchInput) -> Budget:
+    options = request.options
+    return Budget(
+        max_requests=options.max_requests,
+        timeout_seconds=options.timeout_seconds,
+        on_verification=options.on_verification,
+    )
+
+
+# --- concept planning at the tool entry ------------------------------------------------------
+
+
+async def plan_search(args: SearchArgs, call: ToolCall | None) -> Plan:
+    """Explicit groups, else the client's model (sampling) when it answers in time, else lexical splitting."""
+    if args.concept_groups:
+        return plan_explicit(args.concept_groups)
+    if call is None or not call.client_supports_sampling:
+        return _lexical(args.query)
+    seconds = settings.sampling_wait_seconds()
+    try:
+        reply = await call.sample(SAMPLING_SYSTEM_PROMPT, args.query, SAMPLING_MAX_TOKENS, seconds)
+    except TimeoutError:
+        return _lexical(args.query, sampling_timeout_warning(seconds))
+    plan = plan_from_sampling(reply) if reply else None
+    return plan if plan is not None else _lexical(args.query, SAMPLING_UNUSABLE_WARNING)
+
+
+def _lexical(query: str, *why: str) -> Plan:
+    plan = plan_lexical(query)
+    plan.warnings = [*why, LEXICAL_WARNING]
+    return plan
+
+
+class _Run:
+    """A search in progress: its state plus lookup structures rebuilt from it."""
+
+    def __init__(self, state: SearchState) -> None:
+        self.state = state
+        self.known = set(state.refs)
+        self.coverage = {c.channel: c for c in state.coverage}
+        self.errors = 0
+
+
+class Research:
+    """One search over an ``Enrichment`` (its catalogue, site and journal flights); cheap to create.
+
+    ``relations`` reads the citation graph for ``options.expand`` (without it a search does not expand).
+    """
+
+    def __init__(self, enrichment: Enrichment, *, year: int | None = None, relations: Relations | None = None) -> None:
+        self.enrichment = enrichment
+        self.relations = relations
+        self.catalog = enrichment.catalog
+        self.store = enrichment.store
+        self.year = year
+        self._branches: dict[str, list[list[Condition]]] = {}
+
+    async def run(self, op: OperationContext, state: SearchState) -> SearchSummary:
+        """Run (or resume) a search; always stores a search record and returns its summary."""
+        run = _Run(state)
+        op.checkpoint(state)
+        error: CnkiError | None = None
+        try:
+            await self._phases(op, run)
+        except asyncio.CancelledError:
+            op.checkpoint(state)
+            self._finish(op, run, CnkiError("CANCELLED"))
+            raise
+        except Exception as exc:  # noqa: BLE001 - a phase error stops the phases, finish still runs
+            error = as_cnki_error(exc)
+            if error.code == "OPERATION_FAILED":
+                log.exception("search %s failed", state.search_id)
+        op.checkpoint(state)
+        summary = self._finish(op, run, error)
+        if error is not None:
+            if error.code == "CANCELLED" and op.cancelled or unreached_with_nothing(error, summary.candidate_count):
+                raise error
+            op.add_error(error)
+        return summary
+
+    async def _phases(self, op: OperationContext, run: _Run) -> None:
+        state = run.state
+        options = state.input.options
+        _reopen_temporary_failures(state)
+        if not state.coverage:
+            state.coverage = [Coverage(channel=channel.name) for channel in state.plan.channels]
+            run.coverage = {c.channel: c for c in state.coverage}
+
+        async def retrieve() -> None:
+            await self._retrieve(op, run)
+            state.pool = self._pool(state, state.refs)
+
+        async def feedback() -> None:
+            if state.input.mode != "precise" and options.metadata != "basic" and state.plan.method not in SITE_ORDER_METHODS:
+                await self._feedback(op, run)
+            state.feedback_pool = self._pool(state, state.feedback_refs)
+
+        async def expand() -> None:
+            if options.expand and self.relations is not None and state.plan.method != "structured":
+                await self._expand(op, run)
+            state.expand_pool = self._pool(state, state.expand_refs)
+
+        phases: tuple[tuple[str, Callable[[], Awaitable[None]]], ...] = (
+            ("retrieved", retrieve),
+            ("enriched", lambda: self._enrich(op, run, state.pool, "enrichment")),
+            ("feedback_done", feedback),
+            ("finished", lambda: self._enrich(op, run, state.feedback_pool, "feedback_enrichment")),
+            ("expanded", expand),
+            ("expand_enriched", lambda: self._enrich(op, run, state.expand_pool, "expansion_enrichment")),
+        )
+        for done, phase in phases:  # each phase's flag makes a resumed run skip it once finished
+            if not getattr(state, done):
+                await phase()
+                setattr(state, done, True)
+                op.checkpoint(state)
+
+    async def _enrich(self, op: OperationContext, run: _Run, refs: list[str], stage: str) -> None:
+        """Details for every ref; raises the first fatal error (Enrichment.parallel says what stops)."""
+
+        async def one(ref: str) -> None:
+            try:
+                await self.enrichment.enhance(op, ref)
+            except Exception as exc:  # noqa: BLE001
+                if not as_cnki_error(exc).fatal:
+                    run.errors += 1
+                raise
+
+        fatal = await self.enrichment.parallel(op, refs, stage, one)
+        if fatal is not None:
+            raise fatal
+
+    def _query(self, channel: Channel, request: SearchInput) -> GridQuery:
+        if channel.expert:
+            return GridQuery([], request.year_from, request.year_to, request.options.sort, expert=channel.expert)
+        branches = self._branches.get(channel.name)
+        if branches is None:
+            branches = self._branches[channel.name] = compile_expression(channel.expression)
+        return GridQuery(branches, request.year_from, request.year_to, request.options.sort)
+
+    async def _retrieve(self, op: OperationContext, run: _Run) -> None:
+        state = run.state
+        options = state.input.options
+        while True:
+            active = [
+                channel for channel in state.plan.channels
+                if not run.coverage[channel.name].exhausted and not run.coverage[channel.name].failed
+            ]
+            if not active:
+                return
+            pages = [run.coverage[channel.name].pages for channel in active]
+            low, high = min(pages), max(pages)
+            if low >= options.max_pages:
+                return
+            # The target counts only after a complete round, when every active channel is level.
+            if low > 0 and low == high and len(state.refs) >= options.candidate_target:
+                return
+            op.stage("retrieval", {"round": low + 1, "candidates": len(state.refs)})
+            lagging = [channel for channel in active if run.coverage[channel.name].pages == low]
+            fatal = await self._round(op, run, lagging, feedback=False)
+            op.checkpoint(state)
+            if fatal is not None:
+                raise fatal
+
+    async def _round(self, op: OperationContext, run: _Run, channels: list[Channel], *, feedback: bool) -> CnkiError | None:
+        """One page of each channel at once, collected in channel order; returns the first fatal error."""
+        request = run.state.input
+
+        async def fetch(channel: Channel) -> GridPage:
+            waiting = run.state.pending.get(channel.name)
+            if waiting is not None:
+                return waiting
+            page = run.coverage[channel.name].pages + 1
+            grid = await self.enrichment.site.grid(op, self._query(channel, request), page)
+            run.state.pending[channel.name] = grid
+            op.checkpoint(run.state)
+            return grid
+
+        results = await asyncio.gather(*(fetch(channel) for channel in channels), return_exceptions=True)
+        fatal: CnkiError | None = None
+        for channel, result in zip(channels, results):
+            if isinstance(result, GridPage):
+                self._collect(run, channel, result, feedback)
+                run.state.pending.pop(channel.name, None)
+                continue
+            if isinstance(result, asyncio.CancelledError):
+                raise result
+            error = as_cnki_error(result)
+            if error.fatal:
+                fatal = fatal or error
+                continue
+            coverage = run.coverage[channel.name]
+            coverage.failed = True
+            coverage.error = error.message
+            coverage.error_code = error.code
+            op.add_error(CnkiError(error.code, error.message, retryable=error.retryable,
+                                   details={"channel": channel.name, "cause": error.details}))
+            run.errors += 1
+        return fatal
+
+    def _collect(self, run: _Run, channel: Channel, grid: GridPage, feedback: bool) -> None:
+        state = run.state
+        request = state.input
+        coverage = run.coverage[channel.name]
+        kept: list[tuple[int, Paper]] = []
+        for index, row in enumerate(grid.rows):
+            if request.year_from or request.year_to:
+                if row.year <= 0 or (request.year_from and row.year < request.year_from) or (
+                    request.year_to and row.year > request.year_to
+                ):
+                    continue
+            kept.append((index, row))
+        stored = self.catalog.upsert([row for _, row in kept])
+        for (index, _), paper in zip(kept, stored):
+            ref = paper.record_ref
+            if ref not in run.known:
+                run.known.add(ref)
+                state.refs.append(ref)
+                if feedback:
+                    state.feedback_refs.append(ref)
+            hits = state.hits.setdefault(ref, [])
+            if not any(hit.channel == channel.name for hit in hits):
+                hits.append(Hit(channel=channel.name, position=coverage.rows + index + 1, weight=channel.weight))
+        # Page 1's total stands (a later page never lowers the promise); one that states none takes the next.
+        if grid.total is not None and (coverage.pages == 0 or coverage.total is None):
+            coverage.total = grid.total
+        coverage.pages += 1
+        coverage.rows += len(grid.rows)
+        coverage.exhausted = grid.exhausted
+        coverage.zero = grid.zero
+
+    async def _feedback(self, op: OperationContext, run: _Run) -> None:
+        state = run.state
+        if state.feedback is None:
+            keywords = feedback_keywords(self._rank(state, state.refs), state.plan.concepts)
+            state.feedback = feedback_channels(state.plan.concepts, keywords)
+            for channel in state.feedback:
+                coverage = Coverage(channel=channel.name)
+                state.coverage.append(coverage)
+                run.coverage[channel.name] = coverage
+        todo = [
+            channel for channel in state.feedback
+            if run.coverage[channel.name].pages == 0 and not run.coverage[channel.name].failed
+        ]
+        if not todo:
+            return
+        op.stage("feedback", {"channels": len(todo)})
+        fatal = await self._round(op, run, todo, feedback=True)
+        if fatal is not None:
+            raise fatal
+
+    async def _expand(self, op: OperationContext, run: _Run) -> None:
+        """Snowballing: the references and citing papers of the top selected papers become candidates of
+        the channel ``citation``. Each list read is recorded, so a continue never asks for it again."""
+        state = run.state
+        options = state.input.options
+        if CITATION_CHANNEL not in run.coverage:
+            coverage = Coverage(channel=CITATION_CHANNEL)
+            state.coverage.append(coverage)
+            run.coverage[CITATION_CHANNEL] = coverage
+        if not state.seeds:
+            selected = choose(self._rank(state, state.refs), method=state.plan.method, metadata=options.metadata)
+            state.seeds = [item.record_ref for item in selected[: options.expand]]
+            op.checkpoint(state)
+        coverage = run.coverage[CITATION_CHANNEL]
+        assert self.relations is not None
+        for number, (seed, relation) in enumerate((s, r) for s in state.seeds for r in ("references", "citing")):
+            key = f"{seed}|{relation}"
+            paper = self.store.data.papers.get(seed)
+            if key in state.expand_lists or paper is None:
+                continue
+            op.stage("expansion", {"papers": len(state.seeds), "lists": number, "candidates": len(state.expand_refs)})
+            try:
+                refs = await self.relations.edges(op, paper, relation, live=options.freshness == "live")
+            except Exception as exc:  # noqa: BLE001 - classified: a fatal one stops the phase
+                error = as_cnki_error(exc)
+                if error.fatal:
+                    raise error from None
+                op.add_error(CnkiError(error.code, error.message, retryable=error.retryable,
+                                       details={"channel": CITATION_CHANNEL, "record_ref": seed, "relation": relation}))
+                run.errors += 1
+                refs = []
+            self._link(run, seed, refs)
+            coverage.pages += 1
+            coverage.rows += len(refs)
+            state.expand_lists.append(key)
+            op.checkpoint(state)
+        coverage.exhausted = True
+
+    def _link(self, run: _Run, seed: str, refs: list[str]) -> None:
+        """Candidates from one list of a seed: new ones join the search, every one is linked to the seed."""
+        state = run.state
+        coverage = run.coverage[CITATION_CHANNEL]
+        for ref in refs:
+            if ref == seed or ref not in self.store.data.papers:
+                continue
+            if ref not in run.known:
+                run.known.add(ref)
+                state.refs.append(ref)
+                state.expand_refs.append(ref)
+                coverage.added += 1
+            seeds = state.links.setdefault(ref, [])
+            if seed not in seeds:
+                seeds.append(seed)
+            hits = state.hits.setdefault(ref, [])
+            if not any(hit.channel == CITATION_CHANNEL for hit in hits):
+                hits.append(Hit(channel=CITATION_CHANNEL, position=len(state.links), weight=CITATION_WEIGHT))
+
+    def _rank(self, state: SearchState, refs: Iterable[str]) -> list[RankedPaper]:
+        papers = self.catalog.papers(refs)
+        if state.plan.method in SITE_ORDER_METHODS:
+            return discovery_order(papers)
+        links = {ref: len(seeds) for ref, seeds in state.links.items()}
+        return rank(papers, state.plan.concepts, state.hits, self.year, links)
+
+    def _pool(self, state: SearchState, refs: list[str]) -> list[str]:
+        metadata = state.input.options.metadata
+        if metadata == "basic" or not refs:
+            return []
+        if metadata == "all":
+            return detail_pool(refs, metadata)
+        papers = self.catalog.papers(refs)
+        return detail_pool(refs, metadata, rank(papers, state.plan.concepts, state.hits, self.year))
+
+    def _finish(self, op: OperationContext, run: _Run, error: CnkiError | None) -> SearchSummary:
+        """Rank, select, store the search record and build the summary."""
+        state = run.state
+        request = state.input
+        ranked = self._rank(state, state.refs)
+        selected = choose(ranked, method=state.plan.method, metadata=request.options.metadata)
+        status = "partial" if error is not None or run.errors else "completed"
+        record = SearchRecord(
+            search_id=state.search_id,
+            status=status,
+            query=request.query,
+            plan=state.plan,
+            coverage=[msgspec.structs.replace(c) for c in state.coverage],
+            entries=search_entries(ranked, selected),
+            created_at=utc_now_iso(),
+        )
+        self.store.put_search(record, state.cache_key if status == "completed" and state.cache_key else None)
+        enhanced = sum(1 for item in ranked if item.paper.abstract and item.paper.detail_observed_at)
+        journals = {
+            source_key(item.paper.source)
+            for item in ranked
+            if item.paper.quality is not None and item.paper.quality.state == "present"
+        }
+        return SearchSummary(
+            search_id=state.search_id,
+            status=status,
+            candidate_count=len(ranked),
+            eligible_count=sum(1 for item in ranked if item.eligible),
+            selected_count=len(selected),
+            enhanced_count=enhanced,
+            quality_source_count=len(journals),
+            selection_exclusions=exclusions(ranked, selected),
+            coverage=[CoverageView.of(entry) for entry in state.coverage],
+            incomplete_channels=incomplete_channels(state.coverage),
+            plan=state.plan,
+            results=[TitleRow.of(item.paper) for item in selected[: request.limit or DEFAULT_LIMIT]],
+            expert_expression=plan_expression(state.plan),
+        )
+
+    # -- get_metadata (network path) --
+
+
+# Failures of a listing that asking again later can cure: a continue retries those channels.
+_TEMPORARY_CHANNEL_CODES = frozenset({"SITE_TEMPORARILY_EMPTY", "RATE_LIMITED", "SITE_UNAVAILABLE", "RESOURCE_FAILED"})
+
+
+def _reopen_temporary_failures(state: SearchState) -> None:
+    """On continue, channels stopped by a temporary failure are listed again; later phases run again
+    too (records already enriched cost no request: their details are fresh)."""
+    reopened = [c for c in state.coverage if c.failed and c.error_code in _TEMPORARY_CHANNEL_CODES]
+    if not reopened:
+        return
+    feedback = {channel.name for channel in state.feedback or ()}
+    for coverage in reopened:
+        coverage.failed = False
+        coverage.error = coverage.error_code = ""
+    state.retrieved = state.enriched = state.finished = False
+    if any(coverage.channel in feedback for coverage in reopened):
+        state.feedback_done = False
+
+
+def incomplete_channels(coverage: Iterable[Coverage]) -> list[str]:
+    """Listings that stopped before their end because of a failure (their candidates are missing)."""
+    return [entry.channel for entry in coverage if entry.failed and not entry.exhausted]
+
+
+async def run_search(
+    op: OperationContext, engine: Enrichment, fresh: SearchState | None, relations: Relations | None = None
+) -> SearchSummary:
+    """The body of a search operation: ``fresh`` for a new search, None to resume from the checkpoint;
+    ``relations`` reads the citation graph for ``options.expand``."""
+    if fresh is not None:
+        state = msgspec.structs.replace(fresh, search_id=op.operation_id)
+    else:
+        state = msgspec.convert(op.restored_checkpoint, SearchState)
+    return await Research(engine, relations=relations).run(op, state)
+
+
+def cached_reply(store: Store, key: str, limit: int) -> LocalReply | None:
+    """The prefer_cache answer rebuilt from a completed search of the last 10 minutes, or None."""
+    record = store.cached_search(key)
+    if record is None:
+        return None
+    papers = store.data.papers
+    selected = [entry for entry in record.entries if entry.selected]
+    results = []
+    for entry in selected[: limit or DEFAULT_LIMIT]:
+        paper = papers.get(entry.record_ref)
+        results.append(TitleRow.of(paper) if paper is not None else TitleRow(record_ref=entry.record_ref))
+    summary = SearchSummary(
+        search_id=record.search_id,
+        status=record.status,
+        candidate_count=len(record.entries),
+        eligible_count=sum(1 for entry in record.entries if entry.eligible),
+        selected_count=len(selected),
+        enhanced_count=0,
+        quality_source_count=0,
+        coverage=[CoverageView.of(entry) for entry in record.coverage],
+        plan=record.plan,
+        results=results,
+        expert_expression=plan_expression(record.plan),
+    )
+    return LocalReply(source="cache", requests=0, result=summary)

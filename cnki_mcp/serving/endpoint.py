@@ -1,0 +1,306 @@
+"""The owner's HTTP endpoint: MCP over streamable HTTP at ``/mcp``, behind a bearer token and Host/Origin checks.
+
+``cnki-mcp serve --http`` runs it on the address it is given; a stdio server that owns the data directory
+runs it on an ephemeral loopback port so that other servers on the same directory can join (``owner.py``).
+The SDK's session manager does the protocol (mcp already depends on starlette and uvicorn); this module
+only puts a guard in front of it. uvicorn, its HTTP protocol and psutil are imported when an endpoint is
+really started, in a worker thread, so that a stdio server answers its client meanwhile. The guard:
+
+- ``Host`` must name the bound address (any local address for a wildcard bind) with its port, and an
+  ``Origin``, when sent, the same: anything else is refused (421 / 403), so a web page reached through
+  DNS rebinding never gets an answer;
+- ``Authorization: Bearer <token>`` must carry the token kept in ``<data>/http-token`` (0600, created on
+  first use, replaced by ``cnki-mcp config --rotate-token``); a missing or wrong token is 401. The file is
+  read again when it changes, so a rotated token takes effect without a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import importlib
+import ipaddress
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.files import atomic_replace
+
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+
+TOKEN_FILE = "http-token"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+PATH = "/mcp"
+START_SECONDS = 10.0
+STOP_SECONDS = 5.0
+# What starting an endpoint imports: uvicorn and the protocol and lifespan classes its Config loads by name.
+MODULES = ("uvicorn", "uvicorn.protocols.http.h11_impl", "uvicorn.lifespan.on", "psutil")
+
+
+# --- the token ---------------------------------------------------------------------------------------
+
+
+def _read_token(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text or None
+
+
+def token(root: Path, *, rotate: bool = False) -> str:
+    """The bearer token of the data directory ``root``: created on first use (0600), new when ``rotate``."""
+    root = Path(root)
+    path = root / TOKEN_FILE
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not rotate:
+            found = _read_token(path)
+            if found is not None:
+                _tighten(path)
+                return found
+        fresh = secrets.token_urlsafe(32)
+        if rotate:
+            atomic_replace(path, fresh.encode("ascii"), 0o600)
+            return fresh
+        # Created only if absent: two servers starting at once agree on the first one written.
+        temp = root / f".{TOKEN_FILE}.{secrets.token_hex(6)}.tmp"
+        atomic_replace(temp, fresh.encode("ascii"), 0o600)
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            pass
+        finally:
+            temp.unlink(missing_ok=True)
+    except OSError as exc:
+        raise CnkiError(
+            "STORE_UNAVAILABLE",
+            f"无法在数据目录 {root} 中写入访问令牌（{exc.strerror or exc}）。请检查目录权限，或用 CNKI_DATA_DIR 指定可写的目录。",
+            details={"path": str(path)},
+        ) from exc
+    found = _read_token(path)
+    if found is None:
+        raise CnkiError("STORE_UNAVAILABLE", f"访问令牌文件 {path} 无法读取。请删除它后重试。", details={"path": str(path)})
+    return found
+
+
+def _tighten(path: Path) -> None:
+    """The token is a key to the person's logged-in browser: only its owner may read it."""
+    if os.name == "nt":
+        return
+    with contextlib.suppress(OSError):
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o600)
+
+
+class _TokenFile:
+    """The token file, read again whenever it changes (a rotation needs no restart)."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = Path(root) / TOKEN_FILE
+        self._stamp: tuple[int, int] | None = None
+        self._value: bytes = b""
+        token(root)
+
+    def current(self) -> bytes:
+        try:
+            info = self.path.stat()
+        except OSError:
+            return b""
+        stamp = (info.st_mtime_ns, info.st_size)
+        if stamp != self._stamp:
+            self._value = (_read_token(self.path) or "").encode("ascii")
+            self._stamp = stamp
+        return self._value
+
+
+# --- addresses ---------------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _wildcard(host: str) -> bool:
+    return host in ("0.0.0.0", "::", "[::]", "")
+
+
+def _netloc(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def url(host: str, port: int) -> str:
+    return f"http://{_netloc(host, port)}{PATH}"
+
+
+def allowed_hosts(host: str, port: int) -> set[str]:
+    """``Host`` values that name this endpoint (lower case, with the port)."""
+    names = {host.lower().strip("[]")}
+    if is_loopback(host) or _wildcard(host):
+        names |= {"127.0.0.1", "localhost", "::1"}
+    if _wildcard(host):
+        import psutil
+
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+        for addresses in psutil.net_if_addrs().values():
+            names |= {a.address.split("%")[0].lower() for a in addresses if a.family in (socket.AF_INET, socket.AF_INET6)}
+    names.discard("")
+    return {_netloc(name, port) for name in names}
+
+
+# --- the guard ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Guard:
+    """ASGI middleware: Host and Origin first (DNS rebinding), then the bearer token."""
+
+    app: ASGIApp
+    tokens: _TokenFile
+    hosts: set[str] = field(default_factory=set)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host = headers.get("host", "").lower()
+        origin = headers.get("origin")
+        if host not in self.hosts:
+            log.warning("HTTP request refused: foreign Host %r", host[:100])
+            await _plain(send, 421, "Host 不是本服务绑定的地址（防 DNS 重绑定）。")
+            return
+        if origin is not None and origin.lower().removeprefix("http://") not in self.hosts:
+            log.warning("HTTP request refused: foreign Origin %r", origin[:100])
+            await _plain(send, 403, "Origin 不是本服务的地址。")
+            return
+        given = headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        expected = self.tokens.current()
+        if not (expected and scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode("latin-1"), expected)):
+            await _plain(send, 401, "需要访问令牌：Authorization: Bearer <令牌>（cnki-mcp config <客户端> --http 输出带令牌的配置）。",
+                         [(b"www-authenticate", b'Bearer realm="cnki-mcp"')])
+            return
+        await self.app(scope, receive, send)
+
+
+async def _plain(send: Send, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = (text + "\n").encode("utf-8")
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+# --- the server --------------------------------------------------------------------------------------
+
+
+def load() -> None:
+    """Import what an endpoint runs on (blocking: call it in a worker thread)."""
+    for name in MODULES:
+        importlib.import_module(name)
+
+
+def _server(config: uvicorn.Config) -> uvicorn.Server:
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        """uvicorn without its signal handlers: the command that runs it decides how the process ends."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return _Server(config)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    bind_host = "127.0.0.1" if host == "localhost" else host.strip("[]")
+    family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if os.name != "nt":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((bind_host, port))
+    except OSError as exc:
+        sock.close()
+        raise CnkiError(
+            "HTTP_ADDRESS_UNAVAILABLE",
+            f"无法在 {_netloc(host, port)} 上监听（{exc.strerror or exc}）。请换一个端口（--port，0 表示任选空闲端口）或地址（--host）。",
+            details={"host": host, "port": port},
+        ) from exc
+    sock.set_inheritable(False)
+    return sock
+
+
+@dataclass
+class Endpoint:
+    """A running endpoint: where it listens and how to stop it."""
+
+    host: str
+    port: int
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+
+    @property
+    def url(self) -> str:
+        return url(self.host, self.port)
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        done, _ = await asyncio.wait({self.task}, timeout=STOP_SECONDS)
+        if not done:
+            self.task.cancel()
+            await asyncio.wait({self.task}, timeout=STOP_SECONDS)
+
+
+async def start(mcp_server: Any, root: Path, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> Endpoint:
+    """Serve ``mcp_server`` (a low-level ``Server``) over streamable HTTP until :meth:`Endpoint.stop`."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    await asyncio.to_thread(load)
+    import uvicorn
+
+    tokens = await asyncio.to_thread(_TokenFile, root)
+    sock = _bind(host, port)
+    bound_port = sock.getsockname()[1]
+    # The guard below checks Host and Origin itself, also for a wildcard bind the SDK's list cannot express.
+    starlette_app = mcp_server.streamable_http_app(
+        streamable_http_path=PATH,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        host=host,
+    )
+    guard = Guard(starlette_app, tokens, allowed_hosts(host, bound_port))
+    # Named, not "auto": the same modules in every install, and a frozen build knows what to bundle.
+    config = uvicorn.Config(
+        guard, http="h11", ws="none", lifespan="on", log_level="warning", access_log=False, log_config=None,
+        timeout_graceful_shutdown=2,
+    )
+    server = _server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]), name="cnki-http")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + START_SECONDS
+    while not server.started:
+        if task.done() or loop.time() > deadline:
+            sock.close()
+            if not task.done():
+                task.cancel()
+            raise CnkiError("HTTP_ADDRESS_UNAVAILABLE", f"HTTP 服务没能在 {START_SECONDS:g} 秒内启动（{_netloc(host, bound_port)}）。")
+        await asyncio.sleep(0.02)
+    return Endpoint(host, bound_port, server, task)

@@ -1,0 +1,614 @@
+"""The 27 MCP clients cnki-mcp can be connected to, and how each one is configured.
+
+``CLIENTS`` is the single table: for every client its id, display name, how it is configured
+(``write`` into its config file, one-click import ``link``, or ``paste`` by hand), where its config
+file lives on macOS, Windows and Linux, the format and key path of that file, the extra fields its
+server entry needs, where a pasted snippet goes, the programs that show it is installed and, where the
+client documents one, the command line that adds a server (``claude mcp add-json``, ``codex mcp add``).
+``ALIASES`` maps the names users type (``claude``, ``gemini-cli``, ``code``) to ids.
+
+Writing a client's config keeps everything the user already has (see config_edit.py). Every result
+is parsed again and compared with the intended document before anything is written, a timestamped
+backup is made first and the new file replaces the old one atomically. A file that cannot be parsed is
+never touched.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import json
+import os
+import shutil
+import sys
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote_plus
+
+from ruamel.yaml import YAMLError
+
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.files import replace_if_unchanged, write_backup
+from cnki_mcp.core.settings import normalise_os
+from cnki_mcp.setup.config_edit import (
+    DSH_ENTRY_ID,
+    SERVER_KEY,
+    compact,
+    find_dsh_entry,
+    flow_list,
+    html_safe,
+    invalid_config,
+    is_disabled,
+    load_yaml,
+    merge_json,
+    merge_toml,
+    merge_yaml,
+    nest,
+    parse_jsonc,
+    quoted,
+)
+
+SYSTEMS = ("darwin", "windows", "linux")
+
+Mode = Literal["write", "link", "paste"]
+Format = Literal["json", "toml", "yaml"]
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a client keeps its config file.
+
+    ``parts`` lie below ``base`` (the home directory, or the per-OS application-data directory).
+    When the environment variable ``env`` is set, the file is ``$env/<env_parts>`` instead.
+    ``must_exist``: the client creates the folder from its own template on first run, so setup
+    must not create it. ``msix``: on Windows the Store (MSIX) build of the app, package folder
+    ``%LOCALAPPDATA%\\Packages\\<msix>_<publisher id>``, reads its application data from the package's
+    private ``LocalCache\\Roaming`` instead of ``%APPDATA%``.
+    """
+
+    parts: tuple[str, ...]
+    base: Literal["home", "appdata"] = "home"
+    env: str = ""
+    env_parts: tuple[str, ...] = ()
+    systems: tuple[str, ...] = SYSTEMS
+    must_exist: bool = False
+    msix: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    id: str
+    name: str
+    mode: Mode
+    format: Format = "json"
+    key_path: tuple[str, ...] = ("mcpServers",)
+    extras: tuple[tuple[str, Any], ...] = ()
+    location: Location | None = None
+    hint: str = ""
+    link: Callable[[dict[str, Any]], str] | None = None
+    commands: tuple[str, ...] = ()  # the client's own programs: one on PATH means it is installed
+    cli: Callable[[dict[str, Any]], list[str]] | None = None  # its documented "add a server" command
+
+    @property
+    def extension(self) -> str:
+        return self.format
+
+    @property
+    def snippet_filename(self) -> str:
+        return f"cnki-{self.id}.{self.extension}"
+
+
+# --- import links ---------------------------------------------------------------------------------
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def _qesc(text: str) -> str:
+    return quote_plus(text, safe="")
+
+
+def _qoder_link(entry: dict[str, Any]) -> str:
+    # Qoder query-escapes the JSON before base64, and the base64 is escaped again in the URL.
+    return "qoder://aicoding.aicoding-deeplink/mcp/add?name=cnki&config=" + _qesc(_b64(_qesc(compact(entry))))
+
+
+def _trae_link(entry: dict[str, Any]) -> str:
+    return "trae://trae.ai-ide/mcp-import?type=stdio&name=cnki&config=" + _qesc(_b64(compact(entry)))
+
+
+def _chatbox_link(entry: dict[str, Any]) -> str:
+    return "chatbox://mcp/install?server=" + _qesc(_b64(compact({**entry, "name": SERVER_KEY})))
+
+
+def _cherry_link(entry: dict[str, Any]) -> str:
+    return "cherrystudio://mcp/install?servers=" + _qesc(_b64(compact({"mcpServers": {SERVER_KEY: entry}})))
+
+
+# --- the clients' own command lines -----------------------------------------------------------------
+
+
+def _claude_cli(entry: dict[str, Any]) -> list[str]:
+    return ["claude", "mcp", "add-json", "--scope", "user", SERVER_KEY, json.dumps(entry, ensure_ascii=False)]
+
+
+def _codex_cli(entry: dict[str, Any]) -> list[str]:
+    env = [part for key, value in entry["env"].items() for part in ("--env", f"{key}={value}")]
+    return ["codex", "mcp", "add", *env, SERVER_KEY, "--", entry["command"], *entry["args"]]
+
+
+# --- the registry (order is the menu and `help` order) --------------------------------------------
+
+_STDIO = (("type", "stdio"),)
+_LONG_MS = (("timeout", 900000),)
+_CLINE = (("disabled", False), ("timeout", 900))
+_DSH_HINT_DESKTOP = "先运行一次 DeepSeek Harness 桌面版，再重新执行 setup"
+_DSH_HINT_WEB = "先运行一次 dsh web，再重新执行 setup"
+
+CLIENTS: tuple[Client, ...] = (
+    Client("claude-desktop", "Claude Desktop", "write",
+           location=Location(("Claude", "claude_desktop_config.json"), base="appdata", systems=("darwin", "windows"),
+                             msix="Claude")),
+    Client("claude-code", "Claude Code", "write", extras=_STDIO,
+           location=Location((".claude.json",), env="CLAUDE_CONFIG_DIR", env_parts=(".claude.json",)),
+           commands=("claude",), cli=_claude_cli),
+    Client("codex", "Codex", "write", format="toml", key_path=("mcp_servers",),
+           location=Location((".codex", "config.toml"), env="CODEX_HOME", env_parts=("config.toml",)),
+           commands=("codex",), cli=_codex_cli),
+    Client("cursor", "Cursor", "write", extras=_STDIO, location=Location((".cursor", "mcp.json")),
+           commands=("cursor",)),
+    Client("gemini", "Gemini CLI", "write", extras=_LONG_MS, location=Location((".gemini", "settings.json")),
+           commands=("gemini",)),
+    Client("dsh-desktop", "DeepSeek Harness 桌面版", "write", format="yaml", key_path=(),
+           location=Location((".dsh", "profiles", "desktop", "cordis.patch.yml"), env="DSH_HOME",
+                             env_parts=("profiles", "desktop", "cordis.patch.yml"), must_exist=True),
+           hint=_DSH_HINT_DESKTOP),
+    Client("dsh-web", "DeepSeek Harness 网页版（dsh web）", "write", format="yaml", key_path=(),
+           location=Location((".dsh", "profiles", "web", "cordis.patch.yml"), env="DSH_HOME",
+                             env_parts=("profiles", "web", "cordis.patch.yml"), must_exist=True),
+           hint=_DSH_HINT_WEB),
+    Client("workbuddy", "WorkBuddy", "write", location=Location((".workbuddy", "mcp.json"))),
+    Client("zcode", "ZCode", "write", key_path=("mcp", "servers"), extras=_STDIO,
+           location=Location((".zcode", "cli", "config.json"))),
+    Client("kimi-code", "Kimi Code（CLI 与桌面版）", "write",
+           location=Location((".kimi-code", "mcp.json"), env="KIMI_CODE_HOME", env_parts=("mcp.json",))),
+    Client("codebuddy", "CodeBuddy CLI", "write", extras=_STDIO, location=Location((".codebuddy", ".mcp.json"))),
+    Client("qwen-code", "Qwen Code", "write", extras=_LONG_MS, location=Location((".qwen", "settings.json")),
+           commands=("qwen",)),
+    Client("qoder-cli", "Qoder CLI", "write", extras=_STDIO, location=Location((".qoder", "settings.json"))),
+    Client("qoder", "Qoder IDE", "link", hint="Qoder 设置 → MCP → My Servers → + Add", link=_qoder_link),
+    Client("trae", "Trae", "link", hint="Trae 设置 → MCP → 添加 → 手动添加", link=_trae_link),
+    Client("trae-cn", "Trae CN", "paste", hint="Trae CN 设置 → MCP → 添加 → 手动添加"),
+    Client("lingma", "通义灵码", "paste", hint="通义灵码 个人设置 → MCP 服务 → + → 配置文件添加"),
+    Client("codebuddy-ide", "CodeBuddy IDE", "paste", extras=_STDIO, hint="CodeBuddy 设置 → MCP → Add MCP"),
+    Client("comate", "文心快码 Comate", "paste", extras=_STDIO, hint="文心快码的 MCP 设置（mcp.json）"),
+    Client("chatbox", "Chatbox", "link", hint="Chatbox 设置 → MCP → 添加服务器", link=_chatbox_link),
+    Client("cherry-studio", "Cherry Studio", "link", hint="Cherry Studio 设置 → MCP 服务器 → 从 JSON 导入",
+           link=_cherry_link),
+    Client("vscode", "VS Code / GitHub Copilot", "write", key_path=("servers",), extras=_STDIO,
+           location=Location(("Code", "User", "mcp.json"), base="appdata", must_exist=True),
+           hint="先打开一次 VS Code，再重新执行 setup", commands=("code",)),
+    Client("windsurf", "Windsurf", "write", location=Location((".codeium", "windsurf", "mcp_config.json")),
+           commands=("windsurf",)),
+    Client("cline", "Cline", "paste", extras=_CLINE, hint="Cline 的 MCP Servers → Configure"),
+    Client("roo", "Roo Code", "paste", extras=_CLINE, hint="Roo Code 的 MCP 设置 → Edit Global MCP"),
+    Client("lobehub", "LobeHub / LobeChat", "paste", hint="LobeHub 插件设置 → 自定义 MCP → 导入 JSON"),
+    Client("generic", "其他 stdio 客户端（通用 JSON）", "paste", hint="客户端的 MCP 设置"),
+)
+
+_BY_ID: dict[str, Client] = {client.id: client for client in CLIENTS}
+
+# Names users type for a client, normalised like ids (lower case, "-" for spaces and underscores).
+ALIASES: dict[str, str] = {
+    "claude": "claude-code", "claude-cli": "claude-code", "claudecode": "claude-code",
+    "claude-app": "claude-desktop", "claudedesktop": "claude-desktop",
+    "openai-codex": "codex", "codex-cli": "codex",
+    "cursor-ide": "cursor",
+    "gemini-cli": "gemini", "google-gemini": "gemini",
+    "qwen": "qwen-code", "qwen-cli": "qwen-code",
+    "kimi": "kimi-code", "kimi-cli": "kimi-code",
+    "codebuddy-cli": "codebuddy", "qoder-ide": "qoder", "qodercli": "qoder-cli",
+    "trae-china": "trae-cn", "tongyi-lingma": "lingma", "通义灵码": "lingma",
+    "baidu-comate": "comate", "文心快码": "comate",
+    "cherry": "cherry-studio", "cherrystudio": "cherry-studio",
+    "vs-code": "vscode", "code": "vscode", "visual-studio-code": "vscode", "copilot": "vscode",
+    "github-copilot": "vscode",
+    "codeium": "windsurf",
+    "roo-code": "roo", "roocode": "roo",
+    "lobechat": "lobehub", "lobe-chat": "lobehub",
+}
+
+
+def _normalised(name: str) -> str:
+    return "-".join(name.strip().lower().replace("_", " ").split())
+
+
+def get_client(client_id: str) -> Client:
+    """A client by id or alias; an unknown name is UNKNOWN_CLIENT naming the nearest id and every id."""
+    key = _normalised(client_id) if isinstance(client_id, str) else ""
+    client = _BY_ID.get(ALIASES.get(key, key))
+    if client is None:
+        nearest = difflib.get_close_matches(key, [*_BY_ID, *ALIASES], n=1, cutoff=0.6)
+        suggestion = ALIASES.get(nearest[0], nearest[0]) if nearest else None
+        guess = f"是不是 {suggestion}？" if suggestion else ""
+        raise CnkiError(
+            "UNKNOWN_CLIENT",
+            f"未知的客户端“{client_id}”。{guess}可选的客户端：{'、'.join(_BY_ID)}（cnki-mcp help 列出它们的名称）。",
+            details={"client": client_id, "suggestion": suggestion},
+        )
+    return client
+
+
+# --- the server command and its entry -------------------------------------------------------------
+
+
+def server_command() -> list[str]:
+    """The argv a client should run to start this server over stdio."""
+    if getattr(sys, "frozen", False):
+        return [os.path.abspath(sys.executable), "serve"]
+    # Not resolved: a virtualenv's python is a symlink that only works under its own path.
+    scripts = Path(os.path.abspath(sys.executable)).parent
+    for name in ("cnki-mcp.exe", "cnki-mcp") if sys.platform == "win32" else ("cnki-mcp",):
+        script = scripts / name
+        if script.is_file():
+            return [str(script), "serve"]
+    return [os.path.abspath(sys.executable), "-m", "cnki_mcp", "serve"]
+
+
+def entry(client_id: str, data_root: Path | str, command: list[str] | None = None) -> dict[str, Any]:
+    """The server entry the client's config holds under ``cnki``, with that client's extra fields."""
+    client = get_client(client_id)
+    argv = command or server_command()
+    value: dict[str, Any] = {
+        "args": list(argv[1:]),
+        "command": argv[0],
+        "env": {"CNKI_DATA_DIR": str(data_root)},
+    }
+    value.update(client.extras)
+    return dict(sorted(value.items()))
+
+
+def snippet(client_id: str, data_root: Path | str, command: list[str] | None = None) -> str:
+    """The configuration text for a client, exactly as `config <client>` prints it."""
+    client = get_client(client_id)
+    value = entry(client.id, data_root, command)
+    if client.format == "toml":
+        return (
+            f"[mcp_servers.{SERVER_KEY}]\n"
+            f"command = {quoted(value['command'])}\n"
+            f"args = {flow_list(value['args'], ', ')}\n"
+            "startup_timeout_sec = 30\n"
+            "tool_timeout_sec = 900\n"
+            "\n"
+            f"[mcp_servers.{SERVER_KEY}.env]\n"
+            f"CNKI_DATA_DIR = {quoted(value['env']['CNKI_DATA_DIR'])}\n"
+        )
+    if client.format == "yaml":
+        return (
+            "# CNKI Enhanced MCP\n"
+            "- insert:\n"
+            f"    - id: {DSH_ENTRY_ID}\n"
+            "      name: '@deepseek-ai/dsh-mcp-client'\n"
+            "      config:\n"
+            f"        serverName: {SERVER_KEY}\n"
+            "        transport: stdio\n"
+            f"        command: {quoted(value['command'])}\n"
+            f"        args: {flow_list(value['args'], ',')}\n"
+            f"        env: {compact(value['env'])}\n"
+            "        toolCallTimeoutMs: 900000\n"
+            "        failOnStartupError: false\n"
+        )
+    document = nest(client.key_path, {SERVER_KEY: value})
+    return html_safe(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2)) + "\n"
+
+
+# How a client's JSON names a streamable HTTP server: the key of the URL and the transport type, if any.
+_HTTP_URL_KEY = {"gemini": "httpUrl", "windsurf": "serverUrl"}
+_HTTP_TYPE = {"gemini": None, "windsurf": None, "cline": "streamableHttp", "roo": "streamable-http"}
+
+
+def http_snippet(client_id: str, url: str, token: str) -> str:
+    """The configuration text for a client of ``cnki-mcp serve --http``: the URL and the bearer token."""
+    client = get_client(client_id)
+    headers = {"Authorization": f"Bearer {token}"}
+    if client.format == "toml":
+        authorization = quoted(headers["Authorization"])
+        return f"[mcp_servers.{SERVER_KEY}]\nurl = {quoted(url)}\nhttp_headers = {{ Authorization = {authorization} }}\ntool_timeout_sec = 900\n"
+    if client.format != "json":
+        raise CnkiError(
+            "CLIENT_HTTP_UNSUPPORTED",
+            f"{client.name} 的配置只支持 stdio。请用 cnki-mcp config {client.id}（不带 --http）：同一台电脑上它会自动加入正在运行的服务。",
+            details={"client": client.id},
+        )
+    value: dict[str, Any] = {_HTTP_URL_KEY.get(client.id, "url"): url, "headers": headers}
+    kind = _HTTP_TYPE.get(client.id, "http")
+    if kind:
+        value["type"] = kind
+    document = nest(client.key_path, {SERVER_KEY: dict(sorted(value.items()))})
+    return html_safe(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2)) + "\n"
+
+
+def import_link(client_id: str, data_root: Path | str, command: list[str] | None = None) -> str | None:
+    """The one-click import link of a link client (``None`` for the others)."""
+    client = get_client(client_id)
+    if client.link is None:
+        return None
+    return client.link(entry(client.id, data_root, command))
+
+
+# --- where config files live ----------------------------------------------------------------------
+
+
+def _home(system: str, env: Mapping[str, str]) -> Path:
+    keys = ("USERPROFILE", "HOME") if system == "windows" else ("HOME",)
+    for key in keys:
+        if env.get(key, "").strip():
+            return Path(env[key])
+    return Path.home()
+
+
+def app_data_dir(os_name: str | None = None, env: Mapping[str, str] | None = None, home: Path | None = None) -> Path:
+    """The per-user application configuration directory of an OS."""
+    system = normalise_os(os_name)
+    env = os.environ if env is None else env
+    home = Path(home) if home is not None else _home(system, env)
+    if system == "darwin":
+        return home / "Library" / "Application Support"
+    if system == "windows":
+        roaming = env.get("APPDATA", "").strip()
+        return Path(roaming) if roaming else home / "AppData" / "Roaming"
+    xdg = env.get("XDG_CONFIG_HOME", "").strip()
+    return Path(xdg) if xdg and os.path.isabs(xdg) else home / ".config"
+
+
+def _msix_packages(prefix: str, env: Mapping[str, str], home: Path) -> list[Path]:
+    """The Store (MSIX) package folders of an app, e.g. ``%LOCALAPPDATA%\\Packages\\Claude_pzs8sxrjxfjjc``."""
+    local = env.get("LOCALAPPDATA", "").strip()
+    packages = (Path(local) if local else home / "AppData" / "Local") / "Packages"
+    try:
+        found = [child for child in packages.iterdir() if child.name.startswith(f"{prefix}_") and child.is_dir()]
+    except OSError:
+        return []
+    return sorted(found)
+
+
+def config_paths(
+    client_id: str,
+    os_name: str | None = None,
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+) -> list[Path]:
+    """Every config file this client may read on an OS: none if setup does not write it, and more than
+    one only when several Store (MSIX) installs of it exist (then the user chooses)."""
+    client = get_client(client_id)
+    system = normalise_os(os_name)
+    location = client.location
+    if location is None or system not in location.systems:
+        return []
+    env = os.environ if env is None else env
+    if location.env and env.get(location.env, "").strip():
+        return [Path(env[location.env].strip()).joinpath(*location.env_parts)]
+    home = Path(home) if home is not None else _home(system, env)
+    if system == "windows" and location.msix:
+        # Since 2026 the official Windows installer is MSIX, whose app reads its package's own AppData.
+        packages = _msix_packages(location.msix, env, home)
+        if packages:
+            return [package.joinpath("LocalCache", "Roaming", *location.parts) for package in packages]
+    base = home if location.base == "home" else app_data_dir(system, env, home)
+    return [base.joinpath(*location.parts)]
+
+
+def config_path(
+    client_id: str,
+    os_name: str | None = None,
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+) -> Path | None:
+    """The one config file setup writes for a client, ``None`` if it is not written automatically;
+    CLIENT_CONFIG_AMBIGUOUS when several installs of the client each have their own."""
+    paths = config_paths(client_id, os_name, env, home)
+    if len(paths) > 1:
+        client = get_client(client_id)
+        raise CnkiError(
+            "CLIENT_CONFIG_AMBIGUOUS",
+            f"发现 {client.name} 的多个安装，各有自己的配置文件：{'；'.join(map(str, paths))}。"
+            "请不带参数运行 cnki-mcp setup，在询问时选择正在使用的那一个。",
+            details={"client": client.id, "paths": [str(path) for path in paths]},
+        )
+    return paths[0] if paths else None
+
+
+def how_configured(client_id: str, os_name: str | None = None) -> str:
+    """A short Chinese label for the way this client gets its config on this OS."""
+    client = get_client(client_id)
+    if client.mode == "link":
+        return "一键导入链接"
+    if client.location is not None and normalise_os(os_name) in client.location.systems:
+        return "可自动写入（需先运行过一次）" if client.location.must_exist else "可自动写入"
+    return "粘贴配置"
+
+
+def installed_clients(
+    os_name: str | None = None, env: Mapping[str, str] | None = None, home: Path | None = None
+) -> list[str]:
+    """Ids of the clients that look installed here, in registry order: their program is on PATH, their
+    config file exists, or the folder it lives in does (a folder of its own, not the home folder)."""
+    system = normalise_os(os_name)
+    env = os.environ if env is None else env
+    home = Path(home) if home is not None else _home(system, env)
+    search_path = env.get("PATH", os.defpath)
+    found: list[str] = []
+    for client in CLIENTS:
+        on_path = any(shutil.which(command, path=search_path) for command in client.commands)
+        files = config_paths(client.id, system, env, home)
+        present = any(path.is_file() or (path.parent != home and path.parent.is_dir()) for path in files)
+        if on_path or present:
+            found.append(client.id)
+    return found
+
+
+# --- what is configured already (for doctor) ------------------------------------------------------
+
+
+def _read_entry(client: Client, text: str) -> Any:
+    if client.format == "toml":
+        node: Any = tomllib.loads(text)
+    elif client.format == "yaml":
+        found = find_dsh_entry(load_yaml(text))
+        return found.get("config") if found is not None else None
+    else:
+        node = parse_jsonc(text.removeprefix("\ufeff"))
+    for key in (*client.key_path, SERVER_KEY):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+# What reading a client's config file can raise.
+UNREADABLE = (OSError, UnicodeDecodeError, ValueError, YAMLError)
+
+
+def existing_entry(client_id: str, path: Path) -> Any:
+    """The ``cnki`` entry a client's config file holds (``None`` if none, or the file is missing).
+
+    Raises one of ``UNREADABLE`` for a file that cannot be read."""
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        return None
+    return _read_entry(get_client(client_id), text)
+
+
+def configured_clients(
+    data_root: Path | str,
+    command: list[str] | None = None,
+    os_name: str | None = None,
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+) -> list[dict[str, Any]]:
+    """Every auto-write client whose config file holds a ``cnki`` entry, and whether it points here.
+
+    ``status`` is ``current`` (this program and data directory), ``different`` (another
+    installation or data directory), ``disabled`` (switched off in the client) or ``unreadable``.
+    Reads files only; changes nothing.
+    """
+    wanted = entry("generic", data_root, command)
+    report: list[dict[str, Any]] = []
+    for client in CLIENTS:
+        for path in config_paths(client.id, os_name, env, home):
+            item: dict[str, Any] = {"client": client.id, "name": client.name, "path": str(path)}
+            try:
+                found = existing_entry(client.id, path)
+            except UNREADABLE as exc:
+                message = f"无法读取或解析：{exc}".replace("\n", " ")
+                report.append({**item, "status": "unreadable", "message": message})
+                continue
+            if found is not None:
+                report.append({**item, **_entry_status(client, found, wanted)})
+    return report
+
+
+def _entry_status(client: Client, found: Any, wanted: dict[str, Any]) -> dict[str, str]:
+    if is_disabled(found):
+        return {
+            "status": "disabled",
+            "message": f"cnki 条目在 {client.name} 中已停用；运行 cnki-mcp setup --client {client.id} "
+            "--install-client 可以重新启用。",
+        }
+    found_env = found.get("env") if isinstance(found, dict) else None
+    current = (
+        isinstance(found, dict)
+        and found.get("command") == wanted["command"]
+        and found.get("args") == wanted["args"]
+        and isinstance(found_env, dict)
+        and found_env.get("CNKI_DATA_DIR") == wanted["env"]["CNKI_DATA_DIR"]
+    )
+    if current:
+        return {"status": "current"}
+    return {
+        "status": "different",
+        "message": "cnki 条目指向另一个程序或数据目录；重新运行 cnki-mcp setup 可以更新。",
+    }
+
+
+# --- writing a client's config --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigWrite:
+    path: Path
+    backup: Path | None
+    changed: bool
+    via: str = ""  # the client's own command that wrote it, if one did
+
+
+def write_client_config(
+    client_id: str,
+    data_root: Path | str,
+    path: Path | str,
+    command: list[str] | None = None,
+    *,
+    enable: bool = False,
+    backup_first: bool = True,
+) -> ConfigWrite:
+    """Merge the ``cnki`` entry into the client's config file at ``path``.
+
+    Everything else in the file is kept. An unparsable file is left untouched
+    (CLIENT_CONFIG_INVALID); a symlink is refused (CONFIG_SYMLINK); a folder the client creates
+    itself (DeepSeek Harness profiles, VS Code's User folder) that does not exist yet gives
+    CLIENT_NOT_INITIALIZED; a file changed by someone else while we worked is not overwritten
+    (CONFIG_CHANGED). ``enable`` switches a disabled ``cnki`` entry back on; ``backup_first=False``
+    when the caller already kept the file's earlier content.
+    """
+    client = get_client(client_id)
+    target = Path(path)
+    if target.is_symlink():
+        raise CnkiError(
+            "CONFIG_SYMLINK",
+            f"{target} 是符号链接，为安全起见未做改动；请把配置片段手动粘贴到它指向的文件中。",
+            details={"path": str(target)},
+        )
+    if client.location is not None and client.location.must_exist and not target.parent.is_dir():
+        raise CnkiError(
+            "CLIENT_NOT_INITIALIZED",
+            f"{client.name} 的配置目录 {target.parent} 还不存在：{client.hint}。",
+            details={"client": client.id, "path": str(target)},
+        )
+    try:
+        old_bytes = target.read_bytes()
+    except FileNotFoundError:
+        old_bytes = b""
+    except OSError as exc:
+        raise invalid_config(target, f"无法读取：{exc.strerror or exc}") from exc
+    try:
+        old_text = old_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise invalid_config(target, "不是 UTF-8 文本") from exc
+
+    value = entry(client.id, data_root, command)
+    merge = {"json": merge_json, "toml": merge_toml, "yaml": merge_yaml}[client.format]
+    new_text = merge(old_text, client.key_path, value, snippet(client.id, data_root, command), target, enable)
+    new_bytes = new_text.encode("utf-8")
+    if new_bytes == old_bytes:
+        return ConfigWrite(target, None, False)
+
+    try:
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        backup = write_backup(target, old_bytes) if old_bytes.strip() and backup_first else None
+        replaced = replace_if_unchanged(target, old_bytes, new_bytes)
+    except OSError as exc:
+        raise CnkiError(
+            "DISK_WRITE_FAILED", f"写入 {target} 失败：{exc.strerror or exc}。", details={"path": str(target)}
+        ) from exc
+    if not replaced:
+        raise CnkiError(
+            "CONFIG_CHANGED",
+            f"{target} 在写入期间被其他程序修改，未覆盖；请关闭该客户端后重新执行 setup。",
+            details={"path": str(target)},
+        )
+    return ConfigWrite(target, backup, True)

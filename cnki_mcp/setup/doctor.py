@@ -1,0 +1,120 @@
+"""`cnki-mcp doctor`: the local checks, one ✓/✗ line each in Chinese, then a verdict.
+
+Nothing is started and nothing is locked (the browser is not launched, CNKI is not visited); with
+``--protocol`` a second copy of the server is started for a real MCP round trip. A config.json that
+cannot be read is a failed check naming the file, not a crash: the other checks still run, with the
+default settings. ``--json`` prints the same report for machines: the ``diagnostics`` tool's fields,
+``browser_executable``, ``clients``, ``protocol`` (when asked), ``checks`` and ``verdict``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from cnki_mcp import __version__
+from cnki_mcp.core import logs, settings
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Config
+
+
+class Check(msgspec.Struct):
+    name: str
+    ok: bool
+    message: str
+
+
+async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
+    """The report and its checks, in the order they are printed."""
+    from cnki_mcp.app import App
+    from cnki_mcp.setup.clients import configured_clients, server_command
+    from cnki_mcp.site.discovery import browser_report
+    from cnki_mcp.store.library import load_config
+
+    root = settings.data_root()
+    report: dict[str, Any] = {"version": __version__, "data_dir": str(root)}
+    checks: list[Check] = []
+    try:
+        config = load_config(root)
+    except CnkiError as error:
+        config = Config()  # the other checks still run, with the defaults
+        checks.append(Check("config", False, f"config.json 有问题：{error.message}"))
+    else:
+        checks.append(_config_check(root))
+    try:
+        diagnostics = msgspec.to_builtins(await App(root).diagnostics(None, None))
+    except CnkiError as error:
+        checks.append(Check("diagnostics", False, f"本地诊断失败：{error.message}"))
+    else:
+        diagnostics.pop("config_error", None)  # the config check above says it, with the file's name
+        report.update(diagnostics)
+    report["browser_executable"] = browser = browser_report(config)
+    checks.append(_browser_check(browser))
+    report["clients"] = configured = configured_clients(root)
+    checks.extend(_client_checks(configured))
+    checks.append(_log_check(root))
+    if protocol:
+        from cnki_mcp.surface.server import protocol_probe
+
+        try:
+            report["protocol"] = result = await protocol_probe(server_command())
+        except CnkiError as error:
+            report["protocol"] = {"passed": False, "code": error.code, "message": error.message}
+            checks.append(Check("protocol", False, f"MCP 通信检查未通过：{error.message}"))
+        else:
+            checks.append(Check("protocol", True, f"MCP 通信正常：{result.get('tools')} 个工具，版本 {result.get('version')}"))
+    problems = sum(not check.ok for check in checks)
+    report["checks"] = msgspec.to_builtins(checks)
+    report["verdict"] = {"ok": problems == 0, "problems": problems, "message": verdict(problems)}
+    return report, checks
+
+
+def _config_check(root: Any) -> Check:
+    path = root / "config.json"
+    if path.is_file():
+        return Check("config", True, f"config.json 可以读取：{path}")
+    return Check("config", True, f"还没有 config.json（运行 cnki-mcp setup 后保存浏览器设置）：{path}")
+
+
+def _browser_check(browser: dict[str, Any]) -> Check:
+    if not browser.get("found"):
+        return Check("browser", False, f"浏览器：{browser.get('message')}")
+    source = {"CNKI_BROWSER_PATH": "来自 CNKI_BROWSER_PATH", "config.json": "来自 config.json"}.get(
+        browser.get("source", ""), "自动找到"
+    )
+    return Check("browser", True, f"浏览器：{browser.get('path')}（{source}）")
+
+
+def _client_checks(configured: list[dict[str, Any]]) -> list[Check]:
+    if not configured:
+        return [Check("clients", True, "没有发现写有 cnki 的客户端配置文件（手动粘贴或导入链接接入的客户端无法在这里检查）")]
+    checks = []
+    for item in configured:
+        where = f"（{item['path']}）"
+        if item["status"] == "current":
+            checks.append(Check("clients", True, f"{item['name']} 已接入本程序{where}"))
+        else:
+            checks.append(Check("clients", False, f"{item['name']}：{item.get('message', '')}{where}"))
+    return checks
+
+
+def _log_check(root: Any) -> Check:
+    level, warning = logs.level_setting()
+    if warning:
+        return Check("log", False, warning)
+    return Check("log", True, f"日志级别 {level}，服务的日志写到标准错误输出和 {logs.log_file(root)}")
+
+
+def verdict(problems: int) -> str:
+    if problems == 0:
+        return "结论：一切正常。"
+    return f"结论：发现 {problems} 个问题，请按上面标 ✗ 的提示处理。"
+
+
+def render(report: dict[str, Any], checks: list[Check]) -> str:
+    """The human report: a heading, one line per check, the verdict."""
+    lines = [f"cnki-mcp {report['version']} 本地检查（数据目录：{report['data_dir']}）"]
+    lines.extend(("✓ " if check.ok else "✗ ") + check.message for check in checks)
+    lines.append(report["verdict"]["message"])
+    return "\n".join(lines)

@@ -1,0 +1,333 @@
+"""The Chrome process behind the dedicated browser: command line, profile, launch, output and its end.
+
+We start Chrome/Edge/Chromium ourselves with a dedicated profile and ``--remote-debugging-port=0`` and
+read the port Chrome picked from ``DevToolsActivePort``; ``browser.py`` attaches to it. Launching it
+ourselves gives us the process tree (so nothing is left behind), its output (drained, never left in a
+full pipe) and the choice of executable. A browser left on our profile by a server that died is
+ended at the next launch, and an owner file in the profile tells the next server what it may end;
+``reaper.py`` makes every browser this process launched end with it, even on SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import os
+import shlex
+import shutil
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from cnki_mcp.core.clock import poll
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.site import reaper
+
+log = logging.getLogger(__name__)
+
+LAUNCH_TIMEOUT = 20.0  # executable start until DevToolsActivePort is written
+EXIT_WAIT = 5.0  # after Browser.close, time for Chrome to flush the profile and exit
+WINDOW_SIZE = (1280, 900)
+ACCEPT_LANGUAGE = "zh-CN,zh,en"
+
+_OWNER_FILE = "cnki-mcp-owner.json"
+_LOCK_NAMES = ("SingletonLock", "SingletonSocket", "SingletonCookie", "lockfile")
+_PROFILE_IN_USE_EXIT = 21  # Chrome's exit code when another process holds the profile
+_TRUE = {"1", "true", "yes", "on"}
+_PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
+_OUTPUT_LINES = 40
+
+
+# --------------------------------------------------------------------------------------------
+# Command line and profile (synchronous; run in a thread when they scan or kill processes)
+
+
+def env_headless() -> bool:
+    """CNKI_HEADLESS=1 (or true/yes/on) runs the browser without windows."""
+    return os.environ.get("CNKI_HEADLESS", "").strip().lower() in _TRUE
+
+
+def env_browser_args() -> list[str]:
+    """CNKI_BROWSER_ARGS, split like a POSIX shell (quotes group, backslashes escape)."""
+    raw = os.environ.get("CNKI_BROWSER_ARGS", "").strip()
+    if not raw:
+        return []
+    try:
+        return shlex.split(raw)
+    except ValueError as exc:
+        raise CnkiError("INVALID_INPUT", f"CNKI_BROWSER_ARGS 无法解析：{exc}") from exc
+
+
+def _is_root() -> bool:
+    return hasattr(os, "getuid") and os.getuid() == 0
+
+
+def launch_arguments(executable: Path, profile: Path, *, headless: bool, extra: list[str]) -> list[str]:
+    """The full command line: our flags first, the caller's extra flags last so they can override."""
+    args = [
+        str(executable),
+        f"--user-data-dir={profile}",
+        "--remote-debugging-port=0",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--no-startup-window",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-session-crashed-bubble",
+        "--disable-search-engine-choice-screen",
+        "--disable-dev-shm-usage",
+        # Linux desktops would otherwise ask to unlock a keyring when the profile starts.
+        "--password-store=basic",
+        f"--accept-lang={ACCEPT_LANGUAGE}",
+        f"--window-size={WINDOW_SIZE[0]},{WINDOW_SIZE[1]}",
+    ]
+    if headless:
+        args.append("--headless=new")
+    else:
+        args.append("--start-minimized")
+    if _is_root():
+        args.append("--no-sandbox")
+    return args + list(extra)
+
+
+def _same_path(value: str, profile: Path) -> bool:
+    try:
+        return os.path.normcase(os.path.abspath(value)) == os.path.normcase(str(profile))
+    except (OSError, ValueError):
+        return False
+
+
+def _profile_processes(profile: Path) -> list[psutil.Process]:
+    """Main browser processes (not helpers) started with exactly this ``--user-data-dir``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if any(arg.startswith("--type=") for arg in cmdline):
+            continue
+        for arg in cmdline:
+            if arg.startswith("--user-data-dir=") and _same_path(arg.split("=", 1)[1], profile):
+                found.append(proc)
+                break
+    return found
+
+
+def _read_owner(profile: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((profile / _OWNER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _is_leftover(owner: dict[str, Any], pid: int) -> bool:
+    """True when the browser ``pid`` was started by a server that no longer runs it."""
+    if owner.get("browser_pid") != pid:
+        return False
+    server = owner.get("server_pid")
+    if server == os.getpid():
+        return not reaper.is_launched(pid)
+    if not isinstance(server, int):
+        return True
+    try:
+        started = owner.get("server_started")
+        alive = psutil.Process(server).create_time()
+        return isinstance(started, (int, float)) and abs(alive - started) >= 0.5
+    except psutil.Error:
+        return True
+
+
+def clear_stale_profile(profile: Path) -> None:
+    """Make the profile launchable: end browsers a dead server left on it, drop stale locks.
+
+    A browser on our profile whose owning server process (recorded in the owner file) is gone is a
+    leftover of a crashed or killed server and is ended by PID. A browser we did not start, or one a
+    live server still owns, is not touched: that is BROWSER_PROFILE_IN_USE.
+    """
+    markers = [profile / "DevToolsActivePort", *(profile / name for name in _LOCK_NAMES)]
+    if not any(os.path.lexists(m) for m in markers):
+        return
+    owner = _read_owner(profile)
+    for proc in _profile_processes(profile):
+        if not _is_leftover(owner, proc.pid):
+            raise CnkiError(
+                "BROWSER_PROFILE_IN_USE",
+                details={"pid": proc.pid, "profile": str(profile)},
+            )
+        log.warning("ending leftover browser %d on profile %s", proc.pid, profile)
+        try:
+            created = proc.create_time()
+        except psutil.Error:
+            continue
+        reaper.kill_tree(proc.pid, created, 3.0, group=False)
+    for marker in markers:
+        try:
+            if os.path.lexists(marker):
+                marker.unlink()
+        except OSError:
+            pass
+
+
+def _loopback_without_proxy() -> None:
+    """Keep the DevTools connection off any HTTP proxy configured in the environment."""
+    if not any(os.environ.get(k) for k in _PROXY_VARIABLES):
+        return
+    for key in ("no_proxy", "NO_PROXY"):
+        current = [p.strip() for p in os.environ.get(key, "").split(",") if p.strip()]
+        for host in ("127.0.0.1", "localhost"):
+            if host not in current:
+                current.append(host)
+        os.environ[key] = ",".join(current)
+
+
+async def _drain(stream: asyncio.StreamReader, sink: collections.deque[str]) -> None:
+    """Read the browser's output to the end so Chrome never blocks on a full pipe."""
+    pending = b""
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            break
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        if len(pending) > 65536:
+            lines.append(pending)
+            pending = b""
+        for raw in lines:
+            line = raw.decode("utf-8", "replace").rstrip()
+            if line:
+                sink.append(line[:500])
+                log.debug("browser: %s", line[:500])
+
+
+# --------------------------------------------------------------------------------------------
+# One launched process
+
+
+class ChromeProcess:
+    """One launched browser process: its pid, its last output lines and its exit."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, created: float, profile: Path) -> None:
+        self.proc = proc
+        self.created = created
+        self.profile = profile
+        self.output: collections.deque[str] = collections.deque(maxlen=_OUTPUT_LINES)
+        self.exited = False
+        self.on_exit: Callable[[], None] | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        return not self.exited and self.proc.returncode is None
+
+    @classmethod
+    async def launch(cls, executable: Path, profile: Path, *, headless: bool, extra: list[str]) -> ChromeProcess:
+        """Start Chrome on ``profile`` (cleared of leftovers first) and record this server as its owner."""
+        profile.mkdir(parents=True, exist_ok=True, mode=0o700)
+        await asyncio.to_thread(clear_stale_profile, profile)
+        # Tabs of the previous run must not come back; cookies and logins are kept.
+        sessions = profile / "Default" / "Sessions"
+        if sessions.is_dir():
+            await asyncio.to_thread(shutil.rmtree, sessions, True)
+        _loopback_without_proxy()
+        # The tie to this process comes first: from its first instant the browser cannot outlive us.
+        await reaper.prepare()
+        args = launch_arguments(executable, profile, headless=headless, extra=extra)
+        log.info("launching browser: %s", " ".join(shlex.quote(a) for a in args))
+        kwargs = reaper.spawn_options()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *args,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                **kwargs,
+            )
+        except OSError as exc:
+            raise CnkiError(
+                "BROWSER_UNAVAILABLE", f"无法启动浏览器：{exc}", details={"path": str(executable)}
+            ) from exc
+        chrome = cls(proc, reaper.adopt(proc.pid, kwargs), profile)
+        assert proc.stdout is not None
+        chrome._tasks = [
+            asyncio.create_task(_drain(proc.stdout, chrome.output)),
+            asyncio.create_task(chrome._watch_exit()),
+        ]
+        # Written first: if this server dies now, the next one knows the browser is a leftover.
+        owner = {"server_pid": os.getpid(), "server_started": psutil.Process().create_time(), "browser_pid": proc.pid}
+        (profile / _OWNER_FILE).write_text(json.dumps(owner), encoding="utf-8")
+        return chrome
+
+    async def _watch_exit(self) -> None:
+        code = await self.proc.wait()
+        self.exited = True
+        if self.on_exit is not None:
+            self.on_exit()
+        reaper.release(self.proc.pid)
+        log.info("browser process %d exited with code %s", self.proc.pid, code)
+
+    def details(self) -> dict[str, Any]:
+        """What a failure report says of the process: pid, exit code and its last output lines."""
+        return {"pid": self.proc.pid, "exit_code": self.proc.returncode, "output": list(self.output)[-10:]}
+
+    async def devtools_port(self, *, generation: int) -> int:
+        """The DevTools port Chrome picked, once ``DevToolsActivePort`` is completely written."""
+        port_file = self.profile / "DevToolsActivePort"
+
+        async def written_port() -> int | None:
+            if self.proc.returncode is not None:
+                code = self.proc.returncode
+                await asyncio.sleep(0.05)  # let the drain task collect the last words
+                details = {**self.details(), "generation": generation}
+                if code == _PROFILE_IN_USE_EXIT:
+                    raise CnkiError("BROWSER_PROFILE_IN_USE", details=details)
+                raise CnkiError("BROWSER_UNAVAILABLE", f"浏览器启动后立即退出（退出码 {code}）。", details=details)
+            with contextlib.suppress(OSError, ValueError):
+                lines = port_file.read_text(encoding="utf-8").splitlines()
+                if len(lines) >= 2:  # the second line (browser websocket path) marks a complete write
+                    return int(lines[0])
+            return None
+
+        port = await poll(written_port, LAUNCH_TIMEOUT, 0.03)
+        if port:
+            return port
+        raise CnkiError(
+            "BROWSER_UNAVAILABLE",
+            f"浏览器在 {LAUNCH_TIMEOUT:.0f} 秒内没有打开调试端口。",
+            details={**self.details(), "generation": generation},
+        )
+
+    async def stop(self, close: Callable[[], Awaitable[bool]] | None) -> None:
+        """End the process: ``close()`` asks Chrome to close (True when it began to), then the tree is
+        killed whatever is left; the owner file goes when it still names this browser."""
+        if close is not None and await close() and self.proc.returncode is None:
+            try:
+                await asyncio.wait_for(self.proc.wait(), EXIT_WAIT)
+            except TimeoutError:
+                log.warning("browser %d did not exit after Browser.close; killing it", self.proc.pid)
+        await asyncio.to_thread(reaper.kill_tree, self.proc.pid, self.created, 3.0, group=True)
+        reaper.release(self.proc.pid)
+        for task in self._tasks:
+            if not task.done():
+                try:
+                    await asyncio.wait_for(asyncio.shield(task), 1.0)
+                except (TimeoutError, Exception):
+                    task.cancel()
+        if _read_owner(self.profile).get("browser_pid") == self.proc.pid:
+            try:
+                (self.profile / _OWNER_FILE).unlink()
+            except OSError:
+                pass
+
+    def kill_now(self) -> None:
+        """End the process tree at once, blocking (a shutdown that was itself cancelled)."""
+        reaper.kill_tree(self.proc.pid, self.created, 1.0, group=True)
+        reaper.release(self.proc.pid)

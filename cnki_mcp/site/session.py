@@ -1,0 +1,191 @@
+"""Login and session identity (the login and session_status tools).
+
+Identity is read from the KNS page header only: a personal account (``.ecp_header_personalName_loginbg``
+or a logout control) and institution names (``.ecp_header_unitName`` …). Cookies and passwords are
+never read: a person types credentials into the browser window, never into the MCP client.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import SessionState
+from cnki_mcp.pages.page_state import parse_session
+from cnki_mcp.pages.parse import is_site_url
+from cnki_mcp.site.browser import Tab
+from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation
+from cnki_mcp.site.human import span
+from cnki_mcp.site.operation import SiteOperation
+from cnki_mcp.site.site import Site
+
+log = logging.getLogger(__name__)
+
+IDENTITY_TIMEOUT = 12.0
+NEGATIVE_STABLE = 0.75  # a "not logged in" header must stay settled this long
+IDENTITY_POLL = 0.12
+LOGIN_POLL = 1.5
+LOGIN_TAB_TIMEOUT = 2.0
+LOGIN_TIMEOUT = 20 * 60.0
+
+LOGIN_WAIT_MESSAGE = "请在弹出的浏览器窗口完成登录；登录成功后自动继续（机构远程入口完成后调用 operation_control resume）"
+
+
+def session_view(state: SessionState, *, cached: bool = False) -> dict[str, Any]:
+    """The login / session_status answer: the seed's fields, never cookies or account names."""
+    data: dict[str, Any] = {"personal": state.personal, "institution": state.institution}
+    if state.institution == "observed" and state.institution_evidence:
+        data["institution_evidence"] = list(state.institution_evidence)
+    data["permission_scope"] = "unknown"
+    data["evidence_source"] = state.evidence_source
+    if state.observed_at:
+        data["observed_at"] = state.observed_at
+    if cached:
+        data["cached"] = True
+    return data
+
+
+def identified(state: SessionState) -> bool:
+    return state.personal == "authenticated" or state.institution == "observed"
+
+
+def _signature(state: SessionState) -> tuple[str, tuple[str, ...]]:
+    return state.personal, tuple(state.institution_evidence)
+
+
+class Sessions:
+    """The identity last observed in this process, and the login / refresh flows that observe it."""
+
+    def __init__(self, site: Site, remember: Callable[[list[str]], None] | None = None) -> None:
+        """``remember`` is told the names an identity shows (the store keeps them out of reports)."""
+        self.site = site
+        self.last: SessionState | None = None
+        self._remember = remember
+
+    def _observed(self, state: SessionState) -> None:
+        self.last = state
+        names = [*state.institution_evidence, *state.personal_evidence]
+        if names and self._remember is not None:
+            self._remember(names)
+
+    def cached(self) -> dict[str, Any]:
+        """session_status(refresh=false): the last observation, or not_checked."""
+        return session_view(self.last or SessionState(), cached=True)
+
+    async def _open(self, op: SiteOperation, url: str) -> Tab:
+        tab = await self.site.new_tab()
+        try:
+            await self.site.navigate(op, tab, url, BOOTSTRAP_TIMEOUT)
+        except BaseException:
+            await self.site.close_tab(tab)
+            raise
+        return tab
+
+    async def _identity(self, op: SiteOperation, tab: Tab) -> SessionState:
+        """Wait (12 s) for the header: a positive identity at once, a negative one once settled for 750 ms."""
+        settled_since: float | None = None
+
+        def accept(seen: Observation) -> SessionState | None:
+            nonlocal settled_since
+            state = parse_session(seen.html)
+            if identified(state):
+                return state
+            if seen.page.identity_ready and seen.complete and not seen.pending:
+                now = time.monotonic()
+                settled_since = settled_since if settled_since is not None else now
+                if now - settled_since >= NEGATIVE_STABLE:
+                    return state
+            else:
+                settled_since = None
+            return None
+
+        state = await self.site.wait_page(op, tab, accept, IDENTITY_TIMEOUT)
+        self._observed(state)
+        return state
+
+    async def refresh(self, op: SiteOperation) -> dict[str, Any]:
+        """session_status(refresh=true): read the header of the search page in a background tab."""
+        op.stage("checking_identity")
+        tab = await self._open(op, ADVANCED_SEARCH_URL)
+        try:
+            return session_view(await self._identity(op, tab))
+        finally:
+            await self.site.close_tab(tab)
+
+    async def login(self, op: SiteOperation, remote_access_url: str = "", force: bool = False) -> dict[str, Any]:
+        """Open the login entry for a person and wait until an identity shows (or resume, or 20 minutes)."""
+        op.stage("opening_login")
+        tab = await self._open(op, remote_access_url or ADVANCED_SEARCH_URL)
+        try:
+            before: SessionState | None = None
+            if not remote_access_url:
+                before = await self._identity(op, tab)
+                if identified(before) and not force:
+                    return session_view(before)
+            op.stage("waiting_for_login")
+            await self.wait_for_login(op, tab, before if force else None)
+            op.stage("confirming_login")
+            await self.site.navigate(op, tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
+            return session_view(await self._identity(op, tab))
+        finally:
+            await self.site.close_tab(tab)
+
+    async def wait_for_login(self, op: SiteOperation, tab: Tab, before: SessionState | None) -> None:
+        """The person logs in on ``tab`` (or on any CNKI tab it opens); ends once an identity shows, on
+        ``operation_control resume``, or LOGIN_TIMEOUT after 20 minutes."""
+        await self.site.person.attend(
+            op, tab, LOGIN_WAIT_MESSAGE, self._logged_in(tab, before),
+            timeout=LOGIN_TIMEOUT, poll=LOGIN_POLL, expired=_login_expired,
+        )
+
+    def _logged_in(self, tab: Tab, before: SessionState | None) -> Callable[[], Awaitable[bool]]:
+        """Whether any CNKI tab now shows a personal or institution identity (2 s a tab).
+
+        Besides the login tab, a tab counts only when its page was loaded after the wait began: a
+        tab left open from before still shows the header of that time. With ``force`` (``before``
+        given) only an identity different from the one before counts.
+        """
+        fresh = f"performance.timeOrigin >= {time.time() * 1000:.0f}"
+
+        async def check() -> bool:
+            for candidate in await self._login_tabs(tab):
+                try:
+                    seen = await self.site.observe(candidate, fresh, LOGIN_TAB_TIMEOUT)
+                except CnkiError:
+                    if candidate is tab or not self.site.browser_running:
+                        raise
+                    continue  # another tab closed while we looked
+                if seen is None or not _cnki_page(seen.url) or candidate is not tab and not seen.condition:
+                    continue
+                state = parse_session(seen.html)
+                if identified(state) and (before is None or _signature(state) != _signature(before)):
+                    self._observed(state)
+                    return True
+            return False
+
+        return check
+
+    async def _login_tabs(self, tab: Tab) -> list[Tab]:
+        """The login tab first, then every other page of the browser: ours, the ones the login opened
+        (e.g. a www.cnki.net tab after SSO) and the ones a person opened by hand."""
+        others = [t for t in await self.site.page_tabs() if t is not tab]
+        return [t for t in [tab, *others] if not t.closed and not t.crashed]
+
+
+async def _login_expired() -> CnkiError:
+    return CnkiError("LOGIN_TIMEOUT", f"等待登录超过 {span(LOGIN_TIMEOUT)}，已停止等待；登录完成后重新调用 login 即可。")
+
+
+def _cnki_page(url: str) -> bool:
+    """identityAnywhere: any tab on a cnki.net host, whatever its scheme."""
+    if is_site_url(url):
+        return True
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    return host == "cnki.net" or host.endswith(".cnki.net")

@@ -1,0 +1,612 @@
+"""The tool registry: one ``register`` call per tool holds everything about it.
+
+An entry holds the tool's name (``ToolName``), its Chinese description, its hand-written input
+schema (names, types, enums and required fields equal to the reference contract), its argument
+Struct (``core.tool_args``) and validator (``arguments.py``), its annotations and its handler, the ``App``
+method itself (a missing one fails at import).
+Numbers in descriptions come from the constants the validators use, so a default or a range is
+stated once. ``server.py`` lists from ``REGISTRY`` and calls ``dispatch``; adding a tool is one ``register``
+call here and one handler method on ``App``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mcp.types import Tool, ToolAnnotations
+
+from cnki_mcp.app import App, Reply
+from cnki_mcp.core import tool_args
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.tool_args import ToolName
+from cnki_mcp.ops.jobs import CONTINUE_REQUESTS, CONTINUE_SECONDS, KIND_BUDGETS
+from cnki_mcp.references.citations import TEMPLATE_FIELDS
+from cnki_mcp.research.expert import MAX_CHARS as EXPRESSION_MAX_CHARS
+from cnki_mcp.surface import arguments as a
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: ToolName
+    description: str
+    schema: dict[str, Any]
+    arguments: type[tool_args.ToolArgs]
+    validate: a.Validator
+    handler: Handler
+    read_only: bool
+    open_world: bool
+
+    def tool(self) -> Tool:
+        return Tool(
+            name=self.name,
+            description=self.description,
+            input_schema=self.schema,
+            annotations=ToolAnnotations(
+                read_only_hint=self.read_only,
+                destructive_hint=False,
+                idempotent_hint=False,
+                open_world_hint=self.open_world,
+            ),
+        )
+
+
+# A tool's handler: the App method that runs it, given the parsed arguments and the call's context.
+Handler = Callable[[App, Any, Any], Awaitable[Reply]]
+
+REGISTRY: dict[ToolName, ToolSpec] = {}
+
+
+class ToolApp(Protocol):
+    """What dispatching needs of the App (the server's tests serve a stand-in)."""
+
+    async def call(self, handler: Handler, args: Any, ctx: Any, *, needs_config: bool = True) -> Any: ...
+
+
+def register(
+    name: ToolName,
+    description: str,
+    schema: dict[str, Any],
+    arguments: type[tool_args.ToolArgs],
+    validate: Callable[[Any, dict[str, Any]], None],
+    handler: Handler,
+    *,
+    read_only: bool,
+    open_world: bool,
+) -> None:
+    REGISTRY[name] = ToolSpec(name, description, schema, arguments, validate, handler, read_only, open_world)
+
+
+def spec_of(name: str) -> ToolSpec:
+    """The registered tool called ``name``; UNKNOWN_TOOL otherwise."""
+    try:
+        return REGISTRY[ToolName(name)]
+    except ValueError:
+        raise CnkiError("UNKNOWN_TOOL", f"没有名为 {name!r} 的工具。", details={"tool": name}) from None
+
+
+def parse_arguments(name: str, raw: dict[str, Any] | None) -> tool_args.ToolArgs:
+    """The arguments of a call to ``name``, converted, checked and with every default filled."""
+    spec = spec_of(name)
+    return a.parse(spec.arguments, spec.validate, raw)
+
+
+async def dispatch(app: ToolApp, name: str, args: tool_args.ToolArgs, ctx: Any) -> Reply:
+    """Run the tool ``name`` on ``app`` with arguments from ``parse_arguments``. Every tool but diagnostics
+    needs a readable config.json."""
+    spec = spec_of(name)
+    return await app.call(spec.handler, args, ctx, needs_config=spec.name is not ToolName.DIAGNOSTICS)
+
+
+def listed_tools() -> list[Tool]:
+    """``tools/list``: every tool, sorted by name."""
+    return [REGISTRY[name].tool() for name in sorted(REGISTRY)]
+
+
+# --- schema pieces ---------------------------------------------------------------------------------
+
+
+def _string(description: str | None = None, enum: tuple[str, ...] | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    if description:
+        schema["description"] = description
+    if enum:
+        schema["enum"] = list(enum)
+    return schema
+
+
+def _integer(description: str | None = None) -> dict[str, Any]:
+    return {"description": description, "type": "integer"} if description else {"type": "integer"}
+
+
+def _boolean(description: str | None = None) -> dict[str, Any]:
+    return {"description": description, "type": "boolean"} if description else {"type": "boolean"}
+
+
+def _strings(description: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"items": {"type": "string"}, "type": ["null", "array"]}
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    schema: dict[str, Any] = {"additionalProperties": False, "type": "object"}
+    if properties:
+        schema["properties"] = dict(sorted(properties.items()))
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def _range(maximum: int, default: int, unit: str = "") -> str:
+    return f"1–{maximum}{unit}，默认 {default}{unit}"
+
+
+_CANDIDATES_DEFAULT, _CANDIDATES_MAX = tool_args.OPTION_RANGES["candidate_target"]
+_PAGES_DEFAULT, _PAGES_MAX = tool_args.OPTION_RANGES["max_pages"]
+_REQUESTS_DEFAULT, _REQUESTS_MAX = tool_args.OPTION_RANGES["max_requests"]
+_SECONDS_DEFAULT, _SECONDS_MAX = tool_args.OPTION_RANGES["timeout_seconds"]
+
+_POLICY = _string("遇到验证码等人工验证时：ask（默认）弹出窗口等你处理；skip 跳过该资源", tool_args.POLICIES)
+_YEAR_FROM = _integer("起始发表年份（含）；0 或省略表示不限")
+_YEAR_TO = _integer("截止发表年份（含）；0 或省略表示不限")
+_SCOPE = _string(
+    "search_id 取哪一部分：selected（默认，筛选结果）、eligible（相关文献）、candidates（全部候选）", tool_args.SCOPES
+)
+_LIMIT = f"1–{tool_args.LIMIT_MAX}，默认 {tool_args.LIMIT_DEFAULT}"
+
+_OPTION_PROPERTIES: dict[str, Any] = {
+    "candidate_target": _integer(
+        f"候选文献数量目标，1–{_CANDIDATES_MAX}；{ToolName.SEARCH} 默认 {_CANDIDATES_DEFAULT}，"
+        f"{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认等于 limit"
+    ),
+    "expand": _integer(
+        f"引文扩展：0–{tool_args.EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
+        "作为 citation 通道的候选一起排序，被多篇筛选结果引用的文献得到加分；请求计入 max_requests"
+    ),
+    "freshness": _string(
+        "prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索", tool_args.FRESHNESS
+    ),
+    "max_pages": _integer(f"每个检索通道最多翻几页，{_range(_PAGES_MAX, _PAGES_DEFAULT)}"),
+    "max_requests": _integer(f"本次任务最多发出的请求数，{_range(_REQUESTS_MAX, _REQUESTS_DEFAULT)}"),
+    "metadata": _string(
+        f"读取详情页的范围：ranked（{ToolName.SEARCH} 默认，按初步排序选一部分）、all（全部）、"
+        f"basic（只用列表信息，{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认）",
+        tool_args.METADATA,
+    ),
+    "on_verification": _POLICY,
+    "sort": _string("知网列表排序：relevance、date_desc（发表时间）、cited_desc（被引）、downloaded_desc（下载）", tool_args.SORTS),
+    "timeout_seconds": _integer(
+        f"任务运行时间上限（秒），{_range(_SECONDS_MAX, _SECONDS_DEFAULT)}；等待你人工处理的时间不计入"
+    ),
+}
+_SEARCH_OPTIONS = _object(_OPTION_PROPERTIES)
+# The structured and expert searches keep CNKI's own results: no citation expansion.
+_NATIVE_OPTIONS = _object({name: value for name, value in _OPTION_PROPERTIES.items() if name != "expand"})
+
+# What the structured and expert searches share beside their expressions.
+_NATIVE_PROPERTIES = {
+    "limit": _integer(f"返回条数，{_LIMIT}；未设置 options.candidate_target 时也决定抓取多少条"),
+    "options": _NATIVE_OPTIONS,
+    "sort": _string("relevance（默认）、date_desc、cited_desc、downloaded_desc", tool_args.SORTS),
+    "year_from": _YEAR_FROM,
+    "year_to": _YEAR_TO,
+}
+
+# --- the tools ---------------------------------------------------------------------------------------
+
+register(
+    ToolName.CHECK_REFERENCES,
+    "核对参考文献列表：逐条拆分、识别（GB/T 7714 顺序编码制或著者-出版年制、APA、MLA、Chicago、Vancouver 或随手写的条目，"
+    "中英文混排均可），按题名到知网查找，逐项比对年份、页码、作者、题名、来源、卷、期、DOI。每条给出 verified（一致）、"
+    "differs（有出入，列出 differences）、not_found（知网没有，这不证明是编造的）、ambiguous（多篇同名，列出 candidates）、"
+    "unparsed（无法识别）之一，并给出按知网记录重写的 corrected 条目；summary.total 是读出的条目数，summary.lines 是"
+    "它们所在的行数。用户要检查论文、AI 草稿或手抄的参考文献时使用。"
+    f"一次最多 {a.CHECK_ENTRIES_MAX} 条。",
+    _object(
+        {
+            "on_verification": _POLICY,
+            "references": _strings(f"参考文献条目列表，每条一个字符串（与 text 二选一），最多 {a.CHECK_ENTRIES_MAX} 条"),
+            "style": _string(
+                f"corrected 条目使用的格式：{'、'.join(a.CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）",
+                a.CHECK_STYLES,
+            ),
+            "text": _string(
+                f"粘贴的参考文献列表（与 references 二选一）：带 [1]、1.、1、、（1）编号或不带编号（可混用），一行一条或空行分隔，"
+                "折行的条目自动接回，不成条目的行单独列为 unparsed；"
+                f"最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {a.CHECK_ENTRIES_MAX} 条"
+            ),
+        }
+    ),
+    tool_args.CheckReferencesArgs,
+    a.validate_check_references,
+    handler=App.check_references,
+    read_only=True,
+    open_world=True,
+)
+
+register(
+    ToolName.DIAGNOSTICS,
+    "本地自检：版本、运行环境、数据目录、限速设置，数据已加载时还有数据量、浏览器状态和当前任务。"
+    "不启动浏览器，也不访问知网；安装后或排查问题时先调用它。"
+    f"site_check=true 时改为现场检查：按固定路线访问知网（至多 {KIND_BUDGETS['site_check'][0]} 次请求，不下载任何文件），"
+    "逐项报告检索页、结果列表、详情页、期刊页、阅读入口和登录状态是否仍如预期，作为后台任务运行。",
+    _object({"site_check": _boolean("现场检查知网页面结构（后台任务，与 cnki-mcp doctor --site 相同）")}),
+    tool_args.DiagnosticsArgs,
+    a.no_rules,
+    handler=App.diagnostics,
+    read_only=True,
+    open_world=False,
+)
+
+register(
+    ToolName.DOWNLOAD_PAPER,
+    "把一篇论文的 PDF 或 CAJ 文件下载到数据目录 downloads/ 下，并校验文件。只在用户明确要文件时使用；"
+    f"只想了解内容请用 {ToolName.READ_ONLINE_HTML}。点击前先登记，结果不明确的点击不会自动重放，确需再点时传 retry=true。",
+    _object(
+        {
+            "filename": _string("保存的文件名，扩展名须与格式一致；省略时用“题名_编号前 8 位”"),
+            "format": _string("auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj", tool_args.DOWNLOAD_FORMATS),
+            "on_verification": _POLICY,
+            "record_ref": _string("论文的 record_ref（与 title 二选一）"),
+            "retry": _boolean("上次下载结果不明确（SIDE_EFFECT_UNCERTAIN）时，确认允许再点击一次"),
+            "subdirectory": _string("保存到 downloads/ 下的这个子目录"),
+            "title": _string("论文的完整题名（与 record_ref 二选一）"),
+            "wait_seconds": _integer(
+                f"点击后等待文件下载完成的秒数，{_range(tool_args.DOWNLOAD_WAIT_MAX, tool_args.DOWNLOAD_WAIT_DEFAULT)}；人工验证的时间不计入"
+            ),
+        }
+    ),
+    tool_args.DownloadPaperArgs,
+    a.validate_download_paper,
+    handler=App.download_paper,
+    read_only=False,
+    open_world=True,
+)
+
+register(
+    ToolName.EXPERT_SEARCH,
+    "知网专业检索：直接使用知网的专业检索表达式，如 SU=('数字经济'+'数字化转型') AND AU='张三' NOT TI='综述'。"
+    "表达式先在本地检查，有误时返回 INVALID_EXPRESSION（details.position 为出错的第几个字符），不访问知网；"
+    "混用 OR 与 AND/NOT 而没有括号时按知网帮助从左到右组合并给出提示。"
+    f"年份、排序、结果形式、翻页与 {ToolName.STRUCTURED_SEARCH} 相同，结果保持知网原有顺序；"
+    "expert_expression 是实际发给知网的规范写法。用户给出或从知网帮助复制了检索式时使用。",
+    _object(
+        {
+            "expression": _string(
+                f"专业检索表达式，最多 {EXPRESSION_MAX_CHARS} 字。字段 SU 主题、TKA 篇关摘、KY 关键词、TI 篇名、FT 全文、AU 作者、"
+                "FI 第一作者、RP 通讯作者、AF 作者单位、FU 基金、AB 摘要、CO 小标题、RF 参考文献、CLC 分类号、LY 文献来源、"
+                "DOI、SN ISSN、CN 统一刊号、YE 年、CF 被引频次等；匹配 =（精确）、%（模糊）、%=（相关）；"
+                "同一字段内 *（与）、+（或）、-（非）；条件之间 AND、OR、NOT；检索词用单引号或双引号括起；"
+                "YE、CF 可用 >、<、>=、<= 和 BETWEEN ('2020','2024')。年份范围最好用 year_from、year_to"
+            ),
+            **_NATIVE_PROPERTIES,
+        },
+        required=("expression",),
+    ),
+    tool_args.ExpertSearchArgs,
+    a.validate_native_search,
+    handler=App.expert_search,
+    read_only=True,
+    open_world=True,
+)
+
+register(
+    ToolName.EXPORT_CITATIONS,
+    "把文献导出为参考文献或题录数据：GB/T 7714（gbt7714 为 2015 顺序编码制，gbt7714_2025 为 2025 顺序编码制，"
+    "gbt7714_author_date 为著者-出版年制）、APA、MLA、Chicago、Vancouver、BibTeX、RIS、EndNote、CSL-JSON、"
+    f"JSON、CSV、Markdown 或自定义模板，共 {len(a.CITATION_FORMATS)} 种格式；缺少作者、来源、年份的文献会列出。"
+    "用户要参考文献列表或导入文献管理软件时使用；给 filename 时保存到 exports/ 目录。",
+    _object(
+        {
+            "filename": _string("保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖"),
+            "format": _string(f"{'、'.join(a.CITATION_FORMATS)}；默认 gbt7714", a.CITATION_FORMATS),
+            "offset": _integer(
+                f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {tool_args.EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
+            ),
+            "record_refs": _strings(f"要导出的 record_ref 列表，最多 {tool_args.EXPORT_MAX} 个"),
+            "references_of": _string(
+                f"导出这篇文献（record_ref）的参考文献表：先用 {ToolName.RELATED_PAPERS} 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
+            ),
+            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates"),
+            "search_id": _string(f"导出某次检索的结果（每次最多 {tool_args.EXPORT_MAX} 篇）"),
+            "template": _string(
+                f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
+            ),
+            "titles": _strings(f"完整题名列表，会访问知网定位并读取详情，最多 {tool_args.BATCH_MAX} 个"),
+        }
+    ),
+    tool_args.ExportCitationsArgs,
+    a.validate_export_citations,
+    handler=App.export_citations,
+    read_only=False,
+    open_world=True,
+)
+
+register(
+    ToolName.GET_METADATA,
+    "批量取得完整题录：作者、单位、来源、卷期页、DOI、摘要、关键词、基金、中图分类号；quality=true 时附带期刊收录（CSSCI、"
+    "北大核心等）与影响因子。检索后需要摘要、判断来源或核对书目信息时使用。"
+    f"用 record_refs、完整题名或 search_id 指定文献，一次最多 {tool_args.BATCH_MAX} 篇。",
+    _object(
+        {
+            "fields": _strings("只返回这些字段，如 abstract、keywords、doi、clc_codes、quality；record_ref 和 title 总会返回"),
+            "limit": _integer(f"配合 search_id：最多取几篇，{_LIMIT}"),
+            "local_only": _boolean("只用本地已有的数据，不访问知网"),
+            "offset": _integer("配合 search_id：从第几篇开始，默认 0"),
+            "quality": _boolean("同时读取来源期刊的收录情况与影响因子"),
+            "record_refs": _strings("record_ref 列表"),
+            "refresh": _boolean("忽略 30 天内读取过的详情，重新读取"),
+            "scope": _SCOPE,
+            "search_id": _string("取某次检索的结果"),
+            "titles": _strings("完整题名列表，先查本地，本地没有的到知网按篇名精确查找"),
+        }
+    ),
+    tool_args.GetMetadataArgs,
+    a.validate_get_metadata,
+    handler=App.get_metadata,
+    read_only=True,
+    open_world=True,
+)
+
+register(
+    ToolName.LINK_REFERENCES,
+    "把文本里的《完整论文题名》改写为指向知网的 Markdown 链接；支持嵌套书名号，已有的链接和代码不改动。"
+    "用户给出草稿、综述需要补链接时使用。默认只用本地记录，lookup_missing=true 时才到知网查找。",
+    _object(
+        {
+            "lookup_missing": _boolean("本地没有记录的题名到知网按篇名精确查找"),
+            "text": _string(
+                f"含《完整论文题名》的文本，最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {a.REFERENCES_MAX} 个题名"
+            ),
+        },
+        required=("text",),
+    ),
+    tool_args.LinkReferencesArgs,
+    a.validate_link_references,
+    handler=App.link_references,
+    read_only=True,
+    open_world=True,
+)
+
+register(
+    ToolName.LOGIN,
+    "在专用浏览器窗口中打开知网登录页，由用户本人完成个人或机构登录（也支持 CARSI、WebVPN 等机构远程入口）；"
+    "账号密码只在浏览器中输入，不经过 MCP。用户要求登录，或任务提示需要登录时使用。",
+    _object(
+        {
+            "force": _boolean("已经识别到登录身份时也打开登录窗口，例如切换账号"),
+            "remote_access_url": _string("机构远程访问入口（https，不含账号信息）；省略时使用知网的登录入口"),
+        }
+    ),
+    tool_args.LoginArgs,
+    a.validate_login,
+    handler=App.login,
+    read_only=False,
+    open_world=True,
+)
+
+register(
+    ToolName.OPERATION_CONTROL,
+    "管理后台任务：cancel 取消；continue 让预算用完、失败或中断的检索接着跑（可追加预算，已取得的内容不重复请求）；"
+    "resume 告诉任务人工步骤已完成；show 把等待人工处理的窗口重新放到前台；recover 在 BROWSER_UNAVAILABLE 后重启浏览器连接。",
+    _object(
+        {
+            "action": _string(
+                "cancel 取消；continue 继续检索；resume 人工步骤已完成；show 重新显示人工窗口；recover 重启浏览器", tool_args.ACTIONS
+            ),
+            "additional_requests": _integer(
+                f"continue 时追加的请求数，最多 {_REQUESTS_MAX}；省略且预算已用完时自动追加 {CONTINUE_REQUESTS}"
+            ),
+            "additional_seconds": _integer(
+                f"continue 时追加的秒数，最多 {_SECONDS_MAX}；省略且时间已用完时自动追加 {CONTINUE_SECONDS}"
+            ),
+            "operation_id": _string("任务编号；省略时作用于唯一在运行的任务（有多个时须指定）"),
+        },
+        required=("action",),
+    ),
+    tool_args.OperationControlArgs,
+    a.validate_operation_control,
+    handler=App.operation_control,
+    read_only=False,
+    open_world=True,
+)
+
+register(
+    ToolName.OPERATION_STATUS,
+    f"查看后台任务的进度与结果。其他工具返回 operation_id 且状态为 running 时，用 wait_seconds={tool_args.STATUS_WAIT_MAX} 继续等待；"
+    "任务完成或需要用户在浏览器中操作时会提前返回。",
+    _object(
+        {
+            "operation_id": _string("任务编号；省略时返回唯一在运行的任务（有多个时须指定），没有任务时返回 idle"),
+            "wait_seconds": _integer(
+                f"最多等待的秒数，0–{tool_args.STATUS_WAIT_MAX}（超出按边界处理）；完成或需要人工操作时提前返回"
+            ),
+        }
+    ),
+    tool_args.OperationStatusArgs,
+    a.validate_operation_status,
+    handler=App.operation_status,
+    read_only=True,
+    open_world=False,
+)
+
+register(
+    ToolName.READ_ONLINE_HTML,
+    "读取论文的 HTML 全文，可按章节（section）或按字符分页（offset、max_characters）。需要核对论文的具体论证、"
+    "方法或数据时使用。全文在本地缓存 30 分钟，翻页和切换章节不再访问知网；试读或不完整的正文缓存 10 分钟，只供翻页和切换章节。"
+    "trial=true 表示只有试读内容，complete_article=true 表示已确认是完整全文。"
+    "source=download 读本地已下载的 PDF（章节取自书签或编号标题，去掉页眉页脚和页码），结果形式相同，coverage 给出页码。",
+    _object(
+        {
+            "max_characters": _integer(
+                f"本次最多返回的字符数，{_range(tool_args.READ_CHARACTERS_MAX, tool_args.READ_CHARACTERS_DEFAULT)}"
+            ),
+            "offset": _integer("从第几个字符开始，用于翻页（取上次返回的 next_offset）"),
+            "on_verification": _POLICY,
+            "record_ref": _string("论文的 record_ref（与 title 二选一）"),
+            "section": _string("只读这一章节（取返回的 sections 中的标题）"),
+            "source": _string(
+                f"online（默认，知网在线阅读）；download（读已用 {ToolName.DOWNLOAD_PAPER} 下载的 PDF 或内含 PDF 的 CAJ，"
+                "不访问知网）；auto（有可读的下载文件时读文件，没有或读不出文字时在线阅读）",
+                tool_args.READ_SOURCES,
+            ),
+            "title": _string("论文的完整题名（与 record_ref 二选一）"),
+        }
+    ),
+    tool_args.ReadOnlineHtmlArgs,
+    a.validate_read_online_html,
+    handler=App.read_online_html,
+    read_only=True,
+    open_world=True,
+)
+
+register(
+    ToolName.RELATED_PAPERS,
+    "一篇论文的参考文献（references，默认）、引证文献（citing，引用它的论文）或相似文献（similar），按知网的顺序分页返回。"
+    "从关键论文出发扩展文献综述时使用。返回的论文都存入本地并带 record_ref，可直接用于 get_metadata、download_paper、"
+    "export_citations；知网没有链接到记录的参考文献（图书、外文等）以引文文本给出，record_ref 为 null。"
+    "读过的列表保存在本地（参考文献 30 天，引证与相似文献 7 天），再次调用和翻页不重复访问知网。",
+    _object(
+        {
+            "cursor": _string("翻页：传入上一页结果中的 next_cursor（其余参数可省略）"),
+            "limit": _integer(f"每页条数，{_LIMIT}"),
+            "on_verification": _POLICY,
+            "record_ref": _string("论文的 record_ref（与 title 二选一）"),
+            "refresh": _boolean("忽略本地保存的列表，重新从知网读取"),
+            "relation": _string("references（默认，参考文献）、citing（引证文献）、similar（相似文献）", tool_args.RELATIONS),
+            "title": _string("论文的完整题名（与 record_ref 二选一）"),
+            "wait_seconds": _integer(
+                f"本次调用最多等待的秒数，1–{tool_args.STATUS_WAIT_MAX}，默认 {tool_args.RELATED_WAIT_DEFAULT}；未完成时返回 operation_id，"
+                f"用 {ToolName.OPERATION_STATUS} 继续等待"
+            ),
+        }
+    ),
+    tool_args.RelatedPapersArgs,
+    a.validate_related_papers,
+    handler=App.related_papers,
+    read_only=True,
+    open_world=True,
+)
+
+register(
+    ToolName.SAVE_TO_ZOTERO,
+    "把文献存入 Zotero 桌面版（通过它在本机的连接器，与 Zotero 浏览器插件的方式相同，不经过系统代理）："
+    "题名、作者（中文姓名不拆分）、日期、来源、卷期页、DOI、摘要、关键词（作为标签）、语言、网址、中图分类号（在 extra 中），"
+    "期刊论文、学位论文（学校与博士/硕士）、会议论文、报纸文章各用对应的条目类型；attach=true（默认）时把已用 "
+    f"{ToolName.DOWNLOAD_PAPER} 下载的 PDF/CAJ 作为附件一并存入（不会自行下载）。同一分类中已存过的文献不重复保存；"
+    f"一条失败不影响其他条目，结果逐条给出状态。需要先打开 Zotero。一次最多 {tool_args.ZOTERO_MAX} 篇。",
+    _object(
+        {
+            "attach": _boolean("附上已下载的 PDF/CAJ 文件（默认 true）；没有下载过的文献只存题录"),
+            "collection": _string(
+                "存入的 Zotero 分类：唯一的分类名，或从文库根开始的路径（如 法学/2024）；省略时存入 Zotero 当前选中的分类"
+            ),
+            "record_refs": _strings(f"要保存的 record_ref 列表，最多 {tool_args.ZOTERO_MAX} 个"),
+            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", tool_args.SCOPES),
+            "search_id": _string(f"保存某次检索的结果（最多 {tool_args.ZOTERO_MAX} 篇）"),
+            "tags": _strings(f"给这些条目加上的标签，每个 1–{tool_args.TAG_CHARS} 字，不含英文逗号"),
+        }
+    ),
+    tool_args.SaveToZoteroArgs,
+    a.validate_save_to_zotero,
+    handler=App.save_to_zotero,
+    read_only=False,
+    open_world=True,  # Zotero is outside the server: its library changes
+)
+
+register(
+    ToolName.SEARCH,
+    "研究检索：只需给出研究问题。自动规划检索概念，在主题、篇名、关键词三个字段并发检索，去重后读取详情与期刊信息，"
+    "再按相关文献的共同关键词补充检索，最后按相关性和来源质量排序筛选。适合开放的主题调研与综述准备；"
+    f"有明确的字段、作者、来源或排序要求时改用 {ToolName.STRUCTURED_SEARCH}。limit 只决定返回条数，不影响检索范围。",
+    _object(
+        {
+            "concept_groups": {
+                "description": (
+                    f"自己指定必要概念：组与组之间为 AND，组内同义词为 OR；最多 {a.PLAN_GROUPS_MAX} 组，"
+                    f"每组 1–{a.PLAN_TERMS_MAX} 个词，每词不超过 {a.PLAN_TERM_CHARS} 字"
+                ),
+                "items": _strings(),
+                "type": ["null", "array"],
+            },
+            "limit": _integer(f"返回多少条筛选结果，{_LIMIT}；不影响检索与筛选本身"),
+            "mode": _string("precise 不做补充检索；balanced（默认）；broad 目前与 balanced 相同", tool_args.MODES),
+            "options": _SEARCH_OPTIONS,
+            "query": _string(f"研究问题或检索词，1–{tool_args.QUERY_MAX} 字"),
+            "year_from": _YEAR_FROM,
+            "year_to": _YEAR_TO,
+        },
+        required=("query",),
+    ),
+    tool_args.SearchArgs,
+    a.validate_search,
+    handler=App.search,
+    read_only=True,
+    open_world=True,
+)
+
+register(
+    ToolName.SEARCH_RESULTS,
+    "按 search_id 分页读取已保存的检索结果，不访问知网。可切换范围（selected 筛选结果、eligible 相关文献、"
+    "candidates 全部候选）和详细程度（titles、compact 含摘要与评分、records 完整题录）。",
+    _object(
+        {
+            "limit": _integer(f"每页条数，{_LIMIT}"),
+            "offset": _integer("从第几条开始，默认 0；取上次返回的 next_offset 翻页"),
+            "scope": _string("selected（默认）、eligible、candidates", tool_args.SCOPES),
+            "search_id": _string(f"{ToolName.SEARCH} 或 {ToolName.STRUCTURED_SEARCH} 返回的 search_id"),
+            "view": _string("titles（默认）、compact（加作者、年份、来源、摘要、评分）、records（完整题录与评分明细）", tool_args.VIEWS),
+        },
+        required=("search_id",),
+    ),
+    tool_args.SearchResultsArgs,
+    a.validate_search_results,
+    handler=App.search_results,
+    read_only=True,
+    open_world=False,
+)
+
+register(
+    ToolName.SESSION_STATUS,
+    "查看已识别到的个人或机构登录状态。默认返回最近一次的识别结果，不访问知网；refresh=true 时在后台页面重新识别。"
+    "显示机构名称不代表该机构订购了全部资源。",
+    _object({"refresh": _boolean()}),
+    tool_args.SessionStatusArgs,
+    a.no_rules,
+    handler=App.session_status,
+    read_only=True,
+    open_world=True,
+)
+
+register(
+    ToolName.STRUCTURED_SEARCH,
+    "知网高级检索：用字段条件和 and/or/not 精确组合（主题、篇名、关键词、摘要、作者、第一作者、通讯作者、单位、来源、"
+    "DOI、基金、全文、参考文献、分类号、小标题、篇关摘），可限定年份，按相关度、发表时间、被引或下载排序。"
+    "条件明确时使用，例如某作者某年以后篇名含某词的论文；结果保持知网原有顺序。"
+    f"结果中的 expert_expression 是同一检索的知网专业检索式（不含年份），可粘贴到知网或交给 {ToolName.EXPERT_SEARCH}。",
+    _object(
+        {
+            "expression": {
+                "additionalProperties": True,
+                "description": (
+                    "条件树。单个条件 {field, value, match}：field 取 subject、title、keywords、abstract、"
+                    "title_keywords_abstract、fulltext、authors、first_author、corresponding_author、institutions、"
+                    "source、doi、funds、references、classification、subtitle；match 为 phrase（默认，模糊）或 exact。"
+                    "组合 {op: and|or|not, items: [...]}，and/or 需 2–12 项，not 恰好 1 项。"
+                    '例：{"op":"and","items":[{"field":"title","value":"违约金"},{"field":"authors","value":"王利明"}]}'
+                ),
+                "type": "object",
+            },
+            **_NATIVE_PROPERTIES,
+        },
+        required=("expression",),
+    ),
+    tool_args.StructuredSearchArgs,
+    a.validate_native_search,
+    handler=App.structured_search,
+    read_only=True,
+    open_world=True,
+)
