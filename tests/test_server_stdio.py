@@ -64,7 +64,7 @@ async def test_default_sdk_handshake(tmp_path: Path) -> None:
     async with McpSession.serving(serve_params(tmp_path), read_timeout=20) as mcp:
         tools = (await mcp.client.list_tools()).tools
         diagnostics = await mcp.call("diagnostics", {})
-    assert len(tools) == 17
+    assert len(tools) == 18
     assert diagnostics["version"] == __version__
     assert diagnostics["data_dir"] == str(tmp_path)
     assert not (tmp_path / "browser").exists()
@@ -161,7 +161,7 @@ async def test_protocol_probe_passes_against_the_real_server() -> None:
     # The argv as a client configuration holds it (already ending with "serve"); the failing probe
     # below covers the form without it.
     report = await server.protocol_probe(list(SERVE), timeout=30)
-    assert report == {"passed": True, "transport": "stdio", "tools": 17, "version": __version__, "browser_started": False}
+    assert report == {"passed": True, "transport": "stdio", "tools": 18, "version": __version__, "browser_started": False}
 
 
 async def test_protocol_probe_reports_a_child_that_is_not_a_server() -> None:

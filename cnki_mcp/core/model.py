@@ -612,11 +612,11 @@ class BatchItem(msgspec.Struct, omit_defaults=True, kw_only=True):
     record_ref: str
     title: str = ""
     status: str
-    path: str = ""
-    format: str = ""
+    path: str = ""  # the file, for downloaded and already_downloaded
+    format: str = ""  # pdf | caj: the entry ordered
     sha256: str = ""
     bytes: int = 0
-    code: str = ""
+    code: str = ""  # why not downloaded (DOWNLOAD_REFUSED, SIDE_EFFECT_UNCERTAIN …)
     message: str = ""
 
 

@@ -161,15 +161,15 @@ class DownloadPaperArgs(ToolArgs):
 
 
 class DownloadPapersArgs(ToolArgs):
-    record_refs: list[str] = []
+    record_refs: list[str] = []  # or search_id with scope, offset and limit
     search_id: str = ""
     scope: str = "selected"
     offset: int = 0
     limit: int = PAPERS_LIMIT_DEFAULT
-    format: str = "auto"
+    format: str = "auto"  # as download_paper: auto | pdf | caj
     subdirectory: str = ""
-    interval_seconds: int = INTERVAL_DEFAULT
-    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT
+    interval_seconds: int = INTERVAL_DEFAULT  # the least time between two clicks, jittered
+    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT  # each paper's transfer wait
     on_verification: str = "ask"
 
 

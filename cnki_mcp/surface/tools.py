@@ -289,13 +289,13 @@ register(
             "limit": _integer(f"配合 search_id：下载多少篇，1–{tool_args.PAPERS_MAX}，默认 {tool_args.PAPERS_LIMIT_DEFAULT}"),
             "offset": _integer("配合 search_id：从第几条开始，默认 0"),
             "on_verification": _POLICY,
-            "record_refs": _strings(f"要下载的 record_ref 列表（与 search_id 二选一），最多 {tool_args.PAPERS_MAX} 个"),
-            "scope": _SCOPE,
-            "search_id": _string("下载某次检索的结果（与 record_refs 二选一）"),
-            "subdirectory": _string("保存到 downloads/ 下的这个子目录"),
             "wait_seconds": _integer(
                 f"每篇点击后等待文件下载完成的秒数，{_range(tool_args.DOWNLOAD_WAIT_MAX, tool_args.DOWNLOAD_WAIT_DEFAULT)}；人工验证的时间不计入"
             ),
+            "record_refs": _strings(f"要下载的 record_ref 列表（与 search_id 二选一），最多 {tool_args.PAPERS_MAX} 个"),
+            "search_id": _string("下载某次检索的结果（与 record_refs 二选一）"),
+            "subdirectory": _string("保存到 downloads/ 下的这个子目录"),
+            "scope": _SCOPE,
         }
     ),
     tool_args.DownloadPapersArgs,
