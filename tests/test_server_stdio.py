@@ -24,6 +24,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("check_references", {"references": ["a"], "style": "ris"}, "INVALID_FORMAT"),
     ("diagnostics", {"verbose": True}, "INVALID_INPUT"),
     ("download_paper", {"record_ref": "rec_1", "title": "再论违约金调整"}, "INVALID_INPUT"),
+    ("download_papers", {"record_refs": ["rec_1"], "interval_seconds": 1}, "INVALID_INTERVAL"),
     ("download_paper", {"record_ref": "rec_1", "wait_seconds": 901}, "INVALID_WAIT"),
     ("download_paper", {"record_ref": "rec_1", "format": "docx"}, "INVALID_FORMAT"),
     ("expert_search", {"expression": "TI='违约金' AND"}, "INVALID_EXPRESSION"),
@@ -141,7 +142,7 @@ async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
                 if message.get("id") in (2, 3):
                     answers[message["id"]] = message
             listed = answers[2]["result"]["tools"]
-            assert len(listed) == 17
+            assert len(listed) == 18
             assert all(set(t["annotations"]) == {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} for t in listed)
             call = answers[3]["result"]
             assert call["isError"] is True
