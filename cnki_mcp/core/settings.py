@@ -72,6 +72,15 @@ def verification_wait_seconds() -> int:
     return env_positive_int("CNKI_VERIFICATION_WAIT_SECONDS", 20 * 60)
 
 
+def daily_download_limit(configured: int) -> int:
+    """CNKI_DAILY_DOWNLOAD_LIMIT, else config.json's ``daily_download_limit``: successful downloads per local
+    day before a batch stops; 0 = no cap. Here 0 is a value, not "unset": only a non-negative integer counts."""
+    raw = env_text("CNKI_DAILY_DOWNLOAD_LIMIT")
+    if raw.isdigit():
+        return int(raw)
+    return max(configured, 0)
+
+
 def data_root() -> Path:
     """The data directory: config.json, research.json, the browser profile, downloads, exports.
 

@@ -20,7 +20,9 @@ from mcp.types import Tool, ToolAnnotations
 from cnki_mcp.app import App, Reply
 from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import DAILY_DOWNLOAD_LIMIT_DEFAULT
 from cnki_mcp.core.tool_args import ToolName
+from cnki_mcp.documents.batch import RIGHTS_STREAK
 from cnki_mcp.ops.jobs import CONTINUE_REQUESTS, CONTINUE_SECONDS, KIND_BUDGETS
 from cnki_mcp.references.citations import TEMPLATE_FIELDS
 from cnki_mcp.research.expert import MAX_CHARS as EXPRESSION_MAX_CHARS
@@ -262,6 +264,43 @@ register(
     tool_args.DownloadPaperArgs,
     a.validate_download_paper,
     handler=App.download_paper,
+    read_only=False,
+    open_world=True,
+)
+
+register(
+    ToolName.DOWNLOAD_PAPERS,
+    f"批量下载一组论文的 PDF/CAJ（后台任务，与 {ToolName.SEARCH} 一样先等待一段时间再返回 operation_id，用 "
+    f"{ToolName.OPERATION_STATUS} 跟进）：record_refs，或某次检索 search_id 的 scope 中从 offset 起的 limit 篇"
+    f"（默认 {tool_args.PAPERS_LIMIT_DEFAULT} 篇，一次最多 {tool_args.PAPERS_MAX} 篇）。每篇走 {ToolName.DOWNLOAD_PAPER} 的同一流程，"
+    f"轮到它时才打开详情页；两次下载点击之间至少间隔 interval_seconds（默认 {tool_args.INTERVAL_DEFAULT} 秒，上下浮动 "
+    f"{round(tool_args.INTERVAL_JITTER * 100)}%）。已下载过的论文不再点击；服务中断后用 {ToolName.OPERATION_CONTROL} 的 continue "
+    "接着下载，已点击的论文先检查文件，不会重复点击；cancel 在当前这篇结束后停止。遇到验证码时整批暂停等你处理。"
+    f"连续 {RIGHTS_STREAK} 篇因没有全文权限被拒绝时停止（DOWNLOAD_RIGHTS_MISSING）；当天成功下载达到每日上限（默认 {DAILY_DOWNLOAD_LIMIT_DEFAULT} 篇，"
+    "config.json 的 daily_download_limit 或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT，0 表示不限）时停止（DAILY_LIMIT_REACHED）。"
+    f"结果逐篇给出状态、文件路径和 SHA-256，remaining 是没有轮到的论文。下载完可用 {ToolName.SAVE_TO_ZOTERO} 传同一个 search_id 连同附件存入 Zotero。",
+    _object(
+        {
+            "format": _string("auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj", tool_args.DOWNLOAD_FORMATS),
+            "interval_seconds": _integer(
+                f"两次下载点击之间至少间隔的秒数，{tool_args.INTERVAL_MIN}–{tool_args.INTERVAL_MAX}，默认 {tool_args.INTERVAL_DEFAULT}；"
+                f"每次在 ±{round(tool_args.INTERVAL_JITTER * 100)}% 内随机浮动"
+            ),
+            "limit": _integer(f"配合 search_id：下载多少篇，1–{tool_args.PAPERS_MAX}，默认 {tool_args.PAPERS_LIMIT_DEFAULT}"),
+            "offset": _integer("配合 search_id：从第几条开始，默认 0"),
+            "on_verification": _POLICY,
+            "wait_seconds": _integer(
+                f"每篇点击后等待文件下载完成的秒数，{_range(tool_args.DOWNLOAD_WAIT_MAX, tool_args.DOWNLOAD_WAIT_DEFAULT)}；人工验证的时间不计入"
+            ),
+            "record_refs": _strings(f"要下载的 record_ref 列表（与 search_id 二选一），最多 {tool_args.PAPERS_MAX} 个"),
+            "search_id": _string("下载某次检索的结果（与 record_refs 二选一）"),
+            "subdirectory": _string("保存到 downloads/ 下的这个子目录"),
+            "scope": _SCOPE,
+        }
+    ),
+    tool_args.DownloadPapersArgs,
+    a.validate_download_papers,
+    handler=App.download_papers,
     read_only=False,
     open_world=True,
 )
