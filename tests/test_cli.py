@@ -15,23 +15,37 @@ from cnki_mcp import __version__
 from tests.harness import serve_params
 
 
-def run(*args: str, data_dir: Path, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+# What decides the doctor's ⚠ lines and the CLI's language: each test sets the ones it means.
+_MACHINE = ("DISPLAY", "WAYLAND_DISPLAY", "SSH_CONNECTION", "SSH_TTY", "CNKI_HEADLESS", "CNKI_LANG", "LC_ALL",
+            "LC_MESSAGES", "LANG", "CNKI_REQUEST_INTERVAL_MS", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "KIMI_CODE_HOME",
+            "DSH_HOME", "XDG_CONFIG_HOME", "CNKI_BROWSER_PATH")
+
+
+def run(*args: str, data_dir: Path, timeout: float = 60, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {key: value for key, value in os.environ.items() if key not in _MACHINE}
+    base["HOME"] = str(data_dir.parent / "home")  # no real client config leaks in
+    base["LANG"] = "zh_CN.UTF-8"
     return subprocess.run(
-        [sys.executable, "-m", "cnki_mcp", *args],
-        capture_output=True, text=True, env=dict(os.environ, CNKI_DATA_DIR=str(data_dir), **env), timeout=timeout,
+        [sys.executable, "-m", "cnki_mcp", *args], input=stdin,
+        capture_output=True, text=True, env={**base, "CNKI_DATA_DIR": str(data_dir), **env}, timeout=timeout,
     )
 
 
-def test_version(isolated_data_dir: Path) -> None:
-    done = run("version", data_dir=isolated_data_dir)
-    assert done.returncode == 0 and done.stdout == f"{__version__}\n"
+def set_up(data_dir: Path, home: Path) -> None:
+    """What setup leaves behind: config.json with the browser, and Claude Code's entry pointing here."""
+    from cnki_mcp.setup import clients
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "config.json").write_text(json.dumps({"browser_path": sys.executable}), "utf-8")
+    home.mkdir(parents=True, exist_ok=True)
+    document = {"numStartups": 1, "mcpServers": {"cnki": clients.entry("claude-code", data_dir), "other": {"command": "x"}}}
+    (home / ".claude.json").write_text(json.dumps(document), "utf-8")
 
 
-@pytest.mark.parametrize("flag", ["--version", "-V"])
-def test_version_flag_is_one_line(flag: str, isolated_data_dir: Path) -> None:
-    done = run(flag, data_dir=isolated_data_dir)
-    assert done.returncode == 0
-    assert done.stdout == f"cnki-mcp {__version__}\n"
+@pytest.mark.parametrize("spelling", ["version", "--version", "-V"])
+def test_version_and_the_flag_print_the_same_line(spelling: str, isolated_data_dir: Path) -> None:
+    done = run(spelling, data_dir=isolated_data_dir)
+    assert (done.returncode, done.stdout) == (0, f"{__version__}\n")
 
 
 def test_schema_is_the_served_tool_list(isolated_data_dir: Path) -> None:
@@ -43,26 +57,66 @@ def test_schema_is_the_served_tool_list(isolated_data_dir: Path) -> None:
     assert all(t["inputSchema"]["type"] == "object" for t in tools)
 
 
-def test_doctor_json_reports_without_locking_or_starting_anything(isolated_data_dir: Path) -> None:
-    done = run("doctor", "--json", data_dir=isolated_data_dir, CNKI_BROWSER_PATH=sys.executable)
+def test_doctor_json_reports_without_locking_or_starting_anything(isolated_data_dir: Path, tmp_path: Path) -> None:
+    set_up(isolated_data_dir, tmp_path / "home")
+    done = run("doctor", "--json", data_dir=isolated_data_dir, HOME=str(tmp_path / "home"), DISPLAY=":0")
     report = json.loads(done.stdout)
     assert done.returncode == 0, done.stdout
     assert report["version"] == __version__
     assert report["data_dir"] == str(isolated_data_dir)
-    assert report["browser_executable"] == {"found": True, "path": sys.executable, "source": "CNKI_BROWSER_PATH"}
-    assert report["clients"] == []
-    assert [check["name"] for check in report["checks"]] == ["config", "browser", "clients", "log"]
-    assert report["verdict"] == {"ok": True, "problems": 0, "message": "结论：一切正常。"}
+    assert report["browser_executable"] == {"found": True, "path": sys.executable, "source": "config.json"}
+    assert [(c["client"], c["status"]) for c in report["clients"]] == [("claude-code", "current")]
+    assert [check["name"] for check in report["checks"]] == ["config", "browser", "display", "clients", "log"]
+    assert report["verdict"] == {"ok": True, "problems": 0, "warnings": 0, "message": "结论：一切正常。"}
     assert not (isolated_data_dir / "cnki.lock").exists()
     assert not (isolated_data_dir / "browser").exists()
 
 
-def test_doctor_prints_a_line_per_check_and_a_verdict(isolated_data_dir: Path) -> None:
-    done = run("doctor", data_dir=isolated_data_dir, CNKI_BROWSER_PATH=sys.executable)
+def test_doctor_prints_a_line_per_check_and_a_verdict(isolated_data_dir: Path, tmp_path: Path) -> None:
+    set_up(isolated_data_dir, tmp_path / "home")
+    done = run("doctor", data_dir=isolated_data_dir, HOME=str(tmp_path / "home"), WAYLAND_DISPLAY="wayland-0")
     lines = done.stdout.splitlines()
     assert lines[0] == f"cnki-mcp {__version__} 本地检查（数据目录：{isolated_data_dir}）"
-    assert [line[:2] for line in lines[1:-1]] == ["✓ ", "✓ ", "✓ ", "✓ "]
+    assert [line[:2] for line in lines[1:-1]] == ["✓ ", "✓ ", "✓ ", "✓ ", "✓ "]
     assert lines[-1] == "结论：一切正常。"
+
+
+def test_doctor_on_a_fresh_machine_without_a_screen_warns_at_each_step(isolated_data_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    done = run("doctor", data_dir=isolated_data_dir, CNKI_BROWSER_PATH=sys.executable, CNKI_REQUEST_INTERVAL_MS="fast",
+               SSH_CONNECTION="10.0.0.2 5000 10.0.0.1 22")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout
+    assert lines[1] == (f"⚠ 这个数据目录还没有设置过（没有 {isolated_data_dir / 'config.json'}）：请运行 cnki-mcp setup，"
+                        "它会选择并检查浏览器、接入客户端。")
+    assert lines[3].startswith("⚠ 这是一个 SSH 会话，没有图形界面：登录和验证码需要的浏览器窗口打不开。")
+    assert "CNKI_HEADLESS=1" in lines[3] and "cnki-mcp serve --http" in lines[3]
+    assert lines[4].startswith("⚠ 还没有客户端接入：") and "cnki-mcp setup --client <客户端> --install-client" in lines[4]
+    assert lines[6] == ("⚠ 环境变量 CNKI_REQUEST_INTERVAL_MS='fast' 不是正整数，已改用默认值 500；"
+                        "请在客户端配置的 env 中改正或删除它。")
+    assert lines[-1] == "结论：可以运行，但有 4 处需要注意，请按上面标 ⚠ 的提示处理。"
+
+
+def test_doctor_names_a_configured_browser_that_is_gone_in_chinese_only(isolated_data_dir: Path, tmp_path: Path) -> None:
+    set_up(isolated_data_dir, tmp_path / "home")
+    gone = tmp_path / "removed" / "chrome"
+    (isolated_data_dir / "config.json").write_text(json.dumps({"browser_path": str(gone)}), "utf-8")
+    done = run("doctor", "--json", data_dir=isolated_data_dir, HOME=str(tmp_path / "home"), DISPLAY=":0",
+               PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    report = json.loads(done.stdout)
+    (browser,) = [check for check in report["checks"] if check["name"] == "browser"]
+    assert done.stderr == ""
+    assert browser["warning"] is True
+    assert browser["message"].startswith(f"浏览器：config.json 里的 {gone} 已不存在，现在改用自动找到的 ")
+    assert report["verdict"]["warnings"] == 1 and report["verdict"]["message"] != "结论：一切正常。"
+
+
+def test_doctor_with_headless_and_no_screen_says_what_headless_cannot_do(isolated_data_dir: Path, tmp_path: Path) -> None:
+    set_up(isolated_data_dir, tmp_path / "home")
+    done = run("doctor", "--json", data_dir=isolated_data_dir, HOME=str(tmp_path / "home"), CNKI_HEADLESS="1")
+    (display,) = [check for check in json.loads(done.stdout)["checks"] if check["name"] == "display"]
+    assert display == {"name": "display", "ok": True, "warning": True, "message":
+                       "没有图形界面，CNKI_HEADLESS=1：浏览器以无界面方式运行，可以检索和读取，但遇到登录或验证码时无法处理"}
 
 
 def test_doctor_report_writes_one_zip_without_locking_or_starting_anything(isolated_data_dir: Path) -> None:
@@ -96,7 +150,7 @@ def test_corrupt_config_is_a_failed_check_not_a_crash(isolated_data_dir: Path) -
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert f"✗ config.json 有问题：配置文件 {path} 无法解析" in done.stdout
-    assert done.stdout.splitlines()[-1] == "结论：发现 1 个问题，请按上面标 ✗ 的提示处理。"
+    assert done.stdout.splitlines()[-1].startswith("结论：发现 1 个问题，请按上面标 ✗ 的提示处理")
 
 
 def test_corrupt_config_in_the_json_report(isolated_data_dir: Path) -> None:

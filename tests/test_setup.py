@@ -71,13 +71,24 @@ def read_config(root: Path) -> dict:
 # --- help and config ---------------------------------------------------------------------------------
 
 
-def test_help_lists_every_client_in_registry_order() -> None:
+def test_help_lists_every_client_in_registry_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "linux")
     lines = setup.help_text().splitlines()
-    assert "setup" in lines[0] and "config <客户端>" in lines[0] and "doctor [--protocol]" in lines[0]
-    assert lines[1] == "" and "--browser" in lines[2] and "--install-client" in lines[2]
-    client_lines = lines[5:]
+    assert lines[:8] == [
+        "用法：",
+        "  cnki-mcp serve [--http [--host <地址>] [--port <端口>]]",
+        "  cnki-mcp setup [--browser <浏览器路径>] [--client <客户端>] [--install-client] [--http [--host <地址>] [--port <端口>]]",
+        "  cnki-mcp config [<客户端>] [--http [--host <地址>] [--port <端口>]] [--link] [--rotate-token]",
+        "  cnki-mcp doctor [--protocol] [--json] [--site] [--report]",
+        "  cnki-mcp uninstall [--data] [--yes]",
+        "  cnki-mcp schema | version | --version | help | <命令> --help",
+        "",
+    ]
+    assert lines[8] == "可选客户端："
+    client_lines = lines[9:]
     assert [line.split()[0] for line in client_lines] == [c.id for c in clients.CLIENTS]
-    assert client_lines[0] == "  claude-desktop   Claude Desktop"
+    assert client_lines[0] == "  claude-desktop   Claude Desktop（这台电脑的系统上没有）"
+    assert client_lines[1] == "  claude-code      Claude Code"
     assert client_lines[-1] == "  generic          其他 stdio 客户端（通用 JSON）"
 
 
@@ -188,12 +199,14 @@ def test_browser_problems(home: Path, tmp_path: Path, monkeypatch: pytest.Monkey
 
 @posix_only
 def test_interactive_defaults_and_write(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
-    result = run(["--skip-check"], stdin="\n4\n\n")
+    result = run(["--skip-check"], stdin="\n3\n\n")
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "  1. " + str(home.parent / "bin" / "chromium") in out
-    assert " 4. Cursor" in out and "27. 其他 stdio 客户端（通用 JSON）" in out
-    assert "14. Qoder IDE" in out and "一键导入链接" in out
+    # Claude Desktop has no Linux build: the Linux menu has the other 26.
+    assert " 1. Claude Code" in out and "Claude Desktop" not in out
+    assert " 3. Cursor" in out and "26. 其他 stdio 客户端（通用 JSON）" in out
+    assert "13. Qoder IDE" in out and "一键导入链接" in out
     assert f"写入 {home / '.cursor' / 'mcp.json'} 并备份原文件？[Y/n]" in out
     assert json.loads((home / ".cursor" / "mcp.json").read_text("utf-8"))["mcpServers"]["cnki"]["type"] == "stdio"
 
@@ -223,7 +236,7 @@ def test_interactive_retries_bad_answers(
 
 @posix_only
 def test_interactive_link_client_asks_before_opening(home: Path, checked: list[Path], opened: list[str]) -> None:
-    result = run(["--skip-check"], stdin="1\n21\nn\n")
+    result = run(["--skip-check"], stdin="1\n20\nn\n")
     assert result.exit_code == 0, result.output
     assert "cherrystudio://mcp/install?servers=" in result.stdout and "现在打开这个链接吗？" in result.stdout
     assert opened == []
@@ -390,7 +403,7 @@ def test_setup_without_install_client_writes_nothing_and_says_so(
 def test_answering_no_writes_nothing_and_says_so(
     home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]]
 ) -> None:
-    result = run([], stdin="\n4\nn\n")
+    result = run([], stdin="\n3\nn\n")
     assert result.exit_code == 0, result.output
     assert not (home / ".cursor" / "mcp.json").exists()
     assert "安装检查通过" not in result.stdout
@@ -495,7 +508,7 @@ def test_claude_code_is_added_with_its_own_command(
     assert args[:5] == ["mcp", "add-json", "--scope", "user", "cnki"]
     assert json.loads(args[5]) == clients.entry("claude-code", isolated_data_dir)
     assert written["mcpServers"]["cnki"] == clients.entry("claude-code", isolated_data_dir)
-    assert "（通过 claude mcp add-json --scope）" in result.stdout
+    assert "（通过 claude mcp add-json --scope user）" in result.stdout
     assert len(list(home.glob(".claude.json.cnki-backup-*"))) == 1
 
 
@@ -542,7 +555,7 @@ def test_codex_is_added_with_its_own_command_then_completed(
     ]
     assert written["env"] == {"CNKI_DATA_DIR": str(isolated_data_dir)}
     assert written["tool_timeout_sec"] == 900
-    assert "（通过 codex mcp add --env）" in result.stdout
+    assert "（通过 codex mcp add）" in result.stdout
 
 
 # --- disabled entries and installed clients ------------------------------------------------------------

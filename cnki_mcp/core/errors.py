@@ -200,6 +200,8 @@ CATALOGUE: dict[str, Code] = {
     "CLIENT_IMPORT_REQUIRED": Code("这个客户端不能自动写入配置，请使用导入链接或粘贴配置。"),
     "CLIENT_CONFIG_INVALID": Code("客户端配置文件无法解析，未做改动。"),
     "CLIENT_NOT_INITIALIZED": Code("客户端的配置目录还不存在，请先打开一次该客户端。"),
+    "CLIENT_UNAVAILABLE": Code("这个客户端在这台电脑的系统上没有；请在装有它的电脑上运行 cnki-mcp setup，或选择其他客户端。"),
+    "CLIENT_LINK_UNSUPPORTED": Code("这个客户端没有一键安装链接；请用 cnki-mcp config <客户端> 输出配置片段。"),
     "CLIENT_REQUIRED": Code("--install-client 需要同时用 --client 指定要接入的客户端（见 cnki-mcp help）。"),
     "CLIENT_CONFIG_AMBIGUOUS": Code("这个客户端有多个安装，各有自己的配置文件；请不带参数运行 cnki-mcp setup 并选择其一。"),
     "CONFIG_SYMLINK": Code("客户端配置文件是符号链接，为安全起见未做改动。"),
