@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -188,3 +189,140 @@ async def test_serve_with_an_unknown_log_level_starts(isolated_data_dir: Path) -
     async with Client(serve_params(isolated_data_dir, CNKI_LOG_LEVEL="verbose"), read_timeout_seconds=30) as client:
         report = await client.call_tool("diagnostics", {})
     assert report.structured_content["version"] == __version__
+
+
+# --- the command line's own words: Chinese, English when asked --------------------------------------
+
+# click's English vocabulary: none of it may reach a Chinese user.
+_CLICK_ENGLISH = re.compile(r"Usage|Options|Commands|Show this message|default|Error|Try |No such|Did you mean|ARGS|COMMAND|OPTIONS|TEXT|INTEGER")
+
+
+@pytest.mark.parametrize("command", [(), ("serve",), ("setup",), ("config",), ("doctor",), ("uninstall",)])
+def test_help_prints_no_english_under_a_chinese_locale(command: tuple[str, ...], isolated_data_dir: Path) -> None:
+    done = run(*command, "--help", data_dir=isolated_data_dir)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"用法：cnki-mcp {' '.join(command)}".rstrip() + " [选项]")
+    assert "选项：" in done.stdout and "-h, --help" in done.stdout and "显示本帮助并退出。" in done.stdout
+    assert _CLICK_ENGLISH.findall(done.stdout) == []
+
+
+def test_top_help_lists_the_commands_under_a_chinese_heading(isolated_data_dir: Path) -> None:
+    done = run("--help", data_dir=isolated_data_dir)
+    commands = done.stdout.split("命令：\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in commands] == ["config", "doctor", "help", "schema", "serve", "setup", "uninstall", "version"]
+
+
+def test_a_typo_command_gets_a_chinese_message_with_the_nearest_command(isolated_data_dir: Path) -> None:
+    done = run("serch", data_dir=isolated_data_dir)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "用法：cnki-mcp [选项] [命令] [参数]...",
+        "运行 cnki-mcp -h 查看帮助。",
+        "错误：没有 serch 这个命令。是不是 serve？全部命令：config、doctor、help、schema、serve、setup、uninstall、version。",
+    ]
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("serve", "--bogus"), "错误：没有 --bogus 这个选项。是不是 --host？"),
+    (("serve", "--port", "x"), "错误：--port 的值无效：x 不是整数。"),
+    (("serve", "--port", "70000"), "错误：--port 的值无效：70000 不在范围 0<=x<=65535 内。"),
+    (("setup", "--client"), "错误：选项 --client 需要一个值。"),
+])
+def test_usage_errors_are_chinese(args: tuple[str, ...], said: str, isolated_data_dir: Path) -> None:
+    done = run(*args, data_dir=isolated_data_dir)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == said
+    assert _CLICK_ENGLISH.findall(done.stderr) == []
+
+
+@pytest.mark.parametrize("env", [{"LANG": "en_US.UTF-8"}, {"LC_ALL": "en_GB.UTF-8"}, {"CNKI_LANG": "en"}])
+def test_an_english_locale_or_cnki_lang_gets_english(env: dict[str, str], isolated_data_dir: Path) -> None:
+    typo = run("serch", data_dir=isolated_data_dir, **env)
+    helped = run("serve", "--help", data_dir=isolated_data_dir, **env)
+    assert typo.stderr.splitlines() == [
+        "Usage: cnki-mcp [OPTIONS] [COMMAND] [ARGS]...",
+        "Try 'cnki-mcp -h' for help.",
+        "Error: No such command 'serch'. Did you mean 'serve'? Commands: config, doctor, help, schema, serve, setup, uninstall, version.",
+    ]
+    assert helped.stdout.startswith("Usage: cnki-mcp serve [OPTIONS]\n")
+    assert "Options:" in helped.stdout and "Show this message and exit." in helped.stdout
+    assert "[default: 127.0.0.1]" in helped.stdout
+    assert re.findall(r"[\u4e00-\u9fff]", helped.stdout) == []
+
+
+def test_cnki_lang_zh_wins_over_an_english_locale(isolated_data_dir: Path) -> None:
+    done = run("serch", data_dir=isolated_data_dir, LANG="en_US.UTF-8", CNKI_LANG="zh")
+    assert done.stderr.splitlines()[-1].startswith("错误：没有 serch 这个命令。")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
+def test_bare_command_on_a_terminal_says_what_it_is_instead_of_waiting(isolated_data_dir: Path) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        env = {key: value for key, value in os.environ.items() if key not in _MACHINE}
+        done = subprocess.run([sys.executable, "-m", "cnki_mcp"], stdin=follower, stdout=follower, stderr=subprocess.PIPE,
+                              env={**env, "CNKI_DATA_DIR": str(isolated_data_dir), "LANG": "zh_CN.UTF-8"}, timeout=30)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    lines = done.stderr.decode("utf-8").splitlines()
+    assert done.returncode == 0
+    assert lines[0] == "cnki-mcp 是一个 MCP 服务，由 AI 客户端（Claude Code、Cursor 等）启动，不在终端里直接使用。"
+    assert lines[1] == "  接入客户端：cnki-mcp setup（逐步询问）"
+    assert not (isolated_data_dir / "cnki.lock").exists()
+
+
+# --- uninstall -------------------------------------------------------------------------------------
+
+
+def test_uninstall_lists_then_does_nothing_without_a_yes(isolated_data_dir: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    set_up(isolated_data_dir, home)
+    before = (home / ".claude.json").read_bytes()
+    done = run("uninstall", data_dir=isolated_data_dir, stdin="\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:3] == [
+        "cnki-mcp uninstall 将要删除：",
+        f"  - Claude Code：{home / '.claude.json'}（删除 mcpServers.cnki 条目）",
+        f"  数据目录 {isolated_data_dir} 保留（加 --data 才删除）。",
+    ]
+    assert "已取消，没有改动任何文件。" in done.stdout
+    assert (home / ".claude.json").read_bytes() == before
+
+
+def test_uninstall_removes_only_our_entry_with_a_backup_and_keeps_the_data(isolated_data_dir: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    set_up(isolated_data_dir, home)
+    before = (home / ".claude.json").read_bytes()
+    done = run("uninstall", data_dir=isolated_data_dir, stdin="y\n")
+    (backup,) = home.glob(".claude.json.cnki-backup-*")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((home / ".claude.json").read_text("utf-8")) == {"numStartups": 1, "mcpServers": {"other": {"command": "x"}}}
+    assert backup.read_bytes() == before
+    assert f"已从 {home / '.claude.json'} 删除 cnki 条目（原文件备份为 {backup}）" in done.stdout
+    assert (isolated_data_dir / "config.json").is_file()
+    assert "pipx uninstall cnki-browser-mcp" in done.stdout.splitlines()[-1]
+
+
+def test_uninstall_with_data_deletes_the_data_directory_too(isolated_data_dir: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    set_up(isolated_data_dir, home)
+    done = run("uninstall", "--data", "--yes", data_dir=isolated_data_dir)
+    assert done.returncode == 0, done.stderr
+    assert f"  - 数据目录 {isolated_data_dir}（登录状态、下载的文件、检索记录）" in done.stdout
+    assert f"已删除数据目录 {isolated_data_dir}" in done.stdout
+    assert not isolated_data_dir.exists()
+    assert "cnki" not in json.loads((home / ".claude.json").read_text("utf-8"))["mcpServers"]
+
+
+def test_uninstall_names_what_it_cannot_remove_safely(isolated_data_dir: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    set_up(isolated_data_dir, home)
+    text = (home / ".claude.json").read_text("utf-8")
+    (home / ".claude.json").write_text("// mine\n" + text, "utf-8")
+    done = run("uninstall", data_dir=isolated_data_dir)
+    assert done.stdout.splitlines()[1] == f"  ! Claude Code：{home / '.claude.json'}（文件含注释，请手动删除其中的 cnki 条目）"
+    assert "没有可以自动删除的内容。" in done.stdout
+    assert (home / ".claude.json").read_text("utf-8").startswith("// mine\n")
