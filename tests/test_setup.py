@@ -611,3 +611,145 @@ def test_several_installs_of_a_client_are_chosen_from(
     assert f"  2. {second}" in result.stdout
     assert not first.exists()
     assert json.loads(second.read_text("utf-8"))["mcpServers"]["cnki"]["type"] == "stdio"
+
+
+# --- issue 30: the machine setup runs on, HTTP entries, install links --------------------------------
+
+
+@posix_only
+def test_setup_without_a_screen_says_so_before_and_after(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "SSH_CONNECTION", "SSH_TTY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    result = run(["--client", "generic"])
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0, result.output
+    assert lines[1].startswith("⚠ 这台电脑当前没有图形界面（没有 DISPLAY 或 WAYLAND_DISPLAY）：登录和验证码需要的浏览器窗口打不开。")
+    assert "CNKI_HEADLESS=1" in lines[1] and "cnki-mcp serve --http" in lines[1]
+    assert lines[-2] == "⚠ 这台电脑没有图形界面：第一次检索前请按上面 ⚠ 的提示处理（有桌面的会话、CNKI_HEADLESS=1 或 serve --http）。"
+
+
+@posix_only
+def test_setup_with_a_screen_has_no_warning(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DISPLAY", ":0")
+    result = run(["--client", "generic"])
+    assert result.exit_code == 0, result.output
+    assert "⚠" not in result.stdout
+
+
+def test_claude_desktop_is_refused_on_linux_before_anything_starts(
+    home: Path, isolated_data_dir: Path, checked: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "platform", "linux")
+    result = run(["--client", "claude-desktop", "--install-client"])
+    assert result.exit_code == 1
+    assert result.stderr == ("CLIENT_UNAVAILABLE: Claude Desktop 只有 macOS、Windows 版，这台电脑上没有；"
+                             "请在装有它的电脑上运行 cnki-mcp setup，或选择其他客户端。\n")
+    assert checked == [] and not isolated_data_dir.exists()
+
+
+def test_config_for_claude_desktop_on_linux_never_says_paste_to_nowhere(
+    isolated_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "platform", "linux")
+    result = CliRunner().invoke(setup.config_command, ["claude-desktop"])
+    assert result.exit_code == 0
+    assert "粘贴到：。" not in result.stderr
+    assert result.stderr == ("这段配置属于 Claude Desktop：Claude Desktop 只有 macOS、Windows 版，这台电脑上没有；"
+                             "请在装有它的电脑上运行 cnki-mcp setup，或选择其他客户端。\n")
+
+
+@posix_only
+def test_config_http_points_to_the_command_that_writes_it(home: Path, isolated_data_dir: Path) -> None:
+    result = CliRunner().invoke(setup.config_command, ["cursor", "--http", "--host", "10.0.0.5", "--port", "9000"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["mcpServers"]["cnki"]["url"] == "http://10.0.0.5:9000/mcp"
+    assert result.stderr == (
+        "这段连接 HTTP 服务（cnki-mcp serve --http）的配置属于 Cursor：合并到 "
+        f"{home / '.cursor' / 'mcp.json'}（或运行 cnki-mcp setup --client cursor --http --host 10.0.0.5 --port 9000 自动写入）。\n"
+    )
+    assert "stdio" not in result.stderr
+
+
+@posix_only
+def test_setup_http_writes_the_http_entry_over_the_stdio_one_and_keeps_the_rest(home: Path, isolated_data_dir: Path) -> None:
+    from cnki_mcp.serving.endpoint import token
+
+    target = home / ".cursor" / "mcp.json"
+    target.parent.mkdir()
+    stdio = clients.entry("cursor", isolated_data_dir)
+    target.write_text(json.dumps({"mcpServers": {"cnki": stdio, "other": {"command": "x"}}, "theme": "dark"}), "utf-8")
+    result = run(["--client", "cursor", "--http", "--port", "9001"])
+    written = json.loads(target.read_text("utf-8"))
+    (backup,) = target.parent.glob("mcp.json.cnki-backup-*")
+    assert result.exit_code == 0, result.output
+    assert written == {
+        "mcpServers": {
+            "cnki": {"headers": {"Authorization": f"Bearer {token(isolated_data_dir)}"}, "type": "http",
+                     "url": "http://127.0.0.1:9001/mcp"},
+            "other": {"command": "x"},
+        },
+        "theme": "dark",
+    }
+    assert json.loads(backup.read_text("utf-8"))["mcpServers"]["cnki"] == stdio
+    assert result.stdout.splitlines()[0] == f"已写入 Cursor 连接 http://127.0.0.1:9001/mcp 的配置：{target}"
+    again = run(["--client", "cursor", "--http", "--port", "9001"])
+    assert again.stdout.splitlines()[0] == f"Cursor 的 HTTP 配置已是最新，未改动：{target}"
+
+
+def test_setup_http_needs_a_client(isolated_data_dir: Path) -> None:
+    result = run(["--http"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("CLIENT_REQUIRED: --http 需要同时用 --client 指定要接入的客户端")
+
+
+@posix_only
+def test_setup_http_for_a_yaml_client_says_how_instead(home: Path, isolated_data_dir: Path) -> None:
+    (home / ".dsh" / "profiles" / "desktop").mkdir(parents=True)
+    result = run(["--client", "dsh-desktop", "--http"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("CLIENT_HTTP_UNSUPPORTED: setup 不会为 DeepSeek Harness 桌面版 写入 HTTP 配置；")
+
+
+@pytest.mark.parametrize(("client_id", "prefix"), [
+    ("cursor", "cursor://anysphere.cursor-deeplink/mcp/install?name=cnki&config="),
+    ("vscode", "vscode:mcp/install?"),
+    ("trae", "trae://trae.ai-ide/mcp-import?"),
+])
+def test_config_link_prints_the_install_link(client_id: str, prefix: str, isolated_data_dir: Path) -> None:
+    result = CliRunner().invoke(setup.config_command, [client_id, "--link"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == clients.client_install_link(client_id, isolated_data_dir) + "\n"
+    assert result.stdout.startswith(prefix)
+
+
+def test_cursor_and_vscode_links_carry_the_stdio_entry(isolated_data_dir: Path) -> None:
+    import base64
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    cursor = parse_qs(urlsplit(clients.client_install_link("cursor", isolated_data_dir)).query)
+    vscode = unquote(clients.client_install_link("vscode", isolated_data_dir).split("?", 1)[1])
+    assert cursor["name"] == ["cnki"]
+    assert json.loads(base64.b64decode(cursor["config"][0])) == clients.entry("cursor", isolated_data_dir)
+    assert json.loads(vscode) == {"name": "cnki", **clients.entry("vscode", isolated_data_dir)}
+
+
+def test_config_link_for_a_client_without_one_says_what_to_do(isolated_data_dir: Path) -> None:
+    result = CliRunner().invoke(setup.config_command, ["lobehub", "--link"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("CLIENT_LINK_UNSUPPORTED: LobeHub / LobeChat 没有一键安装链接；请用 cnki-mcp config lobehub 输出配置片段")
+
+
+@posix_only
+def test_gemini_gets_its_folder_trust_step(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]]
+) -> None:
+    result = run(["--client", "gemini", "--install-client"])
+    assert result.exit_code == 0, result.output
+    assert "还差一步：Gemini CLI 只在受信任的文件夹里连接 MCP 服务：在要使用的文件夹里启动 gemini，询问时选择信任" in result.stdout
+    snippet = CliRunner().invoke(setup.config_command, ["gemini"])
+    assert "另外：Gemini CLI 只在受信任的文件夹里连接 MCP 服务" in snippet.stderr
