@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +14,6 @@ from mcp import Client
 
 from cnki_mcp import __version__
 from tests.harness import serve_params
-
 
 # What decides the doctor's ⚠ lines and the CLI's language: each test sets the ones it means.
 _MACHINE = ("DISPLAY", "WAYLAND_DISPLAY", "SSH_CONNECTION", "SSH_TTY", "CNKI_HEADLESS", "CNKI_LANG", "LC_ALL",

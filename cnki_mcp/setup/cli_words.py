@@ -56,7 +56,7 @@ class Context(click.Context):
 class _Words:
     """What Command and Group share: our formatter, our help option, our defaults and metavars."""
 
-    context_class = Context
+    context_class: type[click.Context] = Context
 
     def get_help_option(self, ctx: click.Context) -> click.Option | None:
         option = super().get_help_option(ctx)  # type: ignore[misc]
@@ -149,20 +149,19 @@ def _value_error(text: str) -> str:
 def error_text(message: str) -> str:
     if language() == "en":
         return message
-    for pattern, say in _ERRORS:
+    for pattern, words in _ERRORS:
         found = pattern.match(message)
         if found:
-            return say(found)
+            return words(found)
     return message
 
 
 def show_usage_error(error: click.UsageError) -> NoReturn:
     """click's error screen in our words: the usage line, how to get help, what was wrong."""
     context = error.ctx
-    out = click.get_text_stream("stderr")
     if context is not None:
-        click.echo(context.get_usage().replace("Usage: ", say("用法：", "Usage: "), 1), file=out)
+        click.echo(context.get_usage().replace("Usage: ", say("用法：", "Usage: "), 1), err=True)
         help_hint = f"{context.command_path} {context.help_option_names[0]}"
-        click.echo(say(f"运行 {help_hint} 查看帮助。", f"Try '{help_hint}' for help."), file=out)
-    click.echo(say("错误：", "Error: ") + error_text(error.format_message()), file=out)
+        click.echo(say(f"运行 {help_hint} 查看帮助。", f"Try '{help_hint}' for help."), err=True)
+    click.echo(say("错误：", "Error: ") + error_text(error.format_message()), err=True)
     sys.exit(error.exit_code)
