@@ -132,3 +132,46 @@ def test_the_powershell_bootstrap_parses() -> None:
              f"'{script}', [ref]$null, [ref]$e) | Out-Null; if ($e) {{ $e; exit 1 }}")
     done = subprocess.run(["pwsh", "-NoProfile", "-Command", check], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- what the READMEs tell a newcomer ------------------------------------------------------------------
+
+
+def _fenced_blocks(text: str) -> list[list[str]]:
+    blocks, current = [], None
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if current is None:
+                current = []
+            else:
+                blocks.append(current)
+                current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+@pytest.mark.parametrize(("readme", "heading"), [("README.md", "## 两条命令"), ("README.en.md", "## Two commands")])
+def test_the_readme_starts_from_a_clone_and_keeps_two_commands(readme: str, heading: str) -> None:
+    text = (REPO / readme).read_text("utf-8")
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    clone, commands = _fenced_blocks(section)[:2]
+    assert clone == ["git clone https://github.com/cnki-mcp/cnki-mcp.git && cd cnki-mcp"]
+    assert [line for line in commands if line and not line.startswith("#")] == [
+        "bash scripts/bootstrap.sh && .venv/bin/cnki-mcp setup",
+        "bash scripts/test.sh",
+    ]
+    assert "scripts\\bootstrap.ps1" in section
+    for script in ("scripts/bootstrap.sh", "scripts/test.sh", "scripts/bootstrap.ps1"):
+        assert (REPO / script).is_file()
+
+
+@pytest.mark.parametrize(("readme", "releases", "pypi"), [
+    ("README.md", "还没有发布过版本时发行页是空的", "第一个版本发布之前 PyPI 上还没有 `cnki-browser-mcp`"),
+    ("README.en.md", "Until a version has been tagged the releases page is empty", "Before the\n> first release `cnki-browser-mcp` is not on PyPI"),
+])
+def test_the_readme_says_when_releases_and_pypi_exist(readme: str, releases: str, pypi: str) -> None:
+    text = (REPO / readme).read_text("utf-8")
+    assert releases in text and pypi in text
+    for link in ("docs/faq.md", "docs/clients.zh.md"):
+        assert link in text and (REPO / link).is_file()

@@ -966,3 +966,9 @@ def test_an_http_entry_replaces_a_stdio_one_whole_and_keeps_comments(tmp_path: P
     assert '"x": {"command": "y"}' in text
     again = clients.write_client_config("gemini", tmp_path, target, http=("http://127.0.0.1:8765/mcp", "t0k"))
     assert again.changed is False
+
+
+def test_the_chinese_client_guide_has_a_quick_start_for_every_client() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "clients.zh.md").read_text("utf-8")
+    rows = [line.split(" | ")[0].strip("| `") for line in text.splitlines() if line.startswith("| `")]
+    assert rows == [client.id for client in clients.CLIENTS]
