@@ -196,7 +196,7 @@ def test_enums_match_the_validation_rules() -> None:
     assert options["sort"]["enum"] == list(tool_args.SORTS)
     assert options["on_verification"]["enum"] == list(tool_args.POLICIES)
     assert tools["export_citations"]["inputSchema"]["properties"]["format"]["enum"] == list(arguments.CITATION_FORMATS)
-    assert "enum" not in tools["export_citations"]["inputSchema"]["properties"]["scope"]
+    assert tools["export_citations"]["inputSchema"]["properties"]["scope"]["enum"] == list(tool_args.SCOPES)
     assert tools["operation_control"]["inputSchema"]["properties"]["action"]["enum"] == list(tool_args.ACTIONS)
     assert search["concept_groups"]["type"] == ["null", "array"]
     assert search["concept_groups"]["items"]["type"] == ["null", "array"]
@@ -226,6 +226,17 @@ async def test_identity_instructions_and_guide_resource() -> None:
         assert (str(content.uri), content.mime_type, content.text) == ("cnki://guide", "text/plain", server.guide_text())
         with pytest.raises(MCPError):
             await client.read_resource("cnki://nothing")
+
+
+async def test_resource_templates_are_an_empty_list_since_resources_are_advertised() -> None:
+    async with Client(server.build_server(None), mode="legacy") as client:
+        templates = await client.list_resource_templates()
+    assert templates.resource_templates == []
+
+
+def test_search_results_names_every_tool_that_returns_a_search_id() -> None:
+    described = by_name()["search_results"]["inputSchema"]["properties"]["search_id"]["description"]
+    assert described == "search、structured_search 或 expert_search 返回的 search_id"
 
 
 def test_guide_covers_the_workflow() -> None:

@@ -349,7 +349,7 @@ register(
             "references_of": _string(
                 f"导出这篇文献（record_ref）的参考文献表：先用 {ToolName.RELATED_PAPERS} 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
             ),
-            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates"),
+            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", tool_args.SCOPES),
             "search_id": _string(f"导出某次检索的结果（每次最多 {tool_args.EXPORT_MAX} 篇）"),
             "template": _string(
                 f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
@@ -596,7 +596,9 @@ register(
             "limit": _integer(f"每页条数，{_LIMIT}"),
             "offset": _integer("从第几条开始，默认 0；取上次返回的 next_offset 翻页"),
             "scope": _string("selected（默认）、eligible、candidates", tool_args.SCOPES),
-            "search_id": _string(f"{ToolName.SEARCH} 或 {ToolName.STRUCTURED_SEARCH} 返回的 search_id"),
+            "search_id": _string(
+                f"{ToolName.SEARCH}、{ToolName.STRUCTURED_SEARCH} 或 {ToolName.EXPERT_SEARCH} 返回的 search_id"
+            ),
             "view": _string("titles（默认）、compact（加作者、年份、来源、摘要、评分）、records（完整题录与评分明细）", tool_args.VIEWS),
         },
         required=("search_id",),
