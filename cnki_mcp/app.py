@@ -41,12 +41,13 @@ from cnki_mcp.core.model import (
     SessionState,
     public_paper,
 )
+from cnki_mcp.documents import batch
 from cnki_mcp.documents.download import Downloads, prior
 from cnki_mcp.documents.download_files import DownloadRequest, check_names, check_target
 from cnki_mcp.documents.local_read import LocalFiles
 from cnki_mcp.documents.online_reader import Reader, TextWindow
 from cnki_mcp.fieldcheck import tour as site_check
-from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, ProgressSink, Work, kind_budget
+from cnki_mcp.ops.jobs import CONTINUABLE, Job, Jobs, OperationContext, ProgressSink, Work, kind_budget
 from cnki_mcp.pages.relation_parse import Signatures
 from cnki_mcp.references import refcheck
 from cnki_mcp.references.exports import ExportPart, write_export
@@ -246,6 +247,8 @@ class App:
             report["store_error"] = self._store_error.problem()
         if self._store is not None and self._jobs is not None:
             report["store"] = self._store.stats()
+            report["downloads_today"] = self._store.downloads_on()
+            report["daily_download_limit"] = settings.daily_download_limit(self.config.daily_download_limit)
             browser = self._browser
             report["browser"] = {"running": False} if browser is None else {
                 "running": browser.running,
@@ -271,8 +274,10 @@ class App:
         if args.action == "continue":
             if not args.operation_id:
                 raise CnkiError("INVALID_INPUT", "continue 需要 operation_id。")
-            prior, budget = jobs.continuation(args.operation_id, args.additional_requests, args.additional_seconds)
-            return await self._continue_search(prior, budget, ctx)
+            prior, budget = jobs.continuation(args.operation_id, args.additional_requests, args.additional_seconds, CONTINUABLE | {batch.KIND})
+            if prior.kind == batch.KIND:
+                return await self._start_batch(None, budget, ctx, prior)
+            return await jobs.inline(jobs.start("search", budget, self._search_work(None), resume_from=prior), ctx)
         if args.action == "show":
             if self._site is None:
                 raise CnkiError("VERIFICATION_NOT_FOUND")
@@ -300,7 +305,7 @@ class App:
 
     async def search_results(self, args: tool_args.SearchResultsArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
-        record = self._search(store, args.search_id)
+        record = _search(store, args.search_id)
         entries = _scoped(record, args.scope)
         page = entries[args.offset : args.offset + args.limit]
         end = args.offset + len(page)
@@ -319,8 +324,7 @@ class App:
         if not args.local_only:
             refs = list(args.record_refs)
             if args.search_id:
-                record = self._search(store, args.search_id)
-                refs += [e.record_ref for e in _scoped(record, args.scope)[args.offset : args.offset + args.limit]]
+                refs += _search_refs(store, args.search_id, args.scope, args.offset, args.limit)
             quality = args.quality or "quality" in args.fields
 
             async def work(op: OperationContext) -> dict[str, Any]:
@@ -331,8 +335,7 @@ class App:
             return await jobs.inline(jobs.start("metadata", kind_budget("metadata"), work), ctx)
         refs, problems = (await self.catalog()).resolve_local(args.record_refs or [], args.titles or [])
         if args.search_id:
-            record = self._search(store, args.search_id)
-            refs += [e.record_ref for e in _scoped(record, args.scope)[args.offset : args.offset + args.limit]]
+            refs += _search_refs(store, args.search_id, args.scope, args.offset, args.limit)
         records = []
         seen: set[str] = set()
         for ref in refs:
@@ -369,11 +372,6 @@ class App:
         state = SearchState(search_id="", input=request, plan=plan, cache_key=key)
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("search", search_budget(request), self._search_work(state)), ctx)
-
-    async def _continue_search(self, prior: Operation, budget: Budget, ctx: ToolCall | None) -> Reply:
-        """Restart a stored search under its own id from its checkpoint (after ``Jobs.continuation``)."""
-        jobs = await self.jobs()
-        return await jobs.inline(jobs.start("search", budget, self._search_work(None), resume_from=prior), ctx)
 
     def _search_work(self, fresh: SearchState | None) -> Work:
         """The operation body of a search: ``fresh`` for a new one, None to resume from the checkpoint."""
@@ -428,7 +426,7 @@ class App:
             listed, unlinked = stored_references(store, args.references_of)
             refs += listed
         if args.search_id:
-            entries = _scoped(self._search(store, args.search_id), args.scope)
+            entries = _scoped(_search(store, args.search_id), args.scope)
             part = ExportPart(args.search_id, args.offset, min(args.offset + tool_args.EXPORT_MAX, len(entries)), len(entries))
             refs += [e.record_ref for e in entries[part.start : part.end]]
         if args.filename and (store.exports_dir / args.filename).exists():
@@ -482,7 +480,7 @@ class App:
         store = await self.store()
         refs = list(args.record_refs)
         if args.search_id:
-            refs += [e.record_ref for e in _scoped(self._search(store, args.search_id), args.scope)]
+            refs += [e.record_ref for e in _scoped(_search(store, args.search_id), args.scope)]
         return await self._zotero.save(store, refs, collection=args.collection, attach=args.attach, tags=args.tags)
 
     async def download_paper(self, args: tool_args.DownloadPaperArgs, ctx: ToolCall | None) -> Reply:
@@ -515,23 +513,42 @@ class App:
         job = jobs.start("download", kind_budget("download", args.on_verification), work)
         return await jobs.inline(job, ctx)
 
-    # --- helpers --------------------------------------------------------------------------
+    async def download_papers(self, args: tool_args.DownloadPapersArgs, ctx: ToolCall | None) -> Reply:
+        store = await self.store()
+        refs = list(args.record_refs)
+        if args.search_id:
+            refs += _search_refs(store, args.search_id, args.scope, args.offset, args.limit)
+        state = await batch.plan(store, refs, args)
+        return await self._start_batch(state, batch.budget(state, args.on_verification), ctx)
 
-    @staticmethod
-    def _search(store: Store, search_id: str) -> SearchRecord:
-        record = store.data.searches.get(search_id)
-        if record is not None:
-            return record
-        if store.was_retired("searches", search_id):
-            raise CnkiError(
-                "SEARCH_NOT_FOUND",
-                f"检索 {search_id} 已被自动删除：本地只保留最近 {KEEP_SEARCHES} 次检索。请重新检索。",
-                details={"search_id": search_id, "reason": "retention"},
-            )
+    async def _start_batch(self, fresh: batch.BatchState | None, budget: Budget, ctx: ToolCall | None, prior: Operation | None = None) -> Reply:
+        """A batch download: ``fresh`` for a new one, None to go on from ``prior``'s checkpoint."""
+        jobs, engine = await self.jobs(), await self.enrichment()
+        limit = settings.daily_download_limit(self.config.daily_download_limit)
+        work = functools.partial(batch.run, engine=engine, site=self.site(), downloads=self._downloads, fresh=fresh, daily_limit=limit)
+        return await jobs.inline(jobs.start(batch.KIND, budget, work, resume_from=prior), ctx)
+
+
+
+def _search(store: Store, search_id: str) -> SearchRecord:
+    record = store.data.searches.get(search_id)
+    if record is not None:
+        return record
+    if store.was_retired("searches", search_id):
         raise CnkiError(
             "SEARCH_NOT_FOUND",
-            f"没有找到检索 {search_id}；检索完成或中断后才能读取结果（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
+            f"检索 {search_id} 已被自动删除：本地只保留最近 {KEEP_SEARCHES} 次检索。请重新检索。",
+            details={"search_id": search_id, "reason": "retention"},
         )
+    raise CnkiError(
+        "SEARCH_NOT_FOUND",
+        f"没有找到检索 {search_id}；检索完成或中断后才能读取结果（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
+    )
+
+
+def _search_refs(store: Store, search_id: str, scope: str, offset: int, limit: int) -> list[str]:
+    """The record_refs of a stored search's ``scope``, ``limit`` of them from ``offset``."""
+    return [e.record_ref for e in _scoped(_search(store, search_id), scope)[offset : offset + limit]]
 
 
 def _runtime_report(root: Path, browser_path: str, owner_pid: int | None) -> dict[str, Any]:

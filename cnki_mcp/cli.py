@@ -1,4 +1,7 @@
-"""Command line: ``cnki-mcp [serve|setup|config|schema|doctor|version|help]``; no command means serve."""
+"""Command line: ``cnki-mcp [serve|setup|config|schema|doctor|uninstall|version|help]``; no command means serve.
+
+Its words are Chinese, English with an English locale or ``CNKI_LANG=en`` (setup/cli_words.py).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import click
 from cnki_mcp import __version__
 from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.setup.cli_words import Group, say, show_usage_error
 from cnki_mcp.site import reaper
 
 T = TypeVar("T")
@@ -34,35 +38,76 @@ def _run(coro: Awaitable[T]) -> T:
         raise  # unreachable: _fail exits
 
 
-class _Commands(click.Group):
-    """Loads `setup` and `config` only when asked for, so `serve` starts without their imports."""
+class _Commands(Group):
+    """Loads `setup`, `config` and `uninstall` only when asked for, so `serve` starts without their imports."""
 
-    _LAZY = {"setup": "setup_command", "config": "config_command"}
+    _LAZY = {"setup": "setup_command", "config": "config_command", "uninstall": "uninstall_command"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self._LAZY})
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self._LAZY:
+            if name == "uninstall":
+                from cnki_mcp.setup import uninstall
+
+                return uninstall.uninstall_command
             from cnki_mcp.setup import wizard as setup
 
             return getattr(setup, self._LAZY[name])
         return super().get_command(ctx, name)
 
 
-@click.group(cls=_Commands, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", "-V", message="cnki-mcp %(version)s", help="输出版本号。")
+@click.group(
+    cls=_Commands,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help=say(
+        "知网 MCP 服务。由 AI 客户端启动时（不带命令）提供 stdio 服务；在终端里请先运行 cnki-mcp setup。",
+        "CNKI MCP server. Started by an AI client (no command) it serves stdio; in a terminal run cnki-mcp setup first.",
+    ),
+)
+@click.version_option(__version__, "--version", "-V", message="%(version)s", help=say("输出版本号。", "Print the version."))
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """知网 MCP 服务。不带命令运行时启动 MCP 服务（stdio）。"""
     if ctx.invoked_subcommand is None:
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            # A person typed it: a server waiting on stdin in silence looks hung.
+            click.echo(_terminal_hint(), err=True)
+            sys.exit(0)
         ctx.invoke(serve, http=False, host="127.0.0.1", port=8765)
 
 
-@cli.command()
-@click.option("--http", "http", is_flag=True, help="改用 streamable HTTP（地址 http://HOST:PORT/mcp，需要访问令牌），供实验室共用或只支持 HTTP 的客户端。")
-@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP 监听地址；不是本机地址时，持有令牌的人都能使用这台电脑的浏览器和登录。")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="HTTP 端口；0 表示任选空闲端口。")
+def _terminal_hint() -> str:
+    return say(
+        "cnki-mcp 是一个 MCP 服务，由 AI 客户端（Claude Code、Cursor 等）启动，不在终端里直接使用。\n"
+        "  接入客户端：cnki-mcp setup（逐步询问）\n"
+        "  检查安装：  cnki-mcp doctor\n"
+        "  全部命令：  cnki-mcp help\n"
+        "  确实要在终端里启动 stdio 服务：cnki-mcp serve",
+        "cnki-mcp is an MCP server: an AI client (Claude Code, Cursor, ...) starts it; it is not used in a terminal.\n"
+        "  Connect a client: cnki-mcp setup (asks step by step)\n"
+        "  Check the install: cnki-mcp doctor\n"
+        "  Every command:    cnki-mcp help\n"
+        "  Really serve stdio in this terminal: cnki-mcp serve",
+    )
+
+
+@cli.command(help=say(
+    "启动 MCP 服务（默认 stdio，直到客户端断开）。数据目录已由另一个 cnki-mcp 进程负责时，自动加入它。",
+    "Serve MCP (stdio by default, until the client disconnects); joins the cnki-mcp process that owns the data directory.",
+))
+@click.option("--http", "http", is_flag=True, help=say(
+    "改用 streamable HTTP（地址 http://HOST:PORT/mcp，需要访问令牌），供实验室共用或只支持 HTTP 的客户端。",
+    "Serve streamable HTTP instead (http://HOST:PORT/mcp, token required), for a lab or HTTP-only clients.",
+))
+@click.option("--host", default="127.0.0.1", show_default=True, metavar=say("<地址>", "<host>"), help=say(
+    "HTTP 监听地址；不是本机地址时，持有令牌的人都能使用这台电脑的浏览器和登录。",
+    "HTTP address; when not loopback, everyone with the token uses this computer's browser and login.",
+))
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), metavar=say("<端口>", "<port>"),
+              help=say("HTTP 端口；0 表示任选空闲端口。", "HTTP port; 0 picks a free one."))
 @click.pass_context
 def serve(ctx: click.Context, http: bool, host: str, port: int) -> None:
     """启动 MCP 服务（默认 stdio，直到客户端断开）。数据目录已由另一个 cnki-mcp 进程负责时，自动加入它。"""
@@ -114,7 +159,7 @@ async def _serve() -> None:
         await shared.close()
 
 
-@cli.command()
+@cli.command(help=say("输出 tools/list 的完整结果（JSON）。", "Print the full tools/list result (JSON)."))
 def schema() -> None:
     """输出 tools/list 的完整结果（JSON）。"""
     from cnki_mcp.surface.server import schema_document
@@ -123,11 +168,20 @@ def schema() -> None:
     click.echo(json.dumps(document, ensure_ascii=False, indent=2))
 
 
-@cli.command()
-@click.option("--protocol", is_flag=True, help="再启动一个真实的服务子进程，检查 MCP 通信。")
-@click.option("--json", "as_json", is_flag=True, help="输出 JSON（供程序读取）。")
-@click.option("--site", is_flag=True, help="现场检查：按固定路线访问知网（至多 12 次请求，不下载文件），逐项显示页面是否仍如预期。")
-@click.option("--report", is_flag=True, help="在数据目录 diagnostics/ 下写一份可以附在公开 issue 中的诊断报告（zip）。")
+@cli.command(help=say(
+    "本地检查；不启动浏览器，也不访问知网（--site 除外）。有问题时退出码为 1。",
+    "Local checks; starts no browser and visits no CNKI page (except --site). Exit code 1 on a problem.",
+))
+@click.option("--protocol", is_flag=True, help=say("再启动一个真实的服务子进程，检查 MCP 通信。", "Also start a real server child and check MCP."))
+@click.option("--json", "as_json", is_flag=True, help=say("输出 JSON（供程序读取）。", "Print JSON (for programs)."))
+@click.option("--site", is_flag=True, help=say(
+    "现场检查：按固定路线访问知网（至多 12 次请求，不下载文件），逐项显示页面是否仍如预期。",
+    "Site check: a fixed tour of CNKI (at most 12 requests, no downloads) showing whether each page still reads.",
+))
+@click.option("--report", is_flag=True, help=say(
+    "在数据目录 diagnostics/ 下写一份可以附在公开 issue 中的诊断报告（zip）。",
+    "Write a diagnostic report (zip) safe to attach to a public issue, under diagnostics/ in the data directory.",
+))
 def doctor(protocol: bool, as_json: bool, site: bool, report: bool) -> None:
     """本地检查；不启动浏览器，也不访问知网（--site 除外）。有问题时退出码为 1。"""
     if site:
@@ -179,13 +233,13 @@ def browser_guard(server: int) -> None:
     reaper.guard(server)
 
 
-@cli.command()
+@cli.command(help=say("输出版本号（与 --version 相同）。", "Print the version (same as --version)."))
 def version() -> None:
     """输出版本号。"""
     click.echo(__version__)
 
 
-@cli.command(name="help")
+@cli.command(name="help", help=say("显示用法、全部命令与参数和全部客户端。", "Show the usage, every command and flag, and every client."))
 @click.pass_context
 def help_command(ctx: click.Context) -> None:
     """显示用法和全部客户端选项。"""
@@ -195,4 +249,14 @@ def help_command(ctx: click.Context) -> None:
 
 
 def main() -> None:
-    cli(prog_name="cnki-mcp")
+    try:
+        code = cli.main(prog_name="cnki-mcp", standalone_mode=False)
+    except click.UsageError as error:
+        show_usage_error(error)
+    except click.Abort:
+        click.echo(say("已取消。", "Cancelled."), err=True)
+        sys.exit(1)
+    except click.ClickException as error:
+        click.echo(say("错误：", "Error: ") + error.format_message(), err=True)
+        sys.exit(error.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

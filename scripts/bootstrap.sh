@@ -1,17 +1,95 @@
 #!/usr/bin/env bash
 # Prepares a development checkout: a virtualenv in .venv with cnki-mcp installed in editable mode.
-#   bash scripts/bootstrap.sh          the server and its CLI
-#   bash scripts/bootstrap.sh --test   also the test tools, PyInstaller, Chromium, the citeproc-js oracle and the mcpb CLI
+#   bash scripts/bootstrap.sh             the server and its CLI
+#   bash scripts/bootstrap.sh --test      also the test tools, PyInstaller, Chromium, the citeproc-js oracle and the mcpb CLI
+#   bash scripts/bootstrap.sh --venv-only only choose the Python and (re)build .venv, install nothing
+# The Python: $PYTHON if set, else the first of python3.13, python3.12, python3.11, python3, python that is
+# 3.11 or newer, else one uv already has (`uv python find`). A .venv made by an older Python is rebuilt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_tests=0
-[ "${1:-}" = "--test" ] && with_tests=1
+venv_only=0
+case "${1:-}" in
+  --test) with_tests=1 ;;
+  --venv-only) venv_only=1 ;;
+esac
 
-python=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$python" -m venv .venv
+# "3.12" from whatever the interpreter prints ("3.12", "Python 3.12.4"); empty when it does not run.
+python_version() {
+  local out
+  out=$("$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || return 0
+  [[ $out =~ ([0-9]+)\.([0-9]+) ]] && echo "${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
+  return 0
+}
+
+# True for 3.11 and newer.
+good_version() {
+  [[ $1 =~ ^([0-9]+)\.([0-9]+)$ ]] || return 1
+  local major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]}
+  (( major > 3 || (major == 3 && minor >= 11) ))
+}
+
+no_python() {
+  cat >&2 <<EOF
+错误：cnki-mcp 需要 Python 3.11 或更新版本${1:+（找到的是 $1）}。
+请先安装一个，再重新运行 bash scripts/bootstrap.sh：
+  - 官方安装包：https://www.python.org/downloads/
+  - macOS（Homebrew）：brew install python@3.12
+  - Debian / Ubuntu：sudo apt install python3.11 python3.11-venv
+  - 用 uv：uv python install 3.12
+也可以用 PYTHON=/path/to/python3.12 bash scripts/bootstrap.sh 指定解释器。
+EOF
+  exit 1
+}
+
+choose_python() {
+  local found="" candidate version
+  if [ -n "${PYTHON:-}" ]; then
+    version=$(python_version "$PYTHON")
+    good_version "$version" || no_python "$PYTHON ${version:-无法运行}"
+    echo "$PYTHON"
+    return
+  fi
+  for candidate in python3.13 python3.12 python3.11 python3 python; do
+    command -v "$candidate" >/dev/null 2>&1 || continue
+    version=$(python_version "$candidate")
+    if good_version "$version"; then
+      command -v "$candidate"
+      return
+    fi
+    [ -n "$found" ] || found="$candidate $version"
+  done
+  if command -v uv >/dev/null 2>&1; then
+    candidate=$(uv python find '>=3.11' 2>/dev/null || true)
+    if [ -n "$candidate" ] && good_version "$(python_version "$candidate")"; then
+      echo "$candidate"
+      return
+    fi
+  fi
+  no_python "$found"
+}
+
+python=$(choose_python)
+echo "使用 Python $(python_version "$python")：$python"
+
+# A .venv from another Python (an older one, a deleted one) fails the same way on every run: rebuild it.
+if [ -e .venv ] || [ -L .venv/bin/python ]; then
+  venv_version=$( [ -x .venv/bin/python ] && python_version .venv/bin/python || true )
+  if ! good_version "$venv_version"; then
+    echo "已有的 .venv 是用 Python ${venv_version:-（无法运行）} 建立的，低于 3.11：删除后重建。"
+    rm -rf .venv
+  fi
 fi
+if [ ! -x .venv/bin/python ]; then
+  if ! "$python" -m venv .venv; then
+    rm -rf .venv
+    echo "错误：无法用 $python 建立虚拟环境。Debian / Ubuntu 上请先安装 venv 模块：sudo apt install python$(python_version "$python")-venv" >&2
+    exit 1
+  fi
+fi
+[ "$venv_only" = 1 ] && exit 0
+
 .venv/bin/python -m pip install -q --upgrade pip
 if [ "$with_tests" = 1 ]; then
   .venv/bin/python -m pip install -q -e '.[test,build]'

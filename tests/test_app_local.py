@@ -129,7 +129,7 @@ async def test_export_citations_from_a_search_and_to_a_file(app: App, seeded: Pa
     assert exists.value.code == "FILE_EXISTS"
     with pytest.raises(CnkiError) as nothing:
         await call_tool(app, "export_citations", {"record_refs": ["rec_unknown"]})
-    assert nothing.value.code == "INVALID_INPUT"
+    assert nothing.value.code == "RECORD_NOT_FOUND"  # issue 30: an unknown ref is named as such
 
 
 async def test_an_export_cut_at_the_limit_says_so_and_pages_on(app: App, monkeypatch: pytest.MonkeyPatch) -> None:

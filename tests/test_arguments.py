@@ -13,6 +13,7 @@ from cnki_mcp.core.tool_args import (
     CheckReferencesArgs,
     DiagnosticsArgs,
     DownloadPaperArgs,
+    DownloadPapersArgs,
     ExpertSearchArgs,
     ExportCitationsArgs,
     GetMetadataArgs,
@@ -95,6 +96,9 @@ DEFAULTS: list[tuple[str, dict[str, Any], msgspec.Struct]] = [
     ("related_papers", {"record_ref": "rec_a"}, RelatedPapersArgs(record_ref="rec_a", relation="references", limit=50, wait_seconds=40, on_verification="ask")),
     ("save_to_zotero", {"search_id": "op_1"}, SaveToZoteroArgs(search_id="op_1", scope="selected", attach=True)),
     ("download_paper", {"title": "再论违约金调整"}, DownloadPaperArgs(title="再论违约金调整", format="auto", wait_seconds=120, on_verification="ask")),
+    ("download_papers", {"search_id": "op_1"}, DownloadPapersArgs(
+        search_id="op_1", scope="selected", offset=0, limit=20, format="auto", interval_seconds=12, wait_seconds=120, on_verification="ask",
+    )),
     ("export_citations", {"search_id": "op_1"}, ExportCitationsArgs(search_id="op_1", scope="selected", format="gbt7714")),
     ("link_references", {"text": "见《论违约金》"}, LinkReferencesArgs(text="见《论违约金》", lookup_missing=False)),
     ("login", {}, LoginArgs(remote_access_url="", force=False)),
@@ -121,7 +125,7 @@ def test_minimal_input_gets_documented_defaults(tool: str, raw: dict[str, Any], 
 
 def test_every_tool_has_a_struct_and_a_defaults_case() -> None:
     assert {d[0] for d in DEFAULTS} == set(REGISTRY)
-    assert len(REGISTRY) == len(ToolName) == 17
+    assert len(REGISTRY) == len(ToolName) == 18
 
 
 def test_zero_and_empty_mean_the_default() -> None:
@@ -398,6 +402,11 @@ INVALID: list[tuple[str, Any, str]] = [
     ("save_to_zotero", {"record_refs": ["r"], "tags": ["x" * 101]}, "INVALID_TAGS"),
     ("save_to_zotero", {"record_refs": ["r"], "attach": "yes"}, "INVALID_INPUT"),
     ("read_online_html", {"record_ref": "r", "source": "disk"}, "INVALID_SOURCE"),
+    # download_papers
+    ("download_papers", {}, "NO_DOCUMENTS"),
+    ("download_papers", {"record_refs": ["r"] * 201}, "BATCH_TOO_LARGE"),
+    ("download_papers", {"search_id": "op_1", "interval_seconds": 4}, "INVALID_INTERVAL"),
+    ("download_papers", {"search_id": "op_1", "limit": 201}, "INVALID_LIMIT"),
     # export_citations
     ("export_citations", {}, "NO_DOCUMENTS"),
     ("export_citations", {"titles": ["t"] * 101}, "BATCH_TOO_LARGE"),

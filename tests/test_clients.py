@@ -936,3 +936,39 @@ def test_docs_table_follows_the_registry() -> None:
     assert [row[0] for row in documented] == REGISTRY_ORDER
     assert [name for _, name, _ in documented] == [c.name for c in clients.CLIENTS]
     assert [cid for cid, _, how in documented if how not in wanted[clients.get_client(cid).mode]] == []
+
+
+# --- issue 30 -----------------------------------------------------------------------------------------
+
+
+def test_claude_desktop_exists_on_macos_and_windows_only() -> None:
+    desktop = clients.get_client("claude-desktop")
+    assert [clients.available(desktop, name) for name in ("darwin", "windows", "linux")] == [True, True, False]
+    assert all(clients.available(client, "linux") for client in clients.CLIENTS if client.id != "claude-desktop")
+
+
+def test_the_via_words_keep_the_scope(tmp_path: Path) -> None:
+    from cnki_mcp.setup.client_cli import _subcommand
+
+    value = clients.entry("claude-code", tmp_path)
+    assert _subcommand(clients._claude_cli(value)[1:]) == ["mcp", "add-json", "--scope", "user"]
+    assert _subcommand(clients._codex_cli(clients.entry("codex", tmp_path))[1:]) == ["mcp", "add"]
+
+
+def test_an_http_entry_replaces_a_stdio_one_whole_and_keeps_comments(tmp_path: Path) -> None:
+    target = tmp_path / "settings.json"
+    stdio = clients.entry("gemini", tmp_path)
+    target.write_text('{\n  // mine\n  "mcpServers": {"cnki": ' + json.dumps(stdio) + ', "x": {"command": "y"}}\n}\n', "utf-8")
+    written = clients.write_client_config("gemini", tmp_path, target, http=("http://127.0.0.1:8765/mcp", "t0k"))
+    text = target.read_text("utf-8")
+    assert written.changed and "// mine" in text
+    assert clients.existing_entry("gemini", target) == {"headers": {"Authorization": "Bearer t0k"}, "httpUrl": "http://127.0.0.1:8765/mcp"}
+    assert '"x": {"command": "y"}' in text
+    again = clients.write_client_config("gemini", tmp_path, target, http=("http://127.0.0.1:8765/mcp", "t0k"))
+    assert again.changed is False
+
+
+def test_the_chinese_client_guide_has_a_quick_start_for_every_client() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "clients.zh.md").read_text("utf-8")
+    rows = [line.split(" | ")[0].strip("| `") for line in text.splitlines() if line.startswith("| `")]
+    assert rows == [client.id for client in clients.CLIENTS]

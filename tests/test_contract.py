@@ -119,7 +119,7 @@ def test_contract_check_reports_no_mismatch(tmp_path: Path) -> None:
     dump.write_text(json.dumps(tools_document(), ensure_ascii=False), encoding="utf-8")
     run = subprocess.run([sys.executable, str(CHECKER), str(dump)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "17 served, 0 mismatches" in run.stdout
+    assert "18 served, 0 mismatches" in run.stdout
 
 
 async def test_schema_document_is_what_tools_list_serves() -> None:
@@ -134,7 +134,7 @@ async def test_schema_document_is_what_tools_list_serves() -> None:
 def test_tools_sorted_by_name() -> None:
     names = [t.name for t in server.TOOLS]
     assert names == sorted(names) == sorted(REGISTRY)
-    assert len(names) == 17
+    assert len(names) == 18
 
 
 def test_annotations_carry_all_four_hints() -> None:
@@ -196,7 +196,7 @@ def test_enums_match_the_validation_rules() -> None:
     assert options["sort"]["enum"] == list(tool_args.SORTS)
     assert options["on_verification"]["enum"] == list(tool_args.POLICIES)
     assert tools["export_citations"]["inputSchema"]["properties"]["format"]["enum"] == list(arguments.CITATION_FORMATS)
-    assert "enum" not in tools["export_citations"]["inputSchema"]["properties"]["scope"]
+    assert tools["export_citations"]["inputSchema"]["properties"]["scope"]["enum"] == list(tool_args.SCOPES)
     assert tools["operation_control"]["inputSchema"]["properties"]["action"]["enum"] == list(tool_args.ACTIONS)
     assert search["concept_groups"]["type"] == ["null", "array"]
     assert search["concept_groups"]["items"]["type"] == ["null", "array"]
@@ -226,6 +226,17 @@ async def test_identity_instructions_and_guide_resource() -> None:
         assert (str(content.uri), content.mime_type, content.text) == ("cnki://guide", "text/plain", server.guide_text())
         with pytest.raises(MCPError):
             await client.read_resource("cnki://nothing")
+
+
+async def test_resource_templates_are_an_empty_list_since_resources_are_advertised() -> None:
+    async with Client(server.build_server(None), mode="legacy") as client:
+        templates = await client.list_resource_templates()
+    assert templates.resource_templates == []
+
+
+def test_search_results_names_every_tool_that_returns_a_search_id() -> None:
+    described = by_name()["search_results"]["inputSchema"]["properties"]["search_id"]["description"]
+    assert described == "search、structured_search 或 expert_search 返回的 search_id"
 
 
 def test_guide_covers_the_workflow() -> None:

@@ -362,7 +362,22 @@ def test_release_workflow_builds_every_platform_natively() -> None:
     assert "--require-hashes --no-deps -r packaging/requirements-release.txt" in steps
     assert "cnki-mcp-*.mcpb" in " ".join(str(step.get("run", "")) for step in workflow["jobs"]["release"]["steps"])
     release = workflow["jobs"]["release"]
-    assert release["needs"] == "build" and release["permissions"]["contents"] == "write"
+    assert release["needs"] == ["build", "python-package", "scripts"] and release["permissions"]["contents"] == "write"
+
+
+def test_release_workflow_builds_checks_and_publishes_the_python_package() -> None:
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8"))
+    jobs = workflow["jobs"]
+    package = " ".join(str(step.get("run", "")) for step in jobs["python-package"]["steps"])
+    assert "python -m build" in package and "twine check --strict" in package
+    assert "python -m venv /tmp/fresh" in package and "cnki-mcp --version" in package and "cnki-mcp schema" in package
+    published = " ".join(str(step.get("run", "")) for step in jobs["release"]["steps"])
+    assert "pydist/*.whl" in published and "pydist/*.tar.gz" in published
+    pypi = jobs["pypi"]
+    assert pypi["if"] == "startsWith(github.ref, 'refs/tags/v')" and pypi["permissions"] == {"id-token": "write"}
+    assert [step.get("uses") for step in pypi["steps"]][-1] == "pypa/gh-action-pypi-publish@release/v1"
+    scripts = " ".join(str(step.get("run", "")) for step in jobs["scripts"]["steps"])
+    assert "bash -n" in scripts and "scripts/bootstrap.ps1" in scripts and "ParseFile" in scripts
 
 
 # --- packaging metadata and the release lock ------------------------------------------------------
@@ -632,3 +647,47 @@ async def _diagnostics_through(config: dict[str, Any], env: dict[str, str]) -> d
         tools = (await mcp.client.list_tools()).tools
         report = await mcp.call("diagnostics", {})
     return {**report, "tools": len(tools)}
+
+
+# --- the Python package: wheel and sdist, the wheel installed into a fresh venv -------------------
+
+
+@pytest.mark.slow
+@pytest.mark.packaging
+def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
+    from cnki_mcp import __version__
+
+    out = tmp_path / "dist"
+    source = tmp_path / "src"
+    # A copy without build leftovers, so the sdist is what a clean clone gives.
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "node_modules", "__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache"
+    ))
+    # python -m build (from PyPI, in a venv of its own) builds both, each in an isolated environment.
+    builder = tmp_path / "builder"
+    subprocess.run([sys.executable, "-m", "venv", str(builder)], check=True, timeout=300)
+    builder_python = builder / ("Scripts" if sys.platform == "win32" else "bin") / "python"
+    subprocess.run([str(builder_python), "-m", "pip", "install", "-q", "build"], check=True, timeout=600)
+    built = subprocess.run([str(builder_python), "-m", "build", "--outdir", str(out), str(source)],
+                           capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stderr[-2000:]
+    wheels = sorted(out.glob("*.whl"))
+    assert [w.name for w in wheels] == [f"cnki_browser_mcp-{__version__}-py3-none-any.whl"]
+    assert [s.name for s in out.glob("*.tar.gz")] == [f"cnki_browser_mcp-{__version__}.tar.gz"]
+
+    venv = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    bin_dir = venv / ("Scripts" if sys.platform == "win32" else "bin")
+    installed = subprocess.run(
+        [str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheels[0])], capture_output=True, text=True, timeout=900
+    )
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    env = dict(os.environ, CNKI_DATA_DIR=str(tmp_path / "data"))
+    env.pop("PYTHONPATH", None)
+    version = subprocess.run([str(bin_dir / "cnki-mcp"), "--version"], capture_output=True, text=True, timeout=60,
+                             env=env, cwd=tmp_path)
+    assert (version.returncode, version.stdout) == (0, f"{__version__}\n")
+    schema = subprocess.run([str(bin_dir / "cnki-mcp"), "schema"], capture_output=True, text=True, timeout=120,
+                            env=env, cwd=tmp_path)
+    assert schema.returncode == 0, schema.stderr
+    assert len(json.loads(schema.stdout)["tools"]) == TOOL_COUNT

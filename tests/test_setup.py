@@ -71,13 +71,24 @@ def read_config(root: Path) -> dict:
 # --- help and config ---------------------------------------------------------------------------------
 
 
-def test_help_lists_every_client_in_registry_order() -> None:
+def test_help_lists_every_client_in_registry_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "linux")
     lines = setup.help_text().splitlines()
-    assert "setup" in lines[0] and "config <客户端>" in lines[0] and "doctor [--protocol]" in lines[0]
-    assert lines[1] == "" and "--browser" in lines[2] and "--install-client" in lines[2]
-    client_lines = lines[5:]
+    assert lines[:8] == [
+        "用法：",
+        "  cnki-mcp serve [--http [--host <地址>] [--port <端口>]]",
+        "  cnki-mcp setup [--browser <浏览器路径>] [--client <客户端>] [--install-client] [--http [--host <地址>] [--port <端口>]]",
+        "  cnki-mcp config [<客户端>] [--http [--host <地址>] [--port <端口>]] [--link] [--rotate-token]",
+        "  cnki-mcp doctor [--protocol] [--json] [--site] [--report]",
+        "  cnki-mcp uninstall [--data] [--yes]",
+        "  cnki-mcp schema | version | --version | help | <命令> --help",
+        "",
+    ]
+    assert lines[8] == "可选客户端："
+    client_lines = lines[9:]
     assert [line.split()[0] for line in client_lines] == [c.id for c in clients.CLIENTS]
-    assert client_lines[0] == "  claude-desktop   Claude Desktop"
+    assert client_lines[0] == "  claude-desktop   Claude Desktop（这台电脑的系统上没有）"
+    assert client_lines[1] == "  claude-code      Claude Code"
     assert client_lines[-1] == "  generic          其他 stdio 客户端（通用 JSON）"
 
 
@@ -188,12 +199,14 @@ def test_browser_problems(home: Path, tmp_path: Path, monkeypatch: pytest.Monkey
 
 @posix_only
 def test_interactive_defaults_and_write(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
-    result = run(["--skip-check"], stdin="\n4\n\n")
+    result = run(["--skip-check"], stdin="\n3\n\n")
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "  1. " + str(home.parent / "bin" / "chromium") in out
-    assert " 4. Cursor" in out and "27. 其他 stdio 客户端（通用 JSON）" in out
-    assert "14. Qoder IDE" in out and "一键导入链接" in out
+    # Claude Desktop has no Linux build: the Linux menu has the other 26.
+    assert " 1. Claude Code" in out and "Claude Desktop" not in out
+    assert " 3. Cursor" in out and "26. 其他 stdio 客户端（通用 JSON）" in out
+    assert "13. Qoder IDE" in out and "一键导入链接" in out
     assert f"写入 {home / '.cursor' / 'mcp.json'} 并备份原文件？[Y/n]" in out
     assert json.loads((home / ".cursor" / "mcp.json").read_text("utf-8"))["mcpServers"]["cnki"]["type"] == "stdio"
 
@@ -223,7 +236,7 @@ def test_interactive_retries_bad_answers(
 
 @posix_only
 def test_interactive_link_client_asks_before_opening(home: Path, checked: list[Path], opened: list[str]) -> None:
-    result = run(["--skip-check"], stdin="1\n21\nn\n")
+    result = run(["--skip-check"], stdin="1\n20\nn\n")
     assert result.exit_code == 0, result.output
     assert "cherrystudio://mcp/install?servers=" in result.stdout and "现在打开这个链接吗？" in result.stdout
     assert opened == []
@@ -390,7 +403,7 @@ def test_setup_without_install_client_writes_nothing_and_says_so(
 def test_answering_no_writes_nothing_and_says_so(
     home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]]
 ) -> None:
-    result = run([], stdin="\n4\nn\n")
+    result = run([], stdin="\n3\nn\n")
     assert result.exit_code == 0, result.output
     assert not (home / ".cursor" / "mcp.json").exists()
     assert "安装检查通过" not in result.stdout
@@ -495,7 +508,7 @@ def test_claude_code_is_added_with_its_own_command(
     assert args[:5] == ["mcp", "add-json", "--scope", "user", "cnki"]
     assert json.loads(args[5]) == clients.entry("claude-code", isolated_data_dir)
     assert written["mcpServers"]["cnki"] == clients.entry("claude-code", isolated_data_dir)
-    assert "（通过 claude mcp add-json --scope）" in result.stdout
+    assert "（通过 claude mcp add-json --scope user）" in result.stdout
     assert len(list(home.glob(".claude.json.cnki-backup-*"))) == 1
 
 
@@ -542,7 +555,7 @@ def test_codex_is_added_with_its_own_command_then_completed(
     ]
     assert written["env"] == {"CNKI_DATA_DIR": str(isolated_data_dir)}
     assert written["tool_timeout_sec"] == 900
-    assert "（通过 codex mcp add --env）" in result.stdout
+    assert "（通过 codex mcp add）" in result.stdout
 
 
 # --- disabled entries and installed clients ------------------------------------------------------------
@@ -598,3 +611,145 @@ def test_several_installs_of_a_client_are_chosen_from(
     assert f"  2. {second}" in result.stdout
     assert not first.exists()
     assert json.loads(second.read_text("utf-8"))["mcpServers"]["cnki"]["type"] == "stdio"
+
+
+# --- issue 30: the machine setup runs on, HTTP entries, install links --------------------------------
+
+
+@posix_only
+def test_setup_without_a_screen_says_so_before_and_after(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "SSH_CONNECTION", "SSH_TTY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    result = run(["--client", "generic"])
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0, result.output
+    assert lines[1].startswith("⚠ 这台电脑当前没有图形界面（没有 DISPLAY 或 WAYLAND_DISPLAY）：登录和验证码需要的浏览器窗口打不开。")
+    assert "CNKI_HEADLESS=1" in lines[1] and "cnki-mcp serve --http" in lines[1]
+    assert lines[-2] == "⚠ 这台电脑没有图形界面：第一次检索前请按上面 ⚠ 的提示处理（有桌面的会话、CNKI_HEADLESS=1 或 serve --http）。"
+
+
+@posix_only
+def test_setup_with_a_screen_has_no_warning(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DISPLAY", ":0")
+    result = run(["--client", "generic"])
+    assert result.exit_code == 0, result.output
+    assert "⚠" not in result.stdout
+
+
+def test_claude_desktop_is_refused_on_linux_before_anything_starts(
+    home: Path, isolated_data_dir: Path, checked: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "platform", "linux")
+    result = run(["--client", "claude-desktop", "--install-client"])
+    assert result.exit_code == 1
+    assert result.stderr == ("CLIENT_UNAVAILABLE: Claude Desktop 只有 macOS、Windows 版，这台电脑上没有；"
+                             "请在装有它的电脑上运行 cnki-mcp setup，或选择其他客户端。\n")
+    assert checked == [] and not isolated_data_dir.exists()
+
+
+def test_config_for_claude_desktop_on_linux_never_says_paste_to_nowhere(
+    isolated_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "platform", "linux")
+    result = CliRunner().invoke(setup.config_command, ["claude-desktop"])
+    assert result.exit_code == 0
+    assert "粘贴到：。" not in result.stderr
+    assert result.stderr == ("这段配置属于 Claude Desktop：Claude Desktop 只有 macOS、Windows 版，这台电脑上没有；"
+                             "请在装有它的电脑上运行 cnki-mcp setup，或选择其他客户端。\n")
+
+
+@posix_only
+def test_config_http_points_to_the_command_that_writes_it(home: Path, isolated_data_dir: Path) -> None:
+    result = CliRunner().invoke(setup.config_command, ["cursor", "--http", "--host", "10.0.0.5", "--port", "9000"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["mcpServers"]["cnki"]["url"] == "http://10.0.0.5:9000/mcp"
+    assert result.stderr == (
+        "这段连接 HTTP 服务（cnki-mcp serve --http）的配置属于 Cursor：合并到 "
+        f"{home / '.cursor' / 'mcp.json'}（或运行 cnki-mcp setup --client cursor --http --host 10.0.0.5 --port 9000 自动写入）。\n"
+    )
+    assert "stdio" not in result.stderr
+
+
+@posix_only
+def test_setup_http_writes_the_http_entry_over_the_stdio_one_and_keeps_the_rest(home: Path, isolated_data_dir: Path) -> None:
+    from cnki_mcp.serving.endpoint import token
+
+    target = home / ".cursor" / "mcp.json"
+    target.parent.mkdir()
+    stdio = clients.entry("cursor", isolated_data_dir)
+    target.write_text(json.dumps({"mcpServers": {"cnki": stdio, "other": {"command": "x"}}, "theme": "dark"}), "utf-8")
+    result = run(["--client", "cursor", "--http", "--port", "9001"])
+    written = json.loads(target.read_text("utf-8"))
+    (backup,) = target.parent.glob("mcp.json.cnki-backup-*")
+    assert result.exit_code == 0, result.output
+    assert written == {
+        "mcpServers": {
+            "cnki": {"headers": {"Authorization": f"Bearer {token(isolated_data_dir)}"}, "type": "http",
+                     "url": "http://127.0.0.1:9001/mcp"},
+            "other": {"command": "x"},
+        },
+        "theme": "dark",
+    }
+    assert json.loads(backup.read_text("utf-8"))["mcpServers"]["cnki"] == stdio
+    assert result.stdout.splitlines()[0] == f"已写入 Cursor 连接 http://127.0.0.1:9001/mcp 的配置：{target}"
+    again = run(["--client", "cursor", "--http", "--port", "9001"])
+    assert again.stdout.splitlines()[0] == f"Cursor 的 HTTP 配置已是最新，未改动：{target}"
+
+
+def test_setup_http_needs_a_client(isolated_data_dir: Path) -> None:
+    result = run(["--http"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("CLIENT_REQUIRED: --http 需要同时用 --client 指定要接入的客户端")
+
+
+@posix_only
+def test_setup_http_for_a_yaml_client_says_how_instead(home: Path, isolated_data_dir: Path) -> None:
+    (home / ".dsh" / "profiles" / "desktop").mkdir(parents=True)
+    result = run(["--client", "dsh-desktop", "--http"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("CLIENT_HTTP_UNSUPPORTED: setup 不会为 DeepSeek Harness 桌面版 写入 HTTP 配置；")
+
+
+@pytest.mark.parametrize(("client_id", "prefix"), [
+    ("cursor", "cursor://anysphere.cursor-deeplink/mcp/install?name=cnki&config="),
+    ("vscode", "vscode:mcp/install?"),
+    ("trae", "trae://trae.ai-ide/mcp-import?"),
+])
+def test_config_link_prints_the_install_link(client_id: str, prefix: str, isolated_data_dir: Path) -> None:
+    result = CliRunner().invoke(setup.config_command, [client_id, "--link"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == clients.client_install_link(client_id, isolated_data_dir) + "\n"
+    assert result.stdout.startswith(prefix)
+
+
+def test_cursor_and_vscode_links_carry_the_stdio_entry(isolated_data_dir: Path) -> None:
+    import base64
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    cursor = parse_qs(urlsplit(clients.client_install_link("cursor", isolated_data_dir)).query)
+    vscode = unquote(clients.client_install_link("vscode", isolated_data_dir).split("?", 1)[1])
+    assert cursor["name"] == ["cnki"]
+    assert json.loads(base64.b64decode(cursor["config"][0])) == clients.entry("cursor", isolated_data_dir)
+    assert json.loads(vscode) == {"name": "cnki", **clients.entry("vscode", isolated_data_dir)}
+
+
+def test_config_link_for_a_client_without_one_says_what_to_do(isolated_data_dir: Path) -> None:
+    result = CliRunner().invoke(setup.config_command, ["lobehub", "--link"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("CLIENT_LINK_UNSUPPORTED: LobeHub / LobeChat 没有一键安装链接；请用 cnki-mcp config lobehub 输出配置片段")
+
+
+@posix_only
+def test_gemini_gets_its_folder_trust_step(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]]
+) -> None:
+    result = run(["--client", "gemini", "--install-client"])
+    assert result.exit_code == 0, result.output
+    assert "还差一步：Gemini CLI 只在受信任的文件夹里连接 MCP 服务：在要使用的文件夹里启动 gemini，询问时选择信任" in result.stdout
+    snippet = CliRunner().invoke(setup.config_command, ["gemini"])
+    assert "另外：Gemini CLI 只在受信任的文件夹里连接 MCP 服务" in snippet.stderr

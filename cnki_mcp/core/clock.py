@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -33,6 +33,19 @@ def format_utc(moment: datetime) -> str:
 
 def utc_now_iso() -> str:
     return format_utc(utc_now())
+
+
+def local_day(moment: datetime | None = None) -> str:
+    """The local calendar day of ``moment`` (now), ``YYYY-MM-DD``: what a daily count is kept under."""
+    return (moment or utc_now()).astimezone().date().isoformat()
+
+
+def next_local_midnight(moment: datetime | None = None) -> datetime:
+    """When the local day of ``moment`` (now) ends, as an aware local time."""
+    tomorrow = (moment or utc_now()).astimezone().date() + timedelta(days=1)
+    # mktime with isdst=-1 finds the local midnight's offset itself (a DST change may fall on that day).
+    stamp = time.mktime((tomorrow.year, tomorrow.month, tomorrow.day, 0, 0, 0, 0, 0, -1))
+    return datetime.fromtimestamp(stamp).astimezone()
 
 
 def parse_utc(text: str | None) -> datetime | None:

@@ -63,6 +63,7 @@ ErrorCode = Literal[
     "INVALID_ACTION",
     "INVALID_SECTION",
     "INVALID_LOGIN_URL",
+    "INVALID_INTERVAL",
     "BATCH_TOO_LARGE",
     "INPUT_TOO_LARGE",
     "TOO_MANY_REFERENCES",
@@ -126,6 +127,8 @@ ErrorCode = Literal[
     "DOWNLOAD_ENTRY_NOT_FOUND",
     "DOWNLOAD_REFUSED",
     "DOWNLOAD_CANCELLED",
+    "DOWNLOAD_RIGHTS_MISSING",
+    "DAILY_LIMIT_REACHED",
     "INVALID_FILE",
     "ZOTERO_UNAVAILABLE",
     "ZOTERO_COLLECTION_NOT_FOUND",
@@ -156,6 +159,8 @@ ErrorCode = Literal[
     "CLIENT_IMPORT_REQUIRED",
     "CLIENT_CONFIG_INVALID",
     "CLIENT_NOT_INITIALIZED",
+    "CLIENT_UNAVAILABLE",
+    "CLIENT_LINK_UNSUPPORTED",
     "CLIENT_REQUIRED",
     "CLIENT_CONFIG_AMBIGUOUS",
     "CONFIG_SYMLINK",
@@ -205,6 +210,7 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "INVALID_ACTION": Code("action 只能是 cancel、continue、resume、show 或 recover。"),
     "INVALID_SECTION": Code("section 无效。"),
     "INVALID_LOGIN_URL": Code("remote_access_url 须为不含账号信息的 HTTPS 地址。"),
+    "INVALID_INTERVAL": Code("interval_seconds 须在 5–600 秒之间。"),
     "BATCH_TOO_LARGE": Code("一次最多处理 100 篇文献。"),
     "INPUT_TOO_LARGE": Code("文本超过 512 KB。"),
     "TOO_MANY_REFERENCES": Code("文本中的《题名》超过 100 个。"),
@@ -225,7 +231,7 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "OPERATION_NOT_RUNNING": Code("这个任务没有在运行。"),
     "OPERATION_STATE": Code("任务当前的状态不允许这个操作。"),
     "OPERATION_BUSY": Code("任务仍在运行，不能继续。"),
-    "CONTINUE_UNAVAILABLE": Code("只有中断、失败或预算用完的检索任务可以继续；其他任务请重新调用原工具。"),
+    "CONTINUE_UNAVAILABLE": Code("只有中断、失败或预算用完的检索任务和批量下载任务可以继续；其他任务请重新调用原工具。"),
     "VERIFICATION_NOT_FOUND": Code("当前没有等待人工处理的页面。"),
     # --- operations -------------------------------------------------------------------------
     "BUDGET_EXHAUSTED": Code("任务预算已用完；可用 operation_control 的 continue 增加预算后继续。", True),
@@ -289,6 +295,16 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "DOWNLOAD_ENTRY_NOT_FOUND": Code("详情页没有所需格式的下载入口。"),
     "DOWNLOAD_REFUSED": Code("知网拒绝了下载。"),
     "DOWNLOAD_CANCELLED": Code("下载被取消。"),
+    "DOWNLOAD_RIGHTS_MISSING": Code(
+        "连续几篇论文都因没有全文权限被知网拒绝（未订购、余额不足或未登录），批量下载已停止，其余论文没有尝试。"
+        "请先登录个人或机构账号（login），在校外时用机构的远程访问地址登录（login 的 remote_access_url），"
+        "然后用 operation_control 的 continue 继续。"
+    ),
+    "DAILY_LIMIT_REACHED": Code(
+        "今天成功下载的论文已达到每日上限，批量下载已停止，以免知网把账号标记为异常；其余论文见 remaining。"
+        "次日零点（本机时间）后用 operation_control 的 continue 继续；上限可在 config.json 的 daily_download_limit "
+        "或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT 中调整（0 表示不限）。"
+    ),
     "INVALID_FILE": Code("下载的文件不是有效的 PDF/CAJ。"),
     "ZOTERO_UNAVAILABLE": Code(
         "连不上 Zotero：请先打开 Zotero 桌面版再重试；它不在本机默认端口 23119 时用 CNKI_ZOTERO_URL 指定地址。", True
@@ -342,6 +358,8 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "CLIENT_IMPORT_REQUIRED": Code("这个客户端不能自动写入配置，请使用导入链接或粘贴配置。"),
     "CLIENT_CONFIG_INVALID": Code("客户端配置文件无法解析，未做改动。"),
     "CLIENT_NOT_INITIALIZED": Code("客户端的配置目录还不存在，请先打开一次该客户端。"),
+    "CLIENT_UNAVAILABLE": Code("这个客户端在这台电脑的系统上没有；请在装有它的电脑上运行 cnki-mcp setup，或选择其他客户端。"),
+    "CLIENT_LINK_UNSUPPORTED": Code("这个客户端没有一键安装链接；请用 cnki-mcp config <客户端> 输出配置片段。"),
     "CLIENT_REQUIRED": Code("--install-client 需要同时用 --client 指定要接入的客户端（见 cnki-mcp help）。"),
     "CLIENT_CONFIG_AMBIGUOUS": Code("这个客户端有多个安装，各有自己的配置文件；请不带参数运行 cnki-mcp setup 并选择其一。"),
     "CONFIG_SYMLINK": Code("客户端配置文件是符号链接，为安全起见未做改动。"),

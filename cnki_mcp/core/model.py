@@ -422,6 +422,8 @@ class StoreData(msgspec.Struct):
     recent_errors: list[ErrorEvent] = []
     last_site_check: SiteCheck | None = None
     known_names: list[str] = []
+    # Successful downloads (any tool) per local day, "YYYY-MM-DD" -> count; the last few days are kept.
+    downloads_by_day: dict[str, int] = {}
 
 
 class DroppedEntry(msgspec.Struct, omit_defaults=True):
@@ -462,10 +464,15 @@ class SaveState(msgspec.Struct, kw_only=True):
     failed_writes: int = 0
 
 
+# Successful downloads per local day before a batch stops (peers stay under about 100 a day); 0 = no cap.
+DAILY_DOWNLOAD_LIMIT_DEFAULT = 100
+
+
 class Config(msgspec.Struct, omit_defaults=True):
     """config.json; unknown keys are ignored so older and newer versions can share it."""
 
     browser_path: str = ""
+    daily_download_limit: int = DAILY_DOWNLOAD_LIMIT_DEFAULT  # CNKI_DAILY_DOWNLOAD_LIMIT overrides it
 
 
 class SessionState(msgspec.Struct, omit_defaults=True):
@@ -593,6 +600,36 @@ class DownloadResult(msgspec.Struct, omit_defaults=True, kw_only=True):
     name: str = ""
     operation_id: str = ""
     copied_from: str = ""  # a local_copy: the downloaded file it was copied from
+
+
+class BatchItem(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One paper of a download_papers batch: what became of it (``code``/``message`` when not downloaded).
+
+    ``status``: downloaded | already_downloaded | refused | failed | uncertain (clicked, outcome unknown:
+    never ordered again by the batch) | not_reached.
+    """
+
+    record_ref: str
+    title: str = ""
+    status: str
+    path: str = ""  # the file, for downloaded and already_downloaded
+    format: str = ""  # pdf | caj: the entry ordered
+    sha256: str = ""
+    bytes: int = 0
+    code: str = ""  # why not downloaded (DOWNLOAD_REFUSED, SIDE_EFFECT_UNCERTAIN …)
+    message: str = ""
+
+
+class BatchResult(msgspec.Struct, kw_only=True):
+    """download_papers' answer: every paper in the order given, a count per status, the papers not reached,
+    and today's count against the daily cap (``daily_limit`` 0: no cap)."""
+
+    items: list[BatchItem]
+    summary: dict[str, int]
+    remaining: list[str]
+    downloads_today: int
+    daily_limit: int
+    search_id: str = ""
 
 
 

@@ -36,6 +36,26 @@ def env_positive_int(name: str, default: int) -> int:
     return value if value > 0 else default
 
 
+# Every numeric setting and its default (doctor names a value that falls back).
+POSITIVE_INT_SETTINGS = {
+    "CNKI_REQUEST_INTERVAL_MS": 500,
+    "CNKI_MAX_INFLIGHT": 6,
+    "CNKI_WORKERS": 8,
+    "CNKI_INLINE_WAIT_SECONDS": 40,
+    "CNKI_VERIFICATION_WAIT_SECONDS": 20 * 60,
+}
+
+
+def ignored_settings() -> list[tuple[str, str, int]]:
+    """(name, value, default used) for each numeric setting that is set but not a positive integer."""
+    found = []
+    for name, default in POSITIVE_INT_SETTINGS.items():
+        raw = os.environ.get(name, "").strip()
+        if raw and not is_placeholder(raw) and env_positive_int(name, -1) == -1:
+            found.append((name, raw, default))
+    return found
+
+
 def request_interval_ms() -> int:
     """CNKI_REQUEST_INTERVAL_MS: spacing between request starts."""
     return env_positive_int("CNKI_REQUEST_INTERVAL_MS", 500)
@@ -70,6 +90,15 @@ def sampling_wait_seconds() -> float:
 def verification_wait_seconds() -> int:
     """CNKI_VERIFICATION_WAIT_SECONDS: how long a page handed to the person (captcha, login) is waited for."""
     return env_positive_int("CNKI_VERIFICATION_WAIT_SECONDS", 20 * 60)
+
+
+def daily_download_limit(configured: int) -> int:
+    """CNKI_DAILY_DOWNLOAD_LIMIT, else config.json's ``daily_download_limit``: successful downloads per local
+    day before a batch stops; 0 = no cap. Here 0 is a value, not "unset": only a non-negative integer counts."""
+    raw = env_text("CNKI_DAILY_DOWNLOAD_LIMIT")
+    if raw.isdigit():
+        return int(raw)
+    return max(configured, 0)
 
 
 def data_root() -> Path:

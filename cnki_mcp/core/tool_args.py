@@ -22,6 +22,12 @@ EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search
 STATUS_WAIT_MAX = 55
 DOWNLOAD_WAIT_DEFAULT = 120
 DOWNLOAD_WAIT_MAX = 900
+PAPERS_MAX = 200  # download_papers: record_refs, or entries of a search, in one batch
+PAPERS_LIMIT_DEFAULT = 20
+INTERVAL_DEFAULT = 12  # download_papers: the least seconds between two download orders (peers pace 8–15 s)
+INTERVAL_MIN = 5
+INTERVAL_MAX = 600
+INTERVAL_JITTER = 0.25  # each interval drawn from ±25 % of it, so orders do not tick like a clock
 READ_CHARACTERS_DEFAULT = 20_000
 READ_CHARACTERS_MAX = 200_000
 TEXT_BYTES_MAX = 512 * 1024
@@ -154,6 +160,19 @@ class DownloadPaperArgs(ToolArgs):
     on_verification: str = "ask"
 
 
+class DownloadPapersArgs(ToolArgs):
+    record_refs: list[str] = []  # or search_id with scope, offset and limit
+    search_id: str = ""
+    scope: str = "selected"
+    offset: int = 0
+    limit: int = PAPERS_LIMIT_DEFAULT
+    format: str = "auto"  # as download_paper: auto | pdf | caj
+    subdirectory: str = ""
+    interval_seconds: int = INTERVAL_DEFAULT  # the least time between two clicks, jittered
+    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT  # each paper's transfer wait
+    on_verification: str = "ask"
+
+
 class RelatedPapersArgs(ToolArgs):
     relation: str = "references"
     limit: int = LIMIT_DEFAULT
@@ -217,6 +236,7 @@ class ToolName(StrEnum):
     CHECK_REFERENCES = "check_references"
     DIAGNOSTICS = "diagnostics"
     DOWNLOAD_PAPER = "download_paper"
+    DOWNLOAD_PAPERS = "download_papers"
     EXPERT_SEARCH = "expert_search"
     EXPORT_CITATIONS = "export_citations"
     GET_METADATA = "get_metadata"

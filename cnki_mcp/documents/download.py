@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,12 @@ def _forget(store: Store, key: str, previous: Artifact | None) -> None:
         store.mark_dirty()
 
 
+def _completed(store: Store, key: str, done: Artifact) -> None:
+    """A clicked download's file has arrived: the ledger says so and the day's count goes up."""
+    store.put_artifact(key, done)
+    store.count_download()
+
+
 def _uncertain(artifact: Artifact, message: str) -> CnkiError:
     return CnkiError("SIDE_EFFECT_UNCERTAIN", message, details=msgspec.to_builtins(view(artifact)), retryable=True)
 
@@ -196,7 +203,7 @@ async def prior(store: Store, record_ref: str, request: DownloadRequest) -> Loca
             continue
         done = await asyncio.to_thread(reconcile, store.downloads_dir, artifact)
         if done is not None:
-            store.put_artifact(key, done)
+            _completed(store, key, done)
             result = await asyncio.to_thread(deliver, store.downloads_dir, done, request)
             return LocalReply(source="local", requests=0, result=result)
         if not request.retry:
@@ -212,10 +219,12 @@ async def prior(store: Store, record_ref: str, request: DownloadRequest) -> Loca
 
 
 class Downloads:
-    """download_paper for one process: downloads run one at a time."""
+    """download_paper for one process: downloads run one at a time, and a batch's clicks keep their spacing
+    from the last click any tool sent."""
 
     def __init__(self) -> None:
         self._lock: asyncio.Lock | None = None
+        self._last_click: float | None = None  # time.monotonic() of this process's last download click
 
     def _serial(self) -> asyncio.Lock:
         if self._lock is None:
@@ -223,8 +232,9 @@ class Downloads:
         return self._lock
 
     async def download(
-        self, op: OperationContext, engine: Enrichment, site: SiteBackend, paper: Paper, request: DownloadRequest
+        self, op: OperationContext, engine: Enrichment, site: SiteBackend, paper: Paper, request: DownloadRequest, spacing: float = 0.0
     ) -> DownloadResult:
+        """``spacing``: the least seconds between the last click and this one (a batch's interval; 0: none)."""
         store = engine.store
         async with self._serial():
             # Another call may have finished the same file while this one queued.
@@ -233,12 +243,12 @@ class Downloads:
                 result: DownloadResult = earlier.result
                 return result
             try:
-                return await self._download(op, engine, site, paper, request)
+                return await self._download(op, engine, site, paper, request, spacing)
             except CnkiError as exc:
                 raise without_secrets(exc) from None
 
     async def _download(
-        self, op: OperationContext, engine: Enrichment, site: SiteBackend, paper: Paper, request: DownloadRequest
+        self, op: OperationContext, engine: Enrichment, site: SiteBackend, paper: Paper, request: DownloadRequest, spacing: float
     ) -> DownloadResult:
         store = engine.store
         op.stage("detail")
@@ -257,6 +267,7 @@ class Downloads:
                 raise CnkiError("FILE_EXISTS", f"目标文件 {folder / name} 已存在，未点击下载。", details={"path": str(folder / name)})
             incoming = await asyncio.to_thread(store.incoming_dir, op.operation_id)
             await site.set_download_dir(incoming)
+            await self._spaced(op, spacing)
 
             key = artifact_key(paper.record_ref, fmt)
             previous = store.data.artifacts.get(key)
@@ -278,6 +289,7 @@ class Downloads:
             op.stage("clicking", {"format": fmt, "entry": entry.text})
             detail_path = urlsplit(tab.url).path
             dialogs_before = len(tab.dialogs)
+            self._last_click = time.monotonic()
             try:
                 clicked = await site.click(op, tab, "a", ENTRY_WAIT, text=ENTRIES[fmt])
             except CnkiError as exc:
@@ -297,6 +309,13 @@ class Downloads:
             await site.close_tab(tab, with_popups=not uncertain)
             if incoming is not None and not uncertain:
                 remove_empty(incoming)  # nothing can arrive there any more
+
+    async def _spaced(self, op: OperationContext, spacing: float) -> None:
+        """Hold the click until ``spacing`` seconds after the last one (the detail page stays open meanwhile)."""
+        wait = 0.0 if self._last_click is None else self._last_click + spacing - time.monotonic()
+        if wait > 0:
+            with op.stage_while("pacing", {"seconds": round(wait, 1)}):
+                await asyncio.sleep(wait)
 
     async def _entry(self, site: SiteBackend, tab: Tab, bound: Paper, wanted: str) -> tuple[str, Entry]:
         """The entry to click, read from the live page; a page that ends the attempt is saved.
@@ -372,7 +391,7 @@ class Downloads:
                     src.unlink()
                 remove_empty(src.parent)
             raise
-        store.put_artifact(watch.key, done)
+        _completed(store, watch.key, done)
         return view(done)
 
     async def _html_file(self, watch: _Watch, src: Path, url: str) -> CnkiError:

@@ -32,7 +32,10 @@ LIVE_STATUSES = frozenset({"running", "awaiting_user"})
 MAX_WAIT_SECONDS = 55
 CANCEL_GRACE_SECONDS = 5.0
 RESUME_WAIT_SECONDS = 3.0
-INTERRUPTED_MESSAGE = "服务进程在任务运行中退出；检索任务可以用 operation_control 的 continue 继续，其他任务请重新调用原工具。"
+INTERRUPTED_MESSAGE = "服务进程在任务运行中退出；检索任务和批量下载任务可以用 operation_control 的 continue 继续，其他任务请重新调用原工具。"
+
+# Kinds whose work keeps a checkpoint and so can continue (a caller may name more: the batch download).
+CONTINUABLE = frozenset({"search"})
 
 # What a continue adds when the budget is spent and no addition is given.
 CONTINUE_REQUESTS = 200
@@ -78,6 +81,7 @@ class Job:
         self.done = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.cancel_requested = False
+        self.frame: dict[str, Any] = {}  # progress every stage carries under its own (a batch's paper k of n)
 
     def active_seconds(self) -> float:
         now = time.monotonic()
@@ -142,8 +146,13 @@ class OperationContext:
     def stage(self, name: str, progress: dict[str, Any] | None = None) -> None:
         self._job.record.stage = name
         if progress is not None:
-            self._job.record.progress = progress
+            self._job.record.progress = {**self._job.frame, **progress} if self._job.frame else progress
         self._jobs._touch(self._job)
+
+    def frame(self, progress: dict[str, Any]) -> None:
+        """Progress kept under every later stage's own (``done``/``total``/``title`` of a batch's paper)."""
+        self._job.frame = dict(progress)
+        self.stage(self._job.record.stage, {})
 
     @contextlib.contextmanager
     def stage_while(self, name: str, progress: dict[str, Any]) -> Iterator[None]:
@@ -420,11 +429,15 @@ class Jobs:
         record = job.record
         message = record.message or record.stage
         done = total = None
+        title = ""
         if isinstance(record.progress, dict):
             done, total = record.progress.get("done"), record.progress.get("total")
+            title = record.progress.get("title") or ""
         value = float(job.version)
+        if done is not None and total:
+            message = f"{message} {done}/{total}" + (f" {title}" if title else "")
         try:
-            await progress(value, None, f"{message} {done}/{total}" if done is not None and total else message)
+            await progress(value, None, message)
         except Exception:  # noqa: BLE001 - a client that drops progress must not break the call
             log.debug("progress notification failed", exc_info=True)
 
@@ -480,15 +493,18 @@ class Jobs:
             job.resume_signal.set()
         return await self.wait(job, RESUME_WAIT_SECONDS)
 
-    def continuation(self, operation_id: str, additional_requests: int, additional_seconds: int) -> tuple[Operation, Budget]:
-        """Check that a stored search can continue and compute its cumulative budget."""
+    def continuation(
+        self, operation_id: str, additional_requests: int, additional_seconds: int, kinds: frozenset[str] = CONTINUABLE
+    ) -> tuple[Operation, Budget]:
+        """Check that a stored operation of one of ``kinds`` (those that keep a checkpoint) can continue,
+        and compute its cumulative budget."""
         if operation_id in self._live:
             raise CnkiError("OPERATION_BUSY")
         prior = self.stored(operation_id)
-        if prior.kind != "search" or prior.checkpoint is None:
+        if prior.kind not in kinds or prior.checkpoint is None:
             raise CnkiError("CONTINUE_UNAVAILABLE")
         if prior.status == "completed":
-            raise CnkiError("OPERATION_STATE", "这个检索任务已经完成，无需继续。")
+            raise CnkiError("OPERATION_STATE", "这个任务已经完成，无需继续。")
         budget = msgspec.structs.replace(prior.budget)
         budget.max_requests += max(additional_requests, 0)
         budget.timeout_seconds += max(additional_seconds, 0)

@@ -329,6 +329,9 @@ _REFUSAL = re.compile(
     r"|会话已经结束|请返回原页面刷新|服务端出现未知错误|来源应用不正确|只收录题录|暂不提供原文"
     r"|不在有效期|操作太过频繁"
 )
+# The refusals that say the account or institution has no right to the full text (as against a paper CNKI
+# keeps no file of, or a passing failure): another paper will most likely be refused the same way.
+_NO_RIGHTS = re.compile(r"余额不足|未订购|没有订购|机构未购买|未购买|无权|没有权限|暂无权限|权限不足|请先登录|未登录|不在有效期")
 _ERROR_PAGE = re.compile(r"/errormsg\.(?:html?|aspx)$", re.I)
 
 
@@ -346,6 +349,11 @@ def parse_download_refusal(html: str) -> str | None:
 def is_refusal(text: str) -> bool:
     """``text`` says CNKI will not hand out the file (a tip, an entry's title, a page's words)."""
     return bool(_REFUSAL.search(text))
+
+
+def is_rights_refusal(text: str) -> bool:
+    """``text`` refuses the file for want of rights (未订购, 余额不足, not logged in, subscription expired)."""
+    return bool(_NO_RIGHTS.search(text))
 
 
 def refusal_in_url(url: str) -> str | None:

@@ -38,12 +38,21 @@ async def write_export(
     papers = [store.data.papers[ref] for ref in dict.fromkeys(refs) if ref in store.data.papers]
     if not papers and unlinked:
         return {"status": "completed", "data": msgspec.to_builtins(with_unlinked(CitationResult(args.format, 0), unlinked))}
+    unknown = [ref for ref in dict.fromkeys(args.record_refs) if ref not in store.data.papers]
+    if not papers and unknown:
+        raise CnkiError(
+            "RECORD_NOT_FOUND",
+            f"本地没有这些记录：{'、'.join(unknown[:10])}；请先检索或用 get_metadata 取得它们，再导出。",
+            details={"record_refs": unknown},
+        )
     if not papers:
         raise CnkiError("INVALID_INPUT", "没有可以导出的文献：给出的 record_refs、search_id 或 titles 都没有对应的本地记录。")
     result = await asyncio.to_thread(
         citations.export, papers, args.format, args.template or None, data_dir=root, filename=args.filename
     )
     with_unlinked(result, unlinked or [])
+    if unknown:
+        result.warnings.append(f"本地没有这些记录，未导出：{'、'.join(unknown[:10])}。")
     if part is not None:
         result.search_total = part.total
         if part.end < part.total:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cnki_mcp.core.files import write_backup
 from cnki_mcp.setup.clients import UNREADABLE, ConfigWrite, entry, existing_entry, get_client
+from cnki_mcp.setup.config_edit import SERVER_KEY
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,16 @@ def cli_argv(client_id: str, data_root: Path | str, command: list[str] | None = 
     argv = client.cli(entry(client.id, data_root, command))
     program = shutil.which(argv[0], path=os.environ.get("PATH", os.defpath))
     return None if program is None else [program, *argv[1:]]
+
+
+def _subcommand(args: list[str]) -> list[str]:
+    """The words of the command up to the server's name or its environment: ``mcp add-json --scope user``."""
+    words = []
+    for word in args:
+        if word == SERVER_KEY or word.startswith("--env"):
+            break
+        words.append(word)
+    return words
 
 
 def install_with_cli(
@@ -60,7 +71,7 @@ def install_with_cli(
         if not added:
             log.warning("%s exited %s: %s", argv[0], done.returncode, done.stderr.decode("utf-8", "replace")[-500:])
     if added:
-        return ConfigWrite(target, backup, True, via=" ".join(Path(argv[0]).name.split() + argv[1:4]))
+        return ConfigWrite(target, backup, True, via=" ".join([Path(argv[0]).name, *_subcommand(argv[1:])]))
     if backup is not None and target.is_file() and target.read_bytes() == before:
         backup.unlink(missing_ok=True)  # nothing changed: the merge makes its own backup
     return None

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote_plus
+from urllib.parse import quote, quote_plus
 
 from ruamel.yaml import YAMLError
 
@@ -91,6 +91,9 @@ class Client:
     link: Callable[[dict[str, Any]], str] | None = None
     commands: tuple[str, ...] = ()  # the client's own programs: one on PATH means it is installed
     cli: Callable[[dict[str, Any]], list[str]] | None = None  # its documented "add a server" command
+    systems: tuple[str, ...] = SYSTEMS  # where the client exists at all (Claude Desktop has no Linux build)
+    install_link: Callable[[dict[str, Any]], str] | None = None  # an install link beside its config file
+    note: str = ""  # a step the client needs after its config is written
 
     @property
     def extension(self) -> str:
@@ -129,6 +132,14 @@ def _cherry_link(entry: dict[str, Any]) -> str:
     return "cherrystudio://mcp/install?servers=" + _qesc(_b64(compact({"mcpServers": {SERVER_KEY: entry}})))
 
 
+def _cursor_link(entry: dict[str, Any]) -> str:
+    return "cursor://anysphere.cursor-deeplink/mcp/install?name=cnki&config=" + _qesc(_b64(compact(entry)))
+
+
+def _vscode_link(entry: dict[str, Any]) -> str:
+    return "vscode:mcp/install?" + quote(compact({"name": SERVER_KEY, **entry}), safe="")
+
+
 # --- the clients' own command lines -----------------------------------------------------------------
 
 
@@ -148,11 +159,16 @@ _LONG_MS = (("timeout", 900000),)
 _CLINE = (("disabled", False), ("timeout", 900))
 _DSH_HINT_DESKTOP = "先运行一次 DeepSeek Harness 桌面版，再重新执行 setup"
 _DSH_HINT_WEB = "先运行一次 dsh web，再重新执行 setup"
+_GEMINI_TRUST = (
+    "Gemini CLI 只在受信任的文件夹里连接 MCP 服务：在要使用的文件夹里启动 gemini，询问时选择信任"
+    "（之后可用 /permissions 更改），再用 /mcp 查看 cnki 是否已连接"
+)
 
 CLIENTS: tuple[Client, ...] = (
     Client("claude-desktop", "Claude Desktop", "write",
            location=Location(("Claude", "claude_desktop_config.json"), base="appdata", systems=("darwin", "windows"),
-                             msix="Claude")),
+                             msix="Claude"),
+           hint="Claude Desktop 设置 → 开发者 → 编辑配置", systems=("darwin", "windows")),
     Client("claude-code", "Claude Code", "write", extras=_STDIO,
            location=Location((".claude.json",), env="CLAUDE_CONFIG_DIR", env_parts=(".claude.json",)),
            commands=("claude",), cli=_claude_cli),
@@ -160,9 +176,9 @@ CLIENTS: tuple[Client, ...] = (
            location=Location((".codex", "config.toml"), env="CODEX_HOME", env_parts=("config.toml",)),
            commands=("codex",), cli=_codex_cli),
     Client("cursor", "Cursor", "write", extras=_STDIO, location=Location((".cursor", "mcp.json")),
-           commands=("cursor",)),
+           commands=("cursor",), install_link=_cursor_link),
     Client("gemini", "Gemini CLI", "write", extras=_LONG_MS, location=Location((".gemini", "settings.json")),
-           commands=("gemini",)),
+           commands=("gemini",), note=_GEMINI_TRUST),
     Client("dsh-desktop", "DeepSeek Harness 桌面版", "write", format="yaml", key_path=(),
            location=Location((".dsh", "profiles", "desktop", "cordis.patch.yml"), env="DSH_HOME",
                              env_parts=("profiles", "desktop", "cordis.patch.yml"), must_exist=True),
@@ -191,7 +207,7 @@ CLIENTS: tuple[Client, ...] = (
            link=_cherry_link),
     Client("vscode", "VS Code / GitHub Copilot", "write", key_path=("servers",), extras=_STDIO,
            location=Location(("Code", "User", "mcp.json"), base="appdata", must_exist=True),
-           hint="先打开一次 VS Code，再重新执行 setup", commands=("code",)),
+           hint="先打开一次 VS Code，再重新执行 setup", commands=("code",), install_link=_vscode_link),
     Client("windsurf", "Windsurf", "write", location=Location((".codeium", "windsurf", "mcp_config.json")),
            commands=("windsurf",)),
     Client("cline", "Cline", "paste", extras=_CLINE, hint="Cline 的 MCP Servers → Configure"),
@@ -225,6 +241,23 @@ ALIASES: dict[str, str] = {
 
 def _normalised(name: str) -> str:
     return "-".join(name.strip().lower().replace("_", " ").split())
+
+
+def available(client: Client, os_name: str | None = None) -> bool:
+    """Whether the client exists on this OS (the menu offers only those)."""
+    return normalise_os(os_name) in client.systems
+
+
+def unavailable_message(client: Client) -> str:
+    systems = "、".join({"darwin": "macOS", "windows": "Windows", "linux": "Linux"}[name] for name in client.systems)
+    return f"{client.name} 只有 {systems} 版，这台电脑上没有；请在装有它的电脑上运行 cnki-mcp setup，或选择其他客户端。"
+
+
+def client_install_link(client_id: str, data_root: Path | str, command: list[str] | None = None) -> str | None:
+    """The install link of a client that has one besides its config file (Cursor, VS Code)."""
+    client = get_client(client_id)
+    link = client.install_link or client.link
+    return None if link is None else link(entry(client.id, data_root, command))
 
 
 def get_client(client_id: str) -> Client:
@@ -314,22 +347,27 @@ _HTTP_TYPE = {"gemini": None, "windsurf": None, "cline": "streamableHttp", "roo"
 def http_snippet(client_id: str, url: str, token: str) -> str:
     """The configuration text for a client of ``cnki-mcp serve --http``: the URL and the bearer token."""
     client = get_client(client_id)
-    headers = {"Authorization": f"Bearer {token}"}
     if client.format == "toml":
-        authorization = quoted(headers["Authorization"])
-        return f"[mcp_servers.{SERVER_KEY}]\nurl = {quoted(url)}\nhttp_headers = {{ Authorization = {authorization} }}\ntool_timeout_sec = 900\n"
-    if client.format != "json":
+        bearer = f"Bearer {token}"
+        return f"[mcp_servers.{SERVER_KEY}]\nurl = {quoted(url)}\nhttp_headers = {{ Authorization = {quoted(bearer)} }}\ntool_timeout_sec = 900\n"
+    document = nest(client.key_path, {SERVER_KEY: http_entry(client.id, url, token)})
+    return html_safe(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2)) + "\n"
+
+
+def http_entry(client_id: str, url: str, token: str) -> dict[str, Any]:
+    """The ``cnki`` entry of a JSON client of ``serve --http``; CLIENT_HTTP_UNSUPPORTED for YAML clients."""
+    client = get_client(client_id)
+    if client.format == "yaml":
         raise CnkiError(
             "CLIENT_HTTP_UNSUPPORTED",
             f"{client.name} 的配置只支持 stdio。请用 cnki-mcp config {client.id}（不带 --http）：同一台电脑上它会自动加入正在运行的服务。",
             details={"client": client.id},
         )
-    value: dict[str, Any] = {_HTTP_URL_KEY.get(client.id, "url"): url, "headers": headers}
+    value: dict[str, Any] = {_HTTP_URL_KEY.get(client.id, "url"): url, "headers": {"Authorization": f"Bearer {token}"}}
     kind = _HTTP_TYPE.get(client.id, "http")
     if kind:
         value["type"] = kind
-    document = nest(client.key_path, {SERVER_KEY: dict(sorted(value.items()))})
-    return html_safe(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2)) + "\n"
+    return dict(sorted(value.items()))
 
 
 def import_link(client_id: str, data_root: Path | str, command: list[str] | None = None) -> str | None:
@@ -555,6 +593,7 @@ def write_client_config(
     *,
     enable: bool = False,
     backup_first: bool = True,
+    http: tuple[str, str] | None = None,
 ) -> ConfigWrite:
     """Merge the ``cnki`` entry into the client's config file at ``path``.
 
@@ -563,7 +602,8 @@ def write_client_config(
     itself (DeepSeek Harness profiles, VS Code's User folder) that does not exist yet gives
     CLIENT_NOT_INITIALIZED; a file changed by someone else while we worked is not overwritten
     (CONFIG_CHANGED). ``enable`` switches a disabled ``cnki`` entry back on; ``backup_first=False``
-    when the caller already kept the file's earlier content.
+    when the caller already kept the file's earlier content. ``http`` (url, token) writes the entry of
+    ``serve --http`` instead of the stdio one (JSON clients only: CLIENT_HTTP_UNSUPPORTED otherwise).
     """
     client = get_client(client_id)
     target = Path(path)
@@ -590,9 +630,18 @@ def write_client_config(
     except UnicodeDecodeError as exc:
         raise invalid_config(target, "不是 UTF-8 文本") from exc
 
-    value = entry(client.id, data_root, command)
+    if http is None:
+        value, fresh = entry(client.id, data_root, command), snippet(client.id, data_root, command)
+    elif client.format == "json":
+        value, fresh = http_entry(client.id, *http), http_snippet(client.id, *http)
+    else:
+        raise CnkiError(
+            "CLIENT_HTTP_UNSUPPORTED",
+            f"setup 不会为 {client.name} 写入 HTTP 配置；请运行 cnki-mcp config {client.id} --http，把输出合并到 {target}。",
+            details={"client": client.id, "path": str(target)},
+        )
     merge = {"json": merge_json, "toml": merge_toml, "yaml": merge_yaml}[client.format]
-    new_text = merge(old_text, client.key_path, value, snippet(client.id, data_root, command), target, enable)
+    new_text = merge(old_text, client.key_path, value, fresh, target, enable)
     new_bytes = new_text.encode("utf-8")
     if new_bytes == old_bytes:
         return ConfigWrite(target, None, False)

@@ -84,8 +84,9 @@ def _edits(
     variables and keys the user added stay, and extra fields the user already tuned (timeouts,
     ``disabled``) are only added when missing. ``enable`` switches a disabled entry back on.
     """
-    if not isinstance(existing, dict):
-        return [(base, value)]
+    if not isinstance(existing, dict) or "command" not in value:
+        # An HTTP entry (url and token) is ours whole: it replaces what was there.
+        return [] if existing == value else [(base, value)]
     changes: list[tuple[tuple[str, ...], Any]] = []
     for key in ("command", "args"):
         if existing.get(key) != value[key]:

@@ -36,6 +36,7 @@ from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config
 from cnki_mcp.setup import clients
+from cnki_mcp.setup.cli_words import Command, say
 from cnki_mcp.setup.client_cli import install_with_cli
 from cnki_mcp.site.discovery import browser_candidates, probe_version
 
@@ -46,13 +47,20 @@ _YES = ("", "y", "yes", "是")
 def help_text() -> str:
     """Usage, the setup flags and every client id in registry order."""
     lines = [
-        "用法：cnki-mcp [setup | serve | config <客户端> | schema | doctor [--protocol] [--json] | version | help]",
+        say("用法：", "Usage:"),
+        "  cnki-mcp serve [--http [--host <地址>] [--port <端口>]]",
+        "  cnki-mcp setup [--browser <浏览器路径>] [--client <客户端>] [--install-client] [--http [--host <地址>] [--port <端口>]]",
+        "  cnki-mcp config [<客户端>] [--http [--host <地址>] [--port <端口>]] [--link] [--rotate-token]",
+        "  cnki-mcp doctor [--protocol] [--json] [--site] [--report]",
+        "  cnki-mcp uninstall [--data] [--yes]",
+        "  cnki-mcp schema | version | --version | help | <命令> --help",
         "",
-        "setup 参数：--browser <浏览器路径> --client <客户端> [--install-client]",
-        "",
-        "可选客户端：",
+        say("可选客户端：", "Clients:"),
     ]
-    lines.extend(f"  {client.id:<16} {client.name}" for client in clients.CLIENTS)
+    lines.extend(
+        f"  {client.id:<16} {client.name}" + ("" if clients.available(client) else say("（这台电脑的系统上没有）", " (not on this OS)"))
+        for client in clients.CLIENTS
+    )
     return "\n".join(lines)
 
 
@@ -69,32 +77,48 @@ def _data_root() -> Path:
     return data_root()
 
 
-def destination(client: clients.Client, root: Path) -> str:
-    """Where a client's snippet belongs, in words: its config file, its import link or the place to paste."""
-    if client.mode == "link":
+def destination(client: clients.Client, root: Path, http: str = "") -> str:
+    """Where a client's snippet belongs, in words: its config file, its import link or the place to paste.
+
+    ``http``: the flags of an HTTP snippet (``--http --host … --port …``), for the command that writes it."""
+    if not clients.available(client):
+        return clients.unavailable_message(client).rstrip("。")
+    if client.mode == "link" and not http:
         return f"在 {client.name} 中打开导入链接（cnki-mcp setup --client {client.id} 会显示它），或粘贴到：{client.hint}"
     try:
         targets = clients.config_paths(client.id)
     except CnkiError:
         targets = []
     if targets:
-        rerun = f"cnki-mcp setup --client {client.id} --install-client"
+        rerun = f"cnki-mcp setup --client {client.id} " + (http or "--install-client")
         return "合并到 " + " 或 ".join(map(str, targets)) + f"（或运行 {rerun} 自动写入）"
-    return f"粘贴到：{client.hint}"
+    return f"粘贴到：{client.hint or '客户端的 MCP 设置'}"
+
+
+_HOST_HELP = ("与 --http 一起：服务的地址。", "With --http: the server's address.")
+_PORT_HELP = ("与 --http 一起：服务的端口。", "With --http: the server's port.")
 
 
 @click.command(
+    cls=Command,
     name="config",
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    help=say("输出某个客户端的配置片段（默认 generic）；说明写到标准错误输出。",
+             "Print a client's config snippet (generic by default); the notes go to stderr."),
 )
-@click.argument("client_id", metavar="[客户端]", required=False, default="generic")
-@click.option("--http", "http", is_flag=True, help="输出连接 cnki-mcp serve --http 的配置（URL 和 Authorization 头）。")
-@click.option("--host", default="127.0.0.1", show_default=True, help="与 --http 一起：服务的地址。")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), help="与 --http 一起：服务的端口。")
-@click.option("--rotate-token", is_flag=True, help="更换 HTTP 访问令牌；旧令牌立即失效。")
+@click.argument("client_id", metavar=say("[客户端]", "[CLIENT]"), required=False, default="generic")
+@click.option("--http", "http", is_flag=True, help=say("输出连接 cnki-mcp serve --http 的配置（URL 和 Authorization 头）。",
+                                                      "Print the config for cnki-mcp serve --http (URL and Authorization header)."))
+@click.option("--host", default="127.0.0.1", show_default=True, metavar=say("<地址>", "<host>"), help=say(*_HOST_HELP))
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), metavar=say("<端口>", "<port>"),
+              help=say(*_PORT_HELP))
+@click.option("--link", is_flag=True, help=say("输出客户端的一键安装链接（Cursor、VS Code 及导入链接客户端）。",
+                                               "Print the client's install link (Cursor, VS Code and the link clients)."))
+@click.option("--rotate-token", is_flag=True, help=say("更换 HTTP 访问令牌；旧令牌立即失效。", "Replace the HTTP token; the old one stops working."))
 @click.pass_context
-def config_command(ctx: click.Context, client_id: str, http: bool, host: str, port: int, rotate_token: bool) -> None:
-    """输出某个客户端的配置片段（默认 generic）；说明写到标准错误输出。"""
+def config_command(
+    ctx: click.Context, client_id: str, http: bool, host: str, port: int, link: bool, rotate_token: bool
+) -> None:
     if rotate_token and not http:
         from cnki_mcp.serving.endpoint import token
 
@@ -114,6 +138,17 @@ def config_command(ctx: click.Context, client_id: str, http: bool, host: str, po
             )
         client = clients.get_client(client_id)
         root = _data_root()
+        if link:
+            found = clients.client_install_link(client.id, root)
+            if found is None:
+                raise CnkiError(
+                    "CLIENT_LINK_UNSUPPORTED",
+                    f"{client.name} 没有一键安装链接；请用 cnki-mcp config {client.id} 输出配置片段（{destination(client, root)}）。",
+                    details={"client": client.id},
+                )
+            click.echo(found)
+            click.echo(f"在装有 {client.name} 的电脑上打开这个链接，{client.name} 会请你确认安装。", err=True)
+            return
         if http:
             from cnki_mcp.serving.endpoint import token, url
 
@@ -124,20 +159,43 @@ def config_command(ctx: click.Context, client_id: str, http: bool, host: str, po
         _exit_with(error)
     click.echo(text, nl=False)
     # stdout carries only the snippet, so `cnki-mcp config cursor > file` stays clean.
-    click.echo(f"这段配置属于 {client.name}：{destination(client, root)}。", err=True)
+    kind = "连接 HTTP 服务（cnki-mcp serve --http）的配置" if http else "配置"
+    flags = "--http" + (f" --host {host}" if host != "127.0.0.1" else "") + (f" --port {port}" if port != 8765 else "")
+    click.echo(f"这段{kind}属于 {client.name}：{destination(client, root, flags if http else '')}。", err=True)
+    if client.note:
+        click.echo(f"另外：{client.note}。", err=True)
 
 
-@click.command(name="setup")
-@click.option("--browser", "browser", metavar="<浏览器路径>", help="Chrome、Edge 或 Chromium 的可执行文件。")
-@click.option("--client", "client_id", metavar="<客户端>", help="要接入的客户端，见 cnki-mcp help。")
-@click.option("--install-client", is_flag=True, help="写入客户端配置文件，或打开一键导入链接。")
+@click.command(cls=Command, name="setup", help=say(
+    "选择浏览器和客户端，写入配置并检查 MCP 服务。不带参数时逐步询问。",
+    "Choose the browser and the client, write the config and check the MCP server. Asks step by step without flags.",
+))
+@click.option("--browser", "browser", metavar=say("<浏览器路径>", "<browser path>"),
+              help=say("Chrome、Edge 或 Chromium 的可执行文件。", "The Chrome, Edge or Chromium executable."))
+@click.option("--client", "client_id", metavar=say("<客户端>", "<client>"),
+              help=say("要接入的客户端，见 cnki-mcp help。", "The client to connect; see cnki-mcp help."))
+@click.option("--install-client", is_flag=True, help=say("写入客户端配置文件，或打开一键导入链接。",
+                                                        "Write the client's config file, or open its import link."))
+@click.option("--http", "http", is_flag=True, help=say(
+    "与 --client 一起：写入连接 cnki-mcp serve --http 的配置（URL 和令牌），而不是 stdio。",
+    "With --client: write the entry for cnki-mcp serve --http (URL and token) instead of stdio.",
+))
+@click.option("--host", default="127.0.0.1", show_default=True, metavar=say("<地址>", "<host>"), help=say(*_HOST_HELP))
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), metavar=say("<端口>", "<port>"),
+              help=say(*_PORT_HELP))
 @click.option("--skip-check", is_flag=True, hidden=True, help="跳过最后的 MCP 通信检查。")
-def setup_command(browser: str | None, client_id: str | None, install_client: bool, skip_check: bool) -> None:
-    """选择浏览器和客户端，写入配置并检查 MCP 服务。不带参数时逐步询问。"""
-    interactive = browser is None and client_id is None and not install_client
+def setup_command(
+    browser: str | None, client_id: str | None, install_client: bool, http: bool, host: str, port: int, skip_check: bool
+) -> None:
+    interactive = browser is None and client_id is None and not install_client and not http
     changes = Changes()
     try:
         client = _checked_client(client_id, install_client)
+        if http:
+            if client is None:
+                raise CnkiError("CLIENT_REQUIRED", "--http 需要同时用 --client 指定要接入的客户端，例如 --client cursor --http。")
+            run_http_setup(client, host, port, changes)
+            return
         run_setup(
             browser=browser,
             client=client,
@@ -163,9 +221,36 @@ def _checked_client(client_id: str | None, install_client: bool) -> clients.Clie
             )
         return None
     client = clients.get_client(client_id)
+    if not clients.available(client):
+        raise CnkiError("CLIENT_UNAVAILABLE", clients.unavailable_message(client), details={"client": client.id})
     if install_client:
         clients.config_path(client.id)  # several installs of the client: CLIENT_CONFIG_AMBIGUOUS now, not later
     return client
+
+
+def run_http_setup(client: clients.Client, host: str, port: int, changes: Changes) -> None:
+    """Write the entry of ``cnki-mcp serve --http`` (URL and token) into the client's config file."""
+    from cnki_mcp.serving.endpoint import token, url
+
+    root = _data_root()
+    address = url(host, port)
+    target = clients.config_path(client.id)
+    if target is None:
+        raise CnkiError(
+            "CLIENT_IMPORT_REQUIRED",
+            f"{client.name} 不能自动写入配置文件；请运行 cnki-mcp config {client.id} --http，"
+            f"把输出粘贴到：{client.hint or '客户端的 MCP 设置'}。",
+            details={"client": client.id},
+        )
+    written = clients.write_client_config(client.id, root, target, http=(address, token(root)))
+    changes.client_config = written.changed
+    if written.changed:
+        changes.add(f"{client.name} 的 HTTP 配置", written.path, written.backup)
+        click.echo(f"已写入 {client.name} 连接 {address} 的配置：{written.path}")
+    else:
+        click.echo(f"{client.name} 的 HTTP 配置已是最新，未改动：{written.path}")
+    click.echo(f"请在服务所在的电脑上运行 cnki-mcp serve --http（地址 {address}），然后重启或重新连接 {client.name}。")
+    click.echo(changes.summary())
 
 
 @dataclass
@@ -197,7 +282,12 @@ def run_setup(
     from cnki_mcp.store.library import save_config
 
     changes = changes if changes is not None else Changes()
+    from cnki_mcp.core.display import display_problem
+
     click.echo(banner())
+    no_screen = display_problem()
+    if no_screen is not None:
+        click.echo(f"⚠ {no_screen}")
     path = _choose_browser(browser, interactive)
     click.echo("正在以无界面方式启动浏览器做检查……")
     check_browser(path)
@@ -219,6 +309,8 @@ def run_setup(
 
     connected = _connect(client, root, install_client, interactive, changes)
 
+    if connected and client.note:
+        click.echo(f"还差一步：{client.note}。")
     if protocol_check:
         from cnki_mcp.surface.server import protocol_probe
 
@@ -229,6 +321,8 @@ def run_setup(
             click.echo(f"MCP 通信检查通过：共 {result.get('tools')} 个 MCP 工具；{client.name} 还没有接入（见上文）。")
     else:
         click.echo("已跳过 MCP 通信检查。")
+    if no_screen is not None:
+        click.echo("⚠ 这台电脑没有图形界面：第一次检索前请按上面 ⚠ 的提示处理（有桌面的会话、CNKI_HEADLESS=1 或 serve --http）。")
     click.echo(changes.summary())
 
 
@@ -403,7 +497,7 @@ def _choose_client(interactive: bool) -> str:
     if not interactive:
         return "generic"
     installed = clients.installed_clients()
-    order = [*installed, *(c.id for c in clients.CLIENTS if c.id not in installed)]
+    order = [*installed, *(c.id for c in clients.CLIENTS if c.id not in installed and clients.available(c))]
     click.echo("")
     click.echo("可以接入的客户端" + ("（这台电脑上已安装的排在前面）：" if installed else "："))
     for number, client_id in enumerate(order, 1):
@@ -419,7 +513,11 @@ def _choose_client(interactive: bool) -> str:
         if answer.isdigit() and 1 <= int(answer) <= len(order):
             return order[int(answer) - 1]
         try:
-            return clients.get_client(answer).id
+            chosen = clients.get_client(answer)
+            if not clients.available(chosen):
+                click.echo(clients.unavailable_message(chosen))
+                continue
+            return chosen.id
         except CnkiError as error:
             suggestion = (error.details or {}).get("suggestion")
             click.echo(f"没有这个选项：{answer}" + (f"；是不是 {suggestion}？" if suggestion else ""))
@@ -524,8 +622,13 @@ def _wait_for_blank_page(process: subprocess.Popen[bytes], port: int, timeout: f
 
 
 def _check_failed(cause: str, log_path: Path) -> CnkiError:
+    from cnki_mcp.core.display import browser_output_cause
+
     with contextlib.suppress(OSError):
         tail = log_path.read_text("utf-8", "replace").strip()[-600:]
+        named = browser_output_cause(tail.splitlines())
+        if named:
+            cause = f"{cause}：{named}"
         if tail:
             cause = f"{cause}；浏览器输出：{tail}"
     return CnkiError("BROWSER_CHECK_FAILED", f"浏览器检查未通过：{cause}", details={"cause": cause})

@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from cnki_mcp.core.clock import poll
+from cnki_mcp.core.display import browser_output_cause
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site import reaper
 
@@ -289,7 +290,12 @@ class ChromeProcess:
                 details = {**self.details(), "generation": generation}
                 if code == _PROFILE_IN_USE_EXIT:
                     raise CnkiError("BROWSER_PROFILE_IN_USE", details=details)
-                raise CnkiError("BROWSER_UNAVAILABLE", f"浏览器启动后立即退出（退出码 {code}）。", details=details)
+                cause = browser_output_cause(details["output"])
+                raise CnkiError(
+                    "BROWSER_UNAVAILABLE",
+                    f"浏览器启动后立即退出（退出码 {code}）" + (f"：{cause}" if cause else "。"),
+                    details=details,
+                )
             with contextlib.suppress(OSError, ValueError):
                 lines = port_file.read_text(encoding="utf-8").splitlines()
                 if len(lines) >= 2:  # the second line (browser websocket path) marks a complete write

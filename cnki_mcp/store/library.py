@@ -40,7 +40,7 @@ from typing import Any, get_args, get_origin
 
 import msgspec
 
-from cnki_mcp.core.clock import age_seconds, parse_utc, utc_now, utc_now_iso
+from cnki_mcp.core.clock import age_seconds, local_day, parse_utc, utc_now, utc_now_iso
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import atomic_replace, fsync_dir, write_new_file
 from cnki_mcp.core.model import (
@@ -83,6 +83,7 @@ KEEP_ERROR_EVENTS = 500
 KEEP_KNOWN_NAMES = 20
 # Lists of the citation graph (one paper's references, citing or similar papers), newest kept.
 KEEP_RELATIONS = 1000
+KEEP_DOWNLOAD_DAYS = 7  # days of the daily download count kept (only today's is used)
 # How many unreadable entries diagnostics lists, and how many a warning names.
 DROPPED_LISTED = 100
 DROPPED_NAMED = 3
@@ -402,6 +403,19 @@ class Store:
     def put_artifact(self, key: str, artifact: Artifact) -> None:
         self.data.artifacts[key] = artifact
         self.mark_dirty()
+
+    def count_download(self, day: str | None = None) -> None:
+        """One more successful download (any tool) on the local ``day`` (today)."""
+        counts = self.data.downloads_by_day
+        day = day or local_day()
+        counts[day] = counts.get(day, 0) + 1
+        for old in sorted(counts)[:-KEEP_DOWNLOAD_DAYS]:
+            del counts[old]
+        self.mark_dirty()
+
+    def downloads_on(self, day: str | None = None) -> int:
+        """Successful downloads counted on the local ``day`` (today)."""
+        return self.data.downloads_by_day.get(day or local_day(), 0)
 
     def put_source(self, key: str, quality: Quality) -> None:
         self.data.sources[key] = quality

@@ -32,12 +32,17 @@ from cnki_mcp.core.tool_args import (
     EXPAND_MAX,
     EXPORT_MAX,
     FRESHNESS,
+    INTERVAL_DEFAULT,
+    INTERVAL_MAX,
+    INTERVAL_MIN,
     LIMIT_DEFAULT,
     LIMIT_MAX,
     METADATA,
     METADATA_FIELDS,
     MODES,
     OPTION_RANGES,
+    PAPERS_LIMIT_DEFAULT,
+    PAPERS_MAX,
     POLICIES,
     QUERY_MAX,
     READ_CHARACTERS_DEFAULT,
@@ -55,6 +60,7 @@ from cnki_mcp.core.tool_args import (
     ZOTERO_MAX,
     CheckReferencesArgs,
     DownloadPaperArgs,
+    DownloadPapersArgs,
     ExportCitationsArgs,
     GetMetadataArgs,
     LinkReferencesArgs,
@@ -381,6 +387,33 @@ def validate_save_to_zotero(args: SaveToZoteroArgs, raw: dict[str, Any]) -> None
 def validate_download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> None:
     _exactly_one_document(args)
     args.format = _choice(args.format, DOWNLOAD_FORMATS, "auto", "INVALID_FORMAT", "format")
+    args.wait_seconds = _defaulted(args.wait_seconds, DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
+    args.on_verification = _policy(args.on_verification)
+
+
+def validate_download_papers(args: DownloadPapersArgs, raw: dict[str, Any]) -> None:
+    """``record_refs`` or ``search_id`` (one of them); the rest as download_paper, plus the interval."""
+    args.record_refs = [ref for ref in map(_given, args.record_refs) if ref]
+    args.search_id = _given(args.search_id)
+    if bool(args.record_refs) == bool(args.search_id):
+        why = "不能同时提供" if args.search_id else "须提供其一"
+        raise CnkiError("NO_DOCUMENTS", f"record_refs 与 search_id 二选一，{why}。", details={"field": "record_refs"})
+    if len(args.record_refs) > PAPERS_MAX:
+        raise CnkiError(
+            "BATCH_TOO_LARGE", f"record_refs 一次最多 {PAPERS_MAX} 个，收到 {len(args.record_refs)} 个；请分批下载。",
+            details={"field": "record_refs", "count": len(args.record_refs), "limit": PAPERS_MAX},
+        )
+    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
+    _offset(args.offset)
+    args.limit = _defaulted(args.limit, PAPERS_LIMIT_DEFAULT, PAPERS_MAX, "INVALID_LIMIT", "limit", " 篇")
+    args.format = _choice(args.format, DOWNLOAD_FORMATS, "auto", "INVALID_FORMAT", "format")
+    args.interval_seconds = args.interval_seconds or INTERVAL_DEFAULT
+    if not INTERVAL_MIN <= args.interval_seconds <= INTERVAL_MAX:
+        raise CnkiError(
+            "INVALID_INTERVAL",
+            f"interval_seconds 须在 {INTERVAL_MIN}–{INTERVAL_MAX} 秒之间（0 表示默认 {INTERVAL_DEFAULT}），收到的是 {args.interval_seconds}。",
+            details={"field": "interval_seconds"},
+        )
     args.wait_seconds = _defaulted(args.wait_seconds, DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
     args.on_verification = _policy(args.on_verification)
 

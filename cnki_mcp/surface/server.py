@@ -39,6 +39,7 @@ from mcp.types import (
     Implementation,
     ListPromptsResult,
     ListResourcesResult,
+    ListResourceTemplatesResult,
     ListToolsResult,
     PaginatedRequestParams,
     Prompt,
@@ -244,6 +245,12 @@ def build_server(app: ToolApp | None) -> Server[Any]:
     ) -> ListResourcesResult:
         return ListResourcesResult(resources=[Resource(uri=GUIDE_URI, name="guide", mime_type=GUIDE_MIME_TYPE)])
 
+    async def list_resource_templates(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        # Resources are advertised, so clients ask for templates too; there are none.
+        return ListResourceTemplatesResult(resource_templates=[])
+
     async def read_resource(ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams) -> ReadResourceResult:
         uri = str(params.uri)
         if uri != GUIDE_URI:
@@ -278,6 +285,7 @@ def build_server(app: ToolApp | None) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
         on_read_resource=read_resource,
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,

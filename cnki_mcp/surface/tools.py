@@ -20,7 +20,9 @@ from mcp.types import Tool, ToolAnnotations
 from cnki_mcp.app import App, Reply
 from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import DAILY_DOWNLOAD_LIMIT_DEFAULT
 from cnki_mcp.core.tool_args import ToolName
+from cnki_mcp.documents.batch import RIGHTS_STREAK
 from cnki_mcp.ops.jobs import CONTINUE_REQUESTS, CONTINUE_SECONDS, KIND_BUDGETS
 from cnki_mcp.references.citations import TEMPLATE_FIELDS
 from cnki_mcp.research.expert import MAX_CHARS as EXPRESSION_MAX_CHARS
@@ -267,6 +269,43 @@ register(
 )
 
 register(
+    ToolName.DOWNLOAD_PAPERS,
+    f"批量下载一组论文的 PDF/CAJ（后台任务，与 {ToolName.SEARCH} 一样先等待一段时间再返回 operation_id，用 "
+    f"{ToolName.OPERATION_STATUS} 跟进）：record_refs，或某次检索 search_id 的 scope 中从 offset 起的 limit 篇"
+    f"（默认 {tool_args.PAPERS_LIMIT_DEFAULT} 篇，一次最多 {tool_args.PAPERS_MAX} 篇）。每篇走 {ToolName.DOWNLOAD_PAPER} 的同一流程，"
+    f"轮到它时才打开详情页；两次下载点击之间至少间隔 interval_seconds（默认 {tool_args.INTERVAL_DEFAULT} 秒，上下浮动 "
+    f"{round(tool_args.INTERVAL_JITTER * 100)}%）。已下载过的论文不再点击；服务中断后用 {ToolName.OPERATION_CONTROL} 的 continue "
+    "接着下载，已点击的论文先检查文件，不会重复点击；cancel 在当前这篇结束后停止。遇到验证码时整批暂停等你处理。"
+    f"连续 {RIGHTS_STREAK} 篇因没有全文权限被拒绝时停止（DOWNLOAD_RIGHTS_MISSING）；当天成功下载达到每日上限（默认 {DAILY_DOWNLOAD_LIMIT_DEFAULT} 篇，"
+    "config.json 的 daily_download_limit 或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT，0 表示不限）时停止（DAILY_LIMIT_REACHED）。"
+    f"结果逐篇给出状态、文件路径和 SHA-256，remaining 是没有轮到的论文。下载完可用 {ToolName.SAVE_TO_ZOTERO} 传同一个 search_id 连同附件存入 Zotero。",
+    _object(
+        {
+            "format": _string("auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj", tool_args.DOWNLOAD_FORMATS),
+            "interval_seconds": _integer(
+                f"两次下载点击之间至少间隔的秒数，{tool_args.INTERVAL_MIN}–{tool_args.INTERVAL_MAX}，默认 {tool_args.INTERVAL_DEFAULT}；"
+                f"每次在 ±{round(tool_args.INTERVAL_JITTER * 100)}% 内随机浮动"
+            ),
+            "limit": _integer(f"配合 search_id：下载多少篇，1–{tool_args.PAPERS_MAX}，默认 {tool_args.PAPERS_LIMIT_DEFAULT}"),
+            "offset": _integer("配合 search_id：从第几条开始，默认 0"),
+            "on_verification": _POLICY,
+            "wait_seconds": _integer(
+                f"每篇点击后等待文件下载完成的秒数，{_range(tool_args.DOWNLOAD_WAIT_MAX, tool_args.DOWNLOAD_WAIT_DEFAULT)}；人工验证的时间不计入"
+            ),
+            "record_refs": _strings(f"要下载的 record_ref 列表（与 search_id 二选一），最多 {tool_args.PAPERS_MAX} 个"),
+            "search_id": _string("下载某次检索的结果（与 record_refs 二选一）"),
+            "subdirectory": _string("保存到 downloads/ 下的这个子目录"),
+            "scope": _SCOPE,
+        }
+    ),
+    tool_args.DownloadPapersArgs,
+    a.validate_download_papers,
+    handler=App.download_papers,
+    read_only=False,
+    open_world=True,
+)
+
+register(
     ToolName.EXPERT_SEARCH,
     "知网专业检索：直接使用知网的专业检索表达式，如 SU=('数字经济'+'数字化转型') AND AU='张三' NOT TI='综述'。"
     "表达式先在本地检查，有误时返回 INVALID_EXPRESSION（details.position 为出错的第几个字符），不访问知网；"
@@ -310,7 +349,7 @@ register(
             "references_of": _string(
                 f"导出这篇文献（record_ref）的参考文献表：先用 {ToolName.RELATED_PAPERS} 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
             ),
-            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates"),
+            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", tool_args.SCOPES),
             "search_id": _string(f"导出某次检索的结果（每次最多 {tool_args.EXPORT_MAX} 篇）"),
             "template": _string(
                 f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
@@ -557,7 +596,9 @@ register(
             "limit": _integer(f"每页条数，{_LIMIT}"),
             "offset": _integer("从第几条开始，默认 0；取上次返回的 next_offset 翻页"),
             "scope": _string("selected（默认）、eligible、candidates", tool_args.SCOPES),
-            "search_id": _string(f"{ToolName.SEARCH} 或 {ToolName.STRUCTURED_SEARCH} 返回的 search_id"),
+            "search_id": _string(
+                f"{ToolName.SEARCH}、{ToolName.STRUCTURED_SEARCH} 或 {ToolName.EXPERT_SEARCH} 返回的 search_id"
+            ),
             "view": _string("titles（默认）、compact（加作者、年份、来源、摘要、评分）、records（完整题录与评分明细）", tool_args.VIEWS),
         },
         required=("search_id",),

@@ -2,7 +2,7 @@
 
 Entries follow shared/spec/real-pages-2026.md §6 (thesis 分章/分页/CAJ整本下载, the thesis PDF anchor
 ``#pdfDown1``, WWJD pages without entries) and the Scenario switches ``thesis_downloads``,
-``foreign_detail`` and ``detail_refusal``; file bodies follow §6 "File headers" (``caj_magic``).
+``foreign_detail``, ``detail_refusal`` and ``caj_only``; file bodies follow §6 "File headers" (``caj_magic``).
 """
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ def download_buttons(p: Paper, sc: Scenario, order: Callable[[str], str]) -> tup
             dl.append(pdf)
         return dl, tip
     caj = _entry("btn-dlcaj", "cajDown", "cajDown", css, order("caj"), "CAJ下载", title)
+    if p.filename in sc.caj_only:
+        return [*dl, caj], tip  # an older paper CNKI keeps only as CAJ
     dl += [caj, pdf] if p.resource == "NEWSPAPER" else [pdf, caj]
     return dl, tip
 

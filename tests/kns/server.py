@@ -109,6 +109,8 @@ class Scenario:
     reader_lazy_delay: float = 0.15
     trial_notice: bool = False  # trial reader shows 试读结束，购买后阅读全文
     download: str = "auto"  # see DOWNLOAD_MODES
+    download_by_file: dict[str, str] = field(default_factory=dict)  # filename → a DOWNLOAD_MODES value for that paper alone
+    caj_only: frozenset[str] = frozenset()  # filenames: the detail page offers CAJ下载 and no PDF下载 (older journal papers)
     check_referer: bool = True  # order URL without a *.cnki.net Referer → 来源应用不正确(01)
     caj_magic: str = "HN"  # see CHOICES: the CAJ family, PDF (a plain PDF for a CAJ order) or UNKNOWN bytes
     error_page: str = "text"  # text | blank: ErrorMsg.html shows nothing, its message is only in the URL
@@ -360,7 +362,9 @@ class KnsSimulator:
             for name, allowed in {"download": DOWNLOAD_MODES, **CHOICES}.items():
                 if name in changes and changes[name] not in allowed:
                     raise ValueError(f"{name} must be one of {allowed}")
-            for name in ("detail_js", "no_html_entry", "no_journal_link", "listing_without"):
+            if set(changes.get("download_by_file", {}).values()) - set(DOWNLOAD_MODES):
+                raise ValueError(f"download_by_file values must be among {DOWNLOAD_MODES}")
+            for name in ("detail_js", "no_html_entry", "no_journal_link", "listing_without", "caj_only"):
                 if name in changes and not isinstance(changes[name], bool):
                     changes[name] = frozenset(changes[name])
             self.scenario = dataclasses.replace(self.scenario, **changes)
@@ -429,6 +433,15 @@ class KnsSimulator:
     def requests(self) -> list[SimRequest]:
         with self._lock:
             return list(self._log)
+
+    def orders(self) -> list[tuple[float, str, str]]:
+        """Every download order the browser sent, in time order: (``at``, filename, kind pdf/caj/html/…)."""
+        found = []
+        for r in self.requests:
+            parts = pages.decode_token(r.query.get("id", "")) if r.endpoint == "download" else None
+            if parts and len(parts) == 4:
+                found.append((r.at, parts[3], parts[2]))
+        return found
 
     def count(self, endpoint: str, method: str | None = None) -> int:
         with self._lock:
@@ -840,13 +853,14 @@ class KnsSimulator:
             p = self.corpus.by_filename(parts[2])
             if p is None:
                 return _Resp(404, pages.simple_page("文件不存在", "404"))
-            if sc.download == "html":
+            mode = sc.download_by_file.get(p.filename, sc.download)
+            if mode == "html":
                 return _Resp(200, pages.refusal_page("expired"))
             kind = parts[1]
             disposition = {"Content-Disposition": downloads.content_disposition(p, kind)}
-            if sc.download == "html_file":  # an error page sent as the attachment itself
+            if mode == "html_file":  # an error page sent as the attachment itself
                 return _Resp(200, pages.refusal_page("expired"), "text/html; charset=utf-8", disposition)
-            if sc.download == "tiny":  # a few bytes of text as the attachment: the refusal, not a paper
+            if mode == "tiny":  # a few bytes of text as the attachment: the refusal, not a paper
                 return _Resp(200, downloads.TINY_FILE.encode(), "application/pdf", disposition)
             data = downloads.pdf_bytes(p) if kind == "pdf" else downloads.caj_bytes(p, sc.caj_magic)
             ctype = "application/pdf" if kind == "pdf" else "application/octet-stream"
@@ -872,7 +886,7 @@ class KnsSimulator:
             if sc.reader == "refused_page":
                 return _Resp(200, pages.refusal_page("no_album"))
             return _redirect(self._reader_url(p, sc, epoch))
-        mode = sc.download
+        mode = sc.download_by_file.get(p.filename, sc.download)
         if mode == "abstract_only":
             return _redirect(pages.error_msg_url(pages.ABSTRACT_ONLY))
         if mode == "auto":
