@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 
 from cnki_mcp import __version__
+from cnki_mcp.surface.tools import REGISTRY
 from tests.harness import serve_params
 
 # What decides the doctor's ⚠ lines and the CLI's language: each test sets the ones it means.
@@ -133,7 +134,7 @@ def test_doctor_protocol_round_trip(isolated_data_dir: Path) -> None:
     done = run("doctor", "--protocol", "--json", data_dir=isolated_data_dir, timeout=90, CNKI_BROWSER_PATH=sys.executable)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["protocol"] == {
-        "passed": True, "transport": "stdio", "tools": 17, "version": __version__, "browser_started": False,
+        "passed": True, "transport": "stdio", "tools": len(REGISTRY), "version": __version__, "browser_started": False,
     }
 
 
