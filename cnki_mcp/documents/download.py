@@ -299,6 +299,9 @@ class Downloads:
             if not clicked:
                 _forget(store, key, previous)
                 raise CnkiError("DOWNLOAD_ENTRY_NOT_FOUND", "下载入口在点击前消失了；未点击。", details={"format": fmt})
+            # The site's pacing and the wait for the entry may have held the click: the next one is spaced from
+            # when this one was really sent.
+            self._last_click = time.monotonic()
             op.stage("waiting_for_download")
             watch = _Watch(op, store, site, tab, detail_path, key, previous, dialogs_before)
             return await self._await_file(watch, artifact, request.wait_seconds)
