@@ -18,7 +18,7 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from tests.harness import AWAITING, FINAL, McpSession, chromium_path, serve_para
 from tests.kns import pages
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator
-from tests.test_e2e_documents import EntrySimulator, answer, journal_papers, seed, serve
+from tests.test_e2e_documents import EntrySimulator, answer, journal_papers, seed, serve, sim, sim_server  # noqa: F401  (the entry simulator and its per-test reset)
 
 pytestmark = [
     pytest.mark.browser,
@@ -42,22 +42,6 @@ INTERVAL = 5  # the least interval_seconds allows
 FIGURES: dict[str, float] = {}
 
 
-@pytest.fixture(scope="module")
-def sim_server() -> Iterator[EntrySimulator]:
-    sim = EntrySimulator().start()
-    try:
-        yield sim
-    finally:
-        sim.stop()
-
-
-@pytest.fixture
-def sim(sim_server: EntrySimulator) -> Iterator[EntrySimulator]:
-    sim_server.reset()
-    yield sim_server
-    sim_server.reset()
-
-
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -66,7 +50,7 @@ def file_sha(path: str) -> str:
     return sha(Path(path).read_bytes())
 
 
-def theses(sim: KnsSimulator, count: int) -> list[SimPaper]:
+def theses(sim: KnsSimulator, count: int) -> list[SimPaper]:  # noqa: F811 - the fixture imported above
     return [p for p in sim.corpus.papers if p.resource == "DISSERTATION"][:count]
 
 
@@ -94,7 +78,7 @@ async def follow(session: McpSession, view: dict[str, Any], heard: list[str], un
 
 
 @contextlib.asynccontextmanager
-async def killable(data: Path, sim: KnsSimulator, **env: str) -> AsyncIterator[McpSession]:
+async def killable(data: Path, sim: KnsSimulator, **env: str) -> AsyncIterator[McpSession]:  # noqa: F811 - the fixture imported above
     """A client on its own server that the test may SIGKILL: the way out does not fail the test."""
     params = serve_params(data, sim.browser_args, CNKI_REQUEST_INTERVAL_MS="50", **env)
     entered = McpSession.serving(params, check=answer, wait_timeout=math.inf)
@@ -106,7 +90,7 @@ async def killable(data: Path, sim: KnsSimulator, **env: str) -> AsyncIterator[M
             await asyncio.wait_for(entered.__aexit__(None, None, None), 30)
 
 
-async def test_a_batch_of_eight_gets_each_papers_file_once_and_paced(sim: EntrySimulator, isolated_data_dir: Path) -> None:
+async def test_a_batch_of_eight_gets_each_papers_file_once_and_paced(sim: EntrySimulator, isolated_data_dir: Path) -> None:  # noqa: F811 - the fixture imported above
     first, cached_a, caj_only, refused, cached_b, second, third = journal_papers(sim, 7)
     (thesis,) = theses(sim, 1)
     papers = [first, thesis, cached_a, caj_only, refused, cached_b, second, third]
@@ -178,7 +162,7 @@ async def test_a_batch_of_eight_gets_each_papers_file_once_and_paced(sim: EntryS
 
 
 async def test_a_batch_killed_after_its_third_paper_is_continued_without_a_repeated_order(
-    sim: EntrySimulator, isolated_data_dir: Path
+    sim: EntrySimulator, isolated_data_dir: Path  # noqa: F811 - the fixture imported above
 ) -> None:
     papers = journal_papers(sim, 6)
     refs = seed(isolated_data_dir, sim, papers)
@@ -218,7 +202,7 @@ async def test_a_batch_killed_after_its_third_paper_is_continued_without_a_repea
     assert done["result"]["remaining"] == []
 
 
-async def test_a_challenge_mid_batch_goes_to_the_person_and_the_batch_goes_on(sim: EntrySimulator, isolated_data_dir: Path) -> None:
+async def test_a_challenge_mid_batch_goes_to_the_person_and_the_batch_goes_on(sim: EntrySimulator, isolated_data_dir: Path) -> None:  # noqa: F811 - the fixture imported above
     papers = journal_papers(sim, 3)
     refs = seed(isolated_data_dir, sim, papers)
     sim.configure(download="ok", login="institution")
@@ -240,7 +224,7 @@ async def test_a_challenge_mid_batch_goes_to_the_person_and_the_batch_goes_on(si
     assert sim.solves == 1
 
 
-async def test_the_daily_cap_stops_a_batch_with_the_rest_remaining(sim: EntrySimulator, isolated_data_dir: Path) -> None:
+async def test_the_daily_cap_stops_a_batch_with_the_rest_remaining(sim: EntrySimulator, isolated_data_dir: Path) -> None:  # noqa: F811 - the fixture imported above
     papers = journal_papers(sim, 4)
     refs = seed(isolated_data_dir, sim, papers)
     sim.configure(download="ok", login="institution")
@@ -261,7 +245,7 @@ async def test_the_daily_cap_stops_a_batch_with_the_rest_remaining(sim: EntrySim
     assert (report["downloads_today"], report["daily_download_limit"]) == (2, 2)
 
 
-async def test_three_refusals_for_want_of_rights_stop_the_batch(sim: EntrySimulator, isolated_data_dir: Path) -> None:
+async def test_three_refusals_for_want_of_rights_stop_the_batch(sim: EntrySimulator, isolated_data_dir: Path) -> None:  # noqa: F811 - the fixture imported above
     papers = journal_papers(sim, 6)
     refs = seed(isolated_data_dir, sim, papers)
     # A refusal that is no question of rights (题录 only) does not count; then three that are.
