@@ -15,10 +15,9 @@ import platform
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import psutil
 
 from cnki_mcp import __version__
 from cnki_mcp.core import settings, tool_args
@@ -42,40 +41,26 @@ from cnki_mcp.core.model import (
     TitleRow,
     public_paper,
 )
-from cnki_mcp.documents import batch
-from cnki_mcp.documents.download import Downloads, prior
-from cnki_mcp.documents.download_files import DownloadRequest, check_names, check_target
-from cnki_mcp.documents.local_read import LocalFiles
-from cnki_mcp.documents.online_reader import Reader, TextWindow
-from cnki_mcp.fieldcheck import tour as site_check
 from cnki_mcp.ops.jobs import CONTINUABLE, Job, Jobs, OperationContext, ProgressSink, Work, kind_budget
-from cnki_mcp.pages.relation_parse import Signatures
-from cnki_mcp.references import refcheck
-from cnki_mcp.references.exports import ExportPart, write_export
-from cnki_mcp.references.links import MAX_REFERENCES, Match, find_spans, render
-from cnki_mcp.references.zotero import ZoteroSaves
-from cnki_mcp.research.backend import SiteBackend
-from cnki_mcp.research.detail_tab import local_ref, resolve_paper
-from cnki_mcp.research.enrich import Enrichment, JournalFlights, select_fields
-from cnki_mcp.research.expert import plan_expert
-from cnki_mcp.research.pipeline import (
-    SearchInput,
-    SearchState,
-    cache_key,
-    cached_reply,
-    plan_search,
-    run_search,
-    search_budget,
-    search_input,
-)
-from cnki_mcp.research.query import plan_structured
-from cnki_mcp.research.relations import Relations, stored_references
-from cnki_mcp.site.browser import Browser
-from cnki_mcp.site.limiter import Limiter
-from cnki_mcp.site.session import Sessions, session_view
-from cnki_mcp.site.site import Site
 from cnki_mcp.store.catalog import Catalog
 from cnki_mcp.store.library import KEEP_SEARCHES, Store, load_config
+
+# Listing the tools needs this module, not what its handlers work with: each collaborator below is
+# imported where a handler first needs it, so a server answers initialize and tools/list at the SDK's pace.
+if TYPE_CHECKING:
+    from cnki_mcp.documents.batch import BatchState
+    from cnki_mcp.documents.download import Downloads
+    from cnki_mcp.documents.local_read import LocalFiles
+    from cnki_mcp.documents.online_reader import Reader
+    from cnki_mcp.pages.relation_parse import Signatures
+    from cnki_mcp.references.zotero import ZoteroSaves
+    from cnki_mcp.research.backend import SiteBackend
+    from cnki_mcp.research.enrich import Enrichment, JournalFlights
+    from cnki_mcp.research.pipeline import SearchInput, SearchState
+    from cnki_mcp.research.relations import Relations
+    from cnki_mcp.site.browser import Browser
+    from cnki_mcp.site.session import Sessions
+    from cnki_mcp.site.site import Site
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +89,6 @@ class App:
         self.root = data_root or settings.data_root()
         self._site_factory = site_factory
         self._catalog: Catalog | None = None
-        self._journals = JournalFlights()
         # A broken config.json must not stop the server: tools answer CONFIG_INVALID until it is fixed.
         self.config = Config()
         self.config_error: CnkiError | None = None
@@ -119,11 +103,48 @@ class App:
         self._browser: Browser | None = None
         self._site: Site | None = None
         self._sessions: Sessions | None = None
-        self._reader = Reader()  # HTML full texts, in memory only
-        self._files = LocalFiles()  # downloaded files' texts, in memory only
-        self._zotero = ZoteroSaves()  # what this process saved to Zotero, and where
-        self._downloads = Downloads()
-        self._signatures = Signatures()  # first answers of recent relation lists: a decoy repeated across papers
+
+    # --- what this process keeps in memory, made on first use ---------------------------------
+
+    @functools.cached_property
+    def _journals(self) -> JournalFlights:
+        from cnki_mcp.research.enrich import JournalFlights
+
+        return JournalFlights()
+
+    @functools.cached_property
+    def _reader(self) -> Reader:
+        """HTML full texts, in memory only."""
+        from cnki_mcp.documents.online_reader import Reader
+
+        return Reader()
+
+    @functools.cached_property
+    def _files(self) -> LocalFiles:
+        """Downloaded files' texts, in memory only."""
+        from cnki_mcp.documents.local_read import LocalFiles
+
+        return LocalFiles()
+
+    @functools.cached_property
+    def _zotero(self) -> ZoteroSaves:
+        """What this process saved to Zotero, and where."""
+        from cnki_mcp.references.zotero import ZoteroSaves
+
+        return ZoteroSaves()
+
+    @functools.cached_property
+    def _downloads(self) -> Downloads:
+        from cnki_mcp.documents.download import Downloads
+
+        return Downloads()
+
+    @functools.cached_property
+    def _signatures(self) -> Signatures:
+        """First answers of recent relation lists: a decoy repeated across papers."""
+        from cnki_mcp.pages.relation_parse import Signatures
+
+        return Signatures()
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -151,6 +172,8 @@ class App:
     def browser(self) -> Browser:
         """The dedicated browser object; the browser itself launches on the first CNKI request."""
         if self._browser is None:
+            from cnki_mcp.site.browser import Browser
+
             self._browser = Browser(self.root / "browser" / "profile", config=self.config)
         return self._browser
 
@@ -159,6 +182,10 @@ class App:
         if self._site_factory is not None:
             return self._site_factory()  # a simulated backend in tests
         if self._site is None:
+            from cnki_mcp.site.limiter import Limiter
+            from cnki_mcp.site.session import Sessions
+            from cnki_mcp.site.site import Site
+
             self._site = Site(self.browser(), Limiter.from_env(), self.root / "diagnostics")
             self._site.person.timeout = float(settings.verification_wait_seconds())
             self._sessions = Sessions(self._site, lambda names: self._store.remember_names(names) if self._store else None)
@@ -166,12 +193,16 @@ class App:
 
     async def enrichment(self) -> Enrichment:
         """Details, journals and title resolution over this process's catalogue and site."""
+        from cnki_mcp.research.enrich import Enrichment
+
         await self.store()
         assert self._catalog is not None
         return Enrichment(self._catalog, self.site(), self._journals)
 
     async def relations(self) -> Relations:
         """References, citing and similar papers over this process's catalogue and site."""
+        from cnki_mcp.research.relations import Relations
+
         return Relations(await self.enrichment(), self.site(), self._signatures)
 
     async def catalog(self) -> Catalog:
@@ -231,6 +262,8 @@ class App:
 
     async def start_site_check(self) -> Job:
         """The field check (``diagnostics`` with ``site_check``, ``doctor --site``) started as an operation."""
+        from cnki_mcp.fieldcheck import tour as site_check
+
         if self.config_error is not None:
             raise self.config_error
         jobs, store, enrichment = await self.jobs(), await self.store(), await self.enrichment()
@@ -273,6 +306,8 @@ class App:
         if args.action == "resume":
             return await jobs.resume(args.operation_id)
         if args.action == "continue":
+            from cnki_mcp.documents import batch
+
             if not args.operation_id:
                 raise CnkiError("INVALID_INPUT", "continue 需要 operation_id。")
             prior, budget = jobs.continuation(args.operation_id, args.additional_requests, args.additional_seconds, CONTINUABLE | {batch.KIND})
@@ -289,6 +324,8 @@ class App:
 
     async def session_status(self, args: tool_args.SessionStatusArgs, ctx: ToolCall | None) -> Reply:
         if not args.refresh:
+            from cnki_mcp.site.session import session_view
+
             return self._sessions.cached() if self._sessions is not None else session_view(SessionState(), cached=True)
         jobs = await self.jobs()
         job = jobs.start("session", kind_budget("session"), self.sessions().refresh)
@@ -334,6 +371,8 @@ class App:
 
             jobs = await self.jobs()
             return await jobs.inline(jobs.start("metadata", kind_budget("metadata"), work), ctx)
+        from cnki_mcp.research.enrich import select_fields
+
         refs, problems = (await self.catalog()).resolve_local(args.record_refs or [], args.titles or [])
         if args.search_id:
             refs += _search_refs(store, args.search_id, args.scope, args.offset, args.limit)
@@ -351,19 +390,29 @@ class App:
         return LocalReply(source="local", result=found)
 
     async def search(self, args: tool_args.SearchArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.research.pipeline import plan_search, search_input
+
         plan = await plan_search(args, ctx)
         return await self._start_search(search_input(args), plan, ctx)
 
     async def structured_search(self, args: tool_args.StructuredSearchArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.research.pipeline import search_input
+        from cnki_mcp.research.query import plan_structured
+
         plan = plan_structured(args.expression)  # a bad tree is reported before anything else
         return await self._start_search(search_input(args), plan, ctx)
 
     async def expert_search(self, args: tool_args.ExpertSearchArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.research.expert import plan_expert
+        from cnki_mcp.research.pipeline import search_input
+
         plan = plan_expert(args.expression)  # a bad expression is reported before anything else
         return await self._start_search(search_input(args), plan, ctx)
 
     async def _start_search(self, request: SearchInput, plan: Plan, ctx: ToolCall | None) -> Reply:
         """A search after validation and planning: the prefer_cache answer, or a new operation."""
+        from cnki_mcp.research.pipeline import SearchState, cache_key, cached_reply, search_budget
+
         store = await self.store()
         key = cache_key(request, plan)
         if request.options.freshness == "prefer_cache":
@@ -378,15 +427,19 @@ class App:
         """The operation body of a search: ``fresh`` for a new one, None to resume from the checkpoint."""
 
         async def work(op: OperationContext) -> SearchSummary:
+            from cnki_mcp.research.pipeline import run_search
+
             relations = await self.relations()
             return await run_search(op, relations.engine, fresh, relations)
 
         return work
 
     async def link_references(self, args: tool_args.LinkReferencesArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.references.links import Match, find_spans, render
+
         spans = find_spans(args.text)
-        if len(spans) > MAX_REFERENCES:
-            raise CnkiError("TOO_MANY_REFERENCES", f"文本中有 {len(spans)} 个《题名》，一次最多处理 {MAX_REFERENCES} 个。")
+        if len(spans) > tool_args.REFERENCES_MAX:
+            raise CnkiError("TOO_MANY_REFERENCES", f"文本中有 {len(spans)} 个《题名》，一次最多处理 {tool_args.REFERENCES_MAX} 个。")
         store = await self.store()
         catalog = await self.catalog()
 
@@ -412,6 +465,8 @@ class App:
         return await jobs.inline(jobs.start("links", kind_budget("links"), work), ctx)
 
     async def check_references(self, args: tool_args.CheckReferencesArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.references import refcheck
+
         jobs, engine = await self.jobs(), await self.enrichment()
         work = functools.partial(
             refcheck.check, engine=engine, texts=args.references, style=args.style, pasted=args.text
@@ -419,6 +474,9 @@ class App:
         return await jobs.inline(jobs.start("references", kind_budget("references", args.on_verification), work), ctx)
 
     async def export_citations(self, args: tool_args.ExportCitationsArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.references.exports import ExportPart, write_export
+        from cnki_mcp.research.relations import stored_references
+
         store = await self.store()
         refs = list(args.record_refs)
         part: ExportPart | None = None
@@ -451,6 +509,9 @@ class App:
         return await jobs.inline(jobs.start("export", kind_budget("export"), work), ctx)
 
     async def read_online_html(self, args: tool_args.ReadOnlineHtmlArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.documents.online_reader import TextWindow
+        from cnki_mcp.research.detail_tab import local_ref, resolve_paper
+
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
         window = TextWindow(args.section, args.offset, args.max_characters)
         local = await self._files.read(await self.store(), ref, args.source, window) if args.source != "online" else None
@@ -485,6 +546,10 @@ class App:
         return await self._zotero.save(store, refs, collection=args.collection, attach=args.attach, tags=args.tags)
 
     async def download_paper(self, args: tool_args.DownloadPaperArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.documents.download import prior
+        from cnki_mcp.documents.download_files import DownloadRequest, check_names, check_target
+        from cnki_mcp.research.detail_tab import local_ref, resolve_paper
+
         store = await self.store()
         ref = local_ref(await self.catalog(), args.record_ref, args.title)
         request = DownloadRequest(
@@ -515,6 +580,8 @@ class App:
         return await jobs.inline(job, ctx)
 
     async def download_papers(self, args: tool_args.DownloadPapersArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.documents import batch
+
         store = await self.store()
         refs = list(args.record_refs)
         if args.search_id:
@@ -522,8 +589,10 @@ class App:
         state = await batch.plan(store, refs, args)
         return await self._start_batch(state, batch.budget(state, args.on_verification), ctx)
 
-    async def _start_batch(self, fresh: batch.BatchState | None, budget: Budget, ctx: ToolCall | None, prior: Operation | None = None) -> Reply:
+    async def _start_batch(self, fresh: BatchState | None, budget: Budget, ctx: ToolCall | None, prior: Operation | None = None) -> Reply:
         """A batch download: ``fresh`` for a new one, None to go on from ``prior``'s checkpoint."""
+        from cnki_mcp.documents import batch
+
         jobs, engine = await self.jobs(), await self.enrichment()
         limit = settings.daily_download_limit(self.config.daily_download_limit)
         work = functools.partial(batch.run, engine=engine, site=self.site(), downloads=self._downloads, fresh=fresh, daily_limit=limit)
@@ -563,12 +632,18 @@ def _runtime_report(root: Path, browser_path: str, owner_pid: int | None) -> dic
         "data_dir": str(root),
         "process_id": os.getpid(),
         "owner_pid": owner_pid,
-        "heap_bytes": psutil.Process().memory_info().rss,
+        "heap_bytes": _rss(),
         "request_interval_ms": settings.request_interval_ms(),
         "max_inflight": settings.max_inflight(),
         "workers": settings.workers(),
         "inline_wait_seconds": settings.inline_wait_seconds(),
     }
+
+
+def _rss() -> int:
+    import psutil  # a few dozen ms to load: only diagnostics needs it
+
+    return int(psutil.Process().memory_info().rss)
 
 
 def _progress(call: ToolCall | None) -> ProgressSink | None:

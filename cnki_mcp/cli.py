@@ -19,7 +19,6 @@ from cnki_mcp import __version__
 from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.setup.cli_words import Group, say, show_usage_error
-from cnki_mcp.site import reaper
 
 T = TypeVar("T")
 SHUTDOWN_SECONDS = 20
@@ -226,10 +225,12 @@ async def _doctor_report() -> str:
     return str(await asyncio.to_thread(build_report, root, config))
 
 
-@cli.command(name=reaper.GUARD_COMMAND, hidden=True)
+@cli.command(name=settings.GUARD_COMMAND, hidden=True)
 @click.argument("server", type=int)
 def browser_guard(server: int) -> None:
     """由服务自己启动：服务结束（哪怕被强行终止）时关闭它启动的浏览器。请勿手动运行。"""
+    from cnki_mcp.site import reaper
+
     reaper.guard(server)
 
 
