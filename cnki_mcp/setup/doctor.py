@@ -106,8 +106,10 @@ def _browser_check(browser: dict[str, Any], config: Config) -> Check:
     from pathlib import Path
 
     if not browser.get("found"):
-        # discovery's reason is Chinese (tools share it); the English line names what to do instead.
-        return Check("browser", False, msg("doctor.browser_missing", message=browser.get("message")))
+        # discovery's message is the tools' Chinese; this line says the same in the CLI's language.
+        gone = msg("doctor.browser_gone_from", source=browser["missing_from"], path=browser["missing_path"]) \
+            if browser.get("missing_path") else ""
+        return Check("browser", False, msg("doctor.browser_missing", gone=gone))
     configured = config.browser_path.strip()
     if configured and browser.get("source") == "detected" and not Path(configured).is_file():
         return Check("browser", True, msg("doctor.browser_gone", configured=configured, path=browser.get("path")),

@@ -274,6 +274,7 @@ LINES: dict[str, tuple[str, str]] = {
     "config.generic_hint": ("客户端的 MCP 设置", "the client's MCP settings"),
     # --- clients ---------------------------------------------------------------------------------------
     "clients.list_separator": ("、", ", "),
+    "clients.full_stop": ("。", "."),
     "clients.unavailable": (
         "{client} 只有 {systems} 版，这台电脑上没有；请在装有它的电脑上运行 cnki-mcp setup，或选择其他客户端。",
         "{client} exists only for {systems}, not on this computer; run cnki-mcp setup on a computer that has it, "
@@ -366,7 +367,11 @@ LINES: dict[str, tuple[str, str]] = {
         "browser and connects a client.",
     ),
     "doctor.diagnostics_failed": ("本地诊断失败：{message}", "The local diagnostics failed: {message}"),
-    "doctor.browser_missing": ("浏览器：{message}", "Browser: none to launch; run cnki-mcp setup --browser <path> or set CNKI_BROWSER_PATH."),
+    "doctor.browser_missing": (
+        "浏览器：{gone}没有可以启动的 Chrome、Edge 或 Chromium；请运行 cnki-mcp setup --browser <浏览器路径>，或设置 CNKI_BROWSER_PATH。",
+        "Browser: {gone}no Chrome, Edge or Chromium to launch; run cnki-mcp setup --browser <browser path>, or set CNKI_BROWSER_PATH.",
+    ),
+    "doctor.browser_gone_from": ("{source} 指向的 {path} 不存在；", "{path}, named by {source}, does not exist; "),
     "doctor.browser_gone": (
         "浏览器：config.json 里的 {configured} 已不存在，现在改用自动找到的 {path}；运行 cnki-mcp setup --browser <浏览器路径> 重新选择。",
         "Browser: {configured} in config.json is gone; {path}, found automatically, is used instead; run "

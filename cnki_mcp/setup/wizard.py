@@ -71,7 +71,7 @@ def destination(client: clients.Client, root: Path, http: str = "") -> str:
 
     ``http``: the flags of an HTTP snippet (``--http --host … --port …``), for the command that writes it."""
     if not clients.available(client):
-        return clients.unavailable_message(client).rstrip("。")
+        return clients.unavailable_message(client).removesuffix(msg("clients.full_stop"))
     if client.mode == "link" and not http:
         return msg("config.where_link", client=client.name, id=client.id, hint=client.hint)
     try:
