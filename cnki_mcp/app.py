@@ -39,6 +39,7 @@ from cnki_mcp.core.model import (
     SearchRecord,
     SearchSummary,
     SessionState,
+    ZoteroReply,
     public_paper,
 )
 from cnki_mcp.documents.download import Downloads, prior
@@ -77,7 +78,7 @@ from cnki_mcp.store.library import KEEP_SEARCHES, Store, load_config
 log = logging.getLogger(__name__)
 
 # A tool's answer: an operation's view, a local reply, or a plain object for what needs no operation.
-Reply = OperationView | LocalReply | dict[str, Any]
+Reply = OperationView | LocalReply | ZoteroReply | dict[str, Any]
 
 # export_citations reads at most this many entries of a stored search.
 

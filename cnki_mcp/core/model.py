@@ -657,3 +657,37 @@ class CheckResult(msgspec.Struct, kw_only=True):
     style: str
     entries: list[CheckedReference]
     summary: CheckSummary
+
+
+class ZoteroAttachment(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """What happened to one record's file in save_to_zotero."""
+
+    status: str  # attached | not_stored | failed | not_downloaded | file_changed
+    format: str = ""
+    path: str = ""
+    bytes: int = 0
+    message: str = ""
+
+
+class ZoteroItem(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One record of save_to_zotero's answer, in the order asked."""
+
+    record_ref: str
+    status: str = ""  # saved | already_saved | failed
+    title: str = ""
+    item_type: str = ""
+    error: Problem | None = None
+    attachment: ZoteroAttachment | None = None
+
+
+class ZoteroTarget(msgspec.Struct):
+    id: str
+    name: str
+
+
+class ZoteroReply(msgspec.Struct, omit_defaults=True, kw_only=True):
+    status: str  # completed | partial | failed
+    target: ZoteroTarget
+    items: list[ZoteroItem]
+    summary: dict[str, int]
+    errors: list[Problem] = []
