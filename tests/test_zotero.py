@@ -17,9 +17,9 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, Paper, Quality
-from cnki_mcp.store.library import Store
 from cnki_mcp.references.zotero import ANSWER_MAX, ZoteroSaves, resolve_target
 from cnki_mcp.references.zotero_items import ascii_json, clean_tags, zotero_item
+from cnki_mcp.store.library import Store
 from tests import pdfs
 from tests.zotero_fake import FakeZotero
 

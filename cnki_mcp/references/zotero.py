@@ -40,11 +40,10 @@ import httpx2
 import msgspec
 
 from cnki_mcp.core import settings
-from cnki_mcp.documents.download_files import unchanged
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.documents.local_read import ledger_entry
 from cnki_mcp.core.model import Artifact, Paper, ZoteroAttachment, ZoteroItem, ZoteroReply, ZoteroTarget
-from cnki_mcp.store.library import Store
+from cnki_mcp.documents.download_files import unchanged
+from cnki_mcp.documents.local_read import ledger_entry
 from cnki_mcp.references.zotero_items import (
     ascii_json,
     clean_tags,
@@ -52,6 +51,7 @@ from cnki_mcp.references.zotero_items import (
     item_type,
     zotero_item,
 )
+from cnki_mcp.store.library import Store
 
 DEFAULT_URL = "http://127.0.0.1:23119"
 SAVE_MAX = 100
@@ -346,12 +346,12 @@ async def _attach(connector: Connector, store: Store, paper: Paper, session: str
     }
     headers = {"Content-Type": _TYPES.get(kind, "application/octet-stream"), "X-Metadata": ascii_json(metadata)}
     answer = await connector.call("/connector/saveAttachment", data, headers, ATTACH_SECONDS)
-    shown = {"format": kind, "path": artifact.path, "bytes": len(data)}
+    shown = ZoteroAttachment(status="attached", format=kind, path=artifact.path, bytes=len(data))
     if answer.created():
-        return ZoteroAttachment(status="attached", **shown)
+        return shown
     if answer.status == 200:
-        return ZoteroAttachment(status="not_stored", **shown, message=f"Zotero 未保存文件：{answer.words}")
-    return ZoteroAttachment(status="failed", **shown, message=f"Zotero 答复 HTTP {answer.status} {answer.words}")
+        return msgspec.structs.replace(shown, status="not_stored", message=f"Zotero 未保存文件：{answer.words}")
+    return msgspec.structs.replace(shown, status="failed", message=f"Zotero 答复 HTTP {answer.status} {answer.words}")
 
 
 def _reply(rows: list[ZoteroItem], target: str, place: str) -> ZoteroReply:
