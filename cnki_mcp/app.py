@@ -546,7 +546,8 @@ class App:
             )
         raise CnkiError(
             "SEARCH_NOT_FOUND",
-            f"没有找到检索 {search_id}；检索完成或中断后才能读取结果（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
+            f"没有找到检索 {search_id}：这个编号不存在，或检索结束时服务器异常退出、结果没来得及保存而丢失。"
+            f"请用同样的条件重新检索（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
         )
 
 

@@ -176,3 +176,13 @@ def test_allowed_hosts() -> None:
     assert endpoint.allowed_hosts("127.0.0.1", 8765) == {"127.0.0.1:8765", "localhost:8765", "[::1]:8765"}
     assert "10.1.2.3:80" in endpoint.allowed_hosts("10.1.2.3", 80)
     assert "localhost:80" not in endpoint.allowed_hosts("10.1.2.3", 80)
+
+
+def test_a_token_file_loosened_at_run_time_is_tightened_again(tmp_path: Path) -> None:
+    tokens = endpoint._TokenFile(tmp_path)
+    path = tmp_path / endpoint.TOKEN_FILE
+    expected = path.read_bytes().strip()
+    path.chmod(0o644)
+
+    assert tokens.current() == expected
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.files import atomic_replace
+from cnki_mcp.core.files import atomic_replace, make_private_dir
 
 if TYPE_CHECKING:
     import uvicorn
@@ -65,7 +65,7 @@ def token(root: Path, *, rotate: bool = False) -> str:
     root = Path(root)
     path = root / TOKEN_FILE
     try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(root)
         if not rotate:
             found = _read_token(path)
             if found is not None:
@@ -119,6 +119,8 @@ class _TokenFile:
             info = self.path.stat()
         except OSError:
             return b""
+        if os.name != "nt" and info.st_mode & 0o077:
+            _tighten(self.path)  # loosened while we run (a chmod, a copy tool): only its owner may read it
         stamp = (info.st_mtime_ns, info.st_size)
         if stamp != self._stamp:
             self._value = (_read_token(self.path) or "").encode("ascii")

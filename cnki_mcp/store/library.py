@@ -41,7 +41,7 @@ import msgspec
 
 from cnki_mcp.core.clock import age_seconds, parse_utc, utc_now, utc_now_iso
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.files import atomic_replace, fsync_dir, write_new_file
+from cnki_mcp.core.files import atomic_replace, fsync_dir, make_private_dir, write_new_file
 from cnki_mcp.core.model import (
     PARSER_VERSION,
     STORE_VERSION,
@@ -136,7 +136,7 @@ def _config_invalid(path: Path, reason: str) -> CnkiError:
 def save_config(root: Path, config: Config) -> None:
     """Write config.json atomically (0600, 2-space JSON), keeping keys that newer versions added."""
     root = Path(root)
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dir(root)
     path = root / CONFIG_FILE
     merged: dict[str, Any] = {}
     try:
@@ -320,6 +320,7 @@ class Store:
         self._written = 0
         self._flush_lock = asyncio.Lock()
         self._stop = asyncio.Event()
+        self._soon = asyncio.Event()  # flush now rather than at the next tick (set by close too)
         self._task: asyncio.Task[None] | None = None
         self.save = SaveState()
         # What opening research.json had to leave out; told in every tool result of this process.
@@ -330,7 +331,7 @@ class Store:
         """Create the layout, take the directory lock and read research.json (blocking, fast)."""
         root = Path(os.path.abspath(root))
         try:
-            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dir(root)
             for name in SUBFOLDERS:
                 (root / name).mkdir(mode=0o700, exist_ok=True)
             _private_folder(root / PRIVATE_FOLDER)
@@ -397,6 +398,10 @@ class Store:
         if cache_key:
             self.data.search_cache[cache_key] = CacheEntry(search_id=record.search_id, at=utc_now_iso())
         self.mark_dirty()
+        # A finished search is written at once: a crash in the next 2 s must not lose the search_id just
+        # handed to the client. Not while writes fail: their back-off stands.
+        if self.save.failed_writes == 0:
+            self._soon.set()
 
     def put_artifact(self, key: str, artifact: Artifact) -> None:
         self.data.artifacts[key] = artifact
@@ -531,14 +536,16 @@ class Store:
 
     async def _flush_loop(self) -> None:
         while not self._stop.is_set():
-            try:
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.next_flush_delay()):
-                    await self._stop.wait()
-            except TimeoutError:
-                try:
-                    await self.flush_async()
-                except Exception:
-                    log.exception("store flush failed")
+                    await self._soon.wait()
+            self._soon.clear()
+            if self._stop.is_set():
+                return  # close() writes the last time
+            try:
+                await self.flush_async()
+            except Exception:
+                log.exception("store flush failed")
 
     async def close(self) -> None:
         """Stop the loop, flush a last time and release the directory lock."""
@@ -547,6 +554,7 @@ class Store:
         task, self._task = self._task, None
         if task is not None:
             self._stop.set()
+            self._soon.set()
             # wait() rather than await: a loop task cancelled at shutdown must not skip the final flush.
             await asyncio.wait([task])
             if not task.cancelled() and task.exception() is not None:
