@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import atomic_replace, make_private_dir
+from cnki_mcp.store import library
 
 if TYPE_CHECKING:
     import uvicorn
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOKEN_FILE = "http-token"
+TOKEN_FILE = library.TOKEN_FILE
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 PATH = "/mcp"

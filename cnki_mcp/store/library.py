@@ -15,7 +15,8 @@ Layout under the root (see :func:`cnki_mcp.core.settings.data_root`)::
 
 Everything lives in memory; network work never waits for the disk. Mutations mark the store dirty
 and a loop writes it out every 2 s (temp file, fsync, rename, directory fsync), so research.json on
-disk is always one complete version and a crash loses at most the last 2 s. A failed write keeps
+disk is always one complete version and a crash loses at most the last 2 s; a finished search is written
+at once. A failed write keeps
 the store dirty and is retried with back-off; until one succeeds every tool result carries a
 STORE_NOT_SAVED warning (``Store.warnings``), as it carries what opening the store had to leave out.
 A store written by a newer format version is refused, never set aside.
@@ -68,6 +69,7 @@ RESEARCH_FILE = "research.json"
 TEMP_FILE = RESEARCH_FILE + ".tmp"
 CONFIG_FILE = "config.json"
 LOCK_FILE = "cnki.lock"
+TOKEN_FILE = "http-token"  # the HTTP endpoint's bearer token: never packed, never shown
 SUBFOLDERS = ("downloads", "exports", "diagnostics")
 # The browser profile holds the person's cookies and logins: no one else may even list it.
 PRIVATE_FOLDER = "browser"
