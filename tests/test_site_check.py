@@ -13,12 +13,9 @@ from pathlib import Path
 import pytest
 
 from cnki_mcp.core.errors import CATALOGUE, CnkiError
-from cnki_mcp.core.redact import redact_markup
-from cnki_mcp.serving import endpoint
-from cnki_mcp.fieldcheck.report import HIDDEN, build_report, find_secret, scrub_identity
 from cnki_mcp.core.model import CheckStep, Paper, SessionState, SiteCheck
-from cnki_mcp.site.session import Sessions
-from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.core.redact import redact_markup
+from cnki_mcp.fieldcheck.report import HIDDEN, build_report, find_secret, scrub_identity
 from cnki_mcp.fieldcheck.tour import (
     JOURNAL_FIELDS,
     THESIS_FIELDS,
@@ -32,6 +29,9 @@ from cnki_mcp.fieldcheck.tour import (
     shared_gaps,
     step_line,
 )
+from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.serving import endpoint
+from cnki_mcp.site.session import Sessions
 from cnki_mcp.store.library import KEEP_ERROR_EVENTS, Store, error_counts, peek_store
 from cnki_mcp.surface.tools import parse_arguments
 

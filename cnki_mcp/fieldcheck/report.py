@@ -25,7 +25,7 @@ import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import msgspec
 
