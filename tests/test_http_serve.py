@@ -23,8 +23,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from cnki_mcp.serving import endpoint
 from cnki_mcp.cli import cli
+from cnki_mcp.serving import endpoint
 from tests.harness import REPO
 
 FIGURES: dict[str, float] = {}

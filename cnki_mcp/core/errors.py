@@ -148,6 +148,7 @@ CATALOGUE: dict[str, Code] = {
     "DOWNLOAD_REFUSED": Code("知网拒绝了下载。"),
     "DOWNLOAD_CANCELLED": Code("下载被取消。"),
     "INVALID_FILE": Code("下载的文件不是有效的 PDF/CAJ。"),
+    "PDF_TOO_COMPLEX": Code("这个 PDF 的页面过于复杂（字符太多或解析太久），已停止读取；请改用 source=online 在线阅读，或换一个文件。"),
     "ZOTERO_UNAVAILABLE": Code(
         "连不上 Zotero：请先打开 Zotero 桌面版再重试；它不在本机默认端口 23119 时用 CNKI_ZOTERO_URL 指定地址。", True
     ),

@@ -527,7 +527,8 @@ class FileCoverage(ReaderCoverage, kw_only=True):
     the file, its pages, the pages with a text layer and the pages the returned text comes from (1-based)."""
 
     file: str = ""
-    pages: int = 0
+    pages: int = 0  # the file's pages, all of them
+    pages_read: int = 0  # the pages read (the first MAX_PAGES of a longer file)
     pages_with_text: int = 0
     pages_without_text: list[int] = []
     pages_covered: list[int] = []
