@@ -147,6 +147,11 @@ CATALOGUE: dict[str, Code] = {
     "DOWNLOAD_ENTRY_NOT_FOUND": Code("详情页没有所需格式的下载入口。"),
     "DOWNLOAD_REFUSED": Code("知网拒绝了下载。"),
     "DOWNLOAD_CANCELLED": Code("下载被取消。"),
+    "BROWSER_DEVTOOLS_INTRUDED": Code(
+        "本机另一个程序连上了浏览器的调试端口，可能在操控已登录知网的标签页；为安全起见已关闭浏览器。"
+        "请检查本机有没有不认识的程序或其他用户在运行，确认安全后再调用一次（浏览器会重新启动，可能需要重新登录）。",
+        True,
+    ),
     "INVALID_FILE": Code("下载的文件不是有效的 PDF/CAJ。"),
     "PDF_TOO_COMPLEX": Code("这个 PDF 的页面过于复杂（字符太多或解析太久），已停止读取；请改用 source=online 在线阅读，或换一个文件。"),
     "ZOTERO_UNAVAILABLE": Code(
