@@ -14,7 +14,7 @@ import logging
 import re
 from typing import Any
 
-from cnki_mcp.cdp import cdp as cdp_module
+from cnki_mcp.site.cdp import cdp as cdp_module
 from cnki_mcp.core.clock import Deadline, poll
 from cnki_mcp.core.errors import BLOCKED_STATUS, CnkiError, net_failure, network_unreachable
 from cnki_mcp.site.cdp import FetchResult, NavigationResult, PageScriptError, Tab
