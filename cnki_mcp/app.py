@@ -24,7 +24,7 @@ from cnki_mcp import __version__
 from cnki_mcp.core import settings, tool_args
 from cnki_mcp.core.call import ToolCall, seconds_since
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.files import remove_empty_folders
+from cnki_mcp.core.files import refuse_existing, remove_empty_folders
 from cnki_mcp.core.model import (
     Budget,
     Config,
@@ -39,6 +39,7 @@ from cnki_mcp.core.model import (
     SearchRecord,
     SearchSummary,
     SessionState,
+    TitleRow,
     ZoteroReply,
     public_paper,
 )
@@ -430,8 +431,8 @@ class App:
             entries = _scoped(_search(store, args.search_id), args.scope)
             part = ExportPart(args.search_id, args.offset, min(args.offset + tool_args.EXPORT_MAX, len(entries)), len(entries))
             refs += [e.record_ref for e in entries[part.start : part.end]]
-        if args.filename and (store.exports_dir / args.filename).exists():
-            raise CnkiError("FILE_EXISTS", f"exports/{args.filename} 已存在，未覆盖；请换一个文件名。")
+        if args.filename:
+            refuse_existing(store.exports_dir / args.filename, "请换一个文件名")
         if not args.titles:
             return await write_export(self.root, store, refs, args, part, unlinked)
 
@@ -593,10 +594,10 @@ def _scoped(record: SearchRecord, scope: str) -> list[Any]:
     return [e for e in record.entries if e.selected]
 
 
-def _result_row(paper: Paper | None, entry: Any, view: str) -> dict[str, Any]:
-    data = public_paper(paper) if paper is not None else {"record_ref": entry.record_ref}
+def _result_row(paper: Paper | None, entry: Any, view: str) -> dict[str, Any] | TitleRow:
     if view == "titles":
-        return {k: data[k] for k in ("record_ref", "title", "url") if k in data}
+        return TitleRow.of(paper) if paper is not None else TitleRow(record_ref=entry.record_ref)
+    data = public_paper(paper) if paper is not None else {"record_ref": entry.record_ref}
     if view == "compact":
         row = {k: data[k] for k in COMPACT_FIELDS if k in data}
         row.update(score=round(entry.score, 4), eligible=entry.eligible)

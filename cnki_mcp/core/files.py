@@ -205,8 +205,15 @@ def _check_target(folder: Path, name: str) -> Path:
     return target
 
 
-def _file_exists(target: Path) -> CnkiError:
-    return CnkiError("FILE_EXISTS", f"文件 {target} 已存在，未覆盖。", details={"path": str(target)})
+def _file_exists(target: Path, advice: str = "") -> CnkiError:
+    tail = f"；{advice}" if advice else ""
+    return CnkiError("FILE_EXISTS", f"文件 {target} 已存在，未覆盖{tail}。", details={"path": str(target)})
+
+
+def refuse_existing(target: Path, advice: str = "") -> None:
+    """FILE_EXISTS (with ``advice``: what to do) when anything, a dangling link included, is at ``target``."""
+    if os.path.lexists(target):
+        raise _file_exists(target, advice)
 
 
 def _disk_failed(target: Path, exc: OSError) -> CnkiError:

@@ -29,6 +29,7 @@ from cnki_mcp.core.clock import local_day, next_local_midnight
 from cnki_mcp.core.errors import FATAL_CODES, CnkiError, as_cnki_error
 from cnki_mcp.core.files import remove_empty_folders
 from cnki_mcp.core.model import BatchItem, BatchResult, Budget, DownloadResult, Paper
+from cnki_mcp.core.tool_args import FILE_FORMATS
 from cnki_mcp.documents.download import Downloads, prior
 from cnki_mcp.documents.download_files import DownloadRequest, artifact_key, check_names
 from cnki_mcp.ops.jobs import OperationContext
@@ -199,7 +200,7 @@ def _classified(
 
 def _clicked(store: Store, ref: str, operation_id: str) -> bool:
     """Whether this operation's click on the paper is in the ledger with its outcome still open."""
-    for fmt in ("pdf", "caj"):
+    for fmt in FILE_FORMATS:
         artifact = store.data.artifacts.get(artifact_key(ref, fmt))
         if artifact is not None and artifact.state == "clicked" and artifact.operation_id == operation_id:
             return True

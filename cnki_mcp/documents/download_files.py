@@ -32,15 +32,17 @@ from cnki_mcp.core.files import (
     copy_file,
     invalid_name,
     is_reserved,
+    refuse_existing,
     replace_unsafe_chars,
     safe_folder,
     validate_filename,
 )
 from cnki_mcp.core.model import Artifact, DownloadResult
+from cnki_mcp.core.tool_args import FILE_FORMATS
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("pdf", "caj")
+FORMATS = FILE_FORMATS
 MIN_FILE_BYTES = 100
 HEAD_BYTES = 1024
 PDF_TRAILER_WINDOW = 2048
@@ -133,8 +135,8 @@ def check_target(downloads: Path, request: DownloadRequest, title: str = "", rec
     name = request.filename
     if not name and request.format in FORMATS and title and record_ref:
         name = default_filename(title, record_ref, request.format)
-    if name and os.path.lexists(folder / name):
-        raise CnkiError("FILE_EXISTS", f"目标文件 {folder / name} 已存在，未点击下载。", details={"path": str(folder / name)})
+    if name:
+        refuse_existing(folder / name, "未点击下载，请换一个文件名或子目录")
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, FileCoverage, LocalReply, Paper, ReadResult
+from cnki_mcp.core.tool_args import FILE_FORMATS
 from cnki_mcp.documents.download_files import artifact_key, read_body, unchanged
 from cnki_mcp.documents.online_reader import TextWindow, reader_result
 from cnki_mcp.documents.pdf_layout import layout, titled
@@ -113,7 +114,7 @@ def file_result(paper: Paper, read: FileDocument, *, section: str, offset: int, 
 
 def ledger_entry(store: Store, record_ref: str) -> Artifact | None:
     """The completed download of a paper (PDF first, then CAJ), whatever its file's state."""
-    for fmt in ("pdf", "caj"):
+    for fmt in FILE_FORMATS:
         artifact = store.data.artifacts.get(artifact_key(record_ref, fmt))
         if artifact is not None and artifact.state == "completed" and artifact.path:
             return artifact

@@ -42,6 +42,7 @@ import msgspec
 from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, Paper, ZoteroAttachment, ZoteroItem, ZoteroReply, ZoteroTarget
+from cnki_mcp.core.tool_args import ZOTERO_MAX
 from cnki_mcp.documents.download_files import unchanged
 from cnki_mcp.documents.local_read import ledger_entry
 from cnki_mcp.references.zotero_items import (
@@ -54,7 +55,6 @@ from cnki_mcp.references.zotero_items import (
 from cnki_mcp.store.library import Store
 
 DEFAULT_URL = "http://127.0.0.1:23119"
-SAVE_MAX = 100
 PING_SECONDS = 3.0
 CALL_SECONDS = 30.0
 ATTACH_SECONDS = 120.0
@@ -219,8 +219,8 @@ class ZoteroSaves:
         self, store: Store, refs: list[str], *, collection: str, attach: bool, tags: list[str]
     ) -> ZoteroReply:
         refs = list(dict.fromkeys(refs))
-        if len(refs) > SAVE_MAX:
-            raise CnkiError("BATCH_TOO_LARGE", f"一次最多保存 {SAVE_MAX} 篇，收到 {len(refs)} 篇；请分批保存。",
+        if len(refs) > ZOTERO_MAX:
+            raise CnkiError("BATCH_TOO_LARGE", f"一次最多保存 {ZOTERO_MAX} 篇，收到 {len(refs)} 篇；请分批保存。",
                             details={"count": len(refs)})
         connector = Connector(base_url())
         await connector.ping()
