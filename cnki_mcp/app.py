@@ -40,6 +40,7 @@ from cnki_mcp.core.model import (
     SearchSummary,
     SessionState,
     TitleRow,
+    ZoteroReply,
     public_paper,
 )
 from cnki_mcp.documents import batch
@@ -80,7 +81,7 @@ from cnki_mcp.store.library import KEEP_SEARCHES, Store, load_config
 log = logging.getLogger(__name__)
 
 # A tool's answer: an operation's view, a local reply, or a plain object for what needs no operation.
-Reply = OperationView | LocalReply | dict[str, Any]
+Reply = OperationView | LocalReply | ZoteroReply | dict[str, Any]
 
 # export_citations reads at most this many entries of a stored search.
 
@@ -543,7 +544,8 @@ def _search(store: Store, search_id: str) -> SearchRecord:
         )
     raise CnkiError(
         "SEARCH_NOT_FOUND",
-        f"没有找到检索 {search_id}；检索完成或中断后才能读取结果（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
+        f"没有找到检索 {search_id}：这个编号不存在，或检索结束时服务器异常退出、结果没来得及保存而丢失。"
+        f"请用同样的条件重新检索（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
     )
 
 

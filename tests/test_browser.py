@@ -406,3 +406,31 @@ async def test_server_exit_without_close_leaves_no_browser(tmp_path: Path, endin
         server.kill()
         server.wait()
     await _assert_gone(profile)
+
+
+@pytest.mark.browser
+async def test_another_process_on_the_devtools_port_ends_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CNKI_HEADLESS", "1")
+    browser = Browser(tmp_path / "profile", Path(_chromium()))
+    await browser.ensure()
+    try:
+        port = browser._session.port  # type: ignore[union-attr]
+        pid = browser.process_id
+        assert pid is not None
+        # Another local program (a child process: not this one) opens the port the way a CDP client would.
+        intruder = subprocess.Popen(
+            [sys.executable, "-c", f"import socket, time; s = socket.create_connection(('127.0.0.1', {port})); time.sleep(30)"]
+        )
+        try:
+            with pytest.raises(Exception) as caught:
+                for _ in range(100):  # bounded: 10 s
+                    await browser.ensure()
+                    await asyncio.sleep(0.1)
+            assert getattr(caught.value, "code", "") == "BROWSER_DEVTOOLS_INTRUDED", caught.value
+            assert intruder.pid in caught.value.details["pids"]  # type: ignore[attr-defined]
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        finally:
+            intruder.kill()
+            intruder.wait(5)
+    finally:
+        await browser.close()
