@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 import pytest
@@ -406,6 +407,37 @@ async def test_server_exit_without_close_leaves_no_browser(tmp_path: Path, endin
         server.kill()
         server.wait()
     await _assert_gone(profile)
+
+
+class _Addr(NamedTuple):
+    ip: str
+    port: int
+
+
+class _Conn(NamedTuple):
+    laddr: _Addr
+    raddr: _Addr
+    pid: int | None
+    status: str = psutil.CONN_ESTABLISHED
+
+
+def test_a_socket_of_ours_the_machine_table_could_not_place_is_no_stranger(monkeypatch: pytest.MonkeyPatch) -> None:
+    port, ours = 40000, 4242
+    opened_meanwhile = _Conn(_Addr("127.0.0.1", 50001), _Addr("127.0.0.1", port), None)  # ours, owner not found yet
+    hidden = _Conn(_Addr("127.0.0.1", 50002), _Addr("127.0.0.1", port), None)  # another user's: its pid is hidden
+    known = _Conn(_Addr("127.0.0.1", 50003), _Addr("127.0.0.1", port), 777)
+    browser_side = _Conn(_Addr("127.0.0.1", port), _Addr("127.0.0.1", 50001), 999)
+    monkeypatch.setattr(psutil, "net_connections", lambda kind: [opened_meanwhile, hidden, known, browser_side])
+
+    class Own:
+        def __init__(self, pid: int) -> None:
+            assert pid == ours
+
+        def net_connections(self, kind: str) -> list[_Conn]:
+            return [opened_meanwhile._replace(pid=ours)]
+
+    monkeypatch.setattr(psutil, "Process", Own)
+    assert chrome_module.devtools_strangers(port, ours) == [None, 777]
 
 
 @pytest.mark.browser

@@ -357,9 +357,19 @@ def devtools_strangers(port: int, ours: int | None = None) -> list[int | None]:
     except (psutil.Error, OSError) as exc:
         log.debug("connection table unreadable: %s", exc)
         return []
-    return [
-        c.pid
-        for c in connections
+    found = [
+        c for c in connections
         if c.status == psutil.CONN_ESTABLISHED and getattr(c.raddr, "port", None) == port
         and getattr(c.laddr, "port", None) != port and c.pid != ours
     ]
+    if any(c.pid is None for c in found):
+        # The machine-wide table maps sockets to processes before it reads the connections, so a socket we
+        # opened meanwhile (nodriver's WebSocket to a new tab) has no owner there. Our own table, read after,
+        # knows every socket of ours still open: a connection is one process's, so nothing else is let through.
+        try:
+            mine = {(c.laddr, c.raddr) for c in psutil.Process(ours).net_connections(kind="tcp")}
+        except (psutil.Error, OSError) as exc:
+            log.debug("own connection table unreadable: %s", exc)
+            mine = set()
+        found = [c for c in found if c.pid is not None or (c.laddr, c.raddr) not in mine]
+    return [c.pid for c in found]
