@@ -19,13 +19,7 @@ import msgspec
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import (
-    Config,
-    LocalReply,
-    OperationView,
-    Problem,
-    SearchRecord,
-)
+from cnki_mcp.core.model import Config, LocalReply, OperationView, Problem, SearchRecord, ZoteroReply
 from cnki_mcp.ops.jobs import Job, Jobs, ProgressSink, kind_budget
 from cnki_mcp.store.catalog import Catalog
 from cnki_mcp.store.library import KEEP_SEARCHES, Store, load_config
@@ -49,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # A tool's answer: an operation's view, a local reply, or a plain object for what needs no operation.
-Reply = OperationView | LocalReply | dict[str, Any]
+Reply = OperationView | LocalReply | ZoteroReply | dict[str, Any]
 
 
 class AppCore:
@@ -258,7 +252,8 @@ def stored_search(store: Store, search_id: str) -> SearchRecord:
         )
     raise CnkiError(
         "SEARCH_NOT_FOUND",
-        f"没有找到检索 {search_id}；检索完成或中断后才能读取结果（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
+        f"没有找到检索 {search_id}：这个编号不存在，或检索结束时服务器异常退出、结果没来得及保存而丢失。"
+        f"请用同样的条件重新检索（本地只保留最近 {KEEP_SEARCHES} 次检索）。",
     )
 
 

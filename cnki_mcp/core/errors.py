@@ -129,7 +129,9 @@ ErrorCode = Literal[
     "DOWNLOAD_CANCELLED",
     "DOWNLOAD_RIGHTS_MISSING",
     "DAILY_LIMIT_REACHED",
+    "BROWSER_DEVTOOLS_INTRUDED",
     "INVALID_FILE",
+    "PDF_TOO_COMPLEX",
     "ZOTERO_UNAVAILABLE",
     "ZOTERO_COLLECTION_NOT_FOUND",
     "ZOTERO_COLLECTION_AMBIGUOUS",
@@ -305,7 +307,13 @@ CATALOGUE: dict[ErrorCode, Code] = {
         "次日零点（本机时间）后用 operation_control 的 continue 继续；上限可在 config.json 的 daily_download_limit "
         "或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT 中调整（0 表示不限）。"
     ),
+    "BROWSER_DEVTOOLS_INTRUDED": Code(
+        "本机另一个程序连上了浏览器的调试端口，可能在操控已登录知网的标签页；为安全起见已关闭浏览器。"
+        "请检查本机有没有不认识的程序或其他用户在运行，确认安全后再调用一次（浏览器会重新启动，可能需要重新登录）。",
+        True,
+    ),
     "INVALID_FILE": Code("下载的文件不是有效的 PDF/CAJ。"),
+    "PDF_TOO_COMPLEX": Code("这个 PDF 的页面过于复杂（字符太多或解析太久），已停止读取；请改用 source=online 在线阅读，或换一个文件。"),
     "ZOTERO_UNAVAILABLE": Code(
         "连不上 Zotero：请先打开 Zotero 桌面版再重试；它不在本机默认端口 23119 时用 CNKI_ZOTERO_URL 指定地址。", True
     ),

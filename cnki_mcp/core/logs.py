@@ -15,6 +15,7 @@ import queue
 import sys
 from pathlib import Path
 
+from cnki_mcp.core.files import make_private_dir
 from cnki_mcp.core.redact import LogRedaction
 
 DEFAULT_LEVEL = "WARNING"
@@ -56,7 +57,7 @@ def configure(data_root: Path) -> None:
     path = log_file(data_root)
     problem: str | None = None
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(path.parent)
         outputs.append(
             logging.handlers.RotatingFileHandler(path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
         )

@@ -534,7 +534,8 @@ class FileCoverage(ReaderCoverage, kw_only=True):
     the file, its pages, the pages with a text layer and the pages the returned text comes from (1-based)."""
 
     file: str = ""
-    pages: int = 0
+    pages: int = 0  # the file's pages, all of them
+    pages_read: int = 0  # the pages read (the first MAX_PAGES of a longer file)
     pages_with_text: int = 0
     pages_without_text: list[int] = []
     pages_covered: list[int] = []
@@ -694,3 +695,37 @@ class CheckResult(msgspec.Struct, kw_only=True):
     style: str
     entries: list[CheckedReference]
     summary: CheckSummary
+
+
+class ZoteroAttachment(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """What happened to one record's file in save_to_zotero."""
+
+    status: str  # attached | not_stored | failed | not_downloaded | file_changed
+    format: str = ""
+    path: str = ""
+    bytes: int = 0
+    message: str = ""
+
+
+class ZoteroItem(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One record of save_to_zotero's answer, in the order asked."""
+
+    record_ref: str
+    status: str = ""  # saved | already_saved | failed
+    title: str = ""
+    item_type: str = ""
+    error: Problem | None = None
+    attachment: ZoteroAttachment | None = None
+
+
+class ZoteroTarget(msgspec.Struct):
+    id: str
+    name: str
+
+
+class ZoteroReply(msgspec.Struct, omit_defaults=True, kw_only=True):
+    status: str  # completed | partial | failed
+    target: ZoteroTarget
+    items: list[ZoteroItem]
+    summary: dict[str, int]
+    errors: list[Problem] = []

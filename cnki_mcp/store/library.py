@@ -15,7 +15,8 @@ Layout under the root (see :func:`cnki_mcp.core.settings.data_root`)::
 
 Everything lives in memory; network work never waits for the disk. Mutations mark the store dirty
 and a loop writes it out every 2 s (temp file, fsync, rename, directory fsync), so research.json on
-disk is always one complete version and a crash loses at most the last 2 s. A failed write keeps
+disk is always one complete version and a crash loses at most the last 2 s; a finished search is written
+at once. A failed write keeps
 the store dirty and is retried with back-off; until one succeeds every tool result carries a
 STORE_NOT_SAVED warning (``Store.warnings``), as it carries what opening the store had to leave out.
 A store written by a newer format version is refused, never set aside.
@@ -42,7 +43,7 @@ import msgspec
 
 from cnki_mcp.core.clock import age_seconds, local_day, parse_utc, utc_now, utc_now_iso
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.files import atomic_replace, fsync_dir, write_new_file
+from cnki_mcp.core.files import atomic_replace, fsync_dir, make_private_dir, write_new_file
 from cnki_mcp.core.model import (
     PARSER_VERSION,
     STORE_VERSION,
@@ -69,6 +70,7 @@ RESEARCH_FILE = "research.json"
 TEMP_FILE = RESEARCH_FILE + ".tmp"
 CONFIG_FILE = "config.json"
 LOCK_FILE = "cnki.lock"
+TOKEN_FILE = "http-token"  # the HTTP endpoint's bearer token: never packed, never shown
 SUBFOLDERS = ("downloads", "exports", "diagnostics")
 # The browser profile holds the person's cookies and logins: no one else may even list it.
 PRIVATE_FOLDER = "browser"
@@ -138,7 +140,7 @@ def _config_invalid(path: Path, reason: str) -> CnkiError:
 def save_config(root: Path, config: Config) -> None:
     """Write config.json atomically (0600, 2-space JSON), keeping keys that newer versions added."""
     root = Path(root)
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dir(root)
     path = root / CONFIG_FILE
     merged: dict[str, Any] = {}
     try:
@@ -322,6 +324,7 @@ class Store:
         self._written = 0
         self._flush_lock = asyncio.Lock()
         self._stop = asyncio.Event()
+        self._soon = asyncio.Event()  # flush now rather than at the next tick (set by close too)
         self._task: asyncio.Task[None] | None = None
         self.save = SaveState()
         # What opening research.json had to leave out; told in every tool result of this process.
@@ -332,7 +335,7 @@ class Store:
         """Create the layout, take the directory lock and read research.json (blocking, fast)."""
         root = Path(os.path.abspath(root))
         try:
-            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dir(root)
             for name in SUBFOLDERS:
                 (root / name).mkdir(mode=0o700, exist_ok=True)
             _private_folder(root / PRIVATE_FOLDER)
@@ -399,6 +402,10 @@ class Store:
         if cache_key:
             self.data.search_cache[cache_key] = CacheEntry(search_id=record.search_id, at=utc_now_iso())
         self.mark_dirty()
+        # A finished search is written at once: a crash in the next 2 s must not lose the search_id just
+        # handed to the client. Not while writes fail: their back-off stands.
+        if self.save.failed_writes == 0:
+            self._soon.set()
 
     def put_artifact(self, key: str, artifact: Artifact) -> None:
         self.data.artifacts[key] = artifact
@@ -546,14 +553,16 @@ class Store:
 
     async def _flush_loop(self) -> None:
         while not self._stop.is_set():
-            try:
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.next_flush_delay()):
-                    await self._stop.wait()
-            except TimeoutError:
-                try:
-                    await self.flush_async()
-                except Exception:
-                    log.exception("store flush failed")
+                    await self._soon.wait()
+            self._soon.clear()
+            if self._stop.is_set():
+                return  # close() writes the last time
+            try:
+                await self.flush_async()
+            except Exception:
+                log.exception("store flush failed")
 
     async def close(self) -> None:
         """Stop the loop, flush a last time and release the directory lock."""
@@ -562,6 +571,7 @@ class Store:
         task, self._task = self._task, None
         if task is not None:
             self._stop.set()
+            self._soon.set()
             # wait() rather than await: a loop task cancelled at shutdown must not skip the final flush.
             await asyncio.wait([task])
             if not task.cancelled() and task.exception() is not None:

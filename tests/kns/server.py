@@ -118,6 +118,7 @@ class Scenario:
     latency: dict[str, float] = field(default_factory=dict)  # endpoint → seconds added to every response
     page_change: str = ""  # one page type redesigned (see changes.CHANGES): template, grid_title, journal_abstract …
     page_extra: str = ""  # markup planted at the end of every full page (secrets a report must not carry)
+    session_cookies: dict[str, str] = field(default_factory=dict)  # name → value set on every answer (SID_kns8, Ecp_Session …)
     citation_api: str = "ok"  # ok | gone (404) | bad_shape (data.list/count) | empty (every list answers total 0)
     citation_start: str = "page"  # page: start counts pages from 1 | record: start counts items from 1
     citation_size_cap: int = 100  # the API answers at most this many items whatever size asks
@@ -493,7 +494,7 @@ class KnsSimulator:
         if raw and "x-www-form-urlencoded" in (h.headers.get("Content-Type") or ""):
             form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}
         endpoint = classify(host, parts.path)
-        keep = ("X-Requested-With", "Content-Type", "Origin", "User-Agent", "Sec-Fetch-Mode", "Sec-Fetch-Dest")
+        keep = ("X-Requested-With", "Content-Type", "Origin", "User-Agent", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Cookie")
         rec = SimRequest(method, host, parts.path, query, form, h.headers.get("Referer") or "", endpoint,
                          {k: h.headers[k] for k in keep if h.headers.get(k)}, time.time())
         with self._lock:
@@ -505,9 +506,11 @@ class KnsSimulator:
             log.exception("kns-sim handler failed for %s", rec.url)
             resp = _Resp(500, pages.simple_page("错误", "模拟站点内部错误"))
         rec.status = resp.status
-        self._send(h, method, resp)
+        # As the real site does on every answer: session cookies for the whole domain, out of the page's reach.
+        cookies = [f"{name}={value}; Domain=.cnki.net; Path=/; Secure; HttpOnly" for name, value in sc.session_cookies.items()]
+        self._send(h, method, resp, cookies)
 
-    def _send(self, h: _Handler, method: str, resp: _Resp) -> None:
+    def _send(self, h: _Handler, method: str, resp: _Resp, cookies: list[str] | None = None) -> None:
         if resp.close:  # not a byte: the browser sees the connection end (net::ERR_EMPTY_RESPONSE)
             h.close_connection = True
             return
@@ -518,6 +521,8 @@ class KnsSimulator:
         h.send_header("Cache-Control", "no-store")
         for k, v in resp.headers.items():
             h.send_header(k, v)
+        for cookie in cookies or ():
+            h.send_header("Set-Cookie", cookie)
         if resp.drop_after is not None:
             h.send_header("Connection", "close")
             h.close_connection = True
