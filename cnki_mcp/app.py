@@ -383,6 +383,18 @@ class App:
 
         return work
 
+    async def search_facets(self, args: tool_args.SearchFacetsArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.research import facets
+
+        store = await self.store()
+        request = facets.facets_request(args, _search(store, args.search_id) if args.search_id else None)
+        hit = await facets.cached_reply(store, request)
+        if hit is not None:
+            return hit
+        work = functools.partial(facets.run, site=self.site(), store=store, request=request)
+        jobs = await self.jobs()
+        return await jobs.inline(jobs.start(facets.KIND, kind_budget(facets.KIND, args.on_verification), work), ctx)
+
     async def link_references(self, args: tool_args.LinkReferencesArgs, ctx: ToolCall | None) -> Reply:
         spans = find_spans(args.text)
         if len(spans) > MAX_REFERENCES:
