@@ -319,7 +319,7 @@ class ChartRow(msgspec.Struct, omit_defaults=True):
     count: int
 
 
-class ChartInfo(msgspec.Struct, omit_defaults=True, kw_only=True):
+class ChartInfo(msgspec.Struct, kw_only=True):
     """The PNG beside the answer (also sent as MCP image content) and how it was drawn."""
 
     path: str

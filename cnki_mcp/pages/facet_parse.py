@@ -6,7 +6,8 @@ the name in ``text`` or ``title`` (else the link text) and a count ``span`` like
 ``(1.41万)`` (rounded: ``approximate``). Entries hidden behind 更多 are entries too, so hidden markup is
 kept. A group whose ``dd`` holds no entry is ``folded`` (the page fills it when opened).
 
-An answer with no ``dl[groupid]`` at all, or an entry without a readable count, is a panel of an unknown
+An empty ``#divGroup`` is a panel without those groups (``{}``); an answer with neither it nor any
+``dl[groupid]``, or an entry without a readable count, is a panel of an unknown
 shape: PARSER_UNSUPPORTED, never an empty answer.
 """
 
@@ -83,14 +84,15 @@ def parse_facet_panel(html: str) -> dict[str, FacetGroup]:
         ident = trim(dl.get("groupid") or dl.get("groupId") or "")
         if not ident:
             continue
-        title_el = next(iter(dl.cssselect("dt b")), None) or next(dl.iter("dt"), None)
+        bold = dl.cssselect("dt b")
+        title_el = bold[0] if bold else next(dl.iter("dt"), None)
         group = FacetGroup(ident=ident, title=_text(title_el) if title_el is not None else "")
         for dd in dl.iter("dd"):
             field = trim(dd.get("field") or "") or ident.split("|||")[0]
             group.entries += [_entry(li, field, ident) for li in dd.iter("li")]
         group.folded = not group.entries
         groups[ident] = group
-    if not groups:
+    if not groups and not root.cssselect("#divGroup"):
         preview = trim(root.text_content())[:PREVIEW_CHARS]
         raise CnkiError(
             "PARSER_UNSUPPORTED",

@@ -155,11 +155,16 @@ def answer(record: FacetRecord, request: FacetsRequest) -> FacetsResult:
     """The answer to ``request`` from a facet record: the wanted facets, ``limit`` entries each."""
     return FacetsResult(
         total=record.total,
-        facets={name: record.facets.get(name, [])[: request.limit] for name in request.facets},
+        facets={name: _first(name, record.facets.get(name, []), request.limit) for name in request.facets},
         notes={name: note for name, note in record.notes.items() if name in request.facets},
         search_id=request.search_id,
         facet_filters=request.facet_filters,
     )
+
+
+def _first(facet: str, values: list[FacetValue], limit: int) -> list[FacetValue]:
+    """The first ``limit`` entries in CNKI's order; for years the newest ``limit``, still ascending."""
+    return values[-limit:] if facet == "year" else values[:limit]
 
 
 def merged(old: FacetRecord | None, new: FacetRecord) -> FacetRecord:
