@@ -40,6 +40,7 @@ INK = (40, 40, 40)
 GRID = (225, 225, 225)
 COLUMN = (52, 111, 179)
 BAR = (76, 150, 110)
+PALETTE_COLOURS = 64
 
 # Panel titles with a CJK font, and in Latin letters without one.
 TITLES = {
@@ -187,7 +188,9 @@ def render(facets: Mapping[str, Sequence[FacetValue]], bars: int, font: str) -> 
     if not panels:
         draw.text((MARGIN, MARGIN), "—", fill=INK, font=title_font)
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG", optimize=True)
+    # A few flat colours and their anti-aliased edges: a 64-colour palette keeps the text smooth at a
+    # fifth of the bytes, and is far quicker than PNG's own optimisation.
+    image.convert("P", palette=Image.Palette.ADAPTIVE, colors=PALETTE_COLOURS).save(buffer, format="PNG")
     elapsed = (time.perf_counter() - started) * 1000
     return Chart(png=buffer.getvalue(), width=WIDTH, height=height, render_ms=round(elapsed, 1), font=font, table=table)
 
