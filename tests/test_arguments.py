@@ -25,6 +25,7 @@ from cnki_mcp.core.tool_args import (
     RelatedPapersArgs,
     SaveToZoteroArgs,
     SearchArgs,
+    SearchFacetsArgs,
     SearchOptions,
     SearchResultsArgs,
     SessionStatusArgs,
@@ -90,6 +91,7 @@ DEFAULTS: list[tuple[str, dict[str, Any], msgspec.Struct]] = [
             options=SearchOptions(candidate_target=50, metadata="basic"),
         ),
     ),
+    ("search_facets", {"search_id": " op_1 "}, SearchFacetsArgs(search_id="op_1", limit=10, freshness="prefer_cache", on_verification="ask")),
     ("search_results", {"search_id": "op_1"}, SearchResultsArgs(search_id="op_1", scope="selected", view="titles", offset=0, limit=50)),
     ("get_metadata", {"record_refs": ["rec_a"]}, GetMetadataArgs(record_refs=["rec_a"], scope="selected", limit=50)),
     ("read_online_html", {"record_ref": "rec_a"}, ReadOnlineHtmlArgs(record_ref="rec_a", max_characters=20000, on_verification="ask")),
@@ -125,7 +127,7 @@ def test_minimal_input_gets_documented_defaults(tool: str, raw: dict[str, Any], 
 
 def test_every_tool_has_a_struct_and_a_defaults_case() -> None:
     assert {d[0] for d in DEFAULTS} == set(REGISTRY)
-    assert len(REGISTRY) == len(ToolName) == 18
+    assert len(REGISTRY) == len(ToolName) == 19
 
 
 def test_zero_and_empty_mean_the_default() -> None:
@@ -275,6 +277,16 @@ def test_boundary_values_are_accepted(tool: str, raw: dict[str, Any]) -> None:
 
 WORD = "词"
 INVALID: list[tuple[str, Any, str]] = [
+    # search_facets: one listing, known facets, entries per facet, codes that can narrow
+    ("search_facets", {}, "INVALID_INPUT"),
+    ("search_facets", {"search_id": "op_1", "expression": {"field": "title", "value": "的"}}, "INVALID_INPUT"),
+    ("search_facets", {"search_id": "op_1", "year_from": 2020}, "INVALID_INPUT"),
+    ("search_facets", {"search_id": "op_1", "facets": ["colour"]}, "INVALID_FACET"),
+    ("search_facets", {"search_id": "op_1", "limit": 51}, "INVALID_LIMIT"),
+    ("search_facets", {"search_id": "op_1", "freshness": "stale"}, "INVALID_FRESHNESS"),
+    ("search_facets", {"search_id": "op_1", "facet_filters": {"year": ["CCL=I140"]}}, "INVALID_FACET_FILTER"),
+    ("structured_search", {"expression": {"field": "title", "value": "的"}, "facet_filters": {"fund": []}}, "INVALID_FACET_FILTER"),
+    ("expert_search", {"expression": "TI='的'", "facet_filters": {"colour": ["x"]}}, "INVALID_FACET"),
     # structure: unknown fields, wrong types, missing required fields
     ("nope", {}, "UNKNOWN_TOOL"),
     ("search", ["q"], "INVALID_INPUT"),

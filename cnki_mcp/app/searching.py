@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
-from cnki_mcp.app.core import AppCore, Reply, progress_of
+from cnki_mcp.app.core import AppCore, Reply, progress_of, stored_search
 from cnki_mcp.core import tool_args
 from cnki_mcp.core.call import ToolCall, seconds_since
 from cnki_mcp.core.model import Plan, SearchSummary
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class SearchTools(AppCore):
-    """The searches and the citation graph: search, structured_search, expert_search, related_papers."""
+    """The searches and the citation graph: search, structured_search, expert_search, search_facets, related_papers."""
 
     async def search(self, args: tool_args.SearchArgs, ctx: ToolCall | None) -> Reply:
         from cnki_mcp.research.pipeline import plan_search, search_input
@@ -62,6 +63,18 @@ class SearchTools(AppCore):
             return await run_search(op, relations.engine, fresh, relations)
 
         return work
+
+    async def search_facets(self, args: tool_args.SearchFacetsArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.research import facets
+
+        store = await self.store()
+        request = facets.facets_request(args, stored_search(store, args.search_id) if args.search_id else None)
+        hit = await facets.cached_reply(store, request)
+        if hit is not None:
+            return hit
+        work = functools.partial(facets.run, site=self.site(), store=store, request=request)
+        jobs = await self.jobs()
+        return await jobs.inline(jobs.start(facets.KIND, kind_budget(facets.KIND, args.on_verification), work), ctx)
 
     async def related_papers(self, args: tool_args.RelatedPapersArgs, ctx: ToolCall | None) -> Reply:
         relations = await self.relations()

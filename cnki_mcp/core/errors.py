@@ -51,6 +51,8 @@ ErrorCode = Literal[
     "INVALID_OPERATOR",
     "UNBOUNDED_QUERY",
     "QUERY_UNSUPPORTED",
+    "INVALID_FACET",
+    "INVALID_FACET_FILTER",
     "INVALID_SCOPE",
     "INVALID_VIEW",
     "INVALID_OFFSET",
@@ -200,6 +202,10 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "INVALID_OPERATOR": Code("op 只能是 and、or、not；and/or 需要 2–12 个子条件。"),
     "UNBOUNDED_QUERY": Code("展开后的每一组条件都必须至少有一个肯定条件。"),
     "QUERY_UNSUPPORTED": Code("知网不支持这个检索条件。"),
+    "INVALID_FACET": Code("分组名只能是 year、subject、topic、source、author、institution、fund、doc_type。"),
+    "INVALID_FACET_FILTER": Code(
+        "facet_filters 无效：每个分组给 1–20 个 code，取自 search_facets 结果中的 code（如 YE=2024）；请先调用 search_facets。"
+    ),
     "INVALID_SCOPE": Code("scope 只能是 selected、eligible 或 candidates。"),
     "INVALID_VIEW": Code("view 只能是 titles、compact 或 records。"),
     "INVALID_OFFSET": Code("offset 不能为负数。"),

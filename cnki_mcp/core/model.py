@@ -204,6 +204,8 @@ class SearchSummary(msgspec.Struct, omit_defaults=True, kw_only=True):
     results: list[TitleRow]
     # structured and expert searches: the professional-search expression of the same search (no years)
     expert_expression: str = ""
+    # publications per year of the search's first listing, when a facet answer for it is at hand (no request)
+    year_trend: YearTrend | None = None
 
 
 class Coverage(msgspec.Struct, omit_defaults=True):
@@ -274,6 +276,73 @@ class SearchRecord(msgspec.Struct, omit_defaults=True):
     coverage: list[Coverage] = []
     entries: list[SearchEntry] = []
     created_at: str = ""
+    # what search_facets needs to ask again for the search's listing
+    year_from: int = 0
+    year_to: int = 0
+    facet_filters: dict[str, list[str]] = {}
+
+
+class FacetValue(msgspec.Struct, omit_defaults=True):
+    """One entry of a facet as CNKI's left panel lists it; ``code`` narrows a listing (facet_filters)."""
+
+    value: str
+    code: str
+    count: int
+    approximate: bool = False  # CNKI wrote the count in 万 (rounded)
+
+
+class FacetRecord(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """A facet answer kept in the store: the listing's count and each facet's entries (all CNKI gave)."""
+
+    key: str
+    observed_at: str
+    total: int | None = None
+    facets: dict[str, list[FacetValue]] = {}
+    # facets the panel did not fill although the listing has rows, with why
+    notes: dict[str, str] = {}
+
+
+class YearTrend(msgspec.Struct, omit_defaults=True):
+    """Publications per year of a listing, ascending, with one sentence saying how the field grew."""
+
+    years: list[FacetValue]
+    summary: str
+    channel: str = ""
+
+
+class ChartRow(msgspec.Struct, omit_defaults=True):
+    """One bar of the chart: its panel (facet), its label as drawn, the name it stands for, its count."""
+
+    facet: str
+    label: str
+    value: str
+    count: int
+
+
+class ChartInfo(msgspec.Struct, kw_only=True):
+    """The PNG beside the answer (also sent as MCP image content) and how it was drawn."""
+
+    path: str
+    mime_type: str = "image/png"
+    width: int
+    height: int
+    bytes: int
+    render_ms: float
+    font: str = ""  # the CJK font file used; "" when none was found
+    font_warning: str = ""  # said when no CJK font was found: bars are numbered, names are in chart_table
+
+
+class FacetsResult(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """search_facets' answer."""
+
+    status: str = "completed"
+    total: int | None = None
+    facets: dict[str, list[FacetValue]] = {}
+    notes: dict[str, str] = {}
+    search_id: str = ""
+    facet_filters: dict[str, list[str]] = {}
+    chart: ChartInfo | None = None
+    chart_table: list[ChartRow] = []
 
 
 class CacheEntry(msgspec.Struct):
@@ -414,6 +483,8 @@ class StoreData(msgspec.Struct):
     artifacts: dict[str, Artifact] = {}
     # "<record_ref>|<relation>": the citation graph read so far (newest kept, see store.KEEP_RELATIONS).
     relations: dict[str, RelationList] = {}
+    # listing key → its facet answer (search_facets; also the year trend of a search's summary)
+    facets: dict[str, FacetRecord] = {}
     # Ids retention removed (newest last), so a late lookup can say why the record is gone.
     retired_searches: list[str] = []
     retired_operations: list[str] = []

@@ -43,6 +43,19 @@ FILE_FORMATS = ("pdf", "caj")  # what a download can be
 DOWNLOAD_FORMATS = ("auto", *FILE_FORMATS)
 READ_SOURCES = ("online", "download", "auto")
 ZOTERO_MAX = 100  # records in one save_to_zotero call
+# search_facets and facet_filters: the facets a tool takes, each with the label CNKI's left panel gives it.
+FACETS: dict[str, str] = {
+    "year": "年度",
+    "subject": "学科",
+    "topic": "主题",
+    "source": "文献来源",
+    "author": "作者",
+    "institution": "机构",
+    "fund": "基金",
+    "doc_type": "文献类型",
+}
+FACET_NAMES = tuple(FACETS)
+FACET_CODES_MAX = 20  # picks of one facet in one listing
 REFERENCES_MAX = 100  # 《题名》 spans in one link_references text
 CHECK_ENTRIES_MAX = 200  # entries in one check_references call
 PLAN_GROUPS_MAX = 8  # concept groups of one search (inner arrays of concept_groups)
@@ -90,6 +103,9 @@ TAG_CHARS = 100
 ACTIONS = ("cancel", "continue", "resume", "show", "recover")
 RELATIONS = ("references", "citing", "similar")
 RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answering with the operation
+FACET_LIMIT_DEFAULT = 10  # search_facets: entries per facet
+FACET_LIMIT_MAX = 50
+CHART_BARS = 10  # the chart: bars per facet other than year
 EXPAND_MAX = 20  # search options.expand: the top selected papers whose references and citing papers are read
 
 # Integer options: name -> (default for search, maximum). structured_search derives candidate_target.
@@ -143,6 +159,7 @@ class NativeSearchArgs(ToolArgs):
     year_to: int = 0
     sort: str = "relevance"  # after parse: the effective sort, equal to options.sort
     options: SearchOptions = msgspec.field(default_factory=SearchOptions)
+    facet_filters: dict[str, list[str]] = {}  # facet name → codes from search_facets (OR within, AND across)
 
 
 class StructuredSearchArgs(NativeSearchArgs, kw_only=True):
@@ -151,6 +168,19 @@ class StructuredSearchArgs(NativeSearchArgs, kw_only=True):
 
 class ExpertSearchArgs(NativeSearchArgs, kw_only=True):
     expression: str  # a professional-search expression, read and checked by expert.py
+
+
+class SearchFacetsArgs(ToolArgs):
+    search_id: str = ""  # or expression (+ years): the listing whose facets are read
+    expression: dict[str, Any] = {}
+    year_from: int = 0
+    year_to: int = 0
+    facet_filters: dict[str, list[str]] = {}
+    facets: list[str] = []  # empty = every facet
+    limit: int = FACET_LIMIT_DEFAULT
+    chart: bool = False
+    freshness: str = "prefer_cache"
+    on_verification: str = "ask"
 
 
 class SearchResultsArgs(ToolArgs):
@@ -292,6 +322,7 @@ class ToolName(StrEnum):
     RELATED_PAPERS = "related_papers"
     SAVE_TO_ZOTERO = "save_to_zotero"
     SEARCH = "search"
+    SEARCH_FACETS = "search_facets"
     SEARCH_RESULTS = "search_results"
     SESSION_STATUS = "session_status"
     STRUCTURED_SEARCH = "structured_search"

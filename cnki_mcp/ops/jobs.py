@@ -52,6 +52,7 @@ KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "session": (10, 60),
     "site_check": (12, 600),
     "related": (200, 900),
+    "facets": (30, 600),  # search_facets: grid page 1, the panel, a group asked again alone, challenges
 }
 
 

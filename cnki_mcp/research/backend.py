@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper, Quality
 from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.site.browser import DownloadEvent, Tab
 from cnki_mcp.site.cdp import FetchResult, NavigationResult
@@ -48,6 +49,10 @@ class SiteBackend(Protocol):
     ) -> dict[str, list[Paper]]:
         """At most 10 exact titles in one grid request; rows grouped under the given titles (by title key,
         or where ``related(title, row title)`` holds)."""
+        ...
+
+    async def facet_panel(self, op: OperationContext, query: GridQuery, idents: list[str]) -> dict[str, FacetGroup]:
+        """The left facet panel's groups ``idents`` of a listing (kns8s/group/result), by groupid."""
         ...
 
     async def read(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:

@@ -17,6 +17,7 @@ import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.text import is_blank
+from cnki_mcp.site.facet_query import FacetPick
 
 # --- limits ---------------------------------------------------------------------------------------
 
@@ -393,6 +394,7 @@ class GridQuery(msgspec.Struct, frozen=True):
     year_to: int = 0
     sort: str = "relevance"
     expert: str = ""  # a professional-search expression instead of branches
+    facets: tuple[FacetPick, ...] = ()  # picks of the left panel (search_facets codes) narrowing the listing
 
 
 def sort_code(sort: str) -> str:

@@ -44,6 +44,7 @@ from cnki_mcp.site.door import (
     Door,
     note_snapshot,
 )
+from cnki_mcp.site.facet_query import with_facets
 from cnki_mcp.site.grid_query import (
     SORT_LABELS,
     TITLES_PER_LOCATE,
@@ -202,6 +203,8 @@ def query_key(query: GridQuery) -> str:
     """The cursor key of a listing: its branches or expression, years and sort (never the page)."""
     branches = [[msgspec.to_builtins(c) for c in branch] for branch in query.branches]
     listing = [branches, query.year_from, query.year_to, sort_code(query.sort)]
+    if query.facets:
+        listing.append(msgspec.to_builtins(query.facets))
     return fingerprint([*listing, query.expert] if query.expert else listing)
 
 
@@ -341,6 +344,18 @@ class Listings:
         template = await self._ensure_template(op, anchor)
         return {"url": template.url, "fields": sorted(template.form), "query_json": sorted(template.query_json)}
 
+    async def template_for(self, op: SiteOperation, query: GridQuery) -> _Template:
+        """The search template a request for ``query`` starts from (captured when there is none): the
+        facet panel posts beside the grid with it."""
+        return await self._ensure_template(op, anchor_of(query.branches))
+
+    async def show_challenge(
+        self, op: SiteOperation, problem: CnkiError, response_url: str, body: str, template: _Template,
+        query_json: dict[str, Any], epoch: int,
+    ) -> None:
+        """A challenge in an answer to a request posted beside the grid, shown to the person as the grid's are."""
+        await self._grid_challenge(op, problem, response_url, body, template, query_json, epoch)
+
     # -- the result grid ------------------------------------------------------------------------
 
     async def page(self, op: SiteOperation, query: GridQuery, page: int) -> GridPage:
@@ -454,6 +469,7 @@ class Listings:
                     template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page,
                     sort_request=sort_asked, expert=query.expert,
                 )
+                query_json = with_facets(query_json, query.facets)
                 if page > 1 and listing is not None:
                     query_json = with_site_echo(query_json, listing.products, listing.view)
                 form = grid_form(

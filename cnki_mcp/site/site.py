@@ -24,6 +24,7 @@ import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper, Quality
+from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.pages.page_state import classify_response
 from cnki_mcp.pages.parse import (
     GridPage,
@@ -35,6 +36,7 @@ from cnki_mcp.pages.parse import (
 from cnki_mcp.site.browser import Browser, DownloadEvent, Tab
 from cnki_mcp.site.cdp import FetchResult, NavigationResult
 from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door, Observation, final_parse_error, note_snapshot
+from cnki_mcp.site.facet_panel import FacetPanel
 from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.json_api import JsonApi
 from cnki_mcp.site.limiter import Limiter
@@ -80,6 +82,7 @@ class Site(Door):
     def __init__(self, browser: Browser, limiter: Limiter, diagnostics_dir: Path) -> None:
         super().__init__(browser, limiter, diagnostics_dir)
         self.listings = Listings(self)
+        self.panel = FacetPanel(self, self.listings)
         self.api = JsonApi(self)
         self._render_lock = asyncio.Lock()
 
@@ -94,6 +97,10 @@ class Site(Door):
     ) -> dict[str, list[Paper]]:
         """Up to 10 titles in one exact-title grid request; see ``listings.Listings.locate``."""
         return await self.listings.locate(op, titles, related)
+
+    async def facet_panel(self, op: SiteOperation, query: GridQuery, idents: list[str]) -> dict[str, FacetGroup]:
+        """The left facet panel's groups ``idents`` of a listing; see ``facet_panel.FacetPanel.groups``."""
+        return await self.panel.groups(op, query, idents)
 
     # -- JSON APIs -------------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ from cnki_mcp.core.model import (
     Config,
     DroppedEntry,
     ErrorEvent,
+    FacetRecord,
     Operation,
     Paper,
     Problem,
@@ -85,6 +86,7 @@ KEEP_ERROR_EVENTS = 500
 KEEP_KNOWN_NAMES = 20
 # Lists of the citation graph (one paper's references, citing or similar papers), newest kept.
 KEEP_RELATIONS = 1000
+KEEP_FACETS = 200  # facet answers (search_facets), newest kept
 KEEP_DOWNLOAD_DAYS = 7  # days of the daily download count kept (only today's is used)
 # How many unreadable entries diagnostics lists, and how many a warning names.
 DROPPED_LISTED = 100
@@ -407,6 +409,18 @@ class Store:
         if self.save.failed_writes == 0:
             self._soon.set()
 
+    def put_facets(self, record: FacetRecord) -> None:
+        self.data.facets[record.key] = record
+        self.mark_dirty()
+
+    def cached_facets(self, key: str, max_age: float = SEARCH_CACHE_TTL_SECONDS, now: datetime | None = None) -> FacetRecord | None:
+        """A facet answer for the listing ``key`` at most ``max_age`` seconds old (listings' cache by default)."""
+        record = self.data.facets.get(key)
+        if record is None:
+            return None
+        age = age_seconds(record.observed_at, now)
+        return record if age is not None and age <= max_age else None
+
     def put_artifact(self, key: str, artifact: Artifact) -> None:
         self.data.artifacts[key] = artifact
         self.mark_dirty()
@@ -476,6 +490,7 @@ class Store:
         _retire(data.retired_searches, _keep_newest(data.searches, KEEP_SEARCHES, lambda record: record.created_at))
         _retire(data.retired_operations, _keep_newest(data.operations, KEEP_OPERATIONS, lambda op: op.created_at))
         _keep_newest(data.relations, KEEP_RELATIONS, lambda relations: relations.observed_at)
+        _keep_newest(data.facets, KEEP_FACETS, lambda record: record.observed_at)
         for key, entry in list(data.search_cache.items()):
             age = age_seconds(entry.at, now)
             if entry.search_id not in data.searches or age is None or age > SEARCH_CACHE_TTL_SECONDS:

@@ -34,6 +34,9 @@ from cnki_mcp.core.tool_args import (
     DOWNLOAD_WAIT_MAX,
     EXPAND_MAX,
     EXPORT_MAX,
+    FACET_LIMIT_DEFAULT,
+    FACET_LIMIT_MAX,
+    FACET_NAMES,
     FRESHNESS,
     INTERVAL_DEFAULT,
     INTERVAL_MAX,
@@ -75,6 +78,7 @@ from cnki_mcp.core.tool_args import (
     RelatedPapersArgs,
     SaveToZoteroArgs,
     SearchArgs,
+    SearchFacetsArgs,
     SearchOptions,
     SearchResultsArgs,
     ToolArgs,
@@ -301,6 +305,39 @@ def validate_native_search(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
         args.options.candidate_target = 0  # 0 = take the limit, filled by _options
     _options(args.options, args.limit)
     args.sort = args.options.sort
+    from cnki_mcp.site.facet_query import facet_picks
+
+    facet_picks(args.facet_filters)  # codes that cannot narrow a listing are refused before any request
+
+
+def validate_search_facets(args: SearchFacetsArgs, raw: dict[str, Any]) -> None:
+    """A stored search or an expression (with years); known facets; the entries per facet."""
+    args.search_id = _given(args.search_id)
+    if bool(args.search_id) == bool(args.expression):
+        raise CnkiError("INVALID_INPUT", "search_id 与 expression 须给出且只给出一个。", details={"field": "search_id"})
+    if args.search_id and (args.year_from or args.year_to):
+        raise CnkiError(
+            "INVALID_INPUT", "year_from、year_to 只和 expression 一起用；search_id 沿用那次检索的年份。",
+            details={"field": "year_from"},
+        )
+    _years(args.year_from, args.year_to)
+    unknown = [name for name in args.facets if name not in FACET_NAMES]
+    if unknown:
+        raise CnkiError(
+            "INVALID_FACET", f"未知的分组：{unknown[0]}；可选 {'、'.join(FACET_NAMES)}。", details={"facet": unknown[0]}
+        )
+    args.facets = list(dict.fromkeys(args.facets))
+    if args.limit == 0:
+        args.limit = FACET_LIMIT_DEFAULT
+    if not 1 <= args.limit <= FACET_LIMIT_MAX:
+        raise CnkiError(
+            "INVALID_LIMIT", f"limit 须在 1–{FACET_LIMIT_MAX} 之间，收到的是 {args.limit}。", details={"field": "limit"}
+        )
+    args.freshness = _choice(args.freshness, FRESHNESS, "prefer_cache", "INVALID_FRESHNESS", "freshness")
+    args.on_verification = _policy(args.on_verification)
+    from cnki_mcp.site.facet_query import facet_picks
+
+    facet_picks(args.facet_filters)
 
 
 def validate_search_results(args: SearchResultsArgs, raw: dict[str, Any]) -> None:

@@ -185,8 +185,18 @@ _SEARCH_OPTIONS = _object(_OPTION_PROPERTIES)
 # The structured and expert searches keep CNKI's own results: no citation expansion.
 _NATIVE_OPTIONS = _object({name: value for name, value in _OPTION_PROPERTIES.items() if name != "expand"})
 
+_FACET_LIST = "、".join(f"{name}（{label}）" for name, label in tool_args.FACETS.items())
+_FACET_FILTERS = _object(
+    {name: _strings(f"{label}：search_facets 给出的 code，最多 {tool_args.FACET_CODES_MAX} 个") for name, label in tool_args.FACETS.items()}
+)
+_FACET_FILTERS["description"] = (
+    f"按知网左侧分组筛选（如同在结果页左栏勾选）：分组名 → {ToolName.SEARCH_FACETS} 给出的 code 列表；"
+    "同一分组的多个 code 为“或”，不同分组为“且”。例：{\"year\":[\"YE=2024\"],\"subject\":[\"CCL=I140\"]}"
+)
+
 # What the structured and expert searches share beside their expressions.
 _NATIVE_PROPERTIES = {
+    "facet_filters": _FACET_FILTERS,
     "limit": _integer(f"返回条数，{_LIMIT}；未设置 options.candidate_target 时也决定抓取多少条"),
     "options": _NATIVE_OPTIONS,
     "sort": _string("relevance（默认）、date_desc、cited_desc、downloaded_desc", tool_args.SORTS),
@@ -606,6 +616,45 @@ register(
     handler=App.search_results,
     read_only=True,
     open_world=False,
+)
+
+register(
+    ToolName.SEARCH_FACETS,
+    "一个检索在知网左侧分组中的分布：发表年度、学科、主题、文献来源（期刊/学位授予单位）、作者、机构、基金、文献类型，"
+    "每项给出 value（名称）、code（用于 facet_filters 筛选）和 count（篇数），按知网的顺序（年度按年份升序）；total 是结果总数。"
+    f"用 search_id 复用 {ToolName.SEARCH}、{ToolName.STRUCTURED_SEARCH} 或 {ToolName.EXPERT_SEARCH} 的检索条件，"
+    f"或给 expression（与 {ToolName.STRUCTURED_SEARCH} 相同的条件树）加 year_from/year_to。"
+    "chart=true 时另附一张 PNG 图（每年发文量，以及其他分组的前 "
+    f"{tool_args.CHART_BARS} 项），chart_table 给出图中的同样数字。想知道某领域逐年增长、谁在研究、哪些期刊在发时使用。",
+    _object(
+        {
+            "chart": _boolean("同时画图（PNG，作为图片内容返回并保存在数据目录 charts/ 下）"),
+            "expression": {
+                "additionalProperties": True,
+                "description": f"条件树，写法同 {ToolName.STRUCTURED_SEARCH} 的 expression（与 search_id 二选一）",
+                "type": "object",
+            },
+            "facet_filters": _FACET_FILTERS,
+            "facets": {
+                "description": f"要哪些分组（默认全部）：{_FACET_LIST}",
+                "items": {"enum": list(tool_args.FACET_NAMES), "type": "string"},
+                "type": ["null", "array"],
+            },
+            "freshness": _string(
+                "prefer_cache（默认）：10 分钟内同一检索的分组结果直接复用，不访问知网；live：重新读取", tool_args.FRESHNESS
+            ),
+            "limit": _integer(f"每个分组返回几项，{_range(tool_args.FACET_LIMIT_MAX, tool_args.FACET_LIMIT_DEFAULT)}"),
+            "on_verification": _POLICY,
+            "search_id": _string("复用这次检索的条件、年份和分组筛选（与 expression 二选一）"),
+            "year_from": _YEAR_FROM,
+            "year_to": _YEAR_TO,
+        }
+    ),
+    tool_args.SearchFacetsArgs,
+    a.validate_search_facets,
+    handler=App.search_facets,
+    read_only=True,
+    open_world=True,
 )
 
 register(

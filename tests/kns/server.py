@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import changes, citations, downloads, pages
+from . import changes, citations, downloads, facets, pages
 from .corpus import Corpus, Paper, build_corpus
 from .expert import unsupported
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
@@ -35,7 +35,7 @@ from .query import ParsedQuery, QueryRejected, parse_query_json, search
 log = logging.getLogger(__name__)
 
 CERT_DIR = Path(__file__).parent / "certs"
-ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
+ENDPOINTS = ("search", "grid", "group", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
              "home", "verify", "error", "other", "citation")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha", "close")
 EMPTY_STYLES = ("zero", "no_content", "not_found")
@@ -56,6 +56,7 @@ CHOICES = {
     "citation_api": ("ok", "gone", "bad_shape", "empty"),
     "citation_start": ("page", "record"),
     "empty_style": EMPTY_STYLES,
+    "facet_panel": facets.PANEL_STYLES,
 }
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
@@ -122,6 +123,7 @@ class Scenario:
     citation_api: str = "ok"  # ok | gone (404) | bad_shape (data.list/count) | empty (every list answers total 0)
     citation_start: str = "page"  # page: start counts pages from 1 | record: start counts items from 1
     citation_size_cap: int = 100  # the API answers at most this many items whatever size asks
+    facet_panel: str = "full"  # the group/result answer's shape: see facets.PANEL_STYLES and README
     citation_rendered: bool = False  # detail pages fill in their 参考文献/引证文献 lists by script (off: other tests cut pages by size)
 
 
@@ -184,6 +186,8 @@ def classify(host: str, path: str) -> str:
     if host == "kns.cnki.net":
         if p.startswith("/kns8s/brief/grid"):
             return "grid"
+        if p.startswith("/kns8s/group/"):
+            return "group"
         if p.startswith("/kns8s") or p.startswith("/kns/advsearch"):
             return "search"
         if p.startswith("/kcms2/article/abstract") or p.startswith("/kcms/detail/detail.aspx"):
@@ -634,6 +638,8 @@ class KnsSimulator:
             if rec.method != "POST":
                 return _redirect("https://kns.cnki.net/kns8s/AdvSearch")
             return self._grid(rec, sc)
+        if ep == "group":
+            return self._group(rec, sc)
         if ep == "detail":
             return self._detail(rec, sc)
         if ep == "journal":
@@ -723,6 +729,18 @@ class KnsSimulator:
             epoch = self.epoch
         return _Resp(200, pages.grid_fragment(rows, len(hits), page_num, size, sort_field, sc, epoch, token,
                                               q.positive_terms, request))
+
+    def _group(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        """The left facet panel of a listing (POST kns8s/group/result): facets.py."""
+        text = rec.form.get("queryJson") or rec.form.get("QueryJson")
+        if rec.method != "POST" or not text:
+            return _Resp(200, pages.grid_rejected("查询对象结构错误, 没有指定检索分类！"))
+        try:
+            q = parse_query_json(text)
+        except QueryRejected as exc:
+            return _Resp(200, pages.grid_rejected(str(exc)))
+        hits = listed(search(self.corpus, q, "", "desc"), sc)
+        return _Resp(200, facets.panel(hits, rec.form.get("groupIds", ""), sc.facet_panel, sc.count_style))
 
     def _rechallenge(self) -> Fault | None:
         """The solved grid captcha, armed again (a new search right after a solve is challenged again)."""
