@@ -477,6 +477,16 @@ class App:
         job = jobs.start("related", kind_budget("related", args.on_verification), relations.work(asked, args.limit, args.refresh))
         return await jobs.wait(job, args.wait_seconds - seconds_since(ctx), _progress(ctx))
 
+    async def journal_issues(self, args: tool_args.JournalIssuesArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.research.journal_issues import KIND, IssuesAsked, JournalIssues
+
+        asked = IssuesAsked(journal=args.journal, issn=args.issn, cn=args.cn, record_ref=args.record_ref,
+                            year=args.year or None, issue=args.issue, limit=args.limit, offset=args.offset)
+        issues = JournalIssues(await self.catalog(), self.site())
+        jobs = await self.jobs()
+        job = jobs.start(KIND, kind_budget(KIND, args.on_verification), functools.partial(issues.run, asked=asked))
+        return await jobs.inline(job, ctx)
+
     async def save_to_zotero(self, args: tool_args.SaveToZoteroArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()
         refs = list(args.record_refs)

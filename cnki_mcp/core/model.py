@@ -402,6 +402,44 @@ class RelatedResult(msgspec.Struct, omit_defaults=True, kw_only=True):
     warnings: list[str] = []
 
 
+class JournalIssue(msgspec.Struct):
+    """One issue of a journal's year as navi lists it: its label (``06`` of No.06) and its yearIssue code."""
+
+    issue: str
+    code: str
+
+
+class IssueYear(msgspec.Struct):
+    year: int
+    issues: list[JournalIssue]
+
+
+class IssueRecord(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One paper of an issue's table of contents, stored in the catalogue under ``record_ref``."""
+
+    record_ref: str
+    title: str
+    authors: list[str] = []
+    pages: str = ""
+    section: str = ""  # the column heading (栏目) it stands under
+    url: str = ""
+
+
+class JournalIssuesResult(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """journal_issues' answer: the journal's years and issues, or one issue's table of contents (paged)."""
+
+    status: str = "completed"
+    journal: str
+    source_url: str = ""
+    years: list[IssueYear] | None = None  # without year: every year (newest first) with its issues
+    year: int | None = None
+    issue: str = ""
+    total: int | None = None  # with year + issue: the issue's papers in all
+    offset: int = 0
+    next_offset: int | None = None
+    records: list[IssueRecord] | None = None
+
+
 class StoreData(msgspec.Struct):
     """The whole of research.json."""
 

@@ -233,6 +233,18 @@ class OperationControlArgs(ToolArgs):
 class DiagnosticsArgs(ToolArgs):
     site_check: bool = False
 
+
+class JournalIssuesArgs(ToolArgs):
+    journal: str = ""  # the journal's name; or issn, cn, or record_ref of one of its papers (exactly one)
+    issn: str = ""
+    cn: str = ""
+    record_ref: str = ""
+    year: int = 0  # 0: the years and issues; a year with issue: that issue's table of contents
+    issue: str = ""  # as years gives it: its issue label or its code
+    limit: int = LIMIT_DEFAULT
+    offset: int = 0
+    on_verification: str = "ask"
+
 class ToolName(StrEnum):
     CHECK_REFERENCES = "check_references"
     DIAGNOSTICS = "diagnostics"
@@ -241,6 +253,7 @@ class ToolName(StrEnum):
     EXPERT_SEARCH = "expert_search"
     EXPORT_CITATIONS = "export_citations"
     GET_METADATA = "get_metadata"
+    JOURNAL_ISSUES = "journal_issues"
     LINK_REFERENCES = "link_references"
     LOGIN = "login"
     OPERATION_CONTROL = "operation_control"

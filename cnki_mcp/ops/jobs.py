@@ -53,6 +53,7 @@ KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "session": (10, 60),
     "site_check": (12, 600),
     "related": (200, 900),
+    "issues": (20, 600),  # journal_issues: a search, the journal page, yearList pages, one issue
 }
 
 

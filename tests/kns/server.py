@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import changes, citations, downloads, pages
+from . import changes, citations, downloads, navi, pages
 from .corpus import Corpus, Paper, build_corpus
 from .expert import unsupported
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 CERT_DIR = Path(__file__).parent / "certs"
 ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
-             "home", "verify", "error", "other", "citation")
+             "home", "verify", "error", "other", "citation", "navi")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha", "close")
 EMPTY_STYLES = ("zero", "no_content", "not_found")
 CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words", "decoy")
@@ -121,6 +121,8 @@ class Scenario:
     citation_api: str = "ok"  # ok | gone (404) | bad_shape (data.list/count) | empty (every list answers total 0)
     citation_start: str = "page"  # page: start counts pages from 1 | record: start counts items from 1
     citation_size_cap: int = 100  # the API answers at most this many items whatever size asks
+    navi_years_per_page: int = 20  # years one yearList page lists (its pIdx pages on)
+    navi_columns: bool = True  # an issue's papers fragment: column headings (dt.tit 专栏:…) | False: none
     citation_rendered: bool = False  # detail pages fill in their 参考文献/引证文献 lists by script (off: other tests cut pages by size)
 
 
@@ -198,6 +200,9 @@ def classify(host: str, path: str) -> str:
         if p.startswith("/restapi/citation-api/") or p.startswith("/restapi/literature-api/"):
             return "citation"
     elif host == "navi.cnki.net" and p.startswith("/knavi"):
+        parts = p.strip("/").split("/")
+        if p.rstrip("/") == "/knavi/all/searchbaseinfo" or (len(parts) == 4 and parts[1] == "journals" and parts[3] in ("yearlist", "papers")):
+            return "navi"
         return "journal"
     elif host == "bar.cnki.net":
         if p.startswith("/bar/verify/"):
@@ -633,6 +638,11 @@ class KnsSimulator:
             return self._detail(rec, sc)
         if ep == "journal":
             return self._journal(rec, sc)
+        if ep == "navi":
+            with self._lock:
+                epoch = self.epoch
+            status, body = navi.answer(self.corpus, rec.method, rec.path, rec.query, rec.form, rec.headers, sc, epoch)
+            return _Resp(status, body)
         if ep in ("reader", "reader_part"):
             return self._reader(rec, sc)
         if ep == "reader_data":
