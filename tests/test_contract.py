@@ -45,6 +45,7 @@ READ_ONLY = {
     "search_results",
     "get_metadata",
     "related_papers",
+    "journal_issues",
     "read_online_html",
     "link_references",
     "session_status",
@@ -119,7 +120,7 @@ def test_contract_check_reports_no_mismatch(tmp_path: Path) -> None:
     dump.write_text(json.dumps(tools_document(), ensure_ascii=False), encoding="utf-8")
     run = subprocess.run([sys.executable, str(CHECKER), str(dump)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "18 served, 0 mismatches" in run.stdout
+    assert "19 served, 0 mismatches" in run.stdout
 
 
 async def test_schema_document_is_what_tools_list_serves() -> None:
@@ -134,7 +135,7 @@ async def test_schema_document_is_what_tools_list_serves() -> None:
 def test_tools_sorted_by_name() -> None:
     names = [t.name for t in server.TOOLS]
     assert names == sorted(names) == sorted(REGISTRY)
-    assert len(names) == 18
+    assert len(names) == 19
 
 
 def test_annotations_carry_all_four_hints() -> None:
