@@ -66,6 +66,7 @@ class Paper(msgspec.Struct, omit_defaults=True):
     locator: str = ""
     abstract: str = ""
     excerpt: str = ""
+    sentence: str = ""  # the matching text of the latest 句子检索 that listed it (brief/senquery's 句子1：…)
     keywords: list[str] = []
     institutions: list[str] = []
     funds: list[str] = []
@@ -150,10 +151,12 @@ class TitleRow(msgspec.Struct, omit_defaults=True):
     record_ref: str
     title: str | msgspec.UnsetType = msgspec.UNSET
     url: str = ""
+    sentence: str = ""  # a 句子检索's matching text
 
     @classmethod
-    def of(cls, paper: Paper) -> TitleRow:
-        return cls(record_ref=paper.record_ref, title=paper.title, url=paper.url)
+    def of(cls, paper: Paper, *, sentence: bool = False) -> TitleRow:
+        """The row of ``paper``; with ``sentence`` (the summary of a 句子检索) its matching text too."""
+        return cls(record_ref=paper.record_ref, title=paper.title, url=paper.url, sentence=paper.sentence if sentence else "")
 
 
 class CoverageView(msgspec.Struct, omit_defaults=True, kw_only=True):

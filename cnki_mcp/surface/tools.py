@@ -664,7 +664,12 @@ register(
                     "title_keywords_abstract、fulltext、authors、first_author、corresponding_author、institutions、"
                     "source、doi、funds、references、classification、subtitle；match 为 phrase（默认，模糊）或 exact。"
                     "组合 {op: and|or|not, items: [...]}，and/or 需 2–12 项，not 恰好 1 项。"
-                    '例：{"op":"and","items":[{"field":"title","value":"违约金"},{"field":"authors","value":"王利明"}]}'
+                    '例：{"op":"and","items":[{"field":"title","value":"违约金"},{"field":"authors","value":"王利明"}]}。'
+                    "句子检索（知网的句子检索，在全文中找同时含两个词的句子或段落）：单个条件 "
+                    "{field: sentence, value, value2, scope}，value 与 value2 为两个检索词，scope 为 sentence（同一句，默认）"
+                    "或 paragraph（同段）；它必须单独构成整个 expression（知网不允许与其他条件组合，组合时返回 INVALID_EXPRESSION，"
+                    "不访问知网），不能再带 match；每条结果的 sentence 是匹配到的那句（或那段）原文。"
+                    '例：{"field":"sentence","value":"大语言模型","value2":"医学影像","scope":"sentence"}'
                 ),
                 "type": "object",
             },

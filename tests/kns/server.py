@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import changes, citations, downloads, navi, pages
+from . import changes, citations, downloads, navi, pages, senquery
 from .corpus import Corpus, Paper, build_corpus
 from .expert import unsupported
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 CERT_DIR = Path(__file__).parent / "certs"
 ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
-             "home", "verify", "error", "other", "citation", "navi")
+             "home", "verify", "error", "other", "citation", "navi", "senquery")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha", "close")
 EMPTY_STYLES = ("zero", "no_content", "not_found")
 CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words", "decoy")
@@ -185,6 +185,8 @@ def classify(host: str, path: str) -> str:
     if host == "kns.cnki.net":
         if p.startswith("/kns8s/brief/grid"):
             return "grid"
+        if p.startswith("/kns8s/brief/senquery"):
+            return "senquery"
         if p.startswith("/kns8s") or p.startswith("/kns/advsearch"):
             return "search"
         if p.startswith("/kcms2/article/abstract") or p.startswith("/kcms/detail/detail.aspx"):
@@ -638,6 +640,10 @@ class KnsSimulator:
             return self._detail(rec, sc)
         if ep == "journal":
             return self._journal(rec, sc)
+        if ep == "senquery":
+            if rec.method != "POST":
+                return _redirect("https://kns.cnki.net/kns8s/AdvSearch")
+            return self._senquery(rec, sc)
         if ep == "navi":
             with self._lock:
                 epoch = self.epoch
@@ -728,6 +734,24 @@ class KnsSimulator:
             epoch = self.epoch
         return _Resp(200, pages.grid_fragment(rows, len(hits), page_num, size, sort_field, sc, epoch, token,
                                               q.positive_terms, request))
+
+    def _senquery(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        """句子检索 (senquery.py): the one sentence item or a refusal; pages of 20."""
+        try:
+            item, years = senquery.sentence_item(rec.form.get("QueryJson") or rec.form.get("queryJson") or "")
+        except senquery.Refused as exc:
+            return _Resp(200, pages.grid_rejected(str(exc)))
+        found = senquery.matches(self.corpus, item, years)
+        if not found:
+            return _Resp(200, pages.grid_empty(sc.empty_style))
+        try:
+            page_num = max(1, int(rec.form.get("pageNum") or rec.form.get("CurPage") or 1))
+        except ValueError:
+            page_num = 1
+        with self._lock:
+            epoch = self.epoch
+        terms = [str(item["Value"]), str(item["Value2"])]
+        return _Resp(200, senquery.fragment(found, page_num, epoch, terms, json.dumps(item, ensure_ascii=False)))
 
     def _rechallenge(self) -> Fault | None:
         """The solved grid captcha, armed again (a new search right after a solve is challenged again)."""
