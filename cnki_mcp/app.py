@@ -477,6 +477,16 @@ class App:
         job = jobs.start("related", kind_budget("related", args.on_verification), relations.work(asked, args.limit, args.refresh))
         return await jobs.wait(job, args.wait_seconds - seconds_since(ctx), _progress(ctx))
 
+    async def author_papers(self, args: tool_args.AuthorPapersArgs, ctx: ToolCall | None) -> Reply:
+        from cnki_mcp.research.author_papers import KIND, AuthorAsked, AuthorPapers
+
+        asked = AuthorAsked(author=args.author, record_ref=args.record_ref, institution=args.institution,
+                            limit=args.limit, offset=args.offset)
+        authors = AuthorPapers(await self.catalog(), self.site())
+        jobs = await self.jobs()
+        job = jobs.start(KIND, kind_budget(KIND, args.on_verification), functools.partial(authors.run, asked=asked))
+        return await jobs.inline(job, ctx)
+
     async def journal_issues(self, args: tool_args.JournalIssuesArgs, ctx: ToolCall | None) -> Reply:
         from cnki_mcp.research.journal_issues import KIND, IssuesAsked, JournalIssues
 

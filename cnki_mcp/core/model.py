@@ -443,6 +443,21 @@ class JournalIssuesResult(msgspec.Struct, omit_defaults=True, kw_only=True):
     records: list[IssueRecord] | None = None
 
 
+class AuthorPapersResult(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """author_papers' answer: one page of the author's papers, the institutions that name them, the years covered."""
+
+    status: str = "completed"
+    author: str
+    institutions: list[str] = []
+    years: list[int] = []
+    ambiguous: bool  # always said: a bare name may mix namesakes
+    message: str = ""
+    total: int | None = None
+    offset: int = 0
+    next_offset: int | None = None
+    records: list[dict[str, Any]] = []
+
+
 class StoreData(msgspec.Struct):
     """The whole of research.json."""
 

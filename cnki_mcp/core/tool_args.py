@@ -234,6 +234,15 @@ class DiagnosticsArgs(ToolArgs):
     site_check: bool = False
 
 
+class AuthorPapersArgs(ToolArgs):
+    author: str
+    record_ref: str = ""  # a paper of this author: its byline's institutions tell namesakes apart
+    institution: str = ""  # or the author's institution (作者单位)
+    limit: int = LIMIT_DEFAULT
+    offset: int = 0
+    on_verification: str = "ask"
+
+
 class JournalIssuesArgs(ToolArgs):
     journal: str = ""  # the journal's name; or issn, cn, or record_ref of one of its papers (exactly one)
     issn: str = ""
@@ -246,6 +255,7 @@ class JournalIssuesArgs(ToolArgs):
     on_verification: str = "ask"
 
 class ToolName(StrEnum):
+    AUTHOR_PAPERS = "author_papers"
     CHECK_REFERENCES = "check_references"
     DIAGNOSTICS = "diagnostics"
     DOWNLOAD_PAPER = "download_paper"
