@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import chromium_path
+from tests.harness import AWAITING, chromium_path
 from tests.kns import navi
 from tests.kns.server import KnsSimulator
 from tests.test_e2e_documents import error_code, serve
@@ -130,6 +130,20 @@ async def test_journal_issues_of_a_paper(sim: KnsSimulator, isolated_data_dir: P
         # the work tab's first CNKI page, its detail page, the journal page, the issue (a code needs no yearList)
         assert reply["requests"] == 4
         assert sim.count("detail") == 1 and sim.count("journal") == 1 and sim.count("navi") == 1
+
+        # A challenge on the fragment (the -403 JSON): the navi tab goes to the verify page, a person solves
+        # it, the tab comes back to the journal page and the issue is asked again.
+        sim.clear_log()
+        sim.captcha("navi", style="json403")
+        waiting = await session.wait(await session.call(
+            "journal_issues", {"record_ref": ref, "year": year, "issue": navi.issue_code(key, year, number)}), until=AWAITING)
+        assert waiting["status"] == "awaiting_user", waiting
+        sim.solve()
+        done = await session.wait(waiting)
+        assert done["status"] == "completed", done
+        assert [r["title"] for r in done["result"]["records"]] == [r["title"] for r in records]
+        assert [r.status for r in sim.requests if r.endpoint == "navi"] == [403, 200]
+        sim.reset()
 
         # A redesigned table of contents is no empty issue: PARSER_UNSUPPORTED with a snapshot.
         sim.configure(page_change="navi_papers")
