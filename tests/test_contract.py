@@ -46,6 +46,8 @@ READ_ONLY = {
     "search_results",
     "get_metadata",
     "related_papers",
+    "journal_issues",
+    "author_papers",
     "read_online_html",
     "link_references",
     "session_status",
@@ -60,6 +62,7 @@ REQUIRED = {
     "search_results": ["search_id"],
     "link_references": ["text"],
     "operation_control": ["action"],
+    "author_papers": ["author"],
 }
 
 
@@ -120,7 +123,7 @@ def test_contract_check_reports_no_mismatch(tmp_path: Path) -> None:
     dump.write_text(json.dumps(tools_document(), ensure_ascii=False), encoding="utf-8")
     run = subprocess.run([sys.executable, str(CHECKER), str(dump)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "19 served, 0 mismatches" in run.stdout
+    assert "21 served, 0 mismatches" in run.stdout
 
 
 async def test_schema_document_is_what_tools_list_serves() -> None:
@@ -135,7 +138,7 @@ async def test_schema_document_is_what_tools_list_serves() -> None:
 def test_tools_sorted_by_name() -> None:
     names = [t.name for t in server.TOOLS]
     assert names == sorted(names) == sorted(REGISTRY)
-    assert len(names) == 19
+    assert len(names) == 21
 
 
 def test_annotations_carry_all_four_hints() -> None:

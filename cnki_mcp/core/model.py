@@ -66,6 +66,7 @@ class Paper(msgspec.Struct, omit_defaults=True):
     locator: str = ""
     abstract: str = ""
     excerpt: str = ""
+    sentence: str = ""  # the matching text of the latest 句子检索 that listed it (brief/senquery's 句子1：…)
     keywords: list[str] = []
     institutions: list[str] = []
     funds: list[str] = []
@@ -150,10 +151,12 @@ class TitleRow(msgspec.Struct, omit_defaults=True):
     record_ref: str
     title: str | msgspec.UnsetType = msgspec.UNSET
     url: str = ""
+    sentence: str = ""  # a 句子检索's matching text
 
     @classmethod
-    def of(cls, paper: Paper) -> TitleRow:
-        return cls(record_ref=paper.record_ref, title=paper.title, url=paper.url)
+    def of(cls, paper: Paper, *, sentence: bool = False) -> TitleRow:
+        """The row of ``paper``; with ``sentence`` (the summary of a 句子检索) its matching text too."""
+        return cls(record_ref=paper.record_ref, title=paper.title, url=paper.url, sentence=paper.sentence if sentence else "")
 
 
 class CoverageView(msgspec.Struct, omit_defaults=True, kw_only=True):
@@ -469,6 +472,59 @@ class RelatedResult(msgspec.Struct, omit_defaults=True, kw_only=True):
     next_cursor: str | None
     origin: str  # api | page
     warnings: list[str] = []
+
+
+class JournalIssue(msgspec.Struct):
+    """One issue of a journal's year as navi lists it: its label (``06`` of No.06) and its yearIssue code."""
+
+    issue: str
+    code: str
+
+
+class IssueYear(msgspec.Struct):
+    year: int
+    issues: list[JournalIssue]
+
+
+class IssueRecord(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One paper of an issue's table of contents, stored in the catalogue under ``record_ref``."""
+
+    record_ref: str
+    title: str
+    authors: list[str] = []
+    pages: str = ""
+    section: str = ""  # the column heading (栏目) it stands under
+    url: str = ""
+
+
+class JournalIssuesResult(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """journal_issues' answer: the journal's years and issues, or one issue's table of contents (paged)."""
+
+    status: str = "completed"
+    journal: str
+    source_url: str = ""
+    years: list[IssueYear] | None = None  # without year: every year (newest first) with its issues
+    year: int | None = None
+    issue: str = ""
+    total: int | None = None  # with year + issue: the issue's papers in all
+    offset: int = 0
+    next_offset: int | None = None
+    records: list[IssueRecord] | None = None
+
+
+class AuthorPapersResult(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """author_papers' answer: one page of the author's papers, the institutions that name them, the years covered."""
+
+    status: str = "completed"
+    author: str
+    institutions: list[str] = []
+    years: list[int] = []
+    ambiguous: bool  # always said: a bare name may mix namesakes
+    message: str = ""
+    total: int | None = None
+    offset: int = 0
+    next_offset: int | None = None
+    records: list[dict[str, Any]] = []
 
 
 class StoreData(msgspec.Struct):

@@ -306,7 +306,29 @@ class OperationControlArgs(ToolArgs):
 class DiagnosticsArgs(ToolArgs):
     site_check: bool = False
 
+
+class AuthorPapersArgs(ToolArgs):
+    author: str
+    record_ref: str = ""  # a paper of this author: its byline's institutions tell namesakes apart
+    institution: str = ""  # or the author's institution (作者单位)
+    limit: int = LIMIT_DEFAULT
+    offset: int = 0
+    on_verification: str = "ask"
+
+
+class JournalIssuesArgs(ToolArgs):
+    journal: str = ""  # the journal's name; or issn, cn, or record_ref of one of its papers (exactly one)
+    issn: str = ""
+    cn: str = ""
+    record_ref: str = ""
+    year: int = 0  # 0: the years and issues; a year with issue: that issue's table of contents
+    issue: str = ""  # as years gives it: its issue label or its code
+    limit: int = LIMIT_DEFAULT
+    offset: int = 0
+    on_verification: str = "ask"
+
 class ToolName(StrEnum):
+    AUTHOR_PAPERS = "author_papers"
     CHECK_REFERENCES = "check_references"
     DIAGNOSTICS = "diagnostics"
     DOWNLOAD_PAPER = "download_paper"
@@ -314,6 +336,7 @@ class ToolName(StrEnum):
     EXPERT_SEARCH = "expert_search"
     EXPORT_CITATIONS = "export_citations"
     GET_METADATA = "get_metadata"
+    JOURNAL_ISSUES = "journal_issues"
     LINK_REFERENCES = "link_references"
     LOGIN = "login"
     OPERATION_CONTROL = "operation_control"

@@ -262,6 +262,9 @@ def _cited_count(tr: lxml.html.HtmlElement) -> int | None:
     return None
 
 
+_SENTENCE_LABEL = re.compile(r"^\s*(?:句子|段落)\s*\d*\s*[：:]\s*")
+
+
 def _sentence_row(block: lxml.html.HtmlElement, base_url: str) -> Paper | None:
     """A 句子检索 (brief/senquery) result block: ``.middle`` with ``h6 a.fz14`` and ``.baseinfo``."""
     found = _title_link(block, "h6 a.fz14, a.fz14", base_url)
@@ -286,6 +289,7 @@ def _sentence_row(block: lxml.html.HtmlElement, base_url: str) -> Paper | None:
         title=title,
         authors=authors,
         source=source,
+        sentence=_SENTENCE_LABEL.sub("", text_of(first_match(block, "h5")) or text_of(first_match(block, "dd"))),
         year=year_of(date),
         publication_date=date,
         document_type=doctype,

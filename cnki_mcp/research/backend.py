@@ -59,6 +59,16 @@ class SiteBackend(Protocol):
         """Any CNKI page read the way detail pages are, with the caller's ``parse(html, url)``."""
         ...
 
+    async def navi_page(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+        """A navi.cnki.net page (the journal search home, a journal's page) shown in the navi tab, parsed."""
+        ...
+
+    async def navi_post(
+        self, op: OperationContext, page_url: str, url: str, form: str, parse: Callable[[str, str], T], kind: str
+    ) -> T:
+        """A navi fragment (journal search, yearList, papers) POSTed from the navi tab showing ``page_url``."""
+        ...
+
     @property
     def listings(self) -> Listings:
         """The listings' search template and latest answer (the field check)."""

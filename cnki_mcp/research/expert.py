@@ -28,7 +28,7 @@ from cnki_mcp.core.model import Channel, Plan
 from cnki_mcp.core.text import first_control
 from cnki_mcp.core.tool_args import EXPRESSION_MAX_CHARS
 from cnki_mcp.site.grid_query import FIELDS as STRUCTURED_FIELDS
-from cnki_mcp.site.grid_query import Expression, compile_expression, decode_expression
+from cnki_mcp.site.grid_query import Expression, compile_expression, decode_expression, sentence_of
 
 # Field codes of CNKI's professional search, as its help and the search page's hint list them.
 FIELDS: dict[str, str] = {
@@ -530,6 +530,7 @@ def plan_expression(plan: Plan) -> str:
     if plan.method == "expert":
         return channel.expert
     if plan.method == "structured":
-        return from_structured(channel.expression)
+        # A 句子检索 has no professional-search form this product could vouch for.
+        return "" if sentence_of(channel.expression) is not None else from_structured(channel.expression)
     return ""
 

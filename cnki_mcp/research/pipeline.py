@@ -73,7 +73,7 @@ from cnki_mcp.research.rank import (
 )
 from cnki_mcp.research.relations import Relations
 from cnki_mcp.site.facet_query import FacetPick, facet_picks
-from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression
+from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression, sentence_of
 from cnki_mcp.store.library import Store
 
 log = logging.getLogger(__name__)
@@ -328,6 +328,9 @@ class Research:
             return GridQuery(
                 [], request.year_from, request.year_to, request.options.sort, expert=channel.expert, facets=self._picks
             )
+        sentence = sentence_of(channel.expression)
+        if sentence is not None:
+            return GridQuery([], request.year_from, request.year_to, request.options.sort, sentence=sentence, facets=self._picks)
         branches = self._branches.get(channel.name)
         if branches is None:
             branches = self._branches[channel.name] = compile_expression(channel.expression)
@@ -543,6 +546,7 @@ class Research:
             for item in ranked
             if item.paper.quality is not None and item.paper.quality.state == "present"
         }
+        sentences = sentence_plan(state.plan)
         return SearchSummary(
             search_id=state.search_id,
             status=status,
@@ -555,12 +559,17 @@ class Research:
             coverage=[CoverageView.of(entry) for entry in state.coverage],
             incomplete_channels=incomplete_channels(state.coverage),
             plan=state.plan,
-            results=[TitleRow.of(item.paper) for item in selected[: request.limit or DEFAULT_LIMIT]],
+            results=[TitleRow.of(item.paper, sentence=sentences) for item in selected[: request.limit or DEFAULT_LIMIT]],
             expert_expression=plan_expression(state.plan),
             year_trend=year_trend(self.store, record),
         )
 
     # -- get_metadata (network path) --
+
+
+def sentence_plan(plan: Plan) -> bool:
+    """Whether a plan is a 句子检索 (its rows carry the matching sentence)."""
+    return plan.method == "structured" and bool(plan.channels) and sentence_of(plan.channels[0].expression) is not None
 
 
 # Failures of a listing that asking again later can cure: a continue retries those channels.
@@ -609,7 +618,8 @@ def cached_reply(store: Store, key: str, limit: int) -> LocalReply | None:
     results = []
     for entry in selected[: limit or DEFAULT_LIMIT]:
         paper = papers.get(entry.record_ref)
-        results.append(TitleRow.of(paper) if paper is not None else TitleRow(record_ref=entry.record_ref))
+        results.append(TitleRow.of(paper, sentence=sentence_plan(record.plan)) if paper is not None
+                       else TitleRow(record_ref=entry.record_ref))
     summary = SearchSummary(
         search_id=record.search_id,
         status=record.status,

@@ -53,6 +53,7 @@ from cnki_mcp.site.grid_query import (
     compile_expression,
     encode_form,
     grid_form,
+    listing_url,
     rewrite_query_json,
     sort_code,
     template_query_json,
@@ -205,6 +206,8 @@ def query_key(query: GridQuery) -> str:
     listing = [branches, query.year_from, query.year_to, sort_code(query.sort)]
     if query.facets:
         listing.append(msgspec.to_builtins(query.facets))
+    if query.sentence is not None:
+        listing.append(msgspec.to_builtins(query.sentence))
     return fingerprint([*listing, query.expert] if query.expert else listing)
 
 
@@ -453,7 +456,7 @@ class Listings:
 
         The bare empty shell is raised as ``_EmptyShell`` for ``_grid_page`` to judge.
         """
-        anchor = anchor_of(query.branches)
+        anchor = query.sentence.value if query.sentence is not None else anchor_of(query.branches)
         attempts = Attempts(self.door)
         challenged = 0
         solved = sort_asked = False
@@ -467,7 +470,7 @@ class Listings:
                 template = await self._ensure_template(op, anchor)
                 query_json = rewrite_query_json(
                     template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page,
-                    sort_request=sort_asked, expert=query.expert,
+                    sort_request=sort_asked, expert=query.expert, sentence=query.sentence,
                 )
                 query_json = with_facets(query_json, query.facets)
                 if page > 1 and listing is not None:
@@ -476,11 +479,12 @@ class Listings:
                     template.form, query_json, page=page, sort=query.sort,
                     cursor=listing.cursor if page > 1 and listing is not None else "",
                     new_search=not solved, sort_request=sort_asked, expert=query.expert,
+                    sentence=query.sentence is not None,
                 )
                 async with self.door.request(op):
                     result = await self.door.browser.fetch_in_page(
                         tab,
-                        template.url,
+                        listing_url(template.url, query),
                         method="POST",
                         body=encode_form(form),
                         headers={

@@ -41,6 +41,7 @@ from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.json_api import JsonApi
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.listings import Listings
+from cnki_mcp.site.navi import Navi
 from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.page_actions import CALL_TIMEOUT
 
@@ -84,6 +85,7 @@ class Site(Door):
         self.listings = Listings(self)
         self.panel = FacetPanel(self, self.listings)
         self.api = JsonApi(self)
+        self.navi = Navi(self)
         self._render_lock = asyncio.Lock()
 
     # -- listings ----------------------------------------------------------------------------
@@ -143,6 +145,16 @@ class Site(Door):
         """Any CNKI page read the way detail and journal pages are, with the caller's ``parse(html, url)``
         (the field check keeps what it saw)."""
         return await self._load(op, url, parse, kind)
+
+    async def navi_page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+        """A navi.cnki.net page shown in the navi tab, parsed; see ``navi.Navi.page``."""
+        return await self.navi.page(op, url, parse, kind)
+
+    async def navi_post(
+        self, op: SiteOperation, page_url: str, url: str, form: str, parse: Callable[[str, str], T], kind: str
+    ) -> T:
+        """A navi fragment POSTed from the navi tab on ``page_url``, parsed; see ``navi.Navi.post``."""
+        return await self.navi.post(op, page_url, url, form, parse, kind)
 
     async def browser_version(self) -> str:
         """What the dedicated browser reports itself as (``Chrome/131.0…``); "" when it cannot say."""

@@ -64,11 +64,13 @@ from cnki_mcp.core.tool_args import (
     VIEWS,
     YEAR_MAX,
     ZOTERO_MAX,
+    AuthorPapersArgs,
     CheckReferencesArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
     ExportCitationsArgs,
     GetMetadataArgs,
+    JournalIssuesArgs,
     LinkReferencesArgs,
     LoginArgs,
     NativeSearchArgs,
@@ -455,6 +457,43 @@ def validate_related_papers(args: RelatedPapersArgs, raw: dict[str, Any]) -> Non
     args.relation = _choice(args.relation, RELATIONS, "references", "INVALID_RELATION", "relation")
     args.limit = _limit(args.limit)
     args.wait_seconds = _defaulted(args.wait_seconds, RELATED_WAIT_DEFAULT, STATUS_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
+    args.on_verification = _policy(args.on_verification)
+
+
+AUTHOR_CHARS_MAX = 60
+AUTHOR_OFFSET_MAX = 150  # listing pages read at most hold 200 rows
+
+
+def validate_author_papers(args: AuthorPapersArgs, raw: dict[str, Any]) -> None:
+    args.author, args.record_ref, args.institution = map(_given, (args.author, args.record_ref, args.institution))
+    if not 1 <= len(args.author) <= AUTHOR_CHARS_MAX:
+        raise CnkiError("INVALID_INPUT", f"author 须为 1–{AUTHOR_CHARS_MAX} 字的作者姓名。", details={"field": "author"})
+    if args.record_ref and args.institution:
+        raise CnkiError("INVALID_INPUT", "record_ref 与 institution 只能提供其一：record_ref 的详情页已给出作者单位。",
+                        details={"field": "institution"})
+    if len(args.institution) > AUTHOR_CHARS_MAX * 2:
+        raise CnkiError("INVALID_INPUT", f"institution 最多 {AUTHOR_CHARS_MAX * 2} 字。", details={"field": "institution"})
+    args.limit = _limit(args.limit)
+    _offset(args.offset)
+    if args.offset > AUTHOR_OFFSET_MAX:
+        raise CnkiError("INVALID_OFFSET", f"offset 最多 {AUTHOR_OFFSET_MAX}，收到的是 {args.offset}。", details={"field": "offset"})
+    args.on_verification = _policy(args.on_verification)
+
+
+def validate_journal_issues(args: JournalIssuesArgs, raw: dict[str, Any]) -> None:
+    args.journal, args.issn, args.cn, args.record_ref = map(_given, (args.journal, args.issn, args.cn, args.record_ref))
+    named = [field for field, value in (("journal", args.journal), ("issn", args.issn), ("cn", args.cn),
+                                        ("record_ref", args.record_ref)) if value]
+    if len(named) != 1:
+        why = f"只能提供其中一个，收到了 {'、'.join(named)}" if named else "须提供其中一个"
+        raise CnkiError("INVALID_INPUT", f"journal、issn、cn 与 record_ref {why}。", details={"field": "journal"})
+    if not 0 <= args.year <= YEAR_MAX:
+        raise CnkiError("INVALID_YEAR", f"year 须在 0–{YEAR_MAX} 之间（0 表示列出年份与刊期），收到的是 {args.year}。", details={"field": "year"})
+    args.issue = _given(args.issue)
+    if bool(args.year) != bool(args.issue):
+        raise CnkiError("INVALID_INPUT", "year 与 issue 须一起提供（读一期的目录），或都不提供（列出年份与刊期）。", details={"field": "issue"})
+    args.limit = _limit(args.limit)
+    _offset(args.offset)
     args.on_verification = _policy(args.on_verification)
 
 

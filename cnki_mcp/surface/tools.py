@@ -207,6 +207,31 @@ _NATIVE_PROPERTIES = {
 # --- the tools ---------------------------------------------------------------------------------------
 
 register(
+    ToolName.AUTHOR_PAPERS,
+    "一位作者在知网的其他论文（作者 AND 作者单位的检索，按发表时间从新到旧）：给出 author 和该作者一篇论文的 record_ref 时，"
+    "按那篇论文详情页上这位作者的单位检索，从而区分同名作者；或给出 author 和 institution（作者单位）；只给姓名时同名作者的论文"
+    "可能混在一起，结果带 ambiguous: true 和说明。结果 records（存入本地并带 record_ref，可用于 "
+    f"{ToolName.GET_METADATA}、{ToolName.DOWNLOAD_PAPERS}、{ToolName.EXPORT_CITATIONS}），institutions（知网写法的单位），"
+    "years（覆盖的年份），用 limit/offset 分页。",
+    _object(
+        {
+            "author": _string("作者姓名（与知网的写法一致）"),
+            "institution": _string("作者单位（可选，与 record_ref 二选一）"),
+            "limit": _integer(f"每页条数，{_LIMIT}"),
+            "offset": _integer(f"从第几篇开始（取上次返回的 next_offset，最多 {a.AUTHOR_OFFSET_MAX}）"),
+            "on_verification": _POLICY,
+            "record_ref": _string("该作者一篇论文的 record_ref（可选，与 institution 二选一）"),
+        },
+        required=("author",),
+    ),
+    tool_args.AuthorPapersArgs,
+    a.validate_author_papers,
+    handler=App.author_papers,
+    read_only=True,
+    open_world=True,
+)
+
+register(
     ToolName.CHECK_REFERENCES,
     "核对参考文献列表：逐条拆分、识别（GB/T 7714 顺序编码制或著者-出版年制、APA、MLA、Chicago、Vancouver 或随手写的条目，"
     "中英文混排均可），按题名到知网查找，逐项比对年份、页码、作者、题名、来源、卷、期、DOI。每条给出 verified（一致）、"
@@ -394,6 +419,33 @@ register(
     tool_args.GetMetadataArgs,
     a.validate_get_metadata,
     handler=App.get_metadata,
+    read_only=True,
+    open_world=True,
+)
+
+register(
+    ToolName.JOURNAL_ISSUES,
+    "一种期刊在知网的刊期与目录（期刊导航的刊期浏览）：用 journal（刊名）、issn、cn 或其中一篇论文的 record_ref "
+    "指明期刊（四者取一）。不带 year 时返回知网列出的全部年份与各期（years：[{year, issues:[{issue, code}]}]，新的在前）；"
+    "带 year 和 issue（取 years 中的 issue 或 code）时返回这一期的目录：records 按刊内顺序给出题名、作者、页码和所在栏目"
+    f"（section），用 limit/offset 分页。目录中的论文都存入本地并带 record_ref，可直接用于 {ToolName.GET_METADATA}、"
+    f"{ToolName.DOWNLOAD_PAPERS}、{ToolName.EXPORT_CITATIONS} 和 {ToolName.SAVE_TO_ZOTERO}。",
+    _object(
+        {
+            "cn": _string("期刊的国内统一刊号，如 11-1234/D"),
+            "issn": _string("期刊的 ISSN，如 1000-1234"),
+            "issue": _string("配合 year：哪一期，取 years 中的 issue（如 06）或 code"),
+            "journal": _string("期刊名称（须与知网的刊名完全一致；重名时改用 issn 或 cn）"),
+            "limit": _integer(f"配合 year 和 issue：每页条数，{_LIMIT}"),
+            "offset": _integer("配合 year 和 issue：从目录的第几篇开始（取上次返回的 next_offset）"),
+            "on_verification": _POLICY,
+            "record_ref": _string("该刊一篇论文的 record_ref"),
+            "year": _integer("读哪一年的一期目录（与 issue 一起给出）；省略时列出年份与刊期"),
+        }
+    ),
+    tool_args.JournalIssuesArgs,
+    a.validate_journal_issues,
+    handler=App.journal_issues,
     read_only=True,
     open_world=True,
 )
@@ -684,7 +736,12 @@ register(
                     "title_keywords_abstract、fulltext、authors、first_author、corresponding_author、institutions、"
                     "source、doi、funds、references、classification、subtitle；match 为 phrase（默认，模糊）或 exact。"
                     "组合 {op: and|or|not, items: [...]}，and/or 需 2–12 项，not 恰好 1 项。"
-                    '例：{"op":"and","items":[{"field":"title","value":"违约金"},{"field":"authors","value":"王利明"}]}'
+                    '例：{"op":"and","items":[{"field":"title","value":"违约金"},{"field":"authors","value":"王利明"}]}。'
+                    "句子检索（知网的句子检索，在全文中找同时含两个词的句子或段落）：单个条件 "
+                    "{field: sentence, value, value2, scope}，value 与 value2 为两个检索词，scope 为 sentence（同一句，默认）"
+                    "或 paragraph（同段）；它必须单独构成整个 expression（知网不允许与其他条件组合，组合时返回 INVALID_EXPRESSION，"
+                    "不访问知网），不能再带 match；每条结果的 sentence 是匹配到的那句（或那段）原文。"
+                    '例：{"field":"sentence","value":"大语言模型","value2":"医学影像","scope":"sentence"}'
                 ),
                 "type": "object",
             },

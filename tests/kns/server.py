@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import changes, citations, downloads, facets, pages
+from . import changes, citations, downloads, facets, navi, pages, senquery
 from .corpus import Corpus, Paper, build_corpus
 from .expert import unsupported
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 CERT_DIR = Path(__file__).parent / "certs"
 ENDPOINTS = ("search", "grid", "group", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
-             "home", "verify", "error", "other", "citation")
+             "home", "verify", "error", "other", "citation", "navi", "senquery")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha", "close")
 EMPTY_STYLES = ("zero", "no_content", "not_found")
 CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words", "decoy")
@@ -124,6 +124,8 @@ class Scenario:
     citation_start: str = "page"  # page: start counts pages from 1 | record: start counts items from 1
     citation_size_cap: int = 100  # the API answers at most this many items whatever size asks
     facet_panel: str = "full"  # the group/result answer's shape: see facets.PANEL_STYLES and README
+    navi_years_per_page: int = 20  # years one yearList page lists (its pIdx pages on)
+    navi_columns: bool = True  # an issue's papers fragment: column headings (dt.tit 专栏:…) | False: none
     citation_rendered: bool = False  # detail pages fill in their 参考文献/引证文献 lists by script (off: other tests cut pages by size)
 
 
@@ -188,6 +190,8 @@ def classify(host: str, path: str) -> str:
             return "grid"
         if p.startswith("/kns8s/group/"):
             return "group"
+        if p.startswith("/kns8s/brief/senquery"):
+            return "senquery"
         if p.startswith("/kns8s") or p.startswith("/kns/advsearch"):
             return "search"
         if p.startswith("/kcms2/article/abstract") or p.startswith("/kcms/detail/detail.aspx"):
@@ -203,6 +207,9 @@ def classify(host: str, path: str) -> str:
         if p.startswith("/restapi/citation-api/") or p.startswith("/restapi/literature-api/"):
             return "citation"
     elif host == "navi.cnki.net" and p.startswith("/knavi"):
+        parts = p.strip("/").split("/")
+        if p.rstrip("/") == "/knavi/all/searchbaseinfo" or (len(parts) == 4 and parts[1] == "journals" and parts[3] in ("yearlist", "papers")):
+            return "navi"
         return "journal"
     elif host == "bar.cnki.net":
         if p.startswith("/bar/verify/"):
@@ -644,6 +651,15 @@ class KnsSimulator:
             return self._detail(rec, sc)
         if ep == "journal":
             return self._journal(rec, sc)
+        if ep == "senquery":
+            if rec.method != "POST":
+                return _redirect("https://kns.cnki.net/kns8s/AdvSearch")
+            return self._senquery(rec, sc)
+        if ep == "navi":
+            with self._lock:
+                epoch = self.epoch
+            status, body = navi.answer(self.corpus, rec.method, rec.path, rec.query, rec.form, rec.headers, sc, epoch)
+            return _Resp(status, body)
         if ep in ("reader", "reader_part"):
             return self._reader(rec, sc)
         if ep == "reader_data":
@@ -741,6 +757,23 @@ class KnsSimulator:
             return _Resp(200, pages.grid_rejected(str(exc)))
         hits = listed(search(self.corpus, q, "", "desc"), sc)
         return _Resp(200, facets.panel(hits, rec.form.get("groupIds", ""), sc.facet_panel, sc.count_style))
+    def _senquery(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        """句子检索 (senquery.py): the one sentence item or a refusal; pages of 20."""
+        try:
+            item, years = senquery.sentence_item(rec.form.get("QueryJson") or rec.form.get("queryJson") or "")
+        except senquery.Refused as exc:
+            return _Resp(200, pages.grid_rejected(str(exc)))
+        found = senquery.matches(self.corpus, item, years)
+        if not found:
+            return _Resp(200, pages.grid_empty(sc.empty_style))
+        try:
+            page_num = max(1, int(rec.form.get("pageNum") or rec.form.get("CurPage") or 1))
+        except ValueError:
+            page_num = 1
+        with self._lock:
+            epoch = self.epoch
+        terms = [str(item["Value"]), str(item["Value2"])]
+        return _Resp(200, senquery.fragment(found, page_num, epoch, terms, json.dumps(item, ensure_ascii=False)))
 
     def _rechallenge(self) -> Fault | None:
         """The solved grid captcha, armed again (a new search right after a solve is challenged again)."""
