@@ -104,6 +104,15 @@ CATALOGUE: dict[str, Code] = {
     "VERIFICATION_CONTEXT_UNAVAILABLE": Code("没有可以显示给你处理的验证页面。"),
     "LOGIN_REQUIRED": Code("需要登录知网；请在弹出的浏览器窗口中登录。", True),
     "LOGIN_TIMEOUT": Code("等待登录超过 20 分钟。", True),
+    # --- remote access (site/route.py): the university's WebVPN, proxy or CARSI login -------
+    "REMOTE_ACCESS_INVALID": Code(
+        "remote_access_url 不是可用的远程访问地址：须为 https:// 开头、不含账号密码的完整网址。"
+        "请从学校图书馆或 VPN 页面复制地址后重试。"
+    ),
+    "REMOTE_ACCESS_UNSUPPORTED": Code(
+        "无法识别这个学校 VPN（远程访问）的网址格式。请先在浏览器里通过学校 VPN 打开知网任意页面，"
+        "把地址栏中的完整网址作为 remote_access_url 传入；仍然不行时，请把网址的格式（不含票据）附在 issue 中。"
+    ),
     "ACCESS_DENIED": Code("知网拒绝了访问（无权限）。"),
     "LOCATOR_EXPIRED": Code("论文链接已失效。", True),
     "CONTENT_NOT_READY": Code("页面内容没有加载出来。", True),
