@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config, Route
 from cnki_mcp.site import route
-from cnki_mcp.site.route import DIRECT, Recognition, inward, inward_text, outward, recognise
+from cnki_mcp.site.route import (
+    DIRECT,
+    Recognition,
+    inward,
+    inward_text,
+    outward,
+    recognise,
+)
 
 IV = "77726476706e69737468656265737421"
 WRDVPN = Route(kind="wrdvpn", gateway="webvpn.sim-univ.edu.cn", segment="https")
@@ -84,10 +91,10 @@ def test_gateway_forms_are_recognised(url: str, expected: Route) -> None:
 @pytest.mark.parametrize(
     "url",
     [
-        "https://fsso.cnki.net/Shibboleth.sso/Login?entityID=https://idp.sim-univ.edu.cn/idp/shibboleth"
-        "&target=https://fsso.cnki.net/secure/default.aspx",
-        "https://idp.sim-univ.edu.cn/idp/profile/SAML2/Unsolicited/SSO?providerId=https://fsso.cnki.net/shibboleth"
-        "&target=https://www.cnki.net",
+        ("https://fsso.cnki.net/Shibboleth.sso/Login?entityID=https://idp.sim-univ.edu.cn/idp/shibboleth"
+         "&target=https://fsso.cnki.net/secure/default.aspx"),
+        ("https://idp.sim-univ.edu.cn/idp/profile/SAML2/Unsolicited/SSO?providerId=https://fsso.cnki.net/shibboleth"
+         "&target=https://www.cnki.net"),
         "https://ds.carsi.edu.cn/index.php",
     ],
 )
