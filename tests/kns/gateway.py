@@ -244,7 +244,7 @@ class Gateway:
         """(kind, target host, path) of a proxied request; kind "" for the gateway's own pages."""
         if host.endswith("." + WEBVPN):
             target = unrewritten(host)
-            if target is None or path.startswith("/wengine-vpn/") or path.startswith("/verify/"):
+            if target is None or path.startswith(("/wengine-vpn/", "/verify/")):
                 return "", "", path
             return "host_rewrite", target, path
         if host == PREFIX_HOST:
@@ -258,7 +258,7 @@ class Gateway:
             if m and target:
                 return "wrdvpn", target, m.group("rest") or "/"
         if path in ("/", "/login", "/do-login", "/do-confirm-login", "/login/two-factor") \
-                or path.startswith("/wengine-vpn/") or path.startswith("/verify/"):
+                or path.startswith(("/wengine-vpn/", "/verify/")):
             return "", "", path
         # A root-relative in-page request (the page's script wrote '/kns8s/brief/grid'): the gateway's own
         # script hooks send it on to the host of the page it came from.
