@@ -282,6 +282,12 @@ def test_text_mapping_prefix() -> None:
     )
 
 
+def test_text_mapping_hides_only_the_gateway_host_itself() -> None:
+    text = "evilwebvpn.sim-univ.edu.cn static.webvpn.sim-univ.edu.cn webvpn.sim-univ.edu.cn:8443"
+
+    assert inward_text(WRDVPN, text) == "evilwebvpn.sim-univ.edu.cn static.gateway.invalid gateway.invalid:8443"
+
+
 @pytest.mark.parametrize("rt", ROUTES)
 def test_text_mapping_keeps_public_text(rt: Route) -> None:
     text = '<a href="https://kns.cnki.net/kcms2/a?v=1">人工智能 https://idp.sim-univ.edu.cn/</a>'

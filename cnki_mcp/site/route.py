@@ -293,7 +293,7 @@ def inward_text(route: Route, text: str) -> str:
             decoded = _unrewrite(match.group(1))
             return decoded[1] if decoded else GATEWAY_PLACEHOLDER
         text = re.sub(rf"\b([a-z0-9-]+)\.{re.escape(gateway)}\b", host, text, flags=re.IGNORECASE)
-    text = re.sub(re.escape(gateway), GATEWAY_PLACEHOLDER, text, flags=re.IGNORECASE)
+    text = re.sub(rf"(?<![\w-]){re.escape(gateway)}(?![\w-])", GATEWAY_PLACEHOLDER, text, flags=re.IGNORECASE)
     return re.sub(re.escape(gateway.replace(".", "_")), GATEWAY_PLACEHOLDER.replace(".", "_"), text, flags=re.IGNORECASE)
 
 
@@ -312,7 +312,8 @@ def _gateway_form(url: str) -> tuple[Route, str] | None:
     if match:
         target = wrdvpn_host(match.group("token"))
         if target is not None:
-            return Route(kind="wrdvpn", gateway=gateway, segment=match.group("scheme")), target
+            # Every wengine gateway seen writes https on 443 as a bare "https" (an http page tells nothing else).
+            return Route(kind="wrdvpn", gateway=gateway, segment="https"), target
     label, _, suffix = host.partition(".")
     decoded = _unrewrite(label) if suffix.count(".") >= 1 else None
     if decoded is not None and is_cnki_host(decoded[1]):
