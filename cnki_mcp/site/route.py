@@ -20,6 +20,7 @@ portal page's links once the person has logged in there.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Literal
 from urllib.parse import parse_qs, urljoin, urlsplit
@@ -114,11 +115,13 @@ def _cfb(data: bytes, decrypt: bool) -> bytes:
     return bytes(out)
 
 
+@functools.lru_cache(maxsize=256)  # a page maps the same few hosts again and again
 def wrdvpn_token(host: str) -> str:
     """The wrdvpn token of ``host``: hex IV + hex ciphertext of the host, as long as the host."""
     return WRDVPN_IV_HEX + _cfb(host.lower().encode("ascii"), decrypt=False).hex()
 
 
+@functools.lru_cache(maxsize=256)
 def wrdvpn_host(token: str) -> str | None:
     """The host a wrdvpn token stands for, or None when it is no token of this key."""
     token = token.lower()
@@ -249,6 +252,7 @@ def inward(route: Route, url: str) -> str | None:
     return _public(inner.group(1), target, port, (inner.group(3) or "/") + query + fragment)
 
 
+@functools.lru_cache(maxsize=16)
 def _gateway_url_pattern(route: Route) -> re.Pattern[str]:
     gateway = re.escape(_gateway_host(route))
     host = rf"(?:[a-z0-9-]+\.)?{gateway}" if route.kind == "host_rewrite" else gateway
@@ -272,6 +276,10 @@ def inward_text(route: Route, text: str) -> str:
     if route.kind == "direct" or not route.gateway or not text:
         return text
     gateway = _gateway_host(route)
+    lowered = text.lower()
+    marks = [gateway, gateway.replace(".", "_")] + ([WRDVPN_IV_HEX] if route.kind == "wrdvpn" else [])
+    if not any(mark in lowered for mark in marks + ([route.prefix] if route.prefix else [])):
+        return text  # most text names no gateway at all: skip the scans
 
     def public(match: re.Match[str]) -> str:
         found = match.group(0)
