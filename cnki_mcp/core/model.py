@@ -462,6 +462,11 @@ class SaveState(msgspec.Struct, kw_only=True):
     failed_writes: int = 0
 
 
+# Stands for a gateway host in whatever the product keeps or shows: a gateway's own page mapped back
+# (``https://gateway.invalid/login``) is no CNKI page, and the pages layer reads it as the gateway.
+GATEWAY_PLACEHOLDER = "gateway.invalid"
+
+
 class Route(msgspec.Struct, frozen=True, omit_defaults=True):
     """How CNKI is reached: directly, or through a university's remote-access gateway (``site/route.py``).
 

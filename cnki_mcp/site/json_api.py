@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site.human import refuse_if_skipping
+from cnki_mcp.site.remote import gateway_problem
 from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, with_return_url
-from cnki_mcp.pages.page_state import challenge_url, classify_response
+from cnki_mcp.pages.page_state import challenge_url, classify_response, gateway_page
 from cnki_mcp.pages.parse import is_site_url
 from cnki_mcp.core.redact import endpoint_url
 
@@ -70,7 +71,7 @@ class JsonApi:
                     await self.site.reset_tabs()
                     continue
                 raise
-            if result.redirected and not is_site_url(result.url):
+            if result.redirected and not is_site_url(result.url) and not gateway_page(result.url):
                 raise CnkiError("LOGIN_REQUIRED" if "//login." in result.url.lower() else "RESOURCE_FAILED",
                                 details={"url": endpoint_url(result.url)})
             problem = classify_response(result.status, result.url, result.text)
@@ -101,6 +102,9 @@ class JsonApi:
         if epoch != self.site.person.epoch:
             return  # solved by someone else meanwhile
         verify = challenge_url(body) or (response_url if "/verify/" in response_url.lower() else "")
+        if gateway_problem(problem):  # the gateway's own login or challenge: shown on the work tab
+            await self.site.person.step(op, await self.site.work_tab(), problem, epoch=epoch)
+            return
         if verify and is_site_url(verify):
             tab = await self.site.work_tab()
             async with self.site.listings.template_lock:

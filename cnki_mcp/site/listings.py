@@ -21,7 +21,7 @@ import json
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 import msgspec
 
@@ -50,6 +50,7 @@ from cnki_mcp.site.grid_query import (
 )
 from cnki_mcp.site.human import refuse_if_skipping
 from cnki_mcp.site.page_actions import js_call
+from cnki_mcp.site.remote import gateway_problem
 
 if TYPE_CHECKING:
     from cnki_mcp.site.site import Site
@@ -126,7 +127,9 @@ _CAPTURE_JS = r"""
       const absolute = new URL(String(url), location.href).href;
       if (String(method || 'GET').toUpperCase() !== 'POST' || absolute.indexOf('/brief/grid') < 0) return;
       if (window.__cnkiGridCaptured) return;
-      window.__cnkiGridCaptured = {url: absolute, body: asText(body)};
+      // As written, with the page's address: through a gateway a root-relative URL resolves against the
+      // gateway's root, so it is resolved against the page's public address outside the page.
+      window.__cnkiGridCaptured = {url: absolute, written: String(url), page: location.href, body: asText(body)};
       // Kept for the tab's session too: a challenge answer may navigate the page away at once.
       sessionStorage.setItem('__cnkiGridCaptured', JSON.stringify(window.__cnkiGridCaptured));
     } catch (e) {}
@@ -331,7 +334,7 @@ class Listings:
             page = endpoint_url(str(captured["challenge"]))
             code = "LOGIN_REQUIRED" if "//login." in page else "VERIFICATION_REQUIRED"
             raise CnkiError(code, details={"url": page, "stage": "template"})
-        url = endpoint_url(str(captured.get("url") or ""))
+        url = endpoint_url(urljoin(str(captured.get("page") or ""), str(captured.get("written") or captured.get("url") or "")))
         if not is_site_url(url):
             raise CnkiError("QUERY_TEMPLATE_UNSUPPORTED", "检索请求没有发往知网。", details={"url": url})
         form = parse_form(str(captured.get("body") or ""))
@@ -546,6 +549,9 @@ class Listings:
         if epoch != self.site.person.epoch:
             return  # solved by someone else meanwhile
         tab = await self.site.work_tab()
+        if gateway_problem(problem):  # the gateway's own login or challenge: the person answers on the work tab
+            await self.site.person.step(op, tab, problem, epoch=epoch)
+            return
         if "vericodeForm" in body:
             shown = await self.site.browser.evaluate(
                 tab, js_call(_SHOW_VERICODE_JS, body, json.dumps(query_json, ensure_ascii=False))

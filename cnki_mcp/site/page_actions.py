@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from cnki_mcp.site.cdp import FetchResult, NavigationResult, PageScriptError, Tab
+from cnki_mcp.site.remote import GATEWAY_LOGIN_URL, Routing, gateway_session_ended
 from cnki_mcp.site.cdp import cdp as cdp_module
 from cnki_mcp.core.clock import Deadline, poll
 from cnki_mcp.core.errors import CnkiError
@@ -147,6 +148,8 @@ class PageActions:
     """Page and window work of ``browser.Browser``, which provides the CDP door used here."""
 
     _background: set[asyncio.Task[Any]]
+    # The remote-access route: URLs out in the gateway's form, everything a page says back in public form.
+    routing: Routing
 
     @property
     def headless(self) -> bool:
@@ -177,7 +180,7 @@ class PageActions:
             detail = exc.exception.description if exc.exception is not None and exc.exception.description else exc.text
             raise PageScriptError(str(detail))
         value = remote.value
-        return None if value is None else json.loads(value)
+        return None if value is None else json.loads(self.routing.text(value))
 
     async def page_html(self, tab: Tab, timeout: float = CALL_TIMEOUT) -> str:
         html = await self.evaluate(
@@ -238,7 +241,8 @@ class PageActions:
         cdp = cdp_module()
         deadline = Deadline(timeout)
         tab._documents.clear()
-        _frame, loader_id, error_text, *_ = await self._tab_call(tab, cdp.page.navigate(url=url), timeout)
+        target = self.routing.out(url)
+        _frame, loader_id, error_text, *_ = await self._tab_call(tab, cdp.page.navigate(url=target), timeout)
         document = None
         if loader_id:
             document = await tab._document(str(loader_id), min(2.0, deadline.remaining()))
@@ -276,8 +280,9 @@ class PageActions:
         """
         call_id = f"{tab.generation}-{next(tab._fetch_ids)}"
         since = tab._last_redirect
+        target = self.routing.out(url)
         expression = js_call(
-            _FETCH_JS, call_id, url, method.upper(), body, headers or {}, int(timeout * 1000), RESPONSE_CAP
+            _FETCH_JS, call_id, target, method.upper(), body, headers or {}, int(timeout * 1000), RESPONSE_CAP
         )
         try:
             out = await self.evaluate(tab, expression, timeout + 5.0)
@@ -290,9 +295,11 @@ class PageActions:
         if not isinstance(out, dict):
             raise CnkiError("RESOURCE_FAILED", "页面内请求没有返回结果。", details={"url": url})
         if "error" in out:
-            moved = None if out.get("timedOut") else tab._cross_origin_redirect(url, since)
+            moved = None if out.get("timedOut") else tab._cross_origin_redirect(target, since)
             if moved is not None:
-                return FetchResult(status=moved[1], url=moved[0], text="", redirected=True)
+                return FetchResult(status=moved[1], url=self.routing.back(moved[0]), text="", redirected=True)
+            if not out.get("timedOut") and not self.routing.direct and await self._gateway_ended(tab):
+                raise gateway_session_ended(GATEWAY_LOGIN_URL)
             if out.get("timedOut"):
                 message = f"页面内请求超时（{timeout:.0f} 秒）。"
             else:
@@ -306,6 +313,17 @@ class PageActions:
             text=str(out.get("text") or ""),
             redirected=bool(out.get("redirected")),
         )
+
+    async def _gateway_ended(self, tab: Tab) -> bool:
+        """After an in-page request failed without an answer through a gateway, look at the page: a host-
+        rewriting gateway whose session ended drops or CORS-fails in-page requests, and serves its
+        login page for the page itself."""
+        try:
+            page = await self.load_resource(tab, tab.url, timeout=10.0)
+        except CnkiError as exc:
+            log.debug("looking at the page after a failed in-page request: %s", exc)
+            return False
+        return page.url == GATEWAY_LOGIN_URL
 
     async def _quiet_evaluate(self, tab: Tab, expression: str) -> None:
         try:
@@ -324,7 +342,9 @@ class PageActions:
         options = cdp.network.LoadNetworkResourceOptions(disable_cache=False, include_credentials=True)
         result = await self._tab_call(
             tab,
-            cdp.network.load_network_resource(url=url, options=options, frame_id=cdp.page.FrameId(tab.target_id)),
+            cdp.network.load_network_resource(
+                url=self.routing.out(url), options=options, frame_id=cdp.page.FrameId(tab.target_id)
+            ),
             timeout,
         )
         status = int(result.http_status_code or 0)
@@ -354,7 +374,10 @@ class PageActions:
                 await self._tab_call(tab, cdp.io.close(handle=result.stream), PAGE_CLOSE_TIMEOUT)
             except CnkiError as exc:
                 log.debug("IO.close failed: %s", exc)
-        return FetchResult(status=status, url=url, text=_decode(b"".join(chunks), _charset(result.headers)))
+        text = _decode(b"".join(chunks), _charset(result.headers))
+        if self.routing.gateway_body(text):  # redirects are not visible here: the body tells
+            url = GATEWAY_LOGIN_URL
+        return FetchResult(status=status, url=url, text=self.routing.text(text))
 
     async def click(self, tab: Tab, selector: str, timeout: float = 5.0, *, text: str | None = None) -> bool:
         """Click the first visible element matching ``selector`` (and the ``text`` regex) like a person.

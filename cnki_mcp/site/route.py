@@ -29,14 +29,13 @@ import msgspec
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Route
+from cnki_mcp.core.model import GATEWAY_PLACEHOLDER, Route
+from cnki_mcp.pages.parse import is_cnki_host
 
 DIRECT = Route()
 
 WRDVPN_KEY = b"wrdvpnisthebest!"  # key and IV of every wengine gateway seen with CNKI
 WRDVPN_IV_HEX = WRDVPN_KEY.hex()
-# Stands for a gateway host in text that must not name it (snapshots, logs, results).
-GATEWAY_PLACEHOLDER = "gateway.invalid"
 # The gateway's own API, failure pages and assets, on the gateway host and on rewritten hosts alike.
 GATEWAY_PATH = "/wengine-vpn/"
 # A portal or login URL of a wengine gateway: its paths say so even before any CNKI page is seen.
@@ -68,11 +67,6 @@ class Recognition(msgspec.Struct, frozen=True):
 
 
 # --- hosts -------------------------------------------------------------------------------------------
-
-
-def is_cnki_host(host: str) -> bool:
-    host = host.lower().rstrip(".")
-    return host == "cnki.net" or host.endswith(".cnki.net")
 
 
 def _netloc(host: str, port: int | None) -> str:

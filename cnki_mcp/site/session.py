@@ -11,13 +11,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from cnki_mcp.site.browser import Tab
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.core.model import SessionState
-from cnki_mcp.pages.parse import is_site_url
+from cnki_mcp.pages.parse import is_cnki_url
 from cnki_mcp.pages.page_state import parse_session
 from cnki_mcp.site.human import span
 from cnki_mcp.site.listings import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT
@@ -159,7 +158,7 @@ class Sessions:
                     if candidate is tab or not self.site.browser_running:
                         raise
                     continue  # another tab closed while we looked
-                if seen is None or not _cnki_page(seen.url) or candidate is not tab and not seen.condition:
+                if seen is None or not is_cnki_url(seen.url) or candidate is not tab and not seen.condition:
                     continue
                 state = parse_session(seen.html)
                 if identified(state) and (before is None or _signature(state) != _signature(before)):
@@ -179,13 +178,3 @@ class Sessions:
 async def _login_expired() -> CnkiError:
     return CnkiError("LOGIN_TIMEOUT", f"等待登录超过 {span(LOGIN_TIMEOUT)}，已停止等待；登录完成后重新调用 login 即可。")
 
-
-def _cnki_page(url: str) -> bool:
-    """identityAnywhere: any tab on a cnki.net host, whatever its scheme."""
-    if is_site_url(url):
-        return True
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return False
-    return host == "cnki.net" or host.endswith(".cnki.net")
