@@ -139,7 +139,7 @@ def test_what_is_no_https_url_is_invalid(url: str) -> None:
     with pytest.raises(CnkiError) as caught:
         recognise(url)
 
-    assert caught.value.code == "REMOTE_ACCESS_INVALID"
+    assert caught.value.code == "INVALID_LOGIN_URL"
 
 
 # --- outward / inward -----------------------------------------------------------------------------------

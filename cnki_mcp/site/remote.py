@@ -10,15 +10,19 @@ every tab URL and every download URL is mapped ``back``. A gateway's own page (i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import GATEWAY_PLACEHOLDER, Route
+from cnki_mcp.core.model import GATEWAY_PLACEHOLDER, Config, Route
 from cnki_mcp.pages.parse import is_site_url
 from cnki_mcp.site.route import DIRECT, inward, inward_text, outward
+from cnki_mcp.store.library import save_config
 
 log = logging.getLogger(__name__)
 
@@ -105,3 +109,13 @@ async def show_gateway(browser: Any, tab: Any) -> None:
         if exc.code == "BROWSER_UNAVAILABLE":
             raise
         log.debug("loading the page again for the gateway's own page: %s", exc)
+
+
+def route_keeper(root: Path, config: Config) -> Callable[[Route], Awaitable[None]]:
+    """What keeps a route login set: config.json's ``route`` (kind and gateway host, never a ticket)."""
+
+    async def keep(route: Route) -> None:
+        config.route = route
+        await asyncio.to_thread(save_config, root, config)
+
+    return keep

@@ -376,7 +376,7 @@ def recognise(url: str) -> Recognition:
     - A URL that names a CNKI page in a form none of the three schemes reads (a token of another key,
       reversed labels, ``/rwt/…``): REMOTE_ACCESS_UNSUPPORTED with the host and path shape.
 
-    REMOTE_ACCESS_INVALID for what is no https URL (or carries credentials).
+    INVALID_LOGIN_URL for what is no https URL (or carries credentials).
     """
     url = url.strip()
     try:
@@ -386,7 +386,7 @@ def recognise(url: str) -> Recognition:
     except ValueError:
         parts, host = None, ""
     if parts is None or parts.scheme.lower() != "https" or not host or parts.username is not None or parts.password is not None:
-        raise CnkiError("REMOTE_ACCESS_INVALID", details={"field": "remote_access_url"})
+        raise CnkiError("INVALID_LOGIN_URL", details={"field": "remote_access_url"})
     if _federated(host, parts.path, parts.query):
         return Recognition(route=DIRECT, login="federated")
     if is_cnki_host(host):
