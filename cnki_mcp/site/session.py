@@ -36,6 +36,10 @@ LOGIN_TIMEOUT = 20 * 60.0
 
 GATEWAY_WAIT_MESSAGE = "请在弹出的浏览器窗口登录学校 VPN / 统一身份认证；登录后能看到知网入口时自动继续"
 LOGIN_WAIT_MESSAGE = "请在弹出的浏览器窗口完成登录；登录成功后自动继续（机构远程入口完成后调用 operation_control resume）"
+LOGIN_MESSAGES = {
+    "gateway": "请在弹出的浏览器窗口登录学校 VPN / 统一身份认证；通过 VPN 打开的知网页面显示机构名后自动继续",
+    "federated": "请在弹出的浏览器窗口登录学校的统一身份认证（CARSI）；回到知网并显示机构名后自动继续",
+}
 
 
 def session_view(
@@ -179,7 +183,8 @@ class Sessions:
                 if identified(before) and not force:
                     return self._view(before)
             op.stage("waiting_for_login")
-            await self.wait_for_login(op, tab, before if force else None)
+            message = LOGIN_MESSAGES.get(recognition.login if recognition is not None else "cnki", LOGIN_WAIT_MESSAGE)
+            await self.wait_for_login(op, tab, before if force else None, message)
             op.stage("confirming_login")
             await self.site.navigate(op, tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
             state = await self._identity(op, tab)
@@ -208,11 +213,13 @@ class Sessions:
 
         return check
 
-    async def wait_for_login(self, op: SiteOperation, tab: Tab, before: SessionState | None) -> None:
+    async def wait_for_login(
+        self, op: SiteOperation, tab: Tab, before: SessionState | None, message: str = LOGIN_WAIT_MESSAGE
+    ) -> None:
         """The person logs in on ``tab`` (or on any CNKI tab it opens); ends once an identity shows, on
         ``operation_control resume``, or LOGIN_TIMEOUT after 20 minutes."""
         await self.site.person.attend(
-            op, tab, LOGIN_WAIT_MESSAGE, self._logged_in(tab, before),
+            op, tab, message, self._logged_in(tab, before),
             timeout=LOGIN_TIMEOUT, poll=LOGIN_POLL, expired=_login_expired,
         )
 

@@ -107,6 +107,7 @@ class Gateway:
     challenged: bool = False
     solved: bool = False
     issued: int = 0
+    person: bool = False  # a person logged in (gateway_login): the open login form submits itself
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     # ------------------------------------------------------------ switches and helpers
@@ -117,6 +118,7 @@ class Gateway:
             self.issued += 1
             ticket = f"sim{self.issued:04d}a9c1f7e2"
             self.tickets[ticket] = 0
+            self.person = True
             return ticket
 
     def expire(self) -> None:
@@ -257,7 +259,7 @@ class Gateway:
             target = token_host(m.group("token")) if m else None
             if m and target:
                 return "wrdvpn", target, m.group("rest") or "/"
-        if path in ("/", "/login", "/do-login", "/do-confirm-login", "/login/two-factor") \
+        if path in ("/", "/login", "/do-login", "/do-confirm-login", "/login/two-factor", "/login/status") \
                 or path.startswith(("/wengine-vpn/", "/verify/")):
             return "", "", path
         # A root-relative in-page request (the page's script wrote '/kns8s/brief/grid'): the gateway's own
@@ -284,6 +286,13 @@ class Gateway:
             self.counts[("own", path)] += 1
         form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}
         service = form.get("service") or query.get("service") or ""
+        if path == "/login/status":
+            with self.lock:
+                person = self.person
+            return _Resp(200, f'{{"person": {str(person).lower()}}}', "application/json; charset=utf-8")
+        if method == "POST" and (path == "/do-confirm-login" or path == "/do-login" and not self.two_factor):
+            with self.lock:
+                self.person = False
         if path == "/do-login" and method == "POST":
             if self.two_factor:
                 return _Resp(302, pages.simple_page("Found", "二次验证"),
@@ -351,7 +360,13 @@ class Gateway:
         if path in ("/idp/profile/SAML2/Redirect/SSO", "/idp/profile/SAML2/Unsolicited/SSO"):
             relay = query.get("RelayState") or query.get("target") or "https://www.cnki.net/"
             return _Resp(200, _idp_page(relay))
+        if path == "/idp/status":
+            with self.lock:
+                person = self.person
+            return _Resp(200, f'{{"person": {str(person).lower()}}}', "application/json; charset=utf-8")
         if path == "/idp/login" and method == "POST":
+            with self.lock:
+                self.person = False
             return _Resp(200, _assertion_page(form.get("RelayState", "https://www.cnki.net/")))
         return _Resp(404, pages.simple_page("页面不存在", "404"))
 
@@ -363,7 +378,7 @@ def _login_page(service: str) -> str:
 <input type="hidden" name="_csrf" value="sim-csrf"><input type="hidden" name="captcha_id" value="sim-captcha">
 <input type="hidden" name="service" value="{pages.esc(service)}">
 <input name="username" placeholder="学号/工号"><input type="password" name="password" placeholder="密码">
-<button type="submit" id="login">登录</button></form></div>""")
+<button type="submit" id="login">登录</button></form></div>{_person_script("/login/status", "login-form")}""")
 
 
 def _two_factor_page(service: str) -> str:
@@ -371,7 +386,7 @@ def _two_factor_page(service: str) -> str:
 <div class="login-box"><h2>请输入手机验证码（二次验证）</h2>
 <form id="confirm-form" method="post" action="/do-confirm-login">
 <input type="hidden" name="service" value="{pages.esc(service)}"><input name="code" placeholder="验证码">
-<button type="submit" id="confirm">确认</button></form></div>""")
+<button type="submit" id="confirm">确认</button></form></div>{_person_script("/login/status", "confirm-form")}""")
 
 
 def _portal_page(gateway_host: str) -> str:
@@ -387,7 +402,7 @@ def _idp_page(relay: str) -> str:
 <form id="idp-form" method="post" action="/idp/login"><h2>模拟大学 统一身份认证（CARSI）</h2>
 <input type="hidden" name="RelayState" value="{pages.esc(relay)}">
 <input name="j_username"><input type="password" name="j_password">
-<button type="submit" id="idp-login">登录</button></form>""")
+<button type="submit" id="idp-login">登录</button></form>{_person_script("/idp/status", "idp-form")}""")
 
 
 def _assertion_page(relay: str) -> str:
@@ -397,3 +412,12 @@ def _assertion_page(relay: str) -> str:
 <input type="hidden" name="SAMLResponse" value="sim-assertion"><input type="hidden" name="RelayState" value="{pages.esc(relay)}">
 <noscript><button type="submit">继续</button></noscript></form>
 <script>document.getElementById('saml').submit();</script>""")
+
+
+def _person_script(status: str, form: str) -> str:
+    """The form submits itself once the test's person logged in (``sim.gateway_login()``), as a person would."""
+    return f"""<script>(function poll(){{
+  fetch('{status}', {{credentials: 'include'}}).then(function(r){{ return r.json(); }}).then(function(j){{
+    if (j.person) {{ document.getElementById('{form}').submit(); }} else {{ setTimeout(poll, 300); }}
+  }}, function(){{ setTimeout(poll, 600); }});
+}})();</script>"""

@@ -1,0 +1,71 @@
+"""Off campus end to end: the real MCP client over stdio, ``python -m cnki_mcp serve``, a headless Chromium and
+the simulator's university gateway (tests/kns/gateway.py) in front of it: WebVPN tokens, host rewriting and a
+prefix proxy, the gateway's own login and challenge pages handed to the person, CARSI, and nothing of the
+gateway (ticket, token, host) in what the product answers or keeps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import AWAITING, McpSession, chromium_path, serve_params
+from tests.kns import gateway as gw
+from tests.kns.server import KnsSimulator
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.timeout(400),
+    pytest.mark.skipif(chromium_path() is None, reason="没有可用的 Chromium"),
+]
+
+SEARCH = {"query": "研究", "options": {"freshness": "live", "metadata": "basic", "max_pages": 1}}
+ROUTES = {
+    "wrdvpn": {"kind": "wrdvpn", "gateway": gw.WEBVPN},
+    "host_rewrite": {"kind": "host_rewrite", "gateway": gw.WEBVPN},
+    "prefix": {"kind": "prefix", "gateway": gw.PREFIX_HOST},
+}
+# What must never be in a tool result or a data file: the tickets' form, the wrdvpn token prefix, gateway hosts.
+LEAKS = ("a9c1f7e2", "wengine_vpn_ticket", "77726476706e69737468656265737421", "sim-univ", "webvpn", "zylib")
+
+
+@asynccontextmanager
+async def serving(data: Path, kns: KnsSimulator) -> AsyncIterator[McpSession]:
+    params = serve_params(data, kns.browser_args, CNKI_REQUEST_INTERVAL_MS="20")
+    async with McpSession.serving(params) as session:
+        yield session
+
+
+def entry(kind: str) -> str:
+    """The gateway form of CNKI's advanced search, as the person copies it from the address bar."""
+    return gw.Gateway.base(kind, "kns.cnki.net") + "/kns8s/AdvSearch"
+
+
+def message_of(view: dict[str, Any]) -> str:
+    return json.dumps(view, ensure_ascii=False)
+
+
+async def gateway_login(mcp: McpSession, kns: KnsSimulator, view: dict[str, Any]) -> dict[str, Any]:
+    """The operation asks the person at the gateway; the person logs in there; the operation goes on."""
+    waiting = await mcp.wait(view, until=AWAITING)
+    assert waiting["status"] == "awaiting_user", waiting
+    assert "学校 VPN" in message_of(waiting), waiting
+    kns.gateway_login()
+    return await mcp.wait(waiting)
+
+
+async def test_wrdvpn_journey(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    kns.configure(login="institution")
+    async with serving(isolated_data_dir, kns) as mcp:
+        logged = await gateway_login(mcp, kns, await mcp.call("login", {"remote_access_url": entry("wrdvpn")}))
+        print(message_of(logged))
+        assert logged["status"] == "completed", logged
+        found = await mcp.wait(await mcp.call("search", SEARCH))
+        print(message_of(found)[:3000])
+        assert found["status"] == "completed", found
