@@ -16,7 +16,9 @@ import pytest
 
 from tests.harness import AWAITING, McpSession, chromium_path, serve_params
 from tests.kns import gateway as gw
+from tests.kns import pages as sim_pages
 from tests.kns.server import KnsSimulator
+from tests.test_e2e_documents import journal_papers, seed
 
 pytestmark = [
     pytest.mark.browser,
@@ -60,12 +62,36 @@ async def gateway_login(mcp: McpSession, kns: KnsSimulator, view: dict[str, Any]
     return await mcp.wait(waiting)
 
 
-async def test_wrdvpn_journey(kns: KnsSimulator, isolated_data_dir: Path) -> None:
-    kns.configure(login="institution")
+def proxied(kns: KnsSimulator, kind: str) -> int:
+    return sum(n for (k, _host), n in kns.gateway.counts.items() if k == kind)
+
+
+@pytest.mark.parametrize("kind", ["wrdvpn", "host_rewrite", "prefix"])
+async def test_login_search_metadata_read_and_download_through_each_gateway(
+    kind: str, kns: KnsSimulator, isolated_data_dir: Path
+) -> None:
+    paper = journal_papers(kns, 1)[0]
+    (ref,) = seed(isolated_data_dir, kns, [paper])  # a public detail URL, as a direct search kept it
+    kns.configure(login="institution", download="ok")
     async with serving(isolated_data_dir, kns) as mcp:
-        logged = await gateway_login(mcp, kns, await mcp.call("login", {"remote_access_url": entry("wrdvpn")}))
-        print(message_of(logged))
+        logged = await gateway_login(mcp, kns, await mcp.call("login", {"remote_access_url": entry(kind)}))
         assert logged["status"] == "completed", logged
+        assert logged["result"]["route"] == ROUTES[kind]
+        assert logged["result"]["institution_evidence"] == ["示例大学图书馆"]  # read inside the proxied page
+
         found = await mcp.wait(await mcp.call("search", SEARCH))
-        print(message_of(found)[:3000])
         assert found["status"] == "completed", found
+        assert found["result"]["results"] and all(
+            r["url"].startswith("https://kns.cnki.net/kcms2/") for r in found["result"]["results"])
+        meta = await mcp.wait(await mcp.call("get_metadata", {"record_refs": [ref], "fields": ["abstract"]}))
+        assert meta["status"] == "completed", meta
+        assert kns.count("detail") >= 1
+        read = await mcp.wait(await mcp.call("read_online_html", {"record_ref": ref}))
+        assert read["status"] == "completed", read
+        assert paper.sections[0].title in message_of(read)
+        got = await mcp.wait(await mcp.call("download_paper", {"record_ref": ref}))
+        assert got["status"] == "completed", got
+        assert Path(got["result"]["path"]).read_bytes() == sim_pages.pdf_bytes(paper)
+    # Every CNKI request went through the gateway: the simulator saw none the gateway did not send on.
+    assert proxied(kns, kind) >= len(kns.requests) > 0
+    assert not any(r.host.endswith("sim-univ.edu.cn") for r in kns.requests)
