@@ -95,3 +95,43 @@ async def test_login_search_metadata_read_and_download_through_each_gateway(
     # Every CNKI request went through the gateway: the simulator saw none the gateway did not send on.
     assert proxied(kns, kind) >= len(kns.requests) > 0
     assert not any(r.host.endswith("sim-univ.edu.cn") for r in kns.requests)
+
+
+async def login_through(mcp: McpSession, kns: KnsSimulator, kind: str) -> None:
+    logged = await gateway_login(mcp, kns, await mcp.call("login", {"remote_access_url": entry(kind)}))
+    assert logged["status"] == "completed", logged
+
+
+@pytest.mark.parametrize(("kind", "failure"), [("wrdvpn", "redirect"), ("host_rewrite", "redirect"),
+                                               ("host_rewrite", "drop"), ("prefix", "redirect")])
+async def test_the_gateway_session_ends_mid_search_and_the_person_logs_in_again(
+    kind: str, failure: str, kns: KnsSimulator, isolated_data_dir: Path
+) -> None:
+    kns.configure(login="institution")
+    kns.configure_gateway(fetch_failure=failure)
+    async with serving(isolated_data_dir, kns) as mcp:
+        await login_through(mcp, kns, kind)
+        first = await mcp.wait(await mcp.call("search", SEARCH))
+        assert first["status"] == "completed", first
+        kns.gateway.expire()  # the gateway's session ends between two searches' grid requests
+        again = await gateway_login(mcp, kns, await mcp.call("search", {**SEARCH, "query": "模型"}))
+        assert again["status"] == "completed", message_of(again)[:3000]
+        assert again["result"]["candidate_count"] > 0, again
+        assert kns.gateway.counts[("own", "/do-login")] == 2  # the person logged in at the gateway twice
+
+
+@pytest.mark.parametrize("kind", ["wrdvpn", "host_rewrite"])
+async def test_a_challenge_at_the_gateway_mid_search_goes_to_the_person(
+    kind: str, kns: KnsSimulator, isolated_data_dir: Path
+) -> None:
+    kns.configure(login="institution")
+    async with serving(isolated_data_dir, kns) as mcp:
+        await login_through(mcp, kns, kind)
+        kns.configure_gateway(challenge="blockPuzzle", challenge_after=2)
+        waiting = await mcp.wait(await mcp.call("search", SEARCH), until=AWAITING)
+        assert waiting["status"] == "awaiting_user", waiting
+        assert kns.gateway.challenged
+        kns.solve()
+        done = await mcp.wait(waiting)
+        assert done["status"] == "completed", done
+        assert done["result"]["candidate_count"] > 0, done

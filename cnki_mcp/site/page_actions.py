@@ -269,6 +269,7 @@ class PageActions:
         body: str | None = None,
         headers: dict[str, str] | None = None,
         timeout: float = FETCH_TIMEOUT,
+        _again: bool = False,
     ) -> FetchResult:
         """Run fetch() inside the page: the page's origin, cookies and Referer go along.
 
@@ -276,7 +277,8 @@ class PageActions:
         is RESOURCE_FAILED. A redirect to another origin (which the page's CORS rules refuse to
         follow, e.g. to the login host) is returned as that redirect: its status, the target URL as
         ``url``, an empty body, ``redirected`` set. If the caller is cancelled, the in-page request
-        is aborted too.
+        is aborted too. Through a gateway, a request that got no answer makes us look at the page: the
+        gateway's login there is LOGIN_REQUIRED at the gateway, else the request is sent once more.
         """
         call_id = f"{tab.generation}-{next(tab._fetch_ids)}"
         since = tab._last_redirect
@@ -298,8 +300,13 @@ class PageActions:
             moved = None if out.get("timedOut") else tab._cross_origin_redirect(target, since)
             if moved is not None:
                 return FetchResult(status=moved[1], url=self.routing.back(moved[0]), text="", redirected=True)
-            if not out.get("timedOut") and not self.routing.direct and await self._gateway_ended(tab):
-                raise gateway_session_ended(GATEWAY_LOGIN_URL)
+            if not out.get("timedOut") and not self.routing.direct and not _again:
+                if await self._gateway_ended(tab):
+                    raise gateway_session_ended(GATEWAY_LOGIN_URL)
+                # The page is fine now: the session was renewed meanwhile (a person logged in again).
+                return await self.fetch_in_page(
+                    tab, url, method=method, body=body, headers=headers, timeout=timeout, _again=True
+                )
             if out.get("timedOut"):
                 message = f"页面内请求超时（{timeout:.0f} 秒）。"
             else:
