@@ -573,7 +573,13 @@ class Listings:
         if endpoint_url(response_url) == template.url or not is_site_url(response_url):
             raise await self._no_context(response_url, body, problem)
         async with self.site.request(op):
-            await self.site.browser.navigate(tab, response_url, BOOTSTRAP_TIMEOUT)
+            try:
+                await self.site.browser.navigate(tab, response_url, BOOTSTRAP_TIMEOUT)
+            except CnkiError as exc:
+                # Another channel's challenge on the same tab moved it meanwhile (net::ERR_ABORTED): the
+                # step below waits for that one and returns at once when it is done.
+                if exc.code != "RESOURCE_FAILED" or "ERR_ABORTED" not in str((exc.details or {}).get("net_error")):
+                    raise
         await self.site.person.step(op, tab, problem, epoch=epoch)
 
     async def _no_context(self, response_url: str, body: str, problem: CnkiError) -> CnkiError:
