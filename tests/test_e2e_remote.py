@@ -135,3 +135,85 @@ async def test_a_challenge_at_the_gateway_mid_search_goes_to_the_person(
         done = await mcp.wait(waiting)
         assert done["status"] == "completed", message_of(done)[:3000]
         assert done["result"]["candidate_count"] > 0, done
+
+
+def scan(text: str) -> list[str]:
+    return [leak for leak in LEAKS if leak in text.lower()]
+
+
+def without_route(value: Any) -> Any:
+    """An answer without the route's own description (kind and gateway host: where it is named on purpose)."""
+    if isinstance(value, dict):
+        return {k: without_route(v) for k, v in value.items() if k != "route"}
+    if isinstance(value, list):
+        return [without_route(v) for v in value]
+    return value
+
+
+async def test_the_route_survives_a_restart_and_force_goes_back_to_direct_without_a_leak(
+    kns: KnsSimulator, isolated_data_dir: Path
+) -> None:
+    paper = journal_papers(kns, 1)[0]
+    (ref,) = seed(isolated_data_dir, kns, [paper])
+    kns.configure(login="institution", download="ok")
+    answers: list[str] = []
+    async with serving(isolated_data_dir, kns) as mcp:
+        await login_through(mcp, kns, "wrdvpn")
+        answers.append(message_of(await mcp.wait(await mcp.call("search", SEARCH))))
+    config = json.loads((isolated_data_dir / "config.json").read_text(encoding="utf-8"))
+    assert config["route"] == {"kind": "wrdvpn", "gateway": gw.WEBVPN, "segment": "https"}  # never a ticket
+
+    before = proxied(kns, "wrdvpn")
+    async with serving(isolated_data_dir, kns) as mcp:  # a new server: the same route, the browser's ticket
+        status = await mcp.call("session_status", {})
+        assert status["route"] == ROUTES["wrdvpn"], status
+        diagnostics = await mcp.call("diagnostics", {})
+        assert diagnostics["route"] == ROUTES["wrdvpn"], diagnostics
+        for tool, arguments in (("get_metadata", {"record_refs": [ref], "fields": ["abstract"]}),
+                                ("read_online_html", {"record_ref": ref}), ("download_paper", {"record_ref": ref}),
+                                ("export_citations", {"record_refs": [ref], "format": "bibtex"}),
+                                ("session_status", {"refresh": True})):
+            got = await mcp.wait(await mcp.call(tool, arguments))
+            assert got.get("status", "completed") == "completed", got
+            answers.append(message_of(without_route(got)))
+        assert proxied(kns, "wrdvpn") > before
+        assert got["result"]["gateway_session"] == "alive"
+
+        kns.configure(login="none")
+        direct = await mcp.wait(await mcp.call("login", {"force": True}), until=AWAITING)
+        assert direct["status"] == "awaiting_user", direct  # the usual CNKI login, now directly
+        kns.configure(login="institution")
+        direct = await mcp.wait(await mcp.call("operation_control", {"action": "resume", "operation_id": direct["operation_id"]}))
+        assert direct["status"] == "completed" and "route" not in direct["result"], direct
+        through = proxied(kns, "wrdvpn")
+        again = await mcp.wait(await mcp.call("search", {**SEARCH, "query": "模型"}))
+        assert again["status"] == "completed", again
+        assert proxied(kns, "wrdvpn") == through  # direct again: nothing through the gateway
+        answers.append(message_of(again))
+    assert json.loads((isolated_data_dir / "config.json").read_text(encoding="utf-8")).get("route", {}) == {}  # direct
+
+    # Nothing of the gateway in any answer (the route's own description aside) or any data file (profile aside).
+    assert [(scan(a), a[:300]) for a in answers if scan(a)] == []
+    for path in sorted(isolated_data_dir.rglob("*")):
+        if path.is_file() and "browser" not in path.relative_to(isolated_data_dir).parts:
+            text = path.read_bytes().decode("utf-8", "replace")
+            if path.name == "research.json":  # login and session_status answers kept with their operations
+                text = message_of(without_route(json.loads(text)))
+            assert scan(text) == [], path
+
+
+async def test_carsi_login_confirms_the_institution_and_stays_direct(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    start = "https://fsso.cnki.net/Shibboleth.sso/Login?entityID=https://idp.sim-univ.edu.cn/idp/shibboleth&target=https://fsso.cnki.net/secure/default.aspx"
+    async with serving(isolated_data_dir, kns) as mcp:
+        waiting = await mcp.wait(await mcp.call("login", {"remote_access_url": start}), until=AWAITING)
+        assert waiting["status"] == "awaiting_user", waiting
+        assert "CARSI" in message_of(waiting)
+        kns.gateway_login()  # the person logs in on the university's IdP page
+        done = await mcp.wait(waiting)
+        assert done["status"] == "completed", done
+        assert done["result"]["institution_evidence"] == [gw.UNIVERSITY]
+        assert "route" not in done["result"]
+        assert kns.gateway.counts[("carsi", "fsso.cnki.net/Shibboleth.sso/SAML2/POST")] == 1
+        found = await mcp.wait(await mcp.call("search", SEARCH))
+        assert found["status"] == "completed", found
+    assert proxied(kns, "wrdvpn") + proxied(kns, "host_rewrite") + proxied(kns, "prefix") == 0
