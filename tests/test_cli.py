@@ -51,7 +51,7 @@ def test_doctor_json_reports_without_locking_or_starting_anything(isolated_data_
     assert report["data_dir"] == str(isolated_data_dir)
     assert report["browser_executable"] == {"found": True, "path": sys.executable, "source": "CNKI_BROWSER_PATH"}
     assert report["clients"] == []
-    assert [check["name"] for check in report["checks"]] == ["config", "browser", "clients", "log"]
+    assert [check["name"] for check in report["checks"]] == ["config", "route", "browser", "clients", "log"]
     assert report["verdict"] == {"ok": True, "problems": 0, "message": "结论：一切正常。"}
     assert not (isolated_data_dir / "cnki.lock").exists()
     assert not (isolated_data_dir / "browser").exists()
@@ -61,7 +61,7 @@ def test_doctor_prints_a_line_per_check_and_a_verdict(isolated_data_dir: Path) -
     done = run("doctor", data_dir=isolated_data_dir, CNKI_BROWSER_PATH=sys.executable)
     lines = done.stdout.splitlines()
     assert lines[0] == f"cnki-mcp {__version__} 本地检查（数据目录：{isolated_data_dir}）"
-    assert [line[:2] for line in lines[1:-1]] == ["✓ ", "✓ ", "✓ ", "✓ "]
+    assert [line[:2] for line in lines[1:-1]] == ["✓ ", "✓ ", "✓ ", "✓ ", "✓ "]
     assert lines[-1] == "结论：一切正常。"
 
 

@@ -50,6 +50,7 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
     else:
         diagnostics.pop("config_error", None)  # the config check above says it, with the file's name
         report.update(diagnostics)
+    checks.append(_route_check(config))
     report["browser_executable"] = browser = browser_report(config)
     checks.append(_browser_check(browser))
     report["clients"] = configured = configured_clients(root)
@@ -76,6 +77,14 @@ def _config_check(root: Any) -> Check:
     if path.is_file():
         return Check("config", True, f"config.json 可以读取：{path}")
     return Check("config", True, f"还没有 config.json（运行 cnki-mcp setup 后保存浏览器设置）：{path}")
+
+
+def _route_check(config: Config) -> Check:
+    from cnki_mcp.site.remote import route_words
+
+    if config.route.kind == "direct":
+        return Check("route", True, "访问方式：直接访问知网")
+    return Check("route", True, f"访问方式：{route_words(config.route)}；学校 VPN 会话是否有效，用 doctor --site 检查")
 
 
 def _browser_check(browser: dict[str, Any]) -> Check:

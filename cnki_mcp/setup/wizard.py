@@ -37,7 +37,8 @@ from cnki_mcp.setup.client_cli import install_with_cli
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.site.discovery import browser_candidates, probe_version
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Config
+from cnki_mcp.core.model import Config, Route
+from cnki_mcp.site.remote import kept, route_of, route_words
 
 BROWSER_CHECK_SECONDS = 20.0
 _YES = ("", "y", "yes", "是")
@@ -131,12 +132,17 @@ def config_command(ctx: click.Context, client_id: str, http: bool, host: str, po
 @click.option("--browser", "browser", metavar="<浏览器路径>", help="Chrome、Edge 或 Chromium 的可执行文件。")
 @click.option("--client", "client_id", metavar="<客户端>", help="要接入的客户端，见 cnki-mcp help。")
 @click.option("--install-client", is_flag=True, help="写入客户端配置文件，或打开一键导入链接。")
+@click.option("--remote-access", "remote_access", metavar="<网址>",
+              help="校外访问：经学校 VPN 打开的知网页面网址（或 CARSI 登录网址），保存访问方式。")
 @click.option("--skip-check", is_flag=True, hidden=True, help="跳过最后的 MCP 通信检查。")
-def setup_command(browser: str | None, client_id: str | None, install_client: bool, skip_check: bool) -> None:
+def setup_command(
+    browser: str | None, client_id: str | None, install_client: bool, skip_check: bool, remote_access: str | None = None
+) -> None:
     """选择浏览器和客户端，写入配置并检查 MCP 服务。不带参数时逐步询问。"""
     interactive = browser is None and client_id is None and not install_client
     changes = Changes()
     try:
+        route = route_of(remote_access.strip()) if remote_access else None  # a bad URL stops before any change
         client = _checked_client(client_id, install_client)
         run_setup(
             browser=browser,
@@ -145,6 +151,7 @@ def setup_command(browser: str | None, client_id: str | None, install_client: bo
             interactive=interactive,
             protocol_check=not skip_check,
             changes=changes,
+            route=route,
         )
     except CnkiError as error:
         click.echo(f"{error.code}: {error.message}", err=True)
@@ -193,8 +200,9 @@ def run_setup(
     interactive: bool,
     protocol_check: bool = True,
     changes: Changes | None = None,
+    route: Route | None = None,
 ) -> None:
-    from cnki_mcp.store.library import save_config
+    from cnki_mcp.store.library import load_config, save_config
 
     changes = changes if changes is not None else Changes()
     click.echo(banner())
@@ -204,9 +212,15 @@ def run_setup(
     click.echo("浏览器检查通过。")
 
     root = _data_root()
-    save_config(root, Config(browser_path=str(path)))
+    if route is None:  # the route a login set stays
+        try:
+            route = load_config(root).route
+        except CnkiError:
+            route = Route()
+    save_config(root, Config(browser_path=str(path), route=kept(route)))
     changes.add("浏览器设置", root / "config.json")
     click.echo(f"已保存浏览器设置：{root / 'config.json'}")
+    click.echo(f"访问方式：{route_words(route)}")
 
     client = client or clients.get_client(_choose_client(interactive))
     text = clients.snippet(client.id, root)

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import GATEWAY_PLACEHOLDER, Config, Route
 from cnki_mcp.pages.parse import is_site_url
-from cnki_mcp.site.route import DIRECT, inward, inward_text, outward
+from cnki_mcp.site.route import DIRECT, inward, inward_text, outward, recognise
 from cnki_mcp.store.library import save_config
 
 log = logging.getLogger(__name__)
@@ -111,11 +111,41 @@ async def show_gateway(browser: Any, tab: Any) -> None:
         log.debug("loading the page again for the gateway's own page: %s", exc)
 
 
+def kept(route: Route) -> Route:
+    """The route as Config holds it: direct is Config's own default, so config.json writes no route at all."""
+    return route if route.kind != "direct" else Config().route
+
+
 def route_keeper(root: Path, config: Config) -> Callable[[Route], Awaitable[None]]:
     """What keeps a route login set: config.json's ``route`` (kind and gateway host, never a ticket)."""
 
     async def keep(route: Route) -> None:
-        config.route = route
+        config.route = kept(route)
         await asyncio.to_thread(save_config, root, config)
 
     return keep
+
+
+KIND_NAMES = {"direct": "直接访问知网", "wrdvpn": "WebVPN", "host_rewrite": "改写主机名的学校代理", "prefix": "前缀式学校代理"}
+
+
+def route_words(route: Route) -> str:
+    """The route as a person reads it: 直接访问知网, WebVPN（webvpn.example.edu.cn）."""
+    name = KIND_NAMES[route.kind]
+    return name if route.kind == "direct" else f"{name}（{route.gateway}）"
+
+
+def route_of(url: str) -> Route:
+    """The route a ``setup --remote-access`` URL names, without a browser: a CNKI page in a gateway form, a
+    gateway's login URL, or CARSI / a public CNKI page (direct). A portal whose URL does not tell its scheme
+    needs the person's login first: REMOTE_ACCESS_UNSUPPORTED says so."""
+    recognition = recognise(url)
+    if recognition.route is None:
+        host = urlsplit(url).hostname or ""
+        raise CnkiError(
+            "REMOTE_ACCESS_UNSUPPORTED",
+            f"从门户网址（{host}）看不出学校 VPN 的访问方式：请先经学校 VPN 在浏览器里打开知网任意页面，"
+            "把地址栏中的网址传给 --remote-access，或在客户端里调用 login 并传入 remote_access_url。",
+            details={"host": host, "path_shape": "portal"},
+        )
+    return recognition.route
