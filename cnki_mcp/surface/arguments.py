@@ -16,11 +16,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.site.route import recognise
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import validate_filename
 from cnki_mcp.core.text import is_blank
@@ -75,6 +73,7 @@ from cnki_mcp.references.citations import FORMATS, PROSE_FORMATS, validate_templ
 from cnki_mcp.references.links import MAX_REFERENCES
 from cnki_mcp.references.reflist import MAX_ENTRIES, split_entries
 from cnki_mcp.research.query import MAX_GROUPS, MAX_TERM_CHARS, MAX_TERMS, validate_plan
+from cnki_mcp.site.route import recognise
 
 # --- limits the surface derives from the rules it checks against ----------------------------------
 
