@@ -316,15 +316,15 @@ def inspect_live_page(html: str, url: str) -> PageState:
         "personal": personal,
         "personal_name": personal_name,
     }
-    at_gateway = gateway_page(url)
+    at_gateway = gateway_page(url)  # the university's gateway itself: its challenge, else its login
     if at_gateway:
-        reason = GATEWAY_CHALLENGE_REASON if at_gateway == "challenge" else GATEWAY_LOGIN_REASON
-        return PageState(state=at_gateway, reason=reason, **identity)
-    challenge = _challenge_reason(raw, url)
+        challenge = GATEWAY_CHALLENGE_REASON if at_gateway == "challenge" else ""
+    else:
+        challenge = _challenge_reason(raw, url)
     if challenge:
         return PageState(state="challenge", reason=challenge, **identity)
-    if _login_prompt(raw, url):
-        return PageState(state="login", reason="登录页", **identity)
+    if at_gateway or _login_prompt(raw, url):
+        return PageState(state="login", reason=GATEWAY_LOGIN_REASON if at_gateway else "登录页", **identity)
     denied = _DENIED_TEXT.search(page_text(prune(raw)))
     if denied and not _content_of(raw):
         return PageState(state="denied", reason=denied[0], **identity)
