@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import re
 from typing import Any
 
 from cnki_mcp.site.cdp import FetchResult, NavigationResult, PageScriptError, Tab
-from cnki_mcp.site.remote import GATEWAY_LOGIN_URL, Routing, gateway_session_ended
+from cnki_mcp.site.remote import GATEWAY_LOGIN_URL, Routing, gateway_session_ended, is_gateway_url
 from cnki_mcp.site.cdp import cdp as cdp_module
 from cnki_mcp.core.clock import Deadline, poll
 from cnki_mcp.core.errors import CnkiError
@@ -31,6 +32,7 @@ PAGE_CLOSE_TIMEOUT = 1.0
 WINDOW_CONFIRM_TIMEOUT = 2.0
 CLICK_ATTEMPTS = 60
 CLICK_INTERVAL = 0.05
+SETTLE_TIMEOUT = 10.0  # a page coming back from the gateway's login before a request is asked again
 
 
 # --------------------------------------------------------------------------------------------
@@ -303,7 +305,10 @@ class PageActions:
             if not out.get("timedOut") and not self.routing.direct and not _again:
                 if await self._gateway_ended(tab):
                     raise gateway_session_ended(GATEWAY_LOGIN_URL)
-                # The page is fine now: the session was renewed meanwhile (a person logged in again).
+                # The page is fine now: the session was renewed meanwhile (a person logged in again, the
+                # tab may still be coming back from the gateway's login): ask again once it has settled.
+                with contextlib.suppress(CnkiError):
+                    await self.wait_for(tab, "document.readyState === 'complete'", SETTLE_TIMEOUT)
                 return await self.fetch_in_page(
                     tab, url, method=method, body=body, headers=headers, timeout=timeout, _again=True
                 )
@@ -324,7 +329,9 @@ class PageActions:
     async def _gateway_ended(self, tab: Tab) -> bool:
         """After an in-page request failed without an answer through a gateway, look at the page: a host-
         rewriting gateway whose session ended drops or CORS-fails in-page requests, and serves its
-        login page for the page itself."""
+        login page for the page itself (or the tab shows it already: another request's step)."""
+        if is_gateway_url(tab.url):
+            return True
         try:
             page = await self.load_resource(tab, tab.url, timeout=10.0)
         except CnkiError as exc:
