@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import msgspec
 import pytest
 from hypothesis import given, settings
@@ -258,6 +260,19 @@ def test_text_mapping_wrdvpn() -> None:
         '<script src="/wengine-vpn/js/main.js"></script>'
         '<script src="https://gateway.invalid/wengine-vpn/js/main.js"></script>'
         "document.cookie='wengine_vpn_ticketgateway_invalid=T2'"
+    )
+
+
+def test_a_gateway_url_percent_encoded_in_a_return_url_keeps_no_token() -> None:
+    kns = f"{IV}fbf952d2243e635930068cb8"
+    inner = quote(f"https://webvpn.sim-univ.edu.cn/https/{kns}/kns8s/defaultresult/index?kw=a&p=1", safe="")
+    page = f"https://webvpn.sim-univ.edu.cn/https/{kns}/verify/home?captchaType=blockPuzzle&returnUrl={inner}"
+
+    mapped = inward_text(WRDVPN, page)
+
+    assert mapped == (
+        "https://kns.cnki.net/verify/home?captchaType=blockPuzzle&returnUrl="
+        + quote("https://kns.cnki.net/kns8s/defaultresult/index?kw=a&p=1", safe="")
     )
 
 

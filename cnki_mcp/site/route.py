@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import re
 from typing import Literal
-from urllib.parse import parse_qs, urljoin, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urljoin, urlsplit
 
 import msgspec
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -260,6 +260,9 @@ def _gateway_url_pattern(route: Route) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{a})" for a in alternatives), re.IGNORECASE)
 
 
+_ENCODED_URL = re.compile(r"https?%3A%2F%2F[^\s&\"'<>]+", re.IGNORECASE)
+
+
 def inward_text(route: Route, text: str) -> str:
     """Every gateway URL inside a page, JSON or log text in its public form.
 
@@ -289,6 +292,11 @@ def inward_text(route: Route, text: str) -> str:
             return found
         return mapped.replace("/", "\\/") if escaped else mapped
 
+    def encoded(match: re.Match[str]) -> str:
+        # A gateway URL percent-encoded inside another's query (a returnUrl): mapped as it reads, encoded again.
+        return quote(inward_text(route, unquote(match.group(0))), safe="")
+
+    text = _ENCODED_URL.sub(encoded, text)
     text = _gateway_url_pattern(route).sub(public, text)
     if route.kind == "host_rewrite":
         def host(match: re.Match[str]) -> str:
