@@ -72,6 +72,7 @@ from cnki_mcp.research.query import plan_structured
 from cnki_mcp.research.relations import Relations, stored_references
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.limiter import Limiter
+from cnki_mcp.site.remote import route_keeper, route_view
 from cnki_mcp.site.session import Sessions, session_view
 from cnki_mcp.site.site import Site
 from cnki_mcp.store.catalog import Catalog
@@ -161,7 +162,10 @@ class App:
         if self._site is None:
             self._site = Site(self.browser(), Limiter.from_env(), self.root / "diagnostics")
             self._site.person.timeout = float(settings.verification_wait_seconds())
-            self._sessions = Sessions(self._site, lambda names: self._store.remember_names(names) if self._store else None)
+            self._sessions = Sessions(
+                self._site, lambda names: self._store.remember_names(names) if self._store else None,
+                route_keeper(self.root, self.config),
+            )
         return self._site
 
     async def enrichment(self) -> Enrichment:
@@ -242,6 +246,9 @@ class App:
             jobs = await self.jobs()
             return await jobs.inline(await self.start_site_check(), ctx)
         report = _runtime_report(self.root, os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path, self.owner_pid)
+        report["route"] = route_view(self.config.route)
+        if self._sessions is not None and self._sessions.gateway_session:
+            report["gateway_session"] = self._sessions.gateway_session
         if self.config_error is not None:
             report["config_error"] = self.config_error.problem()
         if self._store is None and self._store_error is not None:
@@ -289,7 +296,8 @@ class App:
 
     async def session_status(self, args: tool_args.SessionStatusArgs, ctx: ToolCall | None) -> Reply:
         if not args.refresh:
-            return self._sessions.cached() if self._sessions is not None else session_view(SessionState(), cached=True)
+            return self._sessions.cached() if self._sessions is not None else session_view(
+                SessionState(), cached=True, route=self.config.route)
         jobs = await self.jobs()
         job = jobs.start("session", kind_budget("session"), self.sessions().refresh)
         return await jobs.inline(job, ctx)

@@ -87,8 +87,24 @@ class GridPage(msgspec.Struct):
 # URLs
 
 
+def is_cnki_host(host: str) -> bool:
+    """cnki.net or one of its hosts: the one home of "is this CNKI" (the site's gateway maps back to these)."""
+    return (host := host.lower().rstrip(".")) == "cnki.net" or host.endswith(".cnki.net")
+
+
+def is_cnki_url(url: str) -> bool:
+    """Any URL on a CNKI host, whatever its scheme (a tab where an identity may show)."""
+    try:
+        return is_cnki_host(urlsplit(url).hostname or "")
+    except ValueError:
+        return False
+
+
 def is_site_url(url: str) -> bool:
     """The host allow-list: https and a cnki.net host.
+
+    Through a remote-access route the browser's doors (``site/remote.py``) map every URL back to its public
+    form first (gateway hosts are admitted there only); a gateway's own page is ``gateway.invalid``: refused.
 
     A backslash or userinfo is refused: Python reads ``https://evil.com\\@kns.cnki.net/`` as a CNKI
     host, a browser as ``evil.com`` (WHATWG treats the backslash as a path separator).
@@ -102,7 +118,7 @@ def is_site_url(url: str) -> bool:
         return False
     if "@" in parts.netloc:
         return False
-    return parts.scheme == "https" and (host == "cnki.net" or host.endswith(".cnki.net"))
+    return parts.scheme == "https" and is_cnki_host(host)
 
 
 def public_url(locator: str) -> str:

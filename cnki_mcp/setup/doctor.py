@@ -53,6 +53,7 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
     else:
         diagnostics.pop("config_error", None)  # the config check above says it, with the file's name
         report.update(diagnostics)
+    checks.append(_route_check(config))
     report["browser_executable"] = browser = _browser_report(config)
     checks.append(_browser_check(browser, config))
     checks.append(_display_check())
@@ -85,6 +86,14 @@ def _config_check(root: Any) -> Check:
         return Check("config", True, f"config.json 可以读取：{path}")
     return Check("config", True, f"这个数据目录还没有设置过（没有 {path}）：请运行 cnki-mcp setup，"
                  "它会选择并检查浏览器、接入客户端。", warning=True)
+
+
+def _route_check(config: Config) -> Check:
+    from cnki_mcp.site.remote import route_words
+
+    if config.route.kind == "direct":
+        return Check("route", True, "访问方式：直接访问知网")
+    return Check("route", True, f"访问方式：{route_words(config.route)}；学校 VPN 会话是否有效，用 doctor --site 检查")
 
 
 def _browser_report(config: Config) -> dict[str, Any]:

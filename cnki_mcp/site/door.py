@@ -27,7 +27,7 @@ from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.core.snapshots import save_snapshot
-from cnki_mcp.pages.page_state import LIVE_PAGE_SCRIPT, PageState, inspect_live_page
+from cnki_mcp.pages.page_state import LIVE_PAGE_SCRIPT, PageState, gateway_page, inspect_live_page
 from cnki_mcp.pages.parse import is_site_url
 from cnki_mcp.site.browser import Browser, Tab
 from cnki_mcp.site.human import Person
@@ -99,10 +99,11 @@ def _observe_js(condition: str) -> str:
 def page_problem(page: PageState, url: str) -> CnkiError | None:
     """The problem a live tab shows, as the code a response would have given (no query in details)."""
     url = endpoint_url(url)
+    via = {"via": "gateway"} if gateway_page(url) else {}
     if page.state == "challenge":
-        return CnkiError("VERIFICATION_REQUIRED", "知网要求人工验证", details={"url": url, "reason": page.reason})
+        return CnkiError("VERIFICATION_REQUIRED", "知网要求人工验证", details={"url": url, "reason": page.reason, **via})
     if page.state == "login":
-        return CnkiError("LOGIN_REQUIRED", "当前资源要求登录", details={"url": url})
+        return CnkiError("LOGIN_REQUIRED", "当前资源要求登录", details={"url": url, **via})
     if page.state == "denied":
         return CnkiError("ACCESS_DENIED", f"站点拒绝当前资源访问：{page.reason}", details={"url": url})
     return None

@@ -21,6 +21,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site.browser import Browser, Tab
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.operation import SiteOperation
+from cnki_mcp.site.remote import GATEWAY_MESSAGE, gateway_problem, show_gateway
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +165,9 @@ class Person:
             if epoch is not None and epoch != self._epoch:
                 return
             message = LOGIN_MESSAGE if reason.code == "LOGIN_REQUIRED" else VERIFY_MESSAGE
+            if gateway_problem(reason):
+                message = GATEWAY_MESSAGE
+                await show_gateway(self.browser, tab)
             self.limiter.hold()
             try:
                 await self.attend(
