@@ -137,6 +137,29 @@ async def test_a_challenge_at_the_gateway_mid_search_goes_to_the_person(
         assert done["result"]["candidate_count"] > 0, done
 
 
+@pytest.mark.parametrize("kind", ["wrdvpn", "host_rewrite"])
+async def test_a_request_without_an_answer_is_looked_into_and_asked_again_every_request_charged(
+    kind: str, kns: KnsSimulator, isolated_data_dir: Path
+) -> None:
+    kns.configure(login="institution")
+    async with serving(isolated_data_dir, kns) as mcp:
+        await login_through(mcp, kns, kind)
+        first = await mcp.wait(await mcp.call("search", SEARCH))  # the work tab holds the search page now
+        assert first["status"] == "completed", first
+        kns.configure_gateway(drop_fetches=1)  # the next in-page request is reset at the gateway; the session lives
+        before, proxied_before = len(kns.requests), kns.gateway.count(kind)
+        found = await mcp.wait(await mcp.call("search", {**SEARCH, "query": "模型"}))
+        assert found["status"] == "completed", message_of(found)[:3000]
+        assert found["result"]["candidate_count"] > 0, found
+        seen = kns.requests[before:]
+    # The gateway saw every request the search made (the reset one never reached CNKI); the look at the search
+    # page and the second asking are charged like every other request.
+    proxied_now = kns.gateway.count(kind) - proxied_before
+    assert [r.endpoint for r in seen].count("search") == 1, [r.url for r in seen]  # the look at the page
+    assert proxied_now == len(seen) + 1, [r.url for r in seen]
+    assert found["requests"] == proxied_now, (found["requests"], [r.url for r in seen])
+
+
 def scan(text: str) -> list[str]:
     return [leak for leak in LEAKS if leak in text.lower()]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import os
 import re
 import shutil
@@ -115,6 +116,19 @@ def test_an_expired_session_sends_pages_to_login_and_can_drop_fetches(kns: KnsSi
     assert rewrite.status == 302 and rewrite.headers["location"].startswith(f"https://{gw.WEBVPN}/login?service=")
     assert "access-control-allow-origin" not in rewrite.headers
     assert kns.count("search") == 2
+
+
+def test_drop_fetches_resets_in_page_requests_mid_answer_while_the_session_lives(kns: KnsSimulator) -> None:
+    kns.configure_gateway(drop_fetches=1)
+    cookie = ticket_cookie(kns)
+
+    with pytest.raises(http.client.IncompleteRead):  # the answer began, then the connection ended
+        fetch(kns, REWRITE_SEARCH, headers={**cookie, "Sec-Fetch-Mode": "cors"})
+    again = fetch(kns, REWRITE_SEARCH, headers={**cookie, "Sec-Fetch-Mode": "cors"})
+
+    assert again.status == 200
+    assert kns.count("search") == 1  # the reset request never reached CNKI
+    assert kns.gateway.count("host_rewrite") == 2
 
 
 def test_expire_now_ends_every_ticket(kns: KnsSimulator) -> None:

@@ -3,6 +3,10 @@ redaction of WebVPN tokens and tickets: pure rules, no browser."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
 import msgspec
 import pytest
 
@@ -10,14 +14,19 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config, Route
 from cnki_mcp.core.redact import client_url, redact_markup, redact_url
 from cnki_mcp.pages.page_state import classify_response, gateway_page, inspect_live_page
+from cnki_mcp.site.cdp import FetchResult
+from cnki_mcp.site.door import Door
+from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.remote import (
     GATEWAY_LOGIN_URL,
+    NoAnswer,
     Routing,
     gateway_problem,
     kept,
     route_of,
     route_view,
     route_words,
+    show_gateway,
 )
 from cnki_mcp.site.route import wrdvpn_token
 
@@ -103,3 +112,110 @@ def test_setup_reads_gateway_pages_and_refuses_portals() -> None:
         route_of("https://vpn.example.edu.cn/portal")
     assert caught.value.code == "REMOTE_ACCESS_UNSUPPORTED" and caught.value.details == {
         "host": "vpn.example.edu.cn", "path_shape": "portal"}
+
+
+# --- Door.fetch: the look at the page and the second asking are requests of their own ---------------
+
+
+class CountingOp:
+    """The operation as the site sees it, counting what is charged."""
+
+    operation_id = "op-1"
+    on_verification = "ask"
+    cancelled = False
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def charge(self) -> None:
+        self.requests += 1
+
+
+class UnansweredBrowser:
+    """A browser whose first in-page request through a gateway gets no answer; it logs every request."""
+
+    def __init__(self, *, login_shown: bool) -> None:
+        self.login_shown = login_shown
+        self.calls: list[str] = []
+
+    async def fetch_in_page(self, tab: object, url: str, *, asked_again: bool = False, **options: object) -> FetchResult:
+        self.calls.append("fetch again" if asked_again else "fetch")
+        if not asked_again:
+            raise NoAnswer(url, "TypeError: Failed to fetch")
+        return FetchResult(status=200, url=url, text="{}")
+
+    async def gateway_login_shown(self, tab: object, timeout: float) -> bool:
+        self.calls.append("look")
+        return self.login_shown
+
+    async def settle(self, tab: object, timeout: float) -> None:
+        self.calls.append("settle")
+
+
+class GatewayTab:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+GRID = "https://kns.cnki.net/kns8s/brief/grid"
+
+
+async def door_fetch(browser: UnansweredBrowser, tab_url: str) -> tuple[CountingOp, FetchResult | CnkiError]:
+    door = Door(browser, Limiter(interval_ms=0), Path("unused"))  # type: ignore[arg-type]
+    op = CountingOp()
+    try:
+        return op, await door.fetch(op, GatewayTab(tab_url), GRID, method="POST")  # type: ignore[arg-type]
+    except CnkiError as exc:
+        return op, exc
+
+
+async def test_an_unanswered_request_whose_page_is_fine_is_asked_again_and_all_three_are_charged() -> None:
+    browser = UnansweredBrowser(login_shown=False)
+    op, answer = await door_fetch(browser, "https://kns.cnki.net/kns8s/AdvSearch")
+    assert isinstance(answer, FetchResult) and answer.status == 200
+    assert browser.calls == ["fetch", "look", "settle", "fetch again"]
+    assert op.requests == 3  # the request, the look at the page, the second asking
+
+
+async def test_an_unanswered_request_whose_page_is_the_gateway_login_is_login_required_at_the_gateway() -> None:
+    browser = UnansweredBrowser(login_shown=True)
+    op, answer = await door_fetch(browser, "https://kns.cnki.net/kns8s/AdvSearch")
+    assert isinstance(answer, CnkiError) and answer.code == "LOGIN_REQUIRED" and gateway_problem(answer)
+    assert browser.calls == ["fetch", "look"]
+    assert op.requests == 2
+
+
+async def test_a_tab_already_on_the_gateway_page_needs_no_look() -> None:
+    browser = UnansweredBrowser(login_shown=False)
+    op, answer = await door_fetch(browser, GATEWAY_LOGIN_URL)
+    assert isinstance(answer, CnkiError) and answer.code == "LOGIN_REQUIRED" and gateway_problem(answer)
+    assert browser.calls == ["fetch"]
+    assert op.requests == 1
+
+
+def test_no_answer_elsewhere_is_resource_failed() -> None:
+    problem = NoAnswer(GRID, "TypeError: Failed to fetch")
+    assert problem.code == "RESOURCE_FAILED" and problem.details == {"url": GRID, "error": "TypeError: Failed to fetch"}
+
+
+class NavigatingBrowser:
+    def __init__(self) -> None:
+        self.navigated: list[str] = []
+
+    async def navigate(self, tab: object, url: str, timeout: float) -> None:
+        self.navigated.append(url)
+
+
+async def test_loading_the_page_again_for_the_gateway_login_is_a_charged_request() -> None:
+    charged: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def request() -> AsyncIterator[None]:
+        charged.append("request")
+        yield
+
+    browser = NavigatingBrowser()
+    await show_gateway(browser, GatewayTab("https://kns.cnki.net/kns8s/AdvSearch"), request)
+    assert browser.navigated == ["https://kns.cnki.net/kns8s/AdvSearch"] and charged == ["request"]
+    await show_gateway(browser, GatewayTab(GATEWAY_LOGIN_URL), request)  # on the gateway's page already
+    assert browser.navigated == ["https://kns.cnki.net/kns8s/AdvSearch"] and charged == ["request"]

@@ -57,8 +57,7 @@ class JsonApi:
             epoch = self.door.person.epoch
             try:
                 tab = await self.door.site_tab(op)
-                async with self.door.request(op):
-                    result = await self.door.browser.fetch_in_page(tab, url, headers=API_HEADERS)
+                result = await self.door.fetch(op, tab, url, headers=API_HEADERS)
             except CnkiError as exc:
                 if await attempts.recover(exc):
                     continue

@@ -464,17 +464,17 @@ class Listings:
                     cursor=listing.cursor if page > 1 and listing is not None else "",
                     new_search=not solved, sort_request=sort_asked, expert=query.expert,
                 )
-                async with self.door.request(op):
-                    result = await self.door.browser.fetch_in_page(
-                        tab,
-                        template.url,
-                        method="POST",
-                        body=encode_form(form),
-                        headers={
-                            "Content-Type": "application/x-www-form-urlencoded; charset=UTF-8",
-                            "X-Requested-With": "XMLHttpRequest",
-                        },
-                    )
+                result = await self.door.fetch(
+                    op,
+                    tab,
+                    template.url,
+                    method="POST",
+                    body=encode_form(form),
+                    headers={
+                        "Content-Type": "application/x-www-form-urlencoded; charset=UTF-8",
+                        "X-Requested-With": "XMLHttpRequest",
+                    },
+                )
             except CnkiError as exc:
                 if await attempts.recover(exc):
                     last = exc

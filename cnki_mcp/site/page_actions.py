@@ -19,7 +19,7 @@ from cnki_mcp.core.clock import Deadline, poll
 from cnki_mcp.core.errors import BLOCKED_STATUS, CnkiError, net_failure, network_unreachable
 from cnki_mcp.site.cdp import FetchResult, NavigationResult, PageScriptError, Tab
 from cnki_mcp.site.cdp import cdp as cdp_module
-from cnki_mcp.site.remote import GATEWAY_LOGIN_URL, Routing, gateway_session_ended, is_gateway_url
+from cnki_mcp.site.remote import GATEWAY_LOGIN_URL, NoAnswer, Routing
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,6 @@ WINDOW_CONFIRM_TIMEOUT = 2.0
 CLICK_ATTEMPTS = 60
 CLICK_INTERVAL = 0.05
 NET_ERROR_WAIT = 0.3
-SETTLE_TIMEOUT = 10.0  # a page coming back from the gateway's login before a request is asked again
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,7 +274,7 @@ class PageActions:
         body: str | None = None,
         headers: dict[str, str] | None = None,
         timeout: float = FETCH_TIMEOUT,
-        _again: bool = False,
+        asked_again: bool = False,
     ) -> FetchResult:
         """Run fetch() inside the page: the page's origin, cookies and Referer go along.
 
@@ -283,8 +282,9 @@ class PageActions:
         is RESOURCE_FAILED. A redirect to another origin (which the page's CORS rules refuse to
         follow, e.g. to the login host) is returned as that redirect: its status, the target URL as
         ``url``, an empty body, ``redirected`` set. If the caller is cancelled, the in-page request
-        is aborted too. Through a gateway, a request that got no answer makes us look at the page: the
-        gateway's login there is LOGIN_REQUIRED at the gateway, else the request is sent once more.
+        is aborted too. Through a gateway, a request that got no answer is ``NoAnswer`` unless it is
+        ``asked_again``: the door looks at the page and asks once more, each a request of its own
+        (``Door.fetch``).
         """
         call_id = f"{tab.generation}-{next(tab._fetch_ids)}"
         since = tab._last_redirect
@@ -307,18 +307,10 @@ class PageActions:
             moved = None if out.get("timedOut") else tab._cross_origin_redirect(target, since)
             if moved is not None:
                 return FetchResult(status=moved[1], url=self.routing.back(moved[0]), text="", redirected=True)
-            if not out.get("timedOut") and not self.routing.direct and not _again:
+            if not out.get("timedOut") and not self.routing.direct and not asked_again:
                 # A gateway drops in-page requests when its session ends (a reset, not an unreachable host):
                 # the page tells first; a net error still there on the second asking is judged below.
-                if await self._gateway_ended(tab):
-                    raise gateway_session_ended(GATEWAY_LOGIN_URL)
-                # The page is fine now: the session was renewed meanwhile (a person logged in again, the
-                # tab may still be coming back from the gateway's login): ask again once it has settled.
-                with contextlib.suppress(CnkiError):
-                    await self.wait_for(tab, "document.readyState === 'complete'", SETTLE_TIMEOUT)
-                return await self.fetch_in_page(
-                    tab, url, method=method, body=body, headers=headers, timeout=timeout, _again=True
-                )
+                raise NoAnswer(url, str(out["error"]))
             if not out.get("timedOut"):
                 # Chrome saw the request in the gateway's form; the answer names the public URL.
                 unreachable = net_failure(url, await self._net_error(tab, target, failed_since))
@@ -345,18 +337,21 @@ class PageActions:
             await asyncio.sleep(0.02)
         return error
 
-    async def _gateway_ended(self, tab: Tab) -> bool:
-        """After an in-page request failed without an answer through a gateway, look at the page: a host-
-        rewriting gateway whose session ended drops or CORS-fails in-page requests, and serves its
-        login page for the page itself (or the tab shows it already: another request's step)."""
-        if is_gateway_url(tab.url):
-            return True
+    async def gateway_login_shown(self, tab: Tab, timeout: float) -> bool:
+        """Whether loading the tab's page again gives the gateway's login (a host-rewriting gateway whose
+        session ended drops or CORS-fails in-page requests and serves its login for the page itself).
+        One request: the caller charges it."""
         try:
-            page = await self.load_resource(tab, tab.url, timeout=10.0)
+            page = await self.load_resource(tab, tab.url, timeout=timeout)
         except CnkiError as exc:
             log.debug("looking at the page after a failed in-page request: %s", exc)
             return False
         return page.url == GATEWAY_LOGIN_URL
+
+    async def settle(self, tab: Tab, timeout: float) -> None:
+        """Wait (at most ``timeout``) until the tab's page has loaded, e.g. back from the gateway's login."""
+        with contextlib.suppress(CnkiError):
+            await self.wait_for(tab, "document.readyState === 'complete'", timeout)
 
     async def _quiet_evaluate(self, tab: Tab, expression: str) -> None:
         try:

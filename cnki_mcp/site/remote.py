@@ -14,6 +14,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -83,6 +84,14 @@ def gateway_problem(error: CnkiError) -> bool:
     return isinstance(error.details, dict) and error.details.get("via") == "gateway"
 
 
+class NoAnswer(CnkiError):
+    """An in-page request through a gateway that got no answer at all: the door looks at the page (the
+    gateway's login there: its session ended) before asking once more. Met anywhere else: RESOURCE_FAILED."""
+
+    def __init__(self, url: str, error: str) -> None:
+        super().__init__("RESOURCE_FAILED", f"页面内请求失败：{error}", details={"url": url, "error": error})
+
+
 def gateway_session_ended(url: str) -> CnkiError:
     """LOGIN_REQUIRED at the gateway: its session ended (an in-page request failed, the page says so)."""
     return CnkiError(
@@ -97,18 +106,20 @@ def route_view(route: Route) -> dict[str, Any]:
     return {"kind": route.kind, "gateway": route.gateway}
 
 
-async def show_gateway(browser: Any, tab: Any) -> None:
+async def show_gateway(browser: Any, tab: Any, request: Callable[[], AbstractAsyncContextManager[None]]) -> None:
     """Put the gateway's own page on ``tab`` for the person: a tab still on a CNKI page (an in-page request
-    met the gateway) is loaded again, and the gateway answers with its login or challenge page."""
+    met the gateway) is loaded again (inside ``request``: charged and paced), and the gateway answers with
+    its login or challenge page."""
     url = tab.url
     if is_gateway_url(url) or not is_site_url(url):
         return
-    try:
-        await browser.navigate(tab, url, SHOW_TIMEOUT)
-    except CnkiError as exc:
-        if exc.code == "BROWSER_UNAVAILABLE":
-            raise
-        log.debug("loading the page again for the gateway's own page: %s", exc)
+    async with request():
+        try:
+            await browser.navigate(tab, url, SHOW_TIMEOUT)
+        except CnkiError as exc:
+            if exc.code == "BROWSER_UNAVAILABLE":
+                raise
+            log.debug("loading the page again for the gateway's own page: %s", exc)
 
 
 def kept(route: Route) -> Route:

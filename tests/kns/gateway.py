@@ -99,6 +99,7 @@ class Gateway:
     two_factor: bool = False  # the login asks for a second factor (/login/two-factor → /do-confirm-login)
     require_visit: bool = False  # a host's first proxied request must carry wrdrecordvisit (else /wengine-vpn/failed)
     fetch_failure: str = "redirect"  # expired in-page fetch (Sec-Fetch-Mode cors): redirect to login | drop (network error)
+    drop_fetches: int = 0  # the next N in-page requests (Sec-Fetch-Mode cors) dropped while the session lives (a reset)
     idp_name: str = UNIVERSITY  # the institution CARSI logs CNKI in as
     tickets: dict[str, int] = field(default_factory=dict)  # ticket → proxied requests served
     visited: set[tuple[str, str]] = field(default_factory=set)  # (ticket, target host) opened with wrdrecordvisit
@@ -209,6 +210,11 @@ class Gateway:
                 return _Resp(502, b"", abort=True)
             return _Resp(302, pages.simple_page("Found", "登录已过期"),
                          headers={"Location": f"https://{gateway_host}/login?service={quote(here, safe='')}"})
+        if headers.get("sec-fetch-mode") == "cors":
+            with self.lock:
+                dropped, self.drop_fetches = self.drop_fetches > 0, max(0, self.drop_fetches - 1)
+            if dropped:
+                return _Resp(200, b"", reset_mid_body=True)
         with self.lock:
             self.seen += 1
             challenge = self.challenge and not self.solved and self.seen > self.challenge_after

@@ -175,6 +175,7 @@ class _Resp:
     drop_after: int | None = None  # truncate mode "connection"
     close: bool = False  # fault "close": the connection is closed without any answer
     abort: bool = False  # the connection closes without any answer (a network failure)
+    reset_mid_body: bool = False  # headers and a first chunk, then the connection ends (no browser retry)
 
 
 def classify(host: str, path: str) -> str:
@@ -437,7 +438,8 @@ class KnsSimulator:
 
     def configure_gateway(self, **fields: Any) -> gateway.Gateway:
         """Change the gateway's switches (see gateway.Gateway); unknown names raise TypeError."""
-        names = {"expire_after", "challenge", "challenge_after", "two_factor", "require_visit", "fetch_failure", "idp_name"}
+        names = {"expire_after", "challenge", "challenge_after", "two_factor", "require_visit", "fetch_failure", "idp_name",
+                 "drop_fetches"}
         if set(fields) - names:
             raise TypeError(f"unknown gateway fields: {sorted(set(fields) - names)}")
         if fields.get("fetch_failure", "redirect") not in gateway.FETCH_FAILURES:
@@ -554,6 +556,19 @@ class KnsSimulator:
         if resp.abort:
             h.close_connection = True
             try:
+                h.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        if resp.reset_mid_body:  # the answer started, so the browser does not send the request again itself
+            h.close_connection = True
+            try:
+                h.send_response(resp.status)
+                h.send_header("Content-Type", resp.ctype)
+                h.send_header("Transfer-Encoding", "chunked")
+                h.end_headers()
+                h.wfile.write(b"4\r\n<htm\r\n")
+                h.wfile.flush()
                 h.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
