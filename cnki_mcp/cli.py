@@ -19,7 +19,6 @@ from cnki_mcp import __version__
 from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.setup.cli_words import Group, say, show_usage_error
-from cnki_mcp.site import reaper
 
 T = TypeVar("T")
 SHUTDOWN_SECONDS = 20
@@ -80,18 +79,9 @@ def cli(ctx: click.Context) -> None:
 
 
 def _terminal_hint() -> str:
-    return say(
-        "cnki-mcp 是一个 MCP 服务，由 AI 客户端（Claude Code、Cursor 等）启动，不在终端里直接使用。\n"
-        "  接入客户端：cnki-mcp setup（逐步询问）\n"
-        "  检查安装：  cnki-mcp doctor\n"
-        "  全部命令：  cnki-mcp help\n"
-        "  确实要在终端里启动 stdio 服务：cnki-mcp serve",
-        "cnki-mcp is an MCP server: an AI client (Claude Code, Cursor, ...) starts it; it is not used in a terminal.\n"
-        "  Connect a client: cnki-mcp setup (asks step by step)\n"
-        "  Check the install: cnki-mcp doctor\n"
-        "  Every command:    cnki-mcp help\n"
-        "  Really serve stdio in this terminal: cnki-mcp serve",
-    )
+    from cnki_mcp.setup.messages import msg
+
+    return msg("cli.terminal_hint")
 
 
 @cli.command(help=say(
@@ -115,7 +105,10 @@ def serve(ctx: click.Context, http: bool, host: str, port: int) -> None:
 
     explicit = {name for name in ("host", "port") if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
     if explicit and not http:
-        _fail(CnkiError("INVALID_ARGUMENT", f"--{'、--'.join(sorted(explicit))} 只能和 --http 一起使用。"))
+        from cnki_mcp.setup.messages import msg
+
+        flags = msg("clients.list_separator").join(f"--{name}" for name in sorted(explicit))
+        _fail(CnkiError("INVALID_ARGUMENT", msg("cli.http_only", flags=flags)))
     logs.configure(settings.data_root())
     try:
         if http:
@@ -189,7 +182,9 @@ def doctor(protocol: bool, as_json: bool, site: bool, report: bool) -> None:
         if not report:
             sys.exit(0 if passed else 1)
     if report:
-        click.echo(f"诊断报告已写入 {_run(_doctor_report())}")
+        from cnki_mcp.setup.messages import msg
+
+        click.echo(msg("cli.report_written", path=_run(_doctor_report())))
         return
     from cnki_mcp.setup.doctor import render, run_checks
 
@@ -209,7 +204,9 @@ async def _doctor_site() -> bool:
         check = await run_in_terminal(await app.jobs(), await app.start_site_check(), click.echo)
     except CnkiError as exc:
         if exc.code == "DATA_DIRECTORY_IN_USE":
-            exc.message += " 也可以在客户端中调用 diagnostics（参数 site_check=true），做同样的检查。"
+            from cnki_mcp.setup.messages import msg
+
+            exc.message += msg("cli.site_in_client")
         raise
     finally:
         await app.close()
@@ -226,10 +223,12 @@ async def _doctor_report() -> str:
     return str(await asyncio.to_thread(build_report, root, config))
 
 
-@cli.command(name=reaper.GUARD_COMMAND, hidden=True)
+@cli.command(name=settings.GUARD_COMMAND, hidden=True)
 @click.argument("server", type=int)
 def browser_guard(server: int) -> None:
     """由服务自己启动：服务结束（哪怕被强行终止）时关闭它启动的浏览器。请勿手动运行。"""
+    from cnki_mcp.site import reaper
+
     reaper.guard(server)
 
 

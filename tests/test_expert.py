@@ -14,10 +14,10 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Channel, Plan
 from cnki_mcp.research.expert import (
     COMPARISONS,
+    EXPRESSION_MAX_CHARS,
     FIELDS,
     LOGIC,
     MATCH_OPERATORS,
-    MAX_CHARS,
     NUMERIC_FIELDS,
     Clause,
     Join,
@@ -195,9 +195,9 @@ def test_too_many_conditions_are_refused() -> None:
 
 
 def test_an_expression_over_the_length_limit_is_refused() -> None:
-    error = refusal("TI='" + "字" * MAX_CHARS + "'")
+    error = refusal("TI='" + "字" * EXPRESSION_MAX_CHARS + "'")
 
-    assert error.details == {"position": MAX_CHARS + 1}
+    assert error.details == {"position": EXPRESSION_MAX_CHARS + 1}
 
 
 # --- normalisation -------------------------------------------------------------------------------------
@@ -345,7 +345,7 @@ def test_a_canonical_form_over_the_limit_is_refused() -> None:
     with pytest.raises(CnkiError) as caught:
         plan_expert(text)
 
-    assert len(text) <= MAX_CHARS
+    assert len(text) <= EXPRESSION_MAX_CHARS
     assert caught.value.details == {"position": 1}
     assert "写成知网格式后" in caught.value.message
 

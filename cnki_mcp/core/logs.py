@@ -26,15 +26,17 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _listener: logging.handlers.QueueListener | None = None
 
 
-def level_setting() -> tuple[str, str | None]:
-    """The level name to use and, when CNKI_LOG_LEVEL is not a level, a Chinese warning saying so."""
+def level_setting(*, english: bool = False) -> tuple[str, str | None]:
+    """The level name to use and, when CNKI_LOG_LEVEL is not a level, a Chinese (or, for the CLI, English)
+    warning saying so."""
     raw = os.environ.get("CNKI_LOG_LEVEL", "").strip()
     if not raw:
         return DEFAULT_LEVEL, None
     if raw.upper() in LEVELS:
         return raw.upper(), None
-    choices = "、".join(LEVELS)
-    return DEFAULT_LEVEL, f"CNKI_LOG_LEVEL={raw!r} 不是日志级别（可选 {choices}），已使用 {DEFAULT_LEVEL}。"
+    if english:
+        return DEFAULT_LEVEL, f"CNKI_LOG_LEVEL={raw!r} is not a log level ({', '.join(LEVELS)}), so {DEFAULT_LEVEL} is used."
+    return DEFAULT_LEVEL, f"CNKI_LOG_LEVEL={raw!r} 不是日志级别（可选 {'、'.join(LEVELS)}），已使用 {DEFAULT_LEVEL}。"
 
 
 def log_file(data_root: Path) -> Path:

@@ -43,6 +43,49 @@ FILE_FORMATS = ("pdf", "caj")  # what a download can be
 DOWNLOAD_FORMATS = ("auto", *FILE_FORMATS)
 READ_SOURCES = ("online", "download", "auto")
 ZOTERO_MAX = 100  # records in one save_to_zotero call
+REFERENCES_MAX = 100  # 《题名》 spans in one link_references text
+CHECK_ENTRIES_MAX = 200  # entries in one check_references call
+PLAN_GROUPS_MAX = 8  # concept groups of one search (inner arrays of concept_groups)
+PLAN_TERMS_MAX = 6  # synonyms in one concept group
+PLAN_TERM_CHARS = 80
+EXPRESSION_MAX_CHARS = 3600  # CNKI refuses longer professional-search expressions
+RIGHTS_STREAK = 3  # download_papers: refusals for want of rights in a row (among the papers tried) that stop it
+CONTINUE_REQUESTS = 200  # operation_control continue: added when omitted and the requests ran out
+CONTINUE_SECONDS = 300  # ... and when omitted and the time ran out
+CITATION_FORMATS: tuple[str, ...] = (
+    "gbt7714",
+    "gbt7714_2025",
+    "gbt7714_author_date",
+    "apa",
+    "mla",
+    "chicago",
+    "vancouver",
+    "bibtex",
+    "ris",
+    "endnote",
+    "csl_json",
+    "json",
+    "csv",
+    "markdown",
+    "custom",
+)
+# The formats written as prose: the styles check_references can correct an entry into.
+CHECK_STYLES: tuple[str, ...] = ("gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver")
+TEMPLATE_FIELDS: tuple[str, ...] = (
+    "title",
+    "authors",
+    "source",
+    "journal",
+    "year",
+    "volume",
+    "issue",
+    "pages",
+    "doi",
+    "url",
+    "record_ref",
+    "type",
+    "clc",
+)
 TAG_CHARS = 100
 ACTIONS = ("cancel", "continue", "resume", "show", "recover")
 RELATIONS = ("references", "citing", "similar")

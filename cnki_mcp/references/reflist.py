@@ -70,7 +70,6 @@ _MAX_ENTRY_LINES = 12
 # How much of an entry's end the rules about its end look at.
 _ENDING_CHARS = 16
 # The most entries one check_references call takes.
-MAX_ENTRIES = 200
 # A line with no other structure is taken as a bare title only from this length on (见第三章 is not one).
 _MIN_BARE_HAN = 6
 

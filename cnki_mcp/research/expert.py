@@ -25,6 +25,7 @@ import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Channel, Plan
+from cnki_mcp.core.tool_args import EXPRESSION_MAX_CHARS
 from cnki_mcp.site.grid_query import FIELDS as STRUCTURED_FIELDS
 from cnki_mcp.site.grid_query import Expression, compile_expression, decode_expression
 
@@ -62,7 +63,6 @@ BETWEEN = "BETWEEN"
 LOGIC = ("AND", "OR", "NOT")
 VALUE_OPERATORS = "*+-"
 # The grid answered only the bare empty shell for a 4393-character expression; 3633 worked.
-MAX_CHARS = 3600
 MAX_DEPTH = 24
 MAX_CLAUSES = 200
 
@@ -349,8 +349,8 @@ class _Reader:
 
 def parse(text: str) -> Parsed:
     """The expression as a tree (left-assoc, one precedence), with warnings; INVALID_EXPRESSION otherwise."""
-    if len(text) > MAX_CHARS:
-        raise _error(MAX_CHARS + 1, f"表达式超过 {MAX_CHARS} 个字符，知网不接受这么长的专业检索表达式，请拆成几次检索。")
+    if len(text) > EXPRESSION_MAX_CHARS:
+        raise _error(EXPRESSION_MAX_CHARS + 1, f"表达式超过 {EXPRESSION_MAX_CHARS} 个字符，知网不接受这么长的专业检索表达式，请拆成几次检索。")
     reader = _Reader(text)
     if reader.token.kind == "end":
         raise _error(1, "表达式为空。")
@@ -506,9 +506,9 @@ def plan_expert(text: str) -> Plan:
     """The search of an expression: one ``expert`` channel carrying its canonical form, and warnings."""
     parsed = parse(text)
     canonical = render(parsed.tree)
-    if len(canonical) > MAX_CHARS:
+    if len(canonical) > EXPRESSION_MAX_CHARS:
         raise _error(
-            1, f"表达式写成知网格式后有 {len(canonical)} 个字符，超过 {MAX_CHARS} 个，知网不接受这么长的专业检索表达式。"
+            1, f"表达式写成知网格式后有 {len(canonical)} 个字符，超过 {EXPRESSION_MAX_CHARS} 个，知网不接受这么长的专业检索表达式。"
         )
     channel = Channel(name="expert", weight=1.0, expert=canonical)
     return Plan(channels=[channel], method="expert", warnings=list(parsed.warnings))

@@ -137,13 +137,21 @@ def route_keeper(root: Path, config: Config) -> Callable[[Route], Awaitable[None
     return keep
 
 
-KIND_NAMES = {"direct": "直接访问知网", "wrdvpn": "WebVPN", "host_rewrite": "改写主机名的学校代理", "prefix": "前缀式学校代理"}
+# (Chinese, English): the command line speaks either (setup/messages.py).
+KIND_NAMES = {
+    "direct": ("直接访问知网", "direct access to CNKI"),
+    "wrdvpn": ("WebVPN", "WebVPN"),
+    "host_rewrite": ("改写主机名的学校代理", "the university's host-rewriting proxy"),
+    "prefix": ("前缀式学校代理", "the university's prefix proxy"),
+}
 
 
-def route_words(route: Route) -> str:
-    """The route as a person reads it: 直接访问知网, WebVPN（webvpn.example.edu.cn）."""
-    name = KIND_NAMES[route.kind]
-    return name if route.kind == "direct" else f"{name}（{route.gateway}）"
+def route_words(route: Route, *, english: bool = False) -> str:
+    """The route as a person reads it: 直接访问知网, WebVPN（webvpn.example.edu.cn）; or in English."""
+    name = KIND_NAMES[route.kind][1 if english else 0]
+    if route.kind == "direct":
+        return name
+    return f"{name} ({route.gateway})" if english else f"{name}（{route.gateway}）"
 
 
 def route_of(url: str) -> Route:

@@ -25,6 +25,9 @@ from cnki_mcp.core.text import is_blank
 from cnki_mcp.core.tool_args import (
     ACTIONS,
     BATCH_MAX,
+    CHECK_ENTRIES_MAX,
+    CHECK_STYLES,
+    CITATION_FORMATS,
     DOWNLOAD_FORMATS,
     DOWNLOAD_WAIT_DEFAULT,
     DOWNLOAD_WAIT_MAX,
@@ -75,20 +78,6 @@ from cnki_mcp.core.tool_args import (
     SearchResultsArgs,
     ToolArgs,
 )
-from cnki_mcp.references.citations import FORMATS, PROSE_FORMATS, validate_template
-from cnki_mcp.references.links import MAX_REFERENCES
-from cnki_mcp.references.reflist import MAX_ENTRIES, split_entries
-from cnki_mcp.research.query import MAX_GROUPS, MAX_TERM_CHARS, MAX_TERMS, validate_plan
-from cnki_mcp.site.route import recognise
-
-# --- limits the surface derives from the rules it checks against ----------------------------------
-
-REFERENCES_MAX = MAX_REFERENCES
-CHECK_ENTRIES_MAX = MAX_ENTRIES
-PLAN_GROUPS_MAX, PLAN_TERMS_MAX, PLAN_TERM_CHARS = MAX_GROUPS, MAX_TERMS, MAX_TERM_CHARS
-CITATION_FORMATS = FORMATS
-CHECK_STYLES = PROSE_FORMATS
-
 
 Validator = Callable[[Any, dict[str, Any]], None]
 
@@ -286,6 +275,8 @@ def validate_search(args: SearchArgs, raw: dict[str, Any]) -> None:
     _years(args.year_from, args.year_to)
     _options(args.options, OPTION_RANGES["candidate_target"][0])
     if args.concept_groups:
+        from cnki_mcp.research.query import validate_plan  # the rules' home: loaded with the first search
+
         args.concept_groups = validate_plan(args.concept_groups)
 
 
@@ -449,6 +440,8 @@ def validate_export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) ->
     if args.format == "custom":
         if not args.template:
             raise CnkiError("INVALID_TEMPLATE", "format=custom 需要 template，例如 {authors}. {title}[J]. {journal}, {year}.", details={"field": "template"})
+        from cnki_mcp.references.citations import validate_template
+
         validate_template(args.template)
     if args.filename:
         validate_filename(args.filename)
@@ -482,6 +475,8 @@ def validate_check_references(args: CheckReferencesArgs, raw: dict[str, Any]) ->
             f"参考文献列表最大 512 KB（{TEXT_BYTES_MAX} 字节），收到 {size} 字节；请分批核对。",
             details={"bytes": size},
         )
+    from cnki_mcp.references.reflist import split_entries
+
     # A pasted list is read only up to the entry past the limit: a longer one is refused all the same.
     entries = split_entries(text, CHECK_ENTRIES_MAX) if text else [item.strip() for item in given]
     if len(entries) > CHECK_ENTRIES_MAX:
@@ -503,6 +498,8 @@ def validate_login(args: LoginArgs, raw: dict[str, Any]) -> None:
     url = args.remote_access_url.strip()
     args.remote_access_url = url
     if url:
+        from cnki_mcp.site.route import recognise  # its rules (and the AES for WebVPN) load with the first login
+
         recognise(url)
 
 

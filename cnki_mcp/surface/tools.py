@@ -22,10 +22,7 @@ from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import DAILY_DOWNLOAD_LIMIT_DEFAULT
 from cnki_mcp.core.tool_args import ToolName
-from cnki_mcp.documents.batch import RIGHTS_STREAK
-from cnki_mcp.ops.jobs import CONTINUE_REQUESTS, CONTINUE_SECONDS, KIND_BUDGETS
-from cnki_mcp.references.citations import TEMPLATE_FIELDS
-from cnki_mcp.research.expert import MAX_CHARS as EXPRESSION_MAX_CHARS
+from cnki_mcp.ops.jobs import KIND_BUDGETS
 from cnki_mcp.surface import arguments as a
 
 
@@ -206,19 +203,19 @@ register(
     "differs（有出入，列出 differences）、not_found（知网没有，这不证明是编造的）、ambiguous（多篇同名，列出 candidates）、"
     "unparsed（无法识别）之一，并给出按知网记录重写的 corrected 条目；summary.total 是读出的条目数，summary.lines 是"
     "它们所在的行数。用户要检查论文、AI 草稿或手抄的参考文献时使用。"
-    f"一次最多 {a.CHECK_ENTRIES_MAX} 条。",
+    f"一次最多 {tool_args.CHECK_ENTRIES_MAX} 条。",
     _object(
         {
             "on_verification": _POLICY,
-            "references": _strings(f"参考文献条目列表，每条一个字符串（与 text 二选一），最多 {a.CHECK_ENTRIES_MAX} 条"),
+            "references": _strings(f"参考文献条目列表，每条一个字符串（与 text 二选一），最多 {tool_args.CHECK_ENTRIES_MAX} 条"),
             "style": _string(
-                f"corrected 条目使用的格式：{'、'.join(a.CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）",
-                a.CHECK_STYLES,
+                f"corrected 条目使用的格式：{'、'.join(tool_args.CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）",
+                tool_args.CHECK_STYLES,
             ),
             "text": _string(
                 f"粘贴的参考文献列表（与 references 二选一）：带 [1]、1.、1、、（1）编号或不带编号（可混用），一行一条或空行分隔，"
                 "折行的条目自动接回，不成条目的行单独列为 unparsed；"
-                f"最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {a.CHECK_ENTRIES_MAX} 条"
+                f"最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {tool_args.CHECK_ENTRIES_MAX} 条"
             ),
         }
     ),
@@ -276,7 +273,8 @@ register(
     f"轮到它时才打开详情页；两次下载点击之间至少间隔 interval_seconds（默认 {tool_args.INTERVAL_DEFAULT} 秒，上下浮动 "
     f"{round(tool_args.INTERVAL_JITTER * 100)}%）。已下载过的论文不再点击；服务中断后用 {ToolName.OPERATION_CONTROL} 的 continue "
     "接着下载，已点击的论文先检查文件，不会重复点击；cancel 在当前这篇结束后停止。遇到验证码时整批暂停等你处理。"
-    f"连续 {RIGHTS_STREAK} 篇因没有全文权限被拒绝时停止（DOWNLOAD_RIGHTS_MISSING）；当天成功下载达到每日上限（默认 {DAILY_DOWNLOAD_LIMIT_DEFAULT} 篇，"
+    f"连续 {tool_args.RIGHTS_STREAK} 篇因没有全文权限被拒绝时停止（DOWNLOAD_RIGHTS_MISSING）；"
+    f"当天成功下载达到每日上限（默认 {DAILY_DOWNLOAD_LIMIT_DEFAULT} 篇，"
     "config.json 的 daily_download_limit 或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT，0 表示不限）时停止（DAILY_LIMIT_REACHED）。"
     f"结果逐篇给出状态、文件路径和 SHA-256，remaining 是没有轮到的论文。下载完可用 {ToolName.SAVE_TO_ZOTERO} 传同一个 search_id 连同附件存入 Zotero。",
     _object(
@@ -315,7 +313,7 @@ register(
     _object(
         {
             "expression": _string(
-                f"专业检索表达式，最多 {EXPRESSION_MAX_CHARS} 字。字段 SU 主题、TKA 篇关摘、KY 关键词、TI 篇名、FT 全文、AU 作者、"
+                f"专业检索表达式，最多 {tool_args.EXPRESSION_MAX_CHARS} 字。字段 SU 主题、TKA 篇关摘、KY 关键词、TI 篇名、FT 全文、AU 作者、"
                 "FI 第一作者、RP 通讯作者、AF 作者单位、FU 基金、AB 摘要、CO 小标题、RF 参考文献、CLC 分类号、LY 文献来源、"
                 "DOI、SN ISSN、CN 统一刊号、YE 年、CF 被引频次等；匹配 =（精确）、%（模糊）、%=（相关）；"
                 "同一字段内 *（与）、+（或）、-（非）；条件之间 AND、OR、NOT；检索词用单引号或双引号括起；"
@@ -336,12 +334,12 @@ register(
     ToolName.EXPORT_CITATIONS,
     "把文献导出为参考文献或题录数据：GB/T 7714（gbt7714 为 2015 顺序编码制，gbt7714_2025 为 2025 顺序编码制，"
     "gbt7714_author_date 为著者-出版年制）、APA、MLA、Chicago、Vancouver、BibTeX、RIS、EndNote、CSL-JSON、"
-    f"JSON、CSV、Markdown 或自定义模板，共 {len(a.CITATION_FORMATS)} 种格式；缺少作者、来源、年份的文献会列出。"
+    f"JSON、CSV、Markdown 或自定义模板，共 {len(tool_args.CITATION_FORMATS)} 种格式；缺少作者、来源、年份的文献会列出。"
     "用户要参考文献列表或导入文献管理软件时使用；给 filename 时保存到 exports/ 目录。",
     _object(
         {
             "filename": _string("保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖"),
-            "format": _string(f"{'、'.join(a.CITATION_FORMATS)}；默认 gbt7714", a.CITATION_FORMATS),
+            "format": _string(f"{'、'.join(tool_args.CITATION_FORMATS)}；默认 gbt7714", tool_args.CITATION_FORMATS),
             "offset": _integer(
                 f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {tool_args.EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
             ),
@@ -352,7 +350,7 @@ register(
             "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", tool_args.SCOPES),
             "search_id": _string(f"导出某次检索的结果（每次最多 {tool_args.EXPORT_MAX} 篇）"),
             "template": _string(
-                f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
+                f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in tool_args.TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
             ),
             "titles": _strings(f"完整题名列表，会访问知网定位并读取详情，最多 {tool_args.BATCH_MAX} 个"),
         }
@@ -398,7 +396,7 @@ register(
         {
             "lookup_missing": _boolean("本地没有记录的题名到知网按篇名精确查找"),
             "text": _string(
-                f"含《完整论文题名》的文本，最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {a.REFERENCES_MAX} 个题名"
+                f"含《完整论文题名》的文本，最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {tool_args.REFERENCES_MAX} 个题名"
             ),
         },
         required=("text",),
@@ -442,10 +440,10 @@ register(
                 "cancel 取消；continue 继续检索；resume 人工步骤已完成；show 重新显示人工窗口；recover 重启浏览器", tool_args.ACTIONS
             ),
             "additional_requests": _integer(
-                f"continue 时追加的请求数，最多 {_REQUESTS_MAX}；省略且预算已用完时自动追加 {CONTINUE_REQUESTS}"
+                f"continue 时追加的请求数，最多 {_REQUESTS_MAX}；省略且预算已用完时自动追加 {tool_args.CONTINUE_REQUESTS}"
             ),
             "additional_seconds": _integer(
-                f"continue 时追加的秒数，最多 {_SECONDS_MAX}；省略且时间已用完时自动追加 {CONTINUE_SECONDS}"
+                f"continue 时追加的秒数，最多 {_SECONDS_MAX}；省略且时间已用完时自动追加 {tool_args.CONTINUE_SECONDS}"
             ),
             "operation_id": _string("任务编号；省略时作用于唯一在运行的任务（有多个时须指定）"),
         },
@@ -570,8 +568,8 @@ register(
         {
             "concept_groups": {
                 "description": (
-                    f"自己指定必要概念：组与组之间为 AND，组内同义词为 OR；最多 {a.PLAN_GROUPS_MAX} 组，"
-                    f"每组 1–{a.PLAN_TERMS_MAX} 个词，每词不超过 {a.PLAN_TERM_CHARS} 字"
+                    f"自己指定必要概念：组与组之间为 AND，组内同义词为 OR；最多 {tool_args.PLAN_GROUPS_MAX} 组，"
+                    f"每组 1–{tool_args.PLAN_TERMS_MAX} 个词，每词不超过 {tool_args.PLAN_TERM_CHARS} 字"
                 ),
                 "items": _strings(),
                 "type": ["null", "array"],
