@@ -24,7 +24,6 @@ from cnki_mcp.site.remote import (
     gateway_problem,
     kept,
     route_of,
-    route_view,
     route_words,
     show_gateway,
 )
@@ -97,8 +96,8 @@ def test_redaction_hides_wrdvpn_tokens_and_ticket_cookies() -> None:
 
 
 def test_the_route_as_kept_and_named() -> None:
-    assert route_view(Route()) == {"kind": "direct"}
-    assert route_view(WRDVPN) == {"kind": "wrdvpn", "gateway": "webvpn.example.edu.cn"}
+    assert Route().view() == {"kind": "direct"}
+    assert WRDVPN.view() == {"kind": "wrdvpn", "gateway": "webvpn.example.edu.cn"}
     assert route_words(REWRITE) == "改写主机名的学校代理（webvpn.example.edu.cn:8001）"
     assert route_words(Route()) == "直接访问知网"
     assert msgspec.json.encode(Config(browser_path="c", route=kept(Route(kind="direct")))) == b'{"browser_path":"c"}'

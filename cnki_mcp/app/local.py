@@ -33,10 +33,8 @@ class LocalTools(AppCore):
         if args is not None and args.site_check:
             jobs = await self.jobs()
             return await jobs.inline(await self.start_site_check(), ctx)
-        from cnki_mcp.site.remote import route_view
-
         report = _runtime_report(self.root, os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path, self.owner_pid)
-        report["route"] = route_view(self.config.route)
+        report["route"] = self.config.route.view()
         if self._sessions is not None and self._sessions.gateway_session:
             report["gateway_session"] = self._sessions.gateway_session
         if self.config_error is not None:

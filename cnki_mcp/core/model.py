@@ -488,6 +488,10 @@ class Route(msgspec.Struct, frozen=True, omit_defaults=True):
     segment: str = ""
     prefix: str = ""
 
+    def view(self) -> dict[str, Any]:
+        """The route as session_status, diagnostics and doctor name it: its kind and gateway host (no ticket)."""
+        return {"kind": "direct"} if self.kind == "direct" else {"kind": self.kind, "gateway": self.gateway}
+
 
 class Config(msgspec.Struct, omit_defaults=True):
     """config.json; unknown keys are ignored so older and newer versions can share it."""

@@ -99,13 +99,6 @@ def gateway_session_ended(url: str) -> CnkiError:
     )
 
 
-def route_view(route: Route) -> dict[str, Any]:
-    """The route as session_status, diagnostics and doctor name it: its kind and gateway host (no ticket)."""
-    if route.kind == "direct":
-        return {"kind": "direct"}
-    return {"kind": route.kind, "gateway": route.gateway}
-
-
 async def show_gateway(browser: Any, tab: Any, request: Callable[[], AbstractAsyncContextManager[None]]) -> None:
     """Put the gateway's own page on ``tab`` for the person: a tab still on a CNKI page (an in-page request
     met the gateway) is loaded again (inside ``request``: charged and paced), and the gateway answers with

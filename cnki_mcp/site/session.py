@@ -21,7 +21,6 @@ from cnki_mcp.site.browser import Tab
 from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation
 from cnki_mcp.site.human import span
 from cnki_mcp.site.operation import SiteOperation
-from cnki_mcp.site.remote import route_view
 from cnki_mcp.site.route import DIRECT, discover, recognise
 from cnki_mcp.site.site import Site
 
@@ -57,7 +56,7 @@ def session_view(
     if cached:
         data["cached"] = True
     if route.kind != "direct":  # direct access answers as it always did
-        data["route"] = route_view(route)
+        data["route"] = route.view()
         if gateway_session:
             data["gateway_session"] = gateway_session
     return data
