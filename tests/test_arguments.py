@@ -265,7 +265,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ("export_citations", {"titles": ["t"] * 100, "format": "csl_json", "filename": "out.json"}),
     ("export_citations", {"record_refs": ["r"], "format": "custom", "template": "{title}"}),
     ("link_references", {"text": "字" * 174_762 + "ab", "lookup_missing": True}),  # exactly 512 KiB
-    ("login", {"remote_access_url": "https://vpn.example.edu.cn/cnki", "force": True}),
+    ("login", {"remote_access_url": "https://vpn.example.edu.cn/portal", "force": True}),
     ("session_status", {"refresh": True}),
     ("operation_control", {"action": "recover"}),
     ("operation_control", {"action": "show", "operation_id": "op_1"}),

@@ -165,7 +165,7 @@ def test_doctor_and_its_json_speak_english(isolated_data_dir: Path, home: Path) 
             "used; correct or remove it in the env of the client's config.") in lines
     assert lines[-1] == "Verdict: problems found: 2; follow the lines marked ✗ above, and the warnings (⚠): 3."
     assert report["verdict"]["message"] == "Verdict: problems found: 1; follow the lines marked ✗ above, and the warnings (⚠): 2."
-    assert [check["name"] for check in report["checks"]] == ["config", "browser", "display", "clients", "log"]
+    assert [check["name"] for check in report["checks"]] == ["config", "route", "browser", "display", "clients", "log"]
 
 
 def test_doctor_names_a_browser_setting_that_points_nowhere_in_english(isolated_data_dir: Path, home: Path) -> None:

@@ -27,7 +27,8 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper
 from cnki_mcp.documents.download_files import DownloadRequest, check_target
 from cnki_mcp.ops.jobs import kind_budget
-from cnki_mcp.pages.parse import _resolve, is_site_url, parse_detail
+from cnki_mcp.pages.parse import parse_detail
+from cnki_mcp.pages.urls import is_site_url, resolve_href
 from cnki_mcp.references import citations
 from cnki_mcp.setup import clients
 from cnki_mcp.surface.tools import parse_arguments
@@ -233,7 +234,7 @@ FOREIGN_HOSTS = [
 @pytest.mark.parametrize("url", FOREIGN_HOSTS)
 def test_foreign_links_are_never_followed(url: str) -> None:
     assert not is_site_url(url)
-    assert _resolve(url, "https://kns.cnki.net/kns8s/defaultresult/index") == ""
+    assert resolve_href(url, "https://kns.cnki.net/kns8s/defaultresult/index") == ""
 
 
 def test_a_detail_page_linking_elsewhere_gives_no_journal_link() -> None:

@@ -151,12 +151,16 @@ class AppCore:
             return self._site_factory()  # a simulated backend in tests
         if self._site is None:
             from cnki_mcp.site.limiter import Limiter
+            from cnki_mcp.site.remote import route_keeper
             from cnki_mcp.site.session import Sessions
             from cnki_mcp.site.site import Site
 
             self._site = Site(self.browser(), Limiter.from_env(), self.root / "diagnostics")
             self._site.person.timeout = float(settings.verification_wait_seconds())
-            self._sessions = Sessions(self._site, lambda names: self._store.remember_names(names) if self._store else None)
+            self._sessions = Sessions(
+                self._site, lambda names: self._store.remember_names(names) if self._store else None,
+                route_keeper(self.root, self.config),
+            )
         return self._site
 
     async def enrichment(self) -> Enrichment:

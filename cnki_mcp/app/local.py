@@ -34,6 +34,9 @@ class LocalTools(AppCore):
             jobs = await self.jobs()
             return await jobs.inline(await self.start_site_check(), ctx)
         report = _runtime_report(self.root, os.environ.get("CNKI_BROWSER_PATH") or self.config.browser_path, self.owner_pid)
+        report["route"] = self.config.route.view()
+        if self._sessions is not None and self._sessions.gateway_session:
+            report["gateway_session"] = self._sessions.gateway_session
         if self.config_error is not None:
             report["config_error"] = self.config_error.problem()
         if self._store is None and self._store_error is not None:
@@ -62,7 +65,8 @@ class LocalTools(AppCore):
         if not args.refresh:
             from cnki_mcp.site.session import session_view
 
-            return self._sessions.cached() if self._sessions is not None else session_view(SessionState(), cached=True)
+            return self._sessions.cached() if self._sessions is not None else session_view(
+                SessionState(), cached=True, route=self.config.route)
         jobs = await self.jobs()
         job = jobs.start("session", kind_budget("session"), self.sessions().refresh)
         return await jobs.inline(job, ctx)

@@ -102,6 +102,7 @@ ErrorCode = Literal[
     "VERIFICATION_CONTEXT_UNAVAILABLE",
     "LOGIN_REQUIRED",
     "LOGIN_TIMEOUT",
+    "REMOTE_ACCESS_UNSUPPORTED",
     "ACCESS_DENIED",
     "LOCATOR_EXPIRED",
     "CONTENT_NOT_READY",
@@ -221,7 +222,10 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "INVALID_WAIT": Code("wait_seconds 超出允许范围。"),
     "INVALID_ACTION": Code("action 只能是 cancel、continue、resume、show 或 recover。"),
     "INVALID_SECTION": Code("section 无效。"),
-    "INVALID_LOGIN_URL": Code("remote_access_url 须为不含账号信息的 HTTPS 地址。"),
+    "INVALID_LOGIN_URL": Code(
+        "remote_access_url 不是可用的远程访问地址：须为 https:// 开头、不含账号密码的完整网址。"
+        "请从学校图书馆或 VPN 页面复制地址后重试。"
+    ),
     "INVALID_INTERVAL": Code("interval_seconds 须在 5–600 秒之间。"),
     "BATCH_TOO_LARGE": Code("一次最多处理 100 篇文献。"),
     "INPUT_TOO_LARGE": Code("文本超过 512 KB。"),
@@ -270,6 +274,11 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "VERIFICATION_CONTEXT_UNAVAILABLE": Code("没有可以显示给你处理的验证页面。"),
     "LOGIN_REQUIRED": Code("需要登录知网；请在弹出的浏览器窗口中登录。", True),
     "LOGIN_TIMEOUT": Code("等待登录超过 20 分钟。", True),
+    # --- remote access (site/route.py): the university's WebVPN, proxy or CARSI login -------
+    "REMOTE_ACCESS_UNSUPPORTED": Code(
+        "无法识别这个学校 VPN（远程访问）的网址格式。请先在浏览器里通过学校 VPN 打开知网任意页面，"
+        "把地址栏中的完整网址作为 remote_access_url 传入；仍然不行时，请把网址的格式（不含票据）附在 issue 中。"
+    ),
     "ACCESS_DENIED": Code("知网拒绝了访问（无权限）。"),
     "LOCATOR_EXPIRED": Code("论文链接已失效。", True),
     "CONTENT_NOT_READY": Code("页面内容没有加载出来。", True),

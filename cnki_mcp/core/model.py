@@ -6,7 +6,7 @@ as clients of the reference implementation expect.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -595,11 +595,38 @@ class SaveState(msgspec.Struct, kw_only=True):
 DAILY_DOWNLOAD_LIMIT_DEFAULT = 100
 
 
+# Stands for a gateway host in whatever the product keeps or shows: a gateway's own page mapped back
+# (``https://gateway.invalid/login``) is no CNKI page, and the pages layer reads it as the gateway.
+GATEWAY_PLACEHOLDER = "gateway.invalid"
+
+
+class Route(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How CNKI is reached: directly, or through a university's remote-access gateway (``site/route.py``).
+
+    What config.json keeps: the scheme and where the gateway is, never a ticket, a token or a URL with a query.
+    ``gateway`` is the gateway's host, with ``:port`` when it is not 443 (for ``host_rewrite`` the suffix every
+    rewritten host ends with, e.g. ``webvpn.zju.edu.cn:8001``). ``segment`` (wrdvpn) is the scheme segment the
+    gateway writes for https on port 443 (``https``); ``prefix`` (prefix) is the path before the target URL
+    (``/-----``).
+    """
+
+    kind: Literal["direct", "wrdvpn", "host_rewrite", "prefix"] = "direct"
+    gateway: str = ""
+    segment: str = ""
+    prefix: str = ""
+
+    def view(self) -> dict[str, Any]:
+        """The route as session_status, diagnostics and doctor name it: its kind and gateway host (no ticket)."""
+        return {"kind": "direct"} if self.kind == "direct" else {"kind": self.kind, "gateway": self.gateway}
+
+
 class Config(msgspec.Struct, omit_defaults=True):
     """config.json; unknown keys are ignored so older and newer versions can share it."""
 
     browser_path: str = ""
     daily_download_limit: int = DAILY_DOWNLOAD_LIMIT_DEFAULT  # CNKI_DAILY_DOWNLOAD_LIMIT overrides it
+    # Absent in config.json written before issue 29: direct access.
+    route: Route = Route()
 
 
 class SessionState(msgspec.Struct, omit_defaults=True):

@@ -7,10 +7,10 @@ Every place that shows or saves a page or URL goes through the functions here:
 - ``is_secret_key`` — a query or JSON key whose value grants access (substring match, any case);
 - ``client_url`` — a URL for clients: secret values and opaque record keys dropped;
 - ``redact_url`` — a URL for snapshots and logs: the same values replaced by ``REDACTED``;
-- ``redact_markup`` — page HTML or JSON text: cookies, secret keys and headers, every input's value,
-  user ids in ``data-*`` attributes, passwords in ``user:password@`` URLs; a secret key is found also
-  where its ``=`` is encoded (percent-encoded once or twice inside a return URL, an HTML entity, a JSON
-  or JavaScript escape) and in free text (a comment);
+- ``redact_markup`` — page HTML or JSON text: cookies (a gateway's ``wengine_vpn_ticket…`` too), WebVPN
+  tokens in paths, secret keys and headers, every input's value, user ids in ``data-*`` attributes, passwords in
+  ``user:password@`` URLs; a secret key is found also where its ``=`` is encoded (percent-encoded once or twice
+  inside a return URL, an HTML entity, a JSON or JavaScript escape) and in free text (a comment);
 - ``redact_page`` — an HTML page to keep: ``redact_markup`` plus its scripts removed, so it cannot run;
 - ``LogRedaction`` — a logging filter giving log lines the same treatment as URLs and markup.
 """
@@ -36,6 +36,10 @@ SECRET_KEY_WORDS = (
 OPAQUE_KEYS = frozenset({"v", "vl", "p", "id", "uid", "sid", "cid", "code", "key", "time", "q"})
 
 _URL_STARTS = ("http://", "https://", "//")
+# A WebVPN path names its target host encrypted (``/https/77726476706e69737468656265737421<hex>/…``, the
+# hex of the IV ``wrdvpnisthebest!`` first): a gateway's address, kept nowhere. The site maps such URLs
+# back to CNKI's own; this is the net under that.
+_WRDVPN_TOKEN = re.compile(r"(/https?(?:-\d{1,5})?/)77726476706e69737468656265737421[0-9a-f]*", re.IGNORECASE)
 
 
 def is_secret_key(name: str) -> bool:
@@ -64,7 +68,8 @@ def _rewrite(url: str, keep_key: bool) -> str:
     query = urlencode(clean(pairs)) if pairs else ("" if not keep_key else parts.query)
     fragment = urlencode(clean(fragment_pairs)) if fragment_pairs else ("" if not keep_key else parts.fragment)
     netloc = parts.netloc.rsplit("@", 1)[-1]  # user:password@ never leaves
-    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+    path = _WRDVPN_TOKEN.sub(rf"\1{REDACTED}", parts.path)
+    return urlunsplit((parts.scheme, netloc, path, query, fragment))
 
 
 def endpoint_url(url: str) -> str:
@@ -140,6 +145,7 @@ def redact_markup(text: str) -> str:
     text = _USER_DATA.sub(rf'\1"{REDACTED}"', text)
     text = _QUERY_VALUE.sub(_query_value, text)
     text = _COOKIE.sub(rf"\1{REDACTED}", text)
+    text = _WRDVPN_TOKEN.sub(rf"\1{REDACTED}", text)
     text = _BEARER.sub(rf"\1{REDACTED}", text)
     text = _ANY_KEYED.sub(rf"\1{REDACTED}", text)
     text = _URL_PASSWORD.sub(rf"\1{REDACTED}\2", text)

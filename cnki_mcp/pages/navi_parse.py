@@ -23,16 +23,8 @@ from cnki_mcp.core.identity import record_ref_for
 from cnki_mcp.core.model import IssueYear, JournalIssue, Paper
 from cnki_mcp.core.text import clean, trim
 from cnki_mcp.pages.markup import first_match, input_value, load_page, page_text, split_values, text_of, text_without
-from cnki_mcp.pages.parse import (
-    _author_names,
-    _clean_title,
-    _resolve,
-    cn_value,
-    is_site_url,
-    issn_value,
-    now,
-    public_url,
-)
+from cnki_mcp.pages.parse import _author_names, _clean_title, cn_value, issn_value, now
+from cnki_mcp.pages.urls import is_site_url, public_url, resolve_href
 
 NAVI = "https://navi.cnki.net"
 NAVI_HOME = f"{NAVI}/knavi"
@@ -128,7 +120,7 @@ def parse_search(html: str, base_url: str) -> list[JournalHit]:
     hits: list[JournalHit] = []
     seen: set[str] = set()
     for anchor in root.cssselect(_JOURNAL_LINKS):
-        url = _resolve(anchor.get("href"), base_url)
+        url = resolve_href(anchor.get("href"), base_url)
         name = trim(anchor.get("title") or "") or text_of(anchor)
         if not url or not name or url in seen:
             continue
@@ -136,7 +128,7 @@ def parse_search(html: str, base_url: str) -> list[JournalHit]:
         box = anchor
         for _ in range(5):  # the entry holding the link (cover and name link alike): its text carries ISSN：/CN：
             parent = box.getparent()
-            if parent is None or len({_resolve(a.get("href"), base_url) for a in parent.cssselect(_JOURNAL_LINKS)}) > 1:
+            if parent is None or len({resolve_href(a.get("href"), base_url) for a in parent.cssselect(_JOURNAL_LINKS)}) > 1:
                 break
             box = parent
         text = text_of(box)
@@ -207,7 +199,7 @@ def parse_papers(html: str, base_url: str, journal: str, year: int, issue: str) 
         title = _clean_title(text_of(anchor) if anchor is not None else text_without(name, "b, label"))
         if not title:
             continue
-        locator = _resolve(anchor.get("href") if anchor is not None else "", base_url)
+        locator = resolve_href(anchor.get("href") if anchor is not None else "", base_url)
         marked = first_match(el, 'b[name="encrypt"]')
         filename = trim(marked.get("id") or "") if marked is not None else ""
         author = first_match(el, "span.author")

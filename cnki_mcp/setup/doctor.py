@@ -54,6 +54,7 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
     else:
         diagnostics.pop("config_error", None)  # the config check above says it, with the file's name
         report.update(diagnostics)
+    checks.append(_route_check(config))
     report["browser_executable"] = browser = _browser_report(config)
     checks.append(_browser_check(browser, config))
     checks.append(_display_check())
@@ -85,6 +86,14 @@ def _config_check(root: Any) -> Check:
     if path.is_file():
         return Check("config", True, msg("doctor.config_ok", path=path))
     return Check("config", True, msg("doctor.never_set_up", path=path), warning=True)
+
+
+def _route_check(config: Config) -> Check:
+    from cnki_mcp.site.remote import route_words
+
+    words = route_words(config.route, english=english())
+    return Check("route", True, msg("doctor.route_direct" if config.route.kind == "direct" else "doctor.route_gateway",
+                                    route=words))
 
 
 def _browser_report(config: Config) -> dict[str, Any]:

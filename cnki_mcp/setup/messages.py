@@ -89,6 +89,7 @@ LINES: dict[str, tuple[str, str]] = {
     "setup.checking_browser": ("正在以无界面方式启动浏览器做检查……", "Starting the browser headless to check it..."),
     "setup.browser_ok": ("浏览器检查通过。", "The browser check passed."),
     "setup.browser_saved": ("已保存浏览器设置：{path}", "Browser setting saved: {path}"),
+    "setup.route": ("访问方式：{route}", "Access: {route}"),
     "setup.snippet_saved": ("配置片段已保存：{path}", "Config snippet saved: {path}"),
     "setup.one_more_step": ("还差一步：{note}。", "One more step: {note}."),
     "setup.install_ok": (
@@ -365,6 +366,11 @@ LINES: dict[str, tuple[str, str]] = {
         "这个数据目录还没有设置过（没有 {path}）：请运行 cnki-mcp setup，它会选择并检查浏览器、接入客户端。",
         "This data directory was never set up ({path} is missing): run cnki-mcp setup, which chooses and checks the "
         "browser and connects a client.",
+    ),
+    "doctor.route_direct": ("访问方式：{route}", "Access: {route}"),
+    "doctor.route_gateway": (
+        "访问方式：{route}；学校 VPN 会话是否有效，用 doctor --site 检查",
+        "Access: {route}; whether the university's VPN session is alive: doctor --site checks it",
     ),
     "doctor.diagnostics_failed": ("本地诊断失败：{message}", "The local diagnostics failed: {message}"),
     "doctor.browser_missing": (

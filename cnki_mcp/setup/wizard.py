@@ -34,12 +34,13 @@ import psutil
 
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Config
+from cnki_mcp.core.model import Config, Route
 from cnki_mcp.setup import clients
 from cnki_mcp.setup.cli_words import Command, say
 from cnki_mcp.setup.client_cli import install_with_cli
 from cnki_mcp.setup.messages import english, msg
 from cnki_mcp.site.discovery import browser_candidates, probe_version
+from cnki_mcp.site.remote import kept, route_of, route_words
 
 BROWSER_CHECK_SECONDS = 20.0
 _YES = ("", "y", "yes", "是")
@@ -172,13 +173,25 @@ def config_command(
 @click.option("--host", default="127.0.0.1", show_default=True, metavar=say("<地址>", "<host>"), help=say(*_HOST_HELP))
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), metavar=say("<端口>", "<port>"),
               help=say(*_PORT_HELP))
+@click.option("--remote-access", "remote_access", metavar=say("<网址>", "<URL>"), help=say(
+    "校外访问：经学校 VPN 打开的知网页面网址（或 CARSI 登录网址），保存访问方式。",
+    "Off campus: the URL of a CNKI page opened through the university's VPN (or the CARSI login URL); keeps the route.",
+))
 @click.option("--skip-check", is_flag=True, hidden=True, help=say("跳过最后的 MCP 通信检查。", "Skip the last MCP check."))
 def setup_command(
-    browser: str | None, client_id: str | None, install_client: bool, http: bool, host: str, port: int, skip_check: bool
+    browser: str | None,
+    client_id: str | None,
+    install_client: bool,
+    http: bool,
+    host: str,
+    port: int,
+    skip_check: bool,
+    remote_access: str | None = None,
 ) -> None:
     interactive = browser is None and client_id is None and not install_client and not http
     changes = Changes()
     try:
+        route = route_of(remote_access.strip()) if remote_access else None  # a bad URL stops before any change
         client = _checked_client(client_id, install_client)
         if http:
             if client is None:
@@ -192,6 +205,7 @@ def setup_command(
             interactive=interactive,
             protocol_check=not skip_check,
             changes=changes,
+            route=route,
         )
     except CnkiError as error:
         click.echo(f"{error.code}: {error.message}", err=True)
@@ -268,8 +282,9 @@ def run_setup(
     interactive: bool,
     protocol_check: bool = True,
     changes: Changes | None = None,
+    route: Route | None = None,
 ) -> None:
-    from cnki_mcp.store.library import save_config
+    from cnki_mcp.store.library import load_config, save_config
 
     changes = changes if changes is not None else Changes()
     from cnki_mcp.core.display import display_problem
@@ -284,9 +299,15 @@ def run_setup(
     click.echo(msg("setup.browser_ok"))
 
     root = _data_root()
-    save_config(root, Config(browser_path=str(path)))
+    if route is None:  # the route a login set stays
+        try:
+            route = load_config(root).route
+        except CnkiError:
+            route = Route()
+    save_config(root, Config(browser_path=str(path), route=kept(route)))
     changes.add(msg("setup.what_browser"), root / "config.json")
     click.echo(msg("setup.browser_saved", path=root / "config.json"))
+    click.echo(msg("setup.route", route=route_words(route, english=english())))
 
     client = client or clients.get_client(_choose_client(interactive))
     snippet_text = clients.snippet(client.id, root)

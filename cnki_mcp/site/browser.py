@@ -34,6 +34,8 @@ from cnki_mcp.site.chrome import (
     env_headless,
 )
 from cnki_mcp.site.page_actions import CALL_TIMEOUT, NAVIGATION_TIMEOUT, PAGE_CLOSE_TIMEOUT, PageActions
+from cnki_mcp.site.remote import Routing
+from cnki_mcp.site.route import DIRECT
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +178,7 @@ class Browser(PageActions):
         self._lock = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
         self.launch_seconds: float | None = None  # launch-to-attached time of the current browser
+        self.routing = Routing(config.route if config is not None else DIRECT)
     # -- diagnostics ---------------------------------------------------------------------------
 
     @property
@@ -430,7 +433,7 @@ class Browser(PageActions):
         nd = nodriver()
         protocol = nd.cdp
         conn = nd.core.tab.Tab(target=info, parent=session.nd)
-        tab = Tab(conn, session.generation, opener_id)
+        tab = Tab(conn, session.generation, opener_id, self.routing.back)
         try:
             await self._guard(conn.attach(), CALL_TIMEOUT)
             conn.add_handler(protocol.network.ResponseReceived, tab._on_response)
@@ -595,7 +598,7 @@ class Browser(PageActions):
             else:
                 entry = next(iter(session.downloads.values()), None)
             if entry is not None and entry.state in ("completed", "canceled"):
-                return msgspec.structs.replace(entry)
+                return msgspec.structs.replace(entry, url=self.routing.back(entry.url))
             if deadline.passed:
-                return msgspec.structs.replace(entry) if entry is not None else None
+                return msgspec.structs.replace(entry, url=self.routing.back(entry.url)) if entry is not None else None
             await session.wait_changed(deadline.remaining())

@@ -22,7 +22,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.pages.navi_parse import NAVI_HOME
 from cnki_mcp.pages.page_state import challenge_url, classify_response
-from cnki_mcp.pages.parse import is_site_url
+from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.browser import Tab
 from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door, Observation, note_snapshot, with_return_url
 from cnki_mcp.site.human import refuse_if_skipping

@@ -26,15 +26,10 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper, Quality
 from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.pages.page_state import classify_response
-from cnki_mcp.pages.parse import (
-    GridPage,
-    check_identity,
-    is_site_url,
-    parse_detail,
-    parse_journal,
-)
+from cnki_mcp.pages.parse import GridPage, check_identity, parse_detail, parse_journal
+from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.browser import Browser, DownloadEvent, Tab
-from cnki_mcp.site.cdp import FetchResult, NavigationResult
+from cnki_mcp.site.cdp import NavigationResult
 from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door, Observation, final_parse_error, note_snapshot
 from cnki_mcp.site.facet_panel import FacetPanel
 from cnki_mcp.site.grid_query import GridQuery
@@ -241,11 +236,6 @@ class Site(Door):
         """One charged, paced click on the first visible ``selector`` (whose text matches ``text``)."""
         async with self.request(op):
             return await self.browser.click(tab, selector, timeout, text=text)
-
-    async def fetch(self, op: SiteOperation, tab: Tab, url: str, **options: Any) -> FetchResult:
-        """One charged, paced ``fetch()`` from inside ``tab`` (same origin, the page's cookies)."""
-        async with self.request(op):
-            return await self.browser.fetch_in_page(tab, url, **options)
 
     async def evaluate(self, tab: Tab, expression: str, timeout: float = CALL_TIMEOUT) -> Any:
         """A script run in ``tab`` (no request to CNKI)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import msgspec
 
@@ -571,22 +570,13 @@ def validate_check_references(args: CheckReferencesArgs, raw: dict[str, Any]) ->
 
 
 def validate_login(args: LoginArgs, raw: dict[str, Any]) -> None:
+    """remote_access_url read by the route's rules (INVALID_LOGIN_URL, REMOTE_ACCESS_UNSUPPORTED)."""
     url = args.remote_access_url.strip()
     args.remote_access_url = url
-    if not url:
-        return
-    try:
-        parts = urlsplit(url)
-        credentials = parts.username is not None or parts.password is not None
-        host = parts.hostname
-    except ValueError:
-        parts, credentials, host = None, False, None
-    if parts is None or parts.scheme.lower() != "https" or not host or credentials:
-        raise CnkiError(
-            "INVALID_LOGIN_URL",
-            "remote_access_url 须为 https:// 开头、不含账号密码的机构远程访问地址。",
-            details={"field": "remote_access_url"},
-        )
+    if url:
+        from cnki_mcp.site.route import recognise  # its rules (and the AES for WebVPN) load with the first login
+
+        recognise(url)
 
 
 def validate_operation_status(args: OperationStatusArgs, raw: dict[str, Any]) -> None:

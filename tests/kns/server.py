@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import changes, citations, downloads, facets, navi, pages, senquery
+from . import changes, citations, downloads, facets, gateway, navi, pages, senquery
 from .corpus import Corpus, Paper, build_corpus
 from .expert import unsupported
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
@@ -179,6 +179,8 @@ class _Resp:
     headers: dict[str, str] = field(default_factory=dict)
     drop_after: int | None = None  # truncate mode "connection"
     close: bool = False  # fault "close": the connection is closed without any answer
+    abort: bool = False  # the connection closes without any answer (a network failure)
+    reset_mid_body: bool = False  # headers and a first chunk, then the connection ends (no browser retry)
 
 
 def classify(host: str, path: str) -> str:
@@ -307,6 +309,7 @@ class KnsSimulator:
         self.reader_visits = 0  # every reader URL handed out gets a fresh invoice
         self.used_invoices: set[str] = set()
         self._graph: citations.Graph | None = None
+        self.gateway = gateway.Gateway()  # the university gateway and CARSI IdP in front (tests/kns/gateway.py)
 
     @property
     def graph(self) -> citations.Graph:
@@ -350,14 +353,18 @@ class KnsSimulator:
         return self._server.server_address[1]
 
     @property
+    def _resolver_rules(self) -> str:
+        # The gateway's hosts (*.sim-univ.edu.cn: WebVPN, rewritten hosts, prefix proxy, IdP) come here too.
+        return ", ".join(f"MAP {host} 127.0.0.1:{self.port}" for host in ("*.cnki.net", "cnki.net", "*.sim-univ.edu.cn"))
+
+    @property
     def browser_args(self) -> str:
-        """The CNKI_BROWSER_ARGS value that sends Chromium's *.cnki.net traffic here."""
-        return (f'--host-resolver-rules="MAP *.cnki.net 127.0.0.1:{self.port}, MAP cnki.net 127.0.0.1:{self.port}" '
-                f"--ignore-certificate-errors")
+        """The CNKI_BROWSER_ARGS value that sends Chromium's *.cnki.net (and gateway) traffic here."""
+        return f'--host-resolver-rules="{self._resolver_rules}" --ignore-certificate-errors'
 
     @property
     def browser_arg_list(self) -> list[str]:
-        return [f"--host-resolver-rules=MAP *.cnki.net 127.0.0.1:{self.port}, MAP cnki.net 127.0.0.1:{self.port}",
+        return [f"--host-resolver-rules={self._resolver_rules}",
                 "--ignore-certificate-errors"]
 
     # ------------------------------------------------------------ configuration
@@ -417,6 +424,7 @@ class KnsSimulator:
                     f.solved = True
             self.slider_solved = True
             self.solves += 1
+        self.gateway.solve()
 
     @property
     def challenge_pending(self) -> bool:
@@ -438,6 +446,27 @@ class KnsSimulator:
             self.slider_solved = False
             self.solves = 0
             self.used_invoices = set()
+            self.gateway = gateway.Gateway()
+
+    def configure_gateway(self, **fields: Any) -> gateway.Gateway:
+        """Change the gateway's switches (see gateway.Gateway); unknown names raise TypeError."""
+        names = {"expire_after", "challenge", "challenge_after", "two_factor", "require_visit", "fetch_failure", "idp_name",
+                 "drop_fetches"}
+        if set(fields) - names:
+            raise TypeError(f"unknown gateway fields: {sorted(set(fields) - names)}")
+        if fields.get("fetch_failure", "redirect") not in gateway.FETCH_FAILURES:
+            raise ValueError(f"fetch_failure must be one of {gateway.FETCH_FAILURES}")
+        with self.gateway.lock:
+            for name, value in fields.items():
+                setattr(self.gateway, name, value)
+            if "challenge" in fields:
+                self.gateway.solved = self.gateway.challenged = False
+                self.gateway.seen = 0
+        return self.gateway
+
+    def gateway_login(self) -> str:
+        """A person logged in at the gateway: the ticket cookie's value (name: gateway.cookie_name(host))."""
+        return self.gateway.login()
 
     # ------------------------------------------------------------ observation
 
@@ -499,15 +528,31 @@ class KnsSimulator:
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length) if length else b""
         host = (h.headers.get("Host") or "").split(":")[0].lower()
-        parts = urlsplit(h.path)
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        if self.gateway.handles(host):
+            try:
+                resp = self.gateway.serve(self, method, host, h.path, headers, raw)
+            except Exception:
+                log.exception("kns-sim gateway failed for %s%s", host, h.path)
+                resp = _Resp(500, pages.simple_page("错误", "模拟网关内部错误"))
+            cookies: list[str] = []
+        else:
+            resp = self.handle(method, host, h.path, headers, raw)
+            # As the real site does on every answer: session cookies for the whole domain, out of the page's reach.
+            cookies = [f"{name}={value}; Domain=.cnki.net; Path=/; Secure; HttpOnly" for name, value in self.scenario.session_cookies.items()]
+        self._send(h, method, resp, cookies)
+
+    def handle(self, method: str, host: str, target: str, headers: dict[str, str], raw: bytes) -> _Resp:
+        """One request to a CNKI host (``headers`` with lower-case names), logged: what the gateway proxies to."""
+        parts = urlsplit(target)
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         form: dict[str, str] = {}
-        if raw and "x-www-form-urlencoded" in (h.headers.get("Content-Type") or ""):
+        if raw and "x-www-form-urlencoded" in (headers.get("content-type") or ""):
             form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}
         endpoint = classify(host, parts.path)
         keep = ("X-Requested-With", "Content-Type", "Origin", "User-Agent", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Cookie")
-        rec = SimRequest(method, host, parts.path, query, form, h.headers.get("Referer") or "", endpoint,
-                         {k: h.headers[k] for k in keep if h.headers.get(k)}, time.time())
+        rec = SimRequest(method, host, parts.path, query, form, headers.get("referer") or "", endpoint,
+                         {k: headers[k.lower()] for k in keep if headers.get(k.lower())}, time.time())
         with self._lock:
             self._log.append(rec)
             sc = self.scenario
@@ -517,13 +562,31 @@ class KnsSimulator:
             log.exception("kns-sim handler failed for %s", rec.url)
             resp = _Resp(500, pages.simple_page("错误", "模拟站点内部错误"))
         rec.status = resp.status
-        # As the real site does on every answer: session cookies for the whole domain, out of the page's reach.
-        cookies = [f"{name}={value}; Domain=.cnki.net; Path=/; Secure; HttpOnly" for name, value in sc.session_cookies.items()]
-        self._send(h, method, resp, cookies)
+        return resp
 
     def _send(self, h: _Handler, method: str, resp: _Resp, cookies: list[str] | None = None) -> None:
         if resp.close:  # not a byte: the browser sees the connection end (net::ERR_EMPTY_RESPONSE)
             h.close_connection = True
+            return
+        if resp.abort:
+            h.close_connection = True
+            try:
+                h.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        if resp.reset_mid_body:  # the answer started, so the browser does not send the request again itself
+            h.close_connection = True
+            try:
+                h.send_response(resp.status)
+                h.send_header("Content-Type", resp.ctype)
+                h.send_header("Transfer-Encoding", "chunked")
+                h.end_headers()
+                h.wfile.write(b"4\r\n<htm\r\n")
+                h.wfile.flush()
+                h.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             return
         body = resp.body.encode("utf-8") if isinstance(resp.body, str) else resp.body
         h.send_response(resp.status)
