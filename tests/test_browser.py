@@ -440,6 +440,25 @@ def test_a_socket_of_ours_the_machine_table_could_not_place_is_no_stranger(monke
     assert chrome_module.devtools_strangers(port, ours) == [None, 777]
 
 
+def test_an_unplaced_socket_gone_by_the_second_look_is_no_stranger_and_one_still_there_keeps_its_owner(monkeypatch: pytest.MonkeyPatch) -> None:
+    port, ours = 40000, 4242
+    short_request = _Conn(_Addr("127.0.0.1", 50001), _Addr("127.0.0.1", port), None)  # one of nodriver's /json calls
+    placed_later = _Conn(_Addr("127.0.0.1", 50002), _Addr("127.0.0.1", port), None)
+    ours_later = _Conn(_Addr("127.0.0.1", 50003), _Addr("127.0.0.1", port), None)
+    looks = iter([[short_request, placed_later, ours_later], [placed_later._replace(pid=777), ours_later._replace(pid=ours)]])
+    monkeypatch.setattr(psutil, "net_connections", lambda kind: next(looks))
+
+    class Own:
+        def __init__(self, pid: int) -> None:
+            assert pid == ours
+
+        def net_connections(self, kind: str) -> list[_Conn]:
+            return []  # all three opened after the machine table's owners were read, none in ours yet
+
+    monkeypatch.setattr(psutil, "Process", Own)
+    assert chrome_module.devtools_strangers(port, ours) == [777]
+
+
 @pytest.mark.browser
 async def test_another_process_on_the_devtools_port_ends_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CNKI_HEADLESS", "1")

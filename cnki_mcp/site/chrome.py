@@ -357,19 +357,34 @@ def devtools_strangers(port: int, ours: int | None = None) -> list[int | None]:
     except (psutil.Error, OSError) as exc:
         log.debug("connection table unreadable: %s", exc)
         return []
-    found = [
-        c for c in connections
-        if c.status == psutil.CONN_ESTABLISHED and getattr(c.raddr, "port", None) == port
-        and getattr(c.laddr, "port", None) != port and c.pid != ours
-    ]
+    found = _clients(connections, port, ours)
     if any(c.pid is None for c in found):
         # The machine-wide table maps sockets to processes before it reads the connections, so a socket we
-        # opened meanwhile (nodriver's WebSocket to a new tab) has no owner there. Our own table, read after,
-        # knows every socket of ours still open: a connection is one process's, so nothing else is let through.
+        # opened meanwhile (nodriver's WebSocket to a new tab, or one of its short /json requests) has no owner
+        # there. Our own table, read after, knows every socket of ours still open; one that is gone by then is
+        # read once more in the machine-wide table: still there, it has an owner now (or stays a stranger);
+        # gone, it was a request already over. A connection is one process's, so nothing else is let through.
         try:
             mine = {(c.laddr, c.raddr) for c in psutil.Process(ours).net_connections(kind="tcp")}
+            again = {(c.laddr, c.raddr): c.pid for c in _clients(psutil.net_connections(kind="tcp"), port, None)}
         except (psutil.Error, OSError) as exc:
-            log.debug("own connection table unreadable: %s", exc)
-            mine = set()
-        found = [c for c in found if c.pid is not None or (c.laddr, c.raddr) not in mine]
+            log.debug("connection table unreadable the second time: %s", exc)
+            mine, again = set(), {}
+        placed = []
+        for c in found:
+            key = (c.laddr, c.raddr)
+            if c.pid is None and key not in mine and key in again and again[key] != ours:
+                placed.append(c._replace(pid=again[key]))
+            elif c.pid is not None:
+                placed.append(c)
+        found = placed
     return [c.pid for c in found]
+
+
+def _clients(connections: list[Any], port: int, ours: int | None) -> list[Any]:
+    """The established connections to the DevTools ``port`` from a process other than ``ours``."""
+    return [
+        c for c in connections
+        if c.status == psutil.CONN_ESTABLISHED and getattr(c.raddr, "port", None) == port
+        and getattr(c.laddr, "port", None) != port and (ours is None or c.pid != ours)
+    ]
