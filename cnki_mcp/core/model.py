@@ -403,7 +403,7 @@ class RelatedResult(msgspec.Struct, omit_defaults=True, kw_only=True):
 
 
 class StoreData(msgspec.Struct):
-    """The whole of research.json."""
+    """The whole library: research.json of earlier versions, and the format of ``cnki-mcp store --dump``."""
 
     version: int = STORE_VERSION
     papers: dict[str, Paper] = {}
@@ -450,7 +450,7 @@ class StoreRecovery(msgspec.Struct, omit_defaults=True, kw_only=True):
 
 
 class SaveState(msgspec.Struct, kw_only=True):
-    """Whether research.json holds every change, as diagnostics shows it.
+    """Whether research.db holds every change, as diagnostics shows it.
 
     ``unsaved_since`` is the time of the oldest change not on disk; ``failing_since`` the first
     failed write since the last one that succeeded, ``failed_writes`` how many failed since then.
@@ -462,6 +462,7 @@ class SaveState(msgspec.Struct, kw_only=True):
     failing_since: str = ""
     unsaved_since: str = ""
     failed_writes: int = 0
+    cause: str = ""  # of the failing writes: disk_full | read_only | corrupt | io_error
 
 
 # Successful downloads per local day before a batch stops (peers stay under about 100 a day); 0 = no cap.
