@@ -49,3 +49,39 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> float:
         assert time.monotonic() - began < timeout, "timed out"
         time.sleep(0.005)
     return time.monotonic() - began
+
+
+def copy_committed(source: Path, target: Path) -> None:
+    """research.db of ``source`` as it is committed now, copied into ``target`` (what a SIGKILL leaves)."""
+    target.mkdir(parents=True, exist_ok=True)
+    src = sqlite3.connect(f"{(source / 'research.db').resolve().as_uri()}?mode=ro", uri=True)
+    dst = sqlite3.connect(target / "research.db")
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+
+
+def persisted_raw(root: Path) -> dict[str, Any]:
+    """The library research.db of ``root`` holds (committed), as research.json's JSON object, read through
+    ``cnki-mcp store --dump``'s function (no lock needed: a killed or running server may hold it)."""
+    import tempfile
+
+    import msgspec
+
+    from cnki_mcp.store import migrate
+
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / "dump.json"
+        migrate.dump(root / "research.db", target)
+        return msgspec.json.decode(target.read_bytes())  # type: ignore[no-any-return]
+
+
+def persisted(root: Path) -> Any:
+    """Like :func:`persisted_raw`, decoded as StoreData (fails if any entry does not decode)."""
+    import msgspec
+
+    from cnki_mcp.core.model import StoreData
+
+    return msgspec.convert(persisted_raw(root), StoreData)

@@ -161,11 +161,13 @@ def failure_kind(exc: BaseException) -> str:
 
 
 class Put(msgspec.Struct, frozen=True):
-    """A row written whole: ``table`` (or "meta") ``key`` → ``body``; papers carry their index keys."""
+    """A row written whole: ``table`` (or "meta") ``key`` → ``body``, the value itself (None: the row is
+    deleted), encoded by the writer thread when it writes the row — so the event loop only hands it over,
+    and of several writes of a key queued together only the last is encoded. Papers carry their index keys."""
 
     table: str
     key: str
-    body: bytes | None  # None: the row is deleted
+    body: Any
     stamp: str = ""
     title_key: str = ""
     paper_keys: tuple[str, ...] = ()
@@ -183,7 +185,9 @@ def apply(conn: sqlite3.Connection, puts: Sequence[Put]) -> None:
             if put.body is None:
                 conn.execute("DELETE FROM meta WHERE key = ?", (put.key,))
             else:
-                conn.execute("INSERT INTO meta (key, body) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET body = excluded.body", (put.key, put.body))
+                conn.execute(
+                    "INSERT INTO meta (key, body) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET body = excluded.body", (put.key, encode_body(put.body))
+                )
             continue
         if put.table == "papers":
             conn.execute("DELETE FROM paper_keys WHERE ref = ?", (put.key,))
@@ -194,14 +198,14 @@ def apply(conn: sqlite3.Connection, puts: Sequence[Put]) -> None:
             conn.execute(
                 "INSERT INTO papers (key, stamp, title_key, body) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
                 "stamp = excluded.stamp, title_key = excluded.title_key, body = excluded.body",
-                (put.key, put.stamp, put.title_key, put.body),
+                (put.key, put.stamp, put.title_key, encode_body(put.body)),
             )
             conn.executemany("INSERT OR IGNORE INTO paper_keys VALUES (?, ?)", [(key, put.key) for key in put.paper_keys])
         else:
             conn.execute(
                 f"INSERT INTO {put.table} (key, stamp, body) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
                 "stamp = excluded.stamp, body = excluded.body",
-                (put.key, put.stamp, put.body),
+                (put.key, put.stamp, encode_body(put.body)),
             )
 
 
@@ -258,8 +262,8 @@ class Writer:
             self._cond.notify_all()
             return self._submitted
 
-    def lookup(self, table: str, key: str) -> tuple[bool, bytes | None]:
-        """(True, body) when a write of the key is not committed yet (body None: deleted)."""
+    def lookup(self, table: str, key: str) -> tuple[bool, Any]:
+        """(True, value) when a write of the key is not committed yet (value None: deleted)."""
         with self._cond:
             entry = self.pending.get((table, key))
         return (False, None) if entry is None else (True, entry[1].body)

@@ -57,7 +57,7 @@ from cnki_mcp.core.model import (
     StoreRecovery,
 )
 from cnki_mcp.store import db, migrate
-from cnki_mcp.store.db import DB_FILE, META_KEYS, Put, Reader, SaveFailure, Writer, encode_body
+from cnki_mcp.store.db import DB_FILE, META_KEYS, Put, Reader, SaveFailure, Writer
 from cnki_mcp.store.migrate import RESEARCH_FILE, Migration, peek_json, without_bom
 from cnki_mcp.store.tables import Library, Table
 
@@ -368,7 +368,7 @@ class Store:
             store.recovered.append(recovery)
         if migration is not None:
             store.migration = migration
-            store._writer.submit([Put("meta", "migration", encode_body(migration))])
+            store._writer.submit([Put("meta", "migration", migration)])
         store.trim()
         return store
 
@@ -436,7 +436,7 @@ class Store:
             raw = msgspec.json.encode(getattr(self.data, name))
             if raw != self._meta_json[name]:
                 self._meta_json[name] = raw
-                puts.append(Put("meta", name, encode_body(getattr(self.data, name))))
+                puts.append(Put("meta", name, msgspec.json.decode(raw)))  # a copy: later in-place changes are seen by the next sync
         if puts:
             self._writer.submit(puts)
 

@@ -26,7 +26,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import fsync_dir, refuse_existing, write_new_file
 from cnki_mcp.core.model import STORE_VERSION, DroppedEntry, StoreData, StoreRecovery
 from cnki_mcp.store import db
-from cnki_mcp.store.db import TABLES, Put, body_json, encode_body
+from cnki_mcp.store.db import TABLES, Put, body_json
 from cnki_mcp.store.tables import SECTION_TYPES, make_row
 
 log = logging.getLogger(__name__)
@@ -192,7 +192,7 @@ def rows_of(data: StoreData) -> Iterator[Put]:
         for key, value in getattr(data, table).items():
             yield make_row(table, key, value)
     for name in db.META_KEYS:
-        yield Put("meta", name, encode_body(getattr(data, name)))
+        yield Put("meta", name, getattr(data, name))
 
 
 # --- building a database ------------------------------------------------------------------------------------
@@ -288,7 +288,7 @@ def salvage(path: Path, reason: str) -> StoreRecovery:
             for key, blob in found:
                 try:
                     if kind is None:
-                        rows.append(Put("meta", key, encode_body(msgspec.json.decode(body_json(blob)))))
+                        rows.append(Put("meta", key, msgspec.json.decode(body_json(blob))))
                     else:
                         rows.append(make_row(table, key, msgspec.json.decode(body_json(blob), type=kind)))
                 except (msgspec.DecodeError, ValueError, TypeError, zlib.error) as exc:

@@ -26,10 +26,11 @@ from cnki_mcp.core.model import (
     SiteCheck,
     StoreData,
 )
-from cnki_mcp.store.db import Put, Reader, Writer, body_json, encode_body, paper_row
+from cnki_mcp.store.db import Put, Reader, Writer, body_json, paper_row
 
 V = TypeVar("V")
 _MISSING: Any = object()
+_JSON = msgspec.json.Encoder()
 
 # The value type of each map section, and the stamp retention orders it by (none: kept however old).
 SECTION_TYPES: dict[str, Any] = {
@@ -48,9 +49,9 @@ def make_row(table: str, key: str, value: Any) -> Put:
     """The row of ``value`` stored under ``key`` in section ``table`` (with its index columns)."""
     if table == "papers":
         title, keys = paper_row(value)
-        return Put(table, key, encode_body(value), title_key=title, paper_keys=keys)
+        return Put(table, key, value, title_key=title, paper_keys=keys)
     stamp = STAMPS.get(table)
-    return Put(table, key, encode_body(value), stamp(value) if stamp else "")
+    return Put(table, key, value, stamp(value) if stamp else "")
 
 
 class Table(MutableMapping[str, V], Generic[V]):
@@ -75,11 +76,12 @@ class Table(MutableMapping[str, V], Generic[V]):
     # -- reads --
 
     def get(self, key: str, default: Any = None) -> Any:
-        found, body = self._writer.lookup(self.name, key)
-        if not found:
-            row = self._reader.one(f"SELECT body FROM {self.name} WHERE key = ?", (key,))
-            body = None if row is None else row[0]
-        return default if body is None else self.decode(body)
+        found, value = self._writer.lookup(self.name, key)
+        if found:
+            # Not committed yet: a copy of the value handed to the writer, as a read from the row would be.
+            return default if value is None else self._decoder.decode(_JSON.encode(value))
+        row = self._reader.one(f"SELECT body FROM {self.name} WHERE key = ?", (key,))
+        return default if row is None else self.decode(row[0])
 
     def __getitem__(self, key: str) -> V:
         value = self.get(key, _MISSING)
