@@ -20,14 +20,23 @@ def full_disk_error() -> sqlite3.OperationalError:
     return error
 
 
-def failing_apply(full: Callable[[], bool], on_failure: Callable[[], None] = lambda: None) -> Callable[..., None]:
-    """``db.apply`` that raises SQLITE_FULL while ``full()`` says so (after ``on_failure``), else writes."""
+def read_only_error() -> sqlite3.OperationalError:
+    """The error SQLite raises when the file or its folder became read-only (SQLITE_READONLY)."""
+    error = sqlite3.OperationalError("attempt to write a readonly database")
+    error.sqlite_errorcode = sqlite3.SQLITE_READONLY  # type: ignore[attr-defined]
+    return error
+
+
+def failing_apply(
+    full: Callable[[], bool], on_failure: Callable[[], None] = lambda: None, error: Callable[[], Exception] = full_disk_error
+) -> Callable[..., None]:
+    """``db.apply`` that raises ``error()`` (SQLITE_FULL) while ``full()`` says so (after ``on_failure``), else writes."""
     real = db_module.apply
 
     def apply(conn: sqlite3.Connection, puts: Sequence[Any]) -> None:
         if full():
             on_failure()
-            raise full_disk_error()
+            raise error()
         real(conn, puts)
 
     return apply

@@ -427,7 +427,7 @@ class StoreData(msgspec.Struct):
 
 
 class DroppedEntry(msgspec.Struct, omit_defaults=True):
-    """A part of research.json that could not be read: one entry, or a whole section (no key)."""
+    """A part of the store (research.db, or research.json of an earlier version) that could not be read: one entry, or a whole section (no key)."""
 
     section: str
     key: str = ""
@@ -435,7 +435,7 @@ class DroppedEntry(msgspec.Struct, omit_defaults=True):
 
 
 class StoreRecovery(msgspec.Struct, omit_defaults=True, kw_only=True):
-    """What opening research.json left out, and where the original bytes were kept.
+    """What opening the store left out, and where the original bytes were kept.
 
     ``kind`` is ``set_aside`` (nothing could be read: the file was renamed) or ``entries_dropped``
     (the readable entries were loaded; ``dropped`` lists the first of the others).

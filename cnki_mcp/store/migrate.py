@@ -279,18 +279,13 @@ def salvage(path: Path, reason: str) -> StoreRecovery:
         return StoreRecovery(kind="set_aside", path=str(target), reason=f"{reason}; {exc}", at=utc_now_iso())
     try:
         for table in (*TABLES, "meta"):
-            try:
-                found = source.execute(f"SELECT key, body FROM {table}").fetchall()
-            except sqlite3.Error as exc:
-                dropped.append(DroppedEntry(section=table, reason=str(exc)))
-                continue
+            found, lost = _readable_rows(source, table)
+            dropped.extend(lost)
             kind = SECTION_TYPES.get(table)
             for key, blob in found:
                 try:
-                    if kind is None:
-                        rows.append(Put("meta", key, msgspec.json.decode(body_json(blob))))
-                    else:
-                        rows.append(make_row(table, key, msgspec.json.decode(body_json(blob), type=kind)))
+                    value = msgspec.json.decode(body_json(blob), type=kind) if kind else msgspec.json.decode(body_json(blob))
+                    rows.append(make_row(table, key, value) if kind else Put("meta", key, value))
                 except (msgspec.DecodeError, ValueError, TypeError, zlib.error) as exc:
                     dropped.append(DroppedEntry(section=table, key=str(key), reason=str(exc)))
     finally:
@@ -305,6 +300,32 @@ def salvage(path: Path, reason: str) -> StoreRecovery:
 
 
 # --- dump and check ---------------------------------------------------------------------------------------------
+
+
+_SALVAGE_CHUNK = 64
+
+
+def _readable_rows(conn: sqlite3.Connection, table: str) -> tuple[list[tuple[str, bytes]], list[DroppedEntry]]:
+    """The rows of ``table`` a damaged file still gives, read by rowid range so one bad page loses only its rows."""
+    try:
+        last = conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
+    except sqlite3.Error as exc:
+        return [], [DroppedEntry(section=table, reason=str(exc))]
+    found: list[tuple[str, bytes]] = []
+    lost: list[DroppedEntry] = []
+    for start in range(1, last + 1, _SALVAGE_CHUNK):
+        end = start + _SALVAGE_CHUNK - 1
+        try:
+            found.extend(conn.execute(f"SELECT key, body FROM {table} WHERE rowid BETWEEN ? AND ?", (start, end)).fetchall())
+            continue
+        except sqlite3.Error:
+            pass
+        for rowid in range(start, end + 1):
+            try:
+                found.extend(conn.execute(f"SELECT key, body FROM {table} WHERE rowid = ?", (rowid,)).fetchall())
+            except sqlite3.Error as exc:
+                lost.append(DroppedEntry(section=table, key=f"rowid {rowid}", reason=str(exc)))
+    return found, lost
 
 
 def _open_existing(path: Path) -> sqlite3.Connection:
@@ -374,3 +395,27 @@ def db_size(path: Path) -> int:
         with contextlib.suppress(OSError):
             total += os.stat(f"{path}{suffix}").st_size
     return total
+
+
+def _counted(counts: dict[str, int]) -> str:
+    names = {"papers": "文献记录", "sources": "期刊", "searches": "检索", "search_cache": "检索缓存", "operations": "任务",
+             "artifacts": "下载台账", "relations": "引文列表"}
+    return "，".join(f"{names[table]} {counts.get(table, 0):,}" for table in TABLES)
+
+
+def dump_text(root: Path, target: Path) -> str:
+    """``cnki-mcp store --dump``: the library of data directory ``root`` written to ``target``, and what was written."""
+    target = Path(os.path.abspath(target))
+    counts = dump(Path(root) / db.DB_FILE, target)
+    return f"已导出到 {target}（{os.path.getsize(target) / 1e6:.1f} MB）：{_counted(counts)}。"
+
+
+def check_text(root: Path) -> tuple[bool, str]:
+    """``cnki-mcp store --check``: whether research.db is sound, and the lines that say so."""
+    report = check(Path(root) / db.DB_FILE)
+    head = f"{report['path']}（{report['size_bytes'] / 1e6:.1f} MB，结构版本 {report['schema_version']}）"
+    if report["problems"]:
+        listed = "\n".join(f"  {line}" for line in report["problems"][:20])
+        advice = "请先用 cnki-mcp store --dump 导出能读出的记录，再重新启动服务：启动时会把损坏的数据库改名保留，把能读出的记录搬到新数据库。"
+        return False, f"✗ {head} 未通过完整性检查：\n{listed}\n{advice}"
+    return True, f"✓ {head} 完整性检查通过：{_counted(report['counts'])}。"
