@@ -34,7 +34,6 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import STORE_VERSION, StoreData
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.store import db as db_module
-from cnki_mcp.store import library as store_module
 from cnki_mcp.store import migrate
 from tests.fake_site import FEEDBACK_TERMS, FakeSite, sim_paper
 from tests.harness import AWAITING, REPO, McpSession, RawServer, call_tool, offline_params, processes_on, serve_params

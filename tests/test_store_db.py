@@ -18,7 +18,7 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.identity import identity_keys
-from cnki_mcp.core.model import ErrorEvent, Operation, Paper, SearchEntry, SearchRecord, StoreData
+from cnki_mcp.core.model import ErrorEvent, Operation, SearchEntry, SearchRecord, StoreData
 from cnki_mcp.store import db as db_module
 from cnki_mcp.store import migrate
 from cnki_mcp.store.catalog import Catalog
@@ -153,7 +153,7 @@ def test_a_migration_that_cannot_be_written_changes_nothing(tmp_path: Path, monk
 @pytest.mark.slow
 def test_a_20000_record_file_built_by_the_benchmark_is_carried_over(tmp_path: Path) -> None:
     built = subprocess.run(
-        [sys.executable, "benchmarks/bench_store.py", "--build-json", str(tmp_path), "--records", "20000"],
+        [sys.executable, "bench/bench_store.py", "--build-json", str(tmp_path), "--records", "20000"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )
     assert built.returncode == 0, built.stderr
@@ -202,25 +202,37 @@ def _damage(path: Path) -> None:
         handle.write(b"\xde\xad\xbe\xef" * 2048)
 
 
-def test_a_damaged_database_is_set_aside_and_its_readable_rows_kept(tmp_path: Path) -> None:
+def test_a_damaged_database_is_told_then_set_aside_with_its_readable_rows_kept(tmp_path: Path) -> None:
     store = Store.open(tmp_path)
     for n in range(400):
         store.put_paper(msgspec.structs.replace(sim_paper(n), abstract="摘要" * 300))
     store.put_operation(Operation(operation_id="op_1", kind="search", status="completed", created_at="2026-11-01T00:00:00.000Z"))
     store.close_sync()
     _damage(tmp_path / "research.db")
-    store = Store.open(tmp_path)
+    store = Store.open(tmp_path)  # opening does not read the whole file: the check runs beside it
+    try:
+        assert store.check_done(30)
+        assert store.damage
+        (warning,) = store.warnings()
+        assert warning.code == "STORE_CORRUPT" and "cnki-mcp store --dump" in warning.message
+        assert (tmp_path / "research.db.damaged").exists()
+        store.put_operation(Operation(operation_id="op_2", kind="read", status="completed", created_at="2026-11-02T00:00:00.000Z"))
+    finally:
+        store.close_sync()
+    store = Store.open(tmp_path)  # the next start sets it aside and carries the readable rows over
     try:
         (recovery,) = store.recovered
         assert recovery.kind == "entries_dropped"
         assert Path(recovery.path).name.startswith("research.db.unreadable-")
+        assert store.check_done(30) and store.damage == []
         assert codes(store.warnings()) == ["STORE_ENTRIES_DROPPED"]
         assert "research.db" in store.warnings()[0].message
         kept = len(store.data.papers)
         assert 0 < kept < 400  # what the damaged pages held is gone; the rest was carried over
-        assert "op_1" in store.data.operations
+        assert {"op_1", "op_2"} <= set(store.data.operations)  # a change made after the check is kept too
     finally:
         store.close_sync()
+    assert not (tmp_path / "research.db.damaged").exists()
     assert migrate.check(tmp_path / "research.db")["problems"] == []
     assert migrate.check(Path(recovery.path))["problems"] != []  # the original is kept as it was
 

@@ -30,6 +30,7 @@ import re
 import sqlite3
 import stat
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ from cnki_mcp.store.tables import Library, Table
 log = logging.getLogger(__name__)
 
 PROBE_FILE = DB_FILE + ".probe"
+# Written when a start's check finds research.db damaged: the next start sets it aside before using it.
+DAMAGED_MARKER = DB_FILE + ".damaged"
 CONFIG_FILE = "config.json"
 LOCK_FILE = "cnki.lock"
 SUBFOLDERS = ("downloads", "exports", "diagnostics")
@@ -337,11 +340,16 @@ class Store:
             self.migration = msgspec.json.decode(db.body_json(meta["migration"]), type=Migration)
         # What opening had to leave out or set aside; told in every tool result of this process.
         self.recovered: list[StoreRecovery] = []
+        # What this start's integrity check found (it runs in a thread: check_done).
+        self.damage: list[str] = []
+        self._checked = threading.Event()
 
     @classmethod
     def open(cls, root: Path) -> Store:
-        """Create the layout, take the directory lock, carry research.json over on first start, open
-        research.db and run SQLite's check (a damaged file is set aside, its readable rows kept)."""
+        """Create the layout, take the directory lock, carry research.json over on first start and open
+        research.db. A file that is not a database, or that the previous start's check found damaged, is set
+        aside with its readable rows carried into a new one; SQLite's check of this start runs in a thread
+        (:meth:`check_done`), so opening does not read the whole file."""
         root = Path(os.path.abspath(root))
         try:
             root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -355,10 +363,14 @@ class Store:
             _probe_writable(root)
             path = root / DB_FILE
             migration, recovery = migrate.from_json(root, path) if not path.exists() else (None, None)
+            marker = root / DAMAGED_MARKER
             try:
+                if marker.exists():
+                    raise _Damaged(marker.read_text(encoding="utf-8", errors="replace").strip() or "damaged")
                 conns = _connect(path)
             except _Damaged as damaged:
                 recovery = migrate.salvage(path, str(damaged))
+                marker.unlink(missing_ok=True)
                 conns = _connect(path)
             store = cls(root, path, *conns, lock)
         except BaseException:
@@ -370,7 +382,35 @@ class Store:
             store.migration = migration
             store._writer.submit([Put("meta", "migration", migration)])
         store.trim()
+        store._start_check()
         return store
+
+    # -- SQLite's check at start --
+
+    def _start_check(self) -> None:
+        threading.Thread(target=self._check, name="store-check", daemon=True).start()
+
+    def _check(self) -> None:
+        """SQLite's quick check of the whole file on a connection of its own; what it finds is told in every
+        result (STORE_CORRUPT), and the next start sets the file aside and carries its readable rows over."""
+        try:
+            conn = db.connect(self.db_path, read_only=True)
+            try:
+                problems = db.quick_check(conn)
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            problems = [str(exc)]
+        if problems:
+            log.error("research.db failed SQLite's check: %s", "; ".join(problems[:5]))
+            with contextlib.suppress(OSError):
+                (self.root / DAMAGED_MARKER).write_text("; ".join(problems[:3]), encoding="utf-8")
+            self.damage = problems
+        self._checked.set()
+
+    def check_done(self, timeout: float = 60.0) -> bool:
+        """Wait for this start's integrity check; whether it ended (``damage`` then says what it found)."""
+        return self._checked.wait(timeout)
 
     # -- layout --
 
@@ -623,6 +663,12 @@ class Store:
     def warnings(self) -> list[Problem]:
         """What every tool result carries while this store is open: entries left out, changes not saved."""
         problems = [_recovery_problem(self.db_path, recovery) for recovery in self.recovered]
+        if self.damage:
+            message = (
+                f"{self.db_path} 没有通过 SQLite 的完整性检查（{'；'.join(self.damage[:3])}）。服务照常运行，能读写的记录照常读写；"
+                "请先用 cnki-mcp store --dump 备份，再重新启动服务：启动时会把这个文件改名保留，把能读出的记录搬到新数据库。"
+            )
+            problems.append(CnkiError("STORE_CORRUPT", message, details={"path": str(self.db_path), "problems": self.damage[:20]}).problem())
         save = self.save
         if save.failing_since:
             problems.append(_not_saved(self.db_path, save))
@@ -666,9 +712,6 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, sqlite3.Connection]:
     conn: sqlite3.Connection | None = None
     try:
         conn = db.connect(path)
-        problems = db.quick_check(conn)
-        if problems:
-            raise _Damaged("; ".join(problems[:3]))
         db.migrate(conn)
         reader = db.connect(path)
         reader.execute("PRAGMA query_only = 1")
