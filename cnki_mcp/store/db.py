@@ -14,6 +14,7 @@ A batch that fails (disk full, a read-only directory) stays queued and is tried 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -209,6 +210,11 @@ def apply(conn: sqlite3.Connection, puts: Sequence[Put]) -> None:
             )
 
 
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def retry_delay(failures: int) -> float:
     """The wait before the next try after ``failures`` failed commits: 4, 8, 16 … s, at most 30 s, so a full
     disk is not hammered."""
@@ -243,6 +249,7 @@ class Writer:
         self.failure: SaveFailure | None = None
         self._next_try = 0.0
         self.pending_since = ""  # when the oldest change not committed yet was submitted
+        self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         # Milliseconds of each commit (its transaction and fsync), newest last: the benchmark's p99.
         self.commit_ms: list[float] = []
         self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
@@ -304,6 +311,34 @@ class Writer:
                 self._cond.wait(left)
             return self._committed >= target
 
+    async def settle(self, target: int, timeout: float) -> None:
+        """Wait on the event loop, without a thread, until :meth:`settled` holds for ``target`` (or ``timeout``)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._cond:
+            if self.settled(target):
+                return
+            self._waiters.append((target, loop, future))
+        try:
+            async with asyncio.timeout(timeout):
+                await future
+        except TimeoutError:
+            log.warning("a tool answered before its changes were committed (waited %.0f s)", timeout)
+        finally:
+            with self._cond:
+                self._waiters = [waiter for waiter in self._waiters if waiter[2] is not future]
+
+    def _wake(self) -> None:
+        """Resolve the loop waiters whose writes are now settled (called with the lock held)."""
+        keep = []
+        for target, loop, future in self._waiters:
+            if self.settled(target):
+                with contextlib.suppress(RuntimeError):  # a loop already closed has no one waiting
+                    loop.call_soon_threadsafe(_resolve, future)
+            else:
+                keep.append((target, loop, future))
+        self._waiters = keep
+
     def stop(self, timeout: float = 10.0) -> None:
         """A last attempt at what is queued, then the thread ends."""
         with self._cond:
@@ -359,6 +394,7 @@ class Writer:
                 self.failure = result
                 stopping = self._stop
                 self._cond.notify_all()
+                self._wake()
             self._on_result(result)
             if stopping and result is not None:
                 return  # the last attempt failed: close() says what is lost

@@ -505,9 +505,7 @@ class Store:
         if self._closed:
             return
         self.sync_meta()
-        target = self._writer.submitted
-        if not self._writer.settled(target):
-            await asyncio.to_thread(self._writer.wait, target, timeout)
+        await self._writer.settle(self._writer.submitted, timeout)
 
     def next_flush_delay(self) -> float:
         """How long the writer waits before trying a failed commit again: 4, 8, 16 … s, at most 30 s."""
