@@ -324,7 +324,7 @@ class Store:
     (or :meth:`close_sync`) commits what is left and releases the directory lock.
     """
 
-    def __init__(self, root: Path, path: Path, writer_conn: sqlite3.Connection, reader_conn: sqlite3.Connection, lock: DirectoryLock) -> None:
+    def __init__(self, root: Path, writer_conn: sqlite3.Connection, reader_conn: sqlite3.Connection, lock: DirectoryLock) -> None:
         self.root = root
         self._lock = lock
         self._closed = False
@@ -372,7 +372,7 @@ class Store:
                 recovery = migrate.salvage(path, str(damaged))
                 marker.unlink(missing_ok=True)
                 conns = _connect(path)
-            store = cls(root, path, *conns, lock)
+            store = cls(root, *conns, lock)
         except BaseException:
             lock.release()
             raise
