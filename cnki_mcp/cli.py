@@ -20,7 +20,6 @@ from cnki_mcp import __version__
 from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.setup.cli_words import Group, say, show_usage_error
-from cnki_mcp.site import reaper
 
 T = TypeVar("T")
 SHUTDOWN_SECONDS = 20
@@ -81,18 +80,9 @@ def cli(ctx: click.Context) -> None:
 
 
 def _terminal_hint() -> str:
-    return say(
-        "cnki-mcp 是一个 MCP 服务，由 AI 客户端（Claude Code、Cursor 等）启动，不在终端里直接使用。\n"
-        "  接入客户端：cnki-mcp setup（逐步询问）\n"
-        "  检查安装：  cnki-mcp doctor\n"
-        "  全部命令：  cnki-mcp help\n"
-        "  确实要在终端里启动 stdio 服务：cnki-mcp serve",
-        "cnki-mcp is an MCP server: an AI client (Claude Code, Cursor, ...) starts it; it is not used in a terminal.\n"
-        "  Connect a client: cnki-mcp setup (asks step by step)\n"
-        "  Check the install: cnki-mcp doctor\n"
-        "  Every command:    cnki-mcp help\n"
-        "  Really serve stdio in this terminal: cnki-mcp serve",
-    )
+    from cnki_mcp.setup.messages import msg
+
+    return msg("cli.terminal_hint")
 
 
 @cli.command(help=say(
@@ -116,7 +106,10 @@ def serve(ctx: click.Context, http: bool, host: str, port: int) -> None:
 
     explicit = {name for name in ("host", "port") if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
     if explicit and not http:
-        _fail(CnkiError("INVALID_ARGUMENT", f"--{'、--'.join(sorted(explicit))} 只能和 --http 一起使用。"))
+        from cnki_mcp.setup.messages import msg
+
+        flags = msg("clients.list_separator").join(f"--{name}" for name in sorted(explicit))
+        _fail(CnkiError("INVALID_ARGUMENT", msg("cli.http_only", flags=flags)))
     logs.configure(settings.data_root())
     try:
         if http:
@@ -190,7 +183,9 @@ def doctor(protocol: bool, as_json: bool, site: bool, report: bool) -> None:
         if not report:
             sys.exit(0 if passed else 1)
     if report:
-        click.echo(f"诊断报告已写入 {_run(_doctor_report())}")
+        from cnki_mcp.setup.messages import msg
+
+        click.echo(msg("cli.report_written", path=_run(_doctor_report())))
         return
     from cnki_mcp.setup.doctor import render, run_checks
 
@@ -210,7 +205,9 @@ async def _doctor_site() -> bool:
         check = await run_in_terminal(await app.jobs(), await app.start_site_check(), click.echo)
     except CnkiError as exc:
         if exc.code == "DATA_DIRECTORY_IN_USE":
-            exc.message += " 也可以在客户端中调用 diagnostics（参数 site_check=true），做同样的检查。"
+            from cnki_mcp.setup.messages import msg
+
+            exc.message += msg("cli.site_in_client")
         raise
     finally:
         await app.close()
@@ -239,26 +236,48 @@ async def _doctor_report() -> str:
 @click.option("--check", is_flag=True, help=say("运行完整性检查，并列出各类记录的数量。", "Run the integrity check and count each kind of record."))
 def store_command(dump_to: Path | None, check: bool) -> None:
     """本地文献库：--dump 导出，--check 完整性检查。"""
-    from cnki_mcp.store import migrate
+    from cnki_mcp.store import db, migrate
 
     if dump_to is None and not check:
-        raise click.UsageError(say("请指定 --dump FILE.json 或 --check。", "Give --dump FILE.json or --check."))
+        raise click.UsageError(msg("store.need_option"))
+    root = settings.data_root()
     ok = True
     try:
         if dump_to is not None:
-            click.echo(migrate.dump_text(settings.data_root(), dump_to))
+            target = Path(os.path.abspath(dump_to))
+            counts = migrate.dump(root / db.DB_FILE, target)
+            click.echo(msg("store.dumped", path=target, size=_megabytes(os.path.getsize(target)), counts=_counted(counts)))
         if check:
-            ok, text = migrate.check_text(settings.data_root())
-            click.echo(text)
+            report = migrate.check(root / db.DB_FILE)
+            head = msg("store.head", path=report["path"], size=_megabytes(report["size_bytes"]), version=report["schema_version"])
+            ok = not report["problems"]
+            if ok:
+                click.echo(msg("store.check_passed", head=head, counts=_counted(report["counts"])))
+            else:
+                listed = "\n".join(f"  {line}" for line in report["problems"][:20])
+                click.echo(msg("store.check_failed", head=head, problems=listed))
     except CnkiError as error:
         _fail(error)
     sys.exit(0 if ok else 1)
 
 
-@cli.command(name=reaper.GUARD_COMMAND, hidden=True)
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f}"
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """Each kind of record and how many, in the CLI's language."""
+    from cnki_mcp.store import db
+
+    return msg("clients.list_separator").join(msg("store.count", kind=msg(f"store.kind.{table}"), count=f"{counts.get(table, 0):,}") for table in db.TABLES)
+
+
+@cli.command(name=settings.GUARD_COMMAND, hidden=True)
 @click.argument("server", type=int)
 def browser_guard(server: int) -> None:
     """由服务自己启动：服务结束（哪怕被强行终止）时关闭它启动的浏览器。请勿手动运行。"""
+    from cnki_mcp.site import reaper
+
     reaper.guard(server)
 
 

@@ -107,6 +107,15 @@ if [ "$with_tests" = 1 ]; then
       echo "warning: no chromium found; browser tests will be skipped (install Debian's chromium)" >&2
     fi
   fi
+  # A CJK font, so the facet chart's tests also draw Chinese labels (the no-font path is tested either way).
+  if ! { command -v fc-list >/dev/null 2>&1 && [ -n "$(fc-list :lang=zh file 2>/dev/null)" ]; }; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      apt-get update -q
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-noto-cjk
+    else
+      echo "warning: no Chinese font found; the chart tests draw numbered bars only (install fonts-noto-cjk)" >&2
+    fi
+  fi
   # Node packages the tests use, each pinned by its lock file: the citeproc-js oracle and the official
   # MCP Bundle CLI (mcpb) that validates the .mcpb the release build writes.
   if command -v npm >/dev/null 2>&1; then

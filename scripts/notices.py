@@ -32,6 +32,13 @@ EMBEDDED = [
         "the PDF library inside the pypdfium2 wheels (about 8 MB); it reads the text layer, outline and Chinese "
         "text of downloaded papers for read_online_html source=download, with no PDF parsing of our own",
     ),
+    (
+        "Pillow's image libraries",
+        "FreeType (FTL), libpng, zlib, libjpeg-turbo (IJG/BSD-3-Clause), libtiff, libwebp, OpenJPEG, lcms2 and others, "
+        "under their own licences, whose texts the Pillow wheels carry",
+        "https://github.com/python-pillow/Pillow",
+        "linked into the Pillow wheels; the facet chart (search_facets chart=true) uses FreeType and libpng",
+    ),
 ]
 
 

@@ -35,6 +35,19 @@ def fake_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ[name] = value
 
 
+@pytest.fixture(scope="session", autouse=True)
+def chinese_cli() -> Iterator[None]:
+    """The CLI's lines in Chinese, its default, whatever the locale of the machine running the tests; a test
+    that means English sets CNKI_LANG=en itself."""
+    saved = os.environ.get("CNKI_LANG")
+    os.environ["CNKI_LANG"] = "zh"
+    yield
+    if saved is None:
+        os.environ.pop("CNKI_LANG", None)
+    else:
+        os.environ["CNKI_LANG"] = saved
+
+
 @pytest.fixture(autouse=True)
 def isolated_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own CNKI_DATA_DIR, so nothing touches a real user's data."""

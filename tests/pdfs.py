@@ -451,3 +451,63 @@ def en_breaks_pdf() -> bytes:
     pdf.table(EN_CAPTION, EN_TABLE)
     pdf.paragraph(EN_P6_NEXT, first=False)
     return pdf.save()
+
+
+# --- hostile files, written by hand: tiny on disk, expensive to read ------------------------------------
+
+
+def _pdf(objects: list[bytes]) -> bytes:
+    """A PDF of ``objects`` (object 1 the catalog), with its cross-reference table."""
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def dense_pdf(pages: int = 2, chars: int = 2_500_000, side: float = 14_400.0) -> bytes:
+    """``pages`` pages of ``side`` points square, each with ``chars`` one-point characters in one compressed
+    stream (the red team's 20 KB file: 2 pages of 14,400 pt, 5 M characters)."""
+    import zlib
+
+    per_line = 10_000
+    rows = b"".join(b"0 -1 Td (%s) Tj\n" % (b"A" * per_line) for _ in range(chars // per_line))
+    stream = zlib.compress(b"BT /F1 1 Tf 0 %d Td\n" % int(side) + rows + b"ET\n", 9)
+    kids = " ".join(f"{4 + i} 0 R" for i in range(pages)).encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages),
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ]
+    font = 4 + pages
+    objects += [
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Contents 3 0 R /Resources << /Font << /F1 %d 0 R >> >> >>"
+        % (int(side), int(side), font)
+        for _ in range(pages)
+    ]
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    return _pdf(objects)
+
+
+def long_pdf(pages: int = 10_000) -> bytes:
+    """``pages`` pages, each with a sentence of its own (a repeated one would be a running head)."""
+    font = 3 + 2 * pages
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>" % (" ".join(f"{3 + 2 * i} 0 R" for i in range(pages)).encode(), pages),
+    ]
+    for i in range(pages):
+        words = " ".join(("alpha", "beta", "gamma", "delta", "omega", "sigma")[(i >> k) % 6] for k in range(0, 24, 3))
+        text = b"BT /F1 12 Tf 72 700 Td (Paragraph %d of a long file reads %s here.) Tj ET" % (i, words.encode())
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents %d 0 R /Resources << /Font << /F1 %d 0 R >> >> >>"
+            % (4 + 2 * i, font)
+        )
+        objects.append(b"<< /Length %d >>\nstream\n" % len(text) + text + b"\nendstream")
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    return _pdf(objects)

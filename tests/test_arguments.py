@@ -10,6 +10,7 @@ import pytest
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.tool_args import (
     METADATA_FIELDS,
+    AuthorPapersArgs,
     CheckReferencesArgs,
     DiagnosticsArgs,
     DownloadPaperArgs,
@@ -17,6 +18,7 @@ from cnki_mcp.core.tool_args import (
     ExpertSearchArgs,
     ExportCitationsArgs,
     GetMetadataArgs,
+    JournalIssuesArgs,
     LinkReferencesArgs,
     LoginArgs,
     OperationControlArgs,
@@ -25,6 +27,7 @@ from cnki_mcp.core.tool_args import (
     RelatedPapersArgs,
     SaveToZoteroArgs,
     SearchArgs,
+    SearchFacetsArgs,
     SearchOptions,
     SearchResultsArgs,
     SessionStatusArgs,
@@ -90,9 +93,12 @@ DEFAULTS: list[tuple[str, dict[str, Any], msgspec.Struct]] = [
             options=SearchOptions(candidate_target=50, metadata="basic"),
         ),
     ),
+    ("search_facets", {"search_id": " op_1 "}, SearchFacetsArgs(search_id="op_1", limit=10, freshness="prefer_cache", on_verification="ask")),
     ("search_results", {"search_id": "op_1"}, SearchResultsArgs(search_id="op_1", scope="selected", view="titles", offset=0, limit=50)),
     ("get_metadata", {"record_refs": ["rec_a"]}, GetMetadataArgs(record_refs=["rec_a"], scope="selected", limit=50)),
     ("read_online_html", {"record_ref": "rec_a"}, ReadOnlineHtmlArgs(record_ref="rec_a", max_characters=20000, on_verification="ask")),
+    ("author_papers", {"author": " 郑丽 "}, AuthorPapersArgs(author="郑丽", limit=50, on_verification="ask")),
+    ("journal_issues", {"issn": " 1004-1303 "}, JournalIssuesArgs(issn="1004-1303", limit=50, on_verification="ask")),
     ("related_papers", {"record_ref": "rec_a"}, RelatedPapersArgs(record_ref="rec_a", relation="references", limit=50, wait_seconds=40, on_verification="ask")),
     ("save_to_zotero", {"search_id": "op_1"}, SaveToZoteroArgs(search_id="op_1", scope="selected", attach=True)),
     ("download_paper", {"title": "再论违约金调整"}, DownloadPaperArgs(title="再论违约金调整", format="auto", wait_seconds=120, on_verification="ask")),
@@ -125,7 +131,7 @@ def test_minimal_input_gets_documented_defaults(tool: str, raw: dict[str, Any], 
 
 def test_every_tool_has_a_struct_and_a_defaults_case() -> None:
     assert {d[0] for d in DEFAULTS} == set(REGISTRY)
-    assert len(REGISTRY) == len(ToolName) == 18
+    assert len(REGISTRY) == len(ToolName) == 21
 
 
 def test_zero_and_empty_mean_the_default() -> None:
@@ -259,7 +265,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ("export_citations", {"titles": ["t"] * 100, "format": "csl_json", "filename": "out.json"}),
     ("export_citations", {"record_refs": ["r"], "format": "custom", "template": "{title}"}),
     ("link_references", {"text": "字" * 174_762 + "ab", "lookup_missing": True}),  # exactly 512 KiB
-    ("login", {"remote_access_url": "https://vpn.example.edu.cn/cnki", "force": True}),
+    ("login", {"remote_access_url": "https://vpn.example.edu.cn/portal", "force": True}),
     ("session_status", {"refresh": True}),
     ("operation_control", {"action": "recover"}),
     ("operation_control", {"action": "show", "operation_id": "op_1"}),
@@ -275,6 +281,16 @@ def test_boundary_values_are_accepted(tool: str, raw: dict[str, Any]) -> None:
 
 WORD = "词"
 INVALID: list[tuple[str, Any, str]] = [
+    # search_facets: one listing, known facets, entries per facet, codes that can narrow
+    ("search_facets", {}, "INVALID_INPUT"),
+    ("search_facets", {"search_id": "op_1", "expression": {"field": "title", "value": "的"}}, "INVALID_INPUT"),
+    ("search_facets", {"search_id": "op_1", "year_from": 2020}, "INVALID_INPUT"),
+    ("search_facets", {"search_id": "op_1", "facets": ["colour"]}, "INVALID_FACET"),
+    ("search_facets", {"search_id": "op_1", "limit": 51}, "INVALID_LIMIT"),
+    ("search_facets", {"search_id": "op_1", "freshness": "stale"}, "INVALID_FRESHNESS"),
+    ("search_facets", {"search_id": "op_1", "facet_filters": {"year": ["CCL=I140"]}}, "INVALID_FACET_FILTER"),
+    ("structured_search", {"expression": {"field": "title", "value": "的"}, "facet_filters": {"fund": []}}, "INVALID_FACET_FILTER"),
+    ("expert_search", {"expression": "TI='的'", "facet_filters": {"colour": ["x"]}}, "INVALID_FACET"),
     # structure: unknown fields, wrong types, missing required fields
     ("nope", {}, "UNKNOWN_TOOL"),
     ("search", ["q"], "INVALID_INPUT"),
@@ -384,6 +400,20 @@ INVALID: list[tuple[str, Any, str]] = [
     ("download_paper", {"record_ref": "r", "wait_seconds": 901}, "INVALID_WAIT"),
     ("download_paper", {"record_ref": "r", "wait_seconds": -1}, "INVALID_WAIT"),
     ("download_paper", {"record_ref": "r", "on_verification": "x"}, "INVALID_POLICY"),
+    ("author_papers", {}, "INVALID_INPUT"),
+    ("author_papers", {"author": "  "}, "INVALID_INPUT"),
+    ("author_papers", {"author": "郑丽", "record_ref": "rec_a", "institution": "北江大学"}, "INVALID_INPUT"),
+    ("author_papers", {"author": "郑丽", "limit": 101}, "INVALID_LIMIT"),
+    ("author_papers", {"author": "郑丽", "offset": 151}, "INVALID_OFFSET"),
+    ("author_papers", {"author": "郑丽", "on_verification": "x"}, "INVALID_POLICY"),
+    ("journal_issues", {}, "INVALID_INPUT"),
+    ("journal_issues", {"journal": "法学评论", "issn": "1004-1303"}, "INVALID_INPUT"),
+    ("journal_issues", {"journal": "法学评论", "year": 2024}, "INVALID_INPUT"),
+    ("journal_issues", {"journal": "法学评论", "issue": "06"}, "INVALID_INPUT"),
+    ("journal_issues", {"journal": "法学评论", "year": 2201, "issue": "06"}, "INVALID_YEAR"),
+    ("journal_issues", {"journal": "法学评论", "year": 2024, "issue": "06", "limit": 101}, "INVALID_LIMIT"),
+    ("journal_issues", {"journal": "法学评论", "year": 2024, "issue": "06", "offset": -1}, "INVALID_OFFSET"),
+    ("journal_issues", {"cn": "42-1090/D", "on_verification": "x"}, "INVALID_POLICY"),
     ("related_papers", {}, "INVALID_INPUT"),
     ("related_papers", {"record_ref": "r", "title": "t"}, "INVALID_INPUT"),
     ("related_papers", {"record_ref": "r", "relation": "cited_by"}, "INVALID_RELATION"),

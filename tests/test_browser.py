@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 import pytest
@@ -406,3 +407,62 @@ async def test_server_exit_without_close_leaves_no_browser(tmp_path: Path, endin
         server.kill()
         server.wait()
     await _assert_gone(profile)
+
+
+class _Addr(NamedTuple):
+    ip: str
+    port: int
+
+
+class _Conn(NamedTuple):
+    laddr: _Addr
+    raddr: _Addr
+    pid: int | None
+    status: str = psutil.CONN_ESTABLISHED
+
+
+def test_a_socket_of_ours_the_machine_table_could_not_place_is_no_stranger(monkeypatch: pytest.MonkeyPatch) -> None:
+    port, ours = 40000, 4242
+    opened_meanwhile = _Conn(_Addr("127.0.0.1", 50001), _Addr("127.0.0.1", port), None)  # ours, owner not found yet
+    hidden = _Conn(_Addr("127.0.0.1", 50002), _Addr("127.0.0.1", port), None)  # another user's: its pid is hidden
+    known = _Conn(_Addr("127.0.0.1", 50003), _Addr("127.0.0.1", port), 777)
+    browser_side = _Conn(_Addr("127.0.0.1", port), _Addr("127.0.0.1", 50001), 999)
+    monkeypatch.setattr(psutil, "net_connections", lambda kind: [opened_meanwhile, hidden, known, browser_side])
+
+    class Own:
+        def __init__(self, pid: int) -> None:
+            assert pid == ours
+
+        def net_connections(self, kind: str) -> list[_Conn]:
+            return [opened_meanwhile._replace(pid=ours)]
+
+    monkeypatch.setattr(psutil, "Process", Own)
+    assert chrome_module.devtools_strangers(port, ours) == [None, 777]
+
+
+@pytest.mark.browser
+async def test_another_process_on_the_devtools_port_ends_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CNKI_HEADLESS", "1")
+    browser = Browser(tmp_path / "profile", Path(_chromium()))
+    await browser.ensure()
+    try:
+        port = browser._session.port  # type: ignore[union-attr]
+        pid = browser.process_id
+        assert pid is not None
+        # Another local program (a child process: not this one) opens the port the way a CDP client would.
+        intruder = subprocess.Popen(
+            [sys.executable, "-c", f"import socket, time; s = socket.create_connection(('127.0.0.1', {port})); time.sleep(30)"]
+        )
+        try:
+            with pytest.raises(Exception) as caught:
+                for _ in range(100):  # bounded: 10 s
+                    await browser.ensure()
+                    await asyncio.sleep(0.1)
+            assert getattr(caught.value, "code", "") == "BROWSER_DEVTOOLS_INTRUDED", caught.value
+            assert intruder.pid in caught.value.details["pids"]  # type: ignore[attr-defined]
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        finally:
+            intruder.kill()
+            intruder.wait(5)
+    finally:
+        await browser.close()

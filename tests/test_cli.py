@@ -54,7 +54,7 @@ def test_schema_is_the_served_tool_list(isolated_data_dir: Path) -> None:
     assert done.returncode == 0, done.stderr
     tools = json.loads(done.stdout)["tools"]
     assert [t["name"] for t in tools] == sorted(t["name"] for t in tools)
-    assert len(tools) == 18
+    assert len(tools) == 21
     assert all(t["inputSchema"]["type"] == "object" for t in tools)
 
 
@@ -67,7 +67,7 @@ def test_doctor_json_reports_without_locking_or_starting_anything(isolated_data_
     assert report["data_dir"] == str(isolated_data_dir)
     assert report["browser_executable"] == {"found": True, "path": sys.executable, "source": "config.json"}
     assert [(c["client"], c["status"]) for c in report["clients"]] == [("claude-code", "current")]
-    assert [check["name"] for check in report["checks"]] == ["config", "browser", "display", "clients", "log"]
+    assert [check["name"] for check in report["checks"]] == ["config", "route", "browser", "display", "clients", "log"]
     assert report["verdict"] == {"ok": True, "problems": 0, "warnings": 0, "message": "结论：一切正常。"}
     assert not (isolated_data_dir / "cnki.lock").exists()
     assert not (isolated_data_dir / "browser").exists()
@@ -78,7 +78,7 @@ def test_doctor_prints_a_line_per_check_and_a_verdict(isolated_data_dir: Path, t
     done = run("doctor", data_dir=isolated_data_dir, HOME=str(tmp_path / "home"), WAYLAND_DISPLAY="wayland-0")
     lines = done.stdout.splitlines()
     assert lines[0] == f"cnki-mcp {__version__} 本地检查（数据目录：{isolated_data_dir}）"
-    assert [line[:2] for line in lines[1:-1]] == ["✓ ", "✓ ", "✓ ", "✓ ", "✓ "]
+    assert [line[:2] for line in lines[1:-1]] == ["✓ ", "✓ ", "✓ ", "✓ ", "✓ ", "✓ "]
     assert lines[-1] == "结论：一切正常。"
 
 
@@ -90,10 +90,10 @@ def test_doctor_on_a_fresh_machine_without_a_screen_warns_at_each_step(isolated_
     assert done.returncode == 0, done.stdout
     assert lines[1] == (f"⚠ 这个数据目录还没有设置过（没有 {isolated_data_dir / 'config.json'}）：请运行 cnki-mcp setup，"
                         "它会选择并检查浏览器、接入客户端。")
-    assert lines[3].startswith("⚠ 这是一个 SSH 会话，没有图形界面：登录和验证码需要的浏览器窗口打不开。")
-    assert "CNKI_HEADLESS=1" in lines[3] and "cnki-mcp serve --http" in lines[3]
-    assert lines[4].startswith("⚠ 还没有客户端接入：") and "cnki-mcp setup --client <客户端> --install-client" in lines[4]
-    assert lines[6] == ("⚠ 环境变量 CNKI_REQUEST_INTERVAL_MS='fast' 不是正整数，已改用默认值 500；"
+    assert lines[4].startswith("⚠ 这是一个 SSH 会话，没有图形界面：登录和验证码需要的浏览器窗口打不开。")
+    assert "CNKI_HEADLESS=1" in lines[4] and "cnki-mcp serve --http" in lines[4]
+    assert lines[5].startswith("⚠ 还没有客户端接入：") and "cnki-mcp setup --client <客户端> --install-client" in lines[5]
+    assert lines[7] == ("⚠ 环境变量 CNKI_REQUEST_INTERVAL_MS='fast' 不是正整数，已改用默认值 500；"
                         "请在客户端配置的 env 中改正或删除它。")
     assert lines[-1] == "结论：可以运行，但有 4 处需要注意，请按上面标 ⚠ 的提示处理。"
 

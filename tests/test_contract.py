@@ -40,11 +40,14 @@ HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 READ_ONLY = {
     "check_references",
     "search",
+    "search_facets",
     "structured_search",
     "expert_search",
     "search_results",
     "get_metadata",
     "related_papers",
+    "journal_issues",
+    "author_papers",
     "read_online_html",
     "link_references",
     "session_status",
@@ -59,6 +62,7 @@ REQUIRED = {
     "search_results": ["search_id"],
     "link_references": ["text"],
     "operation_control": ["action"],
+    "author_papers": ["author"],
 }
 
 
@@ -119,7 +123,7 @@ def test_contract_check_reports_no_mismatch(tmp_path: Path) -> None:
     dump.write_text(json.dumps(tools_document(), ensure_ascii=False), encoding="utf-8")
     run = subprocess.run([sys.executable, str(CHECKER), str(dump)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "18 served, 0 mismatches" in run.stdout
+    assert "21 served, 0 mismatches" in run.stdout
 
 
 async def test_schema_document_is_what_tools_list_serves() -> None:
@@ -134,7 +138,7 @@ async def test_schema_document_is_what_tools_list_serves() -> None:
 def test_tools_sorted_by_name() -> None:
     names = [t.name for t in server.TOOLS]
     assert names == sorted(names) == sorted(REGISTRY)
-    assert len(names) == 18
+    assert len(names) == 21
 
 
 def test_annotations_carry_all_four_hints() -> None:
@@ -161,7 +165,7 @@ def _walk_objects(schema: dict[str, Any], path: str) -> list[tuple[str, dict[str
 def test_objects_reject_unknown_properties_except_the_expression() -> None:
     for name, tool in by_name().items():
         for path, obj in _walk_objects(tool["inputSchema"], name):
-            expected = path == "structured_search.expression"
+            expected = path in ("structured_search.expression", "search_facets.expression")
             assert obj["additionalProperties"] is expected, path
 
 

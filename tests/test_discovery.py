@@ -159,3 +159,15 @@ def test_browser_report_says_where_the_browser_comes_from(tmp_path: Path, monkey
     assert discovery.browser_report(Config(browser_path=str(configured)), with_env, "linux")["source"] == "CNKI_BROWSER_PATH"
     missing = discovery.browser_report(Config(), {"PATH": str(tmp_path / "none"), "HOME": str(tmp_path)}, "linux")
     assert missing["found"] is False and "setup" in missing["message"]
+
+
+@posix_only
+def test_a_missing_browser_report_names_the_setting_that_points_nowhere(tmp_path: Path) -> None:
+    nowhere = {"PATH": str(tmp_path / "none"), "HOME": str(tmp_path)}
+    gone = str(tmp_path / "gone" / "chrome")
+    by_config = discovery.browser_report(Config(browser_path=gone), nowhere, "linux")
+    by_env = discovery.browser_report(Config(browser_path=gone), {**nowhere, "CNKI_BROWSER_PATH": gone + "2"}, "linux")
+    by_nothing = discovery.browser_report(Config(), nowhere, "linux")
+    assert (by_config["missing_from"], by_config["missing_path"]) == ("config.json", gone)
+    assert (by_env["missing_from"], by_env["missing_path"]) == ("CNKI_BROWSER_PATH", gone + "2")
+    assert "missing_from" not in by_nothing and "missing_path" not in by_nothing

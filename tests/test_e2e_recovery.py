@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
+import sys
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -82,7 +84,10 @@ class Mcp(McpSession):
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def mcp(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mcp]:
     data = tmp_path_factory.mktemp("recovery") / "data"
-    async with Mcp.serving(serve_params(data, kns_server.browser_args, CNKI_INLINE_WAIT_SECONDS="2")) as mcp:
+    # The person who opens a tab by hand does it over the DevTools port: the one process let on it besides ours.
+    person = (sys.executable, "-m", "tests.serve_beside_a_person", "serve")
+    params = serve_params(data, kns_server.browser_args, command=person, CNKI_INLINE_WAIT_SECONDS="2", CNKI_TEST_PERSON_PID=str(os.getpid()))
+    async with Mcp.serving(params) as mcp:
         yield mcp
 
 
@@ -109,7 +114,8 @@ async def test_a_grid_redirect_to_the_login_host_is_a_login_wall_for_a_person(mc
 
 
 def _open_tab_by_hand(profile: Path, url: str) -> str:
-    """Open a tab through the browser's own DevTools HTTP endpoint, as a person would: not through the server."""
+    """Open a tab through the browser's own DevTools HTTP endpoint, as a person would: not through the server
+    (the module's server lets this process on the port: ``tests/serve_beside_a_person.py``)."""
     port = int((profile / "DevToolsActivePort").read_text(encoding="utf-8").splitlines()[0])
     request = urllib.request.Request(f"http://127.0.0.1:{port}/json/new?{quote(url, safe=':/?=&')}", method="PUT")
     with urllib.request.urlopen(request, timeout=10) as answer:

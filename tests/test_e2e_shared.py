@@ -210,3 +210,17 @@ async def test_with_three_servers_one_takes_over_and_the_other_rejoins(tmp_path:
                 assert len(owners) == 1 and owner not in owners  # one took over, the other joined it
                 missing = await third.result("search_results", {"search_id": "x"})
                 assert missing.structured_content["errors"][0]["code"] == "SEARCH_NOT_FOUND"
+
+
+async def test_the_first_call_after_the_owner_is_killed_reaches_the_new_owner(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with (tmp_path / "stderr.txt").open("w") as errlog:
+        async with McpSession.serving(offline_params(data), errlog=errlog) as first:
+            owner = (await first.call("diagnostics", {}))["owner_pid"]
+            async with McpSession.serving(offline_params(data), errlog=errlog) as second:
+                assert (await second.call("diagnostics", {}))["owner_pid"] == owner
+                os.kill(owner, signal.SIGKILL)
+                # At once: before the relay notices the owner is gone, the call's POST finds nobody listening.
+                result = await asyncio.wait_for(second.result("diagnostics", {}), 30)
+                assert not result.is_error, result.structured_content
+                assert result.structured_content["owner_pid"] not in (owner, None)

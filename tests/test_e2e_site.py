@@ -565,7 +565,7 @@ async def test_login_session_show_and_recover_over_mcp(kns: KnsSimulator, tmp_pa
     profile = tmp_path / "browser" / "profile"
     kns.configure(login="institution", institution_name="华东政法大学")
     async with McpSession.serving(serve_params(tmp_path, kns.browser_args), read_timeout=60) as mcp:
-        assert len((await mcp.client.list_tools()).tools) == 18
+        assert len((await mcp.client.list_tools()).tools) == 21
         report = await mcp.call("diagnostics", {})
         assert await mcp.call("session_status", {}) == {
             "personal": "not_observed", "institution": "not_observed", "permission_scope": "unknown",

@@ -14,10 +14,11 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Channel, Plan
 from cnki_mcp.research.expert import (
     COMPARISONS,
+    EXPRESSION_MAX_CHARS,
     FIELDS,
     LOGIC,
     MATCH_OPERATORS,
-    MAX_CHARS,
+    MAX_DEPTH,
     NUMERIC_FIELDS,
     Clause,
     Join,
@@ -185,7 +186,7 @@ def test_a_full_width_hyphen_inside_a_word_is_named_whole() -> None:
 def test_deep_brackets_are_refused_not_recursed_into() -> None:
     error = refusal("(" * 40 + "TI='a'" + ")" * 40)
 
-    assert error.details == {"position": 26}
+    assert error.details == {"position": MAX_DEPTH + 1}
 
 
 def test_too_many_conditions_are_refused() -> None:
@@ -195,9 +196,9 @@ def test_too_many_conditions_are_refused() -> None:
 
 
 def test_an_expression_over_the_length_limit_is_refused() -> None:
-    error = refusal("TI='" + "字" * MAX_CHARS + "'")
+    error = refusal("TI='" + "字" * EXPRESSION_MAX_CHARS + "'")
 
-    assert error.details == {"position": MAX_CHARS + 1}
+    assert error.details == {"position": EXPRESSION_MAX_CHARS + 1}
 
 
 # --- normalisation -------------------------------------------------------------------------------------
@@ -345,7 +346,7 @@ def test_a_canonical_form_over_the_limit_is_refused() -> None:
     with pytest.raises(CnkiError) as caught:
         plan_expert(text)
 
-    assert len(text) <= MAX_CHARS
+    assert len(text) <= EXPRESSION_MAX_CHARS
     assert caught.value.details == {"position": 1}
     assert "写成知网格式后" in caught.value.message
 
@@ -445,3 +446,21 @@ def test_a_structured_tree_and_its_expression_select_the_same_records(tree: dict
     expert = parse(from_structured(tree)).tree
 
     assert holds_expert(expert, true) == holds_structured(tree, true)
+
+
+def test_nesting_is_refused_one_bracket_over_the_limit() -> None:
+    deepest = "(" * MAX_DEPTH + "TI='a'" + ")" * MAX_DEPTH
+    assert parse(deepest).tree == parse("TI='a'").tree
+
+    error = refusal("(" * (MAX_DEPTH + 1) + "TI='a'" + ")" * (MAX_DEPTH + 1))
+
+    assert error.details == {"position": MAX_DEPTH + 1}
+    assert f"{MAX_DEPTH} 层" in error.message
+
+
+@pytest.mark.parametrize(("control", "name"), [("\x00", "U+0000"), ("\x1b", "U+001B"), ("\u202e", "U+202E"), ("\u2066", "U+2066")])
+def test_control_characters_are_refused_where_they_are(control: str, name: str) -> None:
+    error = refusal(f"TI='法{control}学' AND AU='张'")
+
+    assert error.details == {"position": 6}
+    assert name in error.message

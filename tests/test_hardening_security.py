@@ -27,7 +27,8 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper
 from cnki_mcp.documents.download_files import DownloadRequest, check_target
 from cnki_mcp.ops.jobs import kind_budget
-from cnki_mcp.pages.parse import _resolve, is_site_url, parse_detail
+from cnki_mcp.pages.parse import parse_detail
+from cnki_mcp.pages.urls import is_site_url, resolve_href
 from cnki_mcp.references import citations
 from cnki_mcp.setup import clients
 from cnki_mcp.surface.tools import parse_arguments
@@ -233,7 +234,7 @@ FOREIGN_HOSTS = [
 @pytest.mark.parametrize("url", FOREIGN_HOSTS)
 def test_foreign_links_are_never_followed(url: str) -> None:
     assert not is_site_url(url)
-    assert _resolve(url, "https://kns.cnki.net/kns8s/defaultresult/index") == ""
+    assert resolve_href(url, "https://kns.cnki.net/kns8s/defaultresult/index") == ""
 
 
 def test_a_detail_page_linking_elsewhere_gives_no_journal_link() -> None:
@@ -457,19 +458,6 @@ def test_an_absolute_export_name_is_invalid_not_an_existence_oracle(tmp_path: Pa
 # --- secrets: cookies, tokens and reader invoices stay inside the browser ------------------------------------
 
 
-async def _devtools(profile: Path, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    """One DevTools call on the server's running browser (its own endpoint, read from the profile)."""
-    import websockets
-
-    port, path = (profile / "DevToolsActivePort").read_text().split()[:2]
-    async with websockets.connect(f"ws://127.0.0.1:{port}{path}", max_size=None) as ws:
-        await ws.send(json.dumps({"id": 1, "method": method, "params": params}))
-        while (reply := json.loads(await asyncio.wait_for(ws.recv(), 10))).get("id") != 1:
-            pass
-    assert "error" not in reply, reply
-    return reply["result"]
-
-
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.timeout(300)
@@ -480,17 +468,14 @@ async def test_no_cookie_token_or_invoice_reaches_results_logs_or_snapshots(kns:
 
     data = tmp_path / "data"
     refs = seed_papers(data, kns, 2)
-    kns.configure(login="institution", reader="full")
+    # The site sets the session cookies, as CNKI does; the test never touches the browser's DevTools port
+    # (another process there ends the browser: BROWSER_DEVTOOLS_INTRUDED).
     cookies = {"SID_kns8": f"sid-{secrets.token_hex(16)}", "Ecp_Session": f"tok-{secrets.token_hex(16)}"}
+    kns.configure(login="institution", reader="full", session_cookies=cookies)
     replies: list[dict[str, Any]] = []
     with open(tmp_path / "stderr.txt", "ab") as errlog:
         async with sim_server(data, kns, errlog, CNKI_LOG_LEVEL="DEBUG") as mcp:
             replies.append(await mcp.wait(await mcp.call("session_status", {"refresh": True})))
-            profile = data / "browser" / "profile"
-            await _devtools(profile, "Storage.setCookies", {"cookies": [
-                {"name": name, "value": value, "domain": ".cnki.net", "path": "/", "secure": True, "httpOnly": True}
-                for name, value in cookies.items()
-            ]})
             kns.fault("grid", "truncate", fraction=0.02, times=2)  # a broken page: a snapshot is saved
             for tool, args in (
                 ("structured_search", {"expression": {"field": "title", "value": "法"}, "limit": 5, "options": {"freshness": "live"}}),
@@ -506,9 +491,10 @@ async def test_no_cookie_token_or_invoice_reaches_results_logs_or_snapshots(kns:
             # invoice-bearing figure links) is saved as a snapshot and the rendered page is read.
             kns.configure(reader_generation="kreader", reader_data="once")
             replies.append(await mcp.wait(await mcp.call("read_online_html", {"record_ref": refs[1]})))
-            # The secrets were really in play: the browser still holds the cookies for every cnki.net request.
-            held = (await _devtools(profile, "Storage.getCookies", {}))["cookies"]
-            assert {c["value"] for c in held if c["domain"] == ".cnki.net"} >= set(cookies.values())
+    # The secrets were really in play: the browser sent both cookies back with its searches, pages, reads and downloads.
+    sent = [f"{name}={value}" for name, value in cookies.items()]
+    carried = {r.endpoint for r in kns.requests if all(pair in r.headers.get("Cookie", "").split("; ") for pair in sent)}
+    assert carried >= {"grid", "detail", "reader", "download", "file"}, carried
     tokens = {r.query[key] for r in kns.requests for key in ("invoice", "nonce") if r.query.get(key)}
     assert tokens, replies[4:6]
     assert replies[4]["status"] == "completed", replies[4:6]

@@ -7,13 +7,16 @@ import asyncio
 import json
 import os
 import re
+import resource
 import stat
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
+import psutil
 import pytest
 from click.testing import CliRunner
 from mcp import ClientSession
@@ -23,6 +26,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from cnki_mcp.cli import cli
 from cnki_mcp.serving import endpoint
 from tests.harness import REPO
+
+FIGURES: dict[str, float] = {}
 
 URL_LINE = re.compile(r"HTTP 服务：(http://[^\s/]+:(\d+)/mcp)")
 INIT = {
@@ -37,12 +42,19 @@ def _env(data: Path) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def http_server(data: Path, *args: str) -> AsyncIterator[tuple[str, asyncio.subprocess.Process, list[str]]]:
-    """``cnki-mcp serve --http --port 0 …`` on ``data``; its URL (read from stderr), the process and stderr lines."""
+async def http_server(
+    data: Path, *args: str, descriptors: int = 0
+) -> AsyncIterator[tuple[str, asyncio.subprocess.Process, list[str]]]:
+    """``cnki-mcp serve --http --port 0 …`` on ``data``; its URL (read from stderr), the process and stderr lines.
+    ``descriptors``: the server's descriptor limit (soft and hard), as on a machine with a low one."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors, descriptors))
+
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "cnki_mcp", "serve", "--http", "--port", "0", *args,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env=_env(data), cwd=REPO,
+        env=_env(data), cwd=REPO, preexec_fn=limit if descriptors else None,
     )
     lines: list[str] = []
     assert proc.stderr is not None
@@ -176,3 +188,42 @@ def test_allowed_hosts() -> None:
     assert endpoint.allowed_hosts("127.0.0.1", 8765) == {"127.0.0.1:8765", "localhost:8765", "[::1]:8765"}
     assert "10.1.2.3:80" in endpoint.allowed_hosts("10.1.2.3", 80)
     assert "localhost:80" not in endpoint.allowed_hosts("10.1.2.3", 80)
+
+
+def test_a_token_file_loosened_at_run_time_is_tightened_again(tmp_path: Path) -> None:
+    tokens = endpoint._TokenFile(tmp_path)
+    path = tmp_path / endpoint.TOKEN_FILE
+    expected = path.read_bytes().strip()
+    path.chmod(0o644)
+
+    assert tokens.current() == expected
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+
+async def test_a_thousand_idle_connections_without_the_token_never_keep_a_real_call_out(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with http_server(data, descriptors=1024) as (url, proc, lines):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        held: list[asyncio.StreamWriter] = []
+        for n in range(1000):  # idle ones, and ones that stop in the middle of their headers
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            if n % 2:
+                writer.write(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
+            held.append(writer)
+        try:
+            started = time.monotonic()
+            async with httpx2.AsyncClient(timeout=10) as http:
+                answer = await http.post(url, json=INIT, headers={**ACCEPT, "authorization": f"Bearer {_token(data)}"})
+            FIGURES["real_call_seconds"] = time.monotonic() - started
+            open_now = len(psutil.Process(proc.pid).net_connections("tcp"))
+        finally:
+            for writer in held:
+                writer.close()
+        assert answer.status_code == 200
+        assert FIGURES["real_call_seconds"] < 2.0, FIGURES
+        assert open_now <= endpoint.CONNECTIONS_MAX // 2 + 8  # cap: a quarter of 1,024, the listener and the call
+    text = "".join(lines)
+    assert "Traceback" not in text
+    assert len(lines) < 40, text[-2000:]
+    print(f"real call behind 1,000 idle connections: {FIGURES['real_call_seconds'] * 1000:.0f} ms")

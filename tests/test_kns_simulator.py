@@ -431,6 +431,26 @@ def test_status_bursts_then_ok_and_request_log(kns: KnsSimulator) -> None:
     assert kns.counts == {"grid": 1}
 
 
+def test_session_cookies_are_set_on_every_answer_and_the_cookie_header_is_logged(kns: KnsSimulator) -> None:
+    def answer(path: str, host: str, cookie: str = "") -> list[str]:
+        conn = http.client.HTTPSConnection("127.0.0.1", kns.port, context=CTX, timeout=10)
+        try:
+            conn.request("GET", path, headers={"Host": host, **({"Cookie": cookie} if cookie else {})})
+            r = conn.getresponse()
+            r.read()
+            return r.msg.get_all("Set-Cookie") or []
+        finally:
+            conn.close()
+
+    assert answer("/kns8s/AdvSearch", "kns.cnki.net") == []  # by default the simulator sets no cookie
+    kns.configure(session_cookies={"SID_kns8": "sid-1", "Ecp_Session": "tok-2"})
+    set_by = {host: answer(path, host, "SID_kns8=sid-1") for host, path in (
+        ("kns.cnki.net", "/kns8s/AdvSearch"), ("login.cnki.net", "/login/"), ("bar.cnki.net", "/bar/download/order"))}
+    assert set_by == dict.fromkeys(set_by, [
+        "SID_kns8=sid-1; Domain=.cnki.net; Path=/; Secure; HttpOnly", "Ecp_Session=tok-2; Domain=.cnki.net; Path=/; Secure; HttpOnly"])
+    assert [r.headers.get("Cookie") for r in kns.requests] == [None, "SID_kns8=sid-1", "SID_kns8=sid-1", "SID_kns8=sid-1"]
+
+
 def test_captcha_on_nth_request_until_solved(kns: KnsSimulator) -> None:
     q = qjson([leaf("SU", "绿色金融", "TOPRANK")])
     kns.captcha("grid", after=2)

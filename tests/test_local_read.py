@@ -3,7 +3,10 @@ tests/pdfs.py, read by PDFium, laid out, paged and answered from the download le
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -12,10 +15,11 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, Paper
+from cnki_mcp.documents import local_read
 from cnki_mcp.documents.local_read import LocalFiles, pages_covered, read_document
 from cnki_mcp.documents.online_reader import TextWindow
 from cnki_mcp.documents.pdf_layout import drop_furniture, layout
-from cnki_mcp.documents.pdf_text import Line, pdf_bytes_of, read_pdf
+from cnki_mcp.documents.pdf_text import MAX_PAGES, Budget, Line, Stopped, pdf_bytes_of, read_pdf
 from cnki_mcp.store.library import Store
 from tests import pdfs
 
@@ -266,3 +270,75 @@ def test_paragraphs_across_page_and_column_breaks_are_one(
     assert [s.title for s in sections] == (["1 Introduction", "2 Method"] if "en" in name else ["一、引言", "二、违约金调整的规范基础"])
     page = pages_covered(read.page_starts, text.index(blocks[7]), text.index(blocks[7]) + 1, len(text))
     assert page == ([4] if "en" not in name else [5])  # where the paragraph starts
+
+
+# --- hostile files ----------------------------------------------------------------------------------------
+
+
+def test_a_page_of_millions_of_one_point_characters_is_too_complex() -> None:
+    with pytest.raises(CnkiError) as caught:
+        read_pdf(pdfs.dense_pdf())
+    assert caught.value.code == "PDF_TOO_COMPLEX"
+    assert caught.value.details == {"page": 1}
+    assert "online" in caught.value.message
+
+
+def test_a_page_over_its_time_is_too_complex() -> None:
+    with pytest.raises(CnkiError) as caught:
+        read_pdf(pdfs.dense_pdf(pages=1, chars=150_000), Budget(page_seconds=0.0))
+    assert caught.value.code == "PDF_TOO_COMPLEX"
+    assert "秒" in caught.value.message
+
+
+def test_a_stopped_parse_ends_at_once() -> None:
+    budget = Budget()
+    budget.stop.set()
+    with pytest.raises(Stopped):
+        read_pdf(pdfs.article_pdf(), budget)
+
+
+@pytest.mark.slow  # ~10 s: 2,000 pages read
+def test_a_ten_thousand_page_file_says_ten_thousand_pages(tmp_path: Path) -> None:
+    path = tmp_path / "long.pdf"
+    path.write_bytes(pdfs.long_pdf(10_000))
+    coverage = read_document(path, TITLE).coverage
+    assert (coverage.pages, coverage.pages_read) == (10_000, MAX_PAGES)
+
+
+async def test_concurrent_reads_of_one_file_share_one_parse(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger(store, pdfs.article_pdf())
+    calls: list[Path] = []
+
+    def counted(path: Path, title: str, budget: Budget | None = None) -> object:
+        calls.append(path)
+        return read_document(path, title, budget)
+
+    monkeypatch.setattr(local_read, "read_document", counted)
+    files = LocalFiles()
+    replies = await asyncio.gather(*(files.read(store, REF, "download", PAGE) for _ in range(6)))
+    assert len(calls) == 1
+    assert len({msgspec.json.encode(reply) for reply in replies}) == 1
+
+
+async def test_a_cancelled_read_stops_its_parse(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger(store, pdfs.article_pdf())
+    started, ended = threading.Event(), threading.Event()
+
+    def endless(path: Path, title: str, budget: Budget | None = None) -> object:
+        assert budget is not None
+        started.set()
+        try:
+            for _ in range(6000):  # bounded: 60 s at most
+                budget.check()
+                time.sleep(0.01)
+            raise AssertionError("the parse was never stopped")
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(local_read, "read_document", endless)
+    reading = asyncio.create_task(LocalFiles().read(store, REF, "download", PAGE))
+    await asyncio.to_thread(started.wait, 10)
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    assert await asyncio.to_thread(ended.wait, 5)

@@ -12,8 +12,9 @@ import pytest_asyncio
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import SessionState
 from cnki_mcp.ops.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.pages.urls import is_cnki_url as _cnki_page
 from cnki_mcp.site.limiter import Limiter
-from cnki_mcp.site.session import Sessions, _cnki_page, identified, session_view
+from cnki_mcp.site.session import Sessions, identified, session_view
 from cnki_mcp.site.site import Site
 from cnki_mcp.store.library import Store
 

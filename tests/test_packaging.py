@@ -6,6 +6,7 @@ end-to-end run of the frozen Linux build (build → unpack into a path with spac
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import importlib.util
 import json
@@ -591,6 +592,23 @@ async def _talk_to_frozen_server(
         assert titles, titles
         assert all(term in title for title in titles), titles
         assert sim.count("grid") >= 1  # the frozen server's Chromium really went to the simulated CNKI
+
+        # The facet panel and its chart: Pillow and its image libraries are in the frozen program.
+        chart_reply = await mcp.result("search_facets", {"expression": {"field": "title", "value": term}, "chart": True,
+                                                          "facets": ["year", "source"]})
+        facets = json.loads(chart_reply.content[0].text)  # type: ignore[union-attr]
+        while facets.get("status") in ("running", "awaiting_user"):
+            chart_reply = await mcp.result("operation_status", {"operation_id": facets["operation_id"], "wait_seconds": 5})
+            facets = json.loads(chart_reply.content[0].text)  # type: ignore[union-attr]
+        assert facets["status"] == "completed", facets
+        (image,) = chart_reply.content[1:]
+        png = base64.b64decode(image.data)  # type: ignore[union-attr]
+        chart = facets["result"]["chart"]
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) == chart["bytes"]
+        assert [row["label"] for row in facets["result"]["chart_table"] if row["facet"] == "year"] == [
+            entry["value"] for entry in facets["result"]["facets"]["year"]
+        ]
+        assert sim.count("group") == 1
 
         # The browser the frozen server starts saves into downloads/ under '测试 目录' (the client gives no locale).
         sim.configure(download="ok", login="institution")

@@ -16,16 +16,8 @@ from cnki_mcp.pages.page_state import (
     parse_session,
     refusal_in_url,
 )
-from cnki_mcp.pages.parse import (
-    check_identity,
-    is_site_url,
-    parse_count,
-    parse_detail,
-    parse_grid,
-    parse_journal,
-    public_url,
-    strip_role_suffix,
-)
+from cnki_mcp.pages.parse import check_identity, parse_count, parse_detail, parse_grid, parse_journal, strip_role_suffix
+from cnki_mcp.pages.urls import is_site_url, public_url
 from tests.kns.corpus import JOURNALS
 from tests.kns.pages import journal_page
 from tests.kns.server import Scenario

@@ -33,6 +33,12 @@ KILL_DEADLINE = 10.0  # seconds the browser may take to go once the server is SI
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and the guard process are POSIX")
 
 
+def _listening(port: int) -> bool:
+    """Whether something listens on ``port``, seen in the connection table: connecting to a live server's
+    DevTools port would make it end its browser (BROWSER_DEVTOOLS_INTRUDED)."""
+    return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in psutil.net_connections(kind="tcp"))
+
+
 def _accepts(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
         return True
@@ -62,8 +68,9 @@ async def _kill_server_with_browser(data: Path, browser_args: str) -> Killed:
         report = await session.call("diagnostics", {})
         profile = Path(report["browser"]["profile_directory"])
         port = int((profile / "DevToolsActivePort").read_text(encoding="utf-8").split()[0])
-        browsers, port_open = [p.pid for p in processes_on(profile)], _accepts(port)
+        browsers, port_open = [p.pid for p in processes_on(profile)], _listening(port)
         os.kill(report["process_id"], signal.SIGKILL)
+        # The server is gone: nothing watches the port any more, so a connection attempt is the honest check.
         seconds = await _seconds_until(lambda: not processes_on(profile) and not _accepts(port), KILL_DEADLINE)
         for process in processes_on(profile):  # never leave a browser behind, whatever the outcome
             with contextlib.suppress(psutil.Error):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.redact import LogRedaction, client_url, is_secret_key, redact_markup, redact_page, redact_url, without_secrets
 from cnki_mcp.core.snapshots import SNAPSHOT_KEEP, save_snapshot
+from tests.harness import REPO
 
 READER_URL = (
     "https://kns.cnki.net/nzkhtml/xmlRead/trialRead.html?dbCode=CJFD&fileName=FX001"
@@ -152,3 +155,11 @@ def test_json_snapshot_and_pruning(tmp_path: Path) -> None:
     for n in range(SNAPSHOT_KEEP + 3):
         save_snapshot(folder, "grid", f"<p>{n}</p>")
     assert len([p for p in folder.iterdir() if p.suffix in (".html", ".json")]) == SNAPSHOT_KEEP
+
+
+@pytest.mark.parametrize("hostile", ["'ticket' * 40_000", "'a.' * 100_000", "'http://' * 30_000", "'\"ticket\":' * 30_000"])
+def test_redaction_reads_hostile_text_in_linear_time(hostile: str) -> None:
+    # In a child process, so that a quadratic pattern fails the test at the timeout instead of hanging it.
+    code = f"from cnki_mcp.core.redact import redact_markup; redact_markup({hostile})"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, timeout=30, capture_output=True)
+    assert done.returncode == 0, done.stderr[-500:]

@@ -3,6 +3,7 @@ failed lookups, the budget."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import msgspec
@@ -11,6 +12,7 @@ import pytest
 from cnki_mcp.app import App
 from cnki_mcp.core.identity import record_ref_for
 from cnki_mcp.core.model import Paper
+from cnki_mcp.references.reflist import ENTRY_CHARS_MAX
 from tests.fake_site import FakeSite, sim_paper
 from tests.harness import call_tool
 
@@ -108,3 +110,28 @@ async def test_a_pasted_list_says_how_many_entries_it_read_from_how_many_lines(a
         (f"[1] {first}", "verified"), ("见第三章", "unparsed"), (second, "verified")
     ]
     assert (result["summary"]["total"], result["summary"]["lines"]) == (3, 4)
+
+
+async def test_the_worst_entry_never_holds_up_the_other_clients(app: App, site: FakeSite) -> None:
+    worst = "(2020," * 87_000  # the red team's entry, under the input cap
+    stalls: list[float] = []
+    running = True
+
+    async def ticker() -> None:  # what a ping alongside waits: how late each 10 ms tick comes
+        loop = asyncio.get_running_loop()
+        while running:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            stalls.append(loop.time() - before - 0.01)
+
+    ticks = asyncio.create_task(ticker())
+    reply = await call_tool(app, "check_references", {"references": [worst, line(1)]})
+    running = False
+    await ticks
+
+    entry = reply["result"]["entries"][0]
+    assert entry["status"] == "unparsed"
+    assert f"上限 {ENTRY_CHARS_MAX} 个字符" in entry["message"]
+    assert reply["result"]["entries"][1]["status"] == "verified"
+    assert max(stalls) < 0.25, max(stalls)
+    print(f"longest event-loop stall beside the worst entry: {max(stalls) * 1000:.0f} ms")

@@ -21,6 +21,8 @@ from tests.harness import SERVE, McpSession, RawServer, offline_params, payload,
 # One row per rejection; every tool appears at least once. Validation happens before the app runs,
 # so none of these depends on which tools can reach CNKI yet.
 INVALID: list[tuple[str, dict[str, Any], str]] = [
+    ("author_papers", {"author": "郑丽", "record_ref": "rec_1", "institution": "北江大学"}, "INVALID_INPUT"),
+    ("journal_issues", {"journal": "法学评论", "year": 2024}, "INVALID_INPUT"),
     ("check_references", {"references": ["a"], "style": "ris"}, "INVALID_FORMAT"),
     ("diagnostics", {"verbose": True}, "INVALID_INPUT"),
     ("download_paper", {"record_ref": "rec_1", "title": "再论违约金调整"}, "INVALID_INPUT"),
@@ -28,6 +30,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("download_paper", {"record_ref": "rec_1", "wait_seconds": 901}, "INVALID_WAIT"),
     ("download_paper", {"record_ref": "rec_1", "format": "docx"}, "INVALID_FORMAT"),
     ("expert_search", {"expression": "TI='违约金' AND"}, "INVALID_EXPRESSION"),
+    ("search_facets", {"expression": {"field": "title", "value": "的"}, "facets": ["year", "colour"]}, "INVALID_FACET"),
     ("expert_search", {"expression": "TI='违约金'", "limit": 0.5}, "INVALID_INPUT"),
     ("export_citations", {"record_refs": ["rec_1"], "format": "word"}, "INVALID_FORMAT"),
     ("export_citations", {"titles": ["题名"] * 101}, "BATCH_TOO_LARGE"),
@@ -65,7 +68,7 @@ async def test_default_sdk_handshake(tmp_path: Path) -> None:
     async with McpSession.serving(serve_params(tmp_path), read_timeout=20) as mcp:
         tools = (await mcp.client.list_tools()).tools
         diagnostics = await mcp.call("diagnostics", {})
-    assert len(tools) == 18
+    assert len(tools) == 21
     assert diagnostics["version"] == __version__
     assert diagnostics["data_dir"] == str(tmp_path)
     assert not (tmp_path / "browser").exists()
@@ -142,7 +145,7 @@ async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
                 if message.get("id") in (2, 3):
                     answers[message["id"]] = message
             listed = answers[2]["result"]["tools"]
-            assert len(listed) == 18
+            assert len(listed) == 21
             assert all(set(t["annotations"]) == {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} for t in listed)
             call = answers[3]["result"]
             assert call["isError"] is True
@@ -162,7 +165,7 @@ async def test_protocol_probe_passes_against_the_real_server() -> None:
     # The argv as a client configuration holds it (already ending with "serve"); the failing probe
     # below covers the form without it.
     report = await server.protocol_probe(list(SERVE), timeout=30)
-    assert report == {"passed": True, "transport": "stdio", "tools": 18, "version": __version__, "browser_started": False}
+    assert report == {"passed": True, "transport": "stdio", "tools": 21, "version": __version__, "browser_started": False}
 
 
 async def test_protocol_probe_reports_a_child_that_is_not_a_server() -> None:

@@ -753,3 +753,32 @@ def test_gemini_gets_its_folder_trust_step(
     assert "还差一步：Gemini CLI 只在受信任的文件夹里连接 MCP 服务：在要使用的文件夹里启动 gemini，询问时选择信任" in result.stdout
     snippet = CliRunner().invoke(setup.config_command, ["gemini"])
     assert "另外：Gemini CLI 只在受信任的文件夹里连接 MCP 服务" in snippet.stderr
+
+
+@posix_only
+def test_setup_remote_access_keeps_the_route_and_a_later_setup_keeps_it_too(
+    home: Path, isolated_data_dir: Path, checked: list[Path]
+) -> None:
+    webvpn = "https://webvpn.example.edu.cn/https/77726476706e69737468656265737421fbf952d2243e635930068cb8/kns8s/AdvSearch?ticket=x"
+    result = run(["--client", "codex", "--skip-check", "--remote-access", webvpn])
+    assert result.exit_code == 0, result.output
+    assert read_config(isolated_data_dir)["route"] == {"kind": "wrdvpn", "gateway": "webvpn.example.edu.cn", "segment": "https"}
+    assert "访问方式：WebVPN（webvpn.example.edu.cn）" in result.stdout
+    again = run(["--client", "codex", "--skip-check"])
+    assert again.exit_code == 0, again.output
+    assert read_config(isolated_data_dir)["route"]["kind"] == "wrdvpn"
+    direct = run(["--client", "codex", "--skip-check", "--remote-access", "https://kns.cnki.net/kns8s/AdvSearch"])
+    assert direct.exit_code == 0, direct.output
+    assert "route" not in read_config(isolated_data_dir)
+
+
+@posix_only
+def test_setup_remote_access_refuses_what_it_cannot_read_before_any_change(
+    home: Path, isolated_data_dir: Path, checked: list[Path]
+) -> None:
+    portal = run(["--client", "codex", "--skip-check", "--remote-access", "https://vpn.example.edu.cn/portal"])
+    assert portal.exit_code == 1 and portal.stderr.startswith("REMOTE_ACCESS_UNSUPPORTED: "), portal.output
+    assert "remote_access_url" in portal.stderr
+    invalid = run(["--client", "codex", "--skip-check", "--remote-access", "http://vpn.example.edu.cn/"])
+    assert invalid.exit_code == 1 and invalid.stderr.startswith("INVALID_LOGIN_URL: "), invalid.output
+    assert checked == [] and not (isolated_data_dir / "config.json").exists()

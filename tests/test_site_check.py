@@ -6,6 +6,7 @@ Arrange, act, then one exact assertion per line.
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from cnki_mcp.core.errors import CATALOGUE, CnkiError
 from cnki_mcp.core.model import CheckStep, Paper, SessionState, SiteCheck
+from cnki_mcp.core.redact import redact_markup
 from cnki_mcp.fieldcheck.report import HIDDEN, build_report, find_secret, scrub_identity
 from cnki_mcp.fieldcheck.tour import (
     JOURNAL_FIELDS,
@@ -28,6 +30,7 @@ from cnki_mcp.fieldcheck.tour import (
     step_line,
 )
 from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.serving import endpoint
 from cnki_mcp.site.session import Sessions
 from cnki_mcp.store.library import KEEP_ERROR_EVENTS, Store, error_counts, peek_store
 from cnki_mcp.surface.tools import parse_arguments
@@ -235,6 +238,9 @@ def test_a_known_name_is_hidden_also_percent_encoded() -> None:
         ('{"accessToken": "abcdef123456"}', "票据或令牌"),
         ("Authorization: Bearer abcdefghijklmnop", "票据或令牌"),
         ("/x?unit=%E6%A4%8D%E5%85%A5%E7%94%A8%E6%88%B7%E5%90%8D", "你的姓名或机构名称"),
+        ("/login?ReturnUrl=https%3A%2F%2Fx%2Fy%3Fticket%3DST-12345-abcdef%26v%3D1", "票据或令牌"),  # read decoded
+        ("/sso?a=1&amp;ticket&#61;ST-12345-abcdef", "票据或令牌"),
+        ('"https://x/?ticket\\u003dST-12345-abcdef"', "票据或令牌"),
         ("Ecp_ClientId=REDACTED; https://kns.cnki.net/x?ticket=REDACTED", ""),
         ("<p>相关推荐：SCI 复合影响因子：99.99</p>", ""),
     ],
@@ -299,3 +305,48 @@ def test_remembered_names_are_kept_once(tmp_path: Path) -> None:
     names = store.data.known_names
     store.close_sync()
     assert names == [NAME, "乙大学", "甲大学"]
+
+
+# Twenty forms a secret takes in a saved page or a log line; every value is unique so that a leak names its form.
+PLANTED = [
+    "Set-Cookie: Ecp_ClientId=V01secretvalue; path=/",
+    "Cookie: JSESSIONID=V02secretvalue",
+    "<a href='https://kns.cnki.net/x?ticket=V03secretvalue&a=1'>",
+    "<a href='/x?a=1&amp;token=V04secretvalue'>",
+    "<a href='/x#access_token=V05secretvalue'>",
+    '{"accessToken": "V06secretvalue"}',
+    "xhr.setRequestHeader('Authorization', 'V07secretvalue')",
+    "Authorization: Bearer V08secretvalue",
+    "<input type=hidden name=cursor value='V09secretvalue'>",
+    "<textarea>V10secretvalue</textarea>",
+    '<span data-userid="V11secretvalue">',
+    "https://user:V12secretvalue@vpn.example.edu/",
+    "wengine_vpn_ticketwebvpn_example_edu=V13secretvalue",
+    "var sid = { 'sessionid': 'V14secretvalue' };",
+    # The six the red team found leaking:
+    "<a href='/login?ReturnUrl=https%3A%2F%2Fkns.cnki.net%2Fkns8s%2Fdefault%3Fticket%3DV15secretvalue%26v%3D1'>",
+    "<a href='/sso?service=x&ticket&#61;V16secretvalue'>",
+    '{"next": "https://kns.cnki.net/?ticket\\u003dV17secretvalue\\u0026x=1"}',
+    "<!-- ticket=V18secretvalue -->",
+    '{"access_key": "V19secretvalue"}',
+]
+
+
+def test_no_planted_secret_form_reaches_the_report(tmp_path: Path) -> None:
+    root = data_dir(tmp_path, "<html><body>" + "\n".join(PLANTED) + "</body></html>")
+    # The twentieth: the data directory's own HTTP token, quoted in a diagnostics file.
+    http_token = endpoint.token(root)
+    (root / "diagnostics" / "grid-2.json").write_text(json.dumps({"headers": {"x-auth": http_token}}), encoding="utf-8")
+
+    archive = zipfile.ZipFile(build_report(root))
+    text = "".join(archive.read(name).decode() for name in archive.namelist())
+
+    leaked = [f"V{n:02d}" for n in range(1, 20) if f"V{n:02d}secretvalue" in text]
+    assert leaked == []
+    assert http_token not in text
+    assert not [name for name in archive.namelist() if "http-token" in name]
+
+
+def test_log_lines_get_the_same_rules_as_reports() -> None:
+    lines = [redact_markup(line) for line in PLANTED]
+    assert [n + 1 for n, line in enumerate(lines) if f"V{n + 1:02d}secretvalue" in line] == []

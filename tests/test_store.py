@@ -626,3 +626,27 @@ def test_timestamps() -> None:
     assert age_seconds("garbage", NOW) is None
     # Fixed width keeps string order equal to time order.
     assert format_utc(NOW) < format_utc(NOW + timedelta(milliseconds=1))
+
+
+async def test_a_finished_search_is_written_at_once_not_at_the_next_tick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "FLUSH_INTERVAL_SECONDS", 30.0)  # the tick never comes in this test
+    store = Store.open(tmp_path)
+    await store.start()
+    store.put_search(SearchRecord(search_id="s_crash", status="completed", query="法治"))
+    path = tmp_path / "research.json"
+    for _ in range(100):  # bounded: 2 s at most
+        if path.exists() and b"s_crash" in path.read_bytes():
+            break
+        await asyncio.sleep(0.02)
+    assert "s_crash" in msgspec.json.decode(path.read_bytes(), type=StoreData).searches
+    await store.close()
+
+
+def test_the_data_directory_and_the_parents_it_creates_are_private(tmp_path: Path) -> None:
+    root = tmp_path / "made" / "by" / "us"
+    tmp_path.chmod(0o755)
+    store = Store.open(root)
+    store.close_sync()
+    for folder in (tmp_path / "made", tmp_path / "made" / "by", root):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755  # what existed is left as it was

@@ -33,10 +33,10 @@ def nested(levels: int) -> bytes:
     [
         (b"hello\n", (-32700, None)),
         (b'{"jsonrpc":"2.0","id":5,"method":"tools/ca\n', (-32700, None)),
-        (b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\\ud800"}}\n', (-32700, None)),
-        (b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\\udfff"}}\n', (-32700, None)),
-        (b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\xc3\x28"}}\n', (-32700, None)),
-        (b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\xed\xa0\x80"}}\n', (-32700, None)),
+        (b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\\ud800"}}\n', (-32700, 5)),  # the id is read past the bad character
+        (b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\\udfff"}}\n', (-32700, 5)),  # the id is read past the bad character
+        (b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\xc3\x28"}}\n', (-32700, 5)),  # the id is read past the bad character
+        (b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\xed\xa0\x80"}}\n', (-32700, 5)),  # the id is read past the bad character
         (b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"a\rb"}}\n', (-32700, None)),
         (b"\xef\xbb\xbf" + INIT, (-32700, None)),  # a BOM is only forgiven before the first line
         (nested(50_000), (-32700, None)),

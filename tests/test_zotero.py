@@ -3,8 +3,10 @@ of Zotero's connector (tests/zotero_fake.py) on loopback."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import resource
 import socket
 import time
 from collections.abc import Iterator
@@ -15,7 +17,7 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, Paper, Quality
-from cnki_mcp.references.zotero import ZoteroSaves, resolve_target
+from cnki_mcp.references.zotero import ANSWER_MAX, ZoteroSaves, resolve_target
 from cnki_mcp.references.zotero_items import ascii_json, clean_tags, zotero_item
 from cnki_mcp.store.library import Store
 from tests import pdfs
@@ -172,7 +174,7 @@ async def test_items_attachments_collection_and_tags(zotero: FakeZotero, store: 
     downloaded(store, PHD, b"HN" + b"\x00" * 300, "caj")
     saves = ZoteroSaves()
     refs = [p.record_ref for p in PAPERS]
-    reply = await saves.save(store, refs, collection="法学/2024", attach=True, tags=["精读", "课题A"])
+    reply = msgspec.to_builtins(await saves.save(store, refs, collection="法学/2024", attach=True, tags=["精读", "课题A"]))
     assert reply["status"] == "completed", reply
     assert reply["target"] == {"id": "C2", "name": "法学/2024"}
     rows = {row["record_ref"]: row for row in reply["items"]}
@@ -193,17 +195,17 @@ async def test_items_attachments_collection_and_tags(zotero: FakeZotero, store: 
     assert ("GET", "/connector/ping") in zotero.requests
 
     # Again into the same collection: nothing sent twice; into another: saved there.
-    again = await saves.save(store, refs[:2], collection="法学/2024", attach=True, tags=[])
+    again = msgspec.to_builtins(await saves.save(store, refs[:2], collection="法学/2024", attach=True, tags=[]))
     assert [row["status"] for row in again["items"]] == ["already_saved", "already_saved"]
     assert len(zotero.items) == 5
-    other = await saves.save(store, refs[:1], collection="经济学", attach=False, tags=[])
+    other = msgspec.to_builtins(await saves.save(store, refs[:1], collection="经济学", attach=False, tags=[]))
     assert other["items"][0]["status"] == "saved" and "attachment" not in other["items"][0]
     assert [s.target for s in zotero.by_title(JOURNAL.title)] == ["C2", "C3"]
 
 
 async def test_one_failed_item_does_not_lose_the_others(zotero: FakeZotero, store: Store) -> None:
     zotero.fail_titles = {PHD.title}
-    reply = await ZoteroSaves().save(store, [p.record_ref for p in PAPERS] + ["rec_unknown"], collection="", attach=True, tags=[])
+    reply = msgspec.to_builtins(await ZoteroSaves().save(store, [p.record_ref for p in PAPERS] + ["rec_unknown"], collection="", attach=True, tags=[]))
     assert reply["status"] == "partial"
     rows = {row["record_ref"]: row for row in reply["items"]}
     assert rows[PHD.record_ref]["status"] == "failed"
@@ -218,7 +220,7 @@ async def test_one_failed_item_does_not_lose_the_others(zotero: FakeZotero, stor
 async def test_read_only_library_and_files_not_editable(zotero: FakeZotero, store: Store) -> None:
     downloaded(store, JOURNAL, pdfs.article_pdf())
     zotero.files_editable = False
-    reply = await ZoteroSaves().save(store, [JOURNAL.record_ref], collection="", attach=True, tags=[])
+    reply = msgspec.to_builtins(await ZoteroSaves().save(store, [JOURNAL.record_ref], collection="", attach=True, tags=[]))
     assert reply["items"][0]["status"] == "saved"
     assert reply["items"][0]["attachment"]["status"] == "not_stored"
     zotero.editable = False
@@ -262,7 +264,7 @@ async def test_update_session_only_with_a_known_target_and_never_with_empty_tags
     zotero.selected = 3  # Zotero shows 经济学
     saves = ZoteroSaves()
     # Into the current collection without tags: nothing to change, no updateSession.
-    here = await saves.save(store, [JOURNAL.record_ref], collection="", attach=False, tags=[])
+    here = msgspec.to_builtins(await saves.save(store, [JOURNAL.record_ref], collection="", attach=False, tags=[]))
     assert here["status"] == "completed" and here["target"] == {"id": "C3", "name": "经济学"}
     assert zotero.updates == []
     assert zotero.by_title(JOURNAL.title)[0].target == "C3"
@@ -284,3 +286,53 @@ async def test_update_session_only_with_a_known_target_and_never_with_empty_tags
     assert saves_then_updates == ["/connector/saveItems"] * 2 + ["/connector/saveItems", "/connector/updateSession"] * 2
     assert all(update["sessionID"] in zotero.sessions and update["target"] for update in zotero.updates)
     assert all(update.get("tags", "x").strip() for update in zotero.updates)
+
+
+# --- a hostile program on the connector's port ---------------------------------------------------------
+
+
+async def test_an_endless_body_is_cut_at_the_answer_cap_and_nothing_keeps_reading(zotero: FakeZotero, store: Store) -> None:
+    zotero.hostile = "endless"
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.monotonic()
+    with pytest.raises(CnkiError) as caught:
+        await ZoteroSaves().save(store, [JOURNAL.record_ref], collection="", attach=False, tags=[])
+    took = time.monotonic() - started
+    assert caught.value.code == "ZOTERO_UNAVAILABLE"
+    assert "MB" in caught.value.message
+    assert took < 3.5  # stopped at the cap, not at a timeout
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 64, grown_mb
+    sent = zotero.sent_bytes
+    await asyncio.sleep(0.5)
+    # The connection is closed with the call: the fake cannot write any more (its buffers aside).
+    assert zotero.sent_bytes - sent < 8 * 1024 * 1024
+    assert sent < ANSWER_MAX + 16 * 1024 * 1024
+
+
+async def test_a_program_that_is_not_zotero_is_unavailable(zotero: FakeZotero, store: Store) -> None:
+    zotero.hostile = "not_zotero"
+    with pytest.raises(CnkiError) as caught:
+        await ZoteroSaves().save(store, [JOURNAL.record_ref], collection="", attach=False, tags=[])
+    assert caught.value.code == "ZOTERO_UNAVAILABLE"
+    assert "不是 Zotero" in caught.value.message
+    assert ("POST", "/connector/saveItems") not in zotero.requests
+
+
+async def test_a_201_with_a_garbage_body_is_never_saved_or_attached(zotero: FakeZotero, store: Store) -> None:
+    downloaded(store, JOURNAL, pdfs.article_pdf())
+    zotero.hostile = "garbage_201"
+    reply = msgspec.to_builtins(await ZoteroSaves().save(store, [JOURNAL.record_ref, PHD.record_ref], collection="", attach=True, tags=[]))
+    assert reply["status"] == "failed", reply
+    assert [row["status"] for row in reply["items"]] == ["failed", "failed"]
+    assert {row["error"]["code"] for row in reply["items"]} == {"ZOTERO_SAVE_FAILED"}
+    assert all("attachment" not in row for row in reply["items"])
+    assert "无法确认" in reply["items"][0]["error"]["message"]
+
+
+async def test_non_object_targets_are_a_clear_error(zotero: FakeZotero, store: Store) -> None:
+    zotero.hostile = "int_targets"
+    with pytest.raises(CnkiError) as caught:
+        await ZoteroSaves().save(store, [JOURNAL.record_ref], collection="法学", attach=False, tags=[])
+    assert caught.value.code == "ZOTERO_UNAVAILABLE"
+    assert "targets" in caught.value.message

@@ -16,16 +16,26 @@ Written from how Zotero's connector endpoints behave (request shapes, status cod
   ``{parentItemID, title, url, sessionID}``: 400 ``METADATA_NOT_PROVIDED`` / ``SESSION_ID_NOT_PROVIDED`` /
   ``SESSION_NOT_FOUND``; files not editable → 200 "Library files are not editable."; else 201.
   A header with a non-ASCII byte is refused here with 400 (real servers mangle it).
+
+``hostile`` turns it into whatever else may hold the port while Zotero is closed:
+
+- ``"endless"``: every answer is 200 with a body that never ends (chunks until the client goes, at most
+  ``ENDLESS_SECONDS``);
+- ``"not_zotero"``: the ping answers 200 with another program's page;
+- ``"garbage_201"``: ``saveItems`` and ``saveAttachment`` answer 201 with a body that is not JSON (nothing kept);
+- ``"int_targets"``: ``getSelectedCollection``'s ``targets`` is a list of integers.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+ENDLESS_SECONDS = 60.0
 
 @dataclass
 class Saved:
@@ -48,6 +58,8 @@ class FakeZotero:
         self.items: list[Saved] = []
         self.requests: list[tuple[str, str]] = []  # (method, path)
         self.updates: list[dict[str, Any]] = []  # updateSession bodies as sent
+        self.hostile = ""  # "" | endless | not_zotero | garbage_201 | int_targets (see the module's text)
+        self.sent_bytes = 0  # what the endless body sent
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -78,9 +90,11 @@ class FakeZotero:
         targets += [{"id": f"C{i}", "name": n, "filesEditable": self.files_editable, "level": lvl} for i, n, lvl in self.collections]
         return 200, {"libraryID": 1, "libraryName": "我的文库", "libraryEditable": self.editable,
                      "filesEditable": self.files_editable, "editable": self.editable, "id": self.selected,
-                     "name": name, "targets": targets}
+                     "name": name, "targets": [1, 2] if self.hostile == "int_targets" else targets}
 
     def save_items(self, data: dict[str, Any]) -> tuple[int, Any]:
+        if self.hostile == "garbage_201":
+            return 201, "<html>ok</html>"
         session = data.get("sessionID")
         if session in self.sessions:
             return 409, {"error": "SESSION_EXISTS"}
@@ -115,6 +129,8 @@ class FakeZotero:
         return 200, {}
 
     def save_attachment(self, headers: Any, body: bytes) -> tuple[int, Any]:
+        if self.hostile == "garbage_201":
+            return 201, "\x00\xff garbage"
         raw = headers.get("X-Metadata")
         if not raw:
             return 400, {"error": "METADATA_NOT_PROVIDED"}
@@ -149,9 +165,26 @@ class FakeZotero:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _endless(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                chunk = b"[" * 65536
+                deadline = time.monotonic() + ENDLESS_SECONDS
+                try:
+                    while time.monotonic() < deadline:
+                        self.wfile.write(chunk)
+                        fake.sent_bytes += len(chunk)
+                except OSError:
+                    pass  # the client went away: what it should do
+
             def do_GET(self) -> None:  # noqa: N802
                 fake.requests.append(("GET", self.path))
-                if self.path == "/connector/ping":
+                if fake.hostile == "endless":
+                    self._endless()
+                elif fake.hostile == "not_zotero" and self.path == "/connector/ping":
+                    self._send(200, "<html><title>Jupyter</title></html>")
+                elif self.path == "/connector/ping":
                     self._send(200, "Zotero is running")
                 else:
                     self._send(404, "No endpoint found")
@@ -159,6 +192,9 @@ class FakeZotero:
             def do_POST(self) -> None:  # noqa: N802
                 fake.requests.append(("POST", self.path))
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if fake.hostile == "endless":
+                    self._endless()
+                    return
                 with fake.lock:
                     if self.path == "/connector/saveAttachment":
                         self._send(*fake.save_attachment(self.headers, body))

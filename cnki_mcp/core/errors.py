@@ -51,6 +51,8 @@ ErrorCode = Literal[
     "INVALID_OPERATOR",
     "UNBOUNDED_QUERY",
     "QUERY_UNSUPPORTED",
+    "INVALID_FACET",
+    "INVALID_FACET_FILTER",
     "INVALID_SCOPE",
     "INVALID_VIEW",
     "INVALID_OFFSET",
@@ -100,6 +102,7 @@ ErrorCode = Literal[
     "VERIFICATION_CONTEXT_UNAVAILABLE",
     "LOGIN_REQUIRED",
     "LOGIN_TIMEOUT",
+    "REMOTE_ACCESS_UNSUPPORTED",
     "ACCESS_DENIED",
     "LOCATOR_EXPIRED",
     "CONTENT_NOT_READY",
@@ -116,6 +119,10 @@ ErrorCode = Literal[
     "RELATIONS_UNAVAILABLE",
     "RESPONSE_TOO_LARGE",
     "SOURCE_LOCATOR_MISSING",
+    "JOURNAL_NOT_FOUND",
+    "JOURNAL_AMBIGUOUS",
+    "AUTHOR_NOT_ON_PAPER",
+    "ISSUE_NOT_FOUND",
     "SOURCE_IDENTITY_UNCONFIRMED",
     "SOURCE_SCHEMA_UNSUPPORTED",
     "HTML_ENTRY_NOT_FOUND",
@@ -129,7 +136,9 @@ ErrorCode = Literal[
     "DOWNLOAD_CANCELLED",
     "DOWNLOAD_RIGHTS_MISSING",
     "DAILY_LIMIT_REACHED",
+    "BROWSER_DEVTOOLS_INTRUDED",
     "INVALID_FILE",
+    "PDF_TOO_COMPLEX",
     "ZOTERO_UNAVAILABLE",
     "ZOTERO_COLLECTION_NOT_FOUND",
     "ZOTERO_COLLECTION_AMBIGUOUS",
@@ -199,6 +208,10 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "INVALID_OPERATOR": Code("op 只能是 and、or、not；and/or 需要 2–12 个子条件。"),
     "UNBOUNDED_QUERY": Code("展开后的每一组条件都必须至少有一个肯定条件。"),
     "QUERY_UNSUPPORTED": Code("知网不支持这个检索条件。"),
+    "INVALID_FACET": Code("分组名只能是 year、subject、topic、source、author、institution、fund、doc_type。"),
+    "INVALID_FACET_FILTER": Code(
+        "facet_filters 无效：每个分组给 1–20 个 code，取自 search_facets 结果中的 code（如 YE=2024）；请先调用 search_facets。"
+    ),
     "INVALID_SCOPE": Code("scope 只能是 selected、eligible 或 candidates。"),
     "INVALID_VIEW": Code("view 只能是 titles、compact 或 records。"),
     "INVALID_OFFSET": Code("offset 不能为负数。"),
@@ -210,7 +223,10 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "INVALID_WAIT": Code("wait_seconds 超出允许范围。"),
     "INVALID_ACTION": Code("action 只能是 cancel、continue、resume、show 或 recover。"),
     "INVALID_SECTION": Code("section 无效。"),
-    "INVALID_LOGIN_URL": Code("remote_access_url 须为不含账号信息的 HTTPS 地址。"),
+    "INVALID_LOGIN_URL": Code(
+        "remote_access_url 不是可用的远程访问地址：须为 https:// 开头、不含账号密码的完整网址。"
+        "请从学校图书馆或 VPN 页面复制地址后重试。"
+    ),
     "INVALID_INTERVAL": Code("interval_seconds 须在 5–600 秒之间。"),
     "BATCH_TOO_LARGE": Code("一次最多处理 100 篇文献。"),
     "INPUT_TOO_LARGE": Code("文本超过 512 KB。"),
@@ -259,6 +275,11 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "VERIFICATION_CONTEXT_UNAVAILABLE": Code("没有可以显示给你处理的验证页面。"),
     "LOGIN_REQUIRED": Code("需要登录知网；请在弹出的浏览器窗口中登录。", True),
     "LOGIN_TIMEOUT": Code("等待登录超过 20 分钟。", True),
+    # --- remote access (site/route.py): the university's WebVPN, proxy or CARSI login -------
+    "REMOTE_ACCESS_UNSUPPORTED": Code(
+        "无法识别这个学校 VPN（远程访问）的网址格式。请先在浏览器里通过学校 VPN 打开知网任意页面，"
+        "把地址栏中的完整网址作为 remote_access_url 传入；仍然不行时，请把网址的格式（不含票据）附在 issue 中。"
+    ),
     "ACCESS_DENIED": Code("知网拒绝了访问（无权限）。"),
     "LOCATOR_EXPIRED": Code("论文链接已失效。", True),
     "CONTENT_NOT_READY": Code("页面内容没有加载出来。", True),
@@ -285,6 +306,10 @@ CATALOGUE: dict[ErrorCode, Code] = {
     ),
     "RESPONSE_TOO_LARGE": Code("页面超过 8 MB。"),
     "SOURCE_LOCATOR_MISSING": Code("详情页没有期刊链接。"),
+    "JOURNAL_NOT_FOUND": Code("知网期刊导航中没有找到这种期刊；请核对刊名，或改用 ISSN、CN 或其中一篇论文的 record_ref。"),
+    "JOURNAL_AMBIGUOUS": Code("知网有不止一种期刊与给出的刊名相符；请改用 ISSN、CN 或其中一篇论文的 record_ref。"),
+    "AUTHOR_NOT_ON_PAPER": Code("这篇论文的作者中没有这个名字，或详情页没有给出其单位；请核对 author 是否与详情页的写法一致。"),
+    "ISSUE_NOT_FOUND": Code("该刊在知网没有这一年或这一期；请先不带 year 调用，查看知网列出的年份与刊期。"),
     "SOURCE_IDENTITY_UNCONFIRMED": Code("期刊页面的名称与论文来源对不上。"),
     "SOURCE_SCHEMA_UNSUPPORTED": Code("期刊页面没有可识别的期刊信息。"),
     "HTML_ENTRY_NOT_FOUND": Code("详情页没有“HTML阅读”入口，可以改用 download_paper。"),
@@ -306,7 +331,13 @@ CATALOGUE: dict[ErrorCode, Code] = {
         "次日零点（本机时间）后用 operation_control 的 continue 继续；上限可在 config.json 的 daily_download_limit "
         "或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT 中调整（0 表示不限）。"
     ),
+    "BROWSER_DEVTOOLS_INTRUDED": Code(
+        "本机另一个程序连上了浏览器的调试端口，可能在操控已登录知网的标签页；为安全起见已关闭浏览器。"
+        "请检查本机有没有不认识的程序或其他用户在运行，确认安全后再调用一次（浏览器会重新启动，可能需要重新登录）。",
+        True,
+    ),
     "INVALID_FILE": Code("下载的文件不是有效的 PDF/CAJ。"),
+    "PDF_TOO_COMPLEX": Code("这个 PDF 的页面过于复杂（字符太多或解析太久），已停止读取；请改用 source=online 在线阅读，或换一个文件。"),
     "ZOTERO_UNAVAILABLE": Code(
         "连不上 Zotero：请先打开 Zotero 桌面版再重试；它不在本机默认端口 23119 时用 CNKI_ZOTERO_URL 指定地址。", True
     ),

@@ -137,6 +137,26 @@ def remove_empty_folders(base: Path, subdirectory: str | None) -> None:
             return
 
 
+def make_private_dir(path: Path) -> None:
+    """``path`` created 0700 with every parent it lacks (each 0700 too: ``mkdir(parents=True)`` would make
+    them by the umask, often world-readable); folders that exist are left as they are."""
+    path = Path(path)
+    missing: list[Path] = []
+    current = path
+    while not current.exists() and current.parent != current and len(missing) < 256:
+        missing.append(current)
+        current = current.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue
+        if os.name != "nt":
+            os.chmod(folder, 0o700)  # the umask may have taken bits away; never added any
+    if not path.is_dir():
+        raise FileExistsError(errno.EEXIST, "not a directory", str(path))
+
+
 def _ensure_real_dir(path: Path) -> None:
     """Create ``path`` (0700) if missing; refuse a symlink, junction or non-directory in its place."""
     try:

@@ -15,6 +15,7 @@ import queue
 import sys
 from pathlib import Path
 
+from cnki_mcp.core.files import make_private_dir
 from cnki_mcp.core.redact import LogRedaction
 
 DEFAULT_LEVEL = "WARNING"
@@ -26,15 +27,17 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _listener: logging.handlers.QueueListener | None = None
 
 
-def level_setting() -> tuple[str, str | None]:
-    """The level name to use and, when CNKI_LOG_LEVEL is not a level, a Chinese warning saying so."""
+def level_setting(*, english: bool = False) -> tuple[str, str | None]:
+    """The level name to use and, when CNKI_LOG_LEVEL is not a level, a Chinese (or, for the CLI, English)
+    warning saying so."""
     raw = os.environ.get("CNKI_LOG_LEVEL", "").strip()
     if not raw:
         return DEFAULT_LEVEL, None
     if raw.upper() in LEVELS:
         return raw.upper(), None
-    choices = "、".join(LEVELS)
-    return DEFAULT_LEVEL, f"CNKI_LOG_LEVEL={raw!r} 不是日志级别（可选 {choices}），已使用 {DEFAULT_LEVEL}。"
+    if english:
+        return DEFAULT_LEVEL, f"CNKI_LOG_LEVEL={raw!r} is not a log level ({', '.join(LEVELS)}), so {DEFAULT_LEVEL} is used."
+    return DEFAULT_LEVEL, f"CNKI_LOG_LEVEL={raw!r} 不是日志级别（可选 {'、'.join(LEVELS)}），已使用 {DEFAULT_LEVEL}。"
 
 
 def log_file(data_root: Path) -> Path:
@@ -54,7 +57,7 @@ def configure(data_root: Path) -> None:
     path = log_file(data_root)
     problem: str | None = None
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(path.parent)
         outputs.append(
             logging.handlers.RotatingFileHandler(path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
         )

@@ -6,7 +6,7 @@ as clients of the reference implementation expect.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -66,6 +66,7 @@ class Paper(msgspec.Struct, omit_defaults=True):
     locator: str = ""
     abstract: str = ""
     excerpt: str = ""
+    sentence: str = ""  # the matching text of the latest 句子检索 that listed it (brief/senquery's 句子1：…)
     keywords: list[str] = []
     institutions: list[str] = []
     funds: list[str] = []
@@ -150,10 +151,12 @@ class TitleRow(msgspec.Struct, omit_defaults=True):
     record_ref: str
     title: str | msgspec.UnsetType = msgspec.UNSET
     url: str = ""
+    sentence: str = ""  # a 句子检索's matching text
 
     @classmethod
-    def of(cls, paper: Paper) -> TitleRow:
-        return cls(record_ref=paper.record_ref, title=paper.title, url=paper.url)
+    def of(cls, paper: Paper, *, sentence: bool = False) -> TitleRow:
+        """The row of ``paper``; with ``sentence`` (the summary of a 句子检索) its matching text too."""
+        return cls(record_ref=paper.record_ref, title=paper.title, url=paper.url, sentence=paper.sentence if sentence else "")
 
 
 class CoverageView(msgspec.Struct, omit_defaults=True, kw_only=True):
@@ -204,6 +207,8 @@ class SearchSummary(msgspec.Struct, omit_defaults=True, kw_only=True):
     results: list[TitleRow]
     # structured and expert searches: the professional-search expression of the same search (no years)
     expert_expression: str = ""
+    # publications per year of the search's first listing, when a facet answer for it is at hand (no request)
+    year_trend: YearTrend | None = None
 
 
 class Coverage(msgspec.Struct, omit_defaults=True):
@@ -274,6 +279,73 @@ class SearchRecord(msgspec.Struct, omit_defaults=True):
     coverage: list[Coverage] = []
     entries: list[SearchEntry] = []
     created_at: str = ""
+    # what search_facets needs to ask again for the search's listing
+    year_from: int = 0
+    year_to: int = 0
+    facet_filters: dict[str, list[str]] = {}
+
+
+class FacetValue(msgspec.Struct, omit_defaults=True):
+    """One entry of a facet as CNKI's left panel lists it; ``code`` narrows a listing (facet_filters)."""
+
+    value: str
+    code: str
+    count: int
+    approximate: bool = False  # CNKI wrote the count in 万 (rounded)
+
+
+class FacetRecord(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """A facet answer kept in the store: the listing's count and each facet's entries (all CNKI gave)."""
+
+    key: str
+    observed_at: str
+    total: int | None = None
+    facets: dict[str, list[FacetValue]] = {}
+    # facets the panel did not fill although the listing has rows, with why
+    notes: dict[str, str] = {}
+
+
+class YearTrend(msgspec.Struct, omit_defaults=True):
+    """Publications per year of a listing, ascending, with one sentence saying how the field grew."""
+
+    years: list[FacetValue]
+    summary: str
+    channel: str = ""
+
+
+class ChartRow(msgspec.Struct, omit_defaults=True):
+    """One bar of the chart: its panel (facet), its label as drawn, the name it stands for, its count."""
+
+    facet: str
+    label: str
+    value: str
+    count: int
+
+
+class ChartInfo(msgspec.Struct, kw_only=True):
+    """The PNG beside the answer (also sent as MCP image content) and how it was drawn."""
+
+    path: str
+    mime_type: str = "image/png"
+    width: int
+    height: int
+    bytes: int
+    render_ms: float
+    font: str = ""  # the CJK font file used; "" when none was found
+    font_warning: str = ""  # said when no CJK font was found: bars are numbered, names are in chart_table
+
+
+class FacetsResult(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """search_facets' answer."""
+
+    status: str = "completed"
+    total: int | None = None
+    facets: dict[str, list[FacetValue]] = {}
+    notes: dict[str, str] = {}
+    search_id: str = ""
+    facet_filters: dict[str, list[str]] = {}
+    chart: ChartInfo | None = None
+    chart_table: list[ChartRow] = []
 
 
 class CacheEntry(msgspec.Struct):
@@ -402,6 +474,59 @@ class RelatedResult(msgspec.Struct, omit_defaults=True, kw_only=True):
     warnings: list[str] = []
 
 
+class JournalIssue(msgspec.Struct):
+    """One issue of a journal's year as navi lists it: its label (``06`` of No.06) and its yearIssue code."""
+
+    issue: str
+    code: str
+
+
+class IssueYear(msgspec.Struct):
+    year: int
+    issues: list[JournalIssue]
+
+
+class IssueRecord(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One paper of an issue's table of contents, stored in the catalogue under ``record_ref``."""
+
+    record_ref: str
+    title: str
+    authors: list[str] = []
+    pages: str = ""
+    section: str = ""  # the column heading (栏目) it stands under
+    url: str = ""
+
+
+class JournalIssuesResult(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """journal_issues' answer: the journal's years and issues, or one issue's table of contents (paged)."""
+
+    status: str = "completed"
+    journal: str
+    source_url: str = ""
+    years: list[IssueYear] | None = None  # without year: every year (newest first) with its issues
+    year: int | None = None
+    issue: str = ""
+    total: int | None = None  # with year + issue: the issue's papers in all
+    offset: int = 0
+    next_offset: int | None = None
+    records: list[IssueRecord] | None = None
+
+
+class AuthorPapersResult(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """author_papers' answer: one page of the author's papers, the institutions that name them, the years covered."""
+
+    status: str = "completed"
+    author: str
+    institutions: list[str] = []
+    years: list[int] = []
+    ambiguous: bool  # always said: a bare name may mix namesakes
+    message: str = ""
+    total: int | None = None
+    offset: int = 0
+    next_offset: int | None = None
+    records: list[dict[str, Any]] = []
+
+
 class StoreData(msgspec.Struct):
     """The whole library: research.json of earlier versions, and the format of ``cnki-mcp store --dump``."""
 
@@ -414,6 +539,8 @@ class StoreData(msgspec.Struct):
     artifacts: dict[str, Artifact] = {}
     # "<record_ref>|<relation>": the citation graph read so far (newest kept, see store.KEEP_RELATIONS).
     relations: dict[str, RelationList] = {}
+    # listing key → its facet answer (search_facets; also the year trend of a search's summary)
+    facets: dict[str, FacetRecord] = {}
     # Ids retention removed (newest last), so a late lookup can say why the record is gone.
     retired_searches: list[str] = []
     retired_operations: list[str] = []
@@ -469,11 +596,38 @@ class SaveState(msgspec.Struct, kw_only=True):
 DAILY_DOWNLOAD_LIMIT_DEFAULT = 100
 
 
+# Stands for a gateway host in whatever the product keeps or shows: a gateway's own page mapped back
+# (``https://gateway.invalid/login``) is no CNKI page, and the pages layer reads it as the gateway.
+GATEWAY_PLACEHOLDER = "gateway.invalid"
+
+
+class Route(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How CNKI is reached: directly, or through a university's remote-access gateway (``site/route.py``).
+
+    What config.json keeps: the scheme and where the gateway is, never a ticket, a token or a URL with a query.
+    ``gateway`` is the gateway's host, with ``:port`` when it is not 443 (for ``host_rewrite`` the suffix every
+    rewritten host ends with, e.g. ``webvpn.zju.edu.cn:8001``). ``segment`` (wrdvpn) is the scheme segment the
+    gateway writes for https on port 443 (``https``); ``prefix`` (prefix) is the path before the target URL
+    (``/-----``).
+    """
+
+    kind: Literal["direct", "wrdvpn", "host_rewrite", "prefix"] = "direct"
+    gateway: str = ""
+    segment: str = ""
+    prefix: str = ""
+
+    def view(self) -> dict[str, Any]:
+        """The route as session_status, diagnostics and doctor name it: its kind and gateway host (no ticket)."""
+        return {"kind": "direct"} if self.kind == "direct" else {"kind": self.kind, "gateway": self.gateway}
+
+
 class Config(msgspec.Struct, omit_defaults=True):
     """config.json; unknown keys are ignored so older and newer versions can share it."""
 
     browser_path: str = ""
     daily_download_limit: int = DAILY_DOWNLOAD_LIMIT_DEFAULT  # CNKI_DAILY_DOWNLOAD_LIMIT overrides it
+    # Absent in config.json written before issue 29: direct access.
+    route: Route = Route()
 
 
 class SessionState(msgspec.Struct, omit_defaults=True):
@@ -535,7 +689,8 @@ class FileCoverage(ReaderCoverage, kw_only=True):
     the file, its pages, the pages with a text layer and the pages the returned text comes from (1-based)."""
 
     file: str = ""
-    pages: int = 0
+    pages: int = 0  # the file's pages, all of them
+    pages_read: int = 0  # the pages read (the first MAX_PAGES of a longer file)
     pages_with_text: int = 0
     pages_without_text: list[int] = []
     pages_covered: list[int] = []
@@ -695,3 +850,37 @@ class CheckResult(msgspec.Struct, kw_only=True):
     style: str
     entries: list[CheckedReference]
     summary: CheckSummary
+
+
+class ZoteroAttachment(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """What happened to one record's file in save_to_zotero."""
+
+    status: str  # attached | not_stored | failed | not_downloaded | file_changed
+    format: str = ""
+    path: str = ""
+    bytes: int = 0
+    message: str = ""
+
+
+class ZoteroItem(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """One record of save_to_zotero's answer, in the order asked."""
+
+    record_ref: str
+    status: str = ""  # saved | already_saved | failed
+    title: str = ""
+    item_type: str = ""
+    error: Problem | None = None
+    attachment: ZoteroAttachment | None = None
+
+
+class ZoteroTarget(msgspec.Struct):
+    id: str
+    name: str
+
+
+class ZoteroReply(msgspec.Struct, omit_defaults=True, kw_only=True):
+    status: str  # completed | partial | failed
+    target: ZoteroTarget
+    items: list[ZoteroItem]
+    summary: dict[str, int]
+    errors: list[Problem] = []

@@ -7,17 +7,20 @@ Every place that shows or saves a page or URL goes through the functions here:
 - ``is_secret_key`` — a query or JSON key whose value grants access (substring match, any case);
 - ``client_url`` — a URL for clients: secret values and opaque record keys dropped;
 - ``redact_url`` — a URL for snapshots and logs: the same values replaced by ``REDACTED``;
-- ``redact_markup`` — page HTML or JSON text: cookies, secret keys and headers, every input's value,
-  user ids in ``data-*`` attributes;
+- ``redact_markup`` — page HTML or JSON text: cookies (a gateway's ``wengine_vpn_ticket…`` too), WebVPN
+  tokens in paths, secret keys and headers, every input's value, user ids in ``data-*`` attributes, passwords in
+  ``user:password@`` URLs; a secret key is found also where its ``=`` is encoded (percent-encoded once or twice
+  inside a return URL, an HTML entity, a JSON or JavaScript escape) and in free text (a comment);
 - ``redact_page`` — an HTML page to keep: ``redact_markup`` plus its scripts removed, so it cannot run;
 - ``LogRedaction`` — a logging filter giving log lines the same treatment as URLs and markup.
 """
 
 from __future__ import annotations
 
+import html
 import logging
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from cnki_mcp.core.errors import CnkiError
 
@@ -26,13 +29,17 @@ REDACTED = "REDACTED"
 # Any key containing one of these words carries access (access_token, vpn_ticket, sessionid, pwd …).
 SECRET_KEY_WORDS = (
     "token", "ticket", "session", "passw", "pwd", "secret", "invoice", "nonce", "sign", "cookie",
-    "authorization", "authcode", "captchaid", "idenid", "jwt",
+    "authorization", "authcode", "captchaid", "idenid", "jwt", "access_key", "accesskey", "api_key", "apikey",
 )
 # Opaque keys of CNKI links (detail ``v``, journal ``p``, order ``id`` …): shareable on a detail page,
 # but never shown from reader, order or download URLs, and kept out of snapshots.
 OPAQUE_KEYS = frozenset({"v", "vl", "p", "id", "uid", "sid", "cid", "code", "key", "time", "q"})
 
 _URL_STARTS = ("http://", "https://", "//")
+# A WebVPN path names its target host encrypted (``/https/77726476706e69737468656265737421<hex>/…``, the
+# hex of the IV ``wrdvpnisthebest!`` first): a gateway's address, kept nowhere. The site maps such URLs
+# back to CNKI's own; this is the net under that.
+_WRDVPN_TOKEN = re.compile(r"(/https?(?:-\d{1,5})?/)77726476706e69737468656265737421[0-9a-f]*", re.IGNORECASE)
 
 
 def is_secret_key(name: str) -> bool:
@@ -61,7 +68,8 @@ def _rewrite(url: str, keep_key: bool) -> str:
     query = urlencode(clean(pairs)) if pairs else ("" if not keep_key else parts.query)
     fragment = urlencode(clean(fragment_pairs)) if fragment_pairs else ("" if not keep_key else parts.fragment)
     netloc = parts.netloc.rsplit("@", 1)[-1]  # user:password@ never leaves
-    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+    path = _WRDVPN_TOKEN.sub(rf"\1{REDACTED}", parts.path)
+    return urlunsplit((parts.scheme, netloc, path, query, fragment))
 
 
 def endpoint_url(url: str) -> str:
@@ -93,11 +101,24 @@ COOKIE_NAMES = (
     r"ASP\.NET_SessionId|dblang|knsadv-searchtype|knsLeftGroupSelectItem|kcmscanary|wengine_vpn_ticket\w*"
 )
 _COOKIE = re.compile(rf"\b((?:{COOKIE_NAMES})=)[^;\"'\s<>&]+")
-_SECRET_WORDS = "|".join(SECRET_KEY_WORDS)
 # "accessToken": "…", token='…', Authorization: "…" — a secret key and its quoted value, in scripts or JSON.
-_KEYED = re.compile(rf"((?:[\"'])?[\w-]*(?:{_SECRET_WORDS})[\w-]*(?:[\"'])?\s*[:=]\s*)([\"'])(?:(?!\2).)*\2", re.I)
+# The key is a whole run of key characters (each run tried once: a page of "tickettickettic…" stays linear);
+# whether it names a secret is asked of the key afterwards.
+_KEYED = re.compile(r"((?<![\w-])[\"']?([\w-]{1,80})[\"']?\s*[:=]\s*)([\"'])(?:(?!\3).)*\3")
 # setRequestHeader('Authorization', '…') and other (name, value) calls naming a secret.
-_KEYED_ARGUMENT = re.compile(rf"([\"'][\w-]*(?:{_SECRET_WORDS})[\w-]*[\"']\s*,\s*)([\"'])(?:(?!\2).)*\2", re.I)
+_KEYED_ARGUMENT = re.compile(r"([\"']([\w-]{1,80})[\"']\s*,\s*)([\"'])(?:(?!\3).)*\3")
+# ``ticket=…`` wherever it is, its "=" written as it is or encoded: percent-encoded once or twice (a return URL
+# inside a return URL), an HTML entity, a JSON or JavaScript escape. The value ends at a separator in any of
+# those forms too. Linear: each character of a value is looked at once.
+_EQUALS = r"(?:=|%3D|%253D|&#0*61;|&#x0*3D;|&equals;|\\u003D|\\x3D)"
+_VALUE_CHAR = r"(?:[^&%\\\"'\s<>#;,}]|%(?!26|2526|22|23|20)|\\(?!u0026|u0022|x26|\"))"
+# The key is a whole run of key characters (up to 80) right before the "=", holding a secret word: each run
+# is tried once, from its start, so a long run with no "=" costs no more than a short one. Other keys never
+# match, so a return URL's value does not hide the ticket inside it.
+_ANY_KEYED = re.compile(
+    rf"(?<![\w.-])((?=[\w.-]{{0,80}}?(?:{'|'.join(SECRET_KEY_WORDS)}))[\w.-]{{1,80}}{_EQUALS})({_VALUE_CHAR}+)", re.I
+)
+_URL_PASSWORD = re.compile(r"((?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,20}://[^/\s:@\"'<>]+:)[^/\s@\"'<>]+(@)", re.I)
 _BEARER = re.compile(r"\b((?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]{8,}", re.I)
 _INPUT_TAG = re.compile(r"<input\b[^>]*>", re.I)
 _INPUT_VALUE = re.compile(r"(\bvalue\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s>]+)", re.I)
@@ -124,17 +145,36 @@ def redact_markup(text: str) -> str:
     text = _USER_DATA.sub(rf'\1"{REDACTED}"', text)
     text = _QUERY_VALUE.sub(_query_value, text)
     text = _COOKIE.sub(rf"\1{REDACTED}", text)
+    text = _WRDVPN_TOKEN.sub(rf"\1{REDACTED}", text)
     text = _BEARER.sub(rf"\1{REDACTED}", text)
-    text = _KEYED_ARGUMENT.sub(rf"\1\2{REDACTED}\2", text)
-    return _KEYED.sub(rf"\1\2{REDACTED}\2", text)
+    text = _ANY_KEYED.sub(rf"\1{REDACTED}", text)
+    text = _URL_PASSWORD.sub(rf"\1{REDACTED}\2", text)
+    text = _KEYED_ARGUMENT.sub(_quoted_value, text)
+    return _KEYED.sub(_quoted_value, text)
 
 
-def redact_page(html: str) -> str:
+def _quoted_value(match: re.Match[str]) -> str:
+    """A secret key's quoted value replaced; any other key's kept."""
+    return f"{match[1]}{match[3]}{REDACTED}{match[3]}" if is_secret_key(match[2]) else match[0]
+
+
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})")
+
+
+def readings(text: str) -> list[str]:
+    """``text`` as a scan must read it: as it is, HTML entities decoded, JSON/JavaScript escapes decoded,
+    percent-encoding decoded once and twice (a URL inside a return URL inside a link)."""
+    unescaped = _ESCAPE.sub(lambda m: chr(int(m[1] or m[2], 16)), text)
+    once = unquote(html.unescape(unescaped))
+    return list(dict.fromkeys((text, html.unescape(text), unescaped, once, unquote(once))))
+
+
+def redact_page(page: str) -> str:
     """An HTML page as it may be kept: ``redact_markup``, and no script, handler or javascript: URL left to run."""
-    html = _SCRIPT.sub("<script><!-- removed --></script>", html)
-    html = _HANDLER.sub("", html)
-    html = _SCRIPT_URL.sub(r"\1#", html)
-    return redact_markup(html)
+    page = _SCRIPT.sub("<script><!-- removed --></script>", page)
+    page = _HANDLER.sub("", page)
+    page = _SCRIPT_URL.sub(r"\1#", page)
+    return redact_markup(page)
 
 
 class LogRedaction(logging.Filter):

@@ -14,6 +14,10 @@ from pathlib import Path
 APP_DIR_NAME = "cnki-mcp"
 
 
+# The hidden command (cli.py) a server starts to end its browser when the server itself ends (site/reaper.py).
+GUARD_COMMAND = "browser-guard"
+
+
 def is_placeholder(value: str) -> bool:
     """A ``${...}`` left in a value by a host that had nothing to put there (an MCP Bundle's optional
     ``${user_config.browser_path}``, say): it means "not set"."""

@@ -59,6 +59,15 @@ def is_format_char(char: str) -> bool:
     return unicodedata.category(char) == "Cf"
 
 
+def first_control(text: str) -> int:
+    """Where the first control character is (NUL, ESC …, or a format character such as a bidi override;
+    tab and line breaks are whitespace, not controls), or -1."""
+    for at, char in enumerate(text):
+        if is_format_char(char) or (unicodedata.category(char) == "Cc" and not char.isspace()):
+            return at
+    return -1
+
+
 def is_blank(text: str) -> bool:
     """Nothing visible: empty, or only whitespace, control characters (NUL …) and format characters."""
     return all(char.isspace() or is_format_char(char) or unicodedata.category(char) == "Cc" for char in text)

@@ -43,10 +43,69 @@ FILE_FORMATS = ("pdf", "caj")  # what a download can be
 DOWNLOAD_FORMATS = ("auto", *FILE_FORMATS)
 READ_SOURCES = ("online", "download", "auto")
 ZOTERO_MAX = 100  # records in one save_to_zotero call
+# search_facets and facet_filters: the facets a tool takes, each with the label CNKI's left panel gives it.
+FACETS: dict[str, str] = {
+    "year": "年度",
+    "subject": "学科",
+    "topic": "主题",
+    "source": "文献来源",
+    "author": "作者",
+    "institution": "机构",
+    "fund": "基金",
+    "doc_type": "文献类型",
+}
+FACET_NAMES = tuple(FACETS)
+FACET_CODES_MAX = 20  # picks of one facet in one listing
+REFERENCES_MAX = 100  # 《题名》 spans in one link_references text
+CHECK_ENTRIES_MAX = 200  # entries in one check_references call
+PLAN_GROUPS_MAX = 8  # concept groups of one search (inner arrays of concept_groups)
+PLAN_TERMS_MAX = 6  # synonyms in one concept group
+PLAN_TERM_CHARS = 80
+EXPRESSION_MAX_CHARS = 3600  # CNKI refuses longer professional-search expressions
+RIGHTS_STREAK = 3  # download_papers: refusals for want of rights in a row (among the papers tried) that stop it
+CONTINUE_REQUESTS = 200  # operation_control continue: added when omitted and the requests ran out
+CONTINUE_SECONDS = 300  # ... and when omitted and the time ran out
+CITATION_FORMATS: tuple[str, ...] = (
+    "gbt7714",
+    "gbt7714_2025",
+    "gbt7714_author_date",
+    "apa",
+    "mla",
+    "chicago",
+    "vancouver",
+    "bibtex",
+    "ris",
+    "endnote",
+    "csl_json",
+    "json",
+    "csv",
+    "markdown",
+    "custom",
+)
+# The formats written as prose: the styles check_references can correct an entry into.
+CHECK_STYLES: tuple[str, ...] = ("gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver")
+TEMPLATE_FIELDS: tuple[str, ...] = (
+    "title",
+    "authors",
+    "source",
+    "journal",
+    "year",
+    "volume",
+    "issue",
+    "pages",
+    "doi",
+    "url",
+    "record_ref",
+    "type",
+    "clc",
+)
 TAG_CHARS = 100
 ACTIONS = ("cancel", "continue", "resume", "show", "recover")
 RELATIONS = ("references", "citing", "similar")
 RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answering with the operation
+FACET_LIMIT_DEFAULT = 10  # search_facets: entries per facet
+FACET_LIMIT_MAX = 50
+CHART_BARS = 10  # the chart: bars per facet other than year
 EXPAND_MAX = 20  # search options.expand: the top selected papers whose references and citing papers are read
 
 # Integer options: name -> (default for search, maximum). structured_search derives candidate_target.
@@ -100,6 +159,7 @@ class NativeSearchArgs(ToolArgs):
     year_to: int = 0
     sort: str = "relevance"  # after parse: the effective sort, equal to options.sort
     options: SearchOptions = msgspec.field(default_factory=SearchOptions)
+    facet_filters: dict[str, list[str]] = {}  # facet name → codes from search_facets (OR within, AND across)
 
 
 class StructuredSearchArgs(NativeSearchArgs, kw_only=True):
@@ -108,6 +168,19 @@ class StructuredSearchArgs(NativeSearchArgs, kw_only=True):
 
 class ExpertSearchArgs(NativeSearchArgs, kw_only=True):
     expression: str  # a professional-search expression, read and checked by expert.py
+
+
+class SearchFacetsArgs(ToolArgs):
+    search_id: str = ""  # or expression (+ years): the listing whose facets are read
+    expression: dict[str, Any] = {}
+    year_from: int = 0
+    year_to: int = 0
+    facet_filters: dict[str, list[str]] = {}
+    facets: list[str] = []  # empty = every facet
+    limit: int = FACET_LIMIT_DEFAULT
+    chart: bool = False
+    freshness: str = "prefer_cache"
+    on_verification: str = "ask"
 
 
 class SearchResultsArgs(ToolArgs):
@@ -233,7 +306,29 @@ class OperationControlArgs(ToolArgs):
 class DiagnosticsArgs(ToolArgs):
     site_check: bool = False
 
+
+class AuthorPapersArgs(ToolArgs):
+    author: str
+    record_ref: str = ""  # a paper of this author: its byline's institutions tell namesakes apart
+    institution: str = ""  # or the author's institution (作者单位)
+    limit: int = LIMIT_DEFAULT
+    offset: int = 0
+    on_verification: str = "ask"
+
+
+class JournalIssuesArgs(ToolArgs):
+    journal: str = ""  # the journal's name; or issn, cn, or record_ref of one of its papers (exactly one)
+    issn: str = ""
+    cn: str = ""
+    record_ref: str = ""
+    year: int = 0  # 0: the years and issues; a year with issue: that issue's table of contents
+    issue: str = ""  # as years gives it: its issue label or its code
+    limit: int = LIMIT_DEFAULT
+    offset: int = 0
+    on_verification: str = "ask"
+
 class ToolName(StrEnum):
+    AUTHOR_PAPERS = "author_papers"
     CHECK_REFERENCES = "check_references"
     DIAGNOSTICS = "diagnostics"
     DOWNLOAD_PAPER = "download_paper"
@@ -241,6 +336,7 @@ class ToolName(StrEnum):
     EXPERT_SEARCH = "expert_search"
     EXPORT_CITATIONS = "export_citations"
     GET_METADATA = "get_metadata"
+    JOURNAL_ISSUES = "journal_issues"
     LINK_REFERENCES = "link_references"
     LOGIN = "login"
     OPERATION_CONTROL = "operation_control"
@@ -249,6 +345,7 @@ class ToolName(StrEnum):
     RELATED_PAPERS = "related_papers"
     SAVE_TO_ZOTERO = "save_to_zotero"
     SEARCH = "search"
+    SEARCH_FACETS = "search_facets"
     SEARCH_RESULTS = "search_results"
     SESSION_STATUS = "session_status"
     STRUCTURED_SEARCH = "structured_search"

@@ -29,7 +29,7 @@ from cnki_mcp.core.clock import local_day, next_local_midnight
 from cnki_mcp.core.errors import FATAL_CODES, CnkiError, as_cnki_error
 from cnki_mcp.core.files import remove_empty_folders
 from cnki_mcp.core.model import BatchItem, BatchResult, Budget, DownloadResult, Paper
-from cnki_mcp.core.tool_args import FILE_FORMATS
+from cnki_mcp.core.tool_args import FILE_FORMATS, RIGHTS_STREAK
 from cnki_mcp.documents.download import Downloads, prior
 from cnki_mcp.documents.download_files import DownloadRequest, artifact_key, check_names
 from cnki_mcp.ops.jobs import OperationContext
@@ -40,7 +40,6 @@ from cnki_mcp.store.library import Store
 
 KIND = "download_batch"
 STATUSES = ("downloaded", "already_downloaded", "refused", "failed", "uncertain", "not_reached")
-RIGHTS_STREAK = 3  # refusals for want of rights in a row (among the papers tried) that stop the batch
 REQUESTS_PER_PAPER = 10  # budget: a detail page (a relocation at worst), the order, the person's pages
 SECONDS_PER_PAPER = 60  # budget beyond the interval and the transfer wait: the page, the click, the checks
 CANCEL_GRACE = 30  # seconds beyond the transfer wait a clicked paper is seen through after a cancel

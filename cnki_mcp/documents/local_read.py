@@ -26,7 +26,7 @@ from cnki_mcp.core.tool_args import FILE_FORMATS
 from cnki_mcp.documents.download_files import artifact_key, read_body, unchanged
 from cnki_mcp.documents.online_reader import TextWindow, reader_result
 from cnki_mcp.documents.pdf_layout import layout, titled
-from cnki_mcp.documents.pdf_text import read_file
+from cnki_mcp.documents.pdf_text import Budget, Stopped, read_file
 from cnki_mcp.pages.reader import ReaderDocument, sections_of
 from cnki_mcp.store.library import Store
 
@@ -49,7 +49,11 @@ class FileDocument(msgspec.Struct):
         return coverage
 
 
-def _coverage(path: Path, header: str, pages: int, empty: list[int], raw: int, text: str, missing: list[str]) -> FileCoverage:
+def _coverage(
+    path: Path, header: str, pages: tuple[int, int], empty: list[int], raw: int, text: str, missing: list[str]
+) -> FileCoverage:
+    """``pages``: (the file's pages, the pages read)."""
+    total, read = pages
     return FileCoverage(
         container=path.name,
         dom_characters=raw,
@@ -59,16 +63,18 @@ def _coverage(path: Path, header: str, pages: int, empty: list[int], raw: int, t
         scope="download",
         generation="pdf" if header == "PDF" else "caj_pdf",
         file=str(path),
-        pages=pages,
-        pages_with_text=pages - len(empty),
+        pages=total,
+        pages_read=read,
+        pages_with_text=read - len(empty),
         pages_without_text=[page + 1 for page in empty],
     )
 
 
-def read_document(path: Path, title: str) -> FileDocument:
-    """The text of a downloaded file (blocking): CAJ_UNSUPPORTED, NO_TEXT_LAYER or INVALID_FILE when it has none."""
+def read_document(path: Path, title: str, budget: Budget | None = None) -> FileDocument:
+    """The text of a downloaded file (blocking): CAJ_UNSUPPORTED, NO_TEXT_LAYER or INVALID_FILE when it has none,
+    PDF_TOO_COMPLEX past ``budget``."""
     header = read_body(path).header
-    pdf = read_file(path, header)
+    pdf = read_file(path, header, budget)
     shape = layout(pdf.lines, pdf.outline, pdf.pages)
     text = "\n\n".join(block for _, block in shape.blocks)
     if sum(1 for char in text if not char.isspace()) < MIN_TEXT_CHARACTERS:
@@ -79,7 +85,7 @@ def read_document(path: Path, title: str) -> FileDocument:
             details={"path": str(path), "pages": pdf.pages},
         )
     heading_sections = titled(sections_of(shape.blocks), shape.titles)
-    coverage = _coverage(path, header, pdf.pages, pdf.empty_pages, pdf.raw_characters, text, shape.missing)
+    coverage = _coverage(path, header, (pdf.total_pages, pdf.pages), pdf.empty_pages, pdf.raw_characters, text, shape.missing)
     document = ReaderDocument(title=title, text=text, sections=heading_sections, trial=False, coverage=coverage)
     return FileDocument(document=document, page_starts=shape.page_starts)
 
@@ -115,27 +121,49 @@ def ledger_entry(store: Store, record_ref: str) -> Artifact | None:
     return None
 
 
+class _Parse:
+    """A parse in a worker thread, the reads waiting for it, and its budget (whose flag stops it)."""
+
+    def __init__(self, task: asyncio.Future[FileDocument], budget: Budget) -> None:
+        self.task, self.budget, self.waiters = task, budget, 0
+
+
 class LocalFiles:
     """Downloaded files read as texts for one process: the cache and the reply."""
 
     def __init__(self, capacity: int = CACHE_FILES) -> None:
         self.capacity = capacity
         self._texts: dict[tuple[str, str], FileDocument] = {}
+        self._parsing: dict[tuple[str, str], _Parse] = {}  # one parse per file, however many reads wait for it
 
     async def _document(self, artifact: Artifact, title: str) -> FileDocument:
-        cached = self._texts.get((artifact.path, artifact.sha256))
+        key = (artifact.path, artifact.sha256)
+        cached = self._texts.get(key)
         if cached is not None:
             return cached
-        work = asyncio.to_thread(read_document, Path(artifact.path), title)
+        parse = self._parsing.get(key)
+        if parse is None:
+            budget = Budget()
+            task = asyncio.ensure_future(asyncio.to_thread(read_document, Path(artifact.path), title, budget))
+            parse = self._parsing[key] = _Parse(task, budget)
+            task.add_done_callback(lambda _t: self._parsing.pop(key, None))
+        parse.waiters += 1
         try:
-            read = await asyncio.wait_for(work, PARSE_SECONDS)
+            read = await asyncio.wait_for(asyncio.shield(parse.task), PARSE_SECONDS)
         except TimeoutError:
+            parse.budget.stop.set()
             raise CnkiError(
                 "OPERATION_FAILED", f"读取 {Path(artifact.path).name} 超过 {PARSE_SECONDS:.0f} 秒，已放弃。"
             ) from None
+        except Stopped:
+            raise CnkiError("OPERATION_FAILED", f"读取 {Path(artifact.path).name} 已停止。") from None
+        finally:
+            parse.waiters -= 1
+            if parse.waiters == 0 and not parse.task.done():
+                parse.budget.stop.set()  # the last read waiting for it ended (cancelled or timed out): stop the parse
         while len(self._texts) >= self.capacity:
             self._texts.pop(next(iter(self._texts)))
-        self._texts[(artifact.path, artifact.sha256)] = read
+        self._texts[key] = read
         return read
 
     async def read(

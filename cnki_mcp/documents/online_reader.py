@@ -37,7 +37,6 @@ from cnki_mcp.core.model import LocalReply, Paper, ReadResult, Section
 from cnki_mcp.core.redact import client_url, without_secrets
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import LIVE_PAGE_SCRIPT, parse_download_refusal, refusal_in_url
-from cnki_mcp.pages.parse import is_site_url, public_url
 from cnki_mcp.pages.reader import (
     ReaderDocument,
     is_reader_app,
@@ -47,6 +46,7 @@ from cnki_mcp.pages.reader import (
     reader_data_url,
     with_notice,
 )
+from cnki_mcp.pages.urls import is_site_url, public_url
 from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.detail_tab import ENTRY_WAIT, open_detail, settle
 from cnki_mcp.research.enrich import Enrichment

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 import unicodedata
 from pathlib import Path
 
@@ -23,12 +24,50 @@ import msgspec
 from cnki_mcp.core.errors import CnkiError
 
 MAX_PAGES = 2000
+PAGE_CHARS_MAX = 200_000  # a dense real page has ~5,000; more is a crafted file, not a paper
+PAGE_SECONDS = 10.0  # one page's reading
+CHECK_EVERY = 4096  # characters between looks at the clock and the stop flag
 _COLUMN_LINES = 3  # runs on each side needed before a page counts as two columns
 # KDH: the PDF starts after this many bytes and is XOR-ed with this key, repeated.
 KDH_SKIP = 254
 KDH_KEY = b"FZHMEI"
 _HYPHENS = frozenset("-\u00ad\u2010\u2011\ufffe\x02")  # what PDFium may mark as a soft hyphen at a line end
 _OPEN_LOCK = threading.Lock()  # PDFium is not thread-safe: one document call at a time
+
+
+class Budget:
+    """What one parse may spend, and the flag that stops it with the call (the thread checks it)."""
+
+    def __init__(self, page_seconds: float = PAGE_SECONDS, page_chars: int = PAGE_CHARS_MAX) -> None:
+        self.page_seconds, self.page_chars = page_seconds, page_chars
+        self.stop = threading.Event()
+        self._page_deadline = 0.0
+        self.page = 0
+
+    def start_page(self, index: int, chars: int) -> None:
+        self.page = index
+        self.check()
+        if chars > self.page_chars:
+            raise _too_complex(index, f"有 {chars} 个字符（上限 {self.page_chars}）")
+        self._page_deadline = time.monotonic() + self.page_seconds
+
+    def check(self) -> None:
+        if self.stop.is_set():
+            raise Stopped
+        if self._page_deadline and time.monotonic() > self._page_deadline:
+            raise _too_complex(self.page, f"解析超过 {self.page_seconds:g} 秒")
+
+
+class Stopped(Exception):
+    """The call this parse was for has ended: nobody waits for the text any more."""
+
+
+def _too_complex(page: int, why: str) -> CnkiError:
+    return CnkiError(
+        "PDF_TOO_COMPLEX",
+        f"PDF 第 {page + 1} 页{why}，不像正常的论文页面，已停止读取。请改用 source=online 在线阅读，或重新下载这篇论文。",
+        details={"page": page + 1},
+    )
 
 
 class Line(msgspec.Struct):
@@ -51,7 +90,8 @@ class OutlineEntry(msgspec.Struct):
 
 
 class PdfText(msgspec.Struct):
-    pages: int
+    pages: int  # read
+    total_pages: int
     lines: list[Line]
     outline: list[OutlineEntry]
     empty_pages: list[int]  # 0-based pages without any text (scanned)
@@ -80,8 +120,9 @@ class _Chars:
     baseline, or a gap wide enough to be a gutter between columns start a new run. Each run's box is
     its baseline and font size (PDFium gives Han characters of unembedded fonts no height)."""
 
-    def __init__(self, raw: object, textpage: object, page: int) -> None:
+    def __init__(self, raw: object, textpage: object, page: int, budget: Budget | None = None) -> None:
         self.raw, self.textpage, self.page = raw, textpage, page
+        self.budget = budget or Budget()
         self.runs: list[Line] = []
         self._text: list[str] = []
         self._x0 = self._x1 = self._y = self._size = 0.0
@@ -104,7 +145,10 @@ class _Chars:
         x_ref, y_ref, box_ref = ctypes.byref(x), ctypes.byref(y), ctypes.byref(box)
         unicode, origin = raw.FPDFText_GetUnicode, raw.FPDFText_GetCharOrigin  # type: ignore[attr-defined]
         loose, font_size = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetFontSize  # type: ignore[attr-defined]
+        check = self.budget.check
         for index in range(raw.FPDFText_CountChars(page)):  # type: ignore[attr-defined]
+            if index % CHECK_EVERY == 0:
+                check()
             code = unicode(page, index)
             char = chr(code) if 0 < code < 0x110000 else ""
             if char in ("\r", "\n") or not char:
@@ -218,8 +262,9 @@ def _outline(document: object) -> list[OutlineEntry]:
     return entries
 
 
-def read_pdf(data: bytes) -> PdfText:
-    """Lines per page, the outline and the pages without text of a PDF's bytes; INVALID_FILE when PDFium cannot open it."""
+def read_pdf(data: bytes, budget: Budget | None = None) -> PdfText:
+    """Lines per page, the outline and the pages without text of a PDF's bytes; INVALID_FILE when PDFium cannot
+    open it, PDF_TOO_COMPLEX when a page exceeds ``budget``, Stopped when its flag is set."""
     import pypdfium2 as pdfium  # loaded on first use: most sessions never read a PDF
 
     with _OPEN_LOCK:
@@ -228,15 +273,16 @@ def read_pdf(data: bytes) -> PdfText:
         except pdfium.PdfiumError as exc:
             raise CnkiError("INVALID_FILE", f"PDF 文件无法打开：{exc}") from None
         try:
-            return _read(document)
+            return _read(document, budget or Budget())
         finally:
             document.close()
 
 
-def _read(document: object) -> PdfText:
+def _read(document: object, budget: Budget) -> PdfText:
     import pypdfium2.raw as raw
 
-    count = min(len(document), MAX_PAGES)  # type: ignore[arg-type]
+    total_pages = len(document)  # type: ignore[arg-type]
+    count = min(total_pages, MAX_PAGES)
     lines: list[Line] = []
     empty: list[int] = []
     total = 0
@@ -244,18 +290,22 @@ def _read(document: object) -> PdfText:
         page = document[index]  # type: ignore[index]
         textpage = page.get_textpage()
         try:
-            total += textpage.count_chars()
-            runs = _Chars(raw, textpage.raw, index).read()
+            chars = textpage.count_chars()
+            budget.start_page(index, chars)
+            total += chars
+            runs = _Chars(raw, textpage.raw, index, budget).read()
             if not runs:
                 empty.append(index)
             lines.extend(page_lines(runs, page.get_width()))
         finally:
             textpage.close()
             page.close()
-    return PdfText(pages=count, lines=lines, outline=_outline(document), empty_pages=empty, raw_characters=total)
+    return PdfText(
+        pages=count, total_pages=total_pages, lines=lines, outline=_outline(document), empty_pages=empty, raw_characters=total
+    )
 
 
-def read_file(path: Path, header: str) -> PdfText:
+def read_file(path: Path, header: str, budget: Budget | None = None) -> PdfText:
     """A ledger file's text (blocking): a PDF, or a CAJ that is a PDF inside; CAJ_UNSUPPORTED otherwise."""
     data = path.read_bytes()
     pdf = pdf_bytes_of(data, header)
@@ -266,4 +316,4 @@ def read_file(path: Path, header: str) -> PdfText:
             "可以用 CAJViewer 打开后“另存为”或打印为 PDF，或重新下载 PDF 格式（format=pdf）。",
             details={"path": str(path), "header": header},
         )
-    return read_pdf(pdf)
+    return read_pdf(pdf, budget)

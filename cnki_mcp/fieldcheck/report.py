@@ -25,7 +25,7 @@ import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import msgspec
 
@@ -34,9 +34,9 @@ from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import write_new_file
 from cnki_mcp.core.model import PARSER_VERSION, Config, StoreData
-from cnki_mcp.core.redact import COOKIE_NAMES, REDACTED, SECRET_KEY_WORDS, redact_markup, redact_page
+from cnki_mcp.core.redact import COOKIE_NAMES, REDACTED, SECRET_KEY_WORDS, readings, redact_markup, redact_page
 from cnki_mcp.fieldcheck.tour import render
-from cnki_mcp.store.library import error_counts, peek_store
+from cnki_mcp.store.library import TOKEN_FILE, error_counts, peek_store
 
 REPORT_PREFIX = "report-"
 SNAPSHOTS_MAX = 40
@@ -90,16 +90,28 @@ def scrub_identity(text: str, names: list[str]) -> str:
     return text
 
 
-def find_secret(text: str, names: list[str]) -> str:
-    """What in ``text`` looks like a cookie, a ticket or token, or a known name ("" when nothing does)."""
+def find_secret(text: str, names: list[str], keys: tuple[str, ...] = ()) -> str:
+    """What in ``text`` looks like a cookie, a ticket or token, one of ``keys`` or a known name ("" when
+    nothing does), read also decoded (``redact.readings``)."""
+    forms = readings(text)
     for kind, pattern in _LOOKS_SECRET:
-        if pattern.search(text):
+        if any(pattern.search(form) for form in forms):
             return kind
-    readings = (text, html.unescape(text), unquote(text))
+    if any(key in form for key in keys for form in forms):
+        return "访问令牌"
     for name in names:
-        if any(name.lower() in reading.lower() for reading in readings):
+        if any(name.lower() in form.lower() for form in forms):
             return "你的姓名或机构名称"
     return ""
+
+
+def own_keys(root: Path) -> tuple[str, ...]:
+    """The data directory's own secrets (the HTTP token): hidden wherever a file quotes them."""
+    try:
+        value = (Path(root) / TOKEN_FILE).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ()
+    return (value,) if len(value) >= 16 else ()
 
 
 def _home_hidden(value: str) -> str:
@@ -200,15 +212,23 @@ def report_files(root: Path, config: Config, now: datetime | None = None) -> lis
         text = path.read_text(encoding="utf-8", errors="replace")
         text = redact_page(text) if path.suffix == ".html" else redact_markup(text)
         files.append(ReportFile(f"snapshots/{path.name}", text, source=f"diagnostics/{path.name}"))
-    files = [msgspec.structs.replace(item, text=scrub_identity(item.text, names)) for item in files]
+    keys = own_keys(root)
+    files = [msgspec.structs.replace(item, text=_without(scrub_identity(item.text, names), keys)) for item in files]
     files.insert(0, ReportFile("README.md", _readme(stamp, files, check is not None, len(snapshots))))
     return files
 
 
-def check_files(files: list[ReportFile], names: list[str]) -> None:
-    """REPORT_UNSAFE at the first file that still holds something like a cookie, a ticket or a known name."""
+def _without(text: str, keys: tuple[str, ...]) -> str:
+    for key in keys:
+        text = text.replace(key, REDACTED)
+    return text
+
+
+def check_files(files: list[ReportFile], names: list[str], keys: tuple[str, ...] = ()) -> None:
+    """REPORT_UNSAFE at the first file that still holds something like a cookie, a ticket, one of ``keys``
+    or a known name."""
     for item in files:
-        kind = find_secret(item.text, names)
+        kind = find_secret(item.text, names, keys)
         if kind:
             where = item.source or f"报告中的 {item.name}"
             advice = (
@@ -227,7 +247,7 @@ def build_report(root: Path, config: Config | None = None, now: datetime | None 
     """Write the report zip under ``<root>/diagnostics/`` and return its path (never overwriting a file)."""
     root = Path(root)
     files = report_files(root, config or Config(), now)
-    check_files(files, known_names(peek_store(root)))
+    check_files(files, known_names(peek_store(root)), own_keys(root))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for item in files:

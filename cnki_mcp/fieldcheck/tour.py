@@ -34,8 +34,9 @@ from cnki_mcp.documents.online_reader import HTML_ENTRY, HTML_ENTRY_LINKS, read_
 from cnki_mcp.ops.jobs import FINAL_STATUSES, Job, Jobs, OperationContext, kind_budget
 from cnki_mcp.pages.markup import load_page
 from cnki_mcp.pages.page_state import PageState
-from cnki_mcp.pages.parse import GridPage, is_site_url, parse_detail, parse_journal
+from cnki_mcp.pages.parse import GridPage, parse_detail, parse_journal
 from cnki_mcp.pages.reader import ReaderDocument
+from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation

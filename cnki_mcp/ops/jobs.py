@@ -23,6 +23,7 @@ from cnki_mcp.core.call import ToolCall, seconds_since
 from cnki_mcp.core.clock import Deadline, utc_now_iso
 from cnki_mcp.core.errors import UNREACHED_CODES, CnkiError, as_cnki_error
 from cnki_mcp.core.model import Budget, BudgetView, Operation, OperationView, Problem
+from cnki_mcp.core.tool_args import CONTINUE_REQUESTS, CONTINUE_SECONDS
 from cnki_mcp.store.library import KEEP_OPERATIONS, Store
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,6 @@ INTERRUPTED_MESSAGE = "服务进程在任务运行中退出；检索任务和批
 CONTINUABLE = frozenset({"search"})
 
 # What a continue adds when the budget is spent and no addition is given.
-CONTINUE_REQUESTS = 200
-CONTINUE_SECONDS = 300
 
 # Fixed budgets per kind (requests, seconds); search budgets come from its options.
 KIND_BUDGETS: dict[str, tuple[int, int]] = {
@@ -53,6 +52,9 @@ KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "session": (10, 60),
     "site_check": (12, 600),
     "related": (200, 900),
+    "facets": (30, 600),  # search_facets: grid page 1, the panel, a group asked again alone, challenges
+    "issues": (20, 600),  # journal_issues: a search, the journal page, yearList pages, one issue
+    "authors": (20, 600),  # author_papers: the paper's page, listing pages, a few detail pages
 }
 
 

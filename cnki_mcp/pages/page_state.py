@@ -22,7 +22,7 @@ import lxml.html
 import msgspec
 
 from cnki_mcp.core.errors import BLOCKED_STATUS, CnkiError, network_unreachable
-from cnki_mcp.core.model import SessionState
+from cnki_mcp.core.model import GATEWAY_PLACEHOLDER, SessionState
 from cnki_mcp.core.text import trim, unique_strings
 from cnki_mcp.pages.markup import (
     MAX_MARKUP_BYTES,
@@ -35,16 +35,9 @@ from cnki_mcp.pages.markup import (
     prune,
     text_of,
 )
-from cnki_mcp.pages.parse import (
-    EMPTY_PREVIEW_CHARS,
-    REFUSAL_SAMPLE_CHARS,
-    TEMPORARY_EMPTY,
-    empty_kind,
-    grid_total,
-    is_site_url,
-    now,
-)
+from cnki_mcp.pages.parse import EMPTY_PREVIEW_CHARS, REFUSAL_SAMPLE_CHARS, TEMPORARY_EMPTY, empty_kind, grid_total, now
 from cnki_mcp.pages.reader import TRIAL_NOTICE
+from cnki_mcp.pages.urls import is_site_url
 
 
 class PageState(msgspec.Struct):
@@ -93,9 +86,32 @@ def challenge_url(body: str) -> str:
     return message.strip() if "/verify/" in urlsplit(message.strip()).path.lower() else ""
 
 
+def gateway_page(url: str) -> str:
+    """What a page of the university's gateway itself asks (``challenge`` at its ``/verify/``, else
+    ``login``: its login, two-factor or failure page), or "" for any other page. The site's doors
+    map such pages back to GATEWAY_PLACEHOLDER (``site/remote.py``)."""
+    try:
+        parts = urlsplit(url) if url else None
+    except ValueError:
+        return ""
+    if parts is None or (parts.hostname or "") != GATEWAY_PLACEHOLDER:
+        return ""
+    return "challenge" if "/verify/" in parts.path.lower() else "login"
+
+
+GATEWAY_CHALLENGE_REASON = "学校 VPN 安全验证"
+GATEWAY_LOGIN_REASON = "学校 VPN / 统一身份认证登录页"
+
+
 def classify_response(status: int, url: str, body: str) -> CnkiError | None:
     """The problem a fetched response shows, or None when it should be parsed."""
-    details = {"status": status, "url": url}
+    details: dict[str, object] = {"status": status, "url": url}
+    at_gateway = gateway_page(url)
+    if at_gateway:
+        details["via"] = "gateway"
+        if at_gateway == "challenge":
+            return CnkiError("VERIFICATION_REQUIRED", "学校 VPN 要求人工验证", details=details)
+        return CnkiError("LOGIN_REQUIRED", "学校 VPN / 统一身份认证要求登录", details=details)
     if len(body) > MAX_MARKUP_BYTES // 4 and len(body.encode("utf-8", "replace")) > MAX_MARKUP_BYTES:
         return CnkiError("RESPONSE_TOO_LARGE", "页面超过 8 MB，未解析。", details=details)
     if status == 429:
@@ -296,11 +312,15 @@ def inspect_live_page(html: str, url: str) -> PageState:
         "personal": personal,
         "personal_name": personal_name,
     }
-    challenge = _challenge_reason(raw, url)
+    at_gateway = gateway_page(url)  # the university's gateway itself: its challenge, else its login
+    if at_gateway:
+        challenge = GATEWAY_CHALLENGE_REASON if at_gateway == "challenge" else ""
+    else:
+        challenge = _challenge_reason(raw, url)
     if challenge:
         return PageState(state="challenge", reason=challenge, **identity)
-    if _login_prompt(raw, url):
-        return PageState(state="login", reason="登录页", **identity)
+    if at_gateway or _login_prompt(raw, url):
+        return PageState(state="login", reason=GATEWAY_LOGIN_REASON if at_gateway else "登录页", **identity)
     denied = _DENIED_TEXT.search(page_text(prune(raw)))
     if denied and not _content_of(raw):
         return PageState(state="denied", reason=denied[0], **identity)

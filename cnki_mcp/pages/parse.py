@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
-from urllib.parse import parse_qsl, urljoin, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import lxml.html
 import msgspec
@@ -32,7 +32,6 @@ from cnki_mcp.core.model import (
     Quality,
     TierEvidence,
 )
-from cnki_mcp.core.redact import is_secret_key
 from cnki_mcp.core.text import (
     clean,
     normalize,
@@ -56,6 +55,7 @@ from cnki_mcp.pages.markup import (
     text_of,
     text_without,
 )
+from cnki_mcp.pages.urls import public_url, resolve_href
 
 log = logging.getLogger(__name__)
 
@@ -81,54 +81,6 @@ class GridPage(msgspec.Struct):
     view: str = ""
     sort_shown: str = ""  # the sort code the page marks as active (#orderList li.cur), "" when unmarked
     zero: str = ""  # why an empty page is a real zero: "stated" by the page, or "control" (site.py)
-
-
-# --------------------------------------------------------------------------------------------
-# URLs
-
-
-def is_site_url(url: str) -> bool:
-    """The host allow-list: https and a cnki.net host.
-
-    A backslash or userinfo is refused: Python reads ``https://evil.com\\@kns.cnki.net/`` as a CNKI
-    host, a browser as ``evil.com`` (WHATWG treats the backslash as a path separator).
-    """
-    if "\\" in url:
-        return False
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-    except ValueError:
-        return False
-    if "@" in parts.netloc:
-        return False
-    return parts.scheme == "https" and (host == "cnki.net" or host.endswith(".cnki.net"))
-
-
-def public_url(locator: str) -> str:
-    """The locator when it may be shown to clients as the paper's url, else ""."""
-    if not is_site_url(locator):
-        return ""
-    parts = urlsplit(locator)
-    if "@" in parts.netloc or "abstract" not in parts.path.lower():
-        return ""
-    for key, _ in parse_qsl(parts.query, keep_blank_values=True):
-        if is_secret_key(key):
-            return ""
-    return locator
-
-
-def _resolve(href: str | None, base: str) -> str:
-    if not href:
-        return ""
-    href = href.strip()
-    if href.lower().startswith(("javascript:", "mailto:", "#")):
-        return ""
-    try:
-        url = urljoin(base, href)
-    except ValueError:
-        return ""
-    return url if is_site_url(url) else ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,7 +168,7 @@ def _title_link(scope: lxml.html.HtmlElement, selector: str, base_url: str) -> t
     title = _clean_title(anchor.text_content()) if anchor is not None else ""
     if anchor is None or not title:
         return None
-    return title, _resolve(anchor.get("href"), base_url)
+    return title, resolve_href(anchor.get("href"), base_url)
 
 
 def _grid_row(tr: lxml.html.HtmlElement, base_url: str) -> Paper | None:
@@ -262,6 +214,9 @@ def _cited_count(tr: lxml.html.HtmlElement) -> int | None:
     return None
 
 
+_SENTENCE_LABEL = re.compile(r"^\s*(?:句子|段落)\s*\d*\s*[：:]\s*")
+
+
 def _sentence_row(block: lxml.html.HtmlElement, base_url: str) -> Paper | None:
     """A 句子检索 (brief/senquery) result block: ``.middle`` with ``h6 a.fz14`` and ``.baseinfo``."""
     found = _title_link(block, "h6 a.fz14, a.fz14", base_url)
@@ -286,6 +241,7 @@ def _sentence_row(block: lxml.html.HtmlElement, base_url: str) -> Paper | None:
         title=title,
         authors=authors,
         source=source,
+        sentence=_SENTENCE_LABEL.sub("", text_of(first_match(block, "h5")) or text_of(first_match(block, "dd"))),
         year=year_of(date),
         publication_date=date,
         document_type=doctype,
@@ -652,7 +608,7 @@ def parse_detail(html: str, url: str) -> Paper:
     rows = _rows(root)
 
     link = _source_link(root)
-    source_url = _resolve(link.get("href"), url) if link is not None else ""
+    source_url = resolve_href(link.get("href"), url) if link is not None else ""
     source = meta_first(meta, "citation_journal_title", "citation_conference_title", "dc.source")
     source = strip_source_tail(source or (text_of(link) if link is not None else ""))
 

@@ -27,7 +27,8 @@ from cnki_mcp.core.identity import fingerprint
 from cnki_mcp.core.model import Paper
 from cnki_mcp.core.text import clean, normalize, title_key, trim
 from cnki_mcp.pages.markup import NON_CONTENT_TAGS, parse_markup, text_of
-from cnki_mcp.pages.parse import is_site_url, year_of
+from cnki_mcp.pages.parse import year_of
+from cnki_mcp.pages.urls import is_site_url
 
 RELATIONS = ("references", "citing", "similar")
 RELATION_NAMES = {"references": "参考文献", "citing": "引证文献", "similar": "相似文献"}

@@ -10,8 +10,6 @@ from collections.abc import Callable
 
 import msgspec
 
-MAX_REFERENCES = 100
-
 
 class Span(msgspec.Struct, frozen=True):
     start: int  # index of the outer 《

@@ -9,6 +9,7 @@ it alone, without its leading number.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -119,7 +120,8 @@ async def check(
     """Every entry of ``texts`` checked against CNKI, in order; per-entry failures never fail the others.
     ``pasted``: the list ``texts`` were read from, if any (the summary counts its lines)."""
     op.stage("parse")
-    entries = [read_entry(text) for text in texts]
+    # In a worker thread: parsing a few hundred entries takes a moment the other clients must not wait for.
+    entries = await asyncio.to_thread(lambda: [read_entry(text) for text in texts])
     phrases = {i: search_phrase(entry.parsed.title) for i, entry in enumerate(entries) if not entry.why}
     op.stage("locate")
     found, failed = await _lookup(op, engine, list(dict.fromkeys(phrases.values())))

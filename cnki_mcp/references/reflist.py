@@ -70,7 +70,6 @@ _MAX_ENTRY_LINES = 12
 # How much of an entry's end the rules about its end look at.
 _ENDING_CHARS = 16
 # The most entries one check_references call takes.
-MAX_ENTRIES = 200
 # A line with no other structure is taken as a bare title only from this length on (见第三章 is not one).
 _MIN_BARE_HAN = 6
 
@@ -202,9 +201,14 @@ def _joined(head: str, tail: str) -> str:
 
 # --- reading one entry -----------------------------------------------------------------------------
 
+ENTRY_CHARS_MAX = 2000  # the longest real references (a long URL included) are well under 1,000
+
 
 def read_entry(text: str) -> Entry:
     """``text`` read into its fields; ``why`` says what is missing when no title could be read."""
+    if len(text) > ENTRY_CHARS_MAX:  # not a reference: never handed to the patterns (nor to the event loop's time)
+        return Entry(text, ParsedReference(), f"这一条有 {len(text)} 个字符，超过一条参考文献的上限 {ENTRY_CHARS_MAX} 个字符，"
+                     "没有解析；请检查是否把几条或整段文字粘成了一条，分开后重试。")
     original = text[_numbered(text) :].strip()
     if not original:
         return Entry(text, ParsedReference(), "这一行只有编号，没有内容。")

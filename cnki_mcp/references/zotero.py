@@ -4,7 +4,8 @@ The connector is Zotero's local HTTP server (``CNKI_ZOTERO_URL``, default ``http
 spoken to as Zotero's own browser connector does, never through a proxy (``HTTP(S)_PROXY``/``ALL_PROXY``
 ignored):
 
-- ``GET /connector/ping`` first (3 s): no answer is ZOTERO_UNAVAILABLE at once.
+- ``GET /connector/ping`` first (3 s): no answer, or one that is not Zotero's "Zotero is running", is
+  ZOTERO_UNAVAILABLE at once.
 - ``POST /connector/getSelectedCollection``: the current target and every editable library and
   collection (``targets``: ``L<n>``/``C<n>`` ids in tree order with their ``level``), where a collection
   is found by its unique name or its path from the library root (``法学/2024``).
@@ -19,6 +20,10 @@ ignored):
   non-ASCII escaped) naming the parent item's ``id`` and the session; 200 means the library's files
   are not editable (nothing stored).
 
+Every read from the connector is bounded in size (``ANSWER_MAX``) and time, on the event loop (no thread
+left reading after a timeout): whoever binds the port while Zotero is closed cannot flood the server. An
+answer that is not the connector's (garbage, a ``201`` with a body that is not JSON) is never a success.
+
 A record already saved to the same target by this server process is not sent again. Nothing is
 ever downloaded here: an attachment is the download ledger's file, when it is there and unchanged.
 """
@@ -28,16 +33,15 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import httpx2
 import msgspec
 
 from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Artifact, Paper
+from cnki_mcp.core.model import Artifact, Paper, ZoteroAttachment, ZoteroItem, ZoteroReply, ZoteroTarget
 from cnki_mcp.core.tool_args import ZOTERO_MAX
 from cnki_mcp.documents.download_files import unchanged
 from cnki_mcp.documents.local_read import ledger_entry
@@ -55,7 +59,8 @@ PING_SECONDS = 3.0
 CALL_SECONDS = 30.0
 ATTACH_SECONDS = 120.0
 API_VERSION = "3"
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+ANSWER_MAX = 4 * 1024 * 1024  # bytes: Zotero's largest answer (every collection) is far smaller
+RUNNING = "Zotero is running"  # what Zotero's ping answers
 
 
 class Answer(NamedTuple):
@@ -72,6 +77,18 @@ class Answer(NamedTuple):
     def words(self) -> str:
         return self.body.decode("utf-8", "replace").strip()[:200]
 
+    def created(self) -> bool:
+        """201 with what the connector sends along (nothing, or JSON): a garbage body is not Zotero's."""
+        if self.status != 201:
+            return False
+        if not self.body.strip():
+            return True
+        try:
+            json.loads(self.body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return False
+        return True
+
 
 def base_url() -> str:
     return (settings.env_text("CNKI_ZOTERO_URL") or DEFAULT_URL).rstrip("/")
@@ -87,28 +104,37 @@ def _unavailable(base: str, why: str) -> CnkiError:
     )
 
 
-def _post(url: str, body: bytes | None, headers: dict[str, str], timeout: float) -> Answer:
-    """One request (blocking); an HTTP error status is an answer, a failed connection OSError."""
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST" if body is not None else "GET")
-    try:
-        with _NO_PROXY.open(request, timeout=timeout) as response:
-            return Answer(response.status, response.read())
-    except urllib.error.HTTPError as exc:
-        return Answer(exc.code, exc.read())
+class _TooLarge(Exception):
+    pass
+
+
+async def _request(url: str, body: bytes | None, headers: dict[str, str], timeout: float) -> Answer:
+    """One request, its answer read to at most ``ANSWER_MAX`` bytes; never through a proxy."""
+    async with httpx2.AsyncClient(trust_env=False, timeout=timeout) as client:
+        method = "POST" if body is not None else "GET"
+        async with client.stream(method, url, content=body, headers=headers) as response:
+            data = bytearray()
+            async for chunk in response.aiter_raw():
+                data += chunk
+                if len(data) > ANSWER_MAX:
+                    raise _TooLarge
+            return Answer(response.status_code, bytes(data))
 
 
 class Connector:
-    """Zotero's connector endpoints, each call bounded in time."""
+    """Zotero's connector endpoints, each call bounded in size and time."""
 
     def __init__(self, base: str) -> None:
         self.base = base
 
     async def call(self, path: str, body: bytes | None, headers: dict[str, str], timeout: float = CALL_SECONDS) -> Answer:
         headers = {"X-Zotero-Connector-API-Version": API_VERSION, **headers}
-        work = asyncio.to_thread(_post, self.base + path, body, headers, timeout)
         try:
-            return await asyncio.wait_for(work, timeout + 1.0)
-        except (TimeoutError, OSError, ValueError) as exc:
+            # The whole exchange, not each read: a body sent a byte a second would pass a read timeout.
+            return await asyncio.wait_for(_request(self.base + path, body, headers, timeout), timeout)
+        except _TooLarge:
+            raise _unavailable(self.base, f"答复超过 {ANSWER_MAX // (1024 * 1024)} MB，不像 Zotero 的连接器") from None
+        except (TimeoutError, OSError, ValueError, httpx2.HTTPError) as exc:
             raise _unavailable(self.base, type(exc).__name__ if not str(exc) else str(exc)[:120]) from None
 
     async def post_json(self, path: str, payload: Any) -> Answer:
@@ -119,6 +145,24 @@ class Connector:
         answer = await self.call("/connector/ping", None, {}, PING_SECONDS)
         if answer.status != 200:
             raise _unavailable(self.base, f"HTTP {answer.status}")
+        if RUNNING not in answer.words:
+            raise _unavailable(self.base, "这个端口上的程序不是 Zotero")
+
+
+def _targets(selected: dict[str, Any]) -> list[dict[str, Any]]:
+    """``targets`` of a getSelectedCollection answer, checked: a list of objects with an integer level."""
+    targets = selected.get("targets") or []
+    if not isinstance(targets, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("level") or 0, int) for t in targets
+    ):
+        raise CnkiError(
+            "ZOTERO_UNAVAILABLE",
+            "Zotero 连接器返回的分类列表无法识别（targets 不是对象列表）；请确认 23119 端口上运行的是 Zotero 桌面版，"
+            "重启 Zotero 后重试。",
+            retryable=True,
+            details={"targets": type(targets).__name__},
+        )
+    return targets
 
 
 def _paths(targets: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
@@ -126,7 +170,7 @@ def _paths(targets: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     stack: list[str] = []
     for target in targets:
-        level = int(target.get("level") or 0)
+        level = max(0, int(target.get("level") or 0))
         stack = [*stack[:level], str(target.get("name") or "")]
         out.append((str(target.get("id") or ""), stack[0], "/".join(stack[1:])))
     return out
@@ -139,7 +183,7 @@ def resolve_target(selected: dict[str, Any], wanted: str) -> tuple[str, str]:
         current = selected.get("id")
         target = f"C{current}" if current else f"L{selected.get('libraryID') or 1}"
         return target, str(selected.get("name") or selected.get("libraryName") or "")
-    paths = [(ident, library, path) for ident, library, path in _paths(selected.get("targets") or []) if path]
+    paths = [(ident, library, path) for ident, library, path in _paths(_targets(selected)) if path]
     asked = "/".join(part.strip() for part in wanted.strip().strip("/").split("/"))
     found = [(i, p) for i, _, p in paths if p == asked] if "/" in asked else [(i, p) for i, _, p in paths if p.split("/")[-1] == asked]
     if not found:
@@ -158,6 +202,9 @@ def resolve_target(selected: dict[str, Any], wanted: str) -> tuple[str, str]:
 
 
 def _failure(answer: Answer, what: str) -> CnkiError:
+    if answer.status == 201:  # "created" with a body that is not the connector's: nothing can be trusted
+        return CnkiError("ZOTERO_SAVE_FAILED", f"无法确认 Zotero 保存了{what}：答复 HTTP 201 但内容无法识别（{answer.words[:80]}）；"
+                         "请确认 23119 端口上运行的是 Zotero，在 Zotero 里查看后再重试。", details={"status": 201})
     return CnkiError("ZOTERO_SAVE_FAILED", f"Zotero 没有保存{what}：HTTP {answer.status} {answer.words}".strip(),
                      details={"status": answer.status})
 
@@ -170,42 +217,46 @@ class ZoteroSaves:
 
     async def save(
         self, store: Store, refs: list[str], *, collection: str, attach: bool, tags: list[str]
-    ) -> dict[str, Any]:
+    ) -> ZoteroReply:
         refs = list(dict.fromkeys(refs))
         if len(refs) > ZOTERO_MAX:
             raise CnkiError("BATCH_TOO_LARGE", f"一次最多保存 {ZOTERO_MAX} 篇，收到 {len(refs)} 篇；请分批保存。",
                             details={"count": len(refs)})
         connector = Connector(base_url())
         await connector.ping()
-        selected = await connector.post_json("/connector/getSelectedCollection", {})
-        if selected.status != 200 or not isinstance(selected.json(), dict):
-            raise _unavailable(connector.base, f"getSelectedCollection 答复 HTTP {selected.status}")
-        target, place = resolve_target(selected.json(), collection)
-        current, _ = resolve_target(selected.json(), "")
+        answer = await connector.post_json("/connector/getSelectedCollection", {})
+        selected = answer.json()
+        if answer.status != 200 or not isinstance(selected, dict):
+            raise _unavailable(connector.base, f"getSelectedCollection 答复 HTTP {answer.status}")
+        _targets(selected)
+        target, place = resolve_target(selected, collection)
+        current, _ = resolve_target(selected, "")
         session_update = _SessionUpdate(target, moved=target != current, tags=clean_tags(tags))
-        rows: dict[str, dict[str, Any]] = {ref: {"record_ref": ref} for ref in refs}
+        rows = {ref: ZoteroItem(record_ref=ref) for ref in refs}
         papers = []
         for ref in refs:
             paper = store.data.papers.get(ref)
+            row = rows[ref]
             if paper is None:
                 missing = CnkiError("RECORD_NOT_FOUND", "本地没有这条记录；请先检索或用 get_metadata 取得它。")
-                rows[ref].update(status="failed", error=msgspec.to_builtins(missing.problem()))
-            elif (target, ref) in self.saved:
-                rows[ref].update(title=paper.title, item_type=item_type(paper), status="already_saved")
+                row.status, row.error = "failed", missing.problem()
+                continue
+            row.title, row.item_type = paper.title, item_type(paper)
+            if (target, ref) in self.saved:
+                row.status = "already_saved"
             else:
-                rows[ref].update(title=paper.title, item_type=item_type(paper))
                 papers.append(paper)
         for paper, session, error in await self._save_items(connector, papers, session_update):
             row = rows[paper.record_ref]
             if error is not None:
-                row["error"] = msgspec.to_builtins(error.problem())
+                row.error = error.problem()
                 if error.code != "ZOTERO_SESSION_FAILED":  # saved, though not where asked: still saved
-                    row["status"] = "failed"
+                    row.status = "failed"
                     continue
-            row["status"] = "saved"
+            row.status = "saved"
             self.saved.add((target, paper.record_ref))
             if attach:
-                row["attachment"] = await _attach(connector, store, paper, session)
+                row.attachment = await _attach(connector, store, paper, session)
         return _reply(list(rows.values()), target, place)
 
     async def _save_items(
@@ -215,7 +266,7 @@ class ZoteroSaves:
         if not papers:
             return []
         session, answer = await _save(connector, papers)
-        if answer.status == 201:
+        if answer.created():
             problem = await _update(connector, session, update)
             return [(paper, session, problem) for paper in papers]
         _read_only(answer)
@@ -277,13 +328,13 @@ async def _update(connector: Connector, session: str, update: _SessionUpdate) ->
 _TYPES = {"pdf": "application/pdf", "caj": "application/octet-stream"}
 
 
-async def _attach(connector: Connector, store: Store, paper: Paper, session: str) -> dict[str, Any]:
+async def _attach(connector: Connector, store: Store, paper: Paper, session: str) -> ZoteroAttachment:
     """The ledger's file sent as the item's attachment; what happened, for the result."""
     artifact: Artifact | None = ledger_entry(store, paper.record_ref)
     if artifact is None:
-        return {"status": "not_downloaded"}
+        return ZoteroAttachment(status="not_downloaded")
     if not await asyncio.to_thread(unchanged, artifact):
-        return {"status": "file_changed", "path": artifact.path}
+        return ZoteroAttachment(status="file_changed", path=artifact.path)
     kind = artifact.content_format or artifact.format
     data = await asyncio.to_thread(Path(artifact.path).read_bytes)
     metadata = {
@@ -295,26 +346,24 @@ async def _attach(connector: Connector, store: Store, paper: Paper, session: str
     }
     headers = {"Content-Type": _TYPES.get(kind, "application/octet-stream"), "X-Metadata": ascii_json(metadata)}
     answer = await connector.call("/connector/saveAttachment", data, headers, ATTACH_SECONDS)
-    shown = {"format": kind, "path": artifact.path, "bytes": len(data)}
-    if answer.status == 201:
-        return {"status": "attached", **shown}
+    shown = ZoteroAttachment(status="attached", format=kind, path=artifact.path, bytes=len(data))
+    if answer.created():
+        return shown
     if answer.status == 200:
-        return {"status": "not_stored", **shown, "message": f"Zotero 未保存文件：{answer.words}"}
-    return {"status": "failed", **shown, "message": f"Zotero 答复 HTTP {answer.status} {answer.words}"}
+        return msgspec.structs.replace(shown, status="not_stored", message=f"Zotero 未保存文件：{answer.words}")
+    return msgspec.structs.replace(shown, status="failed", message=f"Zotero 答复 HTTP {answer.status} {answer.words}")
 
 
-def _reply(rows: list[dict[str, Any]], target: str, place: str) -> dict[str, Any]:
+def _reply(rows: list[ZoteroItem], target: str, place: str) -> ZoteroReply:
     counts: dict[str, int] = {}
     for row in rows:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
-        attachment = row.get("attachment")
-        if attachment:
-            key = f"attachments_{attachment['status']}"
+        counts[row.status] = counts.get(row.status, 0) + 1
+        if row.attachment is not None:
+            key = f"attachments_{row.attachment.status}"
             counts[key] = counts.get(key, 0) + 1
-    errors = [{**row["error"], "details": {"record_ref": row["record_ref"]}} for row in rows if "error" in row]
-    failed = sum(1 for row in rows if row["status"] == "failed")
+    errors = [
+        msgspec.structs.replace(row.error, details={"record_ref": row.record_ref}) for row in rows if row.error is not None
+    ]
+    failed = sum(1 for row in rows if row.status == "failed")
     status = "completed" if not errors else ("failed" if failed == len(rows) else "partial")
-    reply: dict[str, Any] = {"status": status, "target": {"id": target, "name": place}, "items": rows, "summary": counts}
-    if errors:
-        reply["errors"] = errors
-    return reply
+    return ZoteroReply(status=status, target=ZoteroTarget(target, place), items=rows, summary=counts, errors=errors)

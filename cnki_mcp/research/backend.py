@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper, Quality
 from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.site.browser import DownloadEvent, Tab
 from cnki_mcp.site.cdp import FetchResult, NavigationResult
@@ -50,8 +51,22 @@ class SiteBackend(Protocol):
         or where ``related(title, row title)`` holds)."""
         ...
 
+    async def facet_panel(self, op: OperationContext, query: GridQuery, idents: list[str]) -> dict[str, FacetGroup]:
+        """The left facet panel's groups ``idents`` of a listing (kns8s/group/result), by groupid."""
+        ...
+
     async def read(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """Any CNKI page read the way detail pages are, with the caller's ``parse(html, url)``."""
+        ...
+
+    async def navi_page(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+        """A navi.cnki.net page (the journal search home, a journal's page) shown in the navi tab, parsed."""
+        ...
+
+    async def navi_post(
+        self, op: OperationContext, page_url: str, url: str, form: str, parse: Callable[[str, str], T], kind: str
+    ) -> T:
+        """A navi fragment (journal search, yearList, papers) POSTed from the navi tab showing ``page_url``."""
         ...
 
     @property

@@ -25,8 +25,10 @@ import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Channel, Plan
+from cnki_mcp.core.text import first_control
+from cnki_mcp.core.tool_args import EXPRESSION_MAX_CHARS
 from cnki_mcp.site.grid_query import FIELDS as STRUCTURED_FIELDS
-from cnki_mcp.site.grid_query import Expression, compile_expression, decode_expression
+from cnki_mcp.site.grid_query import Expression, compile_expression, decode_expression, sentence_of
 
 # Field codes of CNKI's professional search, as its help and the search page's hint list them.
 FIELDS: dict[str, str] = {
@@ -62,7 +64,6 @@ BETWEEN = "BETWEEN"
 LOGIC = ("AND", "OR", "NOT")
 VALUE_OPERATORS = "*+-"
 # The grid answered only the bare empty shell for a 4393-character expression; 3633 worked.
-MAX_CHARS = 3600
 MAX_DEPTH = 24
 MAX_CLAUSES = 200
 
@@ -246,7 +247,7 @@ class _Reader:
     def bracketed(self, depth: int, inner: Callable[[int], Any]) -> Any:
         """``( … )`` around what ``inner`` reads; an unclosed one is reported where it opens."""
         opening = self.take()
-        if depth > MAX_DEPTH:
+        if depth >= MAX_DEPTH:  # depth counts the brackets already open: this one is number depth + 1
             raise _error(opening.position, f"括号嵌套超过 {MAX_DEPTH} 层，请简化表达式。")
         node = inner(depth + 1)
         if self.token.kind != ")":
@@ -349,8 +350,15 @@ class _Reader:
 
 def parse(text: str) -> Parsed:
     """The expression as a tree (left-assoc, one precedence), with warnings; INVALID_EXPRESSION otherwise."""
-    if len(text) > MAX_CHARS:
-        raise _error(MAX_CHARS + 1, f"表达式超过 {MAX_CHARS} 个字符，知网不接受这么长的专业检索表达式，请拆成几次检索。")
+    if len(text) > EXPRESSION_MAX_CHARS:
+        raise _error(EXPRESSION_MAX_CHARS + 1, f"表达式超过 {EXPRESSION_MAX_CHARS} 个字符，知网不接受这么长的专业检索表达式，请拆成几次检索。")
+    control = first_control(text)
+    if control >= 0:
+        raise _error(
+            control + 1,
+            f"表达式第 {control + 1} 个字符是看不见的控制字符（U+{ord(text[control]):04X}，如 NUL、ESC 或文字方向控制符），"
+            "会让检索条件与看到的不同；请删去它后重试。",
+        )
     reader = _Reader(text)
     if reader.token.kind == "end":
         raise _error(1, "表达式为空。")
@@ -506,9 +514,9 @@ def plan_expert(text: str) -> Plan:
     """The search of an expression: one ``expert`` channel carrying its canonical form, and warnings."""
     parsed = parse(text)
     canonical = render(parsed.tree)
-    if len(canonical) > MAX_CHARS:
+    if len(canonical) > EXPRESSION_MAX_CHARS:
         raise _error(
-            1, f"表达式写成知网格式后有 {len(canonical)} 个字符，超过 {MAX_CHARS} 个，知网不接受这么长的专业检索表达式。"
+            1, f"表达式写成知网格式后有 {len(canonical)} 个字符，超过 {EXPRESSION_MAX_CHARS} 个，知网不接受这么长的专业检索表达式。"
         )
     channel = Channel(name="expert", weight=1.0, expert=canonical)
     return Plan(channels=[channel], method="expert", warnings=list(parsed.warnings))
@@ -522,6 +530,7 @@ def plan_expression(plan: Plan) -> str:
     if plan.method == "expert":
         return channel.expert
     if plan.method == "structured":
-        return from_structured(channel.expression)
+        # A 句子检索 has no professional-search form this product could vouch for.
+        return "" if sentence_of(channel.expression) is not None else from_structured(channel.expression)
     return ""
 

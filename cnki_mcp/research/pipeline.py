@@ -48,6 +48,7 @@ from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.research.expert import plan_expression
+from cnki_mcp.research.facets import year_trend
 from cnki_mcp.research.query import (
     LEXICAL_WARNING,
     SAMPLING_MAX_TOKENS,
@@ -71,7 +72,8 @@ from cnki_mcp.research.rank import (
     search_entries,
 )
 from cnki_mcp.research.relations import Relations
-from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression
+from cnki_mcp.site.facet_query import FacetPick, facet_picks
+from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression, sentence_of
 from cnki_mcp.store.library import Store
 
 log = logging.getLogger(__name__)
@@ -115,6 +117,7 @@ class SearchInput(msgspec.Struct, omit_defaults=True, kw_only=True):
     year_to: int = 0
     concept_groups: list[list[str]] = []
     options: SearchSettings
+    facet_filters: dict[str, list[str]] = {}  # structured and expert searches: the left panel's picks
 
 
 class SearchState(msgspec.Struct, omit_defaults=True):
@@ -161,7 +164,10 @@ def search_input(args: SearchArgs | StructuredSearchArgs | ExpertSearchArgs) -> 
         query, mode, groups = args.query, args.mode, args.concept_groups
     settings = SearchSettings.of(args.options)
     years = {"year_from": args.year_from, "year_to": args.year_to}
-    return SearchInput(query=query, mode=mode, limit=args.limit, concept_groups=groups, options=settings, **years)
+    filters = {} if isinstance(args, SearchArgs) else dict(args.facet_filters)
+    return SearchInput(
+        query=query, mode=mode, limit=args.limit, concept_groups=groups, options=settings, facet_filters=filters, **years
+    )
 
 
 def cache_key(request: SearchInput, plan: Plan) -> str:
@@ -179,6 +185,7 @@ def cache_key(request: SearchInput, plan: Plan) -> str:
         msgspec.to_builtins(plan.channels),
         PARSER_VERSION,
         *([f"expand={options.expand}"] if options.expand else []),
+        *([["facets", request.facet_filters]] if request.facet_filters else []),
     ])
 
 
@@ -238,6 +245,7 @@ class Research:
         self.store = enrichment.store
         self.year = year
         self._branches: dict[str, list[list[Condition]]] = {}
+        self._picks: tuple[FacetPick, ...] | None = None
 
     async def run(self, op: OperationContext, state: SearchState) -> SearchSummary:
         """Run (or resume) a search; always stores a search record and returns its summary."""
@@ -314,12 +322,19 @@ class Research:
             raise fatal
 
     def _query(self, channel: Channel, request: SearchInput) -> GridQuery:
+        if self._picks is None:
+            self._picks = facet_picks(request.facet_filters)
         if channel.expert:
-            return GridQuery([], request.year_from, request.year_to, request.options.sort, expert=channel.expert)
+            return GridQuery(
+                [], request.year_from, request.year_to, request.options.sort, expert=channel.expert, facets=self._picks
+            )
+        sentence = sentence_of(channel.expression)
+        if sentence is not None:
+            return GridQuery([], request.year_from, request.year_to, request.options.sort, sentence=sentence, facets=self._picks)
         branches = self._branches.get(channel.name)
         if branches is None:
             branches = self._branches[channel.name] = compile_expression(channel.expression)
-        return GridQuery(branches, request.year_from, request.year_to, request.options.sort)
+        return GridQuery(branches, request.year_from, request.year_to, request.options.sort, facets=self._picks)
 
     async def _retrieve(self, op: OperationContext, run: _Run) -> None:
         state = run.state
@@ -520,6 +535,9 @@ class Research:
             coverage=[msgspec.structs.replace(c) for c in state.coverage],
             entries=search_entries(ranked, selected),
             created_at=utc_now_iso(),
+            year_from=request.year_from,
+            year_to=request.year_to,
+            facet_filters=request.facet_filters,
         )
         self.store.put_search(record, state.cache_key if status == "completed" and state.cache_key else None)
         enhanced = sum(1 for item in ranked if item.paper.abstract and item.paper.detail_observed_at)
@@ -528,6 +546,7 @@ class Research:
             for item in ranked
             if item.paper.quality is not None and item.paper.quality.state == "present"
         }
+        sentences = sentence_plan(state.plan)
         return SearchSummary(
             search_id=state.search_id,
             status=status,
@@ -540,11 +559,17 @@ class Research:
             coverage=[CoverageView.of(entry) for entry in state.coverage],
             incomplete_channels=incomplete_channels(state.coverage),
             plan=state.plan,
-            results=[TitleRow.of(item.paper) for item in selected[: request.limit or DEFAULT_LIMIT]],
+            results=[TitleRow.of(item.paper, sentence=sentences) for item in selected[: request.limit or DEFAULT_LIMIT]],
             expert_expression=plan_expression(state.plan),
+            year_trend=year_trend(self.store, record),
         )
 
     # -- get_metadata (network path) --
+
+
+def sentence_plan(plan: Plan) -> bool:
+    """Whether a plan is a 句子检索 (its rows carry the matching sentence)."""
+    return plan.method == "structured" and bool(plan.channels) and sentence_of(plan.channels[0].expression) is not None
 
 
 # Failures of a listing that asking again later can cure: a continue retries those channels.
@@ -593,7 +618,8 @@ def cached_reply(store: Store, key: str, limit: int) -> LocalReply | None:
     results = []
     for entry in selected[: limit or DEFAULT_LIMIT]:
         paper = papers.get(entry.record_ref)
-        results.append(TitleRow.of(paper) if paper is not None else TitleRow(record_ref=entry.record_ref))
+        results.append(TitleRow.of(paper, sentence=sentence_plan(record.plan)) if paper is not None
+                       else TitleRow(record_ref=entry.record_ref))
     summary = SearchSummary(
         search_id=record.search_id,
         status=record.status,
@@ -606,5 +632,6 @@ def cached_reply(store: Store, key: str, limit: int) -> LocalReply | None:
         plan=record.plan,
         results=results,
         expert_expression=plan_expression(record.plan),
+        year_trend=year_trend(store, record),
     )
     return LocalReply(source="cache", requests=0, result=summary)

@@ -17,13 +17,11 @@ import msgspec
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Channel, Plan
 from cnki_mcp.core.text import has_han, is_blank, unique_strings
+from cnki_mcp.core.tool_args import PLAN_GROUPS_MAX, PLAN_TERM_CHARS, PLAN_TERMS_MAX
 from cnki_mcp.site.grid_query import MAX_BRANCHES, combine, compile_expression, leaf
 
 # --- limits ---------------------------------------------------------------------------------------
 
-MAX_GROUPS = 8
-MAX_TERMS = 6
-MAX_TERM_CHARS = 80
 FEEDBACK_WEIGHT = 0.8
 
 # --- plan validation ------------------------------------------------------------------------------
@@ -35,17 +33,17 @@ def _plan_error(message: str, field: str = "concept_groups") -> CnkiError:
 
 def validate_plan(groups: Sequence[Sequence[str]]) -> list[list[str]]:
     """Check the concept groups' limits (before de-duplication), then de-duplicate each group."""
-    if len(groups) > MAX_GROUPS:
-        raise _plan_error(f"concept_groups 最多 {MAX_GROUPS} 组，收到 {len(groups)} 组。")
+    if len(groups) > PLAN_GROUPS_MAX:
+        raise _plan_error(f"concept_groups 最多 {PLAN_GROUPS_MAX} 组，收到 {len(groups)} 组。")
     for i, group in enumerate(groups):
-        if not 1 <= len(group) <= MAX_TERMS:
+        if not 1 <= len(group) <= PLAN_TERMS_MAX:
             raise _plan_error(
-                f"concept_groups[{i}] 须有 1–{MAX_TERMS} 个同义词，收到 {len(group)} 个。", f"concept_groups[{i}]"
+                f"concept_groups[{i}] 须有 1–{PLAN_TERMS_MAX} 个同义词，收到 {len(group)} 个。", f"concept_groups[{i}]"
             )
         for j, term in enumerate(group):
-            if not isinstance(term, str) or is_blank(term) or len(term.strip()) > MAX_TERM_CHARS:
+            if not isinstance(term, str) or is_blank(term) or len(term.strip()) > PLAN_TERM_CHARS:
                 raise _plan_error(
-                    f"concept_groups[{i}][{j}] 须为 1–{MAX_TERM_CHARS} 字的检索词。", f"concept_groups[{i}][{j}]"
+                    f"concept_groups[{i}][{j}] 须为 1–{PLAN_TERM_CHARS} 字的检索词。", f"concept_groups[{i}][{j}]"
                 )
     concepts = [unique_strings(group) for group in groups]
     # Each channel asks CNKI for every combination of one term per group; more than 32 cannot be sent.
@@ -80,7 +78,7 @@ def aliases(text: str) -> list[str]:
         head, tail = text[: ieee.start()], text[ieee.end() :]
         variants += [head + spelled + tail for spelled in (standard, f"IEEE {standard}", f"IEEE P{standard}")]
     # A term matching both patterns would give 7 spellings; keep the first 6 so planning never fails on them.
-    return unique_strings(variants)[:MAX_TERMS]
+    return unique_strings(variants)[:PLAN_TERMS_MAX]
 
 
 # --- planning -------------------------------------------------------------------------------------
@@ -135,15 +133,15 @@ def plan_lexical(query: str) -> Plan:
     """
     query = query.strip()
     parts = lexical_parts(query) or [query]
-    if len(parts) > MAX_GROUPS:
+    if len(parts) > PLAN_GROUPS_MAX:
         raise _plan_error(
-            f"检索词被拆成了 {len(parts)} 个概念，最多 {MAX_GROUPS} 个；请精简检索词，或用 concept_groups 指定概念组。",
+            f"检索词被拆成了 {len(parts)} 个概念，最多 {PLAN_GROUPS_MAX} 个；请精简检索词，或用 concept_groups 指定概念组。",
             "query",
         )
     for part in parts:
-        if len(part) > MAX_TERM_CHARS:
+        if len(part) > PLAN_TERM_CHARS:
             raise _plan_error(
-                f"无法自动拆分的概念超过 {MAX_TERM_CHARS} 字：请用顿号、逗号或空格分隔各个概念，"
+                f"无法自动拆分的概念超过 {PLAN_TERM_CHARS} 字：请用顿号、逗号或空格分隔各个概念，"
                 "或用 concept_groups 指定概念组。",
                 "query",
             )
@@ -161,7 +159,7 @@ SAMPLING_SYSTEM_PROMPT = (
     "请只回复一个 JSON 二维字符串数组，不要附带任何解释或其他文字。"
     "每个内层数组表示一个必不可少的概念，内容是这个概念的检索词及其专业同义词；"
     "不同内层数组之间是“与”（AND）关系，同一内层数组中的词是“或”（OR）关系。\n"
-    f"最多 {MAX_GROUPS} 个内层数组，每个最多 {MAX_TERMS} 个词，每个词不超过 {MAX_TERM_CHARS} 个字。"
+    f"最多 {PLAN_GROUPS_MAX} 个内层数组，每个最多 {PLAN_TERMS_MAX} 个词，每个词不超过 {PLAN_TERM_CHARS} 个字。"
     "去掉“请帮我找”“的研究”之类的提问套话；不要加入用户没有问到的主题；"
     "保留专业领域里的版本标识原样（例如 Wi-Fi 7、IEEE 802.11be、5G-A）。\n"
     '示例：[["自动驾驶", "无人驾驶"], ["产品责任", "产品缺陷责任"]]'

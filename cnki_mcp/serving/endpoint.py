@@ -12,6 +12,14 @@ really started, in a worker thread, so that a stdio server answers its client me
 - ``Authorization: Bearer <token>`` must carry the token kept in ``<data>/http-token`` (0600, created on
   first use, replaced by ``cnki-mcp config --rotate-token``); a missing or wrong token is 401. The file is
   read again when it changes, so a rotated token takes effect without a restart.
+
+Connections are bounded for whoever has no token: a request's headers must arrive within
+``HEADER_SECONDS`` of connecting (uvicorn's keep-alive timeout then closes an idle one), at most
+``connection_cap()`` are open at once — well under the descriptor limit, whose soft value is raised to
+the hard one where allowed — and at the cap the oldest connection still waiting for its first request
+is closed to make room, so a flood of idle or half-sent connections never keeps a real call out. What
+a flood makes uvicorn and asyncio log (invalid requests, ``accept`` out of descriptors) is one line per
+``LOG_EVERY_SECONDS``, never a traceback per attempt.
 """
 
 from __future__ import annotations
@@ -25,13 +33,15 @@ import logging
 import os
 import secrets
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.files import atomic_replace
+from cnki_mcp.core.files import atomic_replace, make_private_dir
+from cnki_mcp.store import library
 
 if TYPE_CHECKING:
     import uvicorn
@@ -39,12 +49,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOKEN_FILE = "http-token"
+TOKEN_FILE = library.TOKEN_FILE
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 PATH = "/mcp"
 START_SECONDS = 10.0
 STOP_SECONDS = 5.0
+HEADER_SECONDS = 10.0  # from connecting to a request's last header line
+IDLE_SECONDS = 5  # between requests on a kept-alive connection (uvicorn's timeout_keep_alive)
+CONNECTIONS_MAX = 512
+LOG_EVERY_SECONDS = 30.0
 # What starting an endpoint imports: uvicorn and the protocol and lifespan classes its Config loads by name.
 MODULES = ("uvicorn", "uvicorn.protocols.http.h11_impl", "uvicorn.lifespan.on", "psutil")
 
@@ -65,7 +79,7 @@ def token(root: Path, *, rotate: bool = False) -> str:
     root = Path(root)
     path = root / TOKEN_FILE
     try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(root)
         if not rotate:
             found = _read_token(path)
             if found is not None:
@@ -119,6 +133,8 @@ class _TokenFile:
             info = self.path.stat()
         except OSError:
             return b""
+        if os.name != "nt" and info.st_mode & 0o077:
+            _tighten(self.path)  # loosened while we run (a chmod, a copy tool): only its owner may read it
         stamp = (info.st_mtime_ns, info.st_size)
         if stamp != self._stamp:
             self._value = (_read_token(self.path) or "").encode("ascii")
@@ -217,6 +233,78 @@ def load() -> None:
         importlib.import_module(name)
 
 
+def connection_cap() -> int:
+    """Open connections allowed: a quarter of the descriptor limit (raised first to the hard limit where
+    the system allows), at most ``CONNECTIONS_MAX``; the rest stays for the browser, files and logs."""
+    try:
+        import resource
+    except ImportError:  # Windows: no descriptor limit of this kind
+        return CONNECTIONS_MAX
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+    limit = soft if soft != resource.RLIM_INFINITY else 65536
+    return max(16, min(CONNECTIONS_MAX, limit // 4))
+
+
+class _OncePer(logging.Filter):
+    """One record per message kind every ``LOG_EVERY_SECONDS``, without its traceback: a flood of bad
+    connections must not fill the log (and rotate the history away)."""
+
+    KINDS = ("Invalid HTTP request", "socket.accept() out of system resource", "Exceeded concurrency limit")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last: dict[str, float] = {}
+        self._dropped: dict[str, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        kind = next((k for k in self.KINDS if message.startswith(k)), None)
+        if kind is None:
+            return True
+        now = time.monotonic()
+        if now - self._last.get(kind, -LOG_EVERY_SECONDS) < LOG_EVERY_SECONDS:
+            self._dropped[kind] = self._dropped.get(kind, 0) + 1
+            return False
+        self._last[kind] = now
+        dropped = self._dropped.pop(kind, 0)
+        record.msg, record.args = f"{kind} (HTTP endpoint; {dropped} more since the last such line)", None
+        record.exc_info = record.exc_text = None
+        return True
+
+
+_FLOOD_LOG = _OncePer()
+
+
+def _protocol(cap: int) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with a header deadline and a connection cap (see the module's text)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Guarded(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self.opened_at = self.loop.time()
+            self.requested = False
+            # The keep-alive timer doubles as the header deadline: a request's headers cancel it.
+            self.timeout_keep_alive_task = self.loop.call_later(HEADER_SECONDS, self.timeout_keep_alive_handler)
+            live = [c for c in self.connections if isinstance(c, Guarded) and not c.transport.is_closing()]
+            if len(live) > cap:  # (one being closed stays in the set until its connection_lost)
+                waiting = [c for c in live if not c.requested]
+                oldest = min(waiting, key=lambda c: c.opened_at, default=self)
+                oldest.transport.close()
+
+        def handle_events(self) -> None:
+            self.requested = self.requested or self.cycle is not None
+            super().handle_events()
+            self.requested = self.requested or self.cycle is not None
+
+    return Guarded
+
+
 def _server(config: uvicorn.Config) -> uvicorn.Server:
     import uvicorn
 
@@ -288,9 +376,12 @@ async def start(mcp_server: Any, root: Path, host: str = DEFAULT_HOST, port: int
     )
     guard = Guard(starlette_app, tokens, allowed_hosts(host, bound_port))
     # Named, not "auto": the same modules in every install, and a frozen build knows what to bundle.
+    for name in ("uvicorn.error", "asyncio"):
+        if _FLOOD_LOG not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(_FLOOD_LOG)
     config = uvicorn.Config(
-        guard, http="h11", ws="none", lifespan="on", log_level="warning", access_log=False, log_config=None,
-        timeout_graceful_shutdown=2,
+        guard, http=_protocol(connection_cap()), ws="none", lifespan="on", log_level="warning", access_log=False,
+        log_config=None, timeout_graceful_shutdown=2, timeout_keep_alive=IDLE_SECONDS,
     )
     server = _server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name="cnki-http")

@@ -24,7 +24,7 @@ import msgspec
 
 from cnki_mcp import __version__
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.files import atomic_replace
+from cnki_mcp.core.files import atomic_replace, make_private_dir
 from cnki_mcp.serving import endpoint
 from cnki_mcp.store.library import DirectoryLock
 
@@ -52,7 +52,7 @@ class OwnerInfo(msgspec.Struct):
 
 def claim(root: Path) -> DirectoryLock | None:
     """``owner.lock`` taken (this process is the owner), or None when a live process holds it."""
-    Path(root).mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dir(Path(root))
     try:
         return DirectoryLock.acquire(root, OWNER_LOCK)
     except CnkiError as exc:

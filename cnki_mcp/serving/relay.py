@@ -8,8 +8,9 @@ interpreted but what a change of owner needs:
 
 - the client's ``initialize`` (and ``notifications/initialized``) is kept and replayed, under an id of
   the relay's own whose answer nobody sees, on every later connection, so the client's session goes on;
-- the requests still unanswered when the owner goes are answered with ``OWNER_CHANGED`` (a tool call as
-  an ``isError`` result), and a late answer to them is dropped;
+- a request the owner never acknowledged (no answer to its POST began: the owner was already gone) is
+  sent to the next owner; the others still unanswered when the owner goes are answered with
+  ``OWNER_CHANGED`` (a tool call as an ``isError`` result), and a late answer to them is dropped;
 - the relay watches ``owner.lock``: when it can take it, the owner is gone and this process becomes the
   owner itself (``shared.Shared.become_owner``), then connects to its own endpoint; when ``owner.json``
   names another process, another server took over and the relay re-joins it.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -28,7 +30,6 @@ from typing import Any
 import anyio
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types import INTERNAL_ERROR, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
@@ -48,6 +49,47 @@ CONNECT_SECONDS = 10.0  # connecting to the owner, writing a request
 SESSION_ENDED = ("Session not found", "Session terminated")
 
 
+def _request_ids(body: bytes) -> list[Any]:
+    """The JSON-RPC request ids in a POST body (one message, or a batch)."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return []
+    messages = value if isinstance(value, list) else [value]
+    return [m["id"] for m in messages if isinstance(m, dict) and "method" in m and "id" in m]
+
+
+class _Delivery(httpx2.AsyncBaseTransport):
+    """The HTTP transport to the owner, noting the requests the owner acknowledged: its answer to their POST
+    began (the SDK's server starts it on receipt). One without that never reached a live owner."""
+
+    def __init__(self, delivered: set[Any]) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._delivered = delivered
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.method == "POST":
+            self._delivered.update(_request_ids(request.content))
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def owner_client(token: str, delivered: set[Any]) -> httpx2.AsyncClient:
+    """The HTTP client to the owner: its token, never a proxy (the owner is local)."""
+    # No read timeout: the GET stream may stay quiet for hours (a stream that timed out is given up after a
+    # few reconnections, and then the owner ends the idle session); a gone owner is noticed by _watch.
+    return httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=httpx2.Timeout(CONNECT_SECONDS, read=None),
+        follow_redirects=True,
+        trust_env=False,
+        transport=_Delivery(delivered),
+    )
+
+
 class Relay:
     """The stdio client's session, carried to whoever owns the data directory."""
 
@@ -59,7 +101,9 @@ class Relay:
         self._connected = asyncio.Event()
         self._init: JSONRPCRequest | None = None
         self._initialized = False
-        self._outstanding: dict[Any, str] = {}
+        self._outstanding: dict[Any, SessionMessage] = {}  # requests sent, by id, until answered
+        self._delivered: set[Any] = set()  # ids the owner acknowledged; the others go to the next owner
+        self._resends: set[asyncio.Task[None]] = set()
         self._replays: dict[str, asyncio.Future[Any]] = {}
         self._rejoins = 0
         self._lock: DirectoryLock | None = None  # taken from a dead owner, not yet used
@@ -101,7 +145,7 @@ class Relay:
             break
         # Recorded right after the send: its answer needs a round trip to the owner, so it cannot come sooner.
         if isinstance(message, JSONRPCRequest):
-            self._outstanding[message.id] = message.method
+            self._outstanding[message.id] = item
         if isinstance(message, JSONRPCRequest) and message.method == "initialize":
             self._init = message
         elif isinstance(message, JSONRPCNotification) and message.method == "notifications/initialized":
@@ -121,6 +165,7 @@ class Relay:
                     if not waiter.done():
                         waiter.set_result(message)
                     continue
+                self._delivered.discard(message.id)
                 if message.id is None or self._outstanding.pop(message.id, None) is None:
                     continue  # answered already (the owner changed meanwhile)
                 if isinstance(message, JSONRPCError) and message.error.message in SESSION_ENDED:
@@ -154,7 +199,14 @@ class Relay:
                 self._connected.clear()
                 self._down = None
                 unanswered, self._outstanding = self._outstanding, {}
-                for ident, method in unanswered.items():
+                delivered, self._delivered = self._delivered, set()
+                for ident, item in unanswered.items():
+                    if ident not in delivered:  # the owner never had it: the next one answers it
+                        resend = asyncio.create_task(self._from_client(item))
+                        self._resends.add(resend)
+                        resend.add_done_callback(self._resends.discard)
+                        continue
+                    method = item.message.method if isinstance(item.message, JSONRPCRequest) else ""
                     await self._answer_failed(ident, method, "OWNER_CHANGED")
             await asyncio.sleep(POLL_SECONDS)
 
@@ -175,10 +227,7 @@ class Relay:
 
     async def _connect(self, target: OwnerInfo) -> None:
         token = await asyncio.to_thread(endpoint.token, self.root)
-        # No read timeout: the GET stream may stay quiet for hours (a stream that timed out is given up after a
-        # few reconnections, and then the owner ends the idle session); a gone owner is noticed by _watch.
-        timeout = httpx2.Timeout(CONNECT_SECONDS, read=None)
-        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as http:
+        async with owner_client(token, self._delivered) as http:
             async with streamable_http_client(target.url, http_client=http) as (down_read, down_write):
                 reader = asyncio.create_task(self._from_owner(down_read))
                 try:

@@ -50,6 +50,7 @@ from cnki_mcp.setup.config_edit import (
     parse_jsonc,
     quoted,
 )
+from cnki_mcp.setup.messages import Words, msg, pick
 
 SYSTEMS = ("darwin", "windows", "linux")
 
@@ -80,20 +81,35 @@ class Location:
 
 @dataclass(frozen=True, slots=True)
 class Client:
+    """``label``, ``where`` and ``after`` are names or (Chinese, English) pairs; ``name``, ``hint`` and
+    ``note`` give them in the CLI's language."""
+
     id: str
-    name: str
+    label: Words
     mode: Mode
     format: Format = "json"
     key_path: tuple[str, ...] = ("mcpServers",)
     extras: tuple[tuple[str, Any], ...] = ()
     location: Location | None = None
-    hint: str = ""
+    where: Words = ""  # where a pasted snippet goes, or what to do first
     link: Callable[[dict[str, Any]], str] | None = None
     commands: tuple[str, ...] = ()  # the client's own programs: one on PATH means it is installed
     cli: Callable[[dict[str, Any]], list[str]] | None = None  # its documented "add a server" command
     systems: tuple[str, ...] = SYSTEMS  # where the client exists at all (Claude Desktop has no Linux build)
     install_link: Callable[[dict[str, Any]], str] | None = None  # an install link beside its config file
-    note: str = ""  # a step the client needs after its config is written
+    after: Words = ""  # a step the client needs after its config is written
+
+    @property
+    def name(self) -> str:
+        return pick(self.label)
+
+    @property
+    def hint(self) -> str:
+        return pick(self.where)
+
+    @property
+    def note(self) -> str:
+        return pick(self.after)
 
     @property
     def extension(self) -> str:
@@ -157,18 +173,20 @@ def _codex_cli(entry: dict[str, Any]) -> list[str]:
 _STDIO = (("type", "stdio"),)
 _LONG_MS = (("timeout", 900000),)
 _CLINE = (("disabled", False), ("timeout", 900))
-_DSH_HINT_DESKTOP = "先运行一次 DeepSeek Harness 桌面版，再重新执行 setup"
-_DSH_HINT_WEB = "先运行一次 dsh web，再重新执行 setup"
+_DSH_HINT_DESKTOP = ("先运行一次 DeepSeek Harness 桌面版，再重新执行 setup", "run DeepSeek Harness Desktop once, then run setup again")
+_DSH_HINT_WEB = ("先运行一次 dsh web，再重新执行 setup", "run dsh web once, then run setup again")
 _GEMINI_TRUST = (
     "Gemini CLI 只在受信任的文件夹里连接 MCP 服务：在要使用的文件夹里启动 gemini，询问时选择信任"
-    "（之后可用 /permissions 更改），再用 /mcp 查看 cnki 是否已连接"
+    "（之后可用 /permissions 更改），再用 /mcp 查看 cnki 是否已连接",
+    "Gemini CLI connects MCP servers only in trusted folders: start gemini in the folder you will use, choose to "
+    "trust it when asked (/permissions changes it later), then check with /mcp that cnki is connected",
 )
 
 CLIENTS: tuple[Client, ...] = (
     Client("claude-desktop", "Claude Desktop", "write",
            location=Location(("Claude", "claude_desktop_config.json"), base="appdata", systems=("darwin", "windows"),
                              msix="Claude"),
-           hint="Claude Desktop 设置 → 开发者 → 编辑配置", systems=("darwin", "windows")),
+           where=("Claude Desktop 设置 → 开发者 → 编辑配置", "Claude Desktop Settings → Developer → Edit Config"), systems=("darwin", "windows")),
     Client("claude-code", "Claude Code", "write", extras=_STDIO,
            location=Location((".claude.json",), env="CLAUDE_CONFIG_DIR", env_parts=(".claude.json",)),
            commands=("claude",), cli=_claude_cli),
@@ -178,42 +196,46 @@ CLIENTS: tuple[Client, ...] = (
     Client("cursor", "Cursor", "write", extras=_STDIO, location=Location((".cursor", "mcp.json")),
            commands=("cursor",), install_link=_cursor_link),
     Client("gemini", "Gemini CLI", "write", extras=_LONG_MS, location=Location((".gemini", "settings.json")),
-           commands=("gemini",), note=_GEMINI_TRUST),
-    Client("dsh-desktop", "DeepSeek Harness 桌面版", "write", format="yaml", key_path=(),
+           commands=("gemini",), after=_GEMINI_TRUST),
+    Client("dsh-desktop", ("DeepSeek Harness 桌面版", "DeepSeek Harness Desktop"), "write", format="yaml", key_path=(),
            location=Location((".dsh", "profiles", "desktop", "cordis.patch.yml"), env="DSH_HOME",
                              env_parts=("profiles", "desktop", "cordis.patch.yml"), must_exist=True),
-           hint=_DSH_HINT_DESKTOP),
-    Client("dsh-web", "DeepSeek Harness 网页版（dsh web）", "write", format="yaml", key_path=(),
+           where=_DSH_HINT_DESKTOP),
+    Client("dsh-web", ("DeepSeek Harness 网页版（dsh web）", "DeepSeek Harness Web (dsh web)"), "write", format="yaml", key_path=(),
            location=Location((".dsh", "profiles", "web", "cordis.patch.yml"), env="DSH_HOME",
                              env_parts=("profiles", "web", "cordis.patch.yml"), must_exist=True),
-           hint=_DSH_HINT_WEB),
+           where=_DSH_HINT_WEB),
     Client("workbuddy", "WorkBuddy", "write", location=Location((".workbuddy", "mcp.json"))),
     Client("zcode", "ZCode", "write", key_path=("mcp", "servers"), extras=_STDIO,
            location=Location((".zcode", "cli", "config.json"))),
-    Client("kimi-code", "Kimi Code（CLI 与桌面版）", "write",
+    Client("kimi-code", ("Kimi Code（CLI 与桌面版）", "Kimi Code (CLI and desktop)"), "write",
            location=Location((".kimi-code", "mcp.json"), env="KIMI_CODE_HOME", env_parts=("mcp.json",))),
     Client("codebuddy", "CodeBuddy CLI", "write", extras=_STDIO, location=Location((".codebuddy", ".mcp.json"))),
     Client("qwen-code", "Qwen Code", "write", extras=_LONG_MS, location=Location((".qwen", "settings.json")),
            commands=("qwen",)),
     Client("qoder-cli", "Qoder CLI", "write", extras=_STDIO, location=Location((".qoder", "settings.json"))),
-    Client("qoder", "Qoder IDE", "link", hint="Qoder 设置 → MCP → My Servers → + Add", link=_qoder_link),
-    Client("trae", "Trae", "link", hint="Trae 设置 → MCP → 添加 → 手动添加", link=_trae_link),
-    Client("trae-cn", "Trae CN", "paste", hint="Trae CN 设置 → MCP → 添加 → 手动添加"),
-    Client("lingma", "通义灵码", "paste", hint="通义灵码 个人设置 → MCP 服务 → + → 配置文件添加"),
-    Client("codebuddy-ide", "CodeBuddy IDE", "paste", extras=_STDIO, hint="CodeBuddy 设置 → MCP → Add MCP"),
-    Client("comate", "文心快码 Comate", "paste", extras=_STDIO, hint="文心快码的 MCP 设置（mcp.json）"),
-    Client("chatbox", "Chatbox", "link", hint="Chatbox 设置 → MCP → 添加服务器", link=_chatbox_link),
-    Client("cherry-studio", "Cherry Studio", "link", hint="Cherry Studio 设置 → MCP 服务器 → 从 JSON 导入",
+    Client("qoder", "Qoder IDE", "link", where=("Qoder 设置 → MCP → My Servers → + Add", "Qoder Settings → MCP → My Servers → + Add"), link=_qoder_link),
+    Client("trae", "Trae", "link", where=("Trae 设置 → MCP → 添加 → 手动添加", "Trae Settings → MCP → Add → Add Manually"), link=_trae_link),
+    Client("trae-cn", "Trae CN", "paste", where=("Trae CN 设置 → MCP → 添加 → 手动添加", "Trae CN Settings → MCP → Add → Add Manually")),
+    Client("lingma", ("通义灵码", "Tongyi Lingma"), "paste",
+           where=("通义灵码 个人设置 → MCP 服务 → + → 配置文件添加", "Tongyi Lingma personal settings → MCP services → + → add by config file")),
+    Client("codebuddy-ide", "CodeBuddy IDE", "paste", extras=_STDIO, where=("CodeBuddy 设置 → MCP → Add MCP", "CodeBuddy Settings → MCP → Add MCP")),
+    Client("comate", ("文心快码 Comate", "Baidu Comate"), "paste", extras=_STDIO,
+           where=("文心快码的 MCP 设置（mcp.json）", "Comate's MCP settings (mcp.json)")),
+    Client("chatbox", "Chatbox", "link", where=("Chatbox 设置 → MCP → 添加服务器", "Chatbox Settings → MCP → Add Server"), link=_chatbox_link),
+    Client("cherry-studio", "Cherry Studio", "link",
+           where=("Cherry Studio 设置 → MCP 服务器 → 从 JSON 导入", "Cherry Studio Settings → MCP Servers → Import from JSON"),
            link=_cherry_link),
     Client("vscode", "VS Code / GitHub Copilot", "write", key_path=("servers",), extras=_STDIO,
            location=Location(("Code", "User", "mcp.json"), base="appdata", must_exist=True),
-           hint="先打开一次 VS Code，再重新执行 setup", commands=("code",), install_link=_vscode_link),
+           where=("先打开一次 VS Code，再重新执行 setup", "open VS Code once, then run setup again"), commands=("code",), install_link=_vscode_link),
     Client("windsurf", "Windsurf", "write", location=Location((".codeium", "windsurf", "mcp_config.json")),
            commands=("windsurf",)),
-    Client("cline", "Cline", "paste", extras=_CLINE, hint="Cline 的 MCP Servers → Configure"),
-    Client("roo", "Roo Code", "paste", extras=_CLINE, hint="Roo Code 的 MCP 设置 → Edit Global MCP"),
-    Client("lobehub", "LobeHub / LobeChat", "paste", hint="LobeHub 插件设置 → 自定义 MCP → 导入 JSON"),
-    Client("generic", "其他 stdio 客户端（通用 JSON）", "paste", hint="客户端的 MCP 设置"),
+    Client("cline", "Cline", "paste", extras=_CLINE, where=("Cline 的 MCP Servers → Configure", "Cline's MCP Servers → Configure")),
+    Client("roo", "Roo Code", "paste", extras=_CLINE, where=("Roo Code 的 MCP 设置 → Edit Global MCP", "Roo Code's MCP settings → Edit Global MCP")),
+    Client("lobehub", "LobeHub / LobeChat", "paste", where=("LobeHub 插件设置 → 自定义 MCP → 导入 JSON", "LobeHub plugin settings → Custom MCP → Import JSON")),
+    Client("generic", ("其他 stdio 客户端（通用 JSON）", "Other stdio client (generic JSON)"), "paste",
+           where=("客户端的 MCP 设置", "the client's MCP settings")),
 )
 
 _BY_ID: dict[str, Client] = {client.id: client for client in CLIENTS}
@@ -249,8 +271,10 @@ def available(client: Client, os_name: str | None = None) -> bool:
 
 
 def unavailable_message(client: Client) -> str:
-    systems = "、".join({"darwin": "macOS", "windows": "Windows", "linux": "Linux"}[name] for name in client.systems)
-    return f"{client.name} 只有 {systems} 版，这台电脑上没有；请在装有它的电脑上运行 cnki-mcp setup，或选择其他客户端。"
+    systems = msg("clients.list_separator").join(
+        {"darwin": "macOS", "windows": "Windows", "linux": "Linux"}[name] for name in client.systems
+    )
+    return msg("clients.unavailable", client=client.name, systems=systems)
 
 
 def client_install_link(client_id: str, data_root: Path | str, command: list[str] | None = None) -> str | None:
@@ -267,10 +291,10 @@ def get_client(client_id: str) -> Client:
     if client is None:
         nearest = difflib.get_close_matches(key, [*_BY_ID, *ALIASES], n=1, cutoff=0.6)
         suggestion = ALIASES.get(nearest[0], nearest[0]) if nearest else None
-        guess = f"是不是 {suggestion}？" if suggestion else ""
+        guess = msg("clients.unknown_guess", suggestion=suggestion) if suggestion else ""
         raise CnkiError(
             "UNKNOWN_CLIENT",
-            f"未知的客户端“{client_id}”。{guess}可选的客户端：{'、'.join(_BY_ID)}（cnki-mcp help 列出它们的名称）。",
+            msg("clients.unknown", name=client_id, guess=guess, ids=msg("clients.list_separator").join(_BY_ID)),
             details={"client": client_id, "suggestion": suggestion},
         )
     return client
@@ -360,7 +384,7 @@ def http_entry(client_id: str, url: str, token: str) -> dict[str, Any]:
     if client.format == "yaml":
         raise CnkiError(
             "CLIENT_HTTP_UNSUPPORTED",
-            f"{client.name} 的配置只支持 stdio。请用 cnki-mcp config {client.id}（不带 --http）：同一台电脑上它会自动加入正在运行的服务。",
+            msg("clients.http_stdio_only", client=client.name, id=client.id),
             details={"client": client.id},
         )
     value: dict[str, Any] = {_HTTP_URL_KEY.get(client.id, "url"): url, "headers": {"Authorization": f"Bearer {token}"}}
@@ -453,21 +477,20 @@ def config_path(
         client = get_client(client_id)
         raise CnkiError(
             "CLIENT_CONFIG_AMBIGUOUS",
-            f"发现 {client.name} 的多个安装，各有自己的配置文件：{'；'.join(map(str, paths))}。"
-            "请不带参数运行 cnki-mcp setup，在询问时选择正在使用的那一个。",
+            msg("clients.ambiguous", client=client.name, paths=msg("clients.ambiguous_separator").join(map(str, paths))),
             details={"client": client.id, "paths": [str(path) for path in paths]},
         )
     return paths[0] if paths else None
 
 
 def how_configured(client_id: str, os_name: str | None = None) -> str:
-    """A short Chinese label for the way this client gets its config on this OS."""
+    """A short label (in the CLI's language) for the way this client gets its config on this OS."""
     client = get_client(client_id)
     if client.mode == "link":
-        return "一键导入链接"
+        return msg("clients.how_link")
     if client.location is not None and normalise_os(os_name) in client.location.systems:
-        return "可自动写入（需先运行过一次）" if client.location.must_exist else "可自动写入"
-    return "粘贴配置"
+        return msg("clients.how_write_after_run" if client.location.must_exist else "clients.how_write")
+    return msg("clients.how_paste")
 
 
 def installed_clients(
@@ -543,7 +566,7 @@ def configured_clients(
             try:
                 found = existing_entry(client.id, path)
             except UNREADABLE as exc:
-                message = f"无法读取或解析：{exc}".replace("\n", " ")
+                message = msg("clients.unreadable", reason=exc).replace("\n", " ")
                 report.append({**item, "status": "unreadable", "message": message})
                 continue
             if found is not None:
@@ -555,8 +578,7 @@ def _entry_status(client: Client, found: Any, wanted: dict[str, Any]) -> dict[st
     if is_disabled(found):
         return {
             "status": "disabled",
-            "message": f"cnki 条目在 {client.name} 中已停用；运行 cnki-mcp setup --client {client.id} "
-            "--install-client 可以重新启用。",
+            "message": msg("clients.disabled", client=client.name, id=client.id),
         }
     found_env = found.get("env") if isinstance(found, dict) else None
     current = (
@@ -570,7 +592,7 @@ def _entry_status(client: Client, found: Any, wanted: dict[str, Any]) -> dict[st
         return {"status": "current"}
     return {
         "status": "different",
-        "message": "cnki 条目指向另一个程序或数据目录；重新运行 cnki-mcp setup 可以更新。",
+        "message": msg("clients.different"),
     }
 
 
@@ -610,13 +632,13 @@ def write_client_config(
     if target.is_symlink():
         raise CnkiError(
             "CONFIG_SYMLINK",
-            f"{target} 是符号链接，为安全起见未做改动；请把配置片段手动粘贴到它指向的文件中。",
+            msg("clients.symlink", path=target),
             details={"path": str(target)},
         )
     if client.location is not None and client.location.must_exist and not target.parent.is_dir():
         raise CnkiError(
             "CLIENT_NOT_INITIALIZED",
-            f"{client.name} 的配置目录 {target.parent} 还不存在：{client.hint}。",
+            msg("clients.not_initialized", client=client.name, folder=target.parent, hint=client.hint),
             details={"client": client.id, "path": str(target)},
         )
     try:
@@ -624,11 +646,11 @@ def write_client_config(
     except FileNotFoundError:
         old_bytes = b""
     except OSError as exc:
-        raise invalid_config(target, f"无法读取：{exc.strerror or exc}") from exc
+        raise invalid_config(target, msg("clients.cannot_read", reason=exc.strerror or exc)) from exc
     try:
         old_text = old_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise invalid_config(target, "不是 UTF-8 文本") from exc
+        raise invalid_config(target, msg("clients.not_utf8")) from exc
 
     if http is None:
         value, fresh = entry(client.id, data_root, command), snippet(client.id, data_root, command)
@@ -637,7 +659,7 @@ def write_client_config(
     else:
         raise CnkiError(
             "CLIENT_HTTP_UNSUPPORTED",
-            f"setup 不会为 {client.name} 写入 HTTP 配置；请运行 cnki-mcp config {client.id} --http，把输出合并到 {target}。",
+            msg("clients.http_not_written", client=client.name, id=client.id, path=target),
             details={"client": client.id, "path": str(target)},
         )
     merge = {"json": merge_json, "toml": merge_toml, "yaml": merge_yaml}[client.format]
@@ -652,12 +674,13 @@ def write_client_config(
         replaced = replace_if_unchanged(target, old_bytes, new_bytes)
     except OSError as exc:
         raise CnkiError(
-            "DISK_WRITE_FAILED", f"写入 {target} 失败：{exc.strerror or exc}。", details={"path": str(target)}
+            "DISK_WRITE_FAILED", msg("clients.write_failed", path=target, reason=exc.strerror or exc),
+            details={"path": str(target)},
         ) from exc
     if not replaced:
         raise CnkiError(
             "CONFIG_CHANGED",
-            f"{target} 在写入期间被其他程序修改，未覆盖；请关闭该客户端后重新执行 setup。",
+            msg("clients.changed_meanwhile", path=target),
             details={"path": str(target)},
         )
     return ConfigWrite(target, backup, True)

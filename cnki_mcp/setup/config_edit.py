@@ -27,6 +27,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.setup.messages import msg
 
 # json's own string scanner (the one json.loads uses), which typeshed does not declare.
 _scanstring: Callable[[str, int, bool], tuple[str, int]] = vars(json.decoder)["scanstring"]
@@ -65,7 +66,7 @@ def html_safe(text: str) -> str:
 def invalid_config(path: Path, why: str) -> CnkiError:
     return CnkiError(
         "CLIENT_CONFIG_INVALID",
-        f"客户端配置文件 {path} 无法处理（{why}），未做改动；请修正后重试，或手动粘贴配置片段。",
+        msg("edit.invalid", path=path, why=why),
         details={"path": str(path), "reason": why},
     )
 
@@ -118,14 +119,14 @@ def _apply(document: Any, path: tuple[str, ...], value: Any) -> None:
 def _walk_objects(document: Any, key_path: tuple[str, ...], target: Path) -> Any:
     """The value at ``key_path + (cnki,)`` (or None), checking every level on the way is an object."""
     if not isinstance(document, dict):
-        raise invalid_config(target, "顶层不是对象")
+        raise invalid_config(target, msg("edit.top_not_object"))
     node: Any = document
     for depth, key in enumerate(key_path):
         node = node.get(key)
         if node is None:
             return None
         if not isinstance(node, dict):
-            raise invalid_config(target, f"“{'.'.join(key_path[: depth + 1])}”不是对象，结构不兼容")
+            raise invalid_config(target, msg("edit.not_object", key=".".join(key_path[: depth + 1])))
     return node.get(SERVER_KEY)
 
 
@@ -168,10 +169,10 @@ class _JsoncParser:
         try:
             node = self._value()
         except RecursionError:
-            raise _JsonSyntaxError("嵌套层数过多", self.pos) from None
+            raise _JsonSyntaxError(msg("edit.too_deep"), self.pos) from None
         self._skip()
         if self.pos != len(self.text):
-            raise _JsonSyntaxError("文档结束后还有多余内容", self.pos)
+            raise _JsonSyntaxError(msg("edit.trailing"), self.pos)
         return node
 
     def _skip(self) -> None:
@@ -186,14 +187,14 @@ class _JsoncParser:
             elif text.startswith("/*", self.pos):
                 close = text.find("*/", self.pos + 2)
                 if close < 0:
-                    raise _JsonSyntaxError("注释 /* 没有结束", self.pos)
+                    raise _JsonSyntaxError(msg("edit.open_comment"), self.pos)
                 self.pos = close + 2
             else:
                 return
 
     def _value(self) -> _Node:
         if self.pos >= len(self.text):
-            raise _JsonSyntaxError("内容不完整", self.pos)
+            raise _JsonSyntaxError(msg("edit.incomplete"), self.pos)
         char = self.text[self.pos]
         if char == "{":
             return self._object()
@@ -209,7 +210,7 @@ class _JsoncParser:
                 return _Node(self.pos - len(word), self.pos, literal)
         match = _NUMBER.match(self.text, self.pos)
         if match is None:
-            raise _JsonSyntaxError(f"无法识别的字符 {char!r}", self.pos)
+            raise _JsonSyntaxError(msg("edit.bad_char", char=repr(char)), self.pos)
         self.pos = match.end()
         return _Node(match.start(), match.end(), json.loads(match.group()))
 
@@ -217,7 +218,7 @@ class _JsoncParser:
         try:
             value, self.pos = _scanstring(self.text, self.pos + 1, True)
         except json.JSONDecodeError as exc:
-            raise _JsonSyntaxError("字符串无效", exc.pos) from None
+            raise _JsonSyntaxError(msg("edit.bad_string"), exc.pos) from None
         return value
 
     def _object(self) -> _Node:
@@ -232,14 +233,14 @@ class _JsoncParser:
                 self.pos += 1
                 return _Node(start, self.pos, value, members)
             if not comma:
-                raise _JsonSyntaxError("缺少逗号", self.pos)
+                raise _JsonSyntaxError(msg("edit.comma"), self.pos)
             if not self.text.startswith('"', self.pos):
-                raise _JsonSyntaxError("对象的键必须是双引号字符串", self.pos)
+                raise _JsonSyntaxError(msg("edit.key_quotes"), self.pos)
             key_start = self.pos
             key = self._string()
             self._skip()
             if not self.text.startswith(":", self.pos):
-                raise _JsonSyntaxError("缺少冒号", self.pos)
+                raise _JsonSyntaxError(msg("edit.colon"), self.pos)
             self.pos += 1
             self._skip()
             node = self._value()
@@ -261,7 +262,7 @@ class _JsoncParser:
                 self.pos += 1
                 return _Node(start, self.pos, items)
             if not comma:
-                raise _JsonSyntaxError("缺少逗号", self.pos)
+                raise _JsonSyntaxError(msg("edit.comma"), self.pos)
             items.append(self._value().value)
             self._skip()
             comma = self.text.startswith(",", self.pos)
@@ -277,7 +278,7 @@ def parse_jsonc(text: str) -> Any:
 def _where(text: str, position: int) -> str:
     line = text.count("\n", 0, position) + 1
     column = position - (text.rfind("\n", 0, position) + 1) + 1
-    return f"第 {line} 行第 {column} 列"
+    return msg("edit.where", line=line, column=column)
 
 
 def _line_indent(text: str, position: int) -> str:
@@ -369,7 +370,7 @@ def merge_json(
     try:
         document = _JsoncParser(body).parse().value
     except _JsonSyntaxError as exc:
-        raise invalid_config(target, f"JSON 语法错误，{_where(body, exc.position)}：{exc}") from None
+        raise invalid_config(target, msg("edit.json_syntax", where=_where(body, exc.position), error=exc)) from None
     existing = _walk_objects(document, key_path, target)
     changes = _edits(existing, value, key_path + (SERVER_KEY,), enable)
     newline = _newline_of(body)
@@ -388,9 +389,9 @@ def _verify(parse: Callable[[], Any], expected: Any, target: Path) -> None:
     try:
         produced = parse()
     except Exception as exc:  # any parser failure means our edit went wrong
-        raise invalid_config(target, f"自动修改后无法解析（{exc}）") from exc
+        raise invalid_config(target, msg("edit.unparsable_after", error=exc)) from exc
     if produced != expected:
-        raise invalid_config(target, "自动修改的结果与预期不一致")
+        raise invalid_config(target, msg("edit.unexpected_result"))
 
 
 # --- TOML (Codex) -------------------------------------------------------------------------------------
@@ -414,7 +415,7 @@ def merge_toml(
         document = tomllib.loads(text)
         editable = tomlkit.parse(text)
     except (tomllib.TOMLDecodeError, tomlkit.exceptions.TOMLKitError) as exc:
-        raise invalid_config(target, f"TOML 语法错误：{exc}") from None
+        raise invalid_config(target, msg("edit.toml_syntax", error=exc)) from None
     existing = _walk_objects(document, key_path, target)
     full = {**value, "startup_timeout_sec": 30, "tool_timeout_sec": 900}
     base = key_path + (SERVER_KEY,)
@@ -441,7 +442,7 @@ def merge_toml(
             _apply(expected, path, new)
         new_text = tomlkit.dumps(editable)
     except (tomlkit.exceptions.TOMLKitError, KeyError, TypeError, ValueError) as exc:
-        raise invalid_config(target, f"无法自动修改这种写法（{exc}），请手动修改") from exc
+        raise invalid_config(target, msg("edit.toml_form", error=exc)) from exc
     _verify(lambda: tomllib.loads(new_text), expected, target)
     return new_text
 
@@ -477,9 +478,9 @@ def merge_yaml(
     try:
         document = load_yaml(text)
     except YAMLError as exc:
-        raise invalid_config(target, "YAML 语法错误：" + " ".join(str(exc).split())) from None
+        raise invalid_config(target, msg("edit.yaml_syntax", error=" ".join(str(exc).split()))) from None
     if document is not None and not isinstance(document, list):
-        raise invalid_config(target, "顶层不是补丁列表")
+        raise invalid_config(target, msg("edit.yaml_not_list"))
     found = find_dsh_entry(document)
     if found is None:
         appended = _append(text, fresh)
@@ -487,7 +488,7 @@ def merge_yaml(
         _verify(lambda: load_yaml(appended), expected, target)
         return appended
     if not isinstance(found.get("config"), dict):
-        raise invalid_config(target, f"已有的 {DSH_ENTRY_ID} 条目没有 config 映射，请手动修改")
+        raise invalid_config(target, msg("edit.dsh_no_config", id=DSH_ENTRY_ID))
     expected = copy.deepcopy(document)
     if not _dsh_settings(find_dsh_entry(expected), value):
         return text
@@ -537,7 +538,7 @@ def _edit_yaml(text: str, value: dict[str, Any], target: Path) -> str:
         out = io.StringIO()
         editor.dump(document, out)
     except (YAMLError, AttributeError, KeyError, TypeError) as exc:
-        raise invalid_config(target, f"已有的 {DSH_ENTRY_ID} 条目格式无法自动更新（{exc}），请手动修改") from exc
+        raise invalid_config(target, msg("edit.dsh_form", id=DSH_ENTRY_ID, error=exc)) from exc
     result = _dedent_top_level(out.getvalue(), offset)
     newline = _newline_of(text)
     return result.replace("\n", newline) if newline != "\n" else result

@@ -1,4 +1,4 @@
-"""`cnki-mcp doctor`: the local checks, one ✓/⚠/✗ line each in Chinese, then a verdict.
+"""`cnki-mcp doctor`: the local checks, one ✓/⚠/✗ line each in the CLI's language (setup/messages.py), then a verdict.
 
 ⚠ is something that works today but will hurt a newcomer (setup never run, no client configured, a
 configured browser that is gone, an environment value that is ignored, no screen for login and
@@ -21,6 +21,7 @@ from cnki_mcp import __version__
 from cnki_mcp.core import logs, settings
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config
+from cnki_mcp.setup.messages import english, msg
 
 
 class Check(msgspec.Struct):
@@ -43,16 +44,17 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
         config = load_config(root)
     except CnkiError as error:
         config = Config()  # the other checks still run, with the defaults
-        checks.append(Check("config", False, f"config.json 有问题：{error.message}"))
+        checks.append(Check("config", False, msg("doctor.config_bad", message=error.message)))
     else:
         checks.append(_config_check(root))
     try:
         diagnostics = msgspec.to_builtins(await App(root).diagnostics(None, None))
     except CnkiError as error:
-        checks.append(Check("diagnostics", False, f"本地诊断失败：{error.message}"))
+        checks.append(Check("diagnostics", False, msg("doctor.diagnostics_failed", message=error.message)))
     else:
         diagnostics.pop("config_error", None)  # the config check above says it, with the file's name
         report.update(diagnostics)
+    checks.append(_route_check(config))
     report["browser_executable"] = browser = _browser_report(config)
     checks.append(_browser_check(browser, config))
     checks.append(_display_check())
@@ -67,9 +69,9 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
             report["protocol"] = result = await protocol_probe(server_command())
         except CnkiError as error:
             report["protocol"] = {"passed": False, "code": error.code, "message": error.message}
-            checks.append(Check("protocol", False, f"MCP 通信检查未通过：{error.message}"))
+            checks.append(Check("protocol", False, msg("doctor.protocol_failed", message=error.message)))
         else:
-            checks.append(Check("protocol", True, f"MCP 通信正常：{result.get('tools')} 个工具，版本 {result.get('version')}"))
+            checks.append(Check("protocol", True, msg("doctor.protocol_ok", tools=result.get("tools"), version=result.get("version"))))
     problems = sum(not check.ok for check in checks)
     warnings = sum(check.ok and check.warning for check in checks)
     report["checks"] = msgspec.to_builtins(checks)
@@ -82,9 +84,16 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
 def _config_check(root: Any) -> Check:
     path = root / "config.json"
     if path.is_file():
-        return Check("config", True, f"config.json 可以读取：{path}")
-    return Check("config", True, f"这个数据目录还没有设置过（没有 {path}）：请运行 cnki-mcp setup，"
-                 "它会选择并检查浏览器、接入客户端。", warning=True)
+        return Check("config", True, msg("doctor.config_ok", path=path))
+    return Check("config", True, msg("doctor.never_set_up", path=path), warning=True)
+
+
+def _route_check(config: Config) -> Check:
+    from cnki_mcp.site.remote import route_words
+
+    words = route_words(config.route, english=english())
+    return Check("route", True, msg("doctor.route_direct" if config.route.kind == "direct" else "doctor.route_gateway",
+                                    route=words))
 
 
 def _browser_report(config: Config) -> dict[str, Any]:
@@ -92,8 +101,8 @@ def _browser_report(config: Config) -> dict[str, Any]:
 
     from cnki_mcp.site import discovery
 
-    # The browser check below says a missing configured browser in Chinese; discovery's English
-    # warning would only repeat it on stderr.
+    # The browser check below says a missing configured browser in its own words; discovery's
+    # English log warning would only repeat it on stderr.
     quiet = logging.getLogger(discovery.__name__)
     was, quiet.disabled = quiet.disabled, True
     try:
@@ -106,71 +115,72 @@ def _browser_check(browser: dict[str, Any], config: Config) -> Check:
     from pathlib import Path
 
     if not browser.get("found"):
-        return Check("browser", False, f"浏览器：{browser.get('message')}")
+        # discovery's message is the tools' Chinese; this line says the same in the CLI's language.
+        gone = msg("doctor.browser_gone_from", source=browser["missing_from"], path=browser["missing_path"]) \
+            if browser.get("missing_path") else ""
+        return Check("browser", False, msg("doctor.browser_missing", gone=gone))
     configured = config.browser_path.strip()
     if configured and browser.get("source") == "detected" and not Path(configured).is_file():
-        return Check("browser", True, f"浏览器：config.json 里的 {configured} 已不存在，现在改用自动找到的 "
-                     f"{browser.get('path')}；运行 cnki-mcp setup --browser <浏览器路径> 重新选择。", warning=True)
-    source = {"CNKI_BROWSER_PATH": "来自 CNKI_BROWSER_PATH", "config.json": "来自 config.json"}.get(
-        browser.get("source", ""), "自动找到"
+        return Check("browser", True, msg("doctor.browser_gone", configured=configured, path=browser.get("path")),
+                     warning=True)
+    source = {"CNKI_BROWSER_PATH": "doctor.source_env", "config.json": "doctor.source_config"}.get(
+        browser.get("source", ""), "doctor.source_detected"
     )
-    return Check("browser", True, f"浏览器：{browser.get('path')}（{source}）")
+    return Check("browser", True, msg("doctor.browser", path=browser.get("path"), source=msg(source)))
 
 
 def _display_check() -> Check:
     from cnki_mcp.core.display import display_problem
     from cnki_mcp.site.chrome import env_headless
 
-    problem = display_problem()
+    problem = display_problem(english=english())
     if problem is None:
-        return Check("display", True, "有图形界面：登录和验证码的浏览器窗口可以显示")
+        return Check("display", True, msg("doctor.screen"))
     if env_headless():
-        return Check("display", True, "没有图形界面，CNKI_HEADLESS=1：浏览器以无界面方式运行，可以检索和读取，"
-                     "但遇到登录或验证码时无法处理", warning=True)
+        return Check("display", True, msg("doctor.headless"), warning=True)
     return Check("display", True, problem, warning=True)
 
 
 def _settings_checks() -> list[Check]:
     return [
-        Check("settings", True, f"环境变量 {name}={value!r} 不是正整数，已改用默认值 {default}；请在客户端配置的 env 中改正或删除它。",
-              warning=True)
+        Check("settings", True, msg("doctor.ignored_setting", name=name, value=repr(value), default=default), warning=True)
         for name, value, default in settings.ignored_settings()
     ]
 
 
 def _client_checks(configured: list[dict[str, Any]]) -> list[Check]:
     if not configured:
-        return [Check("clients", True, "还没有客户端接入：没有发现写有 cnki 的客户端配置文件。运行 cnki-mcp setup --client "
-                      "<客户端> --install-client 接入（手动粘贴或导入链接接入的客户端无法在这里检查）。", warning=True)]
+        return [Check("clients", True, msg("doctor.no_client"), warning=True)]
     checks = []
     for item in configured:
-        where = f"（{item['path']}）"
         if item["status"] == "current":
-            checks.append(Check("clients", True, f"{item['name']} 已接入本程序{where}"))
+            checks.append(Check("clients", True, msg("doctor.client_current", client=item["name"], path=item["path"])))
         else:
-            checks.append(Check("clients", False, f"{item['name']}：{item.get('message', '')}{where}"))
+            checks.append(Check("clients", False, msg(
+                "doctor.client_problem", client=item["name"], message=item.get("message", ""), path=item["path"]
+            )))
     return checks
 
 
 def _log_check(root: Any) -> Check:
-    level, warning = logs.level_setting()
+    level, warning = logs.level_setting(english=english())
     if warning:
         return Check("log", False, warning)
-    return Check("log", True, f"日志级别 {level}，服务的日志写到标准错误输出和 {logs.log_file(root)}")
+    return Check("log", True, msg("doctor.log", level=level, path=logs.log_file(root)))
 
 
 def verdict(problems: int, warnings: int = 0) -> str:
     if problems == 0 and warnings == 0:
-        return "结论：一切正常。"
+        return msg("doctor.all_well")
     if problems == 0:
-        return f"结论：可以运行，但有 {warnings} 处需要注意，请按上面标 ⚠ 的提示处理。"
-    tail = f"，另有 {warnings} 处需要注意（⚠）" if warnings else ""
-    return f"结论：发现 {problems} 个问题，请按上面标 ✗ 的提示处理{tail}。"
+        return msg("doctor.warnings_only", warnings=warnings)
+    tail = msg("doctor.problems_tail", warnings=warnings) if warnings else ""
+    return msg("doctor.problems", problems=problems, tail=tail)
 
 
 def render(report: dict[str, Any], checks: list[Check]) -> str:
     """The human report: a heading, one line per check, the verdict."""
-    lines = [f"cnki-mcp {report['version']} 本地检查（数据目录：{report['data_dir']}）"]
+    lines = [msg("doctor.heading", version=report["version"], data_dir=report["data_dir"])]
     lines.extend(("✗ " if not check.ok else "⚠ " if check.warning else "✓ ") + check.message for check in checks)
     lines.append(report["verdict"]["message"])
     return "\n".join(lines)

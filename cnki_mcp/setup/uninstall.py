@@ -24,6 +24,9 @@ from cnki_mcp.core.files import replace_if_unchanged, write_backup
 from cnki_mcp.setup import clients
 from cnki_mcp.setup.cli_words import Command, say
 from cnki_mcp.setup.config_edit import SERVER_KEY
+from cnki_mcp.setup.messages import msg
+
+_YES = ("y", "yes", "是")  # answers typed, in either language
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +53,14 @@ def plan(data_root: Path) -> list[Removal]:
 
 def _removable(client: clients.Client, path: Path) -> tuple[bool, str]:
     if client.format == "toml":
-        return True, say("删除 [mcp_servers.cnki] 一节", "remove [mcp_servers.cnki]")
+        return True, msg("uninstall.toml")
     if client.format == "json":
         try:
             json.loads(path.read_text("utf-8").removeprefix("\ufeff"))
         except (OSError, ValueError):
-            return False, say(f"文件含注释，请手动删除其中的 {SERVER_KEY} 条目", f"has comments: remove the {SERVER_KEY} entry by hand")
-        return True, say(f"删除 {'.'.join((*client.key_path, SERVER_KEY))} 条目", f"remove {'.'.join((*client.key_path, SERVER_KEY))}")
-    return False, say("请手动删除 id 为 mcp-cnki 的补丁项", "remove the mcp-cnki patch item by hand")
+            return False, msg("uninstall.comments", key=SERVER_KEY)
+        return True, msg("uninstall.json", key=".".join((*client.key_path, SERVER_KEY)))
+    return False, msg("uninstall.yaml")
 
 
 def remove_entry(removal: Removal) -> Path:
@@ -83,7 +86,7 @@ def remove_entry(removal: Removal) -> Path:
     if not replace_if_unchanged(removal.path, old, new.encode("utf-8")):
         raise CnkiError(
             "CONFIG_CHANGED",
-            f"{removal.path} 在修改期间被其他程序改动，未覆盖；请关闭 {removal.name} 后重新运行 cnki-mcp uninstall。",
+            msg("uninstall.changed_meanwhile", path=removal.path, client=removal.name),
             details={"path": str(removal.path)},
         )
     return backup
@@ -91,13 +94,8 @@ def remove_entry(removal: Removal) -> Path:
 
 def _program_hint() -> str:
     if getattr(sys, "frozen", False):
-        return say("最后删除解压出的 cnki-mcp 文件夹即可删除程序本身。", "Finally delete the unpacked cnki-mcp folder to remove the program.")
-    return say(
-        "程序本身用安装它的方式删除：pipx uninstall cnki-browser-mcp、uv tool uninstall cnki-browser-mcp、"
-        "pip uninstall cnki-browser-mcp，源码安装则删除克隆的文件夹（含 .venv）。",
-        "Remove the program the way it was installed: pipx uninstall cnki-browser-mcp, uv tool uninstall "
-        "cnki-browser-mcp, pip uninstall cnki-browser-mcp, or delete the cloned folder (with .venv).",
-    )
+        return msg("uninstall.program_frozen")
+    return msg("uninstall.program")
 
 
 @click.command(cls=Command, name="uninstall", short_help=say(
@@ -116,35 +114,31 @@ def uninstall_command(with_data: bool, yes: bool) -> None:
 
     root = data_root()
     removals = plan(root)
-    click.echo(say("cnki-mcp uninstall 将要删除：", "cnki-mcp uninstall will remove:"))
+    click.echo(msg("uninstall.heading"))
     for item in removals:
         mark = "-" if item.automatic else "!"
-        click.echo(f"  {mark} {item.name}：{item.path}（{item.how}）")
+        click.echo(msg("uninstall.item", mark=mark, client=item.name, path=item.path, how=item.how))
     if not removals:
-        click.echo(say("  （没有客户端配置指向这个数据目录）", "  (no client config points at this data directory)"))
-    if with_data:
-        click.echo(say(f"  - 数据目录 {root}（登录状态、下载的文件、检索记录）", f"  - the data directory {root} (login, downloads, searches)"))
-    else:
-        click.echo(say(f"  数据目录 {root} 保留（加 --data 才删除）。", f"  The data directory {root} is kept (add --data to delete it)."))
+        click.echo(msg("uninstall.no_entries"))
+    click.echo(msg("uninstall.data" if with_data else "uninstall.data_kept", path=root))
     automatic = [item for item in removals if item.automatic]
     if not automatic and not with_data:
-        click.echo(say("没有可以自动删除的内容。", "Nothing to remove automatically.") + _program_hint())
+        click.echo(msg("uninstall.nothing", program=_program_hint()))
         return
     if not yes:
-        click.echo(say("确定删除吗？[y/N] ", "Remove these? [y/N] "), nl=False)
+        click.echo(msg("uninstall.ask"), nl=False)
         answer = sys.stdin.readline().strip().lower()
-        if answer not in ("y", "yes", "是"):
-            click.echo(say("已取消，没有改动任何文件。", "Cancelled; nothing was changed."))
+        if answer not in _YES:
+            click.echo(msg("uninstall.cancelled"))
             return
     for item in automatic:
         try:
             backup = remove_entry(item)
         except (OSError, ValueError, CnkiError) as exc:
-            click.echo(say(f"未能修改 {item.path}：{exc}", f"Could not change {item.path}: {exc}"), err=True)
+            click.echo(msg("uninstall.failed", path=item.path, error=exc), err=True)
             continue
-        click.echo(say(f"已从 {item.path} 删除 cnki 条目（原文件备份为 {backup}）", f"Removed cnki from {item.path} (backup {backup})"))
+        click.echo(msg("uninstall.removed", path=item.path, backup=backup))
     if with_data:
         shutil.rmtree(root, ignore_errors=True)
-        click.echo(say(f"已删除数据目录 {root}", f"Deleted the data directory {root}") if not root.exists()
-                   else say(f"数据目录 {root} 没有完全删除（可能有程序正在使用它）。", f"{root} was not fully deleted (in use?)."))
+        click.echo(msg("uninstall.data_deleted" if not root.exists() else "uninstall.data_left", path=root))
     click.echo(_program_hint())

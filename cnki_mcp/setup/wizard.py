@@ -34,11 +34,13 @@ import psutil
 
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Config
+from cnki_mcp.core.model import Config, Route
 from cnki_mcp.setup import clients
 from cnki_mcp.setup.cli_words import Command, say
 from cnki_mcp.setup.client_cli import install_with_cli
+from cnki_mcp.setup.messages import english, msg
 from cnki_mcp.site.discovery import browser_candidates, probe_version
+from cnki_mcp.site.remote import kept, route_of, route_words
 
 BROWSER_CHECK_SECONDS = 20.0
 _YES = ("", "y", "yes", "是")
@@ -46,19 +48,9 @@ _YES = ("", "y", "yes", "是")
 
 def help_text() -> str:
     """Usage, the setup flags and every client id in registry order."""
-    lines = [
-        say("用法：", "Usage:"),
-        "  cnki-mcp serve [--http [--host <地址>] [--port <端口>]]",
-        "  cnki-mcp setup [--browser <浏览器路径>] [--client <客户端>] [--install-client] [--http [--host <地址>] [--port <端口>]]",
-        "  cnki-mcp config [<客户端>] [--http [--host <地址>] [--port <端口>]] [--link] [--rotate-token]",
-        "  cnki-mcp doctor [--protocol] [--json] [--site] [--report]",
-        "  cnki-mcp uninstall [--data] [--yes]",
-        "  cnki-mcp schema | version | --version | help | <命令> --help",
-        "",
-        say("可选客户端：", "Clients:"),
-    ]
+    lines = [msg("help.usage"), msg("help.commands"), "", msg("help.clients")]
     lines.extend(
-        f"  {client.id:<16} {client.name}" + ("" if clients.available(client) else say("（这台电脑的系统上没有）", " (not on this OS)"))
+        f"  {client.id:<16} {client.name}" + ("" if clients.available(client) else msg("help.not_on_this_os"))
         for client in clients.CLIENTS
     )
     return "\n".join(lines)
@@ -66,9 +58,7 @@ def help_text() -> str:
 
 def banner() -> str:
     """The first line of setup: this product, and what it really needs to run."""
-    if getattr(sys, "frozen", False):
-        return "cnki-mcp 安装设置（本程序自带运行环境，不需要安装 Python 或 Node）"
-    return "cnki-mcp 安装设置（从源码或 pip 安装运行：需要 Python 3.11 或更新版本）"
+    return msg("setup.banner_frozen" if getattr(sys, "frozen", False) else "setup.banner_source")
 
 
 def _data_root() -> Path:
@@ -82,17 +72,17 @@ def destination(client: clients.Client, root: Path, http: str = "") -> str:
 
     ``http``: the flags of an HTTP snippet (``--http --host … --port …``), for the command that writes it."""
     if not clients.available(client):
-        return clients.unavailable_message(client).rstrip("。")
+        return clients.unavailable_message(client).removesuffix(msg("clients.full_stop"))
     if client.mode == "link" and not http:
-        return f"在 {client.name} 中打开导入链接（cnki-mcp setup --client {client.id} 会显示它），或粘贴到：{client.hint}"
+        return msg("config.where_link", client=client.name, id=client.id, hint=client.hint)
     try:
         targets = clients.config_paths(client.id)
     except CnkiError:
         targets = []
     if targets:
         rerun = f"cnki-mcp setup --client {client.id} " + (http or "--install-client")
-        return "合并到 " + " 或 ".join(map(str, targets)) + f"（或运行 {rerun} 自动写入）"
-    return f"粘贴到：{client.hint or '客户端的 MCP 设置'}"
+        return msg("config.where_merge", paths=msg("config.where_or").join(map(str, targets)), rerun=rerun)
+    return msg("config.where_paste", hint=client.hint or msg("config.generic_hint"))
 
 
 _HOST_HELP = ("与 --http 一起：服务的地址。", "With --http: the server's address.")
@@ -126,14 +116,14 @@ def config_command(
             token(_data_root(), rotate=True)
         except CnkiError as error:
             _exit_with(error)
-        click.echo("已更换 HTTP 访问令牌；旧令牌已失效。用 cnki-mcp config <客户端> --http 输出新的配置。", err=True)
+        click.echo(msg("config.token_rotated"), err=True)
         return
     try:
         if client_id.startswith("-") or ctx.args:
             extra = " ".join([client_id] if client_id.startswith("-") else ctx.args)
             raise CnkiError(
                 "INVALID_ARGUMENT",
-                f"config 只接受一个客户端名称，不认识：{extra}。用法：cnki-mcp config <客户端>（见 cnki-mcp help）。",
+                msg("config.one_client", extra=extra),
                 details={"arguments": extra},
             )
         client = clients.get_client(client_id)
@@ -143,11 +133,11 @@ def config_command(
             if found is None:
                 raise CnkiError(
                     "CLIENT_LINK_UNSUPPORTED",
-                    f"{client.name} 没有一键安装链接；请用 cnki-mcp config {client.id} 输出配置片段（{destination(client, root)}）。",
+                    msg("config.no_link", client=client.name, id=client.id, where=destination(client, root)),
                     details={"client": client.id},
                 )
             click.echo(found)
-            click.echo(f"在装有 {client.name} 的电脑上打开这个链接，{client.name} 会请你确认安装。", err=True)
+            click.echo(msg("config.open_link", client=client.name), err=True)
             return
         if http:
             from cnki_mcp.serving.endpoint import token, url
@@ -159,11 +149,11 @@ def config_command(
         _exit_with(error)
     click.echo(text, nl=False)
     # stdout carries only the snippet, so `cnki-mcp config cursor > file` stays clean.
-    kind = "连接 HTTP 服务（cnki-mcp serve --http）的配置" if http else "配置"
     flags = "--http" + (f" --host {host}" if host != "127.0.0.1" else "") + (f" --port {port}" if port != 8765 else "")
-    click.echo(f"这段{kind}属于 {client.name}：{destination(client, root, flags if http else '')}。", err=True)
+    where = destination(client, root, flags if http else "")
+    click.echo(msg("config.belongs_http" if http else "config.belongs", client=client.name, where=where), err=True)
     if client.note:
-        click.echo(f"另外：{client.note}。", err=True)
+        click.echo(msg("config.also", note=client.note), err=True)
 
 
 @click.command(cls=Command, name="setup", help=say(
@@ -183,17 +173,29 @@ def config_command(
 @click.option("--host", default="127.0.0.1", show_default=True, metavar=say("<地址>", "<host>"), help=say(*_HOST_HELP))
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), metavar=say("<端口>", "<port>"),
               help=say(*_PORT_HELP))
-@click.option("--skip-check", is_flag=True, hidden=True, help="跳过最后的 MCP 通信检查。")
+@click.option("--remote-access", "remote_access", metavar=say("<网址>", "<URL>"), help=say(
+    "校外访问：经学校 VPN 打开的知网页面网址（或 CARSI 登录网址），保存访问方式。",
+    "Off campus: the URL of a CNKI page opened through the university's VPN (or the CARSI login URL); keeps the route.",
+))
+@click.option("--skip-check", is_flag=True, hidden=True, help=say("跳过最后的 MCP 通信检查。", "Skip the last MCP check."))
 def setup_command(
-    browser: str | None, client_id: str | None, install_client: bool, http: bool, host: str, port: int, skip_check: bool
+    browser: str | None,
+    client_id: str | None,
+    install_client: bool,
+    http: bool,
+    host: str,
+    port: int,
+    skip_check: bool,
+    remote_access: str | None = None,
 ) -> None:
     interactive = browser is None and client_id is None and not install_client and not http
     changes = Changes()
     try:
+        route = route_of(remote_access.strip()) if remote_access else None  # a bad URL stops before any change
         client = _checked_client(client_id, install_client)
         if http:
             if client is None:
-                raise CnkiError("CLIENT_REQUIRED", "--http 需要同时用 --client 指定要接入的客户端，例如 --client cursor --http。")
+                raise CnkiError("CLIENT_REQUIRED", msg("setup.http_needs_client"))
             run_http_setup(client, host, port, changes)
             return
         run_setup(
@@ -203,6 +205,7 @@ def setup_command(
             interactive=interactive,
             protocol_check=not skip_check,
             changes=changes,
+            route=route,
         )
     except CnkiError as error:
         click.echo(f"{error.code}: {error.message}", err=True)
@@ -216,8 +219,7 @@ def _checked_client(client_id: str | None, install_client: bool) -> clients.Clie
         if install_client:
             raise CnkiError(
                 "CLIENT_REQUIRED",
-                "--install-client 需要同时用 --client 指定要接入的客户端，例如 "
-                "--client claude-code --install-client；cnki-mcp help 列出全部客户端。",
+                msg("setup.install_needs_client"),
             )
         return None
     client = clients.get_client(client_id)
@@ -238,18 +240,17 @@ def run_http_setup(client: clients.Client, host: str, port: int, changes: Change
     if target is None:
         raise CnkiError(
             "CLIENT_IMPORT_REQUIRED",
-            f"{client.name} 不能自动写入配置文件；请运行 cnki-mcp config {client.id} --http，"
-            f"把输出粘贴到：{client.hint or '客户端的 MCP 设置'}。",
+            msg("setup.http_cannot_write", client=client.name, id=client.id, hint=client.hint or msg("config.generic_hint")),
             details={"client": client.id},
         )
     written = clients.write_client_config(client.id, root, target, http=(address, token(root)))
     changes.client_config = written.changed
     if written.changed:
-        changes.add(f"{client.name} 的 HTTP 配置", written.path, written.backup)
-        click.echo(f"已写入 {client.name} 连接 {address} 的配置：{written.path}")
+        changes.add(msg("setup.http_what", client=client.name), written.path, written.backup)
+        click.echo(msg("setup.http_written", client=client.name, address=address, path=written.path))
     else:
-        click.echo(f"{client.name} 的 HTTP 配置已是最新，未改动：{written.path}")
-    click.echo(f"请在服务所在的电脑上运行 cnki-mcp serve --http（地址 {address}），然后重启或重新连接 {client.name}。")
+        click.echo(msg("setup.http_current", client=client.name, path=written.path))
+    click.echo(msg("setup.http_next", address=address, client=client.name))
     click.echo(changes.summary())
 
 
@@ -261,13 +262,16 @@ class Changes:
     client_config: bool = False
 
     def add(self, what: str, path: Path, backup: Path | None = None) -> None:
-        self.written.append(f"{what} {path}" + (f"（原文件备份为 {backup}）" if backup is not None else ""))
+        if backup is None:
+            self.written.append(msg("setup.change", what=what, path=path))
+        else:
+            self.written.append(msg("setup.change_backup", what=what, path=path, backup=backup))
 
     def summary(self) -> str:
         if not self.written:
-            return "本次没有改动任何文件。"
-        tail = "" if self.client_config else "；没有改动任何客户端的配置文件"
-        return "本次改动：写入了 " + "；".join(self.written) + tail + "。"
+            return msg("setup.nothing_changed")
+        tail = "" if self.client_config else msg("setup.no_client_file")
+        return msg("setup.changed", items=msg("setup.changed_separator").join(self.written), tail=tail)
 
 
 def run_setup(
@@ -278,51 +282,58 @@ def run_setup(
     interactive: bool,
     protocol_check: bool = True,
     changes: Changes | None = None,
+    route: Route | None = None,
 ) -> None:
-    from cnki_mcp.store.library import save_config
+    from cnki_mcp.store.library import load_config, save_config
 
     changes = changes if changes is not None else Changes()
     from cnki_mcp.core.display import display_problem
 
     click.echo(banner())
-    no_screen = display_problem()
+    no_screen = display_problem(english=english())
     if no_screen is not None:
-        click.echo(f"⚠ {no_screen}")
+        click.echo(msg("setup.warning", problem=no_screen))
     path = _choose_browser(browser, interactive)
-    click.echo("正在以无界面方式启动浏览器做检查……")
+    click.echo(msg("setup.checking_browser"))
     check_browser(path)
-    click.echo("浏览器检查通过。")
+    click.echo(msg("setup.browser_ok"))
 
     root = _data_root()
-    save_config(root, Config(browser_path=str(path)))
-    changes.add("浏览器设置", root / "config.json")
-    click.echo(f"已保存浏览器设置：{root / 'config.json'}")
+    if route is None:  # the route a login set stays
+        try:
+            route = load_config(root).route
+        except CnkiError:
+            route = Route()
+    save_config(root, Config(browser_path=str(path), route=kept(route)))
+    changes.add(msg("setup.what_browser"), root / "config.json")
+    click.echo(msg("setup.browser_saved", path=root / "config.json"))
+    click.echo(msg("setup.route", route=route_words(route, english=english())))
 
     client = client or clients.get_client(_choose_client(interactive))
-    text = clients.snippet(client.id, root)
+    snippet_text = clients.snippet(client.id, root)
     snippet_file = root / client.snippet_filename
-    _write_private(snippet_file, text)
-    changes.add("配置片段", snippet_file)
+    _write_private(snippet_file, snippet_text)
+    changes.add(msg("setup.what_snippet"), snippet_file)
     click.echo("")
-    click.echo(text, nl=False)
-    click.echo(f"配置片段已保存：{snippet_file}")
+    click.echo(snippet_text, nl=False)
+    click.echo(msg("setup.snippet_saved", path=snippet_file))
 
     connected = _connect(client, root, install_client, interactive, changes)
 
     if connected and client.note:
-        click.echo(f"还差一步：{client.note}。")
+        click.echo(msg("setup.one_more_step", note=client.note))
     if protocol_check:
         from cnki_mcp.surface.server import protocol_probe
 
         result: dict[str, Any] = asyncio.run(protocol_probe(clients.server_command()))
         if connected:
-            click.echo(f"安装检查通过：共 {result.get('tools')} 个 MCP 工具。请重启或重新连接 {client.name}。")
+            click.echo(msg("setup.install_ok", tools=result.get("tools"), client=client.name))
         else:
-            click.echo(f"MCP 通信检查通过：共 {result.get('tools')} 个 MCP 工具；{client.name} 还没有接入（见上文）。")
+            click.echo(msg("setup.protocol_ok_not_connected", tools=result.get("tools"), client=client.name))
     else:
-        click.echo("已跳过 MCP 通信检查。")
+        click.echo(msg("setup.protocol_skipped"))
     if no_screen is not None:
-        click.echo("⚠ 这台电脑没有图形界面：第一次检索前请按上面 ⚠ 的提示处理（有桌面的会话、CNKI_HEADLESS=1 或 serve --http）。")
+        click.echo(msg("setup.no_screen_reminder"))
     click.echo(changes.summary())
 
 
@@ -332,47 +343,46 @@ def _connect(
     """Write the client's config, or open its import link, when asked; say plainly when nothing was done."""
     link = clients.import_link(client.id, root)
     if link is not None:
-        click.echo(f"一键导入链接（请在装有 {client.name} 的电脑上打开，{client.name} 会请你确认）：")
+        click.echo(msg("setup.link_heading", client=client.name))
         click.echo(link)
-        opening = _ask("现在打开这个链接吗？[Y/n] ").lower() in _YES if interactive else install_client
+        opening = _ask(msg("setup.ask_open_link")).lower() in _YES if interactive else install_client
         if opening:
             open_link(link)
-            click.echo(f"已交给系统打开导入链接；请在 {client.name} 中确认导入。")
+            click.echo(msg("setup.link_opened", client=client.name))
             return True
-        click.echo(f"未打开导入链接，{client.name} 的配置未写入：请在 {client.name} 中打开上面的链接，"
-                   f"或把配置片段粘贴到：{client.hint}。")
+        click.echo(msg("setup.link_not_opened", client=client.name, hint=client.hint))
         return False
     targets = clients.config_paths(client.id)
     if not targets:
         if install_client:
             raise CnkiError(
                 "CLIENT_IMPORT_REQUIRED",
-                f"{client.name} 不能自动写入配置文件，请把上面的配置片段粘贴到：{client.hint}。",
+                msg("setup.paste_required", client=client.name, hint=client.hint),
                 details={"client": client.id},
             )
-        click.echo(f"未写入 {client.name} 的配置（它需要手动粘贴）：请把上面的配置片段粘贴到：{client.hint}。")
+        click.echo(msg("setup.not_written_paste", client=client.name, hint=client.hint))
         return False
     target = targets[0] if len(targets) == 1 else _choose_target(client, targets)
     location = client.location
     if location is not None and location.must_exist and not target.parent.is_dir() and not install_client:
         # With --install-client the write below stops with CLIENT_NOT_INITIALIZED, in the same words.
-        click.echo(f"未写入 {client.name} 的配置：配置目录 {target.parent} 还不存在，{client.hint}。")
+        click.echo(msg("setup.not_written_no_folder", client=client.name, folder=target.parent, hint=client.hint))
         return False
-    apply = install_client or (interactive and _ask(f"写入 {target} 并备份原文件？[Y/n] ").lower() in _YES)
+    apply = install_client or (interactive and _ask(msg("setup.ask_write", path=target)).lower() in _YES)
     if not apply:
         rerun = f"cnki-mcp setup --client {client.id} --install-client"
-        click.echo(f"未写入 {client.name} 的配置：请把上面的配置片段合并到 {target}，或运行 {rerun} 自动写入。")
+        click.echo(msg("setup.not_written_merge", client=client.name, path=target, rerun=rerun))
         return False
     written = _write(client, root, target, interactive)
     changes.client_config = written.changed
     if written.changed:
-        how = f"（通过 {written.via}）" if written.via else ""
-        changes.add(f"{client.name} 的配置", written.path, written.backup)
-        click.echo(f"已更新客户端配置{how}：{written.path}")
+        how = msg("setup.written_via", via=written.via) if written.via else ""
+        changes.add(msg("setup.what_client", client=client.name), written.path, written.backup)
+        click.echo(msg("setup.client_written", how=how, path=written.path))
         if written.backup is not None:
-            click.echo(f"原文件已备份为：{written.backup}")
+            click.echo(msg("setup.backup", path=written.backup))
     else:
-        click.echo(f"客户端配置已是最新，未改动：{written.path}")
+        click.echo(msg("setup.client_current", path=written.path))
     return True
 
 
@@ -384,9 +394,9 @@ def _write(client: clients.Client, root: Path, target: Path, interactive: bool) 
         found = None  # the merge reports an unreadable file with its own message
     enable = False
     if clients.is_disabled(found):
-        question = f"{client.name} 中已有的 cnki 条目被停用了，要重新启用吗？[Y/n] "
+        question = msg("setup.ask_enable", client=client.name)
         enable = _ask(question).lower() in _YES if interactive else True
-        click.echo("将重新启用 cnki 条目。" if enable else "cnki 条目保持停用。")
+        click.echo(msg("setup.will_enable" if enable else "setup.stays_disabled"))
     by_cli = install_with_cli(client.id, root, target)
     merged = clients.write_client_config(client.id, root, target, enable=enable, backup_first=by_cli is None)
     if by_cli is None:
@@ -395,20 +405,20 @@ def _write(client: clients.Client, root: Path, target: Path, interactive: bool) 
 
 
 def _choose_target(client: clients.Client, targets: list[Path]) -> Path:
-    click.echo(f"发现 {client.name} 的多个安装，各有自己的配置文件：")
+    click.echo(msg("setup.several_installs", client=client.name))
     for number, target in enumerate(targets, 1):
         click.echo(f"  {number}. {target}")
     while True:
-        answer = _ask(f"请输入正在使用的那一个的编号（1–{len(targets)}）：")
+        answer = _ask(msg("setup.ask_install", count=len(targets)))
         if answer.isdigit() and 1 <= int(answer) <= len(targets):
             return targets[int(answer) - 1]
         if answer == "":
             raise CnkiError(
                 "CLIENT_CONFIG_AMBIGUOUS",
-                f"没有选择 {client.name} 的配置文件，未写入。",
+                msg("setup.no_install_chosen", client=client.name),
                 details={"client": client.id, "paths": [str(t) for t in targets]},
             )
-        click.echo(f"没有这个选项：{answer}")
+        click.echo(msg("setup.no_such_choice", answer=answer))
 
 
 def _exit_with(error: CnkiError) -> NoReturn:
@@ -441,21 +451,14 @@ def _choose_browser(given: str | None, interactive: bool) -> Path:
         return _validate_browser(given)
     candidates = browser_candidates()
     if candidates:
-        click.echo("找到以下浏览器：")
+        click.echo(msg("setup.browsers_found"))
         for number, candidate in enumerate(candidates, 1):
             click.echo(f"  {number}. {candidate}")
     if not interactive:
         if not candidates:
-            raise CnkiError(
-                "BROWSER_NOT_FOUND",
-                "没有找到 Chrome、Edge 或 Chromium；请用 --browser 指定浏览器的可执行文件。",
-            )
+            raise CnkiError("BROWSER_NOT_FOUND", msg("setup.no_browser"))
         return _validate_browser(str(candidates[0]))
-    question = (
-        "请输入编号选择浏览器（回车 = 1），或输入浏览器可执行文件的完整路径："
-        if candidates
-        else "没有找到 Chrome、Edge 或 Chromium，请输入浏览器可执行文件的完整路径："
-    )
+    question = msg("setup.ask_browser" if candidates else "setup.ask_browser_path")
     error: CnkiError | None = None
     for _ in range(3):
         answer = _ask(question)
@@ -470,26 +473,22 @@ def _choose_browser(given: str | None, interactive: bool) -> Path:
         except CnkiError as exc:
             error = exc
             click.echo(exc.message)
-    raise error or CnkiError(
-        "BROWSER_NOT_FOUND", "没有指定浏览器；请用 --browser 指定 Chrome、Edge 或 Chromium 的可执行文件。"
-    )
+    raise error or CnkiError("BROWSER_NOT_FOUND", msg("setup.browser_not_given"))
 
 
 def _validate_browser(raw: str) -> Path:
     text = raw.strip().strip('"').strip("'")
     if not text:
-        raise CnkiError("BROWSER_NOT_FOUND", "浏览器路径为空；请用 --browser 指定浏览器的可执行文件。")
+        raise CnkiError("BROWSER_NOT_FOUND", msg("setup.browser_empty"))
     path = Path(os.path.abspath(os.path.expanduser(text)))
     if path.is_dir():
         raise CnkiError(
             "BROWSER_NOT_FOUND",
-            f"{path} 是文件夹，不是浏览器的可执行文件"
-            + ("（macOS 上请指定 .app/Contents/MacOS/ 里的文件）" if path.suffix == ".app" else "")
-            + "。",
+            msg("setup.browser_is_folder", path=path, app=msg("setup.browser_app_hint") if path.suffix == ".app" else ""),
             details={"path": str(path)},
         )
     version = probe_version(path)
-    click.echo(f"浏览器：{path}（{version}）")
+    click.echo(msg("setup.browser_version", path=path, version=version))
     return path
 
 
@@ -499,15 +498,15 @@ def _choose_client(interactive: bool) -> str:
     installed = clients.installed_clients()
     order = [*installed, *(c.id for c in clients.CLIENTS if c.id not in installed and clients.available(c))]
     click.echo("")
-    click.echo("可以接入的客户端" + ("（这台电脑上已安装的排在前面）：" if installed else "："))
+    click.echo(msg("setup.clients_heading_installed" if installed else "setup.clients_heading"))
     for number, client_id in enumerate(order, 1):
         client = clients.get_client(client_id)
-        mark = "（已安装）" if client_id in installed else ""
+        mark = msg("setup.installed_mark") if client_id in installed else ""
         click.echo(f"  {number:>2}. {_pad(client.name + mark, 36)} {clients.how_configured(client.id)}")
     default = order[0] if installed else "generic"
     default_number = order.index(default) + 1
     while True:
-        answer = _ask(f"请输入客户端编号或选项名（回车 = {default_number}，{clients.get_client(default).name}）：")
+        answer = _ask(msg("setup.ask_client", number=default_number, client=clients.get_client(default).name))
         if answer == "":
             return default
         if answer.isdigit() and 1 <= int(answer) <= len(order):
@@ -520,7 +519,10 @@ def _choose_client(interactive: bool) -> str:
             return chosen.id
         except CnkiError as error:
             suggestion = (error.details or {}).get("suggestion")
-            click.echo(f"没有这个选项：{answer}" + (f"；是不是 {suggestion}？" if suggestion else ""))
+            if suggestion:
+                click.echo(msg("setup.no_such_client_guess", answer=answer, suggestion=suggestion))
+            else:
+                click.echo(msg("setup.no_such_choice", answer=answer))
 
 
 # --- files and links ------------------------------------------------------------------------------
@@ -532,7 +534,9 @@ def _write_private(path: Path, text: str) -> None:
     try:
         atomic_replace(path, text.encode("utf-8"), 0o600)
     except OSError as exc:
-        raise CnkiError("DISK_WRITE_FAILED", f"无法写入 {path}：{exc.strerror or exc}。", details={"path": str(path)}) from exc
+        raise CnkiError(
+            "DISK_WRITE_FAILED", msg("setup.write_failed", path=path, reason=exc.strerror or exc), details={"path": str(path)}
+        ) from exc
 
 
 def open_link(link: str) -> None:
@@ -546,10 +550,10 @@ def open_link(link: str) -> None:
     try:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        click.echo(f"无法自动打开链接（{exc}）；请手动复制上面的链接打开。")
+        click.echo(msg("setup.link_open_failed", reason=exc))
         return
     if done.returncode != 0:
-        click.echo(f"无法自动打开链接（{argv[0]} 退出码 {done.returncode}）；请手动复制上面的链接打开。")
+        click.echo(msg("setup.link_open_exit", program=argv[0], code=done.returncode))
 
 
 # --- headless browser check -----------------------------------------------------------------------
@@ -600,7 +604,7 @@ def check_browser(path: Path, timeout: float = BROWSER_CHECK_SECONDS) -> None:
             try:
                 process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, **options)
             except OSError as exc:
-                raise _check_failed(f"无法启动 {path}：{exc.strerror or exc}", log_path) from exc
+                raise _check_failed(msg("setup.browser_start_failed", path=path, reason=exc.strerror or exc), log_path) from exc
             _wait_for_blank_page(process, port, timeout, log_path)
     finally:
         if process is not None:
@@ -613,12 +617,12 @@ def _wait_for_blank_page(process: subprocess.Popen[bytes], port: int, timeout: f
     while not deadline.passed:
         code = process.poll()
         if code is not None:
-            raise _check_failed(f"浏览器启动后立即退出（退出码 {code}）", log_path)
+            raise _check_failed(msg("setup.browser_exited", code=code), log_path)
         with contextlib.suppress(OSError, ValueError, urllib.error.URLError):
             if _page_targets(port):
                 return
         time.sleep(0.2)
-    raise _check_failed(f"{timeout:g} 秒内没有打开空白页", log_path)
+    raise _check_failed(msg("setup.browser_no_page", seconds=f"{timeout:g}"), log_path)
 
 
 def _check_failed(cause: str, log_path: Path) -> CnkiError:
@@ -626,12 +630,12 @@ def _check_failed(cause: str, log_path: Path) -> CnkiError:
 
     with contextlib.suppress(OSError):
         tail = log_path.read_text("utf-8", "replace").strip()[-600:]
-        named = browser_output_cause(tail.splitlines())
+        named = browser_output_cause(tail.splitlines(), english=english())
         if named:
-            cause = f"{cause}：{named}"
+            cause = msg("setup.browser_cause", cause=cause, named=named)
         if tail:
-            cause = f"{cause}；浏览器输出：{tail}"
-    return CnkiError("BROWSER_CHECK_FAILED", f"浏览器检查未通过：{cause}", details={"cause": cause})
+            cause = msg("setup.browser_output", cause=cause, tail=tail)
+    return CnkiError("BROWSER_CHECK_FAILED", msg("setup.browser_check_failed", cause=cause), details={"cause": cause})
 
 
 def _stop_tree(process: subprocess.Popen[bytes]) -> None:

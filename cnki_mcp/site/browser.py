@@ -25,14 +25,24 @@ from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
 from cnki_mcp.core.model import Config
 from cnki_mcp.site.cdp import NAVIGATED, DownloadEvent, Tab, cdp, nodriver
-from cnki_mcp.site.chrome import ACCEPT_LANGUAGE, WINDOW_SIZE, ChromeProcess, env_browser_args, env_headless
+from cnki_mcp.site.chrome import (
+    ACCEPT_LANGUAGE,
+    WINDOW_SIZE,
+    ChromeProcess,
+    devtools_strangers,
+    env_browser_args,
+    env_headless,
+)
 from cnki_mcp.site.page_actions import CALL_TIMEOUT, NAVIGATION_TIMEOUT, PAGE_CLOSE_TIMEOUT, PageActions
+from cnki_mcp.site.remote import Routing
+from cnki_mcp.site.route import DIRECT
 
 log = logging.getLogger(__name__)
 
 ATTACH_TIMEOUT = 10.0
 PROBE_TIMEOUT = 2.0
 CLOSE_TIMEOUT = 3.0  # graceful Browser.close before the process tree is killed
+WATCH_SECONDS = 1.0  # how often the DevTools port is looked at for other processes
 
 _DEAD_MESSAGE = (
     "浏览器已退出或连接已断开（这不代表没有访问权限）。请调用 operation_control 的 recover，然后重试或 continue。"
@@ -61,6 +71,8 @@ class _Session:
         self.download_dir: Path | None = None
         self.changed = asyncio.Event()
         self.closing: set[asyncio.Task[Any]] = set()
+        self.strangers: list[int | None] = []  # other processes found on the DevTools port: the browser was ended
+        self.watch: asyncio.Task[None] | None = None
 
     def notify(self) -> None:
         self.changed.set()
@@ -71,6 +83,27 @@ class _Session:
             return False
         socket = getattr(self.nd, "socket", None) if self.nd is not None else None
         return socket is not None and socket.close_code is None
+
+    async def watch_port(self) -> None:
+        """Every ``WATCH_SECONDS``: another process on the DevTools port ends the browser at once (the port
+        takes no token; see ``chrome.devtools_strangers``); the next call is told why."""
+        while self.chrome.running:
+            await asyncio.sleep(WATCH_SECONDS)
+            strangers = await asyncio.to_thread(devtools_strangers, self.port)
+            if strangers:
+                log.error("another process (pid %s) connected to the browser's DevTools port: browser ended", strangers)
+                self.strangers = strangers
+                self.chrome.kill_now()
+                return
+
+    async def wait_changed(self, timeout: float) -> None:
+        """Until a target or download event, or ``timeout`` seconds."""
+        if timeout <= 0:
+            return
+        try:
+            await asyncio.wait_for(self.changed.wait(), timeout)
+        except TimeoutError:
+            pass
 
     # nodriver calls event handlers as f(event, connection) on its reader task: keep them trivial.
     def on_target(self, event: Any, _conn: Any = None) -> None:
@@ -145,6 +178,7 @@ class Browser(PageActions):
         self._lock = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
         self.launch_seconds: float | None = None  # launch-to-attached time of the current browser
+        self.routing = Routing(config.route if config is not None else DIRECT)
     # -- diagnostics ---------------------------------------------------------------------------
 
     @property
@@ -182,6 +216,8 @@ class Browser(PageActions):
         async with self._lock:
             if self._session is None:
                 await self._launch()
+            elif self._session.strangers:
+                raise CnkiError("BROWSER_DEVTOOLS_INTRUDED", details={"pids": self._session.strangers})
             elif not self._session.alive():
                 raise CnkiError("BROWSER_UNAVAILABLE", _DEAD_MESSAGE, details=self._dead_details())
 
@@ -264,6 +300,7 @@ class Browser(PageActions):
             await self._drop()
             raise CnkiError("BROWSER_UNAVAILABLE", f"浏览器启动后无法连接：{exc}", details=details) from exc
         self.launch_seconds = time.monotonic() - started
+        session.watch = asyncio.create_task(session.watch_port(), name="devtools-watch")
         log.info(
             "browser %d attached on port %d in %.2f s (generation %d, %s)",
             chrome.pid,
@@ -304,6 +341,8 @@ class Browser(PageActions):
         self._session = None
         if session is None:
             return
+        if session.watch is not None:
+            session.watch.cancel()
         try:
             await self._shutdown(session)
         except asyncio.CancelledError:
@@ -349,6 +388,8 @@ class Browser(PageActions):
         session = self._session
         if session is None:
             raise CnkiError("BROWSER_UNAVAILABLE", "浏览器尚未启动或已被重置。")
+        if session.strangers:
+            raise CnkiError("BROWSER_DEVTOOLS_INTRUDED", details={"pids": session.strangers})
         if not session.alive():
             raise CnkiError("BROWSER_UNAVAILABLE", _DEAD_MESSAGE, details=self._dead_details(session))
         if tab is not None:
@@ -386,21 +427,13 @@ class Browser(PageActions):
         self._live(tab)
         return await self._call(tab._conn, command, timeout)
 
-    async def _wait_changed(self, session: _Session, timeout: float) -> None:
-        if timeout <= 0:
-            return
-        try:
-            await asyncio.wait_for(session.changed.wait(), timeout)
-        except TimeoutError:
-            pass
-
     # -- tabs ----------------------------------------------------------------------------------
 
     async def _adopt(self, session: _Session, info: Any, opener_id: str | None) -> Tab:
         nd = nodriver()
         protocol = nd.cdp
         conn = nd.core.tab.Tab(target=info, parent=session.nd)
-        tab = Tab(conn, session.generation, opener_id)
+        tab = Tab(conn, session.generation, opener_id, self.routing.back)
         try:
             await self._guard(conn.attach(), CALL_TIMEOUT)
             conn.add_handler(protocol.network.ResponseReceived, tab._on_response)
@@ -501,7 +534,7 @@ class Browser(PageActions):
                 return session.tabs.get(tid) or await self._adopt(session, session.pages[tid], opener.target_id)
             if deadline.passed:
                 return None
-            await self._wait_changed(session, deadline.remaining())
+            await session.wait_changed(deadline.remaining())
 
     async def page_tabs(self) -> list[Tab]:
         """Every page of this browser, ours or opened by a person (attached on first sight), oldest first."""
@@ -565,7 +598,7 @@ class Browser(PageActions):
             else:
                 entry = next(iter(session.downloads.values()), None)
             if entry is not None and entry.state in ("completed", "canceled"):
-                return msgspec.structs.replace(entry)
+                return msgspec.structs.replace(entry, url=self.routing.back(entry.url))
             if deadline.passed:
-                return msgspec.structs.replace(entry) if entry is not None else None
-            await self._wait_changed(session, deadline.remaining())
+                return msgspec.structs.replace(entry, url=self.routing.back(entry.url)) if entry is not None else None
+            await session.wait_changed(deadline.remaining())

@@ -10,6 +10,7 @@ import collections
 import functools
 import itertools
 import logging
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -76,8 +77,9 @@ class DownloadEvent(msgspec.Struct):
 class Tab:
     """A page target of one browser generation; pass it back to ``Browser`` methods."""
 
-    def __init__(self, conn: Any, generation: int, opener_id: str | None) -> None:
+    def __init__(self, conn: Any, generation: int, opener_id: str | None, back: Callable[[str], str] | None = None) -> None:
         self._conn = conn
+        self._back = back  # the browser's route: a gateway URL read back in public form
         self.generation = generation
         self.opener_id = opener_id
         self.target_id: str = str(conn.target.target_id)
@@ -102,7 +104,8 @@ class Tab:
     def url(self) -> str:
         """The URL as last reported by target events (may lag a navigation in progress)."""
         target = self._conn.target
-        return str(getattr(target, "url", "") or "")
+        url = str(getattr(target, "url", "") or "")
+        return self._back(url) if self._back is not None else url
 
     def _on_response(self, event: Any, _conn: Any = None) -> None:
         if getattr(event.type_, "value", event.type_) == "Document":

@@ -337,3 +337,39 @@ class ChromeProcess:
         """End the process tree at once, blocking (a shutdown that was itself cancelled)."""
         reaper.kill_tree(self.proc.pid, self.created, 1.0, group=True)
         reaper.release(self.proc.pid)
+
+
+# --- who else talks to the DevTools port ---------------------------------------------------------------
+#
+# The DevTools port takes no token: any local program could drive the logged-in tab through it. A pipe
+# (``--remote-debugging-pipe``) would have no port, but nodriver cannot use one: ``Browser.create`` asks
+# ``http://host:port/json/version`` for the browser's WebSocket URL, and every tab is a WebSocket of its own
+# to ``/devtools/page/<id>`` (nodriver has no flattened sessions over one connection). So the port stays,
+# bound to 127.0.0.1 only, and is watched: a connection to it from any process but this one ends the browser.
+
+
+def devtools_strangers(port: int, ours: int | None = None) -> list[int | None]:
+    """The processes (None: another user's, pid hidden) connected to the DevTools ``port`` other than ``ours``
+    (blocking: reads the system's connection table)."""
+    ours = os.getpid() if ours is None else ours
+    try:
+        connections = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError) as exc:
+        log.debug("connection table unreadable: %s", exc)
+        return []
+    found = [
+        c for c in connections
+        if c.status == psutil.CONN_ESTABLISHED and getattr(c.raddr, "port", None) == port
+        and getattr(c.laddr, "port", None) != port and c.pid != ours
+    ]
+    if any(c.pid is None for c in found):
+        # The machine-wide table maps sockets to processes before it reads the connections, so a socket we
+        # opened meanwhile (nodriver's WebSocket to a new tab) has no owner there. Our own table, read after,
+        # knows every socket of ours still open: a connection is one process's, so nothing else is let through.
+        try:
+            mine = {(c.laddr, c.raddr) for c in psutil.Process(ours).net_connections(kind="tcp")}
+        except (psutil.Error, OSError) as exc:
+            log.debug("own connection table unreadable: %s", exc)
+            mine = set()
+        found = [c for c in found if c.pid is not None or (c.laddr, c.raddr) not in mine]
+    return [c.pid for c in found]

@@ -227,7 +227,11 @@ def browser_report(config: Config, env: Mapping[str, str] | None = None, os_name
     try:
         path = resolve_browser(config, env, os_name)
     except CnkiError as error:
-        return {"found": False, "message": error.message}
+        # Which setting named a browser that is gone (the doctor says it in the CLI's language).
+        explicit = _env_value(env, "CNKI_BROWSER_PATH").strip('"')
+        named = ("CNKI_BROWSER_PATH", explicit) if explicit else ("config.json", config.browser_path.strip())
+        missing = {"missing_from": named[0], "missing_path": named[1]} if named[1] else {}
+        return {"found": False, "message": error.message, **missing}
     if _env_value(env, "CNKI_BROWSER_PATH"):
         source = "CNKI_BROWSER_PATH"
     elif config.browser_path.strip() and Path(config.browser_path.strip()) == path:

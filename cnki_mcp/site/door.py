@@ -18,7 +18,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgspec
@@ -27,12 +27,14 @@ from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.core.snapshots import save_snapshot
-from cnki_mcp.pages.page_state import LIVE_PAGE_SCRIPT, PageState, inspect_live_page
-from cnki_mcp.pages.parse import is_site_url
+from cnki_mcp.pages.page_state import LIVE_PAGE_SCRIPT, PageState, gateway_page, inspect_live_page
+from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.browser import Browser, Tab
+from cnki_mcp.site.cdp import FetchResult
 from cnki_mcp.site.human import Person
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.operation import SiteOperation
+from cnki_mcp.site.remote import GATEWAY_LOGIN_URL, NoAnswer, gateway_session_ended, is_gateway_url
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,8 @@ ADVANCED_SEARCH_URL = "https://kns.cnki.net/kns8s/AdvSearch"
 BOOTSTRAP_TIMEOUT = 20.0  # loading the search page (also the login tab and the work tab)
 BACKOFF_SLEEPS = (2.0, 4.0)
 PAGE_POLL = 0.12
+GATEWAY_LOOK_TIMEOUT = 10.0  # loading the page again after an in-page request got no answer through a gateway
+SETTLE_TIMEOUT = 10.0  # a page coming back from the gateway's login before a request is asked again
 
 # Answers a person clears (a challenge, a login prompt) and answers that slow down and ask again.
 CHALLENGE_CODES = frozenset({"VERIFICATION_REQUIRED", "LOGIN_REQUIRED"})
@@ -99,10 +103,11 @@ def _observe_js(condition: str) -> str:
 def page_problem(page: PageState, url: str) -> CnkiError | None:
     """The problem a live tab shows, as the code a response would have given (no query in details)."""
     url = endpoint_url(url)
+    via = {"via": "gateway"} if gateway_page(url) else {}
     if page.state == "challenge":
-        return CnkiError("VERIFICATION_REQUIRED", "知网要求人工验证", details={"url": url, "reason": page.reason})
+        return CnkiError("VERIFICATION_REQUIRED", "知网要求人工验证", details={"url": url, "reason": page.reason, **via})
     if page.state == "login":
-        return CnkiError("LOGIN_REQUIRED", "当前资源要求登录", details={"url": url})
+        return CnkiError("LOGIN_REQUIRED", "当前资源要求登录", details={"url": url, **via})
     if page.state == "denied":
         return CnkiError("ACCESS_DENIED", f"站点拒绝当前资源访问：{page.reason}", details={"url": url})
     return None
@@ -145,7 +150,7 @@ class Door:
         self.browser = browser
         self.limiter = limiter
         self.diagnostics_dir = diagnostics_dir
-        self.person = Person(browser, limiter, self.observe, self.tab_snapshot)
+        self.person = Person(browser, limiter, self.observe, self.tab_snapshot, self.request)
         self._generation = 0
         self._work: Tab | None = None
         self._render: Tab | None = None
@@ -272,6 +277,28 @@ class Door:
 
         async with self.limiter.slot(cancelled):
             yield
+
+    async def fetch(self, op: SiteOperation, tab: Tab, url: str, **options: Any) -> FetchResult:
+        """One charged, paced ``fetch()`` from inside ``tab`` (same origin, the page's cookies).
+
+        Through a gateway, a request that got no answer makes us look at the page: the gateway's login
+        there is LOGIN_REQUIRED at the gateway, else the request is asked once more when the page has
+        settled (the session may have been renewed meanwhile). The look and the second asking are
+        requests of their own, charged and paced like the first."""
+        try:
+            async with self.request(op):
+                return await self.browser.fetch_in_page(tab, url, **options)
+        except NoAnswer:
+            pass
+        if is_gateway_url(tab.url):  # the tab shows the gateway's page already (another request's step)
+            raise gateway_session_ended(GATEWAY_LOGIN_URL)
+        async with self.request(op):
+            ended = await self.browser.gateway_login_shown(tab, GATEWAY_LOOK_TIMEOUT)
+        if ended:
+            raise gateway_session_ended(GATEWAY_LOGIN_URL)
+        await self.browser.settle(tab, SETTLE_TIMEOUT)
+        async with self.request(op):
+            return await self.browser.fetch_in_page(tab, url, **options, asked_again=True)
 
     async def backoff(self, problem: CnkiError, done: int) -> None:
         """Slow the limiter; sleep 2 s, then 4 s; a third rate-limit or 5xx answer is final."""

@@ -17,6 +17,7 @@ import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.text import is_blank
+from cnki_mcp.site.facet_query import FacetPick
 
 # --- limits ---------------------------------------------------------------------------------------
 
@@ -70,6 +71,11 @@ FIELDS: dict[str, tuple[str, str]] = {
     "title_keywords_abstract": ("TKA", "篇关摘"),
 }
 MATCHES = ("", "phrase", "exact")
+SENTENCE_FIELD = "sentence"
+# scope → (senquery Operator, its Title). Sources give the operators NEAR and SENTENCE and the titles 同一句 and
+# 同段 without saying which goes with which; SENTENCE for one sentence is this product's reading.
+SENTENCE_SCOPES: dict[str, tuple[str, str]] = {"sentence": ("SENTENCE", "同一句"), "paragraph": ("NEAR", "同段")}
+SEARCH_TYPE_SENTENCE = 5  # QueryJson SearchType of the 句子检索 form
 LOGIC_AND, LOGIC_OR, LOGIC_NOT = 0, 1, 2
 
 # Characters CNKI reads as operators inside a value, plus whitespace and quotes.
@@ -84,6 +90,8 @@ class Expression(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True)
     match: str = ""
     op: str = ""
     items: list[Expression] = []
+    value2: str = ""  # a sentence leaf's second term
+    scope: str = ""  # a sentence leaf's reach: sentence (同一句, the default) or paragraph (同段)
 
 
 class Condition(msgspec.Struct, frozen=True):
@@ -187,6 +195,16 @@ class _Walk:
 
     @staticmethod
     def _literal(node: Expression, negated: bool) -> Condition:
+        if node.field == SENTENCE_FIELD:
+            raise CnkiError(
+                "INVALID_EXPRESSION", "句子检索（field=sentence）必须单独作为整个 expression，不能与其他条件组合或放在 not 中。",
+                details={"field": SENTENCE_FIELD},
+            )
+        if node.value2 or node.scope:
+            raise CnkiError(
+                "INVALID_CONDITION", f"value2 和 scope 只用于句子检索（field=sentence），{node.field} 条件不能带。",
+                details={"field": node.field},
+            )
         value = "" if is_blank(node.value) else node.value.strip()
         if node.field not in FIELDS:
             raise CnkiError(
@@ -207,12 +225,48 @@ def _too_many_branches() -> CnkiError:
     return CnkiError("QUERY_TOO_COMPLEX", f"检索条件展开后超过 {MAX_BRANCHES} 组，请减少 or 的组合。")
 
 
+class Sentence(msgspec.Struct, frozen=True):
+    """A 句子检索: two terms in one sentence (``scope="sentence"``) or one paragraph (``"paragraph"``)."""
+
+    value: str
+    value2: str
+    scope: str = "sentence"
+
+    def item(self) -> dict[str, Any]:
+        """The senquery item (LongMarching, azazo1): full text (FT), the scope's operator and its label."""
+        operator, title = SENTENCE_SCOPES[self.scope]
+        return {"Key": "sentence0", "Title": title, "Logic": LOGIC_AND, "Field": "FT", "Operator": operator,
+                "Value": self.value, "Value2": self.value2}
+
+
+def sentence_of(expression: Any) -> Sentence | None:
+    """The sentence search an expression is (a lone ``{field: "sentence", value, value2, scope}`` leaf),
+    checked; None for any other expression (compile_expression refuses a sentence leaf inside a tree)."""
+    node = decode_expression(expression)
+    if node.op or node.field != SENTENCE_FIELD:
+        return None
+    terms = ["" if is_blank(v) else v.strip() for v in (node.value, node.value2)]
+    if node.items or node.match or not all(1 <= len(t) <= MAX_VALUE_CHARS for t in terms):
+        raise CnkiError(
+            "INVALID_CONDITION", f"句子检索须给出 value 和 value2 两个检索词，各 1–{MAX_VALUE_CHARS} 字（不带 match 或子条件）。",
+            details={"field": SENTENCE_FIELD},
+        )
+    scope = node.scope or "sentence"
+    if scope not in SENTENCE_SCOPES:
+        raise CnkiError("INVALID_CONDITION", f"句子检索的 scope 只能是 sentence（同一句）或 paragraph（同段），收到 {scope}。",
+                        details={"field": SENTENCE_FIELD})
+    return Sentence(terms[0], terms[1], scope)
+
+
 def compile_expression(expression: Any) -> list[list[Condition]]:
     """The expression as an OR of AND-branches (DNF), fully checked against CNKI's limits.
 
     Every error a grid request could meet is raised here, so structured_search can validate before
-    any browser work. Branches keep their literals in walk order; nothing is simplified.
+    any browser work. Branches keep their literals in walk order; nothing is simplified. A sentence
+    search (``sentence_of``) has no branches.
     """
+    if sentence_of(expression) is not None:
+        return []
     branches = _Walk().branches(decode_expression(expression), 0, False)
     for branch in branches:
         if all(condition.negated for condition in branch):
@@ -256,6 +310,14 @@ def subject_group(branches: Sequence[Sequence[Condition]]) -> dict[str, Any]:
 
 
 # --- the grid request -----------------------------------------------------------------------------
+
+SENQUERY_PATH = "/brief/senquery"  # where a 句子检索 is asked, beside the grid's /brief/grid
+
+
+def listing_url(grid_url: str, query: GridQuery) -> str:
+    """The URL a listing is POSTed to: the captured grid URL, or its senquery sibling for a sentence search."""
+    return grid_url.replace("/brief/grid", SENQUERY_PATH, 1) if query.sentence is not None else grid_url
+
 
 SORT_CODES: dict[str, str] = {"": "FFD", "relevance": "FFD", "date_desc": "PT", "cited_desc": "CF", "downloaded_desc": "DFR"}
 SORT_LABELS: dict[str, str] = {"FFD": "相关度", "PT": "发表时间", "CF": "被引次数", "DFR": "下载次数", "ZH": "综合"}
@@ -322,6 +384,11 @@ def expert_group(expression: str) -> dict[str, Any]:
     return {"Key": "Subject", "Title": "", "Logic": 0, "Items": [item], "ChildItems": []}
 
 
+def sentence_group(sentence: Sentence) -> dict[str, Any]:
+    """The ``Subject`` group of the 句子检索 form: its one ``sentence0`` item (a second item is refused)."""
+    return {"Key": "Subject", "Title": "", "Logic": 0, "Items": [sentence.item()], "ChildItems": []}
+
+
 def expert_aside(expression: str) -> str:
     """The form's ``aside`` for an expression as that form writes it: (…) with quotes as HTML entities."""
     return "(" + expression.replace("'", "&#39;").replace('"', "&quot;") + ")"
@@ -336,10 +403,11 @@ def rewrite_query_json(
     page: int = 1,
     sort_request: bool = False,
     expert: str = "",
+    sentence: Sentence | None = None,
 ) -> dict[str, Any]:
     """A copy of the template's QueryJson asking for ``branches`` (or the professional-search expression
-    ``expert``, as the 专业检索 form asks) within the year range, for ``page`` (``sort_request``: page 1
-    asked the way the page's sort links ask)."""
+    ``expert``, as the 专业检索 form asks, or the 句子检索 ``sentence``) within the year range, for ``page``
+    (``sort_request``: page 1 asked the way the page's sort links ask)."""
     query_json = copy.deepcopy(dict(template))
     groups = _query_groups(query_json)
     subject_found = False
@@ -348,7 +416,7 @@ def rewrite_query_json(
         if not isinstance(group, dict):
             raise _unsupported("QGroup 中有非对象的条件组")
         if group.get("Key") == "Subject":
-            groups[i] = expert_group(expert) if expert else subject_group(branches)
+            groups[i] = expert_group(expert) if expert else sentence_group(sentence) if sentence else subject_group(branches)
             subject_found = True
         elif group.get("Key") == "ControlGroup":
             control = group
@@ -367,6 +435,8 @@ def rewrite_query_json(
         children.append(_date_group(year_from, year_to))
     if expert:
         query_json["SearchType"] = SEARCH_TYPE_EXPERT
+    if sentence is not None:
+        query_json["SearchType"] = SEARCH_TYPE_SENTENCE
     if page > 1:
         query_json["SearchFrom"] = SEARCH_FROM_PAGING
     else:
@@ -393,6 +463,8 @@ class GridQuery(msgspec.Struct, frozen=True):
     year_to: int = 0
     sort: str = "relevance"
     expert: str = ""  # a professional-search expression instead of branches
+    facets: tuple[FacetPick, ...] = ()  # picks of the left panel (search_facets codes) narrowing the listing
+    sentence: Sentence | None = None  # a 句子检索 instead of branches (asked of brief/senquery)
 
 
 def sort_code(sort: str) -> str:
@@ -413,13 +485,15 @@ def grid_form(
     new_search: bool = True,
     sort_request: bool = False,
     expert: str = "",
+    sentence: bool = False,
 ) -> dict[str, str]:
     """The grid POST's form: the template's fields with the query, page, sort and paging cursor forced.
 
     Pages after the first need ``cursor`` (``#hidTurnPage`` of the previous page of the same query).
     Page 1 is a new search (``boolSearch=true``) unless ``new_search`` is False (asked again after a
     solved challenge); ``sort_request`` asks the way the page's sort links do (``boolSortSearch=true``);
-    ``expert`` is the expression of a professional search, echoed in ``aside`` as its form does.
+    ``expert`` is the expression of a professional search, echoed in ``aside`` as its form does;
+    ``sentence`` marks a 句子检索 (``sentenceSearch=true``).
     """
     if page > 1 and not cursor:
         raise ValueError("pages after the first need the paging cursor of page 1")
@@ -431,7 +505,7 @@ def grid_form(
     form["sortField"] = sort_code(sort)
     form["sortType"] = "desc"
     form["boolSortSearch"] = "true" if sort_request and page <= 1 else "false"
-    form["sentenceSearch"] = "false"
+    form["sentenceSearch"] = "true" if sentence else "false"
     if "pageSize" in form:
         form["pageSize"] = str(page_size)
     if expert:

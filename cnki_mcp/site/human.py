@@ -21,6 +21,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site.browser import Browser, Tab
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.operation import SiteOperation
+from cnki_mcp.site.remote import GATEWAY_MESSAGE, gateway_problem, show_gateway
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ LOGIN_MESSAGE = "知网要求登录：请在弹出的浏览器窗口登录，完
 Check = Callable[[], Awaitable[bool]]
 Observe = Callable[[Tab], Awaitable[Any]]
 Snapshot = Callable[[str, Tab], Awaitable[str]]
+Request = Callable[[SiteOperation], contextlib.AbstractAsyncContextManager[None]]  # Door.request: charged, paced
 
 
 def refuse_if_skipping(op: SiteOperation, reason: CnkiError) -> None:
@@ -55,9 +57,12 @@ def span(seconds: float) -> str:
 class Person:
     """The person at the dedicated browser, for every operation of this process."""
 
-    def __init__(self, browser: Browser, limiter: Limiter, observe: Observe, tab_snapshot: Snapshot) -> None:
+    def __init__(
+        self, browser: Browser, limiter: Limiter, observe: Observe, tab_snapshot: Snapshot, request: Request
+    ) -> None:
         self.browser = browser
         self.limiter = limiter
+        self._request = request
         self.timeout = HUMAN_TIMEOUT
         self.poll = HUMAN_POLL
         self._observe = observe
@@ -164,6 +169,9 @@ class Person:
             if epoch is not None and epoch != self._epoch:
                 return
             message = LOGIN_MESSAGE if reason.code == "LOGIN_REQUIRED" else VERIFY_MESSAGE
+            if gateway_problem(reason):
+                message = GATEWAY_MESSAGE
+                await show_gateway(self.browser, tab, lambda: self._request(op))
             self.limiter.hold()
             try:
                 await self.attend(

@@ -12,11 +12,12 @@ import json
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.redact import endpoint_url
-from cnki_mcp.pages.page_state import challenge_url, classify_response
-from cnki_mcp.pages.parse import is_site_url
+from cnki_mcp.pages.page_state import challenge_url, classify_response, gateway_page
+from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door
 from cnki_mcp.site.human import refuse_if_skipping
 from cnki_mcp.site.operation import SiteOperation
+from cnki_mcp.site.remote import gateway_problem
 
 API_ATTEMPTS = 3
 API_HEADERS = {"Accept": "application/json, text/plain, */*"}
@@ -56,13 +57,12 @@ class JsonApi:
             epoch = self.door.person.epoch
             try:
                 tab = await self.door.site_tab(op)
-                async with self.door.request(op):
-                    result = await self.door.browser.fetch_in_page(tab, url, headers=API_HEADERS)
+                result = await self.door.fetch(op, tab, url, headers=API_HEADERS)
             except CnkiError as exc:
                 if await attempts.recover(exc):
                     continue
                 raise
-            if result.redirected and not is_site_url(result.url):
+            if result.redirected and not is_site_url(result.url) and not gateway_page(result.url):
                 raise CnkiError("LOGIN_REQUIRED" if "//login." in result.url.lower() else "RESOURCE_FAILED",
                                 details={"url": endpoint_url(result.url)})
             problem = classify_response(result.status, result.url, result.text)
@@ -91,6 +91,9 @@ class JsonApi:
         if epoch != self.door.person.epoch:
             return  # solved by someone else meanwhile
         verify = challenge_url(body) or (response_url if "/verify/" in response_url.lower() else "")
+        if gateway_problem(problem):  # the gateway's own login or challenge: shown on the work tab
+            await self.door.person.step(op, await self.door.work_tab(), problem, epoch=epoch)
+            return
         if verify and is_site_url(verify):
             await self.door.show_verify_page(op, await self.door.work_tab(), verify, problem, epoch)
             return

@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urljoin
 
 import msgspec
 
@@ -34,7 +34,8 @@ from cnki_mcp.core.model import Paper
 from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.core.text import title_key
 from cnki_mcp.pages.page_state import challenge_url, classify_response
-from cnki_mcp.pages.parse import GridPage, is_site_url, parse_grid
+from cnki_mcp.pages.parse import GridPage, parse_grid
+from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.door import (
     ADVANCED_SEARCH_URL,
     BACKOFF_CODES,
@@ -44,6 +45,7 @@ from cnki_mcp.site.door import (
     Door,
     note_snapshot,
 )
+from cnki_mcp.site.facet_query import with_facets
 from cnki_mcp.site.grid_query import (
     SORT_LABELS,
     TITLES_PER_LOCATE,
@@ -52,6 +54,7 @@ from cnki_mcp.site.grid_query import (
     compile_expression,
     encode_form,
     grid_form,
+    listing_url,
     rewrite_query_json,
     sort_code,
     template_query_json,
@@ -61,6 +64,7 @@ from cnki_mcp.site.grid_query import (
 from cnki_mcp.site.human import refuse_if_skipping
 from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.page_actions import js_call
+from cnki_mcp.site.remote import gateway_problem
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +136,9 @@ _CAPTURE_JS = r"""
       const absolute = new URL(String(url), location.href).href;
       if (String(method || 'GET').toUpperCase() !== 'POST' || absolute.indexOf('/brief/grid') < 0) return;
       if (window.__cnkiGridCaptured) return;
-      window.__cnkiGridCaptured = {url: absolute, body: asText(body)};
+      // As written, with the page's address: through a gateway a root-relative URL resolves against the
+      // gateway's root, so it is resolved against the page's public address outside the page.
+      window.__cnkiGridCaptured = {url: absolute, written: String(url), page: location.href, body: asText(body)};
       // Kept for the tab's session too: a challenge answer may navigate the page away at once.
       sessionStorage.setItem('__cnkiGridCaptured', JSON.stringify(window.__cnkiGridCaptured));
     } catch (e) {}
@@ -202,6 +208,10 @@ def query_key(query: GridQuery) -> str:
     """The cursor key of a listing: its branches or expression, years and sort (never the page)."""
     branches = [[msgspec.to_builtins(c) for c in branch] for branch in query.branches]
     listing = [branches, query.year_from, query.year_to, sort_code(query.sort)]
+    if query.facets:
+        listing.append(msgspec.to_builtins(query.facets))
+    if query.sentence is not None:
+        listing.append(msgspec.to_builtins(query.sentence))
     return fingerprint([*listing, query.expert] if query.expert else listing)
 
 
@@ -328,7 +338,7 @@ class Listings:
             page = endpoint_url(str(captured["challenge"]))
             code: ErrorCode = "LOGIN_REQUIRED" if "//login." in page else "VERIFICATION_REQUIRED"
             raise CnkiError(code, details={"url": page, "stage": "template"})
-        url = endpoint_url(str(captured.get("url") or ""))
+        url = endpoint_url(urljoin(str(captured.get("page") or ""), str(captured.get("written") or captured.get("url") or "")))
         if not is_site_url(url):
             raise CnkiError("QUERY_TEMPLATE_UNSUPPORTED", "检索请求没有发往知网。", details={"url": url})
         form = parse_form(str(captured.get("body") or ""))
@@ -340,6 +350,18 @@ class Listings:
         self._template = None
         template = await self._ensure_template(op, anchor)
         return {"url": template.url, "fields": sorted(template.form), "query_json": sorted(template.query_json)}
+
+    async def template_for(self, op: SiteOperation, query: GridQuery) -> _Template:
+        """The search template a request for ``query`` starts from (captured when there is none): the
+        facet panel posts beside the grid with it."""
+        return await self._ensure_template(op, anchor_of(query.branches))
+
+    async def show_challenge(
+        self, op: SiteOperation, problem: CnkiError, response_url: str, body: str, template: _Template,
+        query_json: dict[str, Any], epoch: int,
+    ) -> None:
+        """A challenge in an answer to a request posted beside the grid, shown to the person as the grid's are."""
+        await self._grid_challenge(op, problem, response_url, body, template, query_json, epoch)
 
     # -- the result grid ------------------------------------------------------------------------
 
@@ -438,7 +460,7 @@ class Listings:
 
         The bare empty shell is raised as ``_EmptyShell`` for ``_grid_page`` to judge.
         """
-        anchor = anchor_of(query.branches)
+        anchor = query.sentence.value if query.sentence is not None else anchor_of(query.branches)
         attempts = Attempts(self.door)
         challenged = 0
         solved = sort_asked = False
@@ -452,26 +474,28 @@ class Listings:
                 template = await self._ensure_template(op, anchor)
                 query_json = rewrite_query_json(
                     template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page,
-                    sort_request=sort_asked, expert=query.expert,
+                    sort_request=sort_asked, expert=query.expert, sentence=query.sentence,
                 )
+                query_json = with_facets(query_json, query.facets)
                 if page > 1 and listing is not None:
                     query_json = with_site_echo(query_json, listing.products, listing.view)
                 form = grid_form(
                     template.form, query_json, page=page, sort=query.sort,
                     cursor=listing.cursor if page > 1 and listing is not None else "",
                     new_search=not solved, sort_request=sort_asked, expert=query.expert,
+                    sentence=query.sentence is not None,
                 )
-                async with self.door.request(op):
-                    result = await self.door.browser.fetch_in_page(
-                        tab,
-                        template.url,
-                        method="POST",
-                        body=encode_form(form),
-                        headers={
-                            "Content-Type": "application/x-www-form-urlencoded; charset=UTF-8",
-                            "X-Requested-With": "XMLHttpRequest",
-                        },
-                    )
+                result = await self.door.fetch(
+                    op,
+                    tab,
+                    listing_url(template.url, query),
+                    method="POST",
+                    body=encode_form(form),
+                    headers={
+                        "Content-Type": "application/x-www-form-urlencoded; charset=UTF-8",
+                        "X-Requested-With": "XMLHttpRequest",
+                    },
+                )
             except CnkiError as exc:
                 if await attempts.recover(exc):
                     last = exc
@@ -561,6 +585,9 @@ class Listings:
         if epoch != self.door.person.epoch:
             return  # solved by someone else meanwhile
         tab = await self.door.work_tab()
+        if gateway_problem(problem):  # the gateway's own login or challenge: the person answers on the work tab
+            await self.door.person.step(op, tab, problem, epoch=epoch)
+            return
         if "vericodeForm" in body:
             shown = await self.door.browser.evaluate(
                 tab, js_call(_SHOW_VERICODE_JS, body, json.dumps(query_json, ensure_ascii=False))
@@ -580,7 +607,13 @@ class Listings:
         if endpoint_url(response_url) == template.url or not is_site_url(response_url):
             raise await self._no_context(response_url, body, problem)
         async with self.door.request(op):
-            await self.door.browser.navigate(tab, response_url, BOOTSTRAP_TIMEOUT)
+            try:
+                await self.door.browser.navigate(tab, response_url, BOOTSTRAP_TIMEOUT)
+            except CnkiError as exc:
+                # Another channel's challenge on the same tab moved it meanwhile (net::ERR_ABORTED): the
+                # step below waits for that one and returns at once when it is done.
+                if exc.code != "RESOURCE_FAILED" or "ERR_ABORTED" not in str((exc.details or {}).get("net_error")):
+                    raise
         await self.door.person.step(op, tab, problem, epoch=epoch)
 
     async def _no_context(self, response_url: str, body: str, problem: CnkiError) -> CnkiError:

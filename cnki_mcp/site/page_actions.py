@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import re
@@ -18,6 +19,7 @@ from cnki_mcp.core.clock import Deadline, poll
 from cnki_mcp.core.errors import BLOCKED_STATUS, CnkiError, net_failure, network_unreachable
 from cnki_mcp.site.cdp import FetchResult, NavigationResult, PageScriptError, Tab
 from cnki_mcp.site.cdp import cdp as cdp_module
+from cnki_mcp.site.remote import GATEWAY_LOGIN_URL, NoAnswer, Routing
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +150,8 @@ class PageActions:
     """Page and window work of ``browser.Browser``, which provides the CDP door used here."""
 
     _background: set[asyncio.Task[Any]]
+    # The remote-access route: URLs out in the gateway's form, everything a page says back in public form.
+    routing: Routing
 
     @property
     def headless(self) -> bool:
@@ -178,7 +182,7 @@ class PageActions:
             detail = exc.exception.description if exc.exception is not None and exc.exception.description else exc.text
             raise PageScriptError(str(detail))
         value = remote.value
-        return None if value is None else json.loads(value)
+        return None if value is None else json.loads(self.routing.text(value))
 
     async def page_html(self, tab: Tab, timeout: float = CALL_TIMEOUT) -> str:
         html = await self.evaluate(
@@ -240,7 +244,8 @@ class PageActions:
         cdp = cdp_module()
         deadline = Deadline(timeout)
         tab._documents.clear()
-        _frame, loader_id, error_text, *_ = await self._tab_call(tab, cdp.page.navigate(url=url), timeout)
+        target = self.routing.out(url)
+        _frame, loader_id, error_text, *_ = await self._tab_call(tab, cdp.page.navigate(url=target), timeout)
         document = None
         if loader_id:
             document = await tab._document(str(loader_id), min(2.0, deadline.remaining()))
@@ -251,7 +256,7 @@ class PageActions:
                 details={"url": url, "net_error": str(error_text)},
             )
         if document is not None and document[0] == BLOCKED_STATUS:
-            raise network_unreachable(document[1] or url, "blocked", status=BLOCKED_STATUS)
+            raise network_unreachable(self.routing.back(document[1]) if document[1] else url, "blocked", status=BLOCKED_STATUS)
         if until != "commit":
             state = "=== 'complete'" if until == "complete" else "!== 'loading'"
             condition = f"document.readyState {state}"
@@ -269,6 +274,7 @@ class PageActions:
         body: str | None = None,
         headers: dict[str, str] | None = None,
         timeout: float = FETCH_TIMEOUT,
+        asked_again: bool = False,
     ) -> FetchResult:
         """Run fetch() inside the page: the page's origin, cookies and Referer go along.
 
@@ -276,13 +282,16 @@ class PageActions:
         is RESOURCE_FAILED. A redirect to another origin (which the page's CORS rules refuse to
         follow, e.g. to the login host) is returned as that redirect: its status, the target URL as
         ``url``, an empty body, ``redirected`` set. If the caller is cancelled, the in-page request
-        is aborted too.
+        is aborted too. Through a gateway, a request that got no answer is ``NoAnswer`` unless it is
+        ``asked_again``: the door looks at the page and asks once more, each a request of its own
+        (``Door.fetch``).
         """
         call_id = f"{tab.generation}-{next(tab._fetch_ids)}"
         since = tab._last_redirect
         failed_since = tab._last_failure
+        target = self.routing.out(url)
         expression = js_call(
-            _FETCH_JS, call_id, url, method.upper(), body, headers or {}, int(timeout * 1000), RESPONSE_CAP
+            _FETCH_JS, call_id, target, method.upper(), body, headers or {}, int(timeout * 1000), RESPONSE_CAP
         )
         try:
             out = await self.evaluate(tab, expression, timeout + 5.0)
@@ -295,11 +304,16 @@ class PageActions:
         if not isinstance(out, dict):
             raise CnkiError("RESOURCE_FAILED", "页面内请求没有返回结果。", details={"url": url})
         if "error" in out:
-            moved = None if out.get("timedOut") else tab._cross_origin_redirect(url, since)
+            moved = None if out.get("timedOut") else tab._cross_origin_redirect(target, since)
             if moved is not None:
-                return FetchResult(status=moved[1], url=moved[0], text="", redirected=True)
+                return FetchResult(status=moved[1], url=self.routing.back(moved[0]), text="", redirected=True)
+            if not out.get("timedOut") and not self.routing.direct and not asked_again:
+                # A gateway drops in-page requests when its session ends (a reset, not an unreachable host):
+                # the page tells first; a net error still there on the second asking is judged below.
+                raise NoAnswer(url, str(out["error"]))
             if not out.get("timedOut"):
-                unreachable = net_failure(url, await self._net_error(tab, url, failed_since))
+                # Chrome saw the request in the gateway's form; the answer names the public URL.
+                unreachable = net_failure(url, await self._net_error(tab, target, failed_since))
                 if unreachable is not None:
                     raise unreachable
             if out.get("timedOut"):
@@ -323,6 +337,22 @@ class PageActions:
             await asyncio.sleep(0.02)
         return error
 
+    async def gateway_login_shown(self, tab: Tab, timeout: float) -> bool:
+        """Whether loading the tab's page again gives the gateway's login (a host-rewriting gateway whose
+        session ended drops or CORS-fails in-page requests and serves its login for the page itself).
+        One request: the caller charges it."""
+        try:
+            page = await self.load_resource(tab, tab.url, timeout=timeout)
+        except CnkiError as exc:
+            log.debug("looking at the page after a failed in-page request: %s", exc)
+            return False
+        return page.url == GATEWAY_LOGIN_URL
+
+    async def settle(self, tab: Tab, timeout: float) -> None:
+        """Wait (at most ``timeout``) until the tab's page has loaded, e.g. back from the gateway's login."""
+        with contextlib.suppress(CnkiError):
+            await self.wait_for(tab, "document.readyState === 'complete'", timeout)
+
     async def _quiet_evaluate(self, tab: Tab, expression: str) -> None:
         try:
             await self.evaluate(tab, expression, 2.0)
@@ -340,7 +370,9 @@ class PageActions:
         options = cdp.network.LoadNetworkResourceOptions(disable_cache=False, include_credentials=True)
         result = await self._tab_call(
             tab,
-            cdp.network.load_network_resource(url=url, options=options, frame_id=cdp.page.FrameId(tab.target_id)),
+            cdp.network.load_network_resource(
+                url=self.routing.out(url), options=options, frame_id=cdp.page.FrameId(tab.target_id)
+            ),
             timeout,
         )
         status = int(result.http_status_code or 0)
@@ -370,7 +402,10 @@ class PageActions:
                 await self._tab_call(tab, cdp.io.close(handle=result.stream), PAGE_CLOSE_TIMEOUT)
             except CnkiError as exc:
                 log.debug("IO.close failed: %s", exc)
-        return FetchResult(status=status, url=url, text=_decode(b"".join(chunks), _charset(result.headers)))
+        text = _decode(b"".join(chunks), _charset(result.headers))
+        if self.routing.gateway_body(text):  # redirects are not visible here: the body tells
+            url = GATEWAY_LOGIN_URL
+        return FetchResult(status=status, url=url, text=self.routing.text(text))
 
     async def click(self, tab: Tab, selector: str, timeout: float = 5.0, *, text: str | None = None) -> bool:
         """Click the first visible element matching ``selector`` (and the ``text`` regex) like a person.

@@ -40,10 +40,10 @@ from typing import Any
 import psutil
 
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.settings import GUARD_COMMAND
 
 log = logging.getLogger(__name__)
 
-GUARD_COMMAND = "browser-guard"
 GUARD_POLL = 1.0  # seconds between the guard's checks that its parent is still the server
 GUARD_TERM_WAIT = 2.0  # after SIGTERM, time for Chrome to flush the profile before SIGKILL
 _WINDOWS = sys.platform == "win32"

@@ -7,20 +7,21 @@ never read: a person types credentials into the browser window, never into the M
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import SessionState
-from cnki_mcp.pages.page_state import parse_session
-from cnki_mcp.pages.parse import is_site_url
+from cnki_mcp.core.model import Route, SessionState
+from cnki_mcp.pages.page_state import gateway_page, parse_session
+from cnki_mcp.pages.urls import is_cnki_url
 from cnki_mcp.site.browser import Tab
 from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation
 from cnki_mcp.site.human import span
 from cnki_mcp.site.operation import SiteOperation
+from cnki_mcp.site.route import DIRECT, discover, recognise
 from cnki_mcp.site.site import Site
 
 log = logging.getLogger(__name__)
@@ -32,11 +33,19 @@ LOGIN_POLL = 1.5
 LOGIN_TAB_TIMEOUT = 2.0
 LOGIN_TIMEOUT = 20 * 60.0
 
+GATEWAY_WAIT_MESSAGE = "请在弹出的浏览器窗口登录学校 VPN / 统一身份认证；登录后能看到知网入口时自动继续"
 LOGIN_WAIT_MESSAGE = "请在弹出的浏览器窗口完成登录；登录成功后自动继续（机构远程入口完成后调用 operation_control resume）"
+LOGIN_MESSAGES = {
+    "gateway": "请在弹出的浏览器窗口登录学校 VPN / 统一身份认证；通过 VPN 打开的知网页面显示机构名后自动继续",
+    "federated": "请在弹出的浏览器窗口登录学校的统一身份认证（CARSI）；回到知网并显示机构名后自动继续",
+}
 
 
-def session_view(state: SessionState, *, cached: bool = False) -> dict[str, Any]:
-    """The login / session_status answer: the seed's fields, never cookies or account names."""
+def session_view(
+    state: SessionState, *, cached: bool = False, route: Route = DIRECT, gateway_session: str = ""
+) -> dict[str, Any]:
+    """The login / session_status answer: the seed's fields, never cookies or account names; the route
+    (kind and gateway host, never a ticket) and, through a gateway, whether its session was alive."""
     data: dict[str, Any] = {"personal": state.personal, "institution": state.institution}
     if state.institution == "observed" and state.institution_evidence:
         data["institution_evidence"] = list(state.institution_evidence)
@@ -46,6 +55,10 @@ def session_view(state: SessionState, *, cached: bool = False) -> dict[str, Any]
         data["observed_at"] = state.observed_at
     if cached:
         data["cached"] = True
+    if route.kind != "direct":  # direct access answers as it always did
+        data["route"] = route.view()
+        if gateway_session:
+            data["gateway_session"] = gateway_session
     return data
 
 
@@ -60,11 +73,31 @@ def _signature(state: SessionState) -> tuple[str, tuple[str, ...]]:
 class Sessions:
     """The identity last observed in this process, and the login / refresh flows that observe it."""
 
-    def __init__(self, site: Site, remember: Callable[[list[str]], None] | None = None) -> None:
-        """``remember`` is told the names an identity shows (the store keeps them out of reports)."""
+    def __init__(
+        self,
+        site: Site,
+        remember: Callable[[list[str]], None] | None = None,
+        keep_route: Callable[[Route], Awaitable[None]] | None = None,
+    ) -> None:
+        """``remember`` is told the names an identity shows (the store keeps them out of reports);
+        ``keep_route`` keeps a route login set (config.json)."""
         self.site = site
         self.last: SessionState | None = None
         self._remember = remember
+        self._keep_route = keep_route
+        self.gateway_session = ""  # alive | expired, as last seen through the route ("" not seen)
+
+    @property
+    def route(self) -> Route:
+        return self.site.browser.routing.route
+
+    async def _set_route(self, route: Route) -> None:
+        self.site.browser.routing.route = route
+        if self._keep_route is not None:
+            await self._keep_route(route)
+
+    def _view(self, state: SessionState, *, cached: bool = False) -> dict[str, Any]:
+        return session_view(state, cached=cached, route=self.route, gateway_session=self.gateway_session)
 
     def _observed(self, state: SessionState) -> None:
         self.last = state
@@ -74,7 +107,7 @@ class Sessions:
 
     def cached(self) -> dict[str, Any]:
         """session_status(refresh=false): the last observation, or not_checked."""
-        return session_view(self.last or SessionState(), cached=True)
+        return self._view(self.last or SessionState(), cached=True)
 
     async def _open(self, op: SiteOperation, url: str) -> Tab:
         tab = await self.site.new_tab()
@@ -112,33 +145,80 @@ class Sessions:
         op.stage("checking_identity")
         tab = await self._open(op, ADVANCED_SEARCH_URL)
         try:
-            return session_view(await self._identity(op, tab))
+            if not self.site.browser.routing.direct:
+                seen = await self.site.observe(tab)
+                self.gateway_session = "expired" if seen is not None and gateway_page(seen.url) else "alive"
+                if self.gateway_session == "expired":  # a status check does not wait for a person
+                    return self._view(self.last or SessionState())
+            return self._view(await self._identity(op, tab))
         finally:
             await self.site.close_tab(tab)
 
     async def login(self, op: SiteOperation, remote_access_url: str = "", force: bool = False) -> dict[str, Any]:
-        """Open the login entry for a person and wait until an identity shows (or resume, or 20 minutes)."""
+        """Open the login entry for a person and wait until an identity shows (or resume, or 20 minutes).
+
+        A ``remote_access_url`` sets the route first (``route.recognise``; CARSI and public CNKI pages: direct,
+        a portal whose scheme its URL does not tell: read from where the person lands, ``discover``);
+        ``force`` without one goes back to direct access.
+        """
+        recognition = recognise(remote_access_url) if remote_access_url else None
+        if recognition is not None and recognition.route is not None:
+            await self._set_route(recognition.route)
+        elif recognition is None and force and self.route.kind != "direct":
+            await self._set_route(DIRECT)
         op.stage("opening_login")
         tab = await self._open(op, remote_access_url or ADVANCED_SEARCH_URL)
         try:
             before: SessionState | None = None
+            if recognition is not None and recognition.route is None:
+                op.stage("waiting_for_gateway")
+                await self.site.person.attend(
+                    op, tab, GATEWAY_WAIT_MESSAGE, self._portal_route(tab),
+                    timeout=LOGIN_TIMEOUT, poll=LOGIN_POLL, expired=_login_expired,
+                )
+                await self.site.navigate(op, tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
             if not remote_access_url:
                 before = await self._identity(op, tab)
                 if identified(before) and not force:
-                    return session_view(before)
+                    return self._view(before)
             op.stage("waiting_for_login")
-            await self.wait_for_login(op, tab, before if force else None)
+            message = LOGIN_MESSAGES.get(recognition.login if recognition is not None else "cnki", LOGIN_WAIT_MESSAGE)
+            await self.wait_for_login(op, tab, before if force else None, message)
             op.stage("confirming_login")
             await self.site.navigate(op, tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
-            return session_view(await self._identity(op, tab))
+            state = await self._identity(op, tab)
+            if not self.site.browser.routing.direct:
+                self.gateway_session = "alive"
+            return self._view(state)
         finally:
             await self.site.close_tab(tab)
 
-    async def wait_for_login(self, op: SiteOperation, tab: Tab, before: SessionState | None) -> None:
+    def _portal_route(self, tab: Tab) -> Callable[[], Awaitable[bool]]:
+        """Whether the page the person reached after the portal's login names the route (its CNKI link,
+        or a proxied CNKI page itself); the route is set once it does."""
+
+        async def check() -> bool:
+            seen = await self.site.observe(tab, "true", LOGIN_TAB_TIMEOUT)
+            if seen is None:
+                return False
+            found = discover(seen.url, seen.html)
+            if found is None:
+                with contextlib.suppress(CnkiError):  # already on a proxied CNKI page
+                    found = recognise(seen.url).route if not is_cnki_url(seen.url) else None
+            if found is None or found.kind == "direct":
+                return False
+            await self._set_route(found)
+            return True
+
+        return check
+
+    async def wait_for_login(
+        self, op: SiteOperation, tab: Tab, before: SessionState | None, message: str = LOGIN_WAIT_MESSAGE
+    ) -> None:
         """The person logs in on ``tab`` (or on any CNKI tab it opens); ends once an identity shows, on
         ``operation_control resume``, or LOGIN_TIMEOUT after 20 minutes."""
         await self.site.person.attend(
-            op, tab, LOGIN_WAIT_MESSAGE, self._logged_in(tab, before),
+            op, tab, message, self._logged_in(tab, before),
             timeout=LOGIN_TIMEOUT, poll=LOGIN_POLL, expired=_login_expired,
         )
 
@@ -159,7 +239,7 @@ class Sessions:
                     if candidate is tab or not self.site.browser_running:
                         raise
                     continue  # another tab closed while we looked
-                if seen is None or not _cnki_page(seen.url) or candidate is not tab and not seen.condition:
+                if seen is None or not is_cnki_url(seen.url) or candidate is not tab and not seen.condition:
                     continue
                 state = parse_session(seen.html)
                 if identified(state) and (before is None or _signature(state) != _signature(before)):
@@ -179,13 +259,3 @@ class Sessions:
 async def _login_expired() -> CnkiError:
     return CnkiError("LOGIN_TIMEOUT", f"等待登录超过 {span(LOGIN_TIMEOUT)}，已停止等待；登录完成后重新调用 login 即可。")
 
-
-def _cnki_page(url: str) -> bool:
-    """identityAnywhere: any tab on a cnki.net host, whatever its scheme."""
-    if is_site_url(url):
-        return True
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return False
-    return host == "cnki.net" or host.endswith(".cnki.net")

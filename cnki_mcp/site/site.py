@@ -24,21 +24,19 @@ import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper, Quality
+from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.pages.page_state import classify_response
-from cnki_mcp.pages.parse import (
-    GridPage,
-    check_identity,
-    is_site_url,
-    parse_detail,
-    parse_journal,
-)
+from cnki_mcp.pages.parse import GridPage, check_identity, parse_detail, parse_journal
+from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.browser import Browser, DownloadEvent, Tab
-from cnki_mcp.site.cdp import FetchResult, NavigationResult
+from cnki_mcp.site.cdp import NavigationResult
 from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door, Observation, final_parse_error, note_snapshot
+from cnki_mcp.site.facet_panel import FacetPanel
 from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.json_api import JsonApi
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.listings import Listings
+from cnki_mcp.site.navi import Navi
 from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.page_actions import CALL_TIMEOUT
 
@@ -80,7 +78,9 @@ class Site(Door):
     def __init__(self, browser: Browser, limiter: Limiter, diagnostics_dir: Path) -> None:
         super().__init__(browser, limiter, diagnostics_dir)
         self.listings = Listings(self)
+        self.panel = FacetPanel(self, self.listings)
         self.api = JsonApi(self)
+        self.navi = Navi(self)
         self._render_lock = asyncio.Lock()
 
     # -- listings ----------------------------------------------------------------------------
@@ -94,6 +94,10 @@ class Site(Door):
     ) -> dict[str, list[Paper]]:
         """Up to 10 titles in one exact-title grid request; see ``listings.Listings.locate``."""
         return await self.listings.locate(op, titles, related)
+
+    async def facet_panel(self, op: SiteOperation, query: GridQuery, idents: list[str]) -> dict[str, FacetGroup]:
+        """The left facet panel's groups ``idents`` of a listing; see ``facet_panel.FacetPanel.groups``."""
+        return await self.panel.groups(op, query, idents)
 
     # -- JSON APIs -------------------------------------------------------------------------------
 
@@ -136,6 +140,16 @@ class Site(Door):
         """Any CNKI page read the way detail and journal pages are, with the caller's ``parse(html, url)``
         (the field check keeps what it saw)."""
         return await self._load(op, url, parse, kind)
+
+    async def navi_page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+        """A navi.cnki.net page shown in the navi tab, parsed; see ``navi.Navi.page``."""
+        return await self.navi.page(op, url, parse, kind)
+
+    async def navi_post(
+        self, op: SiteOperation, page_url: str, url: str, form: str, parse: Callable[[str, str], T], kind: str
+    ) -> T:
+        """A navi fragment POSTed from the navi tab on ``page_url``, parsed; see ``navi.Navi.post``."""
+        return await self.navi.post(op, page_url, url, form, parse, kind)
 
     async def browser_version(self) -> str:
         """What the dedicated browser reports itself as (``Chrome/131.0…``); "" when it cannot say."""
@@ -222,11 +236,6 @@ class Site(Door):
         """One charged, paced click on the first visible ``selector`` (whose text matches ``text``)."""
         async with self.request(op):
             return await self.browser.click(tab, selector, timeout, text=text)
-
-    async def fetch(self, op: SiteOperation, tab: Tab, url: str, **options: Any) -> FetchResult:
-        """One charged, paced ``fetch()`` from inside ``tab`` (same origin, the page's cookies)."""
-        async with self.request(op):
-            return await self.browser.fetch_in_page(tab, url, **options)
 
     async def evaluate(self, tab: Tab, expression: str, timeout: float = CALL_TIMEOUT) -> Any:
         """A script run in ``tab`` (no request to CNKI)."""

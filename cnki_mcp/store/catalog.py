@@ -49,7 +49,7 @@ class PaperIndex:
 _LIST_OR_DETAIL = ("title", "authors", "source", "publication_date")
 _ALWAYS = (
     "source_url", "document_type", "doi", "dbcode", "dbname", "filename", "url", "locator",
-    "abstract", "excerpt", "volume", "issue", "pages", "keywords", "institutions", "funds", "clc_codes", "online_first",
+    "abstract", "excerpt", "sentence", "volume", "issue", "pages", "keywords", "institutions", "funds", "clc_codes", "online_first",
 )
 
 

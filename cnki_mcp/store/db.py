@@ -37,9 +37,9 @@ from cnki_mcp.core.text import title_key
 log = logging.getLogger(__name__)
 
 DB_FILE = "research.db"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # The map sections of the library, in the order of StoreData; each is a table (key, stamp, body).
-TABLES = ("papers", "sources", "searches", "search_cache", "operations", "artifacts", "relations")
+TABLES = ("papers", "sources", "searches", "search_cache", "operations", "artifacts", "relations", "facets")
 META_KEYS = ("retired_searches", "retired_operations", "recent_errors", "last_site_check", "known_names", "downloads_by_day")
 # After failed writes the next try waits 4, 8, 16 … s, at most this long.
 RETRY_MAX_SECONDS = 30.0
@@ -63,8 +63,8 @@ def body_json(blob: bytes) -> bytes:
 
 
 def _schema_1(conn: sqlite3.Connection) -> None:
-    """The library's tables: one per section, and the singletons."""
-    for table in TABLES:
+    """The library's tables: one per section of that version (a later section is a later step), and the singletons."""
+    for table in ("papers", "sources", "searches", "search_cache", "operations", "artifacts", "relations"):
         extra = ", title_key TEXT NOT NULL DEFAULT ''" if table == "papers" else ""
         conn.execute(f"CREATE TABLE {table} (key TEXT PRIMARY KEY, stamp TEXT NOT NULL DEFAULT ''{extra}, body BLOB NOT NULL)")
     conn.execute("CREATE INDEX papers_by_title ON papers (title_key)")
@@ -83,8 +83,13 @@ def _schema_2(conn: sqlite3.Connection) -> None:
         conn.executemany("INSERT OR IGNORE INTO paper_keys VALUES (?, ?)", [(key, ref) for key in identity_keys(paper)])
 
 
+def _schema_3(conn: sqlite3.Connection) -> None:
+    """The facet answers of search_facets (issue 32), kept newest first like the citation lists."""
+    conn.execute("CREATE TABLE facets (key TEXT PRIMARY KEY, stamp TEXT NOT NULL DEFAULT '', body BLOB NOT NULL)")
+
+
 # Migration n takes a database of schema version n-1 to version n; a new version appends one here (and a test).
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_1, _schema_2)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_1, _schema_2, _schema_3)
 
 
 class NewerSchema(Exception):

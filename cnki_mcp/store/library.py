@@ -39,13 +39,14 @@ import msgspec
 
 from cnki_mcp.core.clock import age_seconds, local_day, parse_utc, utc_now, utc_now_iso
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.files import atomic_replace
+from cnki_mcp.core.files import atomic_replace, make_private_dir
 from cnki_mcp.core.model import (
     PARSER_VERSION,
     Artifact,
     CacheEntry,
     Config,
     ErrorEvent,
+    FacetRecord,
     Operation,
     Paper,
     Problem,
@@ -69,6 +70,7 @@ PROBE_FILE = DB_FILE + ".probe"
 DAMAGED_MARKER = DB_FILE + ".damaged"
 CONFIG_FILE = "config.json"
 LOCK_FILE = "cnki.lock"
+TOKEN_FILE = "http-token"  # the HTTP endpoint's bearer token: never packed, never shown
 SUBFOLDERS = ("downloads", "exports", "diagnostics")
 # The browser profile holds the person's cookies and logins: no one else may even list it.
 PRIVATE_FOLDER = "browser"
@@ -82,6 +84,7 @@ KEEP_ERROR_EVENTS = 500
 KEEP_KNOWN_NAMES = 20
 # Lists of the citation graph (one paper's references, citing or similar papers), newest kept.
 KEEP_RELATIONS = 1000
+KEEP_FACETS = 200  # facet answers (search_facets), newest kept
 KEEP_DOWNLOAD_DAYS = 7  # days of the daily download count kept (only today's is used)
 # How many unreadable entries a warning names.
 DROPPED_NAMED = 3
@@ -129,7 +132,7 @@ def _config_invalid(path: Path, reason: str) -> CnkiError:
 def save_config(root: Path, config: Config) -> None:
     """Write config.json atomically (0600, 2-space JSON), keeping keys that newer versions added."""
     root = Path(root)
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dir(root)
     path = root / CONFIG_FILE
     merged: dict[str, Any] = {}
     try:
@@ -352,7 +355,7 @@ class Store:
         (:meth:`check_done`), so opening does not read the whole file."""
         root = Path(os.path.abspath(root))
         try:
-            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dir(root)
             for name in SUBFOLDERS:
                 (root / name).mkdir(mode=0o700, exist_ok=True)
             _private_folder(root / PRIVATE_FOLDER)
@@ -562,6 +565,18 @@ class Store:
             self.data.search_cache.put(cache_key, CacheEntry(search_id=record.search_id, at=utc_now_iso()))
         self._trim_cache()
 
+    def put_facets(self, record: FacetRecord) -> None:
+        self.data.facets.put(record.key, record)
+        self._retain(self.data.facets, KEEP_FACETS, None)
+
+    def cached_facets(self, key: str, max_age: float = SEARCH_CACHE_TTL_SECONDS, now: datetime | None = None) -> FacetRecord | None:
+        """A facet answer for the listing ``key`` at most ``max_age`` seconds old (listings' cache by default)."""
+        record = self.data.facets.get(key)
+        if record is None:
+            return None
+        age = age_seconds(record.observed_at, now)
+        return record if age is not None and age <= max_age else None
+
     def put_artifact(self, key: str, artifact: Artifact) -> None:
         self.data.artifacts.put(key, artifact)
 
@@ -624,11 +639,13 @@ class Store:
     # -- retention --
 
     def trim(self, now: datetime | None = None) -> None:
-        """Apply retention: 300 newest searches, 200 newest operations, 1000 newest citation lists, live cache entries."""
+        """Apply retention: 300 newest searches, 200 newest operations, 1000 newest citation lists, 200 newest
+        facet answers, live cache entries."""
         data = self.data
         self._retain(data.searches, KEEP_SEARCHES, data.retired_searches)
         self._retain(data.operations, KEEP_OPERATIONS, data.retired_operations)
         self._retain(data.relations, KEEP_RELATIONS, None)
+        self._retain(data.facets, KEEP_FACETS, None)
         self._trim_cache(now)
 
     def _retain(self, table: Table[Any], keep: int, retired: list[str] | None) -> None:

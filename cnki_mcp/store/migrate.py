@@ -395,27 +395,3 @@ def db_size(path: Path) -> int:
         with contextlib.suppress(OSError):
             total += os.stat(f"{path}{suffix}").st_size
     return total
-
-
-def _counted(counts: dict[str, int]) -> str:
-    names = {"papers": "文献记录", "sources": "期刊", "searches": "检索", "search_cache": "检索缓存", "operations": "任务",
-             "artifacts": "下载台账", "relations": "引文列表"}
-    return "，".join(f"{names[table]} {counts.get(table, 0):,}" for table in TABLES)
-
-
-def dump_text(root: Path, target: Path) -> str:
-    """``cnki-mcp store --dump``: the library of data directory ``root`` written to ``target``, and what was written."""
-    target = Path(os.path.abspath(target))
-    counts = dump(Path(root) / db.DB_FILE, target)
-    return f"已导出到 {target}（{os.path.getsize(target) / 1e6:.1f} MB）：{_counted(counts)}。"
-
-
-def check_text(root: Path) -> tuple[bool, str]:
-    """``cnki-mcp store --check``: whether research.db is sound, and the lines that say so."""
-    report = check(Path(root) / db.DB_FILE)
-    head = f"{report['path']}（{report['size_bytes'] / 1e6:.1f} MB，结构版本 {report['schema_version']}）"
-    if report["problems"]:
-        listed = "\n".join(f"  {line}" for line in report["problems"][:20])
-        advice = "请先用 cnki-mcp store --dump 导出能读出的记录，再重新启动服务：启动时会把损坏的数据库改名保留，把能读出的记录搬到新数据库。"
-        return False, f"✗ {head} 未通过完整性检查：\n{listed}\n{advice}"
-    return True, f"✓ {head} 完整性检查通过：{_counted(report['counts'])}。"

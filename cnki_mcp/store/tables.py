@@ -18,6 +18,7 @@ from cnki_mcp.core.model import (
     Artifact,
     CacheEntry,
     ErrorEvent,
+    FacetRecord,
     Operation,
     Paper,
     Quality,
@@ -35,13 +36,14 @@ _JSON = msgspec.json.Encoder()
 # The value type of each map section, and the stamp retention orders it by (none: kept however old).
 SECTION_TYPES: dict[str, Any] = {
     "papers": Paper, "sources": Quality, "searches": SearchRecord, "search_cache": CacheEntry,
-    "operations": Operation, "artifacts": Artifact, "relations": RelationList,
+    "operations": Operation, "artifacts": Artifact, "relations": RelationList, "facets": FacetRecord,
 }
 STAMPS: dict[str, Callable[[Any], str]] = {
     "searches": lambda record: record.created_at,
     "search_cache": lambda entry: entry.at,
     "operations": lambda op: op.created_at,
     "relations": lambda relations: relations.observed_at,
+    "facets": lambda record: record.observed_at,
 }
 
 
@@ -204,6 +206,7 @@ class Library:
         self.operations: Table[Operation] = Table("operations", reader, writer)
         self.artifacts: Table[Artifact] = Table("artifacts", reader, writer)
         self.relations: Table[RelationList] = Table("relations", reader, writer)
+        self.facets: Table[FacetRecord] = Table("facets", reader, writer)
         self.retired_searches: list[str] = _meta(meta, "retired_searches", list[str], [])
         self.retired_operations: list[str] = _meta(meta, "retired_operations", list[str], [])
         self.recent_errors: list[ErrorEvent] = _meta(meta, "recent_errors", list[ErrorEvent], [])
@@ -220,7 +223,7 @@ class Library:
     __hash__ = None  # type: ignore[assignment]
 
     def tables(self) -> list[Table[Any]]:
-        return [self.papers, self.sources, self.searches, self.search_cache, self.operations, self.artifacts, self.relations]
+        return [self.papers, self.sources, self.searches, self.search_cache, self.operations, self.artifacts, self.relations, self.facets]
 
 
 def _meta(meta: dict[str, bytes], key: str, kind: Any, default: Any) -> Any:

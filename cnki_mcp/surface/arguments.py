@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import msgspec
 
@@ -26,11 +25,17 @@ from cnki_mcp.core.text import is_blank
 from cnki_mcp.core.tool_args import (
     ACTIONS,
     BATCH_MAX,
+    CHECK_ENTRIES_MAX,
+    CHECK_STYLES,
+    CITATION_FORMATS,
     DOWNLOAD_FORMATS,
     DOWNLOAD_WAIT_DEFAULT,
     DOWNLOAD_WAIT_MAX,
     EXPAND_MAX,
     EXPORT_MAX,
+    FACET_LIMIT_DEFAULT,
+    FACET_LIMIT_MAX,
+    FACET_NAMES,
     FRESHNESS,
     INTERVAL_DEFAULT,
     INTERVAL_MAX,
@@ -58,11 +63,13 @@ from cnki_mcp.core.tool_args import (
     VIEWS,
     YEAR_MAX,
     ZOTERO_MAX,
+    AuthorPapersArgs,
     CheckReferencesArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
     ExportCitationsArgs,
     GetMetadataArgs,
+    JournalIssuesArgs,
     LinkReferencesArgs,
     LoginArgs,
     NativeSearchArgs,
@@ -72,23 +79,11 @@ from cnki_mcp.core.tool_args import (
     RelatedPapersArgs,
     SaveToZoteroArgs,
     SearchArgs,
+    SearchFacetsArgs,
     SearchOptions,
     SearchResultsArgs,
     ToolArgs,
 )
-from cnki_mcp.references.citations import FORMATS, PROSE_FORMATS, validate_template
-from cnki_mcp.references.links import MAX_REFERENCES
-from cnki_mcp.references.reflist import MAX_ENTRIES, split_entries
-from cnki_mcp.research.query import MAX_GROUPS, MAX_TERM_CHARS, MAX_TERMS, validate_plan
-
-# --- limits the surface derives from the rules it checks against ----------------------------------
-
-REFERENCES_MAX = MAX_REFERENCES
-CHECK_ENTRIES_MAX = MAX_ENTRIES
-PLAN_GROUPS_MAX, PLAN_TERMS_MAX, PLAN_TERM_CHARS = MAX_GROUPS, MAX_TERMS, MAX_TERM_CHARS
-CITATION_FORMATS = FORMATS
-CHECK_STYLES = PROSE_FORMATS
-
 
 Validator = Callable[[Any, dict[str, Any]], None]
 
@@ -286,6 +281,8 @@ def validate_search(args: SearchArgs, raw: dict[str, Any]) -> None:
     _years(args.year_from, args.year_to)
     _options(args.options, OPTION_RANGES["candidate_target"][0])
     if args.concept_groups:
+        from cnki_mcp.research.query import validate_plan  # the rules' home: loaded with the first search
+
         args.concept_groups = validate_plan(args.concept_groups)
 
 
@@ -309,6 +306,39 @@ def validate_native_search(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
         args.options.candidate_target = 0  # 0 = take the limit, filled by _options
     _options(args.options, args.limit)
     args.sort = args.options.sort
+    from cnki_mcp.site.facet_query import facet_picks
+
+    facet_picks(args.facet_filters)  # codes that cannot narrow a listing are refused before any request
+
+
+def validate_search_facets(args: SearchFacetsArgs, raw: dict[str, Any]) -> None:
+    """A stored search or an expression (with years); known facets; the entries per facet."""
+    args.search_id = _given(args.search_id)
+    if bool(args.search_id) == bool(args.expression):
+        raise CnkiError("INVALID_INPUT", "search_id 与 expression 须给出且只给出一个。", details={"field": "search_id"})
+    if args.search_id and (args.year_from or args.year_to):
+        raise CnkiError(
+            "INVALID_INPUT", "year_from、year_to 只和 expression 一起用；search_id 沿用那次检索的年份。",
+            details={"field": "year_from"},
+        )
+    _years(args.year_from, args.year_to)
+    unknown = [name for name in args.facets if name not in FACET_NAMES]
+    if unknown:
+        raise CnkiError(
+            "INVALID_FACET", f"未知的分组：{unknown[0]}；可选 {'、'.join(FACET_NAMES)}。", details={"facet": unknown[0]}
+        )
+    args.facets = list(dict.fromkeys(args.facets))
+    if args.limit == 0:
+        args.limit = FACET_LIMIT_DEFAULT
+    if not 1 <= args.limit <= FACET_LIMIT_MAX:
+        raise CnkiError(
+            "INVALID_LIMIT", f"limit 须在 1–{FACET_LIMIT_MAX} 之间，收到的是 {args.limit}。", details={"field": "limit"}
+        )
+    args.freshness = _choice(args.freshness, FRESHNESS, "prefer_cache", "INVALID_FRESHNESS", "freshness")
+    args.on_verification = _policy(args.on_verification)
+    from cnki_mcp.site.facet_query import facet_picks
+
+    facet_picks(args.facet_filters)
 
 
 def validate_search_results(args: SearchResultsArgs, raw: dict[str, Any]) -> None:
@@ -429,6 +459,43 @@ def validate_related_papers(args: RelatedPapersArgs, raw: dict[str, Any]) -> Non
     args.on_verification = _policy(args.on_verification)
 
 
+AUTHOR_CHARS_MAX = 60
+AUTHOR_OFFSET_MAX = 150  # listing pages read at most hold 200 rows
+
+
+def validate_author_papers(args: AuthorPapersArgs, raw: dict[str, Any]) -> None:
+    args.author, args.record_ref, args.institution = map(_given, (args.author, args.record_ref, args.institution))
+    if not 1 <= len(args.author) <= AUTHOR_CHARS_MAX:
+        raise CnkiError("INVALID_INPUT", f"author 须为 1–{AUTHOR_CHARS_MAX} 字的作者姓名。", details={"field": "author"})
+    if args.record_ref and args.institution:
+        raise CnkiError("INVALID_INPUT", "record_ref 与 institution 只能提供其一：record_ref 的详情页已给出作者单位。",
+                        details={"field": "institution"})
+    if len(args.institution) > AUTHOR_CHARS_MAX * 2:
+        raise CnkiError("INVALID_INPUT", f"institution 最多 {AUTHOR_CHARS_MAX * 2} 字。", details={"field": "institution"})
+    args.limit = _limit(args.limit)
+    _offset(args.offset)
+    if args.offset > AUTHOR_OFFSET_MAX:
+        raise CnkiError("INVALID_OFFSET", f"offset 最多 {AUTHOR_OFFSET_MAX}，收到的是 {args.offset}。", details={"field": "offset"})
+    args.on_verification = _policy(args.on_verification)
+
+
+def validate_journal_issues(args: JournalIssuesArgs, raw: dict[str, Any]) -> None:
+    args.journal, args.issn, args.cn, args.record_ref = map(_given, (args.journal, args.issn, args.cn, args.record_ref))
+    named = [field for field, value in (("journal", args.journal), ("issn", args.issn), ("cn", args.cn),
+                                        ("record_ref", args.record_ref)) if value]
+    if len(named) != 1:
+        why = f"只能提供其中一个，收到了 {'、'.join(named)}" if named else "须提供其中一个"
+        raise CnkiError("INVALID_INPUT", f"journal、issn、cn 与 record_ref {why}。", details={"field": "journal"})
+    if not 0 <= args.year <= YEAR_MAX:
+        raise CnkiError("INVALID_YEAR", f"year 须在 0–{YEAR_MAX} 之间（0 表示列出年份与刊期），收到的是 {args.year}。", details={"field": "year"})
+    args.issue = _given(args.issue)
+    if bool(args.year) != bool(args.issue):
+        raise CnkiError("INVALID_INPUT", "year 与 issue 须一起提供（读一期的目录），或都不提供（列出年份与刊期）。", details={"field": "issue"})
+    args.limit = _limit(args.limit)
+    _offset(args.offset)
+    args.on_verification = _policy(args.on_verification)
+
+
 def validate_export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) -> None:
     if len(args.record_refs) > EXPORT_MAX:
         raise CnkiError(
@@ -449,6 +516,8 @@ def validate_export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) ->
     if args.format == "custom":
         if not args.template:
             raise CnkiError("INVALID_TEMPLATE", "format=custom 需要 template，例如 {authors}. {title}[J]. {journal}, {year}.", details={"field": "template"})
+        from cnki_mcp.references.citations import validate_template
+
         validate_template(args.template)
     if args.filename:
         validate_filename(args.filename)
@@ -482,6 +551,8 @@ def validate_check_references(args: CheckReferencesArgs, raw: dict[str, Any]) ->
             f"参考文献列表最大 512 KB（{TEXT_BYTES_MAX} 字节），收到 {size} 字节；请分批核对。",
             details={"bytes": size},
         )
+    from cnki_mcp.references.reflist import split_entries
+
     # A pasted list is read only up to the entry past the limit: a longer one is refused all the same.
     entries = split_entries(text, CHECK_ENTRIES_MAX) if text else [item.strip() for item in given]
     if len(entries) > CHECK_ENTRIES_MAX:
@@ -499,22 +570,13 @@ def validate_check_references(args: CheckReferencesArgs, raw: dict[str, Any]) ->
 
 
 def validate_login(args: LoginArgs, raw: dict[str, Any]) -> None:
+    """remote_access_url read by the route's rules (INVALID_LOGIN_URL, REMOTE_ACCESS_UNSUPPORTED)."""
     url = args.remote_access_url.strip()
     args.remote_access_url = url
-    if not url:
-        return
-    try:
-        parts = urlsplit(url)
-        credentials = parts.username is not None or parts.password is not None
-        host = parts.hostname
-    except ValueError:
-        parts, credentials, host = None, False, None
-    if parts is None or parts.scheme.lower() != "https" or not host or credentials:
-        raise CnkiError(
-            "INVALID_LOGIN_URL",
-            "remote_access_url 须为 https:// 开头、不含账号密码的机构远程访问地址。",
-            details={"field": "remote_access_url"},
-        )
+    if url:
+        from cnki_mcp.site.route import recognise  # its rules (and the AES for WebVPN) load with the first login
+
+        recognise(url)
 
 
 def validate_operation_status(args: OperationStatusArgs, raw: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ a bad call.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import os
@@ -36,6 +37,7 @@ from mcp.types import (
     CallToolResult,
     GetPromptRequestParams,
     GetPromptResult,
+    ImageContent,
     Implementation,
     ListPromptsResult,
     ListResourcesResult,
@@ -184,6 +186,30 @@ def _result(value: Any, *, is_error: bool = False) -> CallToolResult:
     )
 
 
+def _chart_path(structured: dict[str, Any]) -> Path | None:
+    """The PNG a result names in ``chart.path`` (search_facets, inline or in operation_status's result)."""
+    for holder in (structured, structured.get("result")):
+        chart = holder.get("chart") if isinstance(holder, dict) else None
+        if isinstance(chart, dict) and chart.get("mime_type") == "image/png" and isinstance(chart.get("path"), str):
+            return Path(chart["path"])
+    return None
+
+
+async def with_images(result: CallToolResult) -> CallToolResult:
+    """The result with the chart it names as MCP image content after its text; a chart file that went
+    missing leaves the text alone (the path in it says where it was)."""
+    path = _chart_path(result.structured_content or {})
+    if path is None or result.is_error:
+        return result
+    try:
+        data = await asyncio.to_thread(path.read_bytes)
+    except OSError:
+        log.warning("chart %s could not be read", path)
+        return result
+    image = ImageContent(type="image", data=base64.b64encode(data).decode("ascii"), mime_type="image/png")
+    return result.model_copy(update={"content": [*result.content, image]})
+
+
 def failure(error: CnkiError) -> CallToolResult:
     """The ``isError`` answer for a failure before (or instead of) an operation, with the app's warnings."""
     body: dict[str, Any] = {"status": "failed", "errors": [error.problem()]}
@@ -202,7 +228,7 @@ async def _dispatch(app: ToolApp | None, request: ServerRequestContext[Any, Any]
         args = parse_arguments(name, raw)
         if app is None:
             raise CnkiError("OPERATION_FAILED", "这个服务实例只用于导出工具清单，不能执行工具。")
-        return _result(await dispatch(app, name, args, ctx))
+        return await with_images(_result(await dispatch(app, name, args, ctx)))
     except CnkiError as exc:
         return failure(exc)
     except Exception as exc:

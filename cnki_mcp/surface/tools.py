@@ -22,10 +22,7 @@ from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import DAILY_DOWNLOAD_LIMIT_DEFAULT
 from cnki_mcp.core.tool_args import ToolName
-from cnki_mcp.documents.batch import RIGHTS_STREAK
-from cnki_mcp.ops.jobs import CONTINUE_REQUESTS, CONTINUE_SECONDS, KIND_BUDGETS
-from cnki_mcp.references.citations import TEMPLATE_FIELDS
-from cnki_mcp.research.expert import MAX_CHARS as EXPRESSION_MAX_CHARS
+from cnki_mcp.ops.jobs import KIND_BUDGETS
 from cnki_mcp.surface import arguments as a
 
 
@@ -188,8 +185,18 @@ _SEARCH_OPTIONS = _object(_OPTION_PROPERTIES)
 # The structured and expert searches keep CNKI's own results: no citation expansion.
 _NATIVE_OPTIONS = _object({name: value for name, value in _OPTION_PROPERTIES.items() if name != "expand"})
 
+_FACET_LIST = "、".join(f"{name}（{label}）" for name, label in tool_args.FACETS.items())
+_FACET_FILTERS = _object(
+    {name: _strings(f"{label}：search_facets 给出的 code，最多 {tool_args.FACET_CODES_MAX} 个") for name, label in tool_args.FACETS.items()}
+)
+_FACET_FILTERS["description"] = (
+    f"按知网左侧分组筛选（如同在结果页左栏勾选）：分组名 → {ToolName.SEARCH_FACETS} 给出的 code 列表；"
+    "同一分组的多个 code 为“或”，不同分组为“且”。例：{\"year\":[\"YE=2024\"],\"subject\":[\"CCL=I140\"]}"
+)
+
 # What the structured and expert searches share beside their expressions.
 _NATIVE_PROPERTIES = {
+    "facet_filters": _FACET_FILTERS,
     "limit": _integer(f"返回条数，{_LIMIT}；未设置 options.candidate_target 时也决定抓取多少条"),
     "options": _NATIVE_OPTIONS,
     "sort": _string("relevance（默认）、date_desc、cited_desc、downloaded_desc", tool_args.SORTS),
@@ -200,25 +207,50 @@ _NATIVE_PROPERTIES = {
 # --- the tools ---------------------------------------------------------------------------------------
 
 register(
+    ToolName.AUTHOR_PAPERS,
+    "一位作者在知网的其他论文（作者 AND 作者单位的检索，按发表时间从新到旧）：给出 author 和该作者一篇论文的 record_ref 时，"
+    "按那篇论文详情页上这位作者的单位检索，从而区分同名作者；或给出 author 和 institution（作者单位）；只给姓名时同名作者的论文"
+    "可能混在一起，结果带 ambiguous: true 和说明。结果 records（存入本地并带 record_ref，可用于 "
+    f"{ToolName.GET_METADATA}、{ToolName.DOWNLOAD_PAPERS}、{ToolName.EXPORT_CITATIONS}），institutions（知网写法的单位），"
+    "years（覆盖的年份），用 limit/offset 分页。",
+    _object(
+        {
+            "author": _string("作者姓名（与知网的写法一致）"),
+            "institution": _string("作者单位（可选，与 record_ref 二选一）"),
+            "limit": _integer(f"每页条数，{_LIMIT}"),
+            "offset": _integer(f"从第几篇开始（取上次返回的 next_offset，最多 {a.AUTHOR_OFFSET_MAX}）"),
+            "on_verification": _POLICY,
+            "record_ref": _string("该作者一篇论文的 record_ref（可选，与 institution 二选一）"),
+        },
+        required=("author",),
+    ),
+    tool_args.AuthorPapersArgs,
+    a.validate_author_papers,
+    handler=App.author_papers,
+    read_only=True,
+    open_world=True,
+)
+
+register(
     ToolName.CHECK_REFERENCES,
     "核对参考文献列表：逐条拆分、识别（GB/T 7714 顺序编码制或著者-出版年制、APA、MLA、Chicago、Vancouver 或随手写的条目，"
     "中英文混排均可），按题名到知网查找，逐项比对年份、页码、作者、题名、来源、卷、期、DOI。每条给出 verified（一致）、"
     "differs（有出入，列出 differences）、not_found（知网没有，这不证明是编造的）、ambiguous（多篇同名，列出 candidates）、"
     "unparsed（无法识别）之一，并给出按知网记录重写的 corrected 条目；summary.total 是读出的条目数，summary.lines 是"
     "它们所在的行数。用户要检查论文、AI 草稿或手抄的参考文献时使用。"
-    f"一次最多 {a.CHECK_ENTRIES_MAX} 条。",
+    f"一次最多 {tool_args.CHECK_ENTRIES_MAX} 条。",
     _object(
         {
             "on_verification": _POLICY,
-            "references": _strings(f"参考文献条目列表，每条一个字符串（与 text 二选一），最多 {a.CHECK_ENTRIES_MAX} 条"),
+            "references": _strings(f"参考文献条目列表，每条一个字符串（与 text 二选一），最多 {tool_args.CHECK_ENTRIES_MAX} 条"),
             "style": _string(
-                f"corrected 条目使用的格式：{'、'.join(a.CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）",
-                a.CHECK_STYLES,
+                f"corrected 条目使用的格式：{'、'.join(tool_args.CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）",
+                tool_args.CHECK_STYLES,
             ),
             "text": _string(
                 f"粘贴的参考文献列表（与 references 二选一）：带 [1]、1.、1、、（1）编号或不带编号（可混用），一行一条或空行分隔，"
                 "折行的条目自动接回，不成条目的行单独列为 unparsed；"
-                f"最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {a.CHECK_ENTRIES_MAX} 条"
+                f"最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {tool_args.CHECK_ENTRIES_MAX} 条"
             ),
         }
     ),
@@ -276,7 +308,8 @@ register(
     f"轮到它时才打开详情页；两次下载点击之间至少间隔 interval_seconds（默认 {tool_args.INTERVAL_DEFAULT} 秒，上下浮动 "
     f"{round(tool_args.INTERVAL_JITTER * 100)}%）。已下载过的论文不再点击；服务中断后用 {ToolName.OPERATION_CONTROL} 的 continue "
     "接着下载，已点击的论文先检查文件，不会重复点击；cancel 在当前这篇结束后停止。遇到验证码时整批暂停等你处理。"
-    f"连续 {RIGHTS_STREAK} 篇因没有全文权限被拒绝时停止（DOWNLOAD_RIGHTS_MISSING）；当天成功下载达到每日上限（默认 {DAILY_DOWNLOAD_LIMIT_DEFAULT} 篇，"
+    f"连续 {tool_args.RIGHTS_STREAK} 篇因没有全文权限被拒绝时停止（DOWNLOAD_RIGHTS_MISSING）；"
+    f"当天成功下载达到每日上限（默认 {DAILY_DOWNLOAD_LIMIT_DEFAULT} 篇，"
     "config.json 的 daily_download_limit 或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT，0 表示不限）时停止（DAILY_LIMIT_REACHED）。"
     f"结果逐篇给出状态、文件路径和 SHA-256，remaining 是没有轮到的论文。下载完可用 {ToolName.SAVE_TO_ZOTERO} 传同一个 search_id 连同附件存入 Zotero。",
     _object(
@@ -315,7 +348,7 @@ register(
     _object(
         {
             "expression": _string(
-                f"专业检索表达式，最多 {EXPRESSION_MAX_CHARS} 字。字段 SU 主题、TKA 篇关摘、KY 关键词、TI 篇名、FT 全文、AU 作者、"
+                f"专业检索表达式，最多 {tool_args.EXPRESSION_MAX_CHARS} 字。字段 SU 主题、TKA 篇关摘、KY 关键词、TI 篇名、FT 全文、AU 作者、"
                 "FI 第一作者、RP 通讯作者、AF 作者单位、FU 基金、AB 摘要、CO 小标题、RF 参考文献、CLC 分类号、LY 文献来源、"
                 "DOI、SN ISSN、CN 统一刊号、YE 年、CF 被引频次等；匹配 =（精确）、%（模糊）、%=（相关）；"
                 "同一字段内 *（与）、+（或）、-（非）；条件之间 AND、OR、NOT；检索词用单引号或双引号括起；"
@@ -336,12 +369,12 @@ register(
     ToolName.EXPORT_CITATIONS,
     "把文献导出为参考文献或题录数据：GB/T 7714（gbt7714 为 2015 顺序编码制，gbt7714_2025 为 2025 顺序编码制，"
     "gbt7714_author_date 为著者-出版年制）、APA、MLA、Chicago、Vancouver、BibTeX、RIS、EndNote、CSL-JSON、"
-    f"JSON、CSV、Markdown 或自定义模板，共 {len(a.CITATION_FORMATS)} 种格式；缺少作者、来源、年份的文献会列出。"
+    f"JSON、CSV、Markdown 或自定义模板，共 {len(tool_args.CITATION_FORMATS)} 种格式；缺少作者、来源、年份的文献会列出。"
     "用户要参考文献列表或导入文献管理软件时使用；给 filename 时保存到 exports/ 目录。",
     _object(
         {
             "filename": _string("保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖"),
-            "format": _string(f"{'、'.join(a.CITATION_FORMATS)}；默认 gbt7714", a.CITATION_FORMATS),
+            "format": _string(f"{'、'.join(tool_args.CITATION_FORMATS)}；默认 gbt7714", tool_args.CITATION_FORMATS),
             "offset": _integer(
                 f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {tool_args.EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
             ),
@@ -352,7 +385,7 @@ register(
             "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", tool_args.SCOPES),
             "search_id": _string(f"导出某次检索的结果（每次最多 {tool_args.EXPORT_MAX} 篇）"),
             "template": _string(
-                f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
+                f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in tool_args.TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
             ),
             "titles": _strings(f"完整题名列表，会访问知网定位并读取详情，最多 {tool_args.BATCH_MAX} 个"),
         }
@@ -391,6 +424,33 @@ register(
 )
 
 register(
+    ToolName.JOURNAL_ISSUES,
+    "一种期刊在知网的刊期与目录（期刊导航的刊期浏览）：用 journal（刊名）、issn、cn 或其中一篇论文的 record_ref "
+    "指明期刊（四者取一）。不带 year 时返回知网列出的全部年份与各期（years：[{year, issues:[{issue, code}]}]，新的在前）；"
+    "带 year 和 issue（取 years 中的 issue 或 code）时返回这一期的目录：records 按刊内顺序给出题名、作者、页码和所在栏目"
+    f"（section），用 limit/offset 分页。目录中的论文都存入本地并带 record_ref，可直接用于 {ToolName.GET_METADATA}、"
+    f"{ToolName.DOWNLOAD_PAPERS}、{ToolName.EXPORT_CITATIONS} 和 {ToolName.SAVE_TO_ZOTERO}。",
+    _object(
+        {
+            "cn": _string("期刊的国内统一刊号，如 11-1234/D"),
+            "issn": _string("期刊的 ISSN，如 1000-1234"),
+            "issue": _string("配合 year：哪一期，取 years 中的 issue（如 06）或 code"),
+            "journal": _string("期刊名称（须与知网的刊名完全一致；重名时改用 issn 或 cn）"),
+            "limit": _integer(f"配合 year 和 issue：每页条数，{_LIMIT}"),
+            "offset": _integer("配合 year 和 issue：从目录的第几篇开始（取上次返回的 next_offset）"),
+            "on_verification": _POLICY,
+            "record_ref": _string("该刊一篇论文的 record_ref"),
+            "year": _integer("读哪一年的一期目录（与 issue 一起给出）；省略时列出年份与刊期"),
+        }
+    ),
+    tool_args.JournalIssuesArgs,
+    a.validate_journal_issues,
+    handler=App.journal_issues,
+    read_only=True,
+    open_world=True,
+)
+
+register(
     ToolName.LINK_REFERENCES,
     "把文本里的《完整论文题名》改写为指向知网的 Markdown 链接；支持嵌套书名号，已有的链接和代码不改动。"
     "用户给出草稿、综述需要补链接时使用。默认只用本地记录，lookup_missing=true 时才到知网查找。",
@@ -398,7 +458,7 @@ register(
         {
             "lookup_missing": _boolean("本地没有记录的题名到知网按篇名精确查找"),
             "text": _string(
-                f"含《完整论文题名》的文本，最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {a.REFERENCES_MAX} 个题名"
+                f"含《完整论文题名》的文本，最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {tool_args.REFERENCES_MAX} 个题名"
             ),
         },
         required=("text",),
@@ -412,12 +472,17 @@ register(
 
 register(
     ToolName.LOGIN,
-    "在专用浏览器窗口中打开知网登录页，由用户本人完成个人或机构登录（经学校 WebVPN 或 CARSI 的校外访问尚未支持）；"
-    "账号密码只在浏览器中输入，不经过 MCP。用户要求登录，或任务提示需要登录时使用。",
+    "在专用浏览器窗口中打开知网登录页，由用户本人完成个人或机构登录；账号密码只在浏览器中输入，不经过 MCP。"
+    "校外访问：传入经学校 VPN（WebVPN、改写主机名或前缀式代理）打开的知网页面网址，之后每次访问都经学校 VPN"
+    "（访问方式保存下来，重启后仍有效）；或传入 CARSI 登录网址（fsso.cnki.net），登录后仍直接访问知网。"
+    "force=true 且不传网址时恢复直接访问。用户要求登录，或任务提示需要登录时使用。",
     _object(
         {
-            "force": _boolean("已经识别到登录身份时也打开登录窗口，例如切换账号"),
-            "remote_access_url": _string("机构远程访问入口（https，不含账号信息）；省略时使用知网的登录入口"),
+            "force": _boolean("已经识别到登录身份时也打开登录窗口，例如切换账号；不传 remote_access_url 时同时恢复直接访问知网"),
+            "remote_access_url": _string(
+                "校外访问入口（https，不含账号信息）：经学校 VPN 打开的任意知网页面网址、学校 VPN 的登录网址，"
+                "或 CARSI 登录网址；省略时使用知网的登录入口"
+            ),
         }
     ),
     tool_args.LoginArgs,
@@ -437,10 +502,10 @@ register(
                 "cancel 取消；continue 继续检索；resume 人工步骤已完成；show 重新显示人工窗口；recover 重启浏览器", tool_args.ACTIONS
             ),
             "additional_requests": _integer(
-                f"continue 时追加的请求数，最多 {_REQUESTS_MAX}；省略且预算已用完时自动追加 {CONTINUE_REQUESTS}"
+                f"continue 时追加的请求数，最多 {_REQUESTS_MAX}；省略且预算已用完时自动追加 {tool_args.CONTINUE_REQUESTS}"
             ),
             "additional_seconds": _integer(
-                f"continue 时追加的秒数，最多 {_SECONDS_MAX}；省略且时间已用完时自动追加 {CONTINUE_SECONDS}"
+                f"continue 时追加的秒数，最多 {_SECONDS_MAX}；省略且时间已用完时自动追加 {tool_args.CONTINUE_SECONDS}"
             ),
             "operation_id": _string("任务编号；省略时作用于唯一在运行的任务（有多个时须指定）"),
         },
@@ -565,8 +630,8 @@ register(
         {
             "concept_groups": {
                 "description": (
-                    f"自己指定必要概念：组与组之间为 AND，组内同义词为 OR；最多 {a.PLAN_GROUPS_MAX} 组，"
-                    f"每组 1–{a.PLAN_TERMS_MAX} 个词，每词不超过 {a.PLAN_TERM_CHARS} 字"
+                    f"自己指定必要概念：组与组之间为 AND，组内同义词为 OR；最多 {tool_args.PLAN_GROUPS_MAX} 组，"
+                    f"每组 1–{tool_args.PLAN_TERMS_MAX} 个词，每词不超过 {tool_args.PLAN_TERM_CHARS} 字"
                 ),
                 "items": _strings(),
                 "type": ["null", "array"],
@@ -611,6 +676,45 @@ register(
 )
 
 register(
+    ToolName.SEARCH_FACETS,
+    "一个检索在知网左侧分组中的分布：发表年度、学科、主题、文献来源（期刊/学位授予单位）、作者、机构、基金、文献类型，"
+    "每项给出 value（名称）、code（用于 facet_filters 筛选）和 count（篇数），按知网的顺序（年度按年份升序）；total 是结果总数。"
+    f"用 search_id 复用 {ToolName.SEARCH}、{ToolName.STRUCTURED_SEARCH} 或 {ToolName.EXPERT_SEARCH} 的检索条件，"
+    f"或给 expression（与 {ToolName.STRUCTURED_SEARCH} 相同的条件树）加 year_from/year_to。"
+    "chart=true 时另附一张 PNG 图（每年发文量，以及其他分组的前 "
+    f"{tool_args.CHART_BARS} 项），chart_table 给出图中的同样数字。想知道某领域逐年增长、谁在研究、哪些期刊在发时使用。",
+    _object(
+        {
+            "chart": _boolean("同时画图（PNG，作为图片内容返回并保存在数据目录 charts/ 下）"),
+            "expression": {
+                "additionalProperties": True,
+                "description": f"条件树，写法同 {ToolName.STRUCTURED_SEARCH} 的 expression（与 search_id 二选一）",
+                "type": "object",
+            },
+            "facet_filters": _FACET_FILTERS,
+            "facets": {
+                "description": f"要哪些分组（默认全部）：{_FACET_LIST}",
+                "items": {"enum": list(tool_args.FACET_NAMES), "type": "string"},
+                "type": ["null", "array"],
+            },
+            "freshness": _string(
+                "prefer_cache（默认）：10 分钟内同一检索的分组结果直接复用，不访问知网；live：重新读取", tool_args.FRESHNESS
+            ),
+            "limit": _integer(f"每个分组返回几项，{_range(tool_args.FACET_LIMIT_MAX, tool_args.FACET_LIMIT_DEFAULT)}"),
+            "on_verification": _POLICY,
+            "search_id": _string("复用这次检索的条件、年份和分组筛选（与 expression 二选一）"),
+            "year_from": _YEAR_FROM,
+            "year_to": _YEAR_TO,
+        }
+    ),
+    tool_args.SearchFacetsArgs,
+    a.validate_search_facets,
+    handler=App.search_facets,
+    read_only=True,
+    open_world=True,
+)
+
+register(
     ToolName.SESSION_STATUS,
     "查看已识别到的个人或机构登录状态。默认返回最近一次的识别结果，不访问知网；refresh=true 时在后台页面重新识别。"
     "显示机构名称不代表该机构订购了全部资源。",
@@ -637,7 +741,12 @@ register(
                     "title_keywords_abstract、fulltext、authors、first_author、corresponding_author、institutions、"
                     "source、doi、funds、references、classification、subtitle；match 为 phrase（默认，模糊）或 exact。"
                     "组合 {op: and|or|not, items: [...]}，and/or 需 2–12 项，not 恰好 1 项。"
-                    '例：{"op":"and","items":[{"field":"title","value":"违约金"},{"field":"authors","value":"王利明"}]}'
+                    '例：{"op":"and","items":[{"field":"title","value":"违约金"},{"field":"authors","value":"王利明"}]}。'
+                    "句子检索（知网的句子检索，在全文中找同时含两个词的句子或段落）：单个条件 "
+                    "{field: sentence, value, value2, scope}，value 与 value2 为两个检索词，scope 为 sentence（同一句，默认）"
+                    "或 paragraph（同段）；它必须单独构成整个 expression（知网不允许与其他条件组合，组合时返回 INVALID_EXPRESSION，"
+                    "不访问知网），不能再带 match；每条结果的 sentence 是匹配到的那句（或那段）原文。"
+                    '例：{"field":"sentence","value":"大语言模型","value2":"医学影像","scope":"sentence"}'
                 ),
                 "type": "object",
             },

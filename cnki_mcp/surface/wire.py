@@ -16,6 +16,7 @@ module reads fd 0 itself (every child process is started with its stdin on the n
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -56,7 +57,9 @@ def read_line(data: bytes) -> Line:
     try:
         value = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
-        return _refused(PARSE_ERROR, "这一行不是合法的 UTF-8 JSON，无法解析。每行须是一条完整的 JSON-RPC 消息。", str(exc))
+        text = ("这一行不是合法的 UTF-8 JSON，无法解析（常见原因：被截断的 emoji 留下的孤立代理字符 \\ud800，或非 UTF-8 字节）。"
+                "每行须是一条完整的 JSON-RPC 消息。")
+        return _refused(PARSE_ERROR, text, str(exc), _salvaged_id(data))
     except RecursionError:
         return _refused(PARSE_ERROR, "这一行的 JSON 嵌套过深，无法解析；请减少嵌套层数。")
     if isinstance(value, list):
@@ -70,6 +73,16 @@ def read_line(data: bytes) -> Line:
     except ValidationError as exc:
         return _invalid_envelope(value, exc)
     return Line(message=SessionMessage(message))
+
+
+def _salvaged_id(data: bytes) -> Any:
+    """The id of a line that is JSON but for its characters (a lone surrogate, a bad UTF-8 byte), so that
+    the client's request gets its answer instead of waiting for it; None when there is none to read."""
+    try:
+        value = json.loads(data.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+    return value.get("id") if isinstance(value, dict) else None
 
 
 def usable_id(ident: Any) -> bool:

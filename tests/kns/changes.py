@@ -18,6 +18,8 @@ CHANGES: dict[str, tuple[str, str, tuple[tuple[str, str], ...]]] = {
     "thesis_abstract": ("detail", "DISSERTATION", _SUMMARY),
     # the journal page's name box
     "journal_name": ("journal", "", (('class="titbox titbox1"', 'class="journal-name"'),)),
+    # an issue's table of contents (navi papers fragment): rows and title spans renamed
+    "navi_papers": ("navi", "", (('class="row', 'class="entry'), ('class="name"', 'class="entry-title"'))),
     # the nzkhtml reader's text container
     "reader_container": ("reader", "", (("paperRead", "readBody"), ("ChapterContainer", "chapter-body"))),
     # the page header's login area: other classes, no 登录 / 退出 / 注册 words (see pages.header_html)

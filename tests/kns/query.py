@@ -10,6 +10,7 @@ Semantics chosen for the simulator (documented in README.md):
   fields (title, abstract, full text …); PREFIX / SUFFIX match the start of an element.
 - A professional-search item (Field EXPERT, SearchType 4) is read by expert.py: its literals use the
   rules above as one token each.
+- SCDBGroup (the left panel's picks, facets.py): each child group ORs its items, the groups are ANDed.
 - ControlGroup: PT items with Operator 7 give an inclusive date range (Value / Value2,
   either may be empty); quality flags CSI/HX/SI/EI/CSD/AMI = Y keep papers whose journal has
   the tier; WLSF = Y keeps online-first papers.
@@ -20,9 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from . import facets
 from .corpus import Corpus, Paper
 from .expert import Compiled, ExpertRefused, compile_expert
 
@@ -55,11 +57,12 @@ class ParsedQuery:
     positive_terms: list[str]
     raw: dict[str, Any]
     expert_codes: frozenset[str] = frozenset()  # field codes of a professional-search expression
+    picks: list[list[tuple[str, str]]] = field(default_factory=list)  # SCDBGroup: the left panel's picks
 
     def fingerprint(self) -> str:
         """Stable key of what was searched (not the page or sort): binds the turn-page cursor."""
         body = json.dumps([self.subject, self.date_from, self.date_to, sorted(self.flags),
-                           sorted(self.scope or [])], sort_keys=True, ensure_ascii=False)
+                           sorted(self.scope or []), *([self.picks] if self.picks else [])], sort_keys=True, ensure_ascii=False)
         return hashlib.sha1(body.encode()).hexdigest()[:24]
 
 
@@ -139,7 +142,7 @@ def parse_query_json(text: str) -> ParsedQuery:
     if expert is not None:
         positive = list(expert.terms)
     codes = expert.codes if expert is not None else frozenset()
-    return ParsedQuery(subject, date_from, date_to, flags, scope, positive, raw, codes)
+    return ParsedQuery(subject, date_from, date_to, flags, scope, positive, raw, codes, facets.scdb_groups(raw))
 
 
 def _expert(raw: dict[str, Any], item: dict[str, Any], items: int) -> Compiled:
@@ -248,7 +251,10 @@ SORT_KEYS = {"PT": "date", "CF": "cited", "DFR": "downloads", "DF": "downloads"}
 
 
 def search(corpus: Corpus, q: ParsedQuery, sort_field: str, sort_type: str) -> list[Paper]:
-    hits = [p for p in corpus.papers if _in_scope(p, q, corpus) and eval_group(p, q.subject)]
+    hits = [
+        p for p in corpus.papers
+        if _in_scope(p, q, corpus) and eval_group(p, q.subject) and (not q.picks or facets.matches(p, q.picks))
+    ]
     key = SORT_KEYS.get(sort_field.upper())
     asc = sort_type.lower() == "asc"
     if key == "date":

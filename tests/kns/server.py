@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import changes, citations, downloads, pages
+from . import changes, citations, downloads, facets, gateway, navi, pages, senquery
 from .corpus import Corpus, Paper, build_corpus
 from .expert import unsupported
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
@@ -35,8 +35,8 @@ from .query import ParsedQuery, QueryRejected, parse_query_json, search
 log = logging.getLogger(__name__)
 
 CERT_DIR = Path(__file__).parent / "certs"
-ENDPOINTS = ("search", "grid", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
-             "home", "verify", "error", "other", "citation")
+ENDPOINTS = ("search", "grid", "group", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
+             "home", "verify", "error", "other", "citation", "navi", "senquery")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha", "close")
 EMPTY_STYLES = ("zero", "no_content", "not_found")
 CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words", "decoy")
@@ -56,6 +56,7 @@ CHOICES = {
     "citation_api": ("ok", "gone", "bad_shape", "empty"),
     "citation_start": ("page", "record"),
     "empty_style": EMPTY_STYLES,
+    "facet_panel": facets.PANEL_STYLES,
 }
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
@@ -118,9 +119,13 @@ class Scenario:
     latency: dict[str, float] = field(default_factory=dict)  # endpoint → seconds added to every response
     page_change: str = ""  # one page type redesigned (see changes.CHANGES): template, grid_title, journal_abstract …
     page_extra: str = ""  # markup planted at the end of every full page (secrets a report must not carry)
+    session_cookies: dict[str, str] = field(default_factory=dict)  # name → value set on every answer (SID_kns8, Ecp_Session …)
     citation_api: str = "ok"  # ok | gone (404) | bad_shape (data.list/count) | empty (every list answers total 0)
     citation_start: str = "page"  # page: start counts pages from 1 | record: start counts items from 1
     citation_size_cap: int = 100  # the API answers at most this many items whatever size asks
+    facet_panel: str = "full"  # the group/result answer's shape: see facets.PANEL_STYLES and README
+    navi_years_per_page: int = 20  # years one yearList page lists (its pIdx pages on)
+    navi_columns: bool = True  # an issue's papers fragment: column headings (dt.tit 专栏:…) | False: none
     citation_rendered: bool = False  # detail pages fill in their 参考文献/引证文献 lists by script (off: other tests cut pages by size)
 
 
@@ -174,6 +179,8 @@ class _Resp:
     headers: dict[str, str] = field(default_factory=dict)
     drop_after: int | None = None  # truncate mode "connection"
     close: bool = False  # fault "close": the connection is closed without any answer
+    abort: bool = False  # the connection closes without any answer (a network failure)
+    reset_mid_body: bool = False  # headers and a first chunk, then the connection ends (no browser retry)
 
 
 def classify(host: str, path: str) -> str:
@@ -183,6 +190,10 @@ def classify(host: str, path: str) -> str:
     if host == "kns.cnki.net":
         if p.startswith("/kns8s/brief/grid"):
             return "grid"
+        if p.startswith("/kns8s/group/"):
+            return "group"
+        if p.startswith("/kns8s/brief/senquery"):
+            return "senquery"
         if p.startswith("/kns8s") or p.startswith("/kns/advsearch"):
             return "search"
         if p.startswith("/kcms2/article/abstract") or p.startswith("/kcms/detail/detail.aspx"):
@@ -198,6 +209,9 @@ def classify(host: str, path: str) -> str:
         if p.startswith("/restapi/citation-api/") or p.startswith("/restapi/literature-api/"):
             return "citation"
     elif host == "navi.cnki.net" and p.startswith("/knavi"):
+        parts = p.strip("/").split("/")
+        if p.rstrip("/") == "/knavi/all/searchbaseinfo" or (len(parts) == 4 and parts[1] == "journals" and parts[3] in ("yearlist", "papers")):
+            return "navi"
         return "journal"
     elif host == "bar.cnki.net":
         if p.startswith("/bar/verify/"):
@@ -295,6 +309,7 @@ class KnsSimulator:
         self.reader_visits = 0  # every reader URL handed out gets a fresh invoice
         self.used_invoices: set[str] = set()
         self._graph: citations.Graph | None = None
+        self.gateway = gateway.Gateway()  # the university gateway and CARSI IdP in front (tests/kns/gateway.py)
 
     @property
     def graph(self) -> citations.Graph:
@@ -338,14 +353,18 @@ class KnsSimulator:
         return self._server.server_address[1]
 
     @property
+    def _resolver_rules(self) -> str:
+        # The gateway's hosts (*.sim-univ.edu.cn: WebVPN, rewritten hosts, prefix proxy, IdP) come here too.
+        return ", ".join(f"MAP {host} 127.0.0.1:{self.port}" for host in ("*.cnki.net", "cnki.net", "*.sim-univ.edu.cn"))
+
+    @property
     def browser_args(self) -> str:
-        """The CNKI_BROWSER_ARGS value that sends Chromium's *.cnki.net traffic here."""
-        return (f'--host-resolver-rules="MAP *.cnki.net 127.0.0.1:{self.port}, MAP cnki.net 127.0.0.1:{self.port}" '
-                f"--ignore-certificate-errors")
+        """The CNKI_BROWSER_ARGS value that sends Chromium's *.cnki.net (and gateway) traffic here."""
+        return f'--host-resolver-rules="{self._resolver_rules}" --ignore-certificate-errors'
 
     @property
     def browser_arg_list(self) -> list[str]:
-        return [f"--host-resolver-rules=MAP *.cnki.net 127.0.0.1:{self.port}, MAP cnki.net 127.0.0.1:{self.port}",
+        return [f"--host-resolver-rules={self._resolver_rules}",
                 "--ignore-certificate-errors"]
 
     # ------------------------------------------------------------ configuration
@@ -405,6 +424,7 @@ class KnsSimulator:
                     f.solved = True
             self.slider_solved = True
             self.solves += 1
+        self.gateway.solve()
 
     @property
     def challenge_pending(self) -> bool:
@@ -426,6 +446,27 @@ class KnsSimulator:
             self.slider_solved = False
             self.solves = 0
             self.used_invoices = set()
+            self.gateway = gateway.Gateway()
+
+    def configure_gateway(self, **fields: Any) -> gateway.Gateway:
+        """Change the gateway's switches (see gateway.Gateway); unknown names raise TypeError."""
+        names = {"expire_after", "challenge", "challenge_after", "two_factor", "require_visit", "fetch_failure", "idp_name",
+                 "drop_fetches"}
+        if set(fields) - names:
+            raise TypeError(f"unknown gateway fields: {sorted(set(fields) - names)}")
+        if fields.get("fetch_failure", "redirect") not in gateway.FETCH_FAILURES:
+            raise ValueError(f"fetch_failure must be one of {gateway.FETCH_FAILURES}")
+        with self.gateway.lock:
+            for name, value in fields.items():
+                setattr(self.gateway, name, value)
+            if "challenge" in fields:
+                self.gateway.solved = self.gateway.challenged = False
+                self.gateway.seen = 0
+        return self.gateway
+
+    def gateway_login(self) -> str:
+        """A person logged in at the gateway: the ticket cookie's value (name: gateway.cookie_name(host))."""
+        return self.gateway.login()
 
     # ------------------------------------------------------------ observation
 
@@ -487,15 +528,31 @@ class KnsSimulator:
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length) if length else b""
         host = (h.headers.get("Host") or "").split(":")[0].lower()
-        parts = urlsplit(h.path)
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        if self.gateway.handles(host):
+            try:
+                resp = self.gateway.serve(self, method, host, h.path, headers, raw)
+            except Exception:
+                log.exception("kns-sim gateway failed for %s%s", host, h.path)
+                resp = _Resp(500, pages.simple_page("错误", "模拟网关内部错误"))
+            cookies: list[str] = []
+        else:
+            resp = self.handle(method, host, h.path, headers, raw)
+            # As the real site does on every answer: session cookies for the whole domain, out of the page's reach.
+            cookies = [f"{name}={value}; Domain=.cnki.net; Path=/; Secure; HttpOnly" for name, value in self.scenario.session_cookies.items()]
+        self._send(h, method, resp, cookies)
+
+    def handle(self, method: str, host: str, target: str, headers: dict[str, str], raw: bytes) -> _Resp:
+        """One request to a CNKI host (``headers`` with lower-case names), logged: what the gateway proxies to."""
+        parts = urlsplit(target)
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         form: dict[str, str] = {}
-        if raw and "x-www-form-urlencoded" in (h.headers.get("Content-Type") or ""):
+        if raw and "x-www-form-urlencoded" in (headers.get("content-type") or ""):
             form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}
         endpoint = classify(host, parts.path)
-        keep = ("X-Requested-With", "Content-Type", "Origin", "User-Agent", "Sec-Fetch-Mode", "Sec-Fetch-Dest")
-        rec = SimRequest(method, host, parts.path, query, form, h.headers.get("Referer") or "", endpoint,
-                         {k: h.headers[k] for k in keep if h.headers.get(k)}, time.time())
+        keep = ("X-Requested-With", "Content-Type", "Origin", "User-Agent", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Cookie")
+        rec = SimRequest(method, host, parts.path, query, form, headers.get("referer") or "", endpoint,
+                         {k: headers[k.lower()] for k in keep if headers.get(k.lower())}, time.time())
         with self._lock:
             self._log.append(rec)
             sc = self.scenario
@@ -505,11 +562,31 @@ class KnsSimulator:
             log.exception("kns-sim handler failed for %s", rec.url)
             resp = _Resp(500, pages.simple_page("错误", "模拟站点内部错误"))
         rec.status = resp.status
-        self._send(h, method, resp)
+        return resp
 
-    def _send(self, h: _Handler, method: str, resp: _Resp) -> None:
+    def _send(self, h: _Handler, method: str, resp: _Resp, cookies: list[str] | None = None) -> None:
         if resp.close:  # not a byte: the browser sees the connection end (net::ERR_EMPTY_RESPONSE)
             h.close_connection = True
+            return
+        if resp.abort:
+            h.close_connection = True
+            try:
+                h.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        if resp.reset_mid_body:  # the answer started, so the browser does not send the request again itself
+            h.close_connection = True
+            try:
+                h.send_response(resp.status)
+                h.send_header("Content-Type", resp.ctype)
+                h.send_header("Transfer-Encoding", "chunked")
+                h.end_headers()
+                h.wfile.write(b"4\r\n<htm\r\n")
+                h.wfile.flush()
+                h.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             return
         body = resp.body.encode("utf-8") if isinstance(resp.body, str) else resp.body
         h.send_response(resp.status)
@@ -518,6 +595,8 @@ class KnsSimulator:
         h.send_header("Cache-Control", "no-store")
         for k, v in resp.headers.items():
             h.send_header(k, v)
+        for cookie in cookies or ():
+            h.send_header("Set-Cookie", cookie)
         if resp.drop_after is not None:
             h.send_header("Connection", "close")
             h.close_connection = True
@@ -629,10 +708,21 @@ class KnsSimulator:
             if rec.method != "POST":
                 return _redirect("https://kns.cnki.net/kns8s/AdvSearch")
             return self._grid(rec, sc)
+        if ep == "group":
+            return self._group(rec, sc)
         if ep == "detail":
             return self._detail(rec, sc)
         if ep == "journal":
             return self._journal(rec, sc)
+        if ep == "senquery":
+            if rec.method != "POST":
+                return _redirect("https://kns.cnki.net/kns8s/AdvSearch")
+            return self._senquery(rec, sc)
+        if ep == "navi":
+            with self._lock:
+                epoch = self.epoch
+            status, body = navi.answer(self.corpus, rec.method, rec.path, rec.query, rec.form, rec.headers, sc, epoch)
+            return _Resp(status, body)
         if ep in ("reader", "reader_part"):
             return self._reader(rec, sc)
         if ep == "reader_data":
@@ -718,6 +808,35 @@ class KnsSimulator:
             epoch = self.epoch
         return _Resp(200, pages.grid_fragment(rows, len(hits), page_num, size, sort_field, sc, epoch, token,
                                               q.positive_terms, request))
+
+    def _group(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        """The left facet panel of a listing (POST kns8s/group/result): facets.py."""
+        text = rec.form.get("queryJson") or rec.form.get("QueryJson")
+        if rec.method != "POST" or not text:
+            return _Resp(200, pages.grid_rejected("查询对象结构错误, 没有指定检索分类！"))
+        try:
+            q = parse_query_json(text)
+        except QueryRejected as exc:
+            return _Resp(200, pages.grid_rejected(str(exc)))
+        hits = listed(search(self.corpus, q, "", "desc"), sc)
+        return _Resp(200, facets.panel(hits, rec.form.get("groupIds", ""), sc.facet_panel, sc.count_style))
+    def _senquery(self, rec: SimRequest, sc: Scenario) -> _Resp:
+        """句子检索 (senquery.py): the one sentence item or a refusal; pages of 20."""
+        try:
+            item, years = senquery.sentence_item(rec.form.get("QueryJson") or rec.form.get("queryJson") or "")
+        except senquery.Refused as exc:
+            return _Resp(200, pages.grid_rejected(str(exc)))
+        found = senquery.matches(self.corpus, item, years)
+        if not found:
+            return _Resp(200, pages.grid_empty(sc.empty_style))
+        try:
+            page_num = max(1, int(rec.form.get("pageNum") or rec.form.get("CurPage") or 1))
+        except ValueError:
+            page_num = 1
+        with self._lock:
+            epoch = self.epoch
+        terms = [str(item["Value"]), str(item["Value2"])]
+        return _Resp(200, senquery.fragment(found, page_num, epoch, terms, json.dumps(item, ensure_ascii=False)))
 
     def _rechallenge(self) -> Fault | None:
         """The solved grid captcha, armed again (a new search right after a solve is challenged again)."""

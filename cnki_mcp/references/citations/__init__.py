@@ -23,16 +23,16 @@ from pathlib import Path
 from cnki_mcp.core import files
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import CitationResult, Paper, public_paper
+from cnki_mcp.core.tool_args import CHECK_STYLES as PROSE_FORMATS
+from cnki_mcp.core.tool_args import CITATION_FORMATS as FORMATS
+from cnki_mcp.core.tool_args import TEMPLATE_FIELDS
 from cnki_mcp.references.citations._common import (
     _ALIASES,
     AUTHOR_PLACEHOLDER,
     ENTRY_SEPARATOR,
     EXPORTS_FOLDER,
-    FORMATS,
     MAX_TEXT_BYTES,
-    PROSE_FORMATS,
     SOURCE_PLACEHOLDER,
-    TEMPLATE_FIELDS,
     YEAR_PLACEHOLDER,
     DocType,
     Name,

@@ -9,24 +9,6 @@ from typing import Any
 from cnki_mcp.core.model import Paper
 from cnki_mcp.core.text import date_numbers
 
-FORMATS: tuple[str, ...] = (
-    "gbt7714",
-    "gbt7714_2025",
-    "gbt7714_author_date",
-    "apa",
-    "mla",
-    "chicago",
-    "vancouver",
-    "bibtex",
-    "ris",
-    "endnote",
-    "csl_json",
-    "json",
-    "csv",
-    "markdown",
-    "custom",
-)
-PROSE_FORMATS: tuple[str, ...] = ("gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver")
 _ALIASES = {
     "": "gbt7714",
     "gbt7714-2015": "gbt7714",
@@ -39,21 +21,6 @@ AUTHOR_PLACEHOLDER = "[作者未取得]"
 SOURCE_PLACEHOLDER = "[来源未取得]"
 YEAR_PLACEHOLDER = "[年份未取得]"
 
-TEMPLATE_FIELDS: tuple[str, ...] = (
-    "title",
-    "authors",
-    "source",
-    "journal",
-    "year",
-    "volume",
-    "issue",
-    "pages",
-    "doi",
-    "url",
-    "record_ref",
-    "type",
-    "clc",
-)
 MAX_TEMPLATE_BYTES = 5000
 # Entries of the text formats are separated by one blank line, without a trailing newline.
 ENTRY_SEPARATOR = "\n\n"

@@ -10,11 +10,11 @@ from typing import Any
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper
+from cnki_mcp.core.tool_args import TEMPLATE_FIELDS
 from cnki_mcp.references.citations._common import (
     AUTHOR_PLACEHOLDER,
     ENTRY_SEPARATOR,
     MAX_TEMPLATE_BYTES,
-    TEMPLATE_FIELDS,
     Name,
     clc_text,
     doc_type,

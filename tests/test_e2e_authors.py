@@ -1,0 +1,102 @@
+"""End to end: author_papers through the real MCP client over stdio, a headless Chromium and the simulator
+(the grid's 作者/作者单位 search, detail pages' bylines with their numbered institutions).
+
+The corpus has namesakes: the same name on papers of different institutions. The oracle is the corpus.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import chromium_path
+from tests.kns.corpus import Paper as SimPaper
+from tests.kns.server import KnsSimulator
+from tests.test_e2e_documents import error_code, serve
+from tests.test_e2e_relations import seed
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(chromium_path() is None, reason="没有可用的 Chromium"),
+]
+
+
+@pytest.fixture(scope="module")
+def sim_server() -> Iterator[KnsSimulator]:
+    sim = KnsSimulator().start()
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture
+def sim(sim_server: KnsSimulator) -> Iterator[KnsSimulator]:
+    sim_server.reset()
+    yield sim_server
+    sim_server.reset()
+
+
+def own(p: SimPaper, name: str) -> list[str]:
+    """The institutions the byline gives ``name`` on ``p``."""
+    i = p.authors.index(name)
+    return [p.institutions[n - 1] for n in p.author_orgs[i]]
+
+
+def namesakes(sim: KnsSimulator) -> tuple[str, list[SimPaper]]:
+    """A Chinese name on at least three listed papers of at least three different own institutions."""
+    found: dict[str, list[SimPaper]] = defaultdict(list)
+    for p in sim.corpus.papers:
+        if p.resource in ("JOURNAL", "DISSERTATION", "CONFERENCE") and p.language == "zh":
+            for a in p.authors:
+                found[a].append(p)
+    name, papers = next((a, ps) for a, ps in sorted(found.items()) if len({tuple(own(p, a)) for p in ps}) >= 3)
+    return name, papers
+
+
+def newest_first(papers: list[SimPaper]) -> list[str]:
+    return [p.title for p in sorted(papers, key=lambda p: p.date, reverse=True)]
+
+
+async def test_author_papers(sim: KnsSimulator, isolated_data_dir: Path) -> None:
+    name, papers = namesakes(sim)
+    chosen = papers[0]
+    (home,) = own(chosen, name)
+    (ref,) = seed(isolated_data_dir, sim, [chosen])
+    at_home = [p for p in sim.corpus.papers if name in p.authors and any(home in i for i in p.institutions)]
+    async with serve(isolated_data_dir, sim) as session:
+        # A paper of the author: its byline's institution tells the namesakes apart.
+        reply = await session.wait(await session.call("author_papers", {"author": name, "record_ref": ref}))
+        assert reply["status"] == "completed", reply
+        result = reply["result"]
+        assert (result["institutions"], result["ambiguous"]) == ([home], False)
+        assert [r["title"] for r in result["records"]] == newest_first(at_home)
+        assert result["years"] == sorted({p.year for p in at_home})
+        assert ref in [r["record_ref"] for r in result["records"]]  # the paper itself keeps its record
+        # the work tab's first page, the detail page, the search page and its template click, one grid page
+        assert reply["requests"] == 5
+        assert (sim.count("search"), sim.count("detail"), sim.count("grid")) == (2, 1, 2)
+
+        # A bare name: every namesake's papers, said to be ambiguous, with the institutions their pages give.
+        sim.clear_log()
+        bare = await session.wait(await session.call("author_papers", {"author": name, "limit": 2}))
+        got = bare["result"]
+        everyone = [p for p in sim.corpus.papers if name in p.authors]
+        listed = sorted(everyone, key=lambda p: p.date, reverse=True)
+        assert got["ambiguous"] is True and name in got["message"]
+        assert [r["title"] for r in got["records"]] == newest_first(everyone)[:2]
+        assert (got["total"], got["next_offset"]) == (len(everyone), 2)
+        want = list(dict.fromkeys(i for p in listed[:3] for i in own(p, name)))
+        assert got["institutions"] == want
+        assert sim.count("detail") == min(3, len(everyone)) and sim.count("grid") == 1
+        get = await session.wait(await session.call("get_metadata", {"record_refs": [got["records"][0]["record_ref"]],
+                                                                     "local_only": True}))
+        assert get["result"]["records"][0]["title"] == listed[0].title
+
+        # An author the paper does not name.
+        wrong = await session.wait(await session.call("author_papers", {"author": "不存在的作者", "record_ref": ref}))
+        assert error_code(wrong) == "AUTHOR_NOT_ON_PAPER", wrong

@@ -1,0 +1,153 @@
+"""End to end: journal_issues through the real MCP client over stdio, a headless Chromium and the simulator's
+navi pages (tests/kns/navi.py: the journal search, yearList, papers).
+
+The oracle is the simulator's corpus: a journal's issues are those its papers carry, an issue's table of
+contents its papers in page order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import AWAITING, chromium_path
+from tests.kns import navi
+from tests.kns.server import KnsSimulator
+from tests.test_e2e_documents import error_code, serve
+from tests.test_e2e_relations import seed
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(chromium_path() is None, reason="没有可用的 Chromium"),
+]
+
+
+@pytest.fixture(scope="module")
+def sim_server() -> Iterator[KnsSimulator]:
+    sim = KnsSimulator().start()
+    try:
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture
+def sim(sim_server: KnsSimulator) -> Iterator[KnsSimulator]:
+    sim_server.reset()
+    yield sim_server
+    sim_server.reset()
+
+
+def busiest_issue(sim: KnsSimulator) -> tuple[str, int, int]:
+    """(journal key, year, issue) of the issue with the most papers (ties: the first journal, newest issue)."""
+    best: tuple[int, str, int, int] = (0, "", 0, 0)
+    for key, journal in sim.corpus.journals.items():
+        if journal.kind != "journal":
+            continue
+        for year, numbers in navi.issues(sim.corpus, key).items():
+            for number in numbers:
+                size = len(navi.toc(sim.corpus, key, year, number))
+                if size > best[0]:
+                    best = (size, key, year, number)
+    return best[1], best[2], best[3]
+
+
+def listed_years(sim: KnsSimulator, key: str) -> list[dict[str, object]]:
+    return [{"year": y, "issues": [{"issue": f"{n:02d}", "code": navi.issue_code(key, y, n)} for n in numbers]}
+            for y, numbers in navi.issues(sim.corpus, key).items()]
+
+
+async def test_journal_issues(sim: KnsSimulator, isolated_data_dir: Path) -> None:
+    key, year, number = busiest_issue(sim)
+    journal = sim.corpus.journals[key]
+    toc = navi.toc(sim.corpus, key, year, number)
+    assert len(toc) >= 3
+    sim.configure(navi_years_per_page=4)  # the years come in pages of 4: every page is read
+    async with serve(isolated_data_dir, sim) as session:
+        # By ISSN: the navi search finds the journal, its page gives the keys, yearList every year.
+        reply = await session.wait(await session.call("journal_issues", {"issn": journal.issn}))
+        assert reply["status"] == "completed", reply
+        result = reply["result"]
+        assert result["journal"] == journal.name
+        assert result["years"] == listed_years(sim, key)
+        pages = -(-len(result["years"]) // 4)
+        assert sim.count("navi") == 1 + pages  # the search, then each yearList page
+        assert reply["requests"] == 1 + 1 + 1 + pages  # the navi home, the search, the journal page, yearList
+        form = next(r for r in sim.requests if r.endpoint == "navi" and r.path.endswith("yearList"))
+        assert form.headers.get("X-Requested-With") == "XMLHttpRequest"
+
+        # One issue by its label, two pages of its table of contents.
+        sim.clear_log()
+        first = await session.wait(await session.call(
+            "journal_issues", {"journal": journal.name, "year": year, "issue": str(number), "limit": 2}))
+        assert first["status"] == "completed", first
+        got = first["result"]
+        assert (got["year"], got["issue"], got["total"], got["next_offset"]) == (year, f"{number:02d}", len(toc), 2)
+        assert [r["title"] for r in got["records"]] == [p.title for p in toc[:2]]
+        assert [r["authors"] for r in got["records"]] == [p.authors for p in toc[:2]]
+        assert [r["pages"] for r in got["records"]] == [p.pages for p in toc[:2]]
+        assert [r["section"] for r in got["records"]] == ["特稿", "学术研究"]
+        # the search again (from the journal page the navi tab shows), yearList pages up to the year, the issue
+        up_to = [y["year"] for y in result["years"]].index(year) // 4 + 1
+        assert sim.count("navi") == 1 + up_to + 1 and sim.count("journal") == 0
+        assert first["requests"] == 2 + up_to
+        rest = await session.wait(await session.call(
+            "journal_issues", {"journal": journal.name, "year": year, "issue": str(number), "offset": 2}))
+        assert [r["title"] for r in rest["result"]["records"]] == [p.title for p in toc[2:]]
+        assert "next_offset" not in rest["result"]  # the last page
+
+        # The records are in the catalogue: get_metadata reads the first one's detail page.
+        ref = got["records"][0]["record_ref"]
+        meta = await session.wait(await session.call("get_metadata", {"record_refs": [ref], "refresh": True}))
+        assert meta["status"] == "completed", meta
+        record = meta["result"]["records"][0]
+        assert (record["record_ref"], record["title"], record["source"]) == (ref, toc[0].title, journal.name)
+        assert record["abstract"] == toc[0].abstract
+
+        # A year the journal has no issue of, and a name that matches no journal.
+        missing = await session.wait(await session.call("journal_issues", {"cn": journal.cn, "year": 2001, "issue": "01"}))
+        assert error_code(missing) == "ISSUE_NOT_FOUND", missing
+        unknown = await session.wait(await session.call("journal_issues", {"journal": "不存在的期刊"}))
+        assert error_code(unknown) == "JOURNAL_NOT_FOUND", unknown
+
+
+async def test_journal_issues_of_a_paper(sim: KnsSimulator, isolated_data_dir: Path) -> None:
+    key, year, number = busiest_issue(sim)
+    paper = navi.toc(sim.corpus, key, year, number)[0]
+    (ref,) = seed(isolated_data_dir, sim, [paper])  # stored without its source link: the detail page gives it
+    sim.configure(navi_columns=False)
+    async with serve(isolated_data_dir, sim) as session:
+        reply = await session.wait(await session.call(
+            "journal_issues", {"record_ref": ref, "year": year, "issue": navi.issue_code(key, year, number)}))
+        assert reply["status"] == "completed", reply
+        records = reply["result"]["records"]
+        assert [r["title"] for r in records] == [p.title for p in navi.toc(sim.corpus, key, year, number)]
+        assert all("section" not in r for r in records)  # no column headings on this page
+        assert records[0]["record_ref"] == ref  # the paper itself is the stored record, not a new one
+        # the work tab's first CNKI page, its detail page, the journal page, the issue (a code needs no yearList)
+        assert reply["requests"] == 4
+        assert sim.count("detail") == 1 and sim.count("journal") == 1 and sim.count("navi") == 1
+
+        # A challenge on the fragment (the -403 JSON): the navi tab goes to the verify page, a person solves
+        # it, the tab comes back to the journal page and the issue is asked again.
+        sim.clear_log()
+        sim.captcha("navi", style="json403")
+        waiting = await session.wait(await session.call(
+            "journal_issues", {"record_ref": ref, "year": year, "issue": navi.issue_code(key, year, number)}), until=AWAITING)
+        assert waiting["status"] == "awaiting_user", waiting
+        sim.solve()
+        done = await session.wait(waiting)
+        assert done["status"] == "completed", done
+        assert [r["title"] for r in done["result"]["records"]] == [r["title"] for r in records]
+        assert [r.status for r in sim.requests if r.endpoint == "navi"] == [403, 200]
+        sim.reset()
+
+        # A redesigned table of contents is no empty issue: PARSER_UNSUPPORTED with a snapshot.
+        sim.configure(page_change="navi_papers")
+        changed = await session.wait(await session.call(
+            "journal_issues", {"record_ref": ref, "year": year, "issue": navi.issue_code(key, year, number)}))
+        assert error_code(changed) == "PARSER_UNSUPPORTED", changed
+        assert changed["errors"][0]["details"]["snapshot"], changed
