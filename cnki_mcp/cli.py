@@ -236,6 +236,7 @@ async def _doctor_report() -> str:
 @click.option("--check", is_flag=True, help=say("运行完整性检查，并列出各类记录的数量。", "Run the integrity check and count each kind of record."))
 def store_command(dump_to: Path | None, check: bool) -> None:
     """本地文献库：--dump 导出，--check 完整性检查。"""
+    from cnki_mcp.setup.messages import msg
     from cnki_mcp.store import db, migrate
 
     if dump_to is None and not check:
@@ -267,6 +268,7 @@ def _megabytes(size: int) -> str:
 
 def _counted(counts: dict[str, int]) -> str:
     """Each kind of record and how many, in the CLI's language."""
+    from cnki_mcp.setup.messages import msg
     from cnki_mcp.store import db
 
     return msg("clients.list_separator").join(msg("store.count", kind=msg(f"store.kind.{table}"), count=f"{counts.get(table, 0):,}") for table in db.TABLES)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -18,15 +19,16 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.identity import identity_keys
-from cnki_mcp.core.model import ErrorEvent, Operation, SearchEntry, SearchRecord, StoreData
+from cnki_mcp.core.model import ErrorEvent, FacetRecord, FacetValue, Operation, SearchEntry, SearchRecord, StoreData
 from cnki_mcp.store import db as db_module
 from cnki_mcp.store import migrate
 from cnki_mcp.store.catalog import Catalog
-from cnki_mcp.store.library import Store, peek_store
+from cnki_mcp.store.library import KEEP_FACETS, Store, peek_store
 from tests.fake_site import sim_paper
 from tests.store_faults import failing_apply, persisted, read_only_error, stored_keys
 
 REPO = Path(__file__).resolve().parents[1]
+HAN = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 
 
 def codes(problems: list[Any]) -> list[str]:
@@ -40,6 +42,8 @@ def legacy_store(root: Path, papers: int) -> StoreData:
         searches={"s_1": SearchRecord(search_id="s_1", status="completed", query="法", entries=[SearchEntry(record_ref=sim_paper(0).record_ref)],
                                       created_at="2026-11-01T00:00:00.000Z")},
         operations={"op_1": Operation(operation_id="op_1", kind="search", status="completed", checkpoint={"round": 2}, created_at="2026-11-01T00:00:00.000Z")},
+        facets={"fk": FacetRecord(key="fk", observed_at="2026-11-01T00:00:00.000Z", total=3,
+                                  facets={"year": [FacetValue(value="2025", code="2025", count=3)]})},
         retired_searches=["s_old"],
         recent_errors=[ErrorEvent(code="RATE_LIMITED", at="2026-11-01T00:00:00.000Z", kind="search")],
     )
@@ -55,7 +59,8 @@ def test_migration_1_creates_a_table_per_section_and_the_singletons(tmp_path: Pa
     conn = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
     assert db_module.migrate(conn, target=1) == [1]
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert tables == {*db_module.TABLES, "meta"}
+    # The sections of schema 1; later ones (facets) come with later steps.
+    assert tables == {"papers", "sources", "searches", "search_cache", "operations", "artifacts", "relations", "meta"}
     assert db_module.schema_version(conn) == 1
     conn.close()
 
@@ -67,12 +72,67 @@ def test_migration_2_builds_the_identity_index_from_the_papers_already_stored(tm
     conn.executemany(
         "INSERT INTO papers (key, body) VALUES (?, ?)", [(paper.record_ref, db_module.encode_body(paper)) for paper in papers]
     )
-    assert db_module.migrate(conn) == [2]
+    assert db_module.migrate(conn, target=2) == [2]
     found = sorted(conn.execute("SELECT key, ref FROM paper_keys"))
     assert found == sorted((key, paper.record_ref) for paper in papers for key in identity_keys(paper))
     assert len(found) >= 3
-    assert db_module.schema_version(conn) == db_module.SCHEMA_VERSION == 2
+    assert db_module.schema_version(conn) == 2
     conn.close()
+
+
+def test_migration_3_adds_the_facets_table_and_keeps_what_schema_2_held(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    db_module.migrate(conn, target=2)
+    paper = sim_paper(0)
+    conn.execute("INSERT INTO papers (key, body) VALUES (?, ?)", (paper.record_ref, db_module.encode_body(paper)))
+    assert db_module.present_tables(conn) == tuple(table for table in db_module.TABLES if table != "facets")
+    assert db_module.migrate(conn) == [3]
+    assert db_module.present_tables(conn) == db_module.TABLES
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(facets)")]
+    assert columns == ["key", "stamp", "body"]
+    assert conn.execute("SELECT key FROM papers").fetchall() == [(paper.record_ref,)]
+    assert db_module.schema_version(conn) == db_module.SCHEMA_VERSION == 3
+    conn.close()
+
+
+def test_a_store_of_schema_2_is_migrated_on_open_and_keeps_facet_answers_across_restarts(tmp_path: Path) -> None:
+    conn = db_module.connect(tmp_path / "research.db")
+    db_module.migrate(conn, target=2)
+    conn.close()
+    store = Store.open(tmp_path)
+    record = FacetRecord(key="k1", observed_at="2026-12-01T00:00:00.000Z", total=7,
+                         facets={"year": [FacetValue(value="2025", code="2025", count=7)]})
+    store.put_facets(record)
+    store.close_sync()
+    again = Store.open(tmp_path)
+    assert again.data.facets.get("k1") == record
+    assert again.stats()["database"]["schema_version"] == 3
+    again.close_sync()
+
+
+def test_facet_answers_past_the_newest_200_are_dropped_oldest_first(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    for n in range(KEEP_FACETS + 3):
+        store.put_facets(FacetRecord(key=f"k{n:03d}", observed_at=f"2026-12-01T00:{n // 60:02d}:{n % 60:02d}.000Z"))
+    store.close_sync()
+    again = Store.open(tmp_path)
+    assert len(again.data.facets) == KEEP_FACETS
+    assert sorted(again.data.facets)[:2] == ["k003", "k004"]
+    again.close_sync()
+
+
+def test_a_dump_of_a_database_of_an_older_schema_gives_the_later_sections_empty(tmp_path: Path) -> None:
+    conn = db_module.connect(tmp_path / "research.db")
+    db_module.migrate(conn, target=2)
+    paper = sim_paper(0)
+    conn.execute("INSERT INTO papers (key, body) VALUES (?, ?)", (paper.record_ref, db_module.encode_body(paper)))
+    conn.close()
+    counts = migrate.dump(tmp_path / "research.db", tmp_path / "out.json")
+    checked = migrate.check(tmp_path / "research.db")
+    dumped = msgspec.json.decode((tmp_path / "out.json").read_bytes(), type=StoreData)
+    assert counts["papers"] == 1 and counts["facets"] == 0
+    assert dumped.papers == {paper.record_ref: paper} and dumped.facets == {}
+    assert checked["problems"] == [] and checked["counts"]["facets"] == 0 and checked["schema_version"] == 2
 
 
 def test_a_failed_migration_step_leaves_the_earlier_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,7 +176,7 @@ def test_research_json_is_carried_over_once_counted_and_kept(tmp_path: Path) -> 
     try:
         migration = store.migration
         assert migration is not None
-        assert migration.counts == {"papers": 30, "sources": 0, "searches": 1, "search_cache": 0, "operations": 1, "artifacts": 0, "relations": 0}
+        assert migration.counts == {"papers": 30, "sources": 0, "searches": 1, "search_cache": 0, "operations": 1, "artifacts": 0, "relations": 0, "facets": 1}
         assert migration.kept_as == str(tmp_path / "research.json.migrated")
         assert store.data == legacy
         assert store.warnings() == []
@@ -344,6 +404,18 @@ def test_the_store_command_dumps_and_checks(tmp_path: Path) -> None:
     missing = _cli(tmp_path / "nowhere", "--check")
     assert missing.returncode == 1 and "STORE_UNAVAILABLE" in missing.stderr
     assert _cli(tmp_path / "data").returncode == 2  # neither flag: a usage error
+
+
+def test_the_store_command_speaks_english_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    legacy_store(tmp_path / "data", 3)
+    Store.open(tmp_path / "data").close_sync()
+    monkeypatch.setenv("CNKI_LANG", "en")
+    done = _cli(tmp_path / "data", "--check", "--dump", str(tmp_path / "out.json"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"Written to {tmp_path / 'out.json'} (") and "papers: 3, journals: 0" in lines[0]
+    assert "passed the integrity check: papers: 3" in lines[1] and "schema version 3" in lines[1]
+    assert HAN.findall(done.stdout) == []
 
 
 def test_diagnostics_counts_report_the_records_and_the_database_size(tmp_path: Path) -> None:

@@ -98,6 +98,13 @@ class NewerSchema(Exception):
         self.version = version
 
 
+def present_tables(conn: sqlite3.Connection) -> tuple[str, ...]:
+    """The sections ``conn``'s file has tables for: a database of an older schema (not yet migrated, read
+    by ``store --dump`` or set aside damaged) lacks the later ones, which are then empty, not lost."""
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return tuple(table for table in TABLES if table in names)
+
+
 def schema_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 

@@ -278,7 +278,11 @@ def salvage(path: Path, reason: str) -> StoreRecovery:
     except sqlite3.Error as exc:
         return StoreRecovery(kind="set_aside", path=str(target), reason=f"{reason}; {exc}", at=utc_now_iso())
     try:
-        for table in (*TABLES, "meta"):
+        try:
+            present = db.present_tables(source)
+        except sqlite3.Error:
+            present = TABLES  # the schema itself unreadable: each table is tried (and its loss listed)
+        for table in (*present, "meta"):
             found, lost = _readable_rows(source, table)
             dropped.extend(lost)
             kind = SECTION_TYPES.get(table)
@@ -346,12 +350,14 @@ def dump(path: Path, target: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     try:
         conn.execute("BEGIN")  # one snapshot of the whole library
+        present = db.present_tables(conn)
         with open(temp, "xb") as out:
             out.write(b'{"version":%d' % STORE_VERSION)
             for table in TABLES:
                 out.write(b',"%s":{' % table.encode())
                 count = 0
-                for key, blob in conn.execute(f"SELECT key, body FROM {table} ORDER BY rowid"):
+                rows = conn.execute(f"SELECT key, body FROM {table} ORDER BY rowid") if table in present else ()
+                for key, blob in rows:
                     out.write((b"," if count else b"") + msgspec.json.encode(key) + b":" + body_json(blob))
                     count += 1
                 out.write(b"}")
@@ -379,7 +385,9 @@ def check(path: Path) -> dict[str, Any]:
     try:
         try:
             problems = db.integrity_check(conn)
-            counts = {table: int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]) for table in TABLES}
+            present = db.present_tables(conn)
+            counts = {table: int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]) if table in present else 0
+                      for table in TABLES}
             version = db.schema_version(conn)
         except sqlite3.Error as exc:
             problems, counts, version = [str(exc)], {}, 0
