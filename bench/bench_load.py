@@ -2,7 +2,7 @@
 
 Run:  python bench/bench_load.py [--streams 50] [--calls 40] [--papers 20000] [--processes 0] [--baseline 100]
 
-Builds research.json with ``bench_store.build`` (20,000 papers, 120 stored searches, 200 operations) in a
+Builds research.db with ``bench_store.build`` (20,000 papers, 120 stored searches, 200 operations) in a
 temporary directory, starts the real serve loop with the fake CNKI site (``python -m
 tests.test_hardening_faults``, slow enough that its search keeps running for the whole measurement), starts
 a live search, then runs ``--streams`` concurrent request streams over the one MCP session. Each stream
@@ -24,6 +24,7 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -31,7 +32,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +41,6 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_store import build  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
-from cnki_mcp.core.model import StoreData  # noqa: E402
 from cnki_mcp.references import citations  # noqa: E402
 
 FORMATS = sorted(set(citations.FORMATS) - {"custom"})
@@ -63,10 +62,11 @@ class Server:
         self.latencies: dict[str, list[float]] = {}
         self.errors: dict[str, int] = {}
         self.rss: list[int] = []
-        # Read before the server owns the file: which searches and records the load may ask for.
-        stored = msgspec.json.decode((data / "research.json").read_bytes(), type=StoreData)
-        self.search_ids = sorted(stored.searches)
-        self.refs = sorted(stored.papers)
+        # Read before the server starts: which searches and records the load may ask for.
+        conn = sqlite3.connect(data / "research.db")
+        self.search_ids = sorted(row[0] for row in conn.execute("SELECT key FROM searches"))
+        self.refs = sorted(row[0] for row in conn.execute("SELECT key FROM papers"))
+        conn.close()
         self.pid = 0
         self.search_id = ""
         self.baseline: dict[str, list[float]] = {}
@@ -182,12 +182,12 @@ async def main_async(args: argparse.Namespace) -> None:
         started = time.perf_counter()
         build(first, args.papers)
         print(f"store: {args.papers} papers, built in {time.perf_counter() - started:.1f} s, "
-              f"research.json {(first / 'research.json').stat().st_size / 2**20:.1f} MiB")
+              f"research.db {(first / 'research.db').stat().st_size / 2**20:.1f} MiB")
         servers = [Server(first, work / "s0" / "requests.log")]
         for n in range(1, args.processes + 1):
             data = work / f"s{n}" / "data"
             data.mkdir(parents=True)
-            shutil.copy(first / "research.json", data / "research.json")
+            shutil.copy(first / "research.db", data / "research.db")
             servers.append(Server(data, work / f"s{n}" / "requests.log"))
         outcomes = await asyncio.gather(
             *(s.run(args.streams, args.calls, i + 1, args.baseline) for i, s in enumerate(servers))

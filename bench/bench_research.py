@@ -1,6 +1,6 @@
 """Benchmark: the research engine — ranking speed, pacing efficiency and memory of a large search.
 
-Run:  python bench/bench_research.py [--interval-ms 500] [--latency 0.6] [--rank-only]
+Run:  python bench/bench_research.py [--interval-ms 500] [--latency 0.6] [--rank-only] [--smoke]
 
 1. Ranking 3,000 candidates with realistic titles, journal evidence and channel hits (rank +
    select + stored entries), once with an abstract and keywords on every candidate (worst case)
@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import msgspec
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -130,7 +131,7 @@ async def one_search(site: FakeSite, request: SearchInput) -> tuple[dict, float]
         job = jobs.start("search", search_budget(request), lambda op: run_search(op, engine, state))
         await job.done.wait()
         elapsed = time.perf_counter() - started
-        view = jobs.view(job)
+        view = msgspec.to_builtins(jobs.view(job))
         await store.close()
     return view, elapsed
 
@@ -147,13 +148,14 @@ async def bench_pacing(interval_ms: int, latency: float) -> float:
     return ratio
 
 
-async def bench_large() -> None:
-    lists = {"subject": range(0, 1200), "title": range(900, 2100), "keywords": range(1800, 3000)}
+async def bench_large(size: int = 3000) -> None:
+    third = size // 3
+    lists = {"subject": range(0, third + third // 4), "title": range(third, 2 * third + third // 4), "keywords": range(2 * third, size)}
     site = FakeSite(latency=0.0, page_size=50, lists=lists, feedback_lists=(range(5000, 5020), range(6000, 6020)))
     request = SearchInput(
         query="自动驾驶 产品责任",
         concept_groups=[["自动驾驶"], ["产品责任"]],
-        options=SearchOptions(candidate_target=3000, max_pages=100, max_requests=5000),
+        options=SearchOptions(candidate_target=size, max_pages=100, max_requests=5000),
     )
     process = psutil.Process()
     gc.collect()
@@ -172,7 +174,7 @@ async def bench_large() -> None:
     stop.set()
     await sampler
     result = view["result"]
-    print(f"3,000-candidate search: {view['status']}, {result['candidate_count']} candidates, "
+    print(f"{size:,}-candidate search: {view['status']}, {result['candidate_count']} candidates, "
           f"{view['requests']} requests, {elapsed:.2f} s without pacing")
     print(f"  RSS baseline {baseline / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB "
           f"(+{(peak - baseline) / 2**20:.1f} MiB during the search)")
@@ -185,14 +187,17 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=int, default=500)
     parser.add_argument("--latency", type=float, default=0.6)
     parser.add_argument("--rank-only", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="small sizes and fast pacing: the test suite runs this")
     args = parser.parse_args()
+    if args.smoke:
+        args.candidates, args.repeats, args.interval_ms, args.latency = 200, 1, 20, 0.01
     # Worst case: every candidate has a ~250-character abstract. In a real 3,000-candidate search
     # only the detail pools (80 + 40) have one; the rest carry list data only.
     bench_rank(args.candidates, args.repeats, 1.0)
     bench_rank(args.candidates, args.repeats, 120 / args.candidates)
     if args.rank_only:
         return
-    asyncio.run(bench_large())
+    asyncio.run(bench_large(300 if args.smoke else 3000))
     asyncio.run(bench_pacing(args.interval_ms, args.latency))
 
 

@@ -1,17 +1,17 @@
-"""Soak: many SIGKILLs at random points of a search and of a flush, and a long run of generated input.
+"""Soak: many SIGKILLs at random points of a search and of the store's commits, and a long run of generated input.
 
 Run:  python bench/soak_faults.py [--kills 20] [--flush-kills 60] [--inputs 20000] [--seed 1]
 
 The CI suite (tests/test_hardening_*.py) does a few of each; this repeats them with more seeds:
 
 * ``--kills``: the real serve loop with the fake CNKI site (``python -m tests.test_hardening_faults``) is
-  SIGKILLed, alternately after freezing the site at a random request (everything done is on disk) and at a
-  random moment (work of the last two seconds may be redone); a new server continues the search. Counts
+  SIGKILLed, alternately after freezing the site at a random request and at a random moment (every change
+  is committed when it is made, so nothing done before the kill should be redone); a new server continues the search. Counts
   requests repeated although their result was on disk (must be 0), work redone from the unflushed window,
   requests that had finished long before the last flush but were not in it (a retrieval round cut short;
   must be 0 once that bug is fixed), and records lost (must be 0).
-* ``--flush-kills``: a process that only grows and flushes the store is killed at random moments; every
-  research.json left behind must decode and keep every record of the previous one.
+* ``--flush-kills``: a process that only grows the store and waits for its commits is killed at random moments;
+  every research.db left behind must pass SQLite's integrity check and keep every record it held before.
 * ``--inputs``: schema-driven generated argument objects through one server (hypothesis), as in
   tests/test_hardening_input.py, with a larger budget.
 

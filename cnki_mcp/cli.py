@@ -1,4 +1,4 @@
-"""Command line: ``cnki-mcp [serve|setup|config|schema|doctor|uninstall|version|help]``; no command means serve.
+"""Command line: ``cnki-mcp [serve|setup|config|schema|doctor|store|uninstall|version|help]``; no command means serve.
 
 Its words are Chinese, English with an English locale or ``CNKI_LANG=en`` (setup/cli_words.py).
 """
@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import TypeVar
 
 import click
@@ -221,6 +222,56 @@ async def _doctor_report() -> str:
     root = settings.data_root()
     config = await asyncio.to_thread(load_config, root)
     return str(await asyncio.to_thread(build_report, root, config))
+
+
+@cli.command(name="store", help=say(
+    "本地文献库（数据目录中的 research.db）：--dump 导出为一个 JSON 文件（可查看，也是备份），--check 运行 SQLite 的完整性检查。"
+    "服务运行时也可以使用。有问题时退出码为 1。",
+    "The local library (research.db in the data directory): --dump writes it out as one JSON file (to read, and a backup), "
+    "--check runs SQLite's integrity check. Works while the server runs. Exit code 1 on a problem.",
+))
+@click.option("--dump", "dump_to", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.json", help=say(
+    "导出到这个文件（不覆盖已有文件）。", "Write to this file (never over an existing one).",
+))
+@click.option("--check", is_flag=True, help=say("运行完整性检查，并列出各类记录的数量。", "Run the integrity check and count each kind of record."))
+def store_command(dump_to: Path | None, check: bool) -> None:
+    """本地文献库：--dump 导出，--check 完整性检查。"""
+    from cnki_mcp.setup.messages import msg
+    from cnki_mcp.store import db, migrate
+
+    if dump_to is None and not check:
+        raise click.UsageError(msg("store.need_option"))
+    root = settings.data_root()
+    ok = True
+    try:
+        if dump_to is not None:
+            target = Path(os.path.abspath(dump_to))
+            counts = migrate.dump(root / db.DB_FILE, target)
+            click.echo(msg("store.dumped", path=target, size=_megabytes(os.path.getsize(target)), counts=_counted(counts)))
+        if check:
+            report = migrate.check(root / db.DB_FILE)
+            head = msg("store.head", path=report["path"], size=_megabytes(report["size_bytes"]), version=report["schema_version"])
+            ok = not report["problems"]
+            if ok:
+                click.echo(msg("store.check_passed", head=head, counts=_counted(report["counts"])))
+            else:
+                listed = "\n".join(f"  {line}" for line in report["problems"][:20])
+                click.echo(msg("store.check_failed", head=head, problems=listed))
+    except CnkiError as error:
+        _fail(error)
+    sys.exit(0 if ok else 1)
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f}"
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """Each kind of record and how many, in the CLI's language."""
+    from cnki_mcp.setup.messages import msg
+    from cnki_mcp.store import db
+
+    return msg("clients.list_separator").join(msg("store.count", kind=msg(f"store.kind.{table}"), count=f"{counts.get(table, 0):,}") for table in db.TABLES)
 
 
 @cli.command(name=settings.GUARD_COMMAND, hidden=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from cnki_mcp.app import App
@@ -87,7 +88,8 @@ async def test_search_results_scopes_views_and_paging(app: App) -> None:
 
 async def test_search_results_reads_live_paper_fields(app: App) -> None:
     store = await app.store()
-    store.data.papers[f"rec_{0:024x}"].abstract = "后来补充的摘要"
+    ref = f"rec_{0:024x}"
+    store.put_paper(msgspec.structs.replace(store.data.papers[ref], abstract="后来补充的摘要"))
     page = await call_tool(app, "search_results", {"search_id": "op_search", "view": "compact", "limit": 1})
     assert page["results"][0]["abstract"] == "后来补充的摘要"
 

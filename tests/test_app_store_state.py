@@ -3,8 +3,6 @@ result, the save state in diagnostics, a broken config.json, and records removed
 
 from __future__ import annotations
 
-import errno
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +11,12 @@ import pytest
 from cnki_mcp.app import App
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Operation, SearchRecord
+from cnki_mcp.store import db as db_module
 from cnki_mcp.store import library as store_module
 from cnki_mcp.store.library import Store
 from cnki_mcp.surface import server
 from tests.harness import call_tool
-
-
-def enospc(*_args: Any, **_kwargs: Any) -> int:
-    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+from tests.store_faults import failing_apply
 
 
 def warning_codes(reply: dict[str, Any]) -> list[str]:
@@ -35,11 +31,12 @@ async def app(isolated_data_dir: Path):
 
 
 async def fail_a_save(app: App, monkeypatch: pytest.MonkeyPatch) -> Store:
-    """A change, then a flush that meets a full disk (the disk stays full for the test)."""
+    """A change whose commit meets a full disk (the disk stays full for the test)."""
     store = await app.store()
+    monkeypatch.setattr(db_module, "apply", failing_apply(lambda: True))
     store.put_search(SearchRecord(search_id="s_1", status="completed", created_at="2026-05-01T12:00:00.000Z"))
-    monkeypatch.setattr(store_module.os, "write", enospc)
-    assert await store.flush_async() is False
+    await store.settle()  # the writer's first attempt, at once
+    assert store.dirty
     return store
 
 
@@ -87,7 +84,7 @@ async def test_diagnostics_shows_the_save_state(app: App, monkeypatch: pytest.Mo
     await fail_a_save(app, monkeypatch)
     save = (await call_tool(app, "diagnostics", {}))["store"]["save"]
     assert save["dirty"] is True
-    assert "No space left" in save["error"]
+    assert (save["cause"], save["error"]) == ("disk_full", "OperationalError: database or disk is full")
     assert save["failing_since"] >= save["unsaved_since"]
     assert save["failed_writes"] == 1
 
@@ -170,7 +167,7 @@ async def test_a_search_removed_by_retention_says_so(app: App) -> None:
     assert "300" in unknown.value.message
 
 
-async def test_a_search_trimmed_by_a_flush_is_reported_as_removed(app: App) -> None:
+async def test_a_search_removed_by_retention_is_reported_as_removed(app: App) -> None:
     store = await app.store()
     for n in range(store_module.KEEP_SEARCHES + 1):
         store.put_search(SearchRecord(search_id=f"s_{n:03d}", status="completed", created_at=f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}.000Z"))

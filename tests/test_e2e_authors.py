@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cnki_mcp.store.library import Store
 from tests.harness import chromium_path
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator
@@ -100,3 +101,13 @@ async def test_author_papers(sim: KnsSimulator, isolated_data_dir: Path) -> None
         # An author the paper does not name.
         wrong = await session.wait(await session.call("author_papers", {"author": "不存在的作者", "record_ref": ref}))
         assert error_code(wrong) == "AUTHOR_NOT_ON_PAPER", wrong
+
+    # The listing's records and what the detail pages added were committed: a new Store on the root reads them.
+    store = Store.open(isolated_data_dir)
+    try:
+        kept = [store.data.papers[r["record_ref"]] for r in result["records"]]
+        newest = store.data.papers[got["records"][0]["record_ref"]]
+    finally:
+        store.close_sync()
+    assert [p.title for p in kept] == newest_first(at_home)
+    assert (newest.title, newest.abstract) == (listed[0].title, listed[0].abstract)  # its detail page was read

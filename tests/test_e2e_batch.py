@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from cnki_mcp.store.library import peek_store
 from tests.harness import AWAITING, FINAL, McpSession, chromium_path, serve_params
 from tests.kns import pages
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator
+from tests.store_faults import persisted
 from tests.test_e2e_documents import EntrySimulator, answer, journal_papers, seed, serve, sim, sim_server  # noqa: F401  (the entry simulator and its per-test reset)
 
 pytestmark = [
@@ -173,15 +173,16 @@ async def test_a_batch_killed_after_its_third_paper_is_continued_without_a_repea
         view = await session.call("download_papers", {"record_refs": refs, "interval_seconds": INTERVAL})
         op_id = view["operation_id"]
         deadline = time.monotonic() + 120
-        # The 4th order is sent and the checkpoint with three papers is on disk.
+        # The 4th order is sent, and research.db holds the checkpoint with three papers and the 4th paper's click
+        # (each committed when made: no flush interval to wait out).
         while time.monotonic() < deadline:
-            stored = peek_store(isolated_data_dir)
-            record = stored.operations.get(op_id) if stored is not None else None
-            if len(sim.orders()) == 4 and record is not None and len((record.checkpoint or {}).get("items", {})) == 3:
+            stored = persisted(isolated_data_dir)
+            record = stored.operations.get(op_id)
+            clicked = [a for a in stored.artifacts.values() if a.state == "clicked" and a.operation_id == op_id]
+            if len(sim.orders()) == 4 and record is not None and len((record.checkpoint or {}).get("items", {})) == 3 and clicked:
                 break
             await asyncio.sleep(0.2)
         assert len(sim.orders()) == 4, sim.orders()
-        await asyncio.sleep(2.5)  # the store's flush interval: the 4th paper's click is on disk
         os.kill(pid, signal.SIGKILL)
     sim.configure(faults=[])
     async with serve(isolated_data_dir, sim, CNKI_INLINE_WAIT_SECONDS="2") as session:

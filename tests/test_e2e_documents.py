@@ -1,7 +1,7 @@
 """End to end: read_online_html and download_paper through the real MCP client over stdio.
 
 ``python -m cnki_mcp serve`` runs as a subprocess with a real headless Chromium pointed at the
-local CNKI simulator (tests/kns). Records are seeded into research.json before the server starts,
+local CNKI simulator (tests/kns). Records are seeded into the store (research.db) before the server starts,
 with the detail links the simulator hands out. One server per test keeps the browser launches few.
 """
 

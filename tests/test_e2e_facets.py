@@ -14,12 +14,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 import pytest_asyncio
 from mcp.types import CallToolResult, ImageContent, TextContent
 from PIL import Image
 
 from cnki_mcp.research.chart import find_cjk_font
+from cnki_mcp.store.library import Store
 from tests.harness import McpSession, serve_params
 from tests.kns import facets as sim_facets
 from tests.kns.server import KnsSimulator, SimRequest
@@ -250,3 +252,31 @@ async def test_a_challenge_on_the_panel_goes_to_a_person_then_the_panel_is_read(
     assert done["status"] == "completed", done
     assert [p.status for p in group_posts(kns)] == [403, 200]
     assert done["result"]["facets"]["doc_type"] == oracle(kns, oracle_query([[_item("TI", "的")]], 1900, 2100), "doc_type")
+
+
+async def test_a_facet_answer_and_a_filtered_search_survive_a_restart(kns: KnsSimulator, tmp_path_factory: pytest.TempPathFactory) -> None:
+    data = tmp_path_factory.mktemp("facets_restart") / "data"
+    year = oracle(kns, WIDE_ORACLE, "year")[-1]["code"]
+    arguments = {"expression": WIDE, "year_from": 2014, "year_to": 2026, "limit": 5, "facet_filters": {"year": [year]}}
+    async with McpSession.serving(serve_params(data, kns.browser_args), check=facets_payload) as first:
+        search = await first.wait(await first.call("structured_search", {**arguments, "options": {"freshness": "live"}}))
+        search_id = search["result"]["search_id"]
+        asked = await first.wait(await first.call("search_facets", {"search_id": search_id, "facets": ["subject"], "freshness": "live"}))
+    # research.db holds both: a new Store on the same root reads them.
+    store = Store.open(data)
+    try:
+        record = store.data.searches[search_id]
+        (kept,) = store.data.facets.values()
+    finally:
+        store.close_sync()
+    kns.clear_log()
+    async with McpSession.serving(serve_params(data, kns.browser_args), check=facets_payload) as second:
+        again = await second.call("search_facets", {"search_id": search_id, "facets": ["subject"]})
+
+    assert search["status"] == asked["status"] == "completed", (search, asked)
+    assert (record.year_from, record.year_to, record.facet_filters) == (2014, 2026, {"year": [year]})
+    answered = asked["result"]["facets"]["subject"]
+    assert msgspec.to_builtins(kept.facets["subject"])[: len(answered)] == answered and kept.total == asked["result"]["total"]
+    assert again["source"] == "cache" and again["requests"] == 0
+    assert again["result"]["facets"] == asked["result"]["facets"]
+    assert kns.requests == []

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cnki_mcp.store.library import Store
 from tests.harness import AWAITING, chromium_path
 from tests.kns import navi
 from tests.kns.server import KnsSimulator
@@ -113,6 +114,17 @@ async def test_journal_issues(sim: KnsSimulator, isolated_data_dir: Path) -> Non
         unknown = await session.wait(await session.call("journal_issues", {"journal": "不存在的期刊"}))
         assert error_code(unknown) == "JOURNAL_NOT_FOUND", unknown
 
+    # The table of contents' records were committed: a new Store on the same root reads them, with the
+    # journal page they came from and what get_metadata's detail page added.
+    store = Store.open(isolated_data_dir)
+    try:
+        kept = [store.data.papers[r["record_ref"]] for r in got["records"]]
+    finally:
+        store.close_sync()
+    assert [p.title for p in kept] == [p.title for p in toc[:2]]
+    assert {p.source_url for p in kept} == {got["source_url"]}
+    assert kept[0].abstract == toc[0].abstract
+
 
 async def test_journal_issues_of_a_paper(sim: KnsSimulator, isolated_data_dir: Path) -> None:
     key, year, number = busiest_issue(sim)
@@ -151,3 +163,11 @@ async def test_journal_issues_of_a_paper(sim: KnsSimulator, isolated_data_dir: P
             "journal_issues", {"record_ref": ref, "year": year, "issue": navi.issue_code(key, year, number)}))
         assert error_code(changed) == "PARSER_UNSUPPORTED", changed
         assert changed["errors"][0]["details"]["snapshot"], changed
+
+    # The source link the detail page gave the seeded paper was put back: a new Store reads it.
+    store = Store.open(isolated_data_dir)
+    try:
+        source_url = store.data.papers[ref].source_url
+    finally:
+        store.close_sync()
+    assert source_url == reply["result"]["source_url"] and source_url

@@ -2,7 +2,7 @@
 
 The server runs with a real headless Chromium pointed at the CNKI simulator, whose citation API
 (tests/kns/citations.py) answers per database, in pages, and can answer a decoy record or a challenge.
-Records are seeded into research.json before the server starts, as a search would have left them.
+Records are seeded into the store (research.db) before the server starts, as a search would have left them.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Fast cases run the App in-process against ``tests.fake_site.FakeSite``. The SIGK
 server process: this module doubles as a launcher (``python -m tests.test_hardening_faults``) that
 serves MCP on stdio with a FakeSite whose every completed request is appended, with a timestamp, to
 a log file that survives the kill. A few key cases run Chromium against the tests/kns simulator
-(marked ``browser``). Every case checks the documented final status, that research.json decodes as
-a version-5 store, that ``continue`` repeats no request whose result was already on disk, and that
+(marked ``browser``). Every case checks the documented final status, that research.db passes SQLite's
+integrity check and every entry decodes, that ``continue`` repeats no request whose result was already on disk, and that
 no browser process is left behind. ``FIGURES`` collects the counts docs/hardening.md quotes.
 """
 
@@ -25,18 +25,19 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import psutil
 import pytest
 
 from cnki_mcp.app import App
 from cnki_mcp.core import files
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import StoreData
+from cnki_mcp.core.model import STORE_VERSION, StoreData
 from cnki_mcp.ops.jobs import OperationContext
-from cnki_mcp.store import library as store_module
+from cnki_mcp.store import db as db_module
+from cnki_mcp.store import migrate
 from tests.fake_site import FEEDBACK_TERMS, FakeSite, sim_paper
 from tests.harness import AWAITING, REPO, McpSession, RawServer, call_tool, offline_params, processes_on, serve_params
+from tests.store_faults import failing_apply, persisted, persisted_raw
 
 QUERY = {"query": "自动驾驶 产品责任"}
 FULL_RUN = 17 + 100 + 15  # grid pages + detail pages + journal pages of the fake site's whole search
@@ -48,10 +49,11 @@ FIGURES: Counter[str] = Counter()
 
 
 
-def valid_store(path: Path) -> StoreData:
-    """research.json as the store reads it: must decode, version 5."""
-    data = msgspec.json.decode(path.read_bytes(), type=StoreData)
-    assert data.version == store_module.STORE_VERSION
+def valid_store(root: Path) -> StoreData:
+    """The library research.db of ``root`` holds: SQLite's integrity check passes and every entry decodes."""
+    assert migrate.check(root / "research.db")["problems"] == []
+    data: StoreData = persisted(root)
+    assert data.version == STORE_VERSION
     return data
 
 
@@ -90,7 +92,7 @@ async def test_a_burst_of_5xx_or_429_ends_partial_and_continue_repeats_nothing(a
     assert first["status"] == "partial" and code in {e["code"] for e in first["errors"]}, first
     store = await app.store()
     assert store.flush() or not store.dirty
-    valid_store(store.research_path)
+    valid_store(store.root)
     failed = {("grid", k) for k in ("subject#2", "title#3", "keywords#1")} | {("detail", "SIM0070")}
     done, rounds = first, 0
     while done["status"] == "partial" and rounds < 6:  # each fatal failure stops the run once more
@@ -130,24 +132,25 @@ def _enospc(*_args: Any, **_kwargs: Any) -> int:
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
-async def test_a_full_disk_keeps_everything_in_memory_and_the_old_file_intact(
+async def test_a_full_disk_keeps_everything_in_memory_and_the_database_intact(
     app: App, fake: FakeSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = await app.store()
     store.put_paper(sim_paper(900))
     assert store.flush()
-    before = store.research_path.read_bytes()
+    before = persisted_raw(store.root)
     with monkeypatch.context() as patch:
-        patch.setattr(store_module.os, "write", _enospc)
+        patch.setattr(db_module, "apply", failing_apply(lambda: True))
         view = await call_tool(app, "search", QUERY)  # the network work never waits for the disk
         assert view["status"] == "completed"
-        assert not store.flush() and store.dirty and "No space left" in store.save.error
-        assert store.research_path.read_bytes() == before  # the last good file is untouched
+        assert [warning["code"] for warning in view["warnings"]] == ["STORE_NOT_SAVED"]
+        assert not store.flush() and store.dirty and store.save.cause == "disk_full"
+        assert persisted_raw(store.root) == before  # the last commit is untouched
         diagnostics = await call_tool(app, "diagnostics", {})
         assert diagnostics["store"]["papers"] == 201
     FIGURES["faults_injected"] += 1
-    assert store.flush()  # space is back: the next flush writes everything
-    data = valid_store(store.research_path)
+    assert store.flush()  # space is back: the next try writes everything
+    data = valid_store(store.root)
     assert len(data.papers) == 201 and view["operation_id"] in data.searches
 
 
@@ -164,19 +167,20 @@ def test_a_full_disk_while_writing_a_file_leaves_nothing_behind(tmp_path: Path, 
 
 @pytest.mark.slow
 async def test_a_full_disk_over_mcp_is_told_in_every_result_until_space_is_back(tmp_path: Path) -> None:
-    """A real server whose writes meet ENOSPC: every result warns (failures too), diagnostics shows the
-    save state, no temp file is left, research.json keeps its last good bytes; once space is back the
-    next retry saves everything and a restarted server still knows the operation it acknowledged."""
+    """A real server whose commits meet a full disk (SQLITE_FULL): every result warns (failures too),
+    diagnostics shows the save state, nothing is left beside the database, research.db keeps its last
+    commit; once space is back the next retry saves everything and a restarted server still knows the
+    operation it acknowledged."""
     data, log, flag = tmp_path / "data", tmp_path / "requests.log", tmp_path / "disk-full"
     failures = tmp_path / "disk-full.failures"
     with open(tmp_path / "stderr.txt", "ab") as errlog:
         server = await _fake_server(data, log, errlog, HARDENING_DISK_FULL=str(flag))
         try:
             await server.wait(await server.call("search", QUERY))
-            await _wait_for(lambda: (data / "research.json").exists(), 10)
+            await _wait_for(lambda: (data / "research.db").exists(), 10)
             while (await server.call("diagnostics", {}))["store"]["save"]["dirty"]:
                 await asyncio.sleep(0.1)
-            before = (data / "research.json").read_bytes()
+            before = persisted_raw(data)
             flag.touch()
             second = await server.call("search", {**QUERY, "options": {"freshness": "live"}})
             acknowledged = (await server.wait(second))["operation_id"]
@@ -188,8 +192,9 @@ async def test_a_full_disk_over_mcp_is_told_in_every_result_until_space_is_back(
             FIGURES["disk_full_change_to_warning_ms"] = round((warned_at - changed_at) * 1000)
             missing = (await server.request("tools/call", {"name": "search_results", "arguments": {"search_id": "s_x"}}))["result"]
             save = (await server.call("diagnostics", {}))["store"]["save"]
-            on_disk = (data / "research.json").read_bytes()
-            left = sorted(path.name for path in data.iterdir() if path.name.startswith("research.json."))
+            on_disk = persisted_raw(data)
+            own = {"research.db", "research.db-wal", "research.db-shm"}
+            left = sorted(path.name for path in data.iterdir() if path.name.startswith("research.") and path.name not in own)
             flag.unlink()
             freed_at = time.time()
             await _wait_for_async(lambda: server.call("operation_status", {}), lambda r: "warnings" not in r, 45)
@@ -206,7 +211,7 @@ async def test_a_full_disk_over_mcp_is_told_in_every_result_until_space_is_back(
     assert missing["isError"]
     assert [warning["code"] for warning in missing["structuredContent"]["warnings"]] == ["STORE_NOT_SAVED"]
     assert save["dirty"] is True
-    assert "No space left" in save["error"]
+    assert (save["cause"], save["error"]) == ("disk_full", "OperationalError: database or disk is full")
     assert save["failing_since"]
     assert on_disk == before
     assert left == []
@@ -248,8 +253,8 @@ async def test_a_second_server_on_the_same_directory_joins_the_first_then_takes_
         finally:
             assert await second.close() == 0
     FIGURES["faults_injected"] += 1
-    research = tmp_path / "data" / "research.json"
-    assert not research.exists() or valid_store(research)  # nothing changed, so nothing had to be written
+    research = tmp_path / "data" / "research.db"
+    assert not research.exists() or valid_store(research.parent)  # nothing changed, so nothing had to be written
 
 
 # --- SIGKILL: the launcher ---------------------------------------------------------------------------
@@ -277,18 +282,14 @@ class LoggedFakeSite(FakeSite):
 
 
 def _disk_full_while(flag: Path) -> None:
-    """``os.write`` fails with ENOSPC while ``flag`` exists; each failure's time goes to ``<flag>.failures``."""
-    real = os.write
+    """Commits fail with SQLite's SQLITE_FULL while ``flag`` exists; each failure's time goes to ``<flag>.failures``."""
     failures = flag.with_name(flag.name + ".failures")
 
-    def write(fd: int, data: Any) -> int:
-        if flag.exists():
-            with open(failures, "a", encoding="utf-8") as out:  # a file object does not write through os.write
-                out.write(f"{time.time()}\n")
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(fd, data)
+    def note() -> None:
+        with open(failures, "a", encoding="utf-8") as out:
+            out.write(f"{time.time()}\n")
 
-    os.write = write  # type: ignore[assignment]
+    db_module.apply = failing_apply(flag.exists, note)  # type: ignore[assignment]
 
 
 async def _serve_with_fake_site() -> None:
@@ -340,23 +341,22 @@ async def _kill_then_continue(tmp_path: Path, rng: random.Random, *, freeze: boo
     data, log = tmp_path / "data", tmp_path / "requests.log"
     with open(tmp_path / "stderr.txt", "ab") as errlog:
         if freeze:
-            # The site stops answering after a random number of requests; two flushes later the kill.
+            # The site stops answering after a random number of requests; a moment later the kill.
             freeze_at = rng.randint(3, FULL_RUN - 3)
             first = await _fake_server(data, log, errlog, HARDENING_FAKE_FREEZE_AT=str(freeze_at))
             op_id = (await first.call("search", QUERY))["operation_id"]
             await _wait_for(lambda: len(read_log(log)) >= freeze_at, 30)
-            await asyncio.sleep(store_module.FLUSH_INTERVAL_SECONDS * 2 + 0.5)
+            await asyncio.sleep(1.0)
         else:
-            # A slow site and a kill at a random moment after the first flush, wherever the search is.
+            # A slow site and a kill at a random moment, wherever the search is.
             first = await _fake_server(data, log, errlog, HARDENING_FAKE_LATENCY="0.3")
             op_id = (await first.call("search", QUERY))["operation_id"]
-            await asyncio.sleep(rng.uniform(store_module.FLUSH_INTERVAL_SECONDS + 0.3, 5.0))
+            await asyncio.sleep(rng.uniform(2.3, 5.0))
         first.proc.send_signal(signal.SIGKILL)
         await first.proc.wait()
         killed_at = time.time()
         FIGURES["sigkills"] += 1
-        persisted = valid_store(data / "research.json")
-        flushed_at = (data / "research.json").stat().st_mtime
+        persisted = valid_store(data)
         before = read_log(log)
         assert op_id in persisted.operations
 
@@ -374,10 +374,9 @@ async def _kill_then_continue(tmp_path: Path, rng: random.Random, *, freeze: boo
     after = read_log(log)[len(before):]
     again = {(kind, key) for _, kind, key in before} & {(kind, key) for _, kind, key in after}
     on_disk = persisted_requests(persisted, op_id)
-    # Finished well before the snapshot on disk was taken, yet not part of it (see the xfail test below).
-    settled = {(kind, key) for at, kind, key in before if at < flushed_at - 0.3}
-    stored = valid_store(data / "research.json")
-    assert killed_at > flushed_at
+    # Finished well before the kill, yet not part of what was committed.
+    settled = {(kind, key) for at, kind, key in before if at < killed_at - 0.3}
+    stored = valid_store(data)
     return {
         "repeated_after_continue": len(again & on_disk),
         "redone_unflushed": len(again - on_disk),
@@ -390,7 +389,7 @@ _CHANNEL_FIELDS = {"q1": "subject", "q2": "title", "q3": "keywords"}
 
 
 def persisted_requests(data: StoreData, op_id: str) -> set[tuple[str, str]]:
-    """The fake site's requests whose results research.json holds: read details, journals, grid pages
+    """The fake site's requests whose results research.db holds: read details, journals, grid pages
     the search's checkpoint counts (feedback pages conservatively: up to the fewest any feedback channel has)."""
     done = {("detail", p.filename) for p in data.papers.values() if p.detail_observed_at}
     done |= {("journal", key) for key in data.sources}
@@ -453,7 +452,7 @@ while True:
 async def kill_flushes(data: Path, rounds: int, rng: random.Random) -> dict[str, int]:
     """Kill a store-growing, flushing process ``rounds`` times at random moments (also bench/soak_faults.py).
 
-    After each kill research.json must decode and hold every record of the previous good file.
+    After each kill research.db must be sound and hold every record it held before.
     """
     known: set[str] = set()
     lost = 0
@@ -467,14 +466,14 @@ async def kill_flushes(data: Path, rounds: int, rng: random.Random) -> dict[str,
         await asyncio.sleep(rng.uniform(0.05, 0.6))
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
-        stored = valid_store(data / "research.json") if (data / "research.json").exists() else StoreData()
+        stored = valid_store(data) if (data / "research.db").exists() else StoreData()
         lost += len(known - set(stored.papers))
         known = set(stored.papers)
-    assert not list(data.glob("research.json.unreadable-*"))
+    assert not list(data.glob("research.db.unreadable-*"))
     return {"sigkills_in_flush": rounds, "lost_records": lost, "records_at_end": len(known)}
 
 
-async def test_sigkill_in_the_middle_of_flushes_never_breaks_research_json(tmp_path: Path) -> None:
+async def test_sigkill_in_the_middle_of_commits_never_breaks_research_db(tmp_path: Path) -> None:
     figures = await kill_flushes(tmp_path / "data", 8, random.Random(8))
     assert figures["lost_records"] == 0 and figures["records_at_end"] > 1000
     FIGURES.update({k: v for k, v in figures.items() if k != "records_at_end"})
@@ -562,7 +561,7 @@ async def test_a_captcha_in_every_stage_ends_as_documented(kns: Any, tmp_path: P
             assert not list((data / "downloads").rglob("*.pdf"))
     FIGURES["faults_injected"] += 5
     assert len(outcomes) == 5
-    valid_store(data / "research.json")
+    valid_store(data)
     assert processes_on(data / "browser") == []
     FIGURES["orphan_browsers"] += len(processes_on(data))
 
@@ -600,7 +599,7 @@ async def test_bursts_slowness_and_truncation_from_the_simulator_are_absorbed(kn
     assert statuses[503] == 2, statuses
     assert statuses[502] == 2, statuses
     assert statuses[429] == 2, statuses
-    valid_store(data / "research.json")
+    valid_store(data)
     assert processes_on(data / "browser") == []
 
 
@@ -644,8 +643,7 @@ async def test_the_browser_killed_mid_search_then_recover_and_continue(kns: Any,
             failed = await mcp.wait(view)
             assert failed["status"] in ("partial", "failed"), failed
             assert "BROWSER_UNAVAILABLE" in [e["code"] for e in failed["errors"]], failed
-            await asyncio.sleep(store_module.FLUSH_INTERVAL_SECONDS + 0.5)
-            persisted = valid_store(data / "research.json")
+            persisted = valid_store(data)
             done_details = {p.locator or p.url for p in persisted.papers.values() if p.detail_observed_at}
             seen = len(kns.requests)
             recovered = await mcp.call("operation_control", {"action": "recover"})

@@ -13,6 +13,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget, Problem
 from cnki_mcp.ops.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext, kind_budget
 from cnki_mcp.store.library import Store
+from tests.store_faults import copy_committed
 
 
 @pytest.fixture
@@ -203,13 +204,12 @@ async def test_running_operation_reads_as_interrupted_after_restart(tmp_path: Pa
     job = jobs.start("search", Budget(max_requests=600, timeout_seconds=900), work)
     await asyncio.sleep(0.05)
     store.flush()
-    # Simulate a crash: the lock goes with the process, the live task never finishes.
+    # Simulate a crash: what is committed now is what the next process finds; the live task never finishes.
+    copy_committed(tmp_path, tmp_path / "crashed")
     job.task.cancel()
-    store_data = (tmp_path / "research.json").read_bytes()
     await store.close()
-    (tmp_path / "research.json").write_bytes(store_data)
 
-    reopened = Store.open(tmp_path)
+    reopened = Store.open(tmp_path / "crashed")
     try:
         view = await Jobs(reopened).status(job.record.operation_id, 0)
         assert view.status == "interrupted"

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import msgspec
 import psutil
 import pytest
 from mcp import Client
@@ -25,6 +24,7 @@ from cnki_mcp.research.query import LEXICAL_WARNING, SAMPLING_UNUSABLE_WARNING
 from cnki_mcp.surface import server
 from tests.fake_site import FakeSite, sim_paper
 from tests.harness import RawServer, call_tool, processes_on, serve_params
+from tests.store_faults import copy_committed, persisted_raw
 
 QUERY = {"query": "自动驾驶 产品责任"}
 FULL_RUN = 17 + 100 + 15
@@ -133,7 +133,7 @@ async def test_continue_refuses_other_kinds_and_live_operations(app: App) -> Non
     ],
 )
 async def test_continue_after_a_crash_repeats_nothing(tmp_path: Path, crash_at: Any) -> None:
-    """The process dies mid-search; a new process on the flushed research.json continues it."""
+    """The process dies mid-search; a new process on the research.db it left continues it."""
     crashed_dir, restarted_dir = tmp_path / "before", tmp_path / "after"
     before = FakeSite()
     before.crash_when = crash_at
@@ -141,14 +141,12 @@ async def test_continue_after_a_crash_repeats_nothing(tmp_path: Path, crash_at: 
     pending = asyncio.create_task(call_tool(app, "search", QUERY))
     await asyncio.wait_for(before.crashed.wait(), 10)
     store = await app.store()
-    store.flush()  # what the 2-second flush loop has written when the process is killed
-    snapshot = store.research_path.read_bytes()
+    store.flush()  # every change made so far is committed by now anyway
+    copy_committed(crashed_dir, restarted_dir)  # what the process leaves when it is killed here
     (op_id,) = store.data.operations
     pending.cancel()
     await app.close()
 
-    restarted_dir.mkdir()
-    (restarted_dir / "research.json").write_bytes(snapshot)
     after = FakeSite()
     app = App(restarted_dir, site_factory=lambda: after)
     try:
@@ -288,7 +286,7 @@ async def test_sigkill_mid_search_then_continue_repeats_nothing(kns: Any, tmp_pa
         while kns.count("detail") < 9 and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         assert kns.count("detail") >= 9, kns.counts
-        await asyncio.sleep(4.5)  # two flushes (every 2 s) after the last answered request
+        await asyncio.sleep(1.0)  # the last answered request's results are committed within milliseconds
         first.proc.kill()
         await first.proc.wait()
         for process in processes_on(data / "browser"):
@@ -296,7 +294,7 @@ async def test_sigkill_mid_search_then_continue_repeats_nothing(kns: Any, tmp_pa
                 process.kill()
         kns.configure(faults=[])
 
-        persisted = msgspec.json.decode((data / "research.json").read_bytes())
+        persisted = persisted_raw(data)
         checkpoint = persisted["operations"][op_id]["checkpoint"]
         assert checkpoint["retrieved"] is True
         assert not checkpoint.get("enriched")

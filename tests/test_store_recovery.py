@@ -9,6 +9,7 @@ import codecs
 import errno
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,11 @@ import pytest
 from cnki_mcp.core.clock import utc_now_iso
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, Config, Operation, Paper, Quality, SearchRecord, StoreData
+from cnki_mcp.store import db as db_module
 from cnki_mcp.store import library as store_module
+from cnki_mcp.store import migrate as migrate_module
 from cnki_mcp.store.library import Store, load_config
+from tests.store_faults import failing_apply, stored_keys
 
 GOOD_PAPER = {"record_ref": "rec_good", "title": "可以读取的论文", "year": 2020}
 
@@ -40,20 +44,44 @@ def write_store(root: Path, document: dict[str, Any], prefix: bytes = b"") -> by
 
 
 def side_files(root: Path) -> list[str]:
-    return sorted(path.name for path in root.iterdir() if path.name.startswith("research.json."))
+    """Files kept beside the store: set aside, damaged copies, migrated JSON (not the database's own WAL)."""
+    own = {"research.json", "research.db", "research.db-wal", "research.db-shm"}
+    return sorted(path.name for path in root.iterdir() if path.name.startswith("research.") and path.name not in own)
 
 
 # --- failed saves --------------------------------------------------------------------------------
 
 
-def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_commit_leaves_nothing_half_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store.open(tmp_path)
+    store.put_paper(Paper(record_ref="rec_0", title="先存下的"))
+    assert store.flush()
+    monkeypatch.setattr(db_module, "apply", failing_apply(lambda: True))
     store.put_paper(Paper(record_ref="rec_1", title="题名"))
-    monkeypatch.setattr(store_module.os, "write", enospc)
     wrote = store.flush()
     monkeypatch.undo()
     assert wrote is False
+    assert stored_keys(tmp_path, "papers") == {"rec_0"}  # the failed transaction was rolled back whole
     assert side_files(tmp_path) == []
+    store.close_sync()
+    assert stored_keys(tmp_path, "papers") == {"rec_0", "rec_1"}  # close tried again, and the disk had room
+
+
+def test_a_real_sqlite_full_database_is_told_as_a_full_disk(tmp_path: Path) -> None:
+    """SQLite's own SQLITE_FULL (the file may not grow: max_page_count), not a simulated one."""
+    store = Store.open(tmp_path)
+    store.put_paper(Paper(record_ref="rec_0", title="先存下的"))
+    assert store.flush()
+    pages = store._writer_conn.execute("PRAGMA page_count").fetchone()[0]
+    store._writer_conn.execute(f"PRAGMA max_page_count = {pages}")
+    for n in range(50):
+        store.put_paper(Paper(record_ref=f"rec_{n + 1}", title="题名", abstract="很长的摘要" * 400))
+    assert store.flush() is False
+    assert (store.save.cause, codes(store.warnings())) == ("disk_full", ["STORE_NOT_SAVED"])
+    assert "磁盘已满" in store.warnings()[0].message
+    store._writer_conn.execute("PRAGMA max_page_count = 1073741823")
+    assert store.flush() is True
+    assert len(stored_keys(tmp_path, "papers")) == 51
     store.close_sync()
 
 
@@ -61,10 +89,10 @@ def test_a_failed_write_is_shown_with_its_time_and_cleared_by_the_next_success(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = Store.open(tmp_path)
-    store.put_paper(Paper(record_ref="rec_1", title="题名"))
-    changed_at = store.save.unsaved_since
     with monkeypatch.context() as patch:
-        patch.setattr(store_module.os, "write", enospc)
+        patch.setattr(db_module, "apply", failing_apply(lambda: True))
+        store.put_paper(Paper(record_ref="rec_1", title="题名"))
+        changed_at = store.save.unsaved_since
         store.flush()
         store.put_paper(Paper(record_ref="rec_2", title="题名二"))
         store.flush()
@@ -74,46 +102,46 @@ def test_a_failed_write_is_shown_with_its_time_and_cleared_by_the_next_success(
     assert failing.unsaved_since == changed_at
     assert failing.failing_since >= changed_at
     assert failing.failed_writes == 2
-    assert "No space left" in failing.error
+    assert failing.error == "OperationalError: database or disk is full"
     assert codes(warned) == ["STORE_NOT_SAVED"]
     assert failing.failing_since in warned[0].message
-    assert str(store.research_path) in warned[0].message
+    assert str(store.db_path) in warned[0].message
     assert store.flush() is True
     assert store.warnings() == []
     assert store.save.failing_since == ""
     assert store.save.unsaved_since == ""
-    assert sorted(msgspec.json.decode(store.research_path.read_bytes(), type=StoreData).papers) == ["rec_1", "rec_2"]
+    assert stored_keys(tmp_path, "papers") == {"rec_1", "rec_2"}
     store.close_sync()
 
 
-def test_a_store_waiting_for_its_next_flush_warns_of_nothing(tmp_path: Path) -> None:
+def test_a_store_waiting_for_its_commit_warns_of_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store.open(tmp_path)
+    release = threading.Event()
+    real = db_module.apply
+    monkeypatch.setattr(db_module, "apply", lambda conn, puts: (release.wait(5), real(conn, puts)))
     store.put_paper(Paper(record_ref="rec_1"))
     assert store.dirty
     assert store.warnings() == []
+    release.set()
     store.close_sync()
 
 
 @pytest.mark.parametrize(("failures", "delay"), [(0, 2.0), (1, 4.0), (2, 8.0), (3, 16.0), (4, 30.0), (5000, 30.0)])
-def test_retries_back_off_to_thirty_seconds(tmp_path: Path, failures: int, delay: float) -> None:
-    store = Store.open(tmp_path)
-    store.save.failed_writes = failures
-    assert store.next_flush_delay() == delay
-    store.close_sync()
+def test_retries_back_off_to_thirty_seconds(failures: int, delay: float) -> None:
+    assert db_module.retry_delay(failures) == delay
 
 
-async def test_the_flush_loop_backs_off_while_writes_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store_module, "FLUSH_INTERVAL_SECONDS", 0.05)
+async def test_the_writer_backs_off_while_commits_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(db_module, "RETRY_FIRST_SECONDS", 0.05)
     store = Store.open(tmp_path)
-    await store.start()
     with monkeypatch.context() as patch:
-        patch.setattr(store_module.os, "write", enospc)
+        patch.setattr(db_module, "apply", failing_apply(lambda: True))
         store.put_paper(Paper(record_ref="rec_1"))
-        await asyncio.sleep(1.2)  # without back-off: about 24 attempts; with it: 0.05, 0.15, 0.35, 0.75 s
+        await asyncio.sleep(1.2)  # without back-off: hundreds of attempts; with it: 0, 0.1, 0.3, 0.7 s
         attempts = store.save.failed_writes
     await store.close()
-    assert 1 <= attempts <= 5
-    assert msgspec.json.decode(store.research_path.read_bytes(), type=StoreData).papers["rec_1"].record_ref == "rec_1"
+    assert 2 <= attempts <= 5
+    assert stored_keys(tmp_path, "papers") == {"rec_1"}
 
 
 # --- reading research.json -------------------------------------------------------------------------
@@ -139,7 +167,7 @@ def test_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     store = Store.open(tmp_path)
     assert store.data.papers["rec_good"].year == 2020
     assert store.recovered == []
-    assert side_files(tmp_path) == []
+    assert side_files(tmp_path) == ["research.json.migrated"]
     store.close_sync()
 
 
@@ -164,7 +192,7 @@ GOOD_STORE = {
     "searches": {"s_good": {"search_id": "s_good", "status": "completed"}},
     "artifacts": {"rec_good:pdf": {"state": "clicked", "record_ref": "rec_good"}},
     "sources": {"法学研究": {"canonical_title": "法学研究"}},
-    "search_cache": {"k_good": {"search_id": "s_good", "at": "2026-05-01T12:00:00.000Z"}},
+    "search_cache": {"k_good": {"search_id": "s_good", "at": utc_now_iso()}},  # fresh: opening drops expired entries
 }
 
 
@@ -184,11 +212,13 @@ def test_one_bad_entry_is_dropped_alone_and_listed(tmp_path: Path, section: str)
     assert codes(store.warnings()) == ["STORE_ENTRIES_DROPPED"]
     assert recovery.path in store.warnings()[0].message
     assert "bad_key" in store.warnings()[0].message
-    assert store.dirty  # the readable entries replace the file within one flush
     store.close_sync()
-    rewritten = msgspec.json.decode((tmp_path / "research.json").read_bytes(), type=StoreData)
-    assert "bad_key" not in getattr(rewritten, section)
-    assert rewritten.papers["rec_good"].title == GOOD_PAPER["title"]
+    assert (tmp_path / "research.json.migrated").read_bytes() == raw  # the file itself is kept too
+    again = Store.open(tmp_path)
+    assert "bad_key" not in getattr(again.data, section)
+    assert again.data.papers["rec_good"].title == GOOD_PAPER["title"]
+    assert again.recovered == []  # told once, by the start that carried the file over
+    again.close_sync()
 
 
 def test_a_section_of_the_wrong_shape_is_dropped_and_the_rest_kept(tmp_path: Path) -> None:
@@ -208,7 +238,7 @@ def test_the_list_of_dropped_entries_is_bounded(tmp_path: Path) -> None:
     store = Store.open(tmp_path)
     (recovery,) = store.recovered
     assert recovery.dropped_count == 250
-    assert len(recovery.dropped) == store_module.DROPPED_LISTED
+    assert len(recovery.dropped) == migrate_module.DROPPED_LISTED
     assert len(store.warnings()[0].details["dropped"]) == store_module.DROPPED_NAMED
     assert list(store.data.papers) == ["rec_good"]
     store.close_sync()
@@ -233,11 +263,12 @@ def test_a_copy_that_cannot_be_kept_stops_the_open(tmp_path: Path, monkeypatch: 
     def refuse(folder: Path, name: str, data: bytes) -> None:
         raise CnkiError("DISK_WRITE_FAILED", "磁盘已满。")
 
-    monkeypatch.setattr(store_module, "write_new_file", refuse)
+    monkeypatch.setattr(migrate_module, "write_new_file", refuse)
     with pytest.raises(CnkiError) as refused:
         Store.open(tmp_path)
     assert refused.value.code == "STORE_UNAVAILABLE"
     assert (tmp_path / "research.json").read_bytes() == raw
+    assert not (tmp_path / "research.db").exists()  # nothing was migrated: the next start tries again
 
 
 # --- a data directory that cannot be written -------------------------------------------------------
@@ -255,7 +286,7 @@ def refuse_opening(name: str, error: int, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(store_module.os, "open", opener)
 
 
-@pytest.mark.parametrize("name", ["cnki.lock", "research.json.tmp"])
+@pytest.mark.parametrize("name", ["cnki.lock", "research.db.probe"])
 @pytest.mark.parametrize("error", [errno.EACCES, errno.EROFS])
 def test_a_read_only_data_directory_is_store_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, error: int
@@ -279,8 +310,8 @@ def test_a_data_directory_that_cannot_be_created_is_store_unavailable(tmp_path: 
     assert "不能写入" in refused.value.message
 
 
-def test_a_stale_temporary_file_is_removed_at_open(tmp_path: Path) -> None:
-    (tmp_path / "research.json.tmp").write_bytes(b"")
+def test_a_stale_probe_file_is_removed_at_open(tmp_path: Path) -> None:
+    (tmp_path / "research.db.probe").write_bytes(b"")
     Store.open(tmp_path).close_sync()
     assert side_files(tmp_path) == []
 

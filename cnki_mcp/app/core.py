@@ -119,7 +119,7 @@ class AppCore:
     async def store(self) -> Store:
         async with self._opening:
             if self._store is None:
-                # Reading a large research.json takes a few hundred ms: keep the event loop free meanwhile.
+                # Opening checks research.db (and migrates research.json once): keep the event loop free meanwhile.
                 try:
                     store = await asyncio.to_thread(Store.open, self.root)
                 except CnkiError as exc:
@@ -203,8 +203,8 @@ class AppCore:
         """Run a tool's ``handler`` (a method of one of the mixins of ``App``) with arguments already parsed by
         ``tools.parse_arguments``; with ``needs_config`` a config.json that cannot be read fails the call.
 
-        Every answer, failures included, carries the store's warnings (changes not saved, entries
-        left out when it was read) in ``warnings``.
+        Every answer, failures included, goes once the changes it reports are committed, and carries the
+        store's warnings (changes not saved, entries left out when it was read) in ``warnings``.
         """
         try:
             await self._reload_config()
@@ -212,9 +212,9 @@ class AppCore:
                 raise self.config_error
             reply = await handler(self, args, ctx)
         except CnkiError as exc:
-            exc.warnings = self._warnings()
+            exc.warnings = await self._settled_warnings()
             raise
-        return _with_warnings(reply, self._warnings())
+        return _with_warnings(reply, await self._settled_warnings())
 
     async def _reload_config(self) -> None:
         """Read again a config.json that failed to parse, so fixing it needs no restart."""
@@ -227,8 +227,12 @@ class AppCore:
             return
         self.config_error = None
 
-    def _warnings(self) -> list[Problem]:
-        return self._store.warnings() if self._store is not None else []
+    async def _settled_warnings(self) -> list[Problem]:
+        """The store's warnings once every change made so far is committed (or the commit failed)."""
+        if self._store is None:
+            return []
+        await self._store.settle()
+        return self._store.warnings()
 
     # --- the field check ------------------------------------------------------------------
 

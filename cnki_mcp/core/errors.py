@@ -160,6 +160,7 @@ ErrorCode = Literal[
     "STORE_NOT_SAVED",
     "STORE_SET_ASIDE",
     "STORE_ENTRIES_DROPPED",
+    "STORE_CORRUPT",
     "INVALID_FILENAME",
     "UNSAFE_OUTPUT_PATH",
     "FILE_EXISTS",
@@ -374,12 +375,16 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "CONFIG_INVALID": Code("config.json 无法解析。"),
     "STORE_UNAVAILABLE": Code("本地数据无法读写。"),
     "STORE_NOT_SAVED": Code(
-        "最近的更改没能写入 research.json，目前只在内存中；服务会自动重试。请释放磁盘空间或检查数据目录的写权限，"
+        "最近的更改没能写入本地数据库 research.db，目前只在内存中；服务会自动重试。请释放磁盘空间或检查数据目录的写权限，"
         "保存成功之前不要关闭服务，否则这些更改会丢失。",
         True,
     ),
-    "STORE_SET_ASIDE": Code("research.json 无法读取，已改名保留，本次从空的本地数据开始；原文件没有删除。"),
-    "STORE_ENTRIES_DROPPED": Code("research.json 中有条目无法读取，已跳过，其余记录照常载入；原文件另存了一份。"),
+    "STORE_SET_ASIDE": Code("本地数据（research.db 或旧版的 research.json）无法读取，已改名保留，本次从空的本地数据开始；原文件没有删除。"),
+    "STORE_ENTRIES_DROPPED": Code("本地数据（research.db 或旧版的 research.json）中有条目无法读取，已跳过，其余记录照常载入；原文件另存了一份。"),
+    "STORE_CORRUPT": Code(
+        "本地数据库 research.db 读取时出错（文件损坏或磁盘故障）。请先用 cnki-mcp store --dump 备份，再重新启动服务："
+        "启动时会检查数据库，损坏的文件改名保留，能读出的记录搬到新数据库。"
+    ),
     "INVALID_FILENAME": Code("文件名无效。"),
     "UNSAFE_OUTPUT_PATH": Code("输出路径不安全，只能写入数据目录内。"),
     "FILE_EXISTS": Code("同名文件已存在，未覆盖。"),

@@ -528,7 +528,7 @@ class AuthorPapersResult(msgspec.Struct, omit_defaults=True, kw_only=True):
 
 
 class StoreData(msgspec.Struct):
-    """The whole of research.json."""
+    """The whole library: research.json of earlier versions, and the format of ``cnki-mcp store --dump``."""
 
     version: int = STORE_VERSION
     papers: dict[str, Paper] = {}
@@ -554,7 +554,7 @@ class StoreData(msgspec.Struct):
 
 
 class DroppedEntry(msgspec.Struct, omit_defaults=True):
-    """A part of research.json that could not be read: one entry, or a whole section (no key)."""
+    """A part of the store (research.db, or research.json of an earlier version) that could not be read: one entry, or a whole section (no key)."""
 
     section: str
     key: str = ""
@@ -562,7 +562,7 @@ class DroppedEntry(msgspec.Struct, omit_defaults=True):
 
 
 class StoreRecovery(msgspec.Struct, omit_defaults=True, kw_only=True):
-    """What opening research.json left out, and where the original bytes were kept.
+    """What opening the store left out, and where the original bytes were kept.
 
     ``kind`` is ``set_aside`` (nothing could be read: the file was renamed) or ``entries_dropped``
     (the readable entries were loaded; ``dropped`` lists the first of the others).
@@ -577,7 +577,7 @@ class StoreRecovery(msgspec.Struct, omit_defaults=True, kw_only=True):
 
 
 class SaveState(msgspec.Struct, kw_only=True):
-    """Whether research.json holds every change, as diagnostics shows it.
+    """Whether research.db holds every change, as diagnostics shows it.
 
     ``unsaved_since`` is the time of the oldest change not on disk; ``failing_since`` the first
     failed write since the last one that succeeded, ``failed_writes`` how many failed since then.
@@ -589,6 +589,7 @@ class SaveState(msgspec.Struct, kw_only=True):
     failing_since: str = ""
     unsaved_since: str = ""
     failed_writes: int = 0
+    cause: str = ""  # of the failing writes: disk_full | read_only | corrupt | io_error
 
 
 # Successful downloads per local day before a batch stops (peers stay under about 100 a day); 0 = no cap.

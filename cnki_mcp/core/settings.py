@@ -106,7 +106,7 @@ def daily_download_limit(configured: int) -> int:
 
 
 def data_root() -> Path:
-    """The data directory: config.json, research.json, the browser profile, downloads, exports.
+    """The data directory: config.json, research.db, the browser profile, downloads, exports.
 
     Chosen in this order:
 

@@ -1,7 +1,7 @@
 """download_paper: one click on the detail page's whole-document PDF/CAJ entry, never repeated by accident.
 
 The caller's file name and folder are checked first; then the local ledger (``artifacts`` in
-research.json, key ``<record_ref>:<pdf|caj>``) answers: an unchanged earlier file is returned from
+research.db, key ``<record_ref>:<pdf|caj>``) answers: an unchanged earlier file is returned from
 disk (or copied there under the name the caller asks for now), and an earlier click whose outcome
 was never seen is reconciled — the file may have arrived after that call gave up. Only
 ``retry=true`` clicks again after such an uncertain click.

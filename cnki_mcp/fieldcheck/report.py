@@ -4,7 +4,7 @@ It holds a README saying what is inside, the environment (version, OS, browser a
 the last field check (``doctor --site``), the error codes operations met lately with their counts, and the
 page snapshots (already redacted when saved: cookies, tokens, input values, scripts; here also the names
 the page header shows, and the person's and institution's names the store knows of). It never takes
-research.json, downloads, exports, the browser profile or screenshots (a screenshot may show a name).
+research.db, downloads, exports, the browser profile or screenshots (a screenshot may show a name).
 
 Before anything is written, every file of the report is scanned for what looks like a cookie, a ticket
 or token, or a name the store knows of (also HTML-escaped or percent-encoded): one hit and nothing is
@@ -180,7 +180,7 @@ def _readme(stamp: str, files: list[ReportFile], checked: bool, snapshots: int) 
 - `snapshots/`：解析失败时保存的页面快照（{snapshots} 个）。保存时已去掉 Cookie、令牌、表单中的值和脚本；
   打包时又去掉了页面头部显示的用户名、机构名称，以及本机记录的你的姓名和机构名称。
 
-不包含：research.json（你的检索和文献记录）、下载和导出的文件、浏览器配置（登录状态）、截图（截图可能显示
+不包含：本地数据库 research.db（你的检索和文献记录）、下载和导出的文件、浏览器配置（登录状态）、截图（截图可能显示
 你的姓名；需要时请自己确认后再附上）。
 
 写入前已逐个检查下面的文件，没有发现像 Cookie、票据或你的姓名、机构名称的内容：
@@ -190,7 +190,7 @@ def _readme(stamp: str, files: list[ReportFile], checked: bool, snapshots: int) 
 ## English
 
 A cnki-mcp diagnostic report, safe to attach to a public issue: environment, the last site check, recent
-error codes with counts, and redacted page snapshots. It never contains research.json, downloads, exports,
+error codes with counts, and redacted page snapshots. It never contains research.db, downloads, exports,
 the browser profile or screenshots.
 """
 

@@ -274,6 +274,27 @@ LINES: dict[str, tuple[str, str]] = {
     "config.where_paste": ("粘贴到：{hint}", "paste it into: {hint}"),
     "config.generic_hint": ("客户端的 MCP 设置", "the client's MCP settings"),
     # --- clients ---------------------------------------------------------------------------------------
+    # --- cnki-mcp store ------------------------------------------------------------------------------
+    "store.need_option": ("请指定 --dump FILE.json 或 --check。", "Give --dump FILE.json or --check."),
+    "store.dumped": ("已导出到 {path}（{size} MB）：{counts}。", "Written to {path} ({size} MB): {counts}."),
+    "store.head": ("{path}（{size} MB，结构版本 {version}）", "{path} ({size} MB, schema version {version})"),
+    "store.check_passed": ("✓ {head} 完整性检查通过：{counts}。", "✓ {head} passed the integrity check: {counts}."),
+    "store.check_failed": (
+        "✗ {head} 未通过完整性检查：\n{problems}\n"
+        "请先用 cnki-mcp store --dump 导出能读出的记录，再重新启动服务：启动时会把损坏的数据库改名保留，把能读出的记录搬到新数据库。",
+        "✗ {head} failed the integrity check:\n{problems}\n"
+        "First export what can be read with cnki-mcp store --dump, then start the server again: at start it keeps the damaged "
+        "database under another name and carries what can be read into a new one.",
+    ),
+    "store.count": ("{kind} {count}", "{kind}: {count}"),
+    "store.kind.papers": ("文献记录", "papers"),
+    "store.kind.sources": ("期刊", "journals"),
+    "store.kind.searches": ("检索", "searches"),
+    "store.kind.search_cache": ("检索缓存", "cached searches"),
+    "store.kind.operations": ("任务", "operations"),
+    "store.kind.artifacts": ("下载台账", "download ledger"),
+    "store.kind.relations": ("引文列表", "relation lists"),
+    "store.kind.facets": ("分组缓存", "cached facet panels"),
     "clients.list_separator": ("、", ", "),
     "clients.full_stop": ("。", "."),
     "clients.unavailable": (

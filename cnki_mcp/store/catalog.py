@@ -22,48 +22,28 @@ from cnki_mcp.store.library import Store
 
 
 class PaperIndex:
-    """Refs by identity key and by title key. Additive: lookups re-check the stored paper."""
+    """Refs by identity key and by title key: lookups in research.db's index (``paper_keys``, the papers'
+    ``title_key``), kept in step by every write of a paper. Lookups re-check the stored paper."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._keys: dict[str, set[str]] = {}
-        self._titles: dict[str, set[str]] = {}
-        self._refs: set[str] = set()
-
-    def _sync(self) -> None:
-        # Papers stored by other code paths (or a reopened store) are picked up by a rebuild.
-        papers = self._store.data.papers
-        if len(papers) == len(self._refs):
-            return
-        self._keys.clear()
-        self._titles.clear()
-        self._refs.clear()
-        for paper in papers.values():
-            self.add(paper)
 
     def add(self, paper: Paper) -> None:
-        ref = paper.record_ref
-        self._refs.add(ref)
-        for key in identity_keys(paper):
-            self._keys.setdefault(key, set()).add(ref)
-        if paper.title:
-            self._titles.setdefault(title_key(paper.title), set()).add(ref)
+        """Nothing to do: a paper's keys are written with the paper (kept for callers)."""
 
     def candidates(self, paper: Paper) -> set[str]:
-        self._sync()
-        found: set[str] = set()
-        for key in identity_keys(paper):
-            found |= self._keys.get(key, set())
-        return found
+        return self._store.data.papers.refs_with_keys(identity_keys(paper))
 
     def by_title(self, title: str) -> list[str]:
         """Stored refs whose current title has this title key, sorted."""
-        self._sync()
         key = title_key(title)
         papers = self._store.data.papers
-        return sorted(
-            ref for ref in self._titles.get(key, ()) if ref in papers and title_key(papers[ref].title) == key
-        )
+        found = []
+        for ref in sorted(papers.refs_with_title(key)):
+            paper = papers.get(ref)
+            if paper is not None and title_key(paper.title) == key:
+                found.append(ref)
+        return found
 
 
 _LIST_OR_DETAIL = ("title", "authors", "source", "publication_date")
@@ -128,9 +108,8 @@ class Catalog:
         self.index = PaperIndex(store)
 
     def put(self, paper: Paper) -> None:
-        """Store ``paper`` under its ref and index it."""
+        """Store ``paper`` under its ref (its index keys are written with it)."""
         self.store.put_paper(paper)
-        self.index.add(paper)
 
     def by_title(self, title: str) -> list[str]:
         """Stored refs with exactly this title (by title key), sorted."""
@@ -139,7 +118,7 @@ class Catalog:
     def papers(self, refs: Iterable[str]) -> list[Paper]:
         """The stored records of ``refs`` that exist, in order."""
         papers = self.store.data.papers
-        return [papers[ref] for ref in refs if ref in papers]
+        return [paper for paper in map(papers.get, refs) if paper is not None]
 
     def upsert(self, papers: Iterable[Paper]) -> list[Paper]:
         """Store each observation, merged into the same stored paper when identity says so."""

@@ -1,56 +1,50 @@
-"""The data directory: config.json, research.json, the directory lock, retention and flushing.
+"""The data directory: config.json, research.db, the directory lock, retention.
 
 Layout under the root (see :func:`cnki_mcp.core.settings.data_root`)::
 
     config.json            {"browser_path": ...}        load_config / save_config
-    research.json          the whole store (StoreData)  0600, replaced atomically
-    research.json.tmp      transient flush target (removed when a write fails)
-    research.json.unreadable-YYYYMMDD-HHMMSS            an unreadable or older-format store, set aside
-    research.json.damaged-YYYYMMDD-HHMMSS               a copy of a store some entries of which were dropped
+    research.db            the library (SQLite, WAL: research.db-wal, research.db-shm beside it), 0600
+    research.db.unreadable-YYYYMMDD-HHMMSS              a damaged database set aside (its readable rows carried over)
+    research.json.migrated the JSON store of earlier versions, kept once carried into research.db
+    research.json.unreadable-… / .damaged-…             an unreadable JSON store set aside / a copy of one with dropped entries
     cnki.lock              held for the life of the store (one process per data directory)
     owner.lock owner.json  held and written by the process other servers join (owner.py)
     http-token             the bearer token of the HTTP endpoint (endpoint.py), 0600
     browser/               the browser profile: 0700, tightened when found looser
     downloads/ exports/ diagnostics/ incoming/<op_id>/
 
-Everything lives in memory; network work never waits for the disk. Mutations mark the store dirty
-and a loop writes it out every 2 s (temp file, fsync, rename, directory fsync), so research.json on
-disk is always one complete version and a crash loses at most the last 2 s; a finished search is written
-at once. A failed write keeps
-the store dirty and is retried with back-off; until one succeeds every tool result carries a
-STORE_NOT_SAVED warning (``Store.warnings``), as it carries what opening the store had to leave out.
-A store written by a newer format version is refused, never set aside.
+Every change is submitted to the writer thread when it is made and committed in a short transaction;
+``App.call`` waits (off the event loop) for the commit before a tool answers, so what a client was told
+survives a SIGKILL. A failed commit (a full disk, a read-only directory) stays queued and is retried with
+back-off; until one succeeds every tool result carries STORE_NOT_SAVED (``Store.warnings``), as it carries
+what opening the store had to leave out. A database of a newer schema is refused, never set aside.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import logging
 import os
 import re
+import sqlite3
 import stat
 import sys
 import threading
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any
 
 import msgspec
 
 from cnki_mcp.core.clock import age_seconds, local_day, parse_utc, utc_now, utc_now_iso
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.files import atomic_replace, fsync_dir, make_private_dir, write_new_file
+from cnki_mcp.core.files import atomic_replace, make_private_dir
 from cnki_mcp.core.model import (
     PARSER_VERSION,
-    STORE_VERSION,
     Artifact,
     CacheEntry,
     Config,
-    DroppedEntry,
     ErrorEvent,
     FacetRecord,
     Operation,
@@ -64,11 +58,16 @@ from cnki_mcp.core.model import (
     StoreData,
     StoreRecovery,
 )
+from cnki_mcp.store import db, migrate
+from cnki_mcp.store.db import DB_FILE, META_KEYS, Put, Reader, SaveFailure, Writer
+from cnki_mcp.store.migrate import RESEARCH_FILE, Migration, peek_json, without_bom
+from cnki_mcp.store.tables import Library, Table
 
 log = logging.getLogger(__name__)
 
-RESEARCH_FILE = "research.json"
-TEMP_FILE = RESEARCH_FILE + ".tmp"
+PROBE_FILE = DB_FILE + ".probe"
+# Written when a start's check finds research.db damaged: the next start sets it aside before using it.
+DAMAGED_MARKER = DB_FILE + ".damaged"
 CONFIG_FILE = "config.json"
 LOCK_FILE = "cnki.lock"
 TOKEN_FILE = "http-token"  # the HTTP endpoint's bearer token: never packed, never shown
@@ -76,9 +75,8 @@ SUBFOLDERS = ("downloads", "exports", "diagnostics")
 # The browser profile holds the person's cookies and logins: no one else may even list it.
 PRIVATE_FOLDER = "browser"
 
-FLUSH_INTERVAL_SECONDS = 2.0
-# After failed writes the next try waits 4, 8, 16 … s, at most this long.
-FLUSH_RETRY_MAX_SECONDS = 30.0
+# How long a tool's answer waits for the commit of its changes before it goes with a warning.
+SETTLE_SECONDS = 10.0
 KEEP_SEARCHES = 300
 KEEP_OPERATIONS = 200
 KEEP_RETIRED_IDS = 2000
@@ -88,8 +86,7 @@ KEEP_KNOWN_NAMES = 20
 KEEP_RELATIONS = 1000
 KEEP_FACETS = 200  # facet answers (search_facets), newest kept
 KEEP_DOWNLOAD_DAYS = 7  # days of the daily download count kept (only today's is used)
-# How many unreadable entries diagnostics lists, and how many a warning names.
-DROPPED_LISTED = 100
+# How many unreadable entries a warning names.
 DROPPED_NAMED = 3
 SEARCH_CACHE_TTL_SECONDS = 10 * 60
 DETAIL_TTL_SECONDS = 30 * 86400
@@ -100,14 +97,7 @@ RELATION_TTL_SECONDS = {"references": 30 * 86400, "citing": 7 * 86400, "similar"
 RELATION_PAGE_TTL_SECONDS = 86400
 
 _OP_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
-_DECODER = msgspec.json.Decoder(StoreData)
-_ENCODER = msgspec.json.Encoder()
 _EPOCH = datetime.min.replace(tzinfo=UTC)
-
-
-def without_bom(raw: bytes) -> bytes:
-    """JSON bytes without the UTF-8 byte-order mark Windows editors (Notepad) put at the start."""
-    return raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
 
 
 # --- config.json ----------------------------------------------------------------------------
@@ -195,12 +185,31 @@ def error_counts(events: list[ErrorEvent]) -> list[dict[str, Any]]:
 
 
 def peek_store(root: Path) -> StoreData | None:
-    """research.json read as it is, without the lock and without setting anything aside (a running
-    server may hold the directory); None when it is missing or cannot be read whole."""
+    """What a report needs of the library (recent error codes, the last field check, known names), read
+    without the lock and without setting anything aside (a running server may hold the directory): the
+    singletons of research.db (its sections left empty), or research.json not yet migrated; None when
+    neither can be read."""
+    path = Path(root) / DB_FILE
+    if not path.exists():
+        return peek_json(Path(root) / RESEARCH_FILE)
     try:
-        return _DECODER.decode(without_bom((Path(root) / RESEARCH_FILE).read_bytes()))
-    except (OSError, msgspec.DecodeError):
+        conn = db.connect(path, read_only=True)
+        try:
+            meta = dict(conn.execute("SELECT key, body FROM meta").fetchall())
+        finally:
+            conn.close()
+    except sqlite3.Error:
         return None
+    fields = {}
+    for name in ("recent_errors", "last_site_check", "known_names"):
+        if name in meta:
+            fields[name] = msgspec.json.decode(db.body_json(meta[name]))
+    try:
+        return msgspec.convert(fields, StoreData)
+    except msgspec.ValidationError:
+        return None
+
+
 def relation_is_fresh(relations: RelationList, now: datetime | None = None) -> bool:
     """A stored list answers without a request for 30 days (references) or 7 days (citing, similar); a list
     read from the detail page (the API gave nothing usable, and the page shows only the first items) for 1 day."""
@@ -306,35 +315,44 @@ class _InRoot:
         return store.root / self.name
 
 
-class Store:
-    """The in-memory research store bound to one locked data directory.
+class _Damaged(Exception):
+    """research.db failed SQLite's check (or is not a database at all)."""
 
-    Open with :meth:`Store.open`; in async code call :meth:`start` to run the 2-second flush loop
-    and :meth:`close` at shutdown. All mutation happens on the event loop thread; only the disk
-    write runs in a worker thread.
+
+class Store:
+    """The library of one locked data directory: ``data`` (its sections over research.db), the writer thread
+    that commits every change, retention, and what every tool result is told of the store.
+
+    Open with :meth:`Store.open`; :meth:`settle` (async) or :meth:`flush` waits for the commits; :meth:`close`
+    (or :meth:`close_sync`) commits what is left and releases the directory lock.
     """
 
-    def __init__(self, root: Path, data: StoreData, lock: DirectoryLock) -> None:
+    def __init__(self, root: Path, writer_conn: sqlite3.Connection, reader_conn: sqlite3.Connection, lock: DirectoryLock) -> None:
         self.root = root
-        self.data = data
         self._lock = lock
         self._closed = False
-        self._write_lock = threading.Lock()
-        # Snapshot numbers: a write never replaces a newer snapshot with an older one, even if a
-        # cancelled flush's thread reaches the disk after the next flush's thread.
-        self._snapshot = 0
-        self._written = 0
-        self._flush_lock = asyncio.Lock()
-        self._stop = asyncio.Event()
-        self._soon = asyncio.Event()  # flush now rather than at the next tick (set by close too)
-        self._task: asyncio.Task[None] | None = None
-        self.save = SaveState()
-        # What opening research.json had to leave out; told in every tool result of this process.
+        self._save = SaveState()
+        self._writer_conn = writer_conn
+        self._writer = Writer(writer_conn, self._saved)
+        self._reader = Reader(reader_conn)
+        meta: dict[str, bytes] = dict(self._reader.all("SELECT key, body FROM meta"))
+        self.data = Library(self._reader, self._writer, meta)
+        self._meta_json = {name: msgspec.json.encode(getattr(self.data, name)) for name in META_KEYS}
+        self.migration: Migration | None = None
+        if "migration" in meta:
+            self.migration = msgspec.json.decode(db.body_json(meta["migration"]), type=Migration)
+        # What opening had to leave out or set aside; told in every tool result of this process.
         self.recovered: list[StoreRecovery] = []
+        # What this start's integrity check found (it runs in a thread: check_done).
+        self.damage: list[str] = []
+        self._checked = threading.Event()
 
     @classmethod
     def open(cls, root: Path) -> Store:
-        """Create the layout, take the directory lock and read research.json (blocking, fast)."""
+        """Create the layout, take the directory lock, carry research.json over on first start and open
+        research.db. A file that is not a database, or that the previous start's check found damaged, is set
+        aside with its readable rows carried into a new one; SQLite's check of this start runs in a thread
+        (:meth:`check_done`), so opening does not read the whole file."""
         root = Path(os.path.abspath(root))
         try:
             make_private_dir(root)
@@ -346,20 +364,61 @@ class Store:
         lock = DirectoryLock.acquire(root)
         try:
             _probe_writable(root)
-            data, recovery = _read_store(root / RESEARCH_FILE)
+            path = root / DB_FILE
+            migration, recovery = migrate.from_json(root, path) if not path.exists() else (None, None)
+            marker = root / DAMAGED_MARKER
+            try:
+                if marker.exists():
+                    raise _Damaged(marker.read_text(encoding="utf-8", errors="replace").strip() or "damaged")
+                conns = _connect(path)
+            except _Damaged as damaged:
+                recovery = migrate.salvage(path, str(damaged))
+                marker.unlink(missing_ok=True)
+                conns = _connect(path)
+            store = cls(root, *conns, lock)
         except BaseException:
             lock.release()
             raise
-        store = cls(root, data, lock)
         if recovery is not None:
             store.recovered.append(recovery)
-            if recovery.kind == "entries_dropped":
-                store.mark_dirty()  # the readable entries replace the file, whose copy is kept
+        if migration is not None:
+            store.migration = migration
+            store._writer.submit([Put("meta", "migration", migration)])
+        store.trim()
+        store._start_check()
         return store
+
+    # -- SQLite's check at start --
+
+    def _start_check(self) -> None:
+        threading.Thread(target=self._check, name="store-check", daemon=True).start()
+
+    def _check(self) -> None:
+        """SQLite's quick check of the whole file on a connection of its own; what it finds is told in every
+        result (STORE_CORRUPT), and the next start sets the file aside and carries its readable rows over."""
+        try:
+            conn = db.connect(self.db_path, read_only=True)
+            try:
+                problems = db.quick_check(conn)
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            problems = [str(exc)]
+        if problems:
+            log.error("research.db failed SQLite's check: %s", "; ".join(problems[:5]))
+            with contextlib.suppress(OSError):
+                (self.root / DAMAGED_MARKER).write_text("; ".join(problems[:3]), encoding="utf-8")
+            self.damage = problems
+        self._checked.set()
+
+    def check_done(self, timeout: float = 60.0) -> bool:
+        """Wait for this start's integrity check; whether it ended (``damage`` then says what it found)."""
+        return self._checked.wait(timeout)
 
     # -- layout --
 
-    research_path = _InRoot(RESEARCH_FILE)
+    db_path = _InRoot(DB_FILE)
+    research_path = _InRoot(RESEARCH_FILE)  # the JSON store of earlier versions, read once
     browser_dir = _InRoot(PRIVATE_FOLDER)
     downloads_dir = _InRoot("downloads")
     exports_dir = _InRoot("exports")
@@ -374,44 +433,141 @@ class Store:
         path.mkdir(mode=0o700, exist_ok=True)
         return path
 
-    # -- mutation --
+    # -- the writer's state --
 
     @property
     def dirty(self) -> bool:
-        return self.save.dirty
+        """Whether a change is not committed yet (queued, or its commit failed)."""
+        return self._writer.committed < self._writer.submitted
 
     @property
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def save(self) -> SaveState:
+        """The save state as diagnostics shows it."""
+        save = self._save
+        save.dirty = self.dirty
+        save.unsaved_since = self._writer.pending_since if save.dirty else ""
+        return save
+
+    def _saved(self, failure: SaveFailure | None) -> None:
+        """The writer's report of one commit (runs in its thread)."""
+        save = self._save
+        if failure is None:
+            save.saved_at = utc_now_iso()
+            save.error = save.failing_since = save.cause = ""
+            save.failed_writes = 0
+            return
+        save.error = failure.error
+        save.cause = failure.kind
+        save.failing_since = save.failing_since or utc_now_iso()
+        save.failed_writes += 1
+
     def mark_dirty(self) -> None:
-        save = self.save
-        save.dirty = True
-        if not save.unsaved_since:
-            save.unsaved_since = utc_now_iso()
+        """Kept for callers that changed a singleton of ``data`` in place: it is written now. (A section's
+        value is written by putting it again; every put is submitted when it is made.)"""
+        self.sync_meta()
+
+    def sync_meta(self) -> None:
+        """Write the singletons of ``data`` (retired ids, recent errors, …) that changed since last written."""
+        if self._closed:
+            return
+        puts = []
+        for name in META_KEYS:
+            raw = msgspec.json.encode(getattr(self.data, name))
+            if raw != self._meta_json[name]:
+                self._meta_json[name] = raw
+                puts.append(Put("meta", name, msgspec.json.decode(raw)))  # a copy: later in-place changes are seen by the next sync
+        if puts:
+            self._writer.submit(puts)
+
+    def flush(self) -> bool:
+        """Wait (blocking) until every change is committed, trying at once even while backing off.
+        Whether something was written."""
+        if self._closed:
+            return False
+        self.sync_meta()
+        if not self.dirty:
+            return False
+        return self._writer.wait(timeout=SETTLE_SECONDS, force=True)
+
+    async def flush_async(self) -> bool:
+        """Like :meth:`flush`, the wait in a worker thread."""
+        if self._closed:
+            return False
+        self.sync_meta()
+        if not self.dirty:
+            return False
+        return await asyncio.to_thread(self._writer.wait, None, SETTLE_SECONDS, force=True)
+
+    async def settle(self, timeout: float = SETTLE_SECONDS) -> None:
+        """Before a tool answers: wait (off the event loop) until every change made so far is committed,
+        or the writer has said it cannot (the answer then carries STORE_NOT_SAVED)."""
+        if self._closed:
+            return
+        self.sync_meta()
+        await self._writer.settle(self._writer.submitted, timeout)
+
+    def next_flush_delay(self) -> float:
+        """How long the writer waits before trying a failed commit again: 4, 8, 16 … s, at most 30 s."""
+        return self._writer.delay()
+
+    async def start(self) -> None:
+        """Nothing to start: the writer thread runs from open to close (kept for callers)."""
+
+    async def close(self) -> None:
+        """Commit what is left, stop the writer and release the directory lock."""
+        if self._closed:
+            return
+        self.sync_meta()
+        try:
+            await asyncio.to_thread(self._shut)
+        finally:
+            self._release()
+
+    def close_sync(self) -> None:
+        """Close without an event loop (CLI commands, tests)."""
+        if self._closed:
+            return
+        self.sync_meta()
+        try:
+            self._shut()
+        finally:
+            self._release()
+
+    def _shut(self) -> None:
+        self._writer.stop(SETTLE_SECONDS)
+        if self.dirty:
+            log.error("closing %s with unsaved changes: %s", self.db_path, self._save.error)
+        self._reader.close()
+        self._writer_conn.close()
+
+    def _release(self) -> None:
+        self._closed = True
+        self._lock.release()
+
+    # -- mutation --
 
     def put_paper(self, paper: Paper) -> None:
-        self.data.papers[paper.record_ref] = paper
-        self.mark_dirty()
+        self.data.papers.put(paper.record_ref, paper)
 
     def put_operation(self, op: Operation) -> None:
-        self.data.operations[op.operation_id] = op
-        self.mark_dirty()
+        self.data.operations.put(op.operation_id, op)
+        self._retain(self.data.operations, KEEP_OPERATIONS, self.data.retired_operations)
 
     def put_search(self, record: SearchRecord, cache_key: str | None = None) -> None:
         """Store a search; with ``cache_key`` (completed searches only) it also answers prefer_cache."""
-        self.data.searches[record.search_id] = record
+        self.data.searches.put(record.search_id, record)
+        self._retain(self.data.searches, KEEP_SEARCHES, self.data.retired_searches)
         if cache_key:
-            self.data.search_cache[cache_key] = CacheEntry(search_id=record.search_id, at=utc_now_iso())
-        self.mark_dirty()
-        # A finished search is written at once: a crash in the next 2 s must not lose the search_id just
-        # handed to the client. Not while writes fail: their back-off stands.
-        if self.save.failed_writes == 0:
-            self._soon.set()
+            self.data.search_cache.put(cache_key, CacheEntry(search_id=record.search_id, at=utc_now_iso()))
+        self._trim_cache()
 
     def put_facets(self, record: FacetRecord) -> None:
-        self.data.facets[record.key] = record
-        self.mark_dirty()
+        self.data.facets.put(record.key, record)
+        self._retain(self.data.facets, KEEP_FACETS, None)
 
     def cached_facets(self, key: str, max_age: float = SEARCH_CACHE_TTL_SECONDS, now: datetime | None = None) -> FacetRecord | None:
         """A facet answer for the listing ``key`` at most ``max_age`` seconds old (listings' cache by default)."""
@@ -422,8 +578,7 @@ class Store:
         return record if age is not None and age <= max_age else None
 
     def put_artifact(self, key: str, artifact: Artifact) -> None:
-        self.data.artifacts[key] = artifact
-        self.mark_dirty()
+        self.data.artifacts.put(key, artifact)
 
     def count_download(self, day: str | None = None) -> None:
         """One more successful download (any tool) on the local ``day`` (today)."""
@@ -432,28 +587,27 @@ class Store:
         counts[day] = counts.get(day, 0) + 1
         for old in sorted(counts)[:-KEEP_DOWNLOAD_DAYS]:
             del counts[old]
-        self.mark_dirty()
+        self.sync_meta()
 
     def downloads_on(self, day: str | None = None) -> int:
         """Successful downloads counted on the local ``day`` (today)."""
         return self.data.downloads_by_day.get(day or local_day(), 0)
 
     def put_source(self, key: str, quality: Quality) -> None:
-        self.data.sources[key] = quality
-        self.mark_dirty()
+        self.data.sources.put(key, quality)
 
     def note_error(self, code: str, kind: str = "") -> None:
         """Count an error code an operation met (the newest 500 are kept, for ``doctor --report``)."""
         events = self.data.recent_errors
         events.append(ErrorEvent(code=code, at=utc_now_iso(), kind=kind))
         del events[:-KEEP_ERROR_EVENTS]
-        self.mark_dirty()
+        self.sync_meta()
 
     def put_site_check(self, check: SiteCheck, names: list[str]) -> None:
         """Keep the last field check, and the names its page header showed (to keep them out of reports)."""
         self.data.last_site_check = check
         self.remember_names(names)
-        self.mark_dirty()
+        self.sync_meta()
 
     def remember_names(self, names: list[str]) -> None:
         """Names a page header showed for the person or the institution: only ever used to keep them out
@@ -462,14 +616,15 @@ class Store:
             return
         known = [name for name in self.data.known_names if name not in names]
         self.data.known_names = [*known, *names][-KEEP_KNOWN_NAMES:]
-        self.mark_dirty()
+        self.sync_meta()
+
     def put_relation(self, relations: RelationList) -> None:
-        self.data.relations[relation_key(relations.source_ref, relations.relation)] = relations
-        self.mark_dirty()
+        self.data.relations.put(relation_key(relations.source_ref, relations.relation), relations)
+        self._retain(self.data.relations, KEEP_RELATIONS, None)
 
     def drop_relation(self, key: str) -> None:
-        if self.data.relations.pop(key, None) is not None:
-            self.mark_dirty()
+        if key in self.data.relations:
+            self.data.relations.delete(key)
 
     def cached_search(self, cache_key: str, now: datetime | None = None) -> SearchRecord | None:
         """The search a prefer_cache call may reuse: entry at most 10 minutes old, record still stored."""
@@ -481,150 +636,57 @@ class Store:
             return None
         return self.data.searches.get(entry.search_id)
 
-    # -- retention and flushing --
+    # -- retention --
 
     def trim(self, now: datetime | None = None) -> None:
-        """Apply retention: 300 newest searches, 200 newest operations, 1000 newest citation lists, live cache entries."""
-        now = now or utc_now()
+        """Apply retention: 300 newest searches, 200 newest operations, 1000 newest citation lists, 200 newest
+        facet answers, live cache entries."""
         data = self.data
-        _retire(data.retired_searches, _keep_newest(data.searches, KEEP_SEARCHES, lambda record: record.created_at))
-        _retire(data.retired_operations, _keep_newest(data.operations, KEEP_OPERATIONS, lambda op: op.created_at))
-        _keep_newest(data.relations, KEEP_RELATIONS, lambda relations: relations.observed_at)
-        _keep_newest(data.facets, KEEP_FACETS, lambda record: record.observed_at)
-        for key, entry in list(data.search_cache.items()):
-            age = age_seconds(entry.at, now)
-            if entry.search_id not in data.searches or age is None or age > SEARCH_CACHE_TTL_SECONDS:
-                del data.search_cache[key]
+        self._retain(data.searches, KEEP_SEARCHES, data.retired_searches)
+        self._retain(data.operations, KEEP_OPERATIONS, data.retired_operations)
+        self._retain(data.relations, KEEP_RELATIONS, None)
+        self._retain(data.facets, KEEP_FACETS, None)
+        self._trim_cache(now)
 
-    def _prepare(self) -> tuple[int, bytes, str]:
-        self.trim()
-        save = self.save
-        since, save.unsaved_since = save.unsaved_since, ""
-        save.dirty = False
-        try:
-            payload = _ENCODER.encode(self.data)
-        except BaseException:
-            self._unsaved(since)
-            raise
-        self._snapshot += 1
-        return self._snapshot, payload, since
-
-    def _unsaved(self, since: str) -> None:
-        """A snapshot did not reach the disk: dirty again, since the oldest change it held."""
-        save = self.save
-        save.dirty = True
-        save.unsaved_since = min(filter(None, (since, save.unsaved_since)), default=utc_now_iso())
-
-    def _write(self, snapshot: tuple[int, bytes, str]) -> bool:
-        """Replace research.json with the snapshot atomically; on failure stay dirty and log."""
-        number, payload, since = snapshot
-        path = self.research_path
-        temp = self.root / TEMP_FILE
-        save = self.save
-        with self._write_lock:
-            if number < self._written:
-                return False
-            try:
-                _replace(temp, path, payload)
-            except OSError as exc:
-                # A full disk leaves an empty or partial temp file: it must not stay behind.
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
-                self._unsaved(since)
-                save.error = f"{type(exc).__name__}: {exc}"
-                save.failing_since = save.failing_since or utc_now_iso()
-                save.failed_writes += 1
-                log.error("could not write %s (attempt %d, will retry): %s", path, save.failed_writes, exc)
-                return False
-            self._written = number
-            save.saved_at = utc_now_iso()
-            save.error = save.failing_since = ""
-            save.failed_writes = 0
-            return True
-
-    def flush(self) -> bool:
-        """Write research.json now if anything changed (blocking). Returns whether it wrote."""
-        if self._closed or not self.dirty:
-            return False
-        return self._write(self._prepare())
-
-    async def flush_async(self) -> bool:
-        """Like :meth:`flush`, but the disk write runs in a thread; never two flushes at once."""
-        async with self._flush_lock:
-            if self._closed or not self.dirty:
-                return False
-            snapshot = self._prepare()
-            return await asyncio.to_thread(self._write, snapshot)
-
-    async def start(self) -> None:
-        """Start the background flush loop (every 2 s while the store is open)."""
-        if self._task is None and not self._closed:
-            self._stop.clear()
-            self._task = asyncio.create_task(self._flush_loop(), name="store-flush")
-
-    def next_flush_delay(self) -> float:
-        """2 s; after failed writes twice as long per failure, at most 30 s, so a full disk is not hammered."""
-        return min(FLUSH_INTERVAL_SECONDS * 2 ** min(self.save.failed_writes, 16), FLUSH_RETRY_MAX_SECONDS)
-
-    async def _flush_loop(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.next_flush_delay()):
-                    await self._soon.wait()
-            self._soon.clear()
-            if self._stop.is_set():
-                return  # close() writes the last time
-            try:
-                await self.flush_async()
-            except Exception:
-                log.exception("store flush failed")
-
-    async def close(self) -> None:
-        """Stop the loop, flush a last time and release the directory lock."""
-        if self._closed:
+    def _retain(self, table: Table[Any], keep: int, retired: list[str] | None) -> None:
+        """Delete all but the ``keep`` newest rows of ``table``; remember the ids removed in ``retired``."""
+        stamps = table.stamps
+        if stamps is None or len(stamps) <= keep:
             return
-        task, self._task = self._task, None
-        if task is not None:
-            self._stop.set()
-            self._soon.set()
-            # wait() rather than await: a loop task cancelled at shutdown must not skip the final flush.
-            await asyncio.wait([task])
-            if not task.cancelled() and task.exception() is not None:
-                log.error("store flush loop ended with an error", exc_info=task.exception())
-        try:
-            await self.flush_async()
-        finally:
-            self._release()
+        removed = _oldest(stamps, keep)
+        for key in removed:
+            table.delete(key)
+        if retired is not None:
+            retired.extend(removed)
+            del retired[:-KEEP_RETIRED_IDS]
+            self.sync_meta()
 
-    def close_sync(self) -> None:
-        """Close without an event loop (CLI commands, tests): final flush, then unlock."""
-        if self._closed:
-            return
-        try:
-            self.flush()
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        if self.dirty:
-            log.error("closing %s with unsaved changes: %s", self.research_path, self.save.error)
-        self._closed = True
-        self._lock.release()
+    def _trim_cache(self, now: datetime | None = None) -> None:
+        now = now or utc_now()
+        cache = self.data.search_cache
+        for key, at in list((cache.stamps or {}).items()):
+            age = age_seconds(at, now)
+            if age is None or age > SEARCH_CACHE_TTL_SECONDS:
+                cache.delete(key)
+                continue
+            entry = cache.get(key)
+            if entry is None or entry.search_id not in self.data.searches:
+                cache.delete(key)
 
     # -- what clients are told --
 
     def warnings(self) -> list[Problem]:
         """What every tool result carries while this store is open: entries left out, changes not saved."""
-        problems = [_recovery_problem(self.research_path, recovery) for recovery in self.recovered]
+        problems = [_recovery_problem(self.db_path, recovery) for recovery in self.recovered]
+        if self.damage:
+            message = (
+                f"{self.db_path} 没有通过 SQLite 的完整性检查（{'；'.join(self.damage[:3])}）。服务照常运行，能读写的记录照常读写；"
+                "请先用 cnki-mcp store --dump 备份，再重新启动服务：启动时会把这个文件改名保留，把能读出的记录搬到新数据库。"
+            )
+            problems.append(CnkiError("STORE_CORRUPT", message, details={"path": str(self.db_path), "problems": self.damage[:20]}).problem())
         save = self.save
         if save.failing_since:
-            message = (
-                f"自 {save.failing_since} 起 {self.research_path} 写入失败（{save.error}，已失败 {save.failed_writes} 次），"
-                f"{save.unsaved_since} 以来的更改只在内存中；服务会自动重试。请释放磁盘空间或检查数据目录的写权限，"
-                "保存成功之前不要关闭服务，否则这些更改会丢失。"
-            )
-            details = {"path": str(self.research_path), **msgspec.to_builtins(save)}
-            problems.append(CnkiError("STORE_NOT_SAVED", message, details=details).problem())
+            problems.append(_not_saved(self.db_path, save))
         return problems
 
     def was_retired(self, kind: str, key: str) -> bool:
@@ -633,39 +695,90 @@ class Store:
         return key in retired
 
     def stats(self) -> dict[str, Any]:
-        """Counts, save state and what opening left out, for diagnostics."""
+        """Counts, the database's size, save state and what opening left out or carried over, for diagnostics."""
         data = self.data
+        papers = len(data.papers)
         return {
-            "papers": len(data.papers),
+            "records": papers,
+            "papers": papers,
             "journals": len(data.sources),
             "searches": len(data.searches),
             "operations": len(data.operations),
             "artifacts": len(data.artifacts),
             "relations": len(data.relations),
+            "database": {"path": str(self.db_path), "size_bytes": migrate.db_size(self.db_path), "schema_version": db.SCHEMA_VERSION},
             "save": self.save,
             "recovered": self.recovered,
+            **({"migration": self.migration} if self.migration is not None else {}),
         }
 
+    def export(self) -> StoreData:
+        """The whole library in memory, in research.json's format (tests and small stores: the dump streams)."""
+        data = self.data
+        out = StoreData(**{name: getattr(data, name) for name in META_KEYS})
+        for table in data.tables():
+            setattr(out, table.name, dict(table.items()))
+        return out
 
-def _keep_newest(mapping: dict[str, Any], keep: int, stamp: Callable[[Any], str]) -> list[str]:
-    """Delete all but the ``keep`` newest entries; return the deleted keys, oldest last."""
-    if len(mapping) <= keep:
-        return []
-    # Later insertion breaks ties, so equal timestamps keep the most recently stored entries.
-    order = sorted(
-        enumerate(mapping.items()),
-        key=lambda item: (parse_utc(stamp(item[1][1])) or _EPOCH, item[0]),
-        reverse=True,
+
+def _connect(path: Path) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+    """The writer's and the readers' connections to a sound research.db of the current schema (created if
+    missing). _Damaged for a file SQLite finds broken; STORE_UNAVAILABLE for a newer schema or an unwritable one."""
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = db.connect(path)
+        db.migrate(conn)
+        reader = db.connect(path)
+        reader.execute("PRAGMA query_only = 1")
+    except db.NewerSchema as exc:
+        assert conn is not None
+        conn.close()
+        raise CnkiError(
+            "STORE_UNAVAILABLE",
+            f"{path} 是较新版本的 cnki-mcp 写入的（数据库结构版本 {exc.version}），这个版本只能读取结构版本 {db.SCHEMA_VERSION}。"
+            "请把 cnki-mcp 升级到最新版本后再使用；文件没有改动。",
+            details={"path": str(path), "version": exc.version, "supported_version": db.SCHEMA_VERSION},
+        ) from exc
+    except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
+        if db.failure_kind(exc) == "corrupt":
+            raise _Damaged(str(exc)) from exc
+        raise _not_writable(path.parent, OSError(0, str(exc))) from exc
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
+    if sys.platform != "win32":
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.chmod(f"{path}{suffix}", 0o600)
+    return conn, reader
+
+
+def _oldest(stamps: dict[str, str], keep: int) -> list[str]:
+    """The keys beyond the ``keep`` newest stamps; later insertion breaks ties (the newest stored stays)."""
+    order = sorted(enumerate(stamps.items()), key=lambda item: (parse_utc(item[1][1]) or _EPOCH, item[0]), reverse=True)
+    return [key for _, (key, _stamp) in order[keep:]]
+
+
+def _not_saved(path: Path, save: SaveState) -> Problem:
+    what = {
+        "disk_full": "磁盘已满",
+        "read_only": "数据目录或数据库文件只读",
+        "corrupt": "数据库文件已损坏",
+    }.get(save.cause, "写入出错")
+    advice = {
+        "disk_full": "请释放磁盘空间",
+        "read_only": "请恢复数据目录的写权限",
+        "corrupt": "请先用 cnki-mcp store --dump 备份，再重新启动服务（启动时会把损坏的数据库改名保留，把能读出的记录搬到新数据库）",
+    }.get(save.cause, "请检查磁盘与数据目录的写权限")
+    message = (
+        f"{what}：自 {save.failing_since} 起 {path} 写入失败（{save.error}，已失败 {save.failed_writes} 次），"
+        f"{save.unsaved_since or save.failing_since} 以来的更改只在内存中；服务会自动重试。{advice}，保存成功之前不要关闭服务，否则这些更改会丢失。"
     )
-    removed = [key for _, (key, _value) in order[keep:]]
-    for key in removed:
-        del mapping[key]
-    return removed
-
-
-def _retire(retired: list[str], removed: list[str]) -> None:
-    retired.extend(removed)
-    del retired[:-KEEP_RETIRED_IDS]
+    details = {"path": str(path), **msgspec.to_builtins(save)}
+    return CnkiError("STORE_NOT_SAVED", message, details=details).problem()
 
 
 def _private_folder(path: Path) -> None:
@@ -680,8 +793,8 @@ def _private_folder(path: Path) -> None:
 
 
 def _probe_writable(root: Path) -> None:
-    """Create and remove the flush's temp file, so a read-only directory is told now, not at the first save."""
-    temp = root / TEMP_FILE
+    """Create and remove a file, so a read-only directory is told now, not at the first save."""
+    temp = root / PROBE_FILE
     try:
         os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o600))
         os.unlink(temp)
@@ -689,146 +802,9 @@ def _probe_writable(root: Path) -> None:
         raise _not_writable(root, exc) from exc
 
 
-def _replace(temp: Path, path: Path, payload: bytes) -> None:
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o600)
-    try:
-        if sys.platform != "win32":
-            os.fchmod(fd, 0o600)
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
-    fsync_dir(path.parent)
-
-
-# --- reading research.json -------------------------------------------------------------------------
-
-
-class _Header(msgspec.Struct):
-    version: int = STORE_VERSION
-
-
-_HEADER = msgspec.json.Decoder(_Header)
-_SECTIONS = msgspec.json.Decoder(dict[str, msgspec.Raw])
-# One decoder per map of StoreData, for reading its entries one by one.
-_ENTRY_DECODERS = {
-    field.name: msgspec.json.Decoder(get_args(field.type)[1])
-    for field in msgspec.structs.fields(StoreData)
-    if get_origin(field.type) is dict
-}
-
-
-def _read_store(path: Path) -> tuple[StoreData, StoreRecovery | None]:
-    """research.json as far as it can be read, and what had to be left out (None: nothing).
-
-    A newer format version is refused (STORE_UNAVAILABLE) and the file left as it is; a file that is
-    not a JSON object, or of an older version, is set aside whole; otherwise an entry that does not
-    decode is dropped alone, after a copy of the file is kept.
-    """
-    try:
-        original = path.read_bytes()
-    except FileNotFoundError:
-        return StoreData(), None
-    except OSError as exc:
-        raise _unavailable(path, f"无法读取 {path}：{exc.strerror or exc}。") from exc
-    raw = without_bom(original)
-    data: StoreData | None = None
-    try:
-        data = _DECODER.decode(raw)
-        version = data.version
-    except msgspec.DecodeError:
-        try:
-            version = _HEADER.decode(raw).version
-        except msgspec.DecodeError as exc:
-            return StoreData(), _set_aside(path, str(exc))
-    if version > STORE_VERSION:
-        raise CnkiError(
-            "STORE_UNAVAILABLE",
-            f"{path} 是较新版本的 cnki-mcp 写入的（数据格式版本 {version}），这个版本只能读取格式版本 {STORE_VERSION}。"
-            "请把 cnki-mcp 升级到最新版本后再使用；文件没有改动。",
-            details={"path": str(path), "version": version, "supported_version": STORE_VERSION},
-        )
-    if version < STORE_VERSION:
-        return StoreData(), _set_aside(path, f"数据格式版本 {version}，本程序使用版本 {STORE_VERSION}")
-    if data is not None:
-        return data, None
-    # Some entries do not decode: keep all the others.
-    data, dropped = _readable_entries(raw)
-    return data, _keep_copy(path, original, dropped)
-
-
-def _readable_entries(raw: bytes) -> tuple[StoreData, list[DroppedEntry]]:
-    """Decode a store object section by section and map entry by map entry, leaving out what fails."""
-    sections = _SECTIONS.decode(raw)
-    data = StoreData()
-    dropped: list[DroppedEntry] = []
-    for field in msgspec.structs.fields(StoreData):
-        value = sections.get(field.name)
-        if value is None or field.name == "version":
-            continue
-        decoder = _ENTRY_DECODERS.get(field.name)
-        try:
-            if decoder is None:
-                setattr(data, field.name, msgspec.json.decode(value, type=field.type))
-                continue
-            entries = _SECTIONS.decode(value)
-        except msgspec.DecodeError as exc:
-            dropped.append(DroppedEntry(section=field.name, reason=str(exc)))
-            continue
-        section = getattr(data, field.name)
-        for key, entry in entries.items():
-            try:
-                section[key] = decoder.decode(entry)
-            except msgspec.DecodeError as exc:
-                dropped.append(DroppedEntry(section=field.name, key=key, reason=str(exc)))
-    return data, dropped
-
-
-def _unavailable(path: Path, message: str) -> CnkiError:
-    return CnkiError("STORE_UNAVAILABLE", message, details={"path": str(path)})
-
-
-def _aside_path(path: Path, label: str) -> Path:
-    """A free name beside ``path`` for keeping its bytes: ``<name>.<label>-YYYYMMDD-HHMMSS[-n]``."""
-    stem = f"{path.name}.{label}-{time.strftime('%Y%m%d-%H%M%S')}"
-    target = path.with_name(stem)
-    counter = 1
-    while os.path.lexists(target):
-        counter += 1
-        target = path.with_name(f"{stem}-{counter}")
-    return target
-
-
-def _set_aside(path: Path, reason: str) -> StoreRecovery:
-    """Rename an unreadable store out of the way, never over another file, so nothing is lost."""
-    target = _aside_path(path, "unreadable")
-    try:
-        os.rename(path, target)
-    except OSError as exc:
-        message = f"{path} 无法读取，且无法改名保存（{exc.strerror or exc}）；为避免丢失数据，未继续。"
-        raise _unavailable(path, message) from exc
-    log.warning("set aside unreadable %s as %s (%s)", path, target.name, reason)
-    return StoreRecovery(kind="set_aside", path=str(target), reason=reason, at=utc_now_iso())
-
-
-def _keep_copy(path: Path, original: bytes, dropped: list[DroppedEntry]) -> StoreRecovery:
-    """Keep the file's bytes beside it before a flush replaces it with the entries that could be read."""
-    target = _aside_path(path, "damaged")
-    try:
-        write_new_file(path.parent, target.name, original)
-    except CnkiError as exc:
-        message = f"{path} 中有条目无法读取，且无法另存原文件（{exc.message}）；为避免丢失数据，未继续。"
-        raise _unavailable(path, message) from exc
-    log.warning("dropped %d unreadable entries of %s; the original is kept as %s", len(dropped), path, target.name)
-    return StoreRecovery(
-        kind="entries_dropped", path=str(target), dropped_count=len(dropped), dropped=dropped[:DROPPED_LISTED], at=utc_now_iso()
-    )
-
-
-def _recovery_problem(research: Path, recovery: StoreRecovery) -> Problem:
+def _recovery_problem(db_path: Path, recovery: StoreRecovery) -> Problem:
+    # The file that was read: research.db, or the research.json of an earlier version on first start.
+    research = re.sub(r"\.(unreadable|damaged)-[0-9-]+$", "", recovery.path) or str(db_path)
     if recovery.kind == "set_aside":
         message = (
             f"{research} 无法读取（{recovery.reason}），已改名保留为 {recovery.path}，本次从空的本地数据开始。"

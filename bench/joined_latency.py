@@ -6,7 +6,7 @@ loopback HTTP. ``diagnostics`` is called N times through each (alternating, afte
 median and p99 of the round trips are printed. Then the owner is SIGKILLed and the time until the joined
 client is answered again (by itself, now the owner) is measured; repeated ``--takeovers`` times.
 
-    .venv/bin/python benchmarks/joined_latency.py [--calls 200] [--takeovers 5]
+    .venv/bin/python bench/joined_latency.py [--calls 200] [--takeovers 5]
 """
 
 from __future__ import annotations
