@@ -110,8 +110,9 @@ if [ "$with_tests" = 1 ]; then
   # A CJK font, so the facet chart's tests also draw Chinese labels (the no-font path is tested either way).
   if ! { command -v fc-list >/dev/null 2>&1 && [ -n "$(fc-list :lang=zh file 2>/dev/null)" ]; }; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      apt-get update -q
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-noto-cjk
+      # Not fatal: without the font the chart is drawn with numbered bars, and its tests cover that path.
+      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q fonts-noto-cjk; } ||
+        echo "warning: fonts-noto-cjk could not be installed; the chart tests draw numbered bars only" >&2
     else
       echo "warning: no Chinese font found; the chart tests draw numbered bars only (install fonts-noto-cjk)" >&2
     fi
