@@ -185,25 +185,30 @@ BAD_ENTRIES = {
     "search_cache": {"search_id": "s_good"},  # no time
 }
 
-GOOD_STORE = {
-    "version": 5,
-    "papers": {"rec_good": GOOD_PAPER},
-    "operations": {"op_good": {"operation_id": "op_good", "kind": "search", "status": "completed"}},
-    "searches": {"s_good": {"search_id": "s_good", "status": "completed"}},
-    "artifacts": {"rec_good:pdf": {"state": "clicked", "record_ref": "rec_good"}},
-    "sources": {"法学研究": {"canonical_title": "法学研究"}},
-    "search_cache": {"k_good": {"search_id": "s_good", "at": utc_now_iso()}},  # fresh: opening drops expired entries
-}
+
+def good_store() -> dict[str, Any]:
+    """A store of one good entry per section, its cache entry stamped now (opening drops expired ones: a stamp
+    taken when the module was imported may be stale by the time a long suite reaches the test)."""
+    return {
+        "version": 5,
+        "papers": {"rec_good": GOOD_PAPER},
+        "operations": {"op_good": {"operation_id": "op_good", "kind": "search", "status": "completed"}},
+        "searches": {"s_good": {"search_id": "s_good", "status": "completed"}},
+        "artifacts": {"rec_good:pdf": {"state": "clicked", "record_ref": "rec_good"}},
+        "sources": {"法学研究": {"canonical_title": "法学研究"}},
+        "search_cache": {"k_good": {"search_id": "s_good", "at": utc_now_iso()}},
+    }
 
 
 @pytest.mark.parametrize("section", sorted(BAD_ENTRIES))
 def test_one_bad_entry_is_dropped_alone_and_listed(tmp_path: Path, section: str) -> None:
-    document = {**GOOD_STORE, section: {**GOOD_STORE[section], "bad_key": BAD_ENTRIES[section]}}
+    good = good_store()
+    document = {**good, section: {**good[section], "bad_key": BAD_ENTRIES[section]}}
     raw = write_store(tmp_path, document)
     store = Store.open(tmp_path)
     (recovery,) = store.recovered
     kept = getattr(store.data, section)
-    assert sorted(kept) == sorted(GOOD_STORE[section])
+    assert sorted(kept) == sorted(good[section])
     assert recovery.kind == "entries_dropped"
     assert recovery.dropped_count == 1
     assert [(entry.section, entry.key) for entry in recovery.dropped] == [(section, "bad_key")]
@@ -222,7 +227,7 @@ def test_one_bad_entry_is_dropped_alone_and_listed(tmp_path: Path, section: str)
 
 
 def test_a_section_of_the_wrong_shape_is_dropped_and_the_rest_kept(tmp_path: Path) -> None:
-    write_store(tmp_path, {**GOOD_STORE, "operations": ["not", "a", "map"], "retired_searches": "s_old"})
+    write_store(tmp_path, {**good_store(), "operations": ["not", "a", "map"], "retired_searches": "s_old"})
     store = Store.open(tmp_path)
     (recovery,) = store.recovered
     assert [(entry.section, entry.key) for entry in recovery.dropped] == [("operations", ""), ("retired_searches", "")]
@@ -258,7 +263,7 @@ def test_an_unreadable_file_set_aside_is_reported(tmp_path: Path) -> None:
 
 
 def test_a_copy_that_cannot_be_kept_stops_the_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    raw = write_store(tmp_path, {**GOOD_STORE, "papers": {"rec_bad": {"year": "2020"}}})
+    raw = write_store(tmp_path, {**good_store(), "papers": {"rec_bad": {"year": "2020"}}})
 
     def refuse(folder: Path, name: str, data: bytes) -> None:
         raise CnkiError("DISK_WRITE_FAILED", "磁盘已满。")
