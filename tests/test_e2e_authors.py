@@ -7,7 +7,6 @@ The corpus has namesakes: the same name on papers of different institutions. The
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,20 +25,10 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def sim_server() -> Iterator[KnsSimulator]:
-    sim = KnsSimulator().start()
-    try:
-        yield sim
-    finally:
-        sim.stop()
-
-
 @pytest.fixture
-def sim(sim_server: KnsSimulator) -> Iterator[KnsSimulator]:
-    sim_server.reset()
-    yield sim_server
-    sim_server.reset()
+def sim(kns: KnsSimulator) -> KnsSimulator:
+    """The session's simulator (tests/kns/fixtures.py), reset for this test."""
+    return kns
 
 
 def own(p: SimPaper, name: str) -> list[str]:

@@ -4,7 +4,6 @@ Chromium and the simulator's ``kns8s/brief/senquery`` (tests/kns/senquery.py, wh
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,20 +23,10 @@ pytestmark = [
 TERMS = ("大语言模型", "显著影响")
 
 
-@pytest.fixture(scope="module")
-def sim_server() -> Iterator[KnsSimulator]:
-    sim = KnsSimulator().start()
-    try:
-        yield sim
-    finally:
-        sim.stop()
-
-
 @pytest.fixture
-def sim(sim_server: KnsSimulator) -> Iterator[KnsSimulator]:
-    sim_server.reset()
-    yield sim_server
-    sim_server.reset()
+def sim(kns: KnsSimulator) -> KnsSimulator:
+    """The session's simulator (tests/kns/fixtures.py), reset for this test."""
+    return kns
 
 
 def oracle(sim: KnsSimulator, operator: str) -> list[tuple[str, str]]:
