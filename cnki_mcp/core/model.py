@@ -100,8 +100,11 @@ class Budget(msgspec.Struct, omit_defaults=True):
     on_verification: str = ""
 
 
-class Operation(msgspec.Struct, omit_defaults=True):
-    """A background job record; ``checkpoint`` is stored but never shown to clients."""
+class OperationHead(msgspec.Struct, omit_defaults=True):
+    """What an operation is and where it stands: the first fields of both the stored record and the client's view.
+
+    Not keyword-only: msgspec would move keyword-only base fields behind the record's own, changing its JSON order.
+    """
 
     operation_id: str
     kind: str
@@ -109,6 +112,11 @@ class Operation(msgspec.Struct, omit_defaults=True):
     stage: str = ""
     message: str = ""
     progress: dict[str, Any] | None = None
+
+
+class Operation(OperationHead, omit_defaults=True):
+    """A background job record; ``checkpoint`` is stored but never shown to clients."""
+
     requests: int = 0
     active_seconds: float = 0.0
     budget: Budget = msgspec.field(default_factory=Budget)
@@ -127,15 +135,9 @@ class BudgetView(msgspec.Struct, omit_defaults=True):
     on_verification: str = ""
 
 
-class OperationView(msgspec.Struct, omit_defaults=True, kw_only=True):
+class OperationView(OperationHead, omit_defaults=True, kw_only=True):
     """What clients see of an operation: the record without its checkpoint; requests and active time always."""
 
-    operation_id: str
-    kind: str
-    status: str
-    stage: str = ""
-    message: str = ""
-    progress: dict[str, Any] | None = None
     requests: int
     active_seconds: float
     budget: BudgetView
