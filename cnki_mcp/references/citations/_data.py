@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from cnki_mcp.core.errors import CnkiError
@@ -15,6 +16,7 @@ from cnki_mcp.references.citations._common import (
     AUTHOR_PLACEHOLDER,
     ENTRY_SEPARATOR,
     MAX_TEMPLATE_BYTES,
+    DocType,
     Name,
     clc_text,
     doc_type,
@@ -140,6 +142,35 @@ def _opening(paper: Paper, kind: tuple[str, str], author_tag: str, title_tag: st
     return [kind, *authors, (title_tag, _clean(paper.title))]
 
 
+@dataclass(frozen=True)
+class _ClosingTags:
+    """A tagged format's tags for the closing lines, which RIS and EndNote write alike."""
+
+    genre: str
+    doi: str
+    issn: str
+    url: str
+    abstract: str
+    keyword: str
+    clc: str
+    online_first: str
+
+
+_RIS_CLOSING = _ClosingTags("M3", "DO", "SN", "UR", "AB", "KW", "CN", "N1")
+_ENDNOTE_CLOSING = _ClosingTags("%9", "%R", "%@", "%U", "%X", "%K", "%L", "%Z")
+
+
+def _closing(paper: Paper, kind: DocType, tags: _ClosingTags) -> list[tuple[str, str]]:
+    """A tagged record's last lines: genre, DOI, ISSN, URL, abstract, one line per keyword, CLC, the online-first note."""
+    lines = [(tags.genre, genre(paper, kind)), (tags.doi, _clean(paper.doi)), (tags.issn, issn(paper))]
+    lines += [(tags.url, _clean(paper.url)), (tags.abstract, _clean(paper.abstract))]
+    lines += [(tags.keyword, _clean(k)) for k in paper.keywords if k.strip()]
+    lines.append((tags.clc, _clean(clc_text(paper))))
+    if kind.key == "online_first":
+        lines.append((tags.online_first, "网络首发"))
+    return lines
+
+
 def ris(papers: list[Paper]) -> str:
     records = []
     for paper in papers:
@@ -160,12 +191,7 @@ def ris(papers: list[Paper]) -> str:
             lines.append(("SP", start.strip()))
             if dash:
                 lines.append(("EP", end.strip()))
-        lines += [("M3", genre(paper, kind)), ("DO", _clean(paper.doi)), ("SN", issn(paper)), ("UR", _clean(paper.url))]
-        lines.append(("AB", _clean(paper.abstract)))
-        lines += [("KW", _clean(k)) for k in paper.keywords if k.strip()]
-        lines.append(("CN", _clean(clc_text(paper))))
-        if kind.key == "online_first":
-            lines.append(("N1", "网络首发"))
+        lines += _closing(paper, kind, _RIS_CLOSING)
         body = [f"{tag}  - {value}" for tag, value in lines if value]
         records.append("\r\n".join(body + ["ER  - "]))
     return "\r\n\r\n".join(records) + "\r\n"
@@ -182,12 +208,7 @@ def endnote(papers: list[Paper]) -> str:
         if kind.key == "newspaper":
             lines.append(("%8", _clean(paper.publication_date)))
         lines += [("%V", _clean(paper.volume)), ("%N", _clean(paper.issue)), ("%P", _clean(paper.pages))]
-        lines += [("%9", genre(paper, kind)), ("%R", _clean(paper.doi)), ("%@", issn(paper)), ("%U", _clean(paper.url))]
-        lines.append(("%X", _clean(paper.abstract)))
-        lines += [("%K", _clean(k)) for k in paper.keywords if k.strip()]
-        lines.append(("%L", _clean(clc_text(paper))))
-        if kind.key == "online_first":
-            lines.append(("%Z", "网络首发"))
+        lines += _closing(paper, kind, _ENDNOTE_CLOSING)
         records.append("\n".join(f"{tag} {value}" for tag, value in lines if value))
     return ENTRY_SEPARATOR.join(records)
 
