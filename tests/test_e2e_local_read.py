@@ -9,13 +9,13 @@ reached with a dead system proxy set in the server's environment (it must be ign
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.harness import chromium_path
-from tests.test_e2e_documents import EntrySimulator, answer, error_code, journal_papers, serve
+from tests.kns.server import KnsSimulator
+from tests.test_e2e_documents import answer, error_code, journal_papers, serve
 from tests.zotero_fake import FakeZotero
 
 pytestmark = [
@@ -26,19 +26,10 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def sim() -> Iterator[EntrySimulator]:
-    simulator = EntrySimulator().start()
-    try:
-        yield simulator
-    finally:
-        simulator.stop()
-
-
-async def test_search_download_then_read_the_pdf(sim: EntrySimulator, isolated_data_dir: Path) -> None:
-    (paper,) = journal_papers(sim, 1)
-    sim.configure(download="ok", login="institution")
-    async with serve(isolated_data_dir, sim) as session:
+async def test_search_download_then_read_the_pdf(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    (paper,) = journal_papers(kns, 1)
+    kns.configure(download="ok", login="institution")
+    async with serve(isolated_data_dir, kns) as session:
         found = await session.wait(await session.call(
             "structured_search", {"expression": {"field": "title", "value": paper.title, "match": "exact"}, "limit": 5}
         ))
@@ -54,7 +45,7 @@ async def test_search_download_then_read_the_pdf(sim: EntrySimulator, isolated_d
         got = await session.wait(await session.call("download_paper", {"record_ref": ref}))
         assert got["status"] == "completed", got
         assert got["result"]["content_format"] == "pdf"
-        requests = len(sim.requests)
+        requests = len(kns.requests)
 
         whole = await session.call("read_online_html", {"record_ref": ref, "source": "download", "max_characters": 200_000})
         assert whole["status"] == "completed", whole
@@ -88,7 +79,7 @@ async def test_search_download_then_read_the_pdf(sim: EntrySimulator, isolated_d
         assert part["result"]["text"] == text[chosen["offset"] : chosen["offset"] + chosen["length"]]
         assert part["result"]["text"].startswith(last.title)
         assert part["result"]["coverage"]["pages_covered"][-1] == coverage["pages"]
-        assert len(sim.requests) == requests  # no CNKI request for a local read
+        assert len(kns.requests) == requests  # no CNKI request for a local read
         bad = await session.result("read_online_html", {"record_ref": ref, "source": "disk"})
         assert bad.is_error and error_code(answer(bad)) == "INVALID_SOURCE"
 
@@ -97,7 +88,7 @@ async def test_search_download_then_read_the_pdf(sim: EntrySimulator, isolated_d
     dead_proxy = "http://127.0.0.1:9"
     proxies = {name: dead_proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy")}
     try:
-        async with serve(isolated_data_dir, sim, CNKI_ZOTERO_URL=zotero.url, **proxies) as session:
+        async with serve(isolated_data_dir, kns, CNKI_ZOTERO_URL=zotero.url, **proxies) as session:
             saved = await session.call(
                 "save_to_zotero", {"record_refs": [ref], "collection": "法学/2024", "tags": ["精读"]}
             )

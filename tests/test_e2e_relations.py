@@ -8,7 +8,6 @@ Records are seeded into the store (research.db) before the server starts, as a s
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +30,6 @@ pytestmark = [
 TYPES = {"JOURNAL": "期刊", "DISSERTATION": "博士"}
 
 
-@pytest.fixture(scope="module")
-def sim_server() -> Iterator[KnsSimulator]:
-    sim = KnsSimulator().start()
-    try:
-        yield sim
-    finally:
-        sim.stop()
-
-
 def reset(sim: KnsSimulator) -> None:
     """Defaults, with detail pages that render their reference and citing lists (the fallback)."""
     sim.reset()
@@ -47,10 +37,10 @@ def reset(sim: KnsSimulator) -> None:
 
 
 @pytest.fixture
-def sim(sim_server: KnsSimulator) -> Iterator[KnsSimulator]:
-    reset(sim_server)
-    yield sim_server
-    sim_server.reset()
+def sim(kns: KnsSimulator) -> KnsSimulator:
+    """The session's simulator (tests/kns/fixtures.py), reset for this test as ``reset`` says."""
+    reset(kns)
+    return kns
 
 
 def richest(sim: KnsSimulator, resource: str, skip: int = 0) -> SimPaper:

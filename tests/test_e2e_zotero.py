@@ -29,15 +29,6 @@ pytestmark = [
 
 
 @pytest.fixture
-def sim() -> Iterator[KnsSimulator]:
-    simulator = KnsSimulator().start()
-    try:
-        yield simulator
-    finally:
-        simulator.stop()
-
-
-@pytest.fixture
 def zotero() -> Iterator[FakeZotero]:
     fake = FakeZotero().start()
     try:
@@ -57,13 +48,13 @@ def two_journals(sim: KnsSimulator) -> tuple[SimPaper, SimPaper]:
 
 
 async def test_issn_kept_exported_and_saved_with_iso_date_and_clean_tags(
-    sim: KnsSimulator, zotero: FakeZotero, isolated_data_dir: Path
+    kns: KnsSimulator, zotero: FakeZotero, isolated_data_dir: Path
 ) -> None:
-    online, plain = two_journals(sim)
-    journal = sim.corpus.journal(online.source_key)
+    online, plain = two_journals(kns)
+    journal = kns.corpus.journal(online.source_key)
     assert journal is not None and journal.issn
-    sim.configure(journal_issn="host_unit")
-    async with serve(isolated_data_dir, sim, CNKI_ZOTERO_URL=zotero.url) as session:
+    kns.configure(journal_issn="host_unit")
+    async with serve(isolated_data_dir, kns, CNKI_ZOTERO_URL=zotero.url) as session:
         found = await session.wait(await session.call("structured_search", {"expression": {"op": "or", "items": [
             {"field": "title", "value": online.title, "match": "exact"},
             {"field": "title", "value": plain.title, "match": "exact"}]}, "limit": 10}))
@@ -88,7 +79,7 @@ async def test_issn_kept_exported_and_saved_with_iso_date_and_clean_tags(
         assert meta["status"] == "completed", meta
         (record,) = meta["result"]["records"]
         assert (record["quality"]["issn"], record["quality"]["cn"]) == (journal.issn, journal.cn)
-        sim.configure(journal_issn="missing")  # the other journal's page has no ISSN
+        kns.configure(journal_issn="missing")  # the other journal's page has no ISSN
         meta = await session.wait(await session.call("get_metadata", {"record_refs": [other_ref], "quality": True}))
         (bare,) = meta["result"]["records"]
         assert bare["quality"]["canonical_title"] == plain.source and "issn" not in bare["quality"]
