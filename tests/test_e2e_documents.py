@@ -54,8 +54,10 @@ class EntrySimulator(KnsSimulator):
         return resp
 
 
-@pytest.fixture(scope="module")
-def sim_server() -> Iterator[EntrySimulator]:
+# Named apart from the fixture names so that test_e2e_downloads can import them without its ``sim``
+# parameters shadowing the imports.
+@pytest.fixture(scope="module", name="sim_server")
+def entry_simulator() -> Iterator[EntrySimulator]:
     sim = EntrySimulator().start()
     try:
         yield sim
@@ -63,8 +65,9 @@ def sim_server() -> Iterator[EntrySimulator]:
         sim.stop()
 
 
-@pytest.fixture
-def sim(sim_server: EntrySimulator) -> Iterator[EntrySimulator]:
+@pytest.fixture(name="sim")
+def entry_sim(sim_server: EntrySimulator) -> Iterator[EntrySimulator]:
+    """The module's simulator, reset for this test, every detail page with all its entries."""
     sim_server.reset()
     sim_server.missing.clear()
     yield sim_server

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,16 @@ from tests.kns import pages
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.downloads import TINY_FILE
 from tests.kns.server import KnsSimulator
-from tests.test_e2e_documents import EntrySimulator, answer, error_code, journal_papers, seed, serve
+from tests.test_e2e_documents import (
+    EntrySimulator,
+    answer,
+    entry_sim,  # noqa: F401  (its fixture ``sim``)
+    entry_simulator,  # noqa: F401  (its fixture ``sim_server``)
+    error_code,
+    journal_papers,
+    seed,
+    serve,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -33,23 +41,6 @@ pytestmark = [
 
 # A refusal must end the operation within this many seconds of the site's answer (never the 120 s wait).
 REFUSAL_SECONDS = 10.0
-
-
-@pytest.fixture(scope="module")
-def sim_server() -> Iterator[EntrySimulator]:
-    sim = EntrySimulator().start()
-    try:
-        yield sim
-    finally:
-        sim.stop()
-
-
-@pytest.fixture
-def sim(sim_server: EntrySimulator) -> Iterator[EntrySimulator]:
-    sim_server.reset()
-    sim_server.missing.clear()
-    yield sim_server
-    sim_server.reset()
 
 
 def papers_of(sim: KnsSimulator, resource: str, count: int, **where: Any) -> list[SimPaper]:
