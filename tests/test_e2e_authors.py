@@ -25,12 +25,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def sim(kns: KnsSimulator) -> KnsSimulator:
-    """The session's simulator (tests/kns/fixtures.py), reset for this test."""
-    return kns
-
-
 def own(p: SimPaper, name: str) -> list[str]:
     """The institutions the byline gives ``name`` on ``p``."""
     i = p.authors.index(name)
@@ -52,13 +46,13 @@ def newest_first(papers: list[SimPaper]) -> list[str]:
     return [p.title for p in sorted(papers, key=lambda p: p.date, reverse=True)]
 
 
-async def test_author_papers(sim: KnsSimulator, isolated_data_dir: Path) -> None:
-    name, papers = namesakes(sim)
+async def test_author_papers(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    name, papers = namesakes(kns)
     chosen = papers[0]
     (home,) = own(chosen, name)
-    (ref,) = seed(isolated_data_dir, sim, [chosen])
-    at_home = [p for p in sim.corpus.papers if name in p.authors and any(home in i for i in p.institutions)]
-    async with serve(isolated_data_dir, sim) as session:
+    (ref,) = seed(isolated_data_dir, kns, [chosen])
+    at_home = [p for p in kns.corpus.papers if name in p.authors and any(home in i for i in p.institutions)]
+    async with serve(isolated_data_dir, kns) as session:
         # A paper of the author: its byline's institution tells the namesakes apart.
         reply = await session.wait(await session.call("author_papers", {"author": name, "record_ref": ref}))
         assert reply["status"] == "completed", reply
@@ -69,20 +63,20 @@ async def test_author_papers(sim: KnsSimulator, isolated_data_dir: Path) -> None
         assert ref in [r["record_ref"] for r in result["records"]]  # the paper itself keeps its record
         # the work tab's first page, the detail page, the search page and its template click, one grid page
         assert reply["requests"] == 5
-        assert (sim.count("search"), sim.count("detail"), sim.count("grid")) == (2, 1, 2)
+        assert (kns.count("search"), kns.count("detail"), kns.count("grid")) == (2, 1, 2)
 
         # A bare name: every namesake's papers, said to be ambiguous, with the institutions their pages give.
-        sim.clear_log()
+        kns.clear_log()
         bare = await session.wait(await session.call("author_papers", {"author": name, "limit": 2}))
         got = bare["result"]
-        everyone = [p for p in sim.corpus.papers if name in p.authors]
+        everyone = [p for p in kns.corpus.papers if name in p.authors]
         listed = sorted(everyone, key=lambda p: p.date, reverse=True)
         assert got["ambiguous"] is True and name in got["message"]
         assert [r["title"] for r in got["records"]] == newest_first(everyone)[:2]
         assert (got["total"], got["next_offset"]) == (len(everyone), 2)
         want = list(dict.fromkeys(i for p in listed[:3] for i in own(p, name)))
         assert got["institutions"] == want
-        assert sim.count("detail") == min(3, len(everyone)) and sim.count("grid") == 1
+        assert kns.count("detail") == min(3, len(everyone)) and kns.count("grid") == 1
         get = await session.wait(await session.call("get_metadata", {"record_refs": [got["records"][0]["record_ref"]],
                                                                      "local_only": True}))
         assert get["result"]["records"][0]["title"] == listed[0].title

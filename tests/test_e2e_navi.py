@@ -25,12 +25,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def sim(kns: KnsSimulator) -> KnsSimulator:
-    """The session's simulator (tests/kns/fixtures.py), reset for this test."""
-    return kns
-
-
 def busiest_issue(sim: KnsSimulator) -> tuple[str, int, int]:
     """(journal key, year, issue) of the issue with the most papers (ties: the first journal, newest issue)."""
     best: tuple[int, str, int, int] = (0, "", 0, 0)
@@ -50,27 +44,27 @@ def listed_years(sim: KnsSimulator, key: str) -> list[dict[str, object]]:
             for y, numbers in navi.issues(sim.corpus, key).items()]
 
 
-async def test_journal_issues(sim: KnsSimulator, isolated_data_dir: Path) -> None:
-    key, year, number = busiest_issue(sim)
-    journal = sim.corpus.journals[key]
-    toc = navi.toc(sim.corpus, key, year, number)
+async def test_journal_issues(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    key, year, number = busiest_issue(kns)
+    journal = kns.corpus.journals[key]
+    toc = navi.toc(kns.corpus, key, year, number)
     assert len(toc) >= 3
-    sim.configure(navi_years_per_page=4)  # the years come in pages of 4: every page is read
-    async with serve(isolated_data_dir, sim) as session:
+    kns.configure(navi_years_per_page=4)  # the years come in pages of 4: every page is read
+    async with serve(isolated_data_dir, kns) as session:
         # By ISSN: the navi search finds the journal, its page gives the keys, yearList every year.
         reply = await session.wait(await session.call("journal_issues", {"issn": journal.issn}))
         assert reply["status"] == "completed", reply
         result = reply["result"]
         assert result["journal"] == journal.name
-        assert result["years"] == listed_years(sim, key)
+        assert result["years"] == listed_years(kns, key)
         pages = -(-len(result["years"]) // 4)
-        assert sim.count("navi") == 1 + pages  # the search, then each yearList page
+        assert kns.count("navi") == 1 + pages  # the search, then each yearList page
         assert reply["requests"] == 1 + 1 + 1 + pages  # the navi home, the search, the journal page, yearList
-        form = next(r for r in sim.requests if r.endpoint == "navi" and r.path.endswith("yearList"))
+        form = next(r for r in kns.requests if r.endpoint == "navi" and r.path.endswith("yearList"))
         assert form.headers.get("X-Requested-With") == "XMLHttpRequest"
 
         # One issue by its label, two pages of its table of contents.
-        sim.clear_log()
+        kns.clear_log()
         first = await session.wait(await session.call(
             "journal_issues", {"journal": journal.name, "year": year, "issue": str(number), "limit": 2}))
         assert first["status"] == "completed", first
@@ -82,7 +76,7 @@ async def test_journal_issues(sim: KnsSimulator, isolated_data_dir: Path) -> Non
         assert [r["section"] for r in got["records"]] == ["特稿", "学术研究"]
         # the search again (from the journal page the navi tab shows), yearList pages up to the year, the issue
         up_to = [y["year"] for y in result["years"]].index(year) // 4 + 1
-        assert sim.count("navi") == 1 + up_to + 1 and sim.count("journal") == 0
+        assert kns.count("navi") == 1 + up_to + 1 and kns.count("journal") == 0
         assert first["requests"] == 2 + up_to
         rest = await session.wait(await session.call(
             "journal_issues", {"journal": journal.name, "year": year, "issue": str(number), "offset": 2}))
@@ -115,39 +109,39 @@ async def test_journal_issues(sim: KnsSimulator, isolated_data_dir: Path) -> Non
     assert kept[0].abstract == toc[0].abstract
 
 
-async def test_journal_issues_of_a_paper(sim: KnsSimulator, isolated_data_dir: Path) -> None:
-    key, year, number = busiest_issue(sim)
-    paper = navi.toc(sim.corpus, key, year, number)[0]
-    (ref,) = seed(isolated_data_dir, sim, [paper])  # stored without its source link: the detail page gives it
-    sim.configure(navi_columns=False)
-    async with serve(isolated_data_dir, sim) as session:
+async def test_journal_issues_of_a_paper(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    key, year, number = busiest_issue(kns)
+    paper = navi.toc(kns.corpus, key, year, number)[0]
+    (ref,) = seed(isolated_data_dir, kns, [paper])  # stored without its source link: the detail page gives it
+    kns.configure(navi_columns=False)
+    async with serve(isolated_data_dir, kns) as session:
         reply = await session.wait(await session.call(
             "journal_issues", {"record_ref": ref, "year": year, "issue": navi.issue_code(key, year, number)}))
         assert reply["status"] == "completed", reply
         records = reply["result"]["records"]
-        assert [r["title"] for r in records] == [p.title for p in navi.toc(sim.corpus, key, year, number)]
+        assert [r["title"] for r in records] == [p.title for p in navi.toc(kns.corpus, key, year, number)]
         assert all("section" not in r for r in records)  # no column headings on this page
         assert records[0]["record_ref"] == ref  # the paper itself is the stored record, not a new one
         # the work tab's first CNKI page, its detail page, the journal page, the issue (a code needs no yearList)
         assert reply["requests"] == 4
-        assert sim.count("detail") == 1 and sim.count("journal") == 1 and sim.count("navi") == 1
+        assert kns.count("detail") == 1 and kns.count("journal") == 1 and kns.count("navi") == 1
 
         # A challenge on the fragment (the -403 JSON): the navi tab goes to the verify page, a person solves
         # it, the tab comes back to the journal page and the issue is asked again.
-        sim.clear_log()
-        sim.captcha("navi", style="json403")
+        kns.clear_log()
+        kns.captcha("navi", style="json403")
         waiting = await session.wait(await session.call(
             "journal_issues", {"record_ref": ref, "year": year, "issue": navi.issue_code(key, year, number)}), until=AWAITING)
         assert waiting["status"] == "awaiting_user", waiting
-        sim.solve()
+        kns.solve()
         done = await session.wait(waiting)
         assert done["status"] == "completed", done
         assert [r["title"] for r in done["result"]["records"]] == [r["title"] for r in records]
-        assert [r.status for r in sim.requests if r.endpoint == "navi"] == [403, 200]
-        sim.reset()
+        assert [r.status for r in kns.requests if r.endpoint == "navi"] == [403, 200]
+        kns.reset()
 
         # A redesigned table of contents is no empty issue: PARSER_UNSUPPORTED with a snapshot.
-        sim.configure(page_change="navi_papers")
+        kns.configure(page_change="navi_papers")
         changed = await session.wait(await session.call(
             "journal_issues", {"record_ref": ref, "year": year, "issue": navi.issue_code(key, year, number)}))
         assert error_code(changed) == "PARSER_UNSUPPORTED", changed

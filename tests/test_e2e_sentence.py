@@ -23,27 +23,21 @@ pytestmark = [
 TERMS = ("大语言模型", "显著影响")
 
 
-@pytest.fixture
-def sim(kns: KnsSimulator) -> KnsSimulator:
-    """The session's simulator (tests/kns/fixtures.py), reset for this test."""
-    return kns
-
-
 def oracle(sim: KnsSimulator, operator: str) -> list[tuple[str, str]]:
     item = {"Value": TERMS[0], "Value2": TERMS[1], "Operator": operator}
     return [(p.title, text.strip()) for p, text in senquery.matches(sim.corpus, item)]
 
 
-async def test_sentence_search(sim: KnsSimulator, isolated_data_dir: Path) -> None:
-    same_sentence, same_paragraph = oracle(sim, "SENTENCE"), oracle(sim, "NEAR")
+async def test_sentence_search(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    same_sentence, same_paragraph = oracle(kns, "SENTENCE"), oracle(kns, "NEAR")
     assert senquery.PAGE_SIZE < len(same_sentence) <= 2 * senquery.PAGE_SIZE < len(same_paragraph)
     leaf = {"field": "sentence", "value": TERMS[0], "value2": TERMS[1]}
-    async with serve(isolated_data_dir, sim) as session:
+    async with serve(isolated_data_dir, kns) as session:
         # Combined with another leaf: refused before any request.
         combined = await session.call("structured_search", {
             "expression": {"op": "and", "items": [leaf, {"field": "title", "value": "模型"}]}})
         assert error_code(combined) == "INVALID_EXPRESSION", combined
-        assert sim.counts == {}
+        assert kns.counts == {}
 
         # One sentence (the default scope): both pages of senquery, each row with its sentence.
         reply = await session.wait(await session.call("structured_search", {
@@ -52,9 +46,9 @@ async def test_sentence_search(sim: KnsSimulator, isolated_data_dir: Path) -> No
         result = reply["result"]
         assert [(r["title"], r["sentence"]) for r in result["results"]] == same_sentence
         assert "expert_expression" not in result  # no professional-search form is claimed for it
-        posts = [r for r in sim.requests if r.endpoint == "senquery"]
+        posts = [r for r in kns.requests if r.endpoint == "senquery"]
         assert [p.form["pageNum"] for p in posts] == ["1", "2"]
-        assert sim.count("grid") == 1  # only the template click's own listing
+        assert kns.count("grid") == 1  # only the template click's own listing
         assert all(p.form["sentenceSearch"] == "true" for p in posts)
         query = json.loads(posts[0].form["QueryJson"])
         assert query["SearchType"] == 5
