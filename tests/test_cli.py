@@ -255,18 +255,23 @@ def test_cnki_lang_zh_wins_over_an_english_locale(isolated_data_dir: Path) -> No
     assert done.stderr.splitlines()[-1].startswith("错误：没有 serch 这个命令。")
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
-def test_bare_command_on_a_terminal_says_what_it_is_instead_of_waiting(isolated_data_dir: Path) -> None:
-    import pty
+def on_a_terminal(env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    """Bare ``cnki-mcp`` with a pseudo-terminal for its stdin and stdout, as a user would type it; stderr kept."""
+    import pty  # not on Windows: imported only by the tests that skip there
 
     leader, follower = pty.openpty()
     try:
-        env = {key: value for key, value in os.environ.items() if key not in _MACHINE}
-        done = subprocess.run([sys.executable, "-m", "cnki_mcp"], stdin=follower, stdout=follower, stderr=subprocess.PIPE,
-                              env={**env, "CNKI_DATA_DIR": str(isolated_data_dir), "LANG": "zh_CN.UTF-8"}, timeout=30)
+        return subprocess.run([sys.executable, "-m", "cnki_mcp"], stdin=follower, stdout=follower, stderr=subprocess.PIPE,
+                              env=env, timeout=30)
     finally:
         os.close(leader)
         os.close(follower)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
+def test_bare_command_on_a_terminal_says_what_it_is_instead_of_waiting(isolated_data_dir: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key not in _MACHINE}
+    done = on_a_terminal({**env, "CNKI_DATA_DIR": str(isolated_data_dir), "LANG": "zh_CN.UTF-8"})
     lines = done.stderr.decode("utf-8").splitlines()
     assert done.returncode == 0
     assert lines[0] == "cnki-mcp 是一个 MCP 服务，由 AI 客户端（Claude Code、Cursor 等）启动，不在终端里直接使用。"

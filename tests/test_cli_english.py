@@ -21,6 +21,7 @@ import cnki_mcp
 from cnki_mcp.core import logs, settings
 from cnki_mcp.core.display import browser_output_cause, display_problem
 from cnki_mcp.setup import clients, messages
+from tests.test_cli import on_a_terminal
 
 HAN = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Han characters and full-width punctuation
 PACKAGE = Path(cnki_mcp.__file__).parent
@@ -257,15 +258,7 @@ def test_the_asking_setup_speaks_english(chromium: str, isolated_data_dir: Path,
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
 def test_bare_command_on_a_terminal_explains_itself_in_english(isolated_data_dir: Path, home: Path) -> None:
-    import pty
-
-    leader, follower = pty.openpty()
-    try:
-        done = subprocess.run([sys.executable, "-m", "cnki_mcp"], stdin=follower, stdout=follower, stderr=subprocess.PIPE,
-                              env=english_env(isolated_data_dir, home), timeout=30)
-    finally:
-        os.close(leader)
-        os.close(follower)
+    done = on_a_terminal(english_env(isolated_data_dir, home))
     lines = done.stderr.decode("utf-8").splitlines()
     assert done.returncode == 0
     assert lines[0] == "cnki-mcp is an MCP server: an AI client (Claude Code, Cursor, ...) starts it; it is not used in a terminal."
