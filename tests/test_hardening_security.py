@@ -60,8 +60,12 @@ def scan(root: Path) -> set[str]:
     return found
 
 
-def outside(before: set[str], after: set[str], data_rel: str) -> set[str]:
-    return {p for p in after - before if not (p == data_rel or p.startswith(data_rel + os.sep))}
+def assert_nothing_outside(before: set[str], root: Path, data: Path) -> None:
+    """Nothing appeared under ``root`` since ``before`` (its ``scan``) but inside ``data``; what did is counted."""
+    inside = os.path.relpath(data, root)
+    escaped = {p for p in scan(root) - before if not (p == inside or p.startswith(inside + os.sep))}
+    FIGURES["written_outside"] += len(escaped)
+    assert not escaped
 
 
 # Pieces hostile names are made of: traversal, separators, drives, shares, reserved names, controls.
@@ -106,9 +110,7 @@ def test_hostile_names_never_write_outside(planted: tuple[Path, Path], sub: str,
         real = Path(written.path).resolve()
         assert (data / "downloads").resolve() in real.parents
         os.unlink(written.path)
-    escaped = outside(before, scan(root), os.path.relpath(data, root))
-    FIGURES["written_outside"] += len(escaped)
-    assert not escaped
+    assert_nothing_outside(before, root, data)
     assert (victim / "secret.txt").read_text() == "keep me" and sorted(os.listdir(victim)) == ["secret.txt"]
 
 
@@ -145,7 +147,7 @@ def test_export_filenames_that_escape_are_invalid(tmp_path: Path) -> None:
             citations.export([paper], "gbt7714", data_dir=data, filename=name)
         assert bad.value.code == "INVALID_FILENAME", name
         FIGURES["hostile_paths"] += 1
-    assert not outside(before, scan(tmp_path), "data")
+    assert_nothing_outside(before, tmp_path, data)
     assert not os.path.exists("/tmp/x.txt") or os.path.getmtime("/tmp/x.txt") < os.path.getmtime(tmp_path)
 
 
@@ -182,9 +184,7 @@ def test_download_targets_over_mcp_never_leave_the_data_directory(tmp_path: Path
                 assert data_out["status"] in ("failed", "partial"), data_out
     finally:
         server.close()
-    escaped = outside(before, scan(box), os.path.relpath(data, box))
-    FIGURES["written_outside"] += len(escaped)
-    assert not escaped
+    assert_nothing_outside(before, box, data)
     assert os.listdir(box / "victim") == []
     assert not (data / "downloads" / "ok").exists()  # the safe folder made for the failed attempt is gone again
 
@@ -435,9 +435,7 @@ def test_export_citations_over_mcp_neutralises_formulas_and_keeps_files_inside(t
         assert planted["errors"][0]["code"] == "FILE_EXISTS"
     finally:
         server.close()
-    escaped = outside(before, scan(box), os.path.relpath(data, box))
-    FIGURES["written_outside"] += len(escaped)
-    assert not escaped
+    assert_nothing_outside(before, box, data)
     assert os.listdir(box / "victim") == []
 
 
