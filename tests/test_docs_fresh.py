@@ -6,18 +6,17 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from scripts.gen_docs import COMMAND, MARKED, ROOT, SECTIONS, rewritten
-from tests.harness import REPO
+from scripts.gen_docs import COMMAND, DOCS, MARKED, ROOT, SECTIONS, rewritten
 
 
 def test_every_generated_section_is_fresh() -> None:
     # A process of its own: the sections count the tests by pytest's collection, which cannot run inside this one.
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_docs.py"), "--check"], capture_output=True, text=True, timeout=600, cwd=REPO)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_docs.py"), "--check"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, f"{done.stderr}\nRun: {COMMAND}"
 
 
 def test_every_section_is_named_in_a_doc_and_every_marker_is_known() -> None:
-    named = [match["name"] for doc in ("docs/architecture.md", "docs/validation.md") for match in MARKED.finditer((ROOT / doc).read_text("utf-8"))]
+    named = [match["name"] for doc in DOCS for match in MARKED.finditer((ROOT / doc).read_text("utf-8"))]
     assert set(named) == set(SECTIONS)
 
 
