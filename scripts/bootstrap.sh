@@ -3,6 +3,9 @@
 #   bash scripts/bootstrap.sh             the server and its CLI
 #   bash scripts/bootstrap.sh --test      also the test tools, PyInstaller, Chromium, the citeproc-js oracle and the mcpb CLI
 #   bash scripts/bootstrap.sh --venv-only only choose the Python and (re)build .venv, install nothing
+# A run after a finished one installs nothing that has not changed: pip is skipped while .venv/.bootstrap-stamp
+# matches pyproject.toml, the checkout's path and the venv's Python; `npm ci` while node_modules/.lock-stamp
+# matches package-lock.json and node. Delete a stamp (or .venv) to force the install again.
 # The Python: $PYTHON if set, else the first of python3.13, python3.12, python3.11, python3, python that is
 # 3.11 or newer, else one uv already has (`uv python find`). A .venv made by an older Python is rebuilt.
 set -euo pipefail
@@ -90,11 +93,35 @@ if [ ! -x .venv/bin/python ]; then
 fi
 [ "$venv_only" = 1 ] && exit 0
 
-.venv/bin/python -m pip install -q --upgrade pip
+# The SHA-256 of standard input.
+digest() {
+  .venv/bin/python -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())'
+}
+
+# What an install of the Python packages depends on: the extras, where the checkout is (the editable install
+# points there), the venv's Python and pyproject.toml.
+python_stamp() {
+  { echo "$1"; pwd; .venv/bin/python -VV; cat pyproject.toml; } | digest
+}
+
+python_stamp_file=.venv/.bootstrap-stamp
+installed=$(cat "$python_stamp_file" 2>/dev/null || true)
+with_extras=$(python_stamp test)
 if [ "$with_tests" = 1 ]; then
-  .venv/bin/python -m pip install -q -e '.[test,build]'
+  wanted=$with_extras
+  extras='.[test,build]'
 else
-  .venv/bin/python -m pip install -q -e .
+  wanted=$(python_stamp plain)
+  extras=.
+fi
+# An install with the test extras also holds everything a plain one needs.
+if [ "$installed" = "$wanted" ] || [ "$installed" = "$with_extras" ]; then
+  echo "pyproject.toml 与上次安装时相同：跳过 pip install（删除 $python_stamp_file 可强制重装）。"
+else
+  rm -f "$python_stamp_file"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e "$extras"
+  echo "$wanted" > "$python_stamp_file"
 fi
 
 if [ "$with_tests" = 1 ]; then
@@ -121,8 +148,13 @@ if [ "$with_tests" = 1 ]; then
   # MCP Bundle CLI (mcpb) that validates the .mcpb the release build writes.
   if command -v npm >/dev/null 2>&1; then
     for folder in tests/citeproc tests/mcpb; do
-      if [ -f "$folder/package-lock.json" ]; then
+      [ -f "$folder/package-lock.json" ] || continue
+      wanted=$( { node --version 2>/dev/null || true; cat "$folder/package-lock.json"; } | digest)
+      if [ "$(cat "$folder/node_modules/.lock-stamp" 2>/dev/null || true)" = "$wanted" ]; then
+        echo "$folder/package-lock.json 与上次安装时相同：跳过 npm ci。"
+      else
         npm ci --prefix "$folder" --no-audit --no-fund --loglevel=error
+        echo "$wanted" > "$folder/node_modules/.lock-stamp"
       fi
     done
   else

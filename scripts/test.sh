@@ -1,6 +1,25 @@
 #!/usr/bin/env bash
-# Sets up everything the tests need (see bootstrap.sh), then runs the whole suite.
+# Sets up everything the tests need (see bootstrap.sh; a second run installs nothing unchanged), then runs them.
+#   bash scripts/test.sh          the whole suite (CI runs this)
+#   bash scripts/test.sh --fast   the quick loop: leaves out the e2e, browser, slow and packaging tests
+# Further arguments go to pytest (bash scripts/test.sh --fast tests/test_jobs.py -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The markers --fast leaves out (pyproject.toml describes them; tests/conftest.py sets e2e and browser by rule).
+FAST=(-m "not e2e and not browser and not slow and not packaging")
+
+selection=()
+if [ "${1:-}" = --fast ]; then
+  shift
+  selection=("${FAST[@]}")
+fi
+
 bash scripts/bootstrap.sh --test
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+status=0
+.venv/bin/python -m pytest -q -p no:cacheprovider ${selection[@]+"${selection[@]}"} "$@" || status=$?  # (bash 3.2 calls an empty array unset)
+# pytest's 5: no test was collected or every one was deselected. Never a pass; with --fast say why.
+if [ "$status" = 5 ] && [ ${#selection[@]} -gt 0 ]; then
+  echo "没有测试被选中：--fast 不运行 e2e、browser、slow 和 packaging 测试；去掉 --fast 即可运行它们。" >&2
+fi
+exit "$status"

@@ -1,4 +1,5 @@
-"""Shared fixtures: an isolated data directory per test and the path of a real Chromium."""
+"""Shared fixtures: an isolated data directory per test and the path of a real Chromium; the markers a test
+gets from where it lives and what it uses (``bash scripts/test.sh --fast`` leaves those out)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,21 @@ import pytest
 
 from tests.harness import chromium_or_skip
 from tests.kns.fixtures import kns, kns_server  # noqa: F401  (the CNKI simulator, for any test)
+
+# Modules whose every test drives the real server end to end (stdio, often Chromium and the simulator).
+E2E_MODULE_PREFIX = "test_e2e_"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by -m
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks by rule rather than by hand: ``e2e`` for every test in tests/test_e2e_*.py, ``browser`` for every
+    test that asks for the ``chromium`` fixture."""
+    for item in items:
+        if item.path.name.startswith(E2E_MODULE_PREFIX):
+            item.add_marker(pytest.mark.e2e)
+        if "chromium" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+
 
 # The home folder, and the settings that would point a client's config somewhere in the real one.
 FAKE_HOME_VARIABLES = (

@@ -8,9 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+
+from scripts.gen_docs import fast_left_out
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="bash and shell-script interpreters")
@@ -114,6 +117,120 @@ def test_uv_finds_a_python_when_path_has_none(tree: Path, tmp_path: Path) -> Non
     done = bootstrap(tree, str(folder), "--venv-only")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].endswith(f"：{managed}")
+
+
+# --- a second run installs nothing that has not changed ------------------------------------------------
+
+
+def logging_venv(tree: Path, log: Path) -> None:
+    """A .venv whose Python is the real one, except that ``-m pip`` only writes its arguments to ``log``."""
+    python = tree / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\n[ "$1 $2" = "-m pip" ] && {{ echo "$*" >> "{log}"; exit 0; }}\nexec "{sys.executable}" "$@"\n', "utf-8")
+    python.chmod(0o755)
+
+
+def installs(log: Path) -> list[str]:
+    """The pip commands run since the last look, and the log emptied."""
+    lines = log.read_text("utf-8").splitlines() if log.exists() else []
+    log.unlink(missing_ok=True)
+    return lines
+
+
+def test_a_second_bootstrap_skips_pip_until_pyproject_changes(tree: Path, tmp_path: Path) -> None:
+    folder = only(tmp_path, "id")
+    real_python(folder / "python3.12")
+    log = tmp_path / "pip.log"
+    logging_venv(tree, log)
+    (tree / "pyproject.toml").write_text("[project]\nname = 'x'\n", "utf-8")
+
+    assert bootstrap(tree, str(folder)).returncode == 0
+    assert installs(log) == ["-m pip install -q --upgrade pip", "-m pip install -q -e ."]
+    again = bootstrap(tree, str(folder))
+    assert again.returncode == 0 and installs(log) == []
+    assert "pyproject.toml 与上次安装时相同：跳过 pip install（删除 .venv/.bootstrap-stamp 可强制重装）。" in again.stdout.splitlines()
+
+    assert bootstrap(tree, str(folder), "--test").returncode == 0  # the test extras are new
+    assert installs(log)[-1] == "-m pip install -q -e .[test,build]"
+    assert bootstrap(tree, str(folder)).returncode == 0  # and hold what a plain install needs
+    assert installs(log) == []
+
+    (tree / "pyproject.toml").write_text("[project]\nname = 'x'\nversion = '2'\n", "utf-8")
+    assert bootstrap(tree, str(folder), "--test").returncode == 0
+    assert installs(log)[-1] == "-m pip install -q -e .[test,build]"
+
+
+def test_npm_ci_runs_again_only_for_a_changed_lock_file(tree: Path, tmp_path: Path) -> None:
+    folder = only(tmp_path, "id", "mkdir")
+    real_python(folder / "python3.12")
+    log = tmp_path / "npm.log"
+    logging_venv(tree, tmp_path / "pip.log")
+    (tree / "pyproject.toml").write_text("[project]\nname = 'x'\n", "utf-8")
+    # npm ci empties node_modules and fills it again.
+    (folder / "npm").write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nrm -rf "$3/node_modules" && mkdir -p "$3/node_modules"\n', "utf-8")
+    (folder / "npm").chmod(0o755)
+    lock = tree / "tests" / "citeproc" / "package-lock.json"
+    lock.parent.mkdir(parents=True)
+    lock.write_text('{"lockfileVersion": 3}', "utf-8")
+
+    assert bootstrap(tree, str(folder), "--test").returncode == 0
+    assert installs(log) == ["ci --prefix tests/citeproc --no-audit --no-fund --loglevel=error"]
+    again = bootstrap(tree, str(folder), "--test")
+    assert again.returncode == 0 and installs(log) == []
+    assert "tests/citeproc/package-lock.json 与上次安装时相同：跳过 npm ci。" in again.stdout.splitlines()
+    lock.write_text('{"lockfileVersion": 3, "packages": {}}', "utf-8")
+    assert bootstrap(tree, str(folder), "--test").returncode == 0
+    assert len(installs(log)) == 1
+
+
+# --- scripts/test.sh -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def test_tree(tmp_path: Path) -> Path:
+    """scripts/test.sh beside a bootstrap that does nothing and a .venv Python that prints its arguments and
+    exits with $PYTEST_EXIT."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "test.sh", tmp_path / "scripts" / "test.sh")
+    (tmp_path / "scripts" / "bootstrap.sh").write_text("exit 0\n", "utf-8")
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\nexit "${PYTEST_EXIT:-0}"\n', "utf-8")
+    python.chmod(0o755)
+    return tmp_path
+
+
+def run_tests(tree: Path, *args: str, exit_code: int = 0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["/bin/bash", str(tree / "scripts" / "test.sh"), *args], capture_output=True, text=True,
+                          env={**os.environ, "PYTEST_EXIT": str(exit_code)}, timeout=60)
+
+
+def test_the_whole_suite_and_the_fast_loop_pass_their_arguments_to_pytest(test_tree: Path) -> None:
+    whole = run_tests(test_tree, "tests/test_jobs.py")
+    fast = run_tests(test_tree, "--fast", "-x")
+    assert whole.returncode == fast.returncode == 0
+    assert whole.stdout.splitlines() == ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_jobs.py"]
+    assert fast.stdout.splitlines() == [
+        "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not e2e and not browser and not slow and not packaging", "-x",
+    ]
+
+
+def test_the_fast_loop_leaves_out_only_declared_markers() -> None:
+    markers = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["tool"]["pytest"]["ini_options"]["markers"]
+    left_out = fast_left_out()
+    assert left_out == {"e2e", "browser", "slow", "packaging"}
+    assert left_out <= {marker.split(":")[0] for marker in markers}
+
+
+@pytest.mark.parametrize(("args", "said"), [(("--fast", "tests/test_e2e_store.py"), True), (("tests/none.py",), False)])
+def test_nothing_selected_is_exit_5_and_the_fast_loop_says_why(test_tree: Path, args: tuple[str, ...], said: bool) -> None:
+    done = run_tests(test_tree, *args, exit_code=5)
+    assert done.returncode == 5
+    assert ("没有测试被选中：--fast 不运行 e2e、browser、slow 和 packaging 测试；去掉 --fast 即可运行它们。" in done.stderr) is said
+
+
+def test_a_failing_run_keeps_its_exit_code(test_tree: Path) -> None:
+    assert run_tests(test_tree, "--fast", exit_code=1).returncode == 1
 
 
 def test_the_powershell_bootstrap_is_utf8_with_bom_and_knows_the_same_pythons() -> None:

@@ -230,6 +230,7 @@ async def _wait_for_async(call: Any, done: Any, timeout: float, pause: float = 0
 # --- a second server on the same data directory ---------------------------------------------------------
 
 
+@pytest.mark.slow  # ~4 s: two servers, one after the other
 async def test_a_second_server_on_the_same_directory_joins_the_first_then_takes_over(tmp_path: Path) -> None:
     params = offline_params(tmp_path / "data")
     with open(tmp_path / "stderr.txt", "wb") as errlog:
@@ -473,6 +474,7 @@ async def kill_flushes(data: Path, rounds: int, rng: random.Random) -> dict[str,
     return {"sigkills_in_flush": rounds, "lost_records": lost, "records_at_end": len(known)}
 
 
+@pytest.mark.slow  # ~7 s: servers killed mid-commit, round after round
 async def test_sigkill_in_the_middle_of_commits_never_breaks_research_db(tmp_path: Path) -> None:
     figures = await kill_flushes(tmp_path / "data", 8, random.Random(8))
     assert figures["lost_records"] == 0 and figures["records_at_end"] > 1000

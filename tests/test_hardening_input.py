@@ -260,6 +260,7 @@ def structurally_invalid(draw: st.DrawFn) -> tuple[str, dict[str, Any], str]:
 # --- property tests over the MCP client --------------------------------------------------------------
 
 
+@pytest.mark.slow  # ~5 s: 700 generated calls
 @settings(SETTINGS, max_examples=700)
 @given(st.sampled_from(TOOL_NAMES).flatmap(lambda tool: st.tuples(st.just(tool), schema_object(SCHEMAS[tool]))))
 def test_schema_valid_objects_get_an_answer_or_a_coded_error(mcp: ThreadedClient, case: tuple[str, dict[str, Any]]) -> None:
@@ -268,6 +269,7 @@ def test_schema_valid_objects_get_an_answer_or_a_coded_error(mcp: ThreadedClient
     answer(mcp.call(tool, args))
 
 
+@pytest.mark.slow  # ~4 s: 500 generated calls
 @settings(SETTINGS, max_examples=500)
 @given(structurally_invalid())
 def test_structurally_invalid_objects_are_invalid_input(mcp: ThreadedClient, case: tuple[str, dict[str, Any], str]) -> None:
@@ -419,6 +421,7 @@ def acceptable(expression: dict[str, Any]) -> bool:
     return dnf is not None and len(dnf) <= grid_query.MAX_BRANCHES and all(any(branch) for branch in dnf)
 
 
+@pytest.mark.slow  # ~5 s: 300 generated expressions
 @settings(SETTINGS, max_examples=300)
 @given(expressions)
 def test_expression_trees_start_a_search_or_get_an_expression_code(mcp: ThreadedClient, expression: dict[str, Any]) -> None:
@@ -554,6 +557,7 @@ GARBAGE: list[tuple[str, bytes]] = [
 ]
 
 
+@pytest.mark.slow  # ~3 s: a server per garbage input
 async def test_garbage_on_stdin_never_stops_the_server(tmp_path: Path) -> None:
     """Each hostile line is followed by a ping: the ping is always answered, the process stays up.
 

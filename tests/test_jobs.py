@@ -153,6 +153,7 @@ async def test_cancel_ends_a_running_operation_quickly(jobs: Jobs) -> None:
     assert (await jobs.status(None, 0)).status == "idle"
 
 
+@pytest.mark.slow  # ~5 s: the first cancel waits its whole grace, its task not yet started
 async def test_without_an_id_only_the_one_live_operation_is_acted_on(jobs: Jobs) -> None:
     async def work(ctx: OperationContext) -> None:
         await asyncio.sleep(60)

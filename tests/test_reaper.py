@@ -178,6 +178,7 @@ def test_frozen_program_starts_its_guard_as_itself(monkeypatch: pytest.MonkeyPat
     assert reaper.guard_command() == [program, "browser-guard", str(os.getpid())]
 
 
+@pytest.mark.slow  # ~3 s: a guard process ends its trees
 @posix_only
 def test_guard_ends_its_trees_when_the_server_end_of_the_pipe_closes(browser_like: list[psutil.Process]) -> None:
     _guard(_line(browser_like))
@@ -224,6 +225,7 @@ def test_guard_acts_when_its_parent_dies_even_if_the_pipe_stays_open(browser_lik
     assert ended
 
 
+@pytest.mark.slow  # ~4 s: guard processes started and ended
 @posix_only
 def test_a_new_guard_learns_every_launched_tree(browser_like: list[psutil.Process], monkeypatch: pytest.MonkeyPatch) -> None:
     leader = browser_like[0]

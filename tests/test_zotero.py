@@ -242,6 +242,7 @@ async def test_zotero_not_running_is_said_within_seconds(store: Store, monkeypat
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.slow  # ~3 s: the whole ping wait
 async def test_a_listener_that_never_answers_is_unavailable_after_the_ping_wait(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
