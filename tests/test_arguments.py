@@ -12,7 +12,6 @@ from cnki_mcp.core.tool_args import (
     METADATA_FIELDS,
     AuthorPapersArgs,
     CheckReferencesArgs,
-    DiagnosticsArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
     ExpertSearchArgs,
@@ -20,22 +19,23 @@ from cnki_mcp.core.tool_args import (
     GetMetadataArgs,
     JournalIssuesArgs,
     LinkReferencesArgs,
-    LoginArgs,
-    OperationControlArgs,
-    OperationStatusArgs,
     ReadOnlineHtmlArgs,
     RelatedPapersArgs,
     SaveToZoteroArgs,
     SearchArgs,
     SearchFacetsArgs,
     SearchOptions,
-    SearchResultsArgs,
-    SessionStatusArgs,
     StructuredSearchArgs,
     ToolName,
 )
 from cnki_mcp.surface.tools import REGISTRY
 from cnki_mcp.surface.tools import parse_arguments as parse
+from cnki_mcp.tools.diagnostics import Args as DiagnosticsArgs
+from cnki_mcp.tools.login import Args as LoginArgs
+from cnki_mcp.tools.operation_control import Args as OperationControlArgs
+from cnki_mcp.tools.operation_status import Args as OperationStatusArgs
+from cnki_mcp.tools.search_results import Args as SearchResultsArgs
+from cnki_mcp.tools.session_status import Args as SessionStatusArgs
 
 EXPR = {"field": "title", "value": "违约金"}
 

@@ -13,6 +13,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget, Problem
 from cnki_mcp.ops.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext, kind_budget
 from cnki_mcp.store.library import Store
+from cnki_mcp.tools import login, session_status
 from tests.store_faults import copy_committed
 
 
@@ -103,7 +104,7 @@ async def test_wait_returns_when_a_person_is_needed_and_blocks_while_they_work(j
         await gate.wait()
         return "done"
 
-    job = jobs.start("login", kind_budget("login"), work)
+    job = jobs.start("login", login.BUDGET.of(), work)
     first = await jobs.wait(job, 5)
     assert first.status == "awaiting_user"
     assert first.message == "请登录"
@@ -129,7 +130,7 @@ async def test_resume_rules(jobs: Jobs) -> None:
     async def work(ctx: OperationContext) -> None:
         await gate.wait()
 
-    job = jobs.start("session", kind_budget("session"), work)
+    job = jobs.start("session", session_status.BUDGET.of(), work)
     with pytest.raises(CnkiError) as never_waited:
         await jobs.resume(job.record.operation_id)
     assert never_waited.value.code == "OPERATION_STATE"
@@ -186,7 +187,7 @@ async def test_status_of_unknown_and_stored_operations(jobs: Jobs) -> None:
     async def work(ctx: OperationContext) -> int:
         return 7
 
-    job = jobs.start("session", kind_budget("session"), work)
+    job = jobs.start("session", session_status.BUDGET.of(), work)
     await jobs.wait(job, 5)
     stored = await jobs.status(job.record.operation_id, 0)
     assert stored.status == "completed"

@@ -5,7 +5,7 @@ rules that check them live with the MCP surface (``surface.arguments``)."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -37,8 +37,8 @@ POLICIES = ("ask", "skip")
 SORTS = ("relevance", "date_desc", "cited_desc", "downloaded_desc")
 METADATA = ("ranked", "all", "basic")
 FRESHNESS = ("prefer_cache", "live")
-SCOPES = ("selected", "eligible", "candidates")
-VIEWS = ("titles", "compact", "records")
+Scope = Literal["selected", "eligible", "candidates"]  # which part of a stored search
+SCOPES: tuple[str, ...] = get_args(Scope)
 FILE_FORMATS = ("pdf", "caj")  # what a download can be
 DOWNLOAD_FORMATS = ("auto", *FILE_FORMATS)
 READ_SOURCES = ("online", "download", "auto")
@@ -100,7 +100,6 @@ TEMPLATE_FIELDS: tuple[str, ...] = (
     "clc",
 )
 TAG_CHARS = 100
-ACTIONS = ("cancel", "continue", "resume", "show", "recover")
 RELATIONS = ("references", "citing", "similar")
 RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answering with the operation
 FACET_LIMIT_DEFAULT = 10  # search_facets: entries per facet
@@ -181,14 +180,6 @@ class SearchFacetsArgs(ToolArgs):
     chart: bool = False
     freshness: str = "prefer_cache"
     on_verification: str = "ask"
-
-
-class SearchResultsArgs(ToolArgs):
-    search_id: str
-    scope: str = "selected"
-    view: str = "titles"
-    offset: int = 0
-    limit: int = LIMIT_DEFAULT
 
 
 class GetMetadataArgs(ToolArgs):
@@ -280,31 +271,6 @@ class CheckReferencesArgs(ToolArgs):
     references: list[str] = []  # after parse: the entries to check, in order (split from text when given)
     style: str = "gbt7714"
     on_verification: str = "ask"
-
-
-class LoginArgs(ToolArgs):
-    remote_access_url: str = ""
-    force: bool = False
-
-
-class SessionStatusArgs(ToolArgs):
-    refresh: bool = False
-
-
-class OperationStatusArgs(ToolArgs):
-    operation_id: str = ""  # empty = the active operation, or idle
-    wait_seconds: int = 0
-
-
-class OperationControlArgs(ToolArgs):
-    action: str
-    operation_id: str = ""
-    additional_requests: int = 0
-    additional_seconds: int = 0
-
-
-class DiagnosticsArgs(ToolArgs):
-    site_check: bool = False
 
 
 class AuthorPapersArgs(ToolArgs):

@@ -48,8 +48,6 @@ KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "references": (300, 900),
     "read": (60, 900),
     "download": (30, 1800),
-    "login": (20, 1800),
-    "session": (10, 60),
     "site_check": (12, 600),
     "related": (200, 900),
     "facets": (30, 600),  # search_facets: grid page 1, the panel, a group asked again alone, challenges

@@ -1,4 +1,5 @@
-"""Tool arguments: one msgspec Struct and one validator per tool, and ``parse`` that runs them.
+"""Tool arguments of the tools not yet moved to ``cnki_mcp.tools`` (whose rules live in their Struct's ``Meta``):
+one msgspec Struct and one validator per tool, and ``parse`` that runs them.
 
 ``parse(kind, validate, raw)`` is the only entry point (``tools.parse_arguments`` picks the pair of a
 tool from the registry). It rejects unknown fields, wrong types and missing required fields with
@@ -6,14 +7,10 @@ tool from the registry). It rejects unknown fields, wrong types and missing requ
 each tool in the documented order and raises the precise code (``INVALID_QUERY``, ``INVALID_LIMIT`` …) with a Chinese message that names the
 field. What it returns is complete: an omitted value, and 0 or "" where the contract says "0 means the
 default", already carry the documented default, so later code never re-applies defaults.
-
-Two deliberate clamps follow the specification instead of rejecting: the status wait is clamped to
-0–55 s, and negative ``additional_*`` values of a control call count as 0.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +20,6 @@ from cnki_mcp.core.errors import CnkiError, ErrorCode
 from cnki_mcp.core.files import validate_filename
 from cnki_mcp.core.text import is_blank
 from cnki_mcp.core.tool_args import (
-    ACTIONS,
     BATCH_MAX,
     CHECK_ENTRIES_MAX,
     CHECK_STYLES,
@@ -60,7 +56,6 @@ from cnki_mcp.core.tool_args import (
     STATUS_WAIT_MAX,
     TAG_CHARS,
     TEXT_BYTES_MAX,
-    VIEWS,
     YEAR_MAX,
     ZOTERO_MAX,
     AuthorPapersArgs,
@@ -71,19 +66,16 @@ from cnki_mcp.core.tool_args import (
     GetMetadataArgs,
     JournalIssuesArgs,
     LinkReferencesArgs,
-    LoginArgs,
     NativeSearchArgs,
-    OperationControlArgs,
-    OperationStatusArgs,
     ReadOnlineHtmlArgs,
     RelatedPapersArgs,
     SaveToZoteroArgs,
     SearchArgs,
     SearchFacetsArgs,
     SearchOptions,
-    SearchResultsArgs,
     ToolArgs,
 )
+from cnki_mcp.tools._parse import structural_error, without_nulls
 
 Validator = Callable[[Any, dict[str, Any]], None]
 
@@ -101,77 +93,21 @@ def parse(kind: type[ToolArgs], validate: Validator, raw: dict[str, Any] | None)
     try:
         args = msgspec.convert(given, kind)
     except msgspec.ValidationError as exc:
-        raise _structural_error(str(exc), kind) from None
+        raise structural_error(str(exc), {"": kind, "options": SearchOptions}) from None
     validate(args, given)
     return args
 
 
 def _without_nulls(raw: dict[str, Any], kind: type[ToolArgs]) -> dict[str, Any]:
-    """null on an optional field means "not given" (many clients send it for unset parameters).
-
-    An unknown field stays, null or not, so it is still rejected.
-    """
-    fields = msgspec.structs.fields(kind)
-    optional = {f.encode_name for f in fields if not f.required}
-    given = {k: v for k, v in raw.items() if v is not None or k not in optional}
+    """``without_nulls`` at the top, and in ``options`` and ``concept_groups`` of the searches."""
+    given = without_nulls(raw, kind)
     if isinstance(given.get("options"), dict):
-        known = {f.encode_name for f in msgspec.structs.fields(SearchOptions)}
-        given["options"] = {k: v for k, v in given["options"].items() if v is not None or k not in known}
+        given["options"] = without_nulls(given["options"], SearchOptions)
     groups = given.get("concept_groups")
     if isinstance(groups, list):
         # The contract types each group as ["null","array"]; a null group is an empty one.
         given["concept_groups"] = [[] if g is None else g for g in groups]
     return given
-
-
-_TYPE_NAMES = {
-    "str": "字符串",
-    "int": "整数",
-    "bool": "布尔值（true/false）",
-    "float": "小数",
-    "null": "null",
-    "array": "数组",
-    "object": "对象",
-}
-_UNKNOWN = re.compile(r"Object contains unknown field `(?P<field>[^`]*)`(?: - at `(?P<at>[^`]*)`)?")
-_MISSING = re.compile(r"Object missing required field `(?P<field>[^`]*)`(?: - at `(?P<at>[^`]*)`)?")
-_TYPE = re.compile(r"Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`(?: - at `(?P<at>[^`]*)`)?")
-
-
-def _path(at: str | None, leaf: str = "") -> str:
-    """msgspec's ``$.options.max_pages`` / ``$.titles[0]`` as ``options.max_pages`` / ``titles[0]``."""
-    base = (at or "$").removeprefix("$").removeprefix(".")
-    if leaf:
-        return f"{base}.{leaf}" if base else leaf
-    return base
-
-
-def _type_name(name: str) -> str:
-    return " 或 ".join(_TYPE_NAMES.get(part.strip(), part.strip()) for part in name.split("|"))
-
-
-def _structural_error(text: str, kind: type[ToolArgs]) -> CnkiError:
-    if m := _UNKNOWN.search(text):
-        field = _path(m["at"], m["field"])
-        structs: dict[str, type[ToolArgs]] = {"": kind, "options": SearchOptions}
-        where = structs.get(_path(m["at"]))
-        known = "、".join(f.encode_name for f in msgspec.structs.fields(where)) if where else ""
-        if where is None:
-            hint = ""
-        else:
-            hint = f"可用参数：{known}。" if known else "这个工具不需要参数。"
-        return CnkiError("INVALID_INPUT", f"未知参数 {field}。{hint}", details={"field": field})
-    if m := _MISSING.search(text):
-        field = _path(m["at"], m["field"])
-        return CnkiError("INVALID_INPUT", f"缺少必填参数 {field}。", details={"field": field})
-    if m := _TYPE.search(text):
-        field = _path(m["at"]) or "参数"
-        return CnkiError(
-            "INVALID_INPUT",
-            f"参数 {field} 的类型不对：应为{_type_name(m['want'])}，实际是{_type_name(m['got'])}。",
-            details={"field": field},
-        )
-    return CnkiError("INVALID_INPUT", f"参数无效：{text}")
 
 
 # --- shared rules ----------------------------------------------------------------------------------
@@ -341,11 +277,6 @@ def validate_search_facets(args: SearchFacetsArgs, raw: dict[str, Any]) -> None:
     facet_picks(args.facet_filters)
 
 
-def validate_search_results(args: SearchResultsArgs, raw: dict[str, Any]) -> None:
-    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
-    args.view = _choice(args.view, VIEWS, "titles", "INVALID_VIEW", "view")
-    _offset(args.offset)
-    args.limit = _limit(args.limit)
 
 
 def validate_get_metadata(args: GetMetadataArgs, raw: dict[str, Any]) -> None:
@@ -567,38 +498,3 @@ def validate_check_references(args: CheckReferencesArgs, raw: dict[str, Any]) ->
     args.text, args.references = text, entries
     args.style = _choice(args.style, CHECK_STYLES, "gbt7714", "INVALID_FORMAT", "style")
     args.on_verification = _policy(args.on_verification)
-
-
-def validate_login(args: LoginArgs, raw: dict[str, Any]) -> None:
-    """remote_access_url read by the route's rules (INVALID_LOGIN_URL, REMOTE_ACCESS_UNSUPPORTED)."""
-    url = args.remote_access_url.strip()
-    args.remote_access_url = url
-    if url:
-        from cnki_mcp.site.route import recognise  # its rules (and the AES for WebVPN) load with the first login
-
-        recognise(url)
-
-
-def validate_operation_status(args: OperationStatusArgs, raw: dict[str, Any]) -> None:
-    args.wait_seconds = min(max(args.wait_seconds, 0), STATUS_WAIT_MAX)
-
-
-def validate_operation_control(args: OperationControlArgs, raw: dict[str, Any]) -> None:
-    if args.action not in ACTIONS:
-        raise CnkiError(
-            "INVALID_ACTION",
-            f"action 只能是 {'、'.join(ACTIONS)}，收到的是 {args.action!r}。",
-            details={"field": "action"},
-        )
-    for name, option in (("additional_requests", "max_requests"), ("additional_seconds", "timeout_seconds")):
-        value = max(getattr(args, name), 0)
-        maximum = OPTION_RANGES[option][1]
-        if value > maximum:
-            raise CnkiError(
-                "INVALID_OPTION", f"{name} 最多 {maximum}，收到的是 {value}。", details={"field": name}
-            )
-        setattr(args, name, value)
-
-
-def no_rules(args: ToolArgs, raw: dict[str, Any]) -> None:
-    """Tools whose arguments need no check beyond their types."""

@@ -1,12 +1,13 @@
-"""The tool registry: one ``register`` call per tool holds everything about it.
+"""The tool registry: the tool modules of ``cnki_mcp.tools`` (discovered there), and one ``register`` call per
+tool not yet moved to a module (issue 38 moves them all; both paths coexist meanwhile).
 
-An entry holds the tool's name (``ToolName``), its Chinese description, its hand-written input
+A registered entry holds the tool's name (``ToolName``), its Chinese description, its hand-written input
 schema (names, types, enums and required fields equal to the reference contract), its argument
 Struct (``core.tool_args``) and validator (``arguments.py``), its annotations and its handler, the ``App``
 method itself (a missing one fails at import).
 Numbers in descriptions come from the constants the validators use, so a default or a range is
-stated once. ``server.py`` lists from ``REGISTRY`` and calls ``dispatch``; adding a tool is one ``register``
-call here and one handler method on ``App``.
+stated once. ``server.py`` lists from ``REGISTRY`` and calls ``dispatch``; a new tool is a module of
+``cnki_mcp.tools`` (see its docstring), never a ``register`` call.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import DAILY_DOWNLOAD_LIMIT_DEFAULT
 from cnki_mcp.core.tool_args import ToolName
-from cnki_mcp.ops.jobs import KIND_BUDGETS
 from cnki_mcp.surface import arguments as a
+from cnki_mcp.tools import REGISTRY as MODULES
+from cnki_mcp.tools import ToolSpec as ModuleSpec
+from cnki_mcp.tools import parse_arguments as parse_module_arguments
 
 
 @dataclass(frozen=True)
 class ToolSpec:
+    """A tool not yet moved to its own module of ``cnki_mcp.tools`` (see ``register``)."""
+
     name: ToolName
     description: str
     schema: dict[str, Any]
@@ -37,24 +42,12 @@ class ToolSpec:
     read_only: bool
     open_world: bool
 
-    def tool(self) -> Tool:
-        return Tool(
-            name=self.name,
-            description=self.description,
-            input_schema=self.schema,
-            annotations=ToolAnnotations(
-                read_only_hint=self.read_only,
-                destructive_hint=False,
-                idempotent_hint=False,
-                open_world_hint=self.open_world,
-            ),
-        )
-
 
 # A tool's handler: the App method that runs it, given the parsed arguments and the call's context.
 Handler = Callable[[App, Any, Any], Awaitable[Reply]]
 
-REGISTRY: dict[ToolName, ToolSpec] = {}
+# Every tool: the modules of ``cnki_mcp.tools`` (discovered) and those still registered below.
+REGISTRY: dict[ToolName, ToolSpec | ModuleSpec] = dict(MODULES)
 
 
 class ToolApp(Protocol):
@@ -77,7 +70,7 @@ def register(
     REGISTRY[name] = ToolSpec(name, description, schema, arguments, validate, handler, read_only, open_world)
 
 
-def spec_of(name: str) -> ToolSpec:
+def spec_of(name: str) -> ToolSpec | ModuleSpec:
     """The registered tool called ``name``; UNKNOWN_TOOL otherwise."""
     try:
         return REGISTRY[ToolName(name)]
@@ -88,19 +81,36 @@ def spec_of(name: str) -> ToolSpec:
 def parse_arguments(name: str, raw: dict[str, Any] | None) -> tool_args.ToolArgs:
     """The arguments of a call to ``name``, converted, checked and with every default filled."""
     spec = spec_of(name)
+    if isinstance(spec, ModuleSpec):
+        return parse_module_arguments(spec, raw)
     return a.parse(spec.arguments, spec.validate, raw)
 
 
 async def dispatch(app: ToolApp, name: str, args: tool_args.ToolArgs, ctx: Any) -> Reply:
-    """Run the tool ``name`` on ``app`` with arguments from ``parse_arguments``. Every tool but diagnostics
-    needs a readable config.json."""
+    """Run the tool ``name`` on ``app`` with arguments from ``parse_arguments``."""
     spec = spec_of(name)
-    return await app.call(spec.handler, args, ctx, needs_config=spec.name is not ToolName.DIAGNOSTICS)
+    if isinstance(spec, ModuleSpec):
+        return await app.call(spec.run, args, ctx, needs_config=spec.needs_config)
+    return await app.call(spec.handler, args, ctx)
+
+
+def _tool(spec: ToolSpec | ModuleSpec) -> Tool:
+    return Tool(
+        name=spec.name,
+        description=spec.description,
+        input_schema=spec.schema,
+        annotations=ToolAnnotations(
+            read_only_hint=spec.read_only,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=spec.open_world,
+        ),
+    )
 
 
 def listed_tools() -> list[Tool]:
     """``tools/list``: every tool, sorted by name."""
-    return [REGISTRY[name].tool() for name in sorted(REGISTRY)]
+    return [_tool(REGISTRY[name]) for name in sorted(REGISTRY)]
 
 
 # --- schema pieces ---------------------------------------------------------------------------------
@@ -259,20 +269,6 @@ register(
     handler=App.check_references,
     read_only=True,
     open_world=True,
-)
-
-register(
-    ToolName.DIAGNOSTICS,
-    "本地自检：版本、运行环境、数据目录、限速设置，数据已加载时还有数据量、浏览器状态和当前任务。"
-    "不启动浏览器，也不访问知网；安装后或排查问题时先调用它。"
-    f"site_check=true 时改为现场检查：按固定路线访问知网（至多 {KIND_BUDGETS['site_check'][0]} 次请求，不下载任何文件），"
-    "逐项报告检索页、结果列表、详情页、期刊页、阅读入口和登录状态是否仍如预期，作为后台任务运行。",
-    _object({"site_check": _boolean("现场检查知网页面结构（后台任务，与 cnki-mcp doctor --site 相同）")}),
-    tool_args.DiagnosticsArgs,
-    a.no_rules,
-    handler=App.diagnostics,
-    read_only=True,
-    open_world=False,
 )
 
 register(
@@ -471,73 +467,6 @@ register(
 )
 
 register(
-    ToolName.LOGIN,
-    "在专用浏览器窗口中打开知网登录页，由用户本人完成个人或机构登录；账号密码只在浏览器中输入，不经过 MCP。"
-    "校外访问：传入经学校 VPN（WebVPN、改写主机名或前缀式代理）打开的知网页面网址，之后每次访问都经学校 VPN"
-    "（访问方式保存下来，重启后仍有效）；或传入 CARSI 登录网址（fsso.cnki.net），登录后仍直接访问知网。"
-    "force=true 且不传网址时恢复直接访问。用户要求登录，或任务提示需要登录时使用。",
-    _object(
-        {
-            "force": _boolean("已经识别到登录身份时也打开登录窗口，例如切换账号；不传 remote_access_url 时同时恢复直接访问知网"),
-            "remote_access_url": _string(
-                "校外访问入口（https，不含账号信息）：经学校 VPN 打开的任意知网页面网址、学校 VPN 的登录网址，"
-                "或 CARSI 登录网址；省略时使用知网的登录入口"
-            ),
-        }
-    ),
-    tool_args.LoginArgs,
-    a.validate_login,
-    handler=App.login,
-    read_only=False,
-    open_world=True,
-)
-
-register(
-    ToolName.OPERATION_CONTROL,
-    "管理后台任务：cancel 取消；continue 让预算用完、失败或中断的检索接着跑（可追加预算，已取得的内容不重复请求）；"
-    "resume 告诉任务人工步骤已完成；show 把等待人工处理的窗口重新放到前台；recover 在 BROWSER_UNAVAILABLE 后重启浏览器连接。",
-    _object(
-        {
-            "action": _string(
-                "cancel 取消；continue 继续检索；resume 人工步骤已完成；show 重新显示人工窗口；recover 重启浏览器", tool_args.ACTIONS
-            ),
-            "additional_requests": _integer(
-                f"continue 时追加的请求数，最多 {_REQUESTS_MAX}；省略且预算已用完时自动追加 {tool_args.CONTINUE_REQUESTS}"
-            ),
-            "additional_seconds": _integer(
-                f"continue 时追加的秒数，最多 {_SECONDS_MAX}；省略且时间已用完时自动追加 {tool_args.CONTINUE_SECONDS}"
-            ),
-            "operation_id": _string("任务编号；省略时作用于唯一在运行的任务（有多个时须指定）"),
-        },
-        required=("action",),
-    ),
-    tool_args.OperationControlArgs,
-    a.validate_operation_control,
-    handler=App.operation_control,
-    read_only=False,
-    open_world=True,
-)
-
-register(
-    ToolName.OPERATION_STATUS,
-    f"查看后台任务的进度与结果。其他工具返回 operation_id 且状态为 running 时，用 wait_seconds={tool_args.STATUS_WAIT_MAX} 继续等待；"
-    "任务完成或需要用户在浏览器中操作时会提前返回。",
-    _object(
-        {
-            "operation_id": _string("任务编号；省略时返回唯一在运行的任务（有多个时须指定），没有任务时返回 idle"),
-            "wait_seconds": _integer(
-                f"最多等待的秒数，0–{tool_args.STATUS_WAIT_MAX}（超出按边界处理）；完成或需要人工操作时提前返回"
-            ),
-        }
-    ),
-    tool_args.OperationStatusArgs,
-    a.validate_operation_status,
-    handler=App.operation_status,
-    read_only=True,
-    open_world=False,
-)
-
-register(
     ToolName.READ_ONLINE_HTML,
     "读取论文的 HTML 全文，可按章节（section）或按字符分页（offset、max_characters）。需要核对论文的具体论证、"
     "方法或数据时使用。全文在本地缓存 30 分钟，翻页和切换章节不再访问知网；试读或不完整的正文缓存 10 分钟，只供翻页和切换章节。"
@@ -653,29 +582,6 @@ register(
 )
 
 register(
-    ToolName.SEARCH_RESULTS,
-    "按 search_id 分页读取已保存的检索结果，不访问知网。可切换范围（selected 筛选结果、eligible 相关文献、"
-    "candidates 全部候选）和详细程度（titles、compact 含摘要与评分、records 完整题录）。",
-    _object(
-        {
-            "limit": _integer(f"每页条数，{_LIMIT}"),
-            "offset": _integer("从第几条开始，默认 0；取上次返回的 next_offset 翻页"),
-            "scope": _string("selected（默认）、eligible、candidates", tool_args.SCOPES),
-            "search_id": _string(
-                f"{ToolName.SEARCH}、{ToolName.STRUCTURED_SEARCH} 或 {ToolName.EXPERT_SEARCH} 返回的 search_id"
-            ),
-            "view": _string("titles（默认）、compact（加作者、年份、来源、摘要、评分）、records（完整题录与评分明细）", tool_args.VIEWS),
-        },
-        required=("search_id",),
-    ),
-    tool_args.SearchResultsArgs,
-    a.validate_search_results,
-    handler=App.search_results,
-    read_only=True,
-    open_world=False,
-)
-
-register(
     ToolName.SEARCH_FACETS,
     "一个检索在知网左侧分组中的分布：发表年度、学科、主题、文献来源（期刊/学位授予单位）、作者、机构、基金、文献类型，"
     "每项给出 value（名称）、code（用于 facet_filters 筛选）和 count（篇数），按知网的顺序（年度按年份升序）；total 是结果总数。"
@@ -710,18 +616,6 @@ register(
     tool_args.SearchFacetsArgs,
     a.validate_search_facets,
     handler=App.search_facets,
-    read_only=True,
-    open_world=True,
-)
-
-register(
-    ToolName.SESSION_STATUS,
-    "查看已识别到的个人或机构登录状态。默认返回最近一次的识别结果，不访问知网；refresh=true 时在后台页面重新识别。"
-    "显示机构名称不代表该机构订购了全部资源。",
-    _object({"refresh": _boolean()}),
-    tool_args.SessionStatusArgs,
-    a.no_rules,
-    handler=App.session_status,
     read_only=True,
     open_world=True,
 )
