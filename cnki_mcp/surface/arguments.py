@@ -75,7 +75,7 @@ from cnki_mcp.core.tool_args import (
     SearchOptions,
     ToolArgs,
 )
-from cnki_mcp.tools._parse import structural_error, without_nulls
+from cnki_mcp.tools._parse import an_object, structural_error, without_nulls
 
 Validator = Callable[[Any, dict[str, Any]], None]
 
@@ -85,11 +85,7 @@ Validator = Callable[[Any, dict[str, Any]], None]
 
 def parse(kind: type[ToolArgs], validate: Validator, raw: dict[str, Any] | None) -> ToolArgs:
     """Convert ``raw`` to ``kind`` and validate it; raise CnkiError with the precise code on the first problem."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise CnkiError("INVALID_INPUT", "参数必须是一个 JSON 对象。")
-    given = _without_nulls(raw, kind)
+    given = _without_nulls(an_object(raw), kind)
     try:
         args = msgspec.convert(given, kind)
     except msgspec.ValidationError as exc:

@@ -32,11 +32,7 @@ Validator = Callable[[Any, dict[str, Any]], None]
 
 def parse(kind: type[msgspec.Struct], validate: Validator | None, raw: Any) -> Any:
     """``raw`` converted to ``kind``, checked, with every default filled; CnkiError with the precise code otherwise."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise CnkiError("INVALID_INPUT", "参数必须是一个 JSON 对象。")
-    given = without_nulls(raw, kind)
+    given = without_nulls(an_object(raw), kind)
     try:
         loose = msgspec.convert(given, shape(kind))
     except msgspec.ValidationError as exc:
@@ -51,6 +47,15 @@ def parse(kind: type[msgspec.Struct], validate: Validator | None, raw: Any) -> A
     if validate is not None:
         validate(args, given)
     return args
+
+
+def an_object(raw: Any) -> dict[str, Any]:
+    """A call's arguments: an object, or none at all."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise CnkiError("INVALID_INPUT", "参数必须是一个 JSON 对象。")
+    return raw
 
 
 def without_nulls(raw: dict[str, Any], kind: type[msgspec.Struct]) -> dict[str, Any]:
