@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 import pytest
@@ -26,6 +26,7 @@ class Example(msgspec.Struct, forbid_unknown_fields=True):
     offset: Annotated[int, Meta(ge=0, extra={"code": "INVALID_OFFSET"})] = 0
     tags: list[str] = []
     flag: bool = False
+    tree: Annotated[dict[str, Any], Meta(description="条件树")] = {}
 
 
 class Result(msgspec.Struct):
@@ -46,6 +47,7 @@ def test_input_schema_of_a_struct() -> None:
     assert properties["count"] == {"type": "integer"}
     assert properties["tags"] == {"items": {"type": "string"}, "type": ["null", "array"]}
     assert properties["flag"] == {"type": "boolean"}
+    assert properties["tree"] == {"additionalProperties": True, "description": "条件树", "type": "object"}
 
 
 def test_output_schema_of_a_result_struct() -> None:

@@ -88,7 +88,8 @@ def _plain(kind: mi.Type, nullable_list: bool, nullable_lists: bool) -> dict[str
         items = _property(item, nullable_list=nullable_list, nullable_lists=nullable_lists)
         return {"items": items, "type": ["null", "array"] if nullable_list else "array"}
     if isinstance(kind, mi.DictType):
-        return {"additionalProperties": _property(kind.value_type, nullable_list=False, nullable_lists=nullable_lists), "type": "object"}
+        values = _property(kind.value_type, nullable_list=False, nullable_lists=nullable_lists)
+        return {"additionalProperties": values or True, "type": "object"}  # {} (any value) is written true
     if isinstance(kind, mi.StructType):
         return _object(kind, nullable_lists=nullable_lists)
     if isinstance(kind, mi.UnionType):
