@@ -17,6 +17,10 @@ class Inner(msgspec.Struct):
     label: str
 
 
+class Options(msgspec.Struct, forbid_unknown_fields=True):
+    pages: Annotated[int, Meta(ge=1, le=4, extra={"code": "INVALID_OPTION"})] = 2
+
+
 class Example(msgspec.Struct, forbid_unknown_fields=True):
     name: Annotated[str, Meta(description="名称")]
     mode: Annotated[Literal["b", "a"], Meta(description="方式", extra={"code": "INVALID_MODE", "empty_means_default": True})] = "b"
@@ -27,6 +31,7 @@ class Example(msgspec.Struct, forbid_unknown_fields=True):
     tags: list[str] = []
     flag: bool = False
     tree: Annotated[dict[str, Any], Meta(description="条件树")] = {}
+    options: Options = msgspec.field(default_factory=Options)
 
 
 class Result(msgspec.Struct):
@@ -47,6 +52,7 @@ def test_input_schema_of_a_struct() -> None:
     assert properties["count"] == {"type": "integer"}
     assert properties["tags"] == {"items": {"type": "string"}, "type": ["null", "array"]}
     assert properties["flag"] == {"type": "boolean"}
+    assert properties["options"] == {"additionalProperties": False, "properties": {"pages": {"type": "integer"}}, "type": "object"}
     assert properties["tree"] == {"additionalProperties": True, "description": "条件树", "type": "object"}
 
 
@@ -84,6 +90,14 @@ def test_rules_run_in_field_order_after_the_types() -> None:
     assert _error({"name": "n", "offset": -1, "mode": "c"}).code == "INVALID_MODE"
     assert _error({"name": "n", "mode": "c", "flag": "yes"}).code == "INVALID_INPUT"
     assert _error({"mode": "a"}).message == "缺少必填参数 name。"
+
+
+def test_a_nested_struct_is_checked_with_its_path() -> None:
+    assert parse(Example, None, {"name": "n", "options": {"pages": None}}).options == Options(pages=2)
+    assert parse(Example, None, {"name": "n"}).options == Options(pages=2)
+    assert _error({"name": "n", "options": {"pages": 5}}).message == "options.pages 须在 1–4 之间，收到的是 5。"
+    assert _error({"name": "n", "options": {"pages": 5}}).code == "INVALID_OPTION"
+    assert _error({"name": "n", "options": {"size": 5}}).message == "未知参数 options.size。可用参数：pages。"
 
 
 def test_tools_are_discovered_with_their_budget() -> None:

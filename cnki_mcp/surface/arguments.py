@@ -95,10 +95,8 @@ def parse(kind: type[ToolArgs], validate: Validator, raw: dict[str, Any] | None)
 
 
 def _without_nulls(raw: dict[str, Any], kind: type[ToolArgs]) -> dict[str, Any]:
-    """``without_nulls`` at the top, and in ``options`` and ``concept_groups`` of the searches."""
+    """``without_nulls`` (which goes into ``options``), and in ``concept_groups`` of the search."""
     given = without_nulls(raw, kind)
-    if isinstance(given.get("options"), dict):
-        given["options"] = without_nulls(given["options"], SearchOptions)
     groups = given.get("concept_groups")
     if isinstance(groups, list):
         # The contract types each group as ["null","array"]; a null group is an empty one.

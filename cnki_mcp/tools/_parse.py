@@ -10,6 +10,7 @@
    the field's ``Meta(extra={"code": ...})`` and a Chinese message naming the field. Other ``extra`` keys:
    ``"empty_means_default": True`` (0 or "" is replaced by the field's default before the check),
    ``"clamp": "both"`` or ``"low"`` (a value beyond the bound(s) is moved onto it instead of refused),
+   and a field that is a Struct has its own fields checked the same way (named ``<field>.<name>``),
    ``"message"`` (a format string with ``{field}``, ``{value}``, ``{ge}``, ``{le}`` replacing the generated one).
 4. The tool's own ``validate(args, raw)`` for what ``Meta`` cannot say (it may normalise ``args`` in place).
 """
@@ -36,17 +37,43 @@ def parse(kind: type[msgspec.Struct], validate: Validator | None, raw: Any) -> A
     try:
         loose = msgspec.convert(given, shape(kind))
     except msgspec.ValidationError as exc:
-        raise structural_error(str(exc), {"": kind}) from None
+        raise structural_error(str(exc), _structs(kind)) from None
+    args = _checked_struct(kind, loose, "")
+    if validate is not None:
+        validate(args, given)
+    return args
+
+
+def _checked_struct(kind: type[msgspec.Struct], loose: msgspec.Struct, prefix: str) -> Any:
+    """``kind`` from its ``shape`` instance once each field's rules hold; a nested Struct's fields are named
+    ``<field>.<name>`` in messages."""
     values = msgspec.structs.asdict(loose)
     enums = _enums(kind)
     for field in cast(mi.StructType, mi.type_info(kind)).fields:
         meta = field.type if isinstance(field.type, mi.Metadata) else mi.Metadata(field.type, None, None)
-        if isinstance(meta.type, mi.LiteralType | mi.IntType | mi.StrType | mi.ListType):
-            values[field.name] = _checked(field, meta, values[field.name], enums.get(field.name, ()))
-    args = kind(**values)
-    if validate is not None:
-        validate(args, given)
-    return args
+        if isinstance(meta.type, mi.StructType):
+            values[field.name] = _checked_struct(meta.type.cls, values[field.name], f"{prefix}{field.encode_name}.")
+        elif isinstance(meta.type, mi.LiteralType | mi.IntType | mi.StrType | mi.ListType):
+            values[field.name] = _checked(field, meta, values[field.name], enums.get(field.name, ()), prefix)
+    return kind(**values)
+
+
+def _nested(kind: type[msgspec.Struct]) -> dict[str, type[msgspec.Struct]]:
+    """The fields of ``kind`` that are Structs themselves, by encoded name."""
+    found = {}
+    for field in cast(mi.StructType, mi.type_info(kind)).fields:
+        inner = field.type.type if isinstance(field.type, mi.Metadata) else field.type
+        if isinstance(inner, mi.StructType):
+            found[field.encode_name] = inner.cls
+    return found
+
+
+def _structs(kind: type[msgspec.Struct], prefix: str = "") -> dict[str, type[msgspec.Struct]]:
+    """Every Struct within ``kind`` by its path ("" the top, "options" …), for an unknown field's hint."""
+    found = {prefix: kind}
+    for name, inner in _nested(kind).items():
+        found |= _structs(inner, f"{prefix}.{name}" if prefix else name)
+    return found
 
 
 def an_object(raw: Any) -> dict[str, Any]:
@@ -64,7 +91,11 @@ def without_nulls(raw: dict[str, Any], kind: type[msgspec.Struct]) -> dict[str, 
     An unknown field stays, null or not, so it is still rejected.
     """
     optional = {f.encode_name for f in msgspec.structs.fields(kind) if not f.required}
-    return {k: v for k, v in raw.items() if v is not None or k not in optional}
+    given = {k: v for k, v in raw.items() if v is not None or k not in optional}
+    for name, inner in _nested(kind).items():
+        if isinstance(given.get(name), dict):
+            given[name] = without_nulls(given[name], inner)
+    return given
 
 
 @cache
@@ -73,8 +104,9 @@ def shape(kind: type[msgspec.Struct]) -> type[msgspec.Struct]:
     hints = typing.get_type_hints(kind, include_extras=True)
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for f in msgspec.structs.fields(kind):
-        default = f.default if f.default is not msgspec.NODEFAULT else msgspec.field(default_factory=f.default_factory)
         loose = _loose(hints[f.name])
+        factory = shape(f.default_factory) if isinstance(f.default_factory, type) and issubclass(f.default_factory, msgspec.Struct) else f.default_factory
+        default = f.default if f.default is not msgspec.NODEFAULT else msgspec.field(default_factory=factory)
         fields.append((f.name, loose) if f.required else (f.name, loose, default))
     return msgspec.defstruct(kind.__name__, fields, forbid_unknown_fields=True, kw_only=True)
 
@@ -87,6 +119,8 @@ def _loose(hint: Any) -> Any:
         return type(get_args(hint)[0])
     if origin in (list, set, frozenset, dict, tuple):
         return origin.__class_getitem__(tuple(_loose(a) for a in get_args(hint)))
+    if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
+        return shape(hint)
     return hint
 
 
@@ -103,9 +137,9 @@ def _enums(kind: type[msgspec.Struct]) -> dict[str, tuple[Any, ...]]:
     return found
 
 
-def _checked(field: mi.Field, meta: mi.Metadata, value: Any, enum: tuple[Any, ...]) -> Any:
+def _checked(field: mi.Field, meta: mi.Metadata, value: Any, enum: tuple[Any, ...], prefix: str) -> Any:
     rules = meta.extra or {}
-    name = field.encode_name
+    name = prefix + field.encode_name
     code = cast(ErrorCode, rules.get("code", "INVALID_INPUT"))
     if rules.get("empty_means_default") and value in (0, ""):
         value = field.default
