@@ -510,16 +510,22 @@ def from_structured(expression: Any) -> str:
 # --- the plan -----------------------------------------------------------------------------------------
 
 
-def plan_expert(text: str) -> Plan:
-    """The search of an expression: one ``expert`` channel carrying its canonical form, and warnings."""
+def written(text: str) -> tuple[str, list[str]]:
+    """The expression read and written back canonically for CNKI, with its warnings; INVALID_EXPRESSION
+    with the position when it cannot be read or its canonical form is longer than CNKI accepts."""
     parsed = parse(text)
     canonical = render(parsed.tree)
     if len(canonical) > EXPRESSION_MAX_CHARS:
         raise _error(
             1, f"表达式写成知网格式后有 {len(canonical)} 个字符，超过 {EXPRESSION_MAX_CHARS} 个，知网不接受这么长的专业检索表达式。"
         )
+    return canonical, list(parsed.warnings)
+
+
+def expert_plan(canonical: str, warnings: list[str]) -> Plan:
+    """The search of an expression: one ``expert`` channel carrying its canonical form, and warnings."""
     channel = Channel(name="expert", weight=1.0, expert=canonical)
-    return Plan(channels=[channel], method="expert", warnings=list(parsed.warnings))
+    return Plan(channels=[channel], method="expert", warnings=list(warnings))
 
 
 def plan_expression(plan: Plan) -> str:

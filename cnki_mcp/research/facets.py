@@ -37,7 +37,7 @@ from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.research import chart
 from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.site.facet_query import FACET_NAMES, facet_code, facet_of_group, facet_picks, group_ids
-from cnki_mcp.site.grid_query import GridQuery, compile_expression
+from cnki_mcp.site.grid_query import GridQuery, compile_channel
 from cnki_mcp.site.listings import query_key
 from cnki_mcp.store.library import Store
 
@@ -63,10 +63,9 @@ class FacetsRequest(msgspec.Struct, kw_only=True):
 
 def channel_query(channel: Channel, year_from: int, year_to: int, filters: Mapping[str, Sequence[str]]) -> GridQuery:
     """The listing of one search channel, in CNKI's relevance order (facet counts do not depend on order)."""
-    picks = facet_picks(filters)
-    if channel.expert:
-        return GridQuery([], year_from, year_to, expert=channel.expert, facets=picks)
-    return GridQuery(compile_expression(channel.expression), year_from, year_to, facets=picks)
+    compiled = compile_channel(channel)
+    # The panel's request has no 句子检索 form: a sentence search's listing here is its (empty) branches.
+    return GridQuery(compiled.branches, year_from, year_to, expert=compiled.expert, facets=facet_picks(filters))
 
 
 def facets_request(args: tool_args.SearchFacetsArgs, record: SearchRecord | None) -> FacetsRequest:

@@ -54,6 +54,8 @@ from cnki_mcp.research.query import (
     SAMPLING_MAX_TOKENS,
     SAMPLING_SYSTEM_PROMPT,
     SAMPLING_UNUSABLE_WARNING,
+    Query,
+    compiled_of,
     feedback_channels,
     plan_explicit,
     plan_from_sampling,
@@ -73,7 +75,7 @@ from cnki_mcp.research.rank import (
 )
 from cnki_mcp.research.relations import Relations
 from cnki_mcp.site.facet_query import FacetPick, facet_picks
-from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression, sentence_of
+from cnki_mcp.site.grid_query import CompiledQuery, GridQuery, compile_channel, sentence_of
 from cnki_mcp.store.library import Store
 
 log = logging.getLogger(__name__)
@@ -127,6 +129,9 @@ class SearchState(msgspec.Struct, omit_defaults=True):
     input: SearchInput
     plan: Plan
     cache_key: str = ""
+    # What the tool was asked, as read and compiled at its entry; None in a checkpoint from before it was
+    # kept (the run then compiles the plan's channels).
+    query: Query | None = None
     refs: list[str] = []
     hits: dict[str, list[Hit]] = {}
     coverage: list[Coverage] = []
@@ -244,12 +249,15 @@ class Research:
         self.catalog = enrichment.catalog
         self.store = enrichment.store
         self.year = year
-        self._branches: dict[str, list[list[Condition]]] = {}
+        self._compiled: dict[str, CompiledQuery] = {}  # per channel, compiled once per run
         self._picks: tuple[FacetPick, ...] | None = None
 
     async def run(self, op: OperationContext, state: SearchState) -> SearchSummary:
         """Run (or resume) a search; always stores a search record and returns its summary."""
         run = _Run(state)
+        listing = compiled_of(state.query) if state.query is not None else None
+        if listing is not None:  # the one channel of a query that keeps CNKI's order, compiled at the entry
+            self._compiled[state.plan.channels[0].name] = listing
         op.checkpoint(state)
         error: CnkiError | None = None
         try:
@@ -324,17 +332,10 @@ class Research:
     def _query(self, channel: Channel, request: SearchInput) -> GridQuery:
         if self._picks is None:
             self._picks = facet_picks(request.facet_filters)
-        if channel.expert:
-            return GridQuery(
-                [], request.year_from, request.year_to, request.options.sort, expert=channel.expert, facets=self._picks
-            )
-        sentence = sentence_of(channel.expression)
-        if sentence is not None:
-            return GridQuery([], request.year_from, request.year_to, request.options.sort, sentence=sentence, facets=self._picks)
-        branches = self._branches.get(channel.name)
-        if branches is None:
-            branches = self._branches[channel.name] = compile_expression(channel.expression)
-        return GridQuery(branches, request.year_from, request.year_to, request.options.sort, facets=self._picks)
+        compiled = self._compiled.get(channel.name)
+        if compiled is None:
+            compiled = self._compiled[channel.name] = compile_channel(channel)
+        return GridQuery.of(compiled, request.year_from, request.year_to, request.options.sort, self._picks)
 
     async def _retrieve(self, op: OperationContext, run: _Run) -> None:
         state = run.state
