@@ -36,7 +36,6 @@ from cnki_mcp.core.model import (
     CoverageView,
     Hit,
     LocalReply,
-    Paper,
     Plan,
     SearchRecord,
     SearchSummary,
@@ -75,7 +74,7 @@ from cnki_mcp.research.rank import (
 )
 from cnki_mcp.research.relations import Relations
 from cnki_mcp.site.facet_query import FacetPick, facet_picks
-from cnki_mcp.site.grid_query import CompiledQuery, GridQuery, compile_channel, sentence_of
+from cnki_mcp.site.grid_query import CompiledQuery, GridQuery, compile_channel, in_years, sentence_of
 from cnki_mcp.store.library import Store
 
 log = logging.getLogger(__name__)
@@ -332,10 +331,14 @@ class Research:
     def _query(self, channel: Channel, request: SearchInput) -> GridQuery:
         if self._picks is None:
             self._picks = facet_picks(request.facet_filters)
+        return GridQuery.of(self._listing(channel), request.year_from, request.year_to, request.options.sort, self._picks)
+
+    def _listing(self, channel: Channel) -> CompiledQuery:
+        """The channel compiled, once per run (the query's own channel was compiled at the tool's entry)."""
         compiled = self._compiled.get(channel.name)
         if compiled is None:
             compiled = self._compiled[channel.name] = compile_channel(channel)
-        return GridQuery.of(compiled, request.year_from, request.year_to, request.options.sort, self._picks)
+        return compiled
 
     async def _retrieve(self, op: OperationContext, run: _Run) -> None:
         state = run.state
@@ -401,14 +404,8 @@ class Research:
         state = run.state
         request = state.input
         coverage = run.coverage[channel.name]
-        kept: list[tuple[int, Paper]] = []
-        for index, row in enumerate(grid.rows):
-            if request.year_from or request.year_to:
-                if row.year <= 0 or (request.year_from and row.year < request.year_from) or (
-                    request.year_to and row.year > request.year_to
-                ):
-                    continue
-            kept.append((index, row))
+        # The one place the years narrow a search's rows: positions still count every row CNKI listed.
+        kept = [(index, row) for index, row in enumerate(grid.rows) if in_years(row.year, request.year_from, request.year_to)]
         stored = self.catalog.upsert([row for _, row in kept])
         for (index, _), paper in zip(kept, stored):
             ref = paper.record_ref
@@ -548,6 +545,8 @@ class Research:
             if item.paper.quality is not None and item.paper.quality.state == "present"
         }
         sentences = sentence_plan(state.plan)
+        # The first listing as this run compiled it (year_trend compiles it, a failure meaning no trend, otherwise).
+        first = self._compiled.get(state.plan.channels[0].name) if state.plan.channels else None
         return SearchSummary(
             search_id=state.search_id,
             status=status,
@@ -561,8 +560,8 @@ class Research:
             incomplete_channels=incomplete_channels(state.coverage),
             plan=state.plan,
             results=[TitleRow.of(item.paper, sentence=sentences) for item in selected[: request.limit or DEFAULT_LIMIT]],
-            expert_expression=plan_expression(state.plan),
-            year_trend=year_trend(self.store, record),
+            expert_expression=plan_expression(state.plan, first),
+            year_trend=year_trend(self.store, record, compiled=first),
         )
 
     # -- get_metadata (network path) --

@@ -502,6 +502,14 @@ class GridQuery(msgspec.Struct, frozen=True):
                    sentence=compiled.sentence)
 
 
+def in_years(year: int, year_from: int, year_to: int) -> bool:
+    """Whether a row of a listing asked within the years is kept: 0 is unbounded, and with a bound a row
+    without a year is not (CNKI applies the range too; this catches what it lets through)."""
+    if year_from <= 0 and year_to <= 0:
+        return True
+    return year > 0 and (year_from <= 0 or year >= year_from) and (year_to <= 0 or year <= year_to)
+
+
 def sort_code(sort: str) -> str:
     try:
         return SORT_CODES[sort]
