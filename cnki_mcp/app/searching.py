@@ -24,22 +24,22 @@ class SearchTools(AppCore):
         from cnki_mcp.research.pipeline import plan_search, search_input
         from cnki_mcp.research.query import query_of
 
-        plan = await plan_search(args, ctx)
-        return await self._start_search(search_input(args), plan, ctx, query_of(args))
+        query = query_of(args)
+        return await self._start_search(search_input(args), await plan_search(query, ctx), ctx, query)
 
     async def structured_search(self, args: tool_args.StructuredSearchArgs, ctx: ToolCall | None) -> Reply:
-        from cnki_mcp.research.pipeline import search_input
-        from cnki_mcp.research.query import plan_of, structured_query
+        from cnki_mcp.research.pipeline import plan_search, search_input
+        from cnki_mcp.research.query import query_of
 
-        query = structured_query(args.expression)  # read and compiled once: a bad tree is reported before anything else
-        return await self._start_search(search_input(args), plan_of(query), ctx, query)
+        query = query_of(args)  # read and compiled once: a bad tree is reported before anything else
+        return await self._start_search(search_input(args), await plan_search(query, ctx), ctx, query)
 
     async def expert_search(self, args: tool_args.ExpertSearchArgs, ctx: ToolCall | None) -> Reply:
-        from cnki_mcp.research.pipeline import search_input
-        from cnki_mcp.research.query import expert_query, plan_of
+        from cnki_mcp.research.pipeline import plan_search, search_input
+        from cnki_mcp.research.query import query_of
 
-        query = expert_query(args.expression)  # read once: a bad expression is reported before anything else
-        return await self._start_search(search_input(args), plan_of(query), ctx, query)
+        query = query_of(args)  # read once: a bad expression is reported before anything else
+        return await self._start_search(search_input(args), await plan_search(query, ctx), ctx, query)
 
     async def _start_search(self, request: SearchInput, plan: Plan, ctx: ToolCall | None, query: Query) -> Reply:
         """A search after validation and planning: the prefer_cache answer, or a new operation."""

@@ -53,12 +53,14 @@ from cnki_mcp.research.query import (
     SAMPLING_MAX_TOKENS,
     SAMPLING_SYSTEM_PROMPT,
     SAMPLING_UNUSABLE_WARNING,
+    ConceptQuery,
     Query,
     compiled_of,
     feedback_channels,
     plan_explicit,
     plan_from_sampling,
     plan_lexical,
+    plan_of,
     sampling_timeout_warning,
 )
 from cnki_mcp.research.rank import (
@@ -202,22 +204,25 @@ def search_budget(request: SearchInput) -> Budget:
     )
 
 
-# --- concept planning at the tool entry ------------------------------------------------------
+# --- planning at the tool entry ---------------------------------------------------------------
 
 
-async def plan_search(args: SearchArgs, call: ToolCall | None) -> Plan:
-    """Explicit groups, else the client's model (sampling) when it answers in time, else lexical splitting."""
-    if args.concept_groups:
-        return plan_explicit(args.concept_groups)
+async def plan_search(query: Query, call: ToolCall | None) -> Plan:
+    """The plan of what a search tool asks: an expression's one channel; for concepts, the explicit groups,
+    else the client's model (sampling) when it answers in time, else lexical splitting."""
+    if not isinstance(query, ConceptQuery):
+        return plan_of(query)
+    if query.groups:
+        return plan_explicit(query.groups)
     if call is None or not call.client_supports_sampling:
-        return _lexical(args.query)
+        return _lexical(query.text)
     seconds = settings.sampling_wait_seconds()
     try:
-        reply = await call.sample(SAMPLING_SYSTEM_PROMPT, args.query, SAMPLING_MAX_TOKENS, seconds)
+        reply = await call.sample(SAMPLING_SYSTEM_PROMPT, query.text, SAMPLING_MAX_TOKENS, seconds)
     except TimeoutError:
-        return _lexical(args.query, sampling_timeout_warning(seconds))
+        return _lexical(query.text, sampling_timeout_warning(seconds))
     plan = plan_from_sampling(reply) if reply else None
-    return plan if plan is not None else _lexical(args.query, SAMPLING_UNUSABLE_WARNING)
+    return plan if plan is not None else _lexical(query.text, SAMPLING_UNUSABLE_WARNING)
 
 
 def _lexical(query: str, *why: str) -> Plan:
