@@ -520,7 +520,7 @@ def from_structured(expression: Any, branches: list[list[Condition]] | None = No
 # --- the plan -----------------------------------------------------------------------------------------
 
 
-def written(text: str) -> tuple[str, list[str]]:
+def canonical_expression(text: str) -> tuple[str, list[str]]:
     """The expression read and written back canonically for CNKI, with its warnings; INVALID_EXPRESSION
     with the position when it cannot be read or its canonical form is longer than CNKI accepts."""
     parsed = parse(text)

@@ -550,7 +550,7 @@ class Research:
             if item.paper.quality is not None and item.paper.quality.state == "present"
         }
         sentences = sentence_plan(state.plan)
-        # The first listing as this run compiled it (year_trend compiles it, a failure meaning no trend, otherwise).
+        # The first channel as this run compiled it; None when it did not (the summary's helpers then compile it).
         first = self._compiled.get(state.plan.channels[0].name) if state.plan.channels else None
         return SearchSummary(
             search_id=state.search_id,

@@ -27,7 +27,7 @@ from cnki_mcp.core.tool_args import (
     SearchArgs,
     StructuredSearchArgs,
 )
-from cnki_mcp.research.expert import expert_plan, written
+from cnki_mcp.research.expert import canonical_expression, expert_plan
 from cnki_mcp.site.grid_query import MAX_BRANCHES, CompiledQuery, Condition, Sentence, combine, compile_query, leaf
 
 # --- limits ---------------------------------------------------------------------------------------
@@ -252,7 +252,7 @@ def structured_query(expression: dict[str, Any]) -> StructuredQuery | SentenceQu
 
 def expert_query(text: str) -> ExpertQuery:
     """A professional-search expression read and written canonically once (INVALID_EXPRESSION with the position)."""
-    canonical, warnings = written(text)
+    canonical, warnings = canonical_expression(text)
     return ExpertQuery(expression=text, canonical=canonical, warnings=warnings)
 
 
