@@ -14,6 +14,7 @@ from cnki_mcp.ops.jobs import OperationContext, Work, kind_budget
 # For types only: a handler imports what it works with when first called (see core.py).
 if TYPE_CHECKING:
     from cnki_mcp.research.pipeline import SearchInput, SearchState
+    from cnki_mcp.research.query import Query
 
 
 class SearchTools(AppCore):
@@ -21,25 +22,26 @@ class SearchTools(AppCore):
 
     async def search(self, args: tool_args.SearchArgs, ctx: ToolCall | None) -> Reply:
         from cnki_mcp.research.pipeline import plan_search, search_input
+        from cnki_mcp.research.query import query_of
 
-        plan = await plan_search(args, ctx)
-        return await self._start_search(search_input(args), plan, ctx)
+        query = query_of(args)
+        return await self._start_search(search_input(args), await plan_search(query, ctx), ctx, query)
 
     async def structured_search(self, args: tool_args.StructuredSearchArgs, ctx: ToolCall | None) -> Reply:
-        from cnki_mcp.research.pipeline import search_input
-        from cnki_mcp.research.query import plan_structured
+        from cnki_mcp.research.pipeline import plan_search, search_input
+        from cnki_mcp.research.query import query_of
 
-        plan = plan_structured(args.expression)  # a bad tree is reported before anything else
-        return await self._start_search(search_input(args), plan, ctx)
+        query = query_of(args)  # read and compiled once: a bad tree is reported before anything else
+        return await self._start_search(search_input(args), await plan_search(query, ctx), ctx, query)
 
     async def expert_search(self, args: tool_args.ExpertSearchArgs, ctx: ToolCall | None) -> Reply:
-        from cnki_mcp.research.expert import plan_expert
-        from cnki_mcp.research.pipeline import search_input
+        from cnki_mcp.research.pipeline import plan_search, search_input
+        from cnki_mcp.research.query import query_of
 
-        plan = plan_expert(args.expression)  # a bad expression is reported before anything else
-        return await self._start_search(search_input(args), plan, ctx)
+        query = query_of(args)  # read once: a bad expression is reported before anything else
+        return await self._start_search(search_input(args), await plan_search(query, ctx), ctx, query)
 
-    async def _start_search(self, request: SearchInput, plan: Plan, ctx: ToolCall | None) -> Reply:
+    async def _start_search(self, request: SearchInput, plan: Plan, ctx: ToolCall | None, query: Query) -> Reply:
         """A search after validation and planning: the prefer_cache answer, or a new operation."""
         from cnki_mcp.research.pipeline import SearchState, cache_key, cached_reply, search_budget
 
@@ -49,7 +51,7 @@ class SearchTools(AppCore):
             hit = cached_reply(store, key, request.limit)
             if hit is not None:
                 return hit
-        state = SearchState(search_id="", input=request, plan=plan, cache_key=key)
+        state = SearchState(search_id="", input=request, plan=plan, cache_key=key, query=query)
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("search", search_budget(request), self._search_work(state)), ctx)
 
