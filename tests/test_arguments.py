@@ -10,7 +10,6 @@ import pytest
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.tool_args import (
     METADATA_FIELDS,
-    AuthorPapersArgs,
     CheckReferencesArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
@@ -30,6 +29,7 @@ from cnki_mcp.core.tool_args import (
 )
 from cnki_mcp.surface.tools import REGISTRY
 from cnki_mcp.surface.tools import parse_arguments as parse
+from cnki_mcp.tools.author_papers import Args as AuthorPapersArgs
 from cnki_mcp.tools.diagnostics import Args as DiagnosticsArgs
 from cnki_mcp.tools.login import Args as LoginArgs
 from cnki_mcp.tools.operation_control import Args as OperationControlArgs

@@ -273,15 +273,6 @@ class CheckReferencesArgs(ToolArgs):
     on_verification: str = "ask"
 
 
-class AuthorPapersArgs(ToolArgs):
-    author: str
-    record_ref: str = ""  # a paper of this author: its byline's institutions tell namesakes apart
-    institution: str = ""  # or the author's institution (作者单位)
-    limit: int = LIMIT_DEFAULT
-    offset: int = 0
-    on_verification: str = "ask"
-
-
 class JournalIssuesArgs(ToolArgs):
     journal: str = ""  # the journal's name; or issn, cn, or record_ref of one of its papers (exactly one)
     issn: str = ""

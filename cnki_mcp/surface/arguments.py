@@ -58,7 +58,6 @@ from cnki_mcp.core.tool_args import (
     TEXT_BYTES_MAX,
     YEAR_MAX,
     ZOTERO_MAX,
-    AuthorPapersArgs,
     CheckReferencesArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
@@ -381,26 +380,6 @@ def validate_related_papers(args: RelatedPapersArgs, raw: dict[str, Any]) -> Non
     args.relation = _choice(args.relation, RELATIONS, "references", "INVALID_RELATION", "relation")
     args.limit = _limit(args.limit)
     args.wait_seconds = _defaulted(args.wait_seconds, RELATED_WAIT_DEFAULT, STATUS_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
-    args.on_verification = _policy(args.on_verification)
-
-
-AUTHOR_CHARS_MAX = 60
-AUTHOR_OFFSET_MAX = 150  # listing pages read at most hold 200 rows
-
-
-def validate_author_papers(args: AuthorPapersArgs, raw: dict[str, Any]) -> None:
-    args.author, args.record_ref, args.institution = map(_given, (args.author, args.record_ref, args.institution))
-    if not 1 <= len(args.author) <= AUTHOR_CHARS_MAX:
-        raise CnkiError("INVALID_INPUT", f"author 须为 1–{AUTHOR_CHARS_MAX} 字的作者姓名。", details={"field": "author"})
-    if args.record_ref and args.institution:
-        raise CnkiError("INVALID_INPUT", "record_ref 与 institution 只能提供其一：record_ref 的详情页已给出作者单位。",
-                        details={"field": "institution"})
-    if len(args.institution) > AUTHOR_CHARS_MAX * 2:
-        raise CnkiError("INVALID_INPUT", f"institution 最多 {AUTHOR_CHARS_MAX * 2} 字。", details={"field": "institution"})
-    args.limit = _limit(args.limit)
-    _offset(args.offset)
-    if args.offset > AUTHOR_OFFSET_MAX:
-        raise CnkiError("INVALID_OFFSET", f"offset 最多 {AUTHOR_OFFSET_MAX}，收到的是 {args.offset}。", details={"field": "offset"})
     args.on_verification = _policy(args.on_verification)
 
 

@@ -217,31 +217,6 @@ _NATIVE_PROPERTIES = {
 # --- the tools ---------------------------------------------------------------------------------------
 
 register(
-    ToolName.AUTHOR_PAPERS,
-    "一位作者在知网的其他论文（作者 AND 作者单位的检索，按发表时间从新到旧）：给出 author 和该作者一篇论文的 record_ref 时，"
-    "按那篇论文详情页上这位作者的单位检索，从而区分同名作者；或给出 author 和 institution（作者单位）；只给姓名时同名作者的论文"
-    "可能混在一起，结果带 ambiguous: true 和说明。结果 records（存入本地并带 record_ref，可用于 "
-    f"{ToolName.GET_METADATA}、{ToolName.DOWNLOAD_PAPERS}、{ToolName.EXPORT_CITATIONS}），institutions（知网写法的单位），"
-    "years（覆盖的年份），用 limit/offset 分页。",
-    _object(
-        {
-            "author": _string("作者姓名（与知网的写法一致）"),
-            "institution": _string("作者单位（可选，与 record_ref 二选一）"),
-            "limit": _integer(f"每页条数，{_LIMIT}"),
-            "offset": _integer(f"从第几篇开始（取上次返回的 next_offset，最多 {a.AUTHOR_OFFSET_MAX}）"),
-            "on_verification": _POLICY,
-            "record_ref": _string("该作者一篇论文的 record_ref（可选，与 institution 二选一）"),
-        },
-        required=("author",),
-    ),
-    tool_args.AuthorPapersArgs,
-    a.validate_author_papers,
-    handler=App.author_papers,
-    read_only=True,
-    open_world=True,
-)
-
-register(
     ToolName.CHECK_REFERENCES,
     "核对参考文献列表：逐条拆分、识别（GB/T 7714 顺序编码制或著者-出版年制、APA、MLA、Chicago、Vancouver 或随手写的条目，"
     "中英文混排均可），按题名到知网查找，逐项比对年份、页码、作者、题名、来源、卷、期、DOI。每条给出 verified（一致）、"
