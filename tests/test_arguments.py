@@ -16,7 +16,6 @@ from cnki_mcp.core.tool_args import (
     ExpertSearchArgs,
     ExportCitationsArgs,
     GetMetadataArgs,
-    JournalIssuesArgs,
     LinkReferencesArgs,
     ReadOnlineHtmlArgs,
     RelatedPapersArgs,
@@ -31,6 +30,7 @@ from cnki_mcp.surface.tools import REGISTRY
 from cnki_mcp.surface.tools import parse_arguments as parse
 from cnki_mcp.tools.author_papers import Args as AuthorPapersArgs
 from cnki_mcp.tools.diagnostics import Args as DiagnosticsArgs
+from cnki_mcp.tools.journal_issues import Args as JournalIssuesArgs
 from cnki_mcp.tools.login import Args as LoginArgs
 from cnki_mcp.tools.operation_control import Args as OperationControlArgs
 from cnki_mcp.tools.operation_status import Args as OperationStatusArgs

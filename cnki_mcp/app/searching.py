@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class SearchTools(AppCore):
-    """The searches and the citation graph: search, structured_search, expert_search, search_facets, journal_issues, related_papers."""
+    """The searches and the citation graph: search, structured_search, expert_search, search_facets, related_papers."""
 
     async def search(self, args: tool_args.SearchArgs, ctx: ToolCall | None) -> Reply:
         from cnki_mcp.research.pipeline import plan_search, search_input
@@ -77,16 +77,6 @@ class SearchTools(AppCore):
         work = functools.partial(facets.run, site=self.site(), store=store, request=request)
         jobs = await self.jobs()
         return await jobs.inline(jobs.start(facets.KIND, kind_budget(facets.KIND, args.on_verification), work), ctx)
-
-    async def journal_issues(self, args: tool_args.JournalIssuesArgs, ctx: ToolCall | None) -> Reply:
-        from cnki_mcp.research.journal_issues import KIND, IssuesAsked, JournalIssues
-
-        asked = IssuesAsked(journal=args.journal, issn=args.issn, cn=args.cn, record_ref=args.record_ref,
-                            year=args.year or None, issue=args.issue, limit=args.limit, offset=args.offset)
-        issues = JournalIssues(await self.catalog(), self.site())
-        jobs = await self.jobs()
-        job = jobs.start(KIND, kind_budget(KIND, args.on_verification), functools.partial(issues.run, asked=asked))
-        return await jobs.inline(job, ctx)
 
     async def related_papers(self, args: tool_args.RelatedPapersArgs, ctx: ToolCall | None) -> Reply:
         relations = await self.relations()

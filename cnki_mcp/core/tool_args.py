@@ -273,17 +273,6 @@ class CheckReferencesArgs(ToolArgs):
     on_verification: str = "ask"
 
 
-class JournalIssuesArgs(ToolArgs):
-    journal: str = ""  # the journal's name; or issn, cn, or record_ref of one of its papers (exactly one)
-    issn: str = ""
-    cn: str = ""
-    record_ref: str = ""
-    year: int = 0  # 0: the years and issues; a year with issue: that issue's table of contents
-    issue: str = ""  # as years gives it: its issue label or its code
-    limit: int = LIMIT_DEFAULT
-    offset: int = 0
-    on_verification: str = "ask"
-
 class ToolName(StrEnum):
     AUTHOR_PAPERS = "author_papers"
     CHECK_REFERENCES = "check_references"

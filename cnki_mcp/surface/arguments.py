@@ -63,7 +63,6 @@ from cnki_mcp.core.tool_args import (
     DownloadPapersArgs,
     ExportCitationsArgs,
     GetMetadataArgs,
-    JournalIssuesArgs,
     LinkReferencesArgs,
     NativeSearchArgs,
     ReadOnlineHtmlArgs,
@@ -380,23 +379,6 @@ def validate_related_papers(args: RelatedPapersArgs, raw: dict[str, Any]) -> Non
     args.relation = _choice(args.relation, RELATIONS, "references", "INVALID_RELATION", "relation")
     args.limit = _limit(args.limit)
     args.wait_seconds = _defaulted(args.wait_seconds, RELATED_WAIT_DEFAULT, STATUS_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
-    args.on_verification = _policy(args.on_verification)
-
-
-def validate_journal_issues(args: JournalIssuesArgs, raw: dict[str, Any]) -> None:
-    args.journal, args.issn, args.cn, args.record_ref = map(_given, (args.journal, args.issn, args.cn, args.record_ref))
-    named = [field for field, value in (("journal", args.journal), ("issn", args.issn), ("cn", args.cn),
-                                        ("record_ref", args.record_ref)) if value]
-    if len(named) != 1:
-        why = f"只能提供其中一个，收到了 {'、'.join(named)}" if named else "须提供其中一个"
-        raise CnkiError("INVALID_INPUT", f"journal、issn、cn 与 record_ref {why}。", details={"field": "journal"})
-    if not 0 <= args.year <= YEAR_MAX:
-        raise CnkiError("INVALID_YEAR", f"year 须在 0–{YEAR_MAX} 之间（0 表示列出年份与刊期），收到的是 {args.year}。", details={"field": "year"})
-    args.issue = _given(args.issue)
-    if bool(args.year) != bool(args.issue):
-        raise CnkiError("INVALID_INPUT", "year 与 issue 须一起提供（读一期的目录），或都不提供（列出年份与刊期）。", details={"field": "issue"})
-    args.limit = _limit(args.limit)
-    _offset(args.offset)
     args.on_verification = _policy(args.on_verification)
 
 

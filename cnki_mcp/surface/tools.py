@@ -395,33 +395,6 @@ register(
 )
 
 register(
-    ToolName.JOURNAL_ISSUES,
-    "一种期刊在知网的刊期与目录（期刊导航的刊期浏览）：用 journal（刊名）、issn、cn 或其中一篇论文的 record_ref "
-    "指明期刊（四者取一）。不带 year 时返回知网列出的全部年份与各期（years：[{year, issues:[{issue, code}]}]，新的在前）；"
-    "带 year 和 issue（取 years 中的 issue 或 code）时返回这一期的目录：records 按刊内顺序给出题名、作者、页码和所在栏目"
-    f"（section），用 limit/offset 分页。目录中的论文都存入本地并带 record_ref，可直接用于 {ToolName.GET_METADATA}、"
-    f"{ToolName.DOWNLOAD_PAPERS}、{ToolName.EXPORT_CITATIONS} 和 {ToolName.SAVE_TO_ZOTERO}。",
-    _object(
-        {
-            "cn": _string("期刊的国内统一刊号，如 11-1234/D"),
-            "issn": _string("期刊的 ISSN，如 1000-1234"),
-            "issue": _string("配合 year：哪一期，取 years 中的 issue（如 06）或 code"),
-            "journal": _string("期刊名称（须与知网的刊名完全一致；重名时改用 issn 或 cn）"),
-            "limit": _integer(f"配合 year 和 issue：每页条数，{_LIMIT}"),
-            "offset": _integer("配合 year 和 issue：从目录的第几篇开始（取上次返回的 next_offset）"),
-            "on_verification": _POLICY,
-            "record_ref": _string("该刊一篇论文的 record_ref"),
-            "year": _integer("读哪一年的一期目录（与 issue 一起给出）；省略时列出年份与刊期"),
-        }
-    ),
-    tool_args.JournalIssuesArgs,
-    a.validate_journal_issues,
-    handler=App.journal_issues,
-    read_only=True,
-    open_world=True,
-)
-
-register(
     ToolName.LINK_REFERENCES,
     "把文本里的《完整论文题名》改写为指向知网的 Markdown 链接；支持嵌套书名号，已有的链接和代码不改动。"
     "用户给出草稿、综述需要补链接时使用。默认只用本地记录，lookup_missing=true 时才到知网查找。",
