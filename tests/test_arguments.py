@@ -18,7 +18,6 @@ from cnki_mcp.core.tool_args import (
     GetMetadataArgs,
     LinkReferencesArgs,
     ReadOnlineHtmlArgs,
-    RelatedPapersArgs,
     SaveToZoteroArgs,
     SearchArgs,
     SearchFacetsArgs,
@@ -34,6 +33,7 @@ from cnki_mcp.tools.journal_issues import Args as JournalIssuesArgs
 from cnki_mcp.tools.login import Args as LoginArgs
 from cnki_mcp.tools.operation_control import Args as OperationControlArgs
 from cnki_mcp.tools.operation_status import Args as OperationStatusArgs
+from cnki_mcp.tools.related_papers import Args as RelatedPapersArgs
 from cnki_mcp.tools.search_results import Args as SearchResultsArgs
 from cnki_mcp.tools.session_status import Args as SessionStatusArgs
 

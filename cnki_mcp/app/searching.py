@@ -1,13 +1,13 @@
-"""The searches, a field's shape (facets, a journal's issues, an author's papers) and the citation graph."""
+"""The searches and a field's shape (facets)."""
 
 from __future__ import annotations
 
 import functools
 from typing import TYPE_CHECKING
 
-from cnki_mcp.app.core import AppCore, Reply, progress_of, stored_search
+from cnki_mcp.app.core import AppCore, Reply, stored_search
 from cnki_mcp.core import tool_args
-from cnki_mcp.core.call import ToolCall, seconds_since
+from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import Plan, SearchSummary
 from cnki_mcp.ops.jobs import OperationContext, Work, kind_budget
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class SearchTools(AppCore):
-    """The searches and the citation graph: search, structured_search, expert_search, search_facets, related_papers."""
+    """The searches: search, structured_search, expert_search, search_facets."""
 
     async def search(self, args: tool_args.SearchArgs, ctx: ToolCall | None) -> Reply:
         from cnki_mcp.research.pipeline import plan_search, search_input
@@ -77,15 +77,3 @@ class SearchTools(AppCore):
         work = functools.partial(facets.run, site=self.site(), store=store, request=request)
         jobs = await self.jobs()
         return await jobs.inline(jobs.start(facets.KIND, kind_budget(facets.KIND, args.on_verification), work), ctx)
-
-    async def related_papers(self, args: tool_args.RelatedPapersArgs, ctx: ToolCall | None) -> Reply:
-        relations = await self.relations()
-        asked = relations.request(args.record_ref, args.title, args.cursor, args.relation)
-        hit = None if args.refresh else relations.cached(asked, args.limit)
-        if hit is not None:
-            return hit
-        jobs = await self.jobs()
-        job = jobs.start("related", kind_budget("related", args.on_verification), relations.work(asked, args.limit, args.refresh))
-        return await jobs.wait(job, args.wait_seconds - seconds_since(ctx), progress_of(ctx))
-
-

@@ -100,8 +100,6 @@ TEMPLATE_FIELDS: tuple[str, ...] = (
     "clc",
 )
 TAG_CHARS = 100
-RELATIONS = ("references", "citing", "similar")
-RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answering with the operation
 FACET_LIMIT_DEFAULT = 10  # search_facets: entries per facet
 FACET_LIMIT_MAX = 50
 CHART_BARS = 10  # the chart: bars per facet other than year
@@ -235,17 +233,6 @@ class DownloadPapersArgs(ToolArgs):
     subdirectory: str = ""
     interval_seconds: int = INTERVAL_DEFAULT  # the least time between two clicks, jittered
     wait_seconds: int = DOWNLOAD_WAIT_DEFAULT  # each paper's transfer wait
-    on_verification: str = "ask"
-
-
-class RelatedPapersArgs(ToolArgs):
-    relation: str = "references"
-    limit: int = LIMIT_DEFAULT
-    record_ref: str = ""
-    refresh: bool = False
-    title: str = ""
-    wait_seconds: int = RELATED_WAIT_DEFAULT
-    cursor: str = ""
     on_verification: str = "ask"
 
 

@@ -49,11 +49,8 @@ from cnki_mcp.core.tool_args import (
     READ_CHARACTERS_DEFAULT,
     READ_CHARACTERS_MAX,
     READ_SOURCES,
-    RELATED_WAIT_DEFAULT,
-    RELATIONS,
     SCOPES,
     SORTS,
-    STATUS_WAIT_MAX,
     TAG_CHARS,
     TEXT_BYTES_MAX,
     YEAR_MAX,
@@ -66,7 +63,6 @@ from cnki_mcp.core.tool_args import (
     LinkReferencesArgs,
     NativeSearchArgs,
     ReadOnlineHtmlArgs,
-    RelatedPapersArgs,
     SaveToZoteroArgs,
     SearchArgs,
     SearchFacetsArgs,
@@ -176,7 +172,7 @@ def _given(value: str) -> str:
     return "" if is_blank(value) else value.strip()
 
 
-def _exactly_one_document(args: ReadOnlineHtmlArgs | DownloadPaperArgs | RelatedPapersArgs) -> None:
+def _exactly_one_document(args: ReadOnlineHtmlArgs | DownloadPaperArgs) -> None:
     args.record_ref, args.title = _given(args.record_ref), _given(args.title)
     given = [name for name, value in (("record_ref", args.record_ref), ("title", args.title)) if value]
     if len(given) != 1:
@@ -368,17 +364,6 @@ def validate_download_papers(args: DownloadPapersArgs, raw: dict[str, Any]) -> N
             details={"field": "interval_seconds"},
         )
     args.wait_seconds = _defaulted(args.wait_seconds, DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
-    args.on_verification = _policy(args.on_verification)
-
-
-def validate_related_papers(args: RelatedPapersArgs, raw: dict[str, Any]) -> None:
-    args.cursor = _given(args.cursor)
-    args.record_ref, args.title = _given(args.record_ref), _given(args.title)
-    if not args.cursor or args.record_ref or args.title:
-        _exactly_one_document(args)
-    args.relation = _choice(args.relation, RELATIONS, "references", "INVALID_RELATION", "relation")
-    args.limit = _limit(args.limit)
-    args.wait_seconds = _defaulted(args.wait_seconds, RELATED_WAIT_DEFAULT, STATUS_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
     args.on_verification = _policy(args.on_verification)
 
 

@@ -445,34 +445,6 @@ register(
 )
 
 register(
-    ToolName.RELATED_PAPERS,
-    "一篇论文的参考文献（references，默认）、引证文献（citing，引用它的论文）或相似文献（similar），按知网的顺序分页返回。"
-    "从关键论文出发扩展文献综述时使用。返回的论文都存入本地并带 record_ref，可直接用于 get_metadata、download_paper、"
-    "export_citations；知网没有链接到记录的参考文献（图书、外文等）以引文文本给出，record_ref 为 null。"
-    "读过的列表保存在本地（参考文献 30 天，引证与相似文献 7 天），再次调用和翻页不重复访问知网。",
-    _object(
-        {
-            "cursor": _string("翻页：传入上一页结果中的 next_cursor（其余参数可省略）"),
-            "limit": _integer(f"每页条数，{_LIMIT}"),
-            "on_verification": _POLICY,
-            "record_ref": _string("论文的 record_ref（与 title 二选一）"),
-            "refresh": _boolean("忽略本地保存的列表，重新从知网读取"),
-            "relation": _string("references（默认，参考文献）、citing（引证文献）、similar（相似文献）", tool_args.RELATIONS),
-            "title": _string("论文的完整题名（与 record_ref 二选一）"),
-            "wait_seconds": _integer(
-                f"本次调用最多等待的秒数，1–{tool_args.STATUS_WAIT_MAX}，默认 {tool_args.RELATED_WAIT_DEFAULT}；未完成时返回 operation_id，"
-                f"用 {ToolName.OPERATION_STATUS} 继续等待"
-            ),
-        }
-    ),
-    tool_args.RelatedPapersArgs,
-    a.validate_related_papers,
-    handler=App.related_papers,
-    read_only=True,
-    open_world=True,
-)
-
-register(
     ToolName.SAVE_TO_ZOTERO,
     "把文献存入 Zotero 桌面版（通过它在本机的连接器，与 Zotero 浏览器插件的方式相同，不经过系统代理）："
     "题名、作者（中文姓名不拆分）、日期、来源、卷期页、DOI、摘要、关键词（作为标签）、语言、网址、中图分类号（在 extra 中），"
