@@ -50,7 +50,6 @@ KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "download": (30, 1800),
     "site_check": (12, 600),
     "related": (200, 900),
-    "facets": (30, 600),  # search_facets: grid page 1, the panel, a group asked again alone, challenges
     "issues": (20, 600),  # journal_issues: a search, the journal page, yearList pages, one issue
     "authors": (20, 600),  # author_papers: the paper's page, listing pages, a few detail pages
 }
