@@ -32,7 +32,8 @@ from cnki_mcp.core.model import Problem
 from cnki_mcp.core.tool_args import ToolName
 from cnki_mcp.surface import arguments, server
 from cnki_mcp.surface.tools import REGISTRY
-from cnki_mcp.tools import operation_control, search_results
+from cnki_mcp.tools import _searching, operation_control, search_results
+from cnki_mcp.tools import search as search_tool
 
 CHECKER = Path(__file__).resolve().parents[2] / "shared" / "tools" / "contract_check.py"
 # The reference server's tools/list answer: its 13 tools must be served exactly as it serves them.
@@ -187,18 +188,18 @@ def test_schema_properties_match_the_argument_structs() -> None:
         assert set(properties) == _struct_shape(REGISTRY[ToolName(name)].arguments), name
         if "options" in properties:
             # Only search expands through the citation graph; the others' validators refuse options.expand.
-            expected = _struct_shape(tool_args.SearchOptions) - ({"expand"} if name != "search" else set())
+            expected = _struct_shape(_searching.SearchOptions) - ({"expand"} if name != "search" else set())
             assert set(properties["options"]["properties"]) == expected, name
 
 
 def test_enums_match_the_validation_rules() -> None:
     tools = by_name()
     search = tools["search"]["inputSchema"]["properties"]
-    assert search["mode"]["enum"] == list(tool_args.MODES)
+    assert search["mode"]["enum"] == list(search_tool.MODES)
     options = search["options"]["properties"]
-    assert options["metadata"]["enum"] == list(tool_args.METADATA)
-    assert options["freshness"]["enum"] == list(tool_args.FRESHNESS)
-    assert options["sort"]["enum"] == list(tool_args.SORTS)
+    assert options["metadata"]["enum"] == list(_searching.METADATA)
+    assert options["freshness"]["enum"] == list(_searching.FRESHNESS)
+    assert options["sort"]["enum"] == list(_searching.SORTS)
     assert options["on_verification"]["enum"] == list(tool_args.POLICIES)
     assert tools["export_citations"]["inputSchema"]["properties"]["format"]["enum"] == list(arguments.CITATION_FORMATS)
     assert tools["export_citations"]["inputSchema"]["properties"]["scope"]["enum"] == list(tool_args.SCOPES)

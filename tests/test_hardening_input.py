@@ -39,7 +39,7 @@ from cnki_mcp.core.errors import CATALOGUE
 from cnki_mcp.core.text import is_blank
 from cnki_mcp.site import grid_query
 from cnki_mcp.surface import arguments, server
-from cnki_mcp.tools import operation_control, search_results
+from cnki_mcp.tools import _searching, operation_control, search, search_results
 from tests.harness import (
     INIT_PARAMS,
     RawServer,
@@ -331,12 +331,12 @@ def test_metadata_limit_over_the_batch_is_batch_too_large(mcp: ThreadedClient) -
 
 # (tool, a valid base, field path, its enum, code for any other non-empty value)
 ENUMS: list[tuple[str, dict[str, Any], str, tuple[str, ...], str]] = [
-    ("search", {"query": "q"}, "mode", tool_args.MODES, "INVALID_MODE"),
+    ("search", {"query": "q"}, "mode", search.MODES, "INVALID_MODE"),
     ("search", {"query": "q"}, "options.on_verification", tool_args.POLICIES, "INVALID_POLICY"),
-    ("search", {"query": "q"}, "options.sort", tool_args.SORTS, "INVALID_SORT"),
-    ("search", {"query": "q"}, "options.metadata", tool_args.METADATA, "INVALID_METADATA"),
-    ("search", {"query": "q"}, "options.freshness", tool_args.FRESHNESS, "INVALID_FRESHNESS"),
-    ("structured_search", {"expression": {"field": "title", "value": "q"}}, "sort", tool_args.SORTS, "INVALID_SORT"),
+    ("search", {"query": "q"}, "options.sort", _searching.SORTS, "INVALID_SORT"),
+    ("search", {"query": "q"}, "options.metadata", _searching.METADATA, "INVALID_METADATA"),
+    ("search", {"query": "q"}, "options.freshness", _searching.FRESHNESS, "INVALID_FRESHNESS"),
+    ("structured_search", {"expression": {"field": "title", "value": "q"}}, "sort", _searching.SORTS, "INVALID_SORT"),
     ("search_results", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
     ("search_results", {"search_id": "s"}, "view", get_args(search_results.View), "INVALID_VIEW"),
     ("get_metadata", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),

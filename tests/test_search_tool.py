@@ -20,13 +20,13 @@ from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextConte
 from cnki_mcp.app import App
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget
-from cnki_mcp.core.tool_args import StructuredSearchArgs
 from cnki_mcp.ops.jobs import OperationContext, kind_budget
 from cnki_mcp.research import expert
 from cnki_mcp.research.pipeline import SearchState
-from cnki_mcp.research.query import LEXICAL_WARNING, SAMPLING_UNUSABLE_WARNING, query_of
+from cnki_mcp.research.query import LEXICAL_WARNING, SAMPLING_UNUSABLE_WARNING
 from cnki_mcp.site import grid_query
 from cnki_mcp.surface import server
+from cnki_mcp.tools.structured_search import Args as StructuredSearchArgs
 from tests.fake_site import FakeSite, sim_paper
 from tests.harness import RawServer, call_tool, processes_on, serve_params
 from tests.store_faults import copy_committed, persisted_raw
@@ -359,7 +359,7 @@ async def test_structured_search_compiles_its_tree_once(app: App, site: FakeSite
     assert len(compiles) == 1
     assert view["result"]["expert_expression"] == expert.from_structured(expression) != ""
     checkpoint = (await app.store()).data.operations[view["operation_id"]].checkpoint
-    assert msgspec.convert(checkpoint, SearchState).query == query_of(StructuredSearchArgs(expression=expression))
+    assert msgspec.convert(checkpoint, SearchState).query == StructuredSearchArgs(expression=expression).asked()
 
 
 async def test_expert_search_reads_its_expression_once(

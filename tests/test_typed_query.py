@@ -9,7 +9,6 @@ import msgspec
 import pytest
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.tool_args import ExpertSearchArgs, SearchArgs, StructuredSearchArgs
 from cnki_mcp.research.query import (
     ConceptQuery,
     ExpertQuery,
@@ -17,30 +16,32 @@ from cnki_mcp.research.query import (
     SentenceQuery,
     StructuredQuery,
     compiled_of,
-    query_of,
 )
 from cnki_mcp.site.grid_query import CompiledQuery, Condition, GridQuery, Sentence
+from cnki_mcp.tools.expert_search import Args as ExpertSearchArgs
+from cnki_mcp.tools.search import Args as SearchArgs
+from cnki_mcp.tools.structured_search import Args as StructuredSearchArgs
 
 TITLES = {"op": "and", "items": [{"field": "title", "value": "自动驾驶"}, {"field": "title", "value": "产品责任"}]}
 SENTENCE = {"field": "sentence", "value": "大语言模型", "value2": "医学影像", "scope": "paragraph"}
 
 
 def test_each_tool_reads_its_own_kind() -> None:
-    concepts = query_of(SearchArgs(query="自动驾驶 产品责任", concept_groups=[["自动驾驶"]]))
+    concepts = SearchArgs(query="自动驾驶 产品责任", concept_groups=[["自动驾驶"]]).asked()
     assert concepts == ConceptQuery(text="自动驾驶 产品责任", groups=[["自动驾驶"]])
     assert compiled_of(concepts) is None  # each of its channels is compiled by the run
 
-    structured = query_of(StructuredSearchArgs(expression=TITLES))
+    structured = StructuredSearchArgs(expression=TITLES).asked()
     assert structured == StructuredQuery(
         expression=TITLES, branches=[[Condition("title", "自动驾驶"), Condition("title", "产品责任")]]
     )
     assert compiled_of(structured) == CompiledQuery(branches=structured.branches)
 
-    sentence = query_of(StructuredSearchArgs(expression=SENTENCE))
+    sentence = StructuredSearchArgs(expression=SENTENCE).asked()
     assert sentence == SentenceQuery(expression=SENTENCE, sentence=Sentence("大语言模型", "医学影像", "paragraph"))
     assert compiled_of(sentence) == CompiledQuery(sentence=Sentence("大语言模型", "医学影像", "paragraph"))
 
-    professional = query_of(ExpertSearchArgs(expression="ti=a or ti=b and au=c"))
+    professional = ExpertSearchArgs(expression="ti=a or ti=b and au=c").asked()
     assert isinstance(professional, ExpertQuery)
     assert professional.canonical == "(TI='a' OR TI='b') AND AU='c'" and len(professional.warnings) == 1
     assert compiled_of(professional) == CompiledQuery(expert=professional.canonical)
@@ -57,16 +58,16 @@ def test_each_tool_reads_its_own_kind() -> None:
 ])
 def test_a_bad_expression_is_refused_with_the_same_error(args: Any, code: str, details: dict[str, Any] | None) -> None:
     with pytest.raises(CnkiError) as raised:
-        query_of(args)
+        args.asked()
     assert raised.value.code == code
     assert raised.value.details == details
 
 
 @pytest.mark.parametrize("query", [
     ConceptQuery(text="自动驾驶"),
-    query_of(StructuredSearchArgs(expression=TITLES)),
-    query_of(StructuredSearchArgs(expression=SENTENCE)),
-    query_of(ExpertSearchArgs(expression="TI=a NOT AU=b")),
+    StructuredSearchArgs(expression=TITLES).asked(),
+    StructuredSearchArgs(expression=SENTENCE).asked(),
+    ExpertSearchArgs(expression="TI=a NOT AU=b").asked(),
 ])
 def test_the_query_round_trips_through_json_and_builtins(query: Query) -> None:
     encoded = msgspec.json.encode(query)

@@ -5,7 +5,7 @@ rules that check them live with the MCP surface (``surface.arguments``)."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import msgspec
 
@@ -13,7 +13,6 @@ from cnki_mcp.core.model import PRIVATE_PAPER_FIELDS, Paper
 
 # --- limits and enums (the tool contract and its documented defaults) -------------------------------
 
-QUERY_MAX = 1000
 YEAR_MAX = 2200
 LIMIT_DEFAULT = 50
 LIMIT_MAX = 100
@@ -32,11 +31,7 @@ READ_CHARACTERS_DEFAULT = 20_000
 READ_CHARACTERS_MAX = 200_000
 TEXT_BYTES_MAX = 512 * 1024
 
-MODES = ("precise", "balanced", "broad")
 POLICIES = ("ask", "skip")
-SORTS = ("relevance", "date_desc", "cited_desc", "downloaded_desc")
-METADATA = ("ranked", "all", "basic")
-FRESHNESS = ("prefer_cache", "live")
 Scope = Literal["selected", "eligible", "candidates"]  # which part of a stored search
 SCOPES: tuple[str, ...] = get_args(Scope)
 FILE_FORMATS = ("pdf", "caj")  # what a download can be
@@ -100,10 +95,7 @@ TEMPLATE_FIELDS: tuple[str, ...] = (
     "clc",
 )
 TAG_CHARS = 100
-FACET_LIMIT_DEFAULT = 10  # search_facets: entries per facet
-FACET_LIMIT_MAX = 50
 CHART_BARS = 10  # the chart: bars per facet other than year
-EXPAND_MAX = 20  # search options.expand: the top selected papers whose references and citing papers are read
 
 # Integer options: name -> (default for search, maximum). structured_search derives candidate_target.
 OPTION_RANGES: dict[str, tuple[int, int]] = {
@@ -124,60 +116,6 @@ METADATA_FIELDS = frozenset(
 
 class ToolArgs(msgspec.Struct, forbid_unknown_fields=True):
     """Base of every tool's arguments."""
-
-
-class SearchOptions(ToolArgs):
-    on_verification: str = "ask"
-    sort: str = "relevance"
-    candidate_target: int = 300
-    max_pages: int = 5
-    max_requests: int = 600
-    timeout_seconds: int = 900
-    metadata: str = "ranked"
-    freshness: str = "prefer_cache"
-    expand: int = 0
-
-
-class SearchArgs(ToolArgs):
-    query: str
-    mode: str = "balanced"
-    limit: int = LIMIT_DEFAULT
-    year_from: int = 0  # 0 = unbounded
-    year_to: int = 0
-    concept_groups: list[list[str]] = []  # empty = plan automatically
-    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
-
-
-class NativeSearchArgs(ToolArgs):
-    """What the searches that keep CNKI's own order share (structured and professional expressions)."""
-
-    limit: int = LIMIT_DEFAULT
-    year_from: int = 0
-    year_to: int = 0
-    sort: str = "relevance"  # after parse: the effective sort, equal to options.sort
-    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
-    facet_filters: dict[str, list[str]] = {}  # facet name → codes from search_facets (OR within, AND across)
-
-
-class StructuredSearchArgs(NativeSearchArgs, kw_only=True):
-    expression: dict[str, Any]  # tree checked by query.py
-
-
-class ExpertSearchArgs(NativeSearchArgs, kw_only=True):
-    expression: str  # a professional-search expression, read and checked by expert.py
-
-
-class SearchFacetsArgs(ToolArgs):
-    search_id: str = ""  # or expression (+ years): the listing whose facets are read
-    expression: dict[str, Any] = {}
-    year_from: int = 0
-    year_to: int = 0
-    facet_filters: dict[str, list[str]] = {}
-    facets: list[str] = []  # empty = every facet
-    limit: int = FACET_LIMIT_DEFAULT
-    chart: bool = False
-    freshness: str = "prefer_cache"
-    on_verification: str = "ask"
 
 
 class GetMetadataArgs(ToolArgs):

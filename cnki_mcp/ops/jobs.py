@@ -49,7 +49,6 @@ KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "read": (60, 900),
     "download": (30, 1800),
     "site_check": (12, 600),
-    "facets": (30, 600),  # search_facets: grid page 1, the panel, a group asked again alone, challenges
 }
 
 

@@ -36,7 +36,7 @@ from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.research import chart
 from cnki_mcp.research.backend import SiteBackend
-from cnki_mcp.site.facet_query import FACET_NAMES, facet_code, facet_of_group, facet_picks, group_ids
+from cnki_mcp.site.facet_query import facet_code, facet_of_group, facet_picks, group_ids
 from cnki_mcp.site.grid_query import CompiledQuery, GridQuery, compile_channel
 from cnki_mcp.site.listings import query_key
 from cnki_mcp.store.library import Store
@@ -70,26 +70,6 @@ def channel_query(
         compiled = compile_channel(channel)
     # The panel's request has no 句子检索 form: a sentence search's listing here is its (empty) branches.
     return GridQuery(compiled.branches, year_from, year_to, expert=compiled.expert, facets=facet_picks(filters))
-
-
-def facets_request(args: tool_args.SearchFacetsArgs, record: SearchRecord | None) -> FacetsRequest:
-    """The listing ``args`` name: ``record``'s first channel (its years, its facet filters under the given
-    ones), or the expression with the given years."""
-    wanted = list(args.facets) or list(FACET_NAMES)
-    if record is not None:
-        if not record.plan.channels:
-            raise CnkiError("SEARCH_NOT_FOUND", f"检索 {record.search_id} 没有可复用的知网检索条件。")
-        filters = {**record.facet_filters, **args.facet_filters}
-        query = channel_query(record.plan.channels[0], record.year_from, record.year_to, filters)
-        search_id = record.search_id
-    else:
-        filters = dict(args.facet_filters)
-        query = channel_query(Channel(name="q1", expression=args.expression), args.year_from, args.year_to, filters)
-        search_id = ""
-    return FacetsRequest(
-        query=query, search_id=search_id, facet_filters=filters, facets=wanted, limit=args.limit,
-        chart=args.chart, freshness=args.freshness,
-    )
 
 
 def facet_key(query: GridQuery) -> str:

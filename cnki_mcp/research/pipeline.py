@@ -42,7 +42,6 @@ from cnki_mcp.core.model import (
     TitleRow,
 )
 from cnki_mcp.core.text import source_key
-from cnki_mcp.core.tool_args import ExpertSearchArgs, SearchArgs, SearchOptions, StructuredSearchArgs
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.research.enrich import Enrichment
@@ -54,6 +53,7 @@ from cnki_mcp.research.query import (
     SAMPLING_SYSTEM_PROMPT,
     SAMPLING_UNUSABLE_WARNING,
     ConceptQuery,
+    ExpertQuery,
     Query,
     compiled_of,
     feedback_channels,
@@ -106,7 +106,8 @@ class SearchSettings(msgspec.Struct, kw_only=True):
     expand: int = 0
 
     @classmethod
-    def of(cls, options: SearchOptions) -> SearchSettings:
+    def of(cls, options: msgspec.Struct) -> SearchSettings:
+        """The settings from a search tool's options (the tool's Struct holds every name here)."""
         return cls(**{name: getattr(options, name) for name in cls.__struct_fields__})
 
 
@@ -158,21 +159,27 @@ class SearchState(msgspec.Struct, omit_defaults=True):
     expand_enriched: bool = False
 
 
-def search_input(args: SearchArgs | StructuredSearchArgs | ExpertSearchArgs) -> SearchInput:
+def search_input(
+    query: Query,
+    *,
+    limit: int,
+    year_from: int,
+    year_to: int,
+    options: SearchSettings,
+    mode: str = "precise",
+    facet_filters: dict[str, list[str]] | None = None,
+) -> SearchInput:
     """The search as it will run; structured and expert searches are precise searches whose query names
-    the expression."""
-    groups: list[list[str]]
-    if isinstance(args, ExpertSearchArgs):
-        query, mode, groups = "expert:" + fingerprint(args.expression), "precise", []
-    elif isinstance(args, StructuredSearchArgs):
-        query, mode, groups = "structured:" + fingerprint(args.expression), "precise", []
+    the expression (``mode`` is the concept search's)."""
+    groups: list[list[str]] = []
+    if isinstance(query, ConceptQuery):
+        name, groups = query.text, query.groups
     else:
-        query, mode, groups = args.query, args.mode, args.concept_groups
-    settings = SearchSettings.of(args.options)
-    years = {"year_from": args.year_from, "year_to": args.year_to}
-    filters = {} if isinstance(args, SearchArgs) else dict(args.facet_filters)
+        kind = "expert" if isinstance(query, ExpertQuery) else "structured"
+        name, mode = f"{kind}:{fingerprint(query.expression)}", "precise"
     return SearchInput(
-        query=query, mode=mode, limit=args.limit, concept_groups=groups, options=settings, facet_filters=filters, **years
+        query=name, mode=mode, limit=limit, concept_groups=groups, options=options, facet_filters=facet_filters or {},
+        year_from=year_from, year_to=year_to,
     )
 
 

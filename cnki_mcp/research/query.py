@@ -19,14 +19,7 @@ import msgspec
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Channel, Plan
 from cnki_mcp.core.text import has_han, is_blank, unique_strings
-from cnki_mcp.core.tool_args import (
-    PLAN_GROUPS_MAX,
-    PLAN_TERM_CHARS,
-    PLAN_TERMS_MAX,
-    ExpertSearchArgs,
-    SearchArgs,
-    StructuredSearchArgs,
-)
+from cnki_mcp.core.tool_args import PLAN_GROUPS_MAX, PLAN_TERM_CHARS, PLAN_TERMS_MAX
 from cnki_mcp.research.expert import canonical_expression, expert_plan
 from cnki_mcp.site.grid_query import MAX_BRANCHES, CompiledQuery, Condition, Sentence, combine, compile_query, leaf
 
@@ -254,16 +247,6 @@ def expert_query(text: str) -> ExpertQuery:
     """A professional-search expression read and written canonically once (INVALID_EXPRESSION with the position)."""
     canonical, warnings = canonical_expression(text)
     return ExpertQuery(expression=text, canonical=canonical, warnings=warnings)
-
-
-def query_of(args: SearchArgs | StructuredSearchArgs | ExpertSearchArgs) -> Query:
-    """What a search tool's arguments ask, read and compiled once: a bad expression is reported here,
-    before anything else."""
-    if isinstance(args, ExpertSearchArgs):
-        return expert_query(args.expression)
-    if isinstance(args, StructuredSearchArgs):
-        return structured_query(args.expression)
-    return ConceptQuery(text=args.query, groups=args.concept_groups)
 
 
 def compiled_of(query: Query) -> CompiledQuery | None:

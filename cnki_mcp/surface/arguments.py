@@ -27,33 +27,22 @@ from cnki_mcp.core.tool_args import (
     DOWNLOAD_FORMATS,
     DOWNLOAD_WAIT_DEFAULT,
     DOWNLOAD_WAIT_MAX,
-    EXPAND_MAX,
     EXPORT_MAX,
-    FACET_LIMIT_DEFAULT,
-    FACET_LIMIT_MAX,
-    FACET_NAMES,
-    FRESHNESS,
     INTERVAL_DEFAULT,
     INTERVAL_MAX,
     INTERVAL_MIN,
     LIMIT_DEFAULT,
     LIMIT_MAX,
-    METADATA,
     METADATA_FIELDS,
-    MODES,
-    OPTION_RANGES,
     PAPERS_LIMIT_DEFAULT,
     PAPERS_MAX,
     POLICIES,
-    QUERY_MAX,
     READ_CHARACTERS_DEFAULT,
     READ_CHARACTERS_MAX,
     READ_SOURCES,
     SCOPES,
-    SORTS,
     TAG_CHARS,
     TEXT_BYTES_MAX,
-    YEAR_MAX,
     ZOTERO_MAX,
     CheckReferencesArgs,
     DownloadPaperArgs,
@@ -61,12 +50,8 @@ from cnki_mcp.core.tool_args import (
     ExportCitationsArgs,
     GetMetadataArgs,
     LinkReferencesArgs,
-    NativeSearchArgs,
     ReadOnlineHtmlArgs,
     SaveToZoteroArgs,
-    SearchArgs,
-    SearchFacetsArgs,
-    SearchOptions,
     ToolArgs,
 )
 from cnki_mcp.tools._parse import an_object, structural_error, without_nulls
@@ -79,23 +64,13 @@ Validator = Callable[[Any, dict[str, Any]], None]
 
 def parse(kind: type[ToolArgs], validate: Validator, raw: dict[str, Any] | None) -> ToolArgs:
     """Convert ``raw`` to ``kind`` and validate it; raise CnkiError with the precise code on the first problem."""
-    given = _without_nulls(an_object(raw), kind)
+    given = without_nulls(an_object(raw), kind)
     try:
         args = msgspec.convert(given, kind)
     except msgspec.ValidationError as exc:
-        raise structural_error(str(exc), {"": kind, "options": SearchOptions}) from None
+        raise structural_error(str(exc), {"": kind}) from None
     validate(args, given)
     return args
-
-
-def _without_nulls(raw: dict[str, Any], kind: type[ToolArgs]) -> dict[str, Any]:
-    """``without_nulls`` (which goes into ``options``), and in ``concept_groups`` of the search."""
-    given = without_nulls(raw, kind)
-    groups = given.get("concept_groups")
-    if isinstance(groups, list):
-        # The contract types each group as ["null","array"]; a null group is an empty one.
-        given["concept_groups"] = [[] if g is None else g for g in groups]
-    return given
 
 
 # --- shared rules ----------------------------------------------------------------------------------
@@ -120,47 +95,6 @@ def _limit(value: int, field: str = "limit") -> int:
 def _offset(value: int, field: str = "offset") -> None:
     if value < 0:
         raise CnkiError("INVALID_OFFSET", f"{field} 不能为负数，收到的是 {value}。", details={"field": field})
-
-
-def _years(year_from: int, year_to: int) -> None:
-    for field, year in (("year_from", year_from), ("year_to", year_to)):
-        if not 0 <= year <= YEAR_MAX:
-            raise CnkiError(
-                "INVALID_YEAR", f"{field} 须在 0–{YEAR_MAX} 之间（0 表示不限），收到的是 {year}。", details={"field": field}
-            )
-    if year_from > 0 and year_to > 0 and year_from > year_to:
-        raise CnkiError(
-            "INVALID_YEAR",
-            f"year_from（{year_from}）不能大于 year_to（{year_to}）。",
-            details={"field": "year_from"},
-        )
-
-
-def _options(options: SearchOptions, candidate_default: int) -> None:
-    """The options rules of the search input, in the documented order; fills every default in place."""
-    options.on_verification = _choice(
-        options.on_verification, POLICIES, "ask", "INVALID_POLICY", "options.on_verification"
-    )
-    options.sort = _choice(options.sort, SORTS, "relevance", "INVALID_SORT", "options.sort")
-    for name, (default, maximum) in OPTION_RANGES.items():
-        value = getattr(options, name)
-        if value == 0:
-            value = candidate_default if name == "candidate_target" else default
-        if not 1 <= value <= maximum:
-            raise CnkiError(
-                "INVALID_OPTION",
-                f"options.{name} 须在 1–{maximum} 之间（0 表示默认值），收到的是 {value}。",
-                details={"field": f"options.{name}"},
-            )
-        setattr(options, name, value)
-    if not 0 <= options.expand <= EXPAND_MAX:
-        raise CnkiError(
-            "INVALID_OPTION",
-            f"options.expand 须在 0–{EXPAND_MAX} 之间（0 表示不做引文扩展），收到的是 {options.expand}。",
-            details={"field": "options.expand"},
-        )
-    options.metadata = _choice(options.metadata, METADATA, "ranked", "INVALID_METADATA", "options.metadata")
-    options.freshness = _choice(options.freshness, FRESHNESS, "prefer_cache", "INVALID_FRESHNESS", "options.freshness")
 
 
 def _policy(value: str, field: str = "on_verification") -> str:
@@ -192,79 +126,6 @@ def _documents_given(args: GetMetadataArgs | ExportCitationsArgs) -> None:
 
 
 # --- per-tool rules (raw is the decoded input, for "was this given?" questions) ---------------------
-
-
-def validate_search(args: SearchArgs, raw: dict[str, Any]) -> None:
-    args.query = _given(args.query)
-    if not 1 <= len(args.query) <= QUERY_MAX:
-        raise CnkiError(
-            "INVALID_QUERY", f"query 须为 1–{QUERY_MAX} 字，收到 {len(args.query)} 字。", details={"field": "query"}
-        )
-    args.mode = _choice(args.mode, MODES, "balanced", "INVALID_MODE", "mode")
-    args.limit = _limit(args.limit)
-    _years(args.year_from, args.year_to)
-    _options(args.options, OPTION_RANGES["candidate_target"][0])
-    if args.concept_groups:
-        from cnki_mcp.research.query import validate_plan  # the rules' home: loaded with the first search
-
-        args.concept_groups = validate_plan(args.concept_groups)
-
-
-def validate_native_search(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
-    """Structured and expert searches; their expressions are read when the search is planned."""
-    if args.options.expand:
-        raise CnkiError(
-            "INVALID_OPTION", "options.expand 只用于 search；structured_search 和 expert_search 保持知网自己的结果，不做引文扩展。",
-            details={"field": "options.expand"},
-        )
-    args.limit = _limit(args.limit)
-    _years(args.year_from, args.year_to)
-    args.sort = _choice(args.sort, SORTS, "relevance", "INVALID_SORT", "sort")
-    given = raw.get("options") or {}
-    # The top-level sort applies unless options.sort was given; structured searches default to list data only.
-    if not given.get("sort"):
-        args.options.sort = args.sort
-    if not given.get("metadata"):
-        args.options.metadata = "basic"
-    if not given.get("candidate_target"):
-        args.options.candidate_target = 0  # 0 = take the limit, filled by _options
-    _options(args.options, args.limit)
-    args.sort = args.options.sort
-    from cnki_mcp.site.facet_query import facet_picks
-
-    facet_picks(args.facet_filters)  # codes that cannot narrow a listing are refused before any request
-
-
-def validate_search_facets(args: SearchFacetsArgs, raw: dict[str, Any]) -> None:
-    """A stored search or an expression (with years); known facets; the entries per facet."""
-    args.search_id = _given(args.search_id)
-    if bool(args.search_id) == bool(args.expression):
-        raise CnkiError("INVALID_INPUT", "search_id 与 expression 须给出且只给出一个。", details={"field": "search_id"})
-    if args.search_id and (args.year_from or args.year_to):
-        raise CnkiError(
-            "INVALID_INPUT", "year_from、year_to 只和 expression 一起用；search_id 沿用那次检索的年份。",
-            details={"field": "year_from"},
-        )
-    _years(args.year_from, args.year_to)
-    unknown = [name for name in args.facets if name not in FACET_NAMES]
-    if unknown:
-        raise CnkiError(
-            "INVALID_FACET", f"未知的分组：{unknown[0]}；可选 {'、'.join(FACET_NAMES)}。", details={"facet": unknown[0]}
-        )
-    args.facets = list(dict.fromkeys(args.facets))
-    if args.limit == 0:
-        args.limit = FACET_LIMIT_DEFAULT
-    if not 1 <= args.limit <= FACET_LIMIT_MAX:
-        raise CnkiError(
-            "INVALID_LIMIT", f"limit 须在 1–{FACET_LIMIT_MAX} 之间，收到的是 {args.limit}。", details={"field": "limit"}
-        )
-    args.freshness = _choice(args.freshness, FRESHNESS, "prefer_cache", "INVALID_FRESHNESS", "freshness")
-    args.on_verification = _policy(args.on_verification)
-    from cnki_mcp.site.facet_query import facet_picks
-
-    facet_picks(args.facet_filters)
-
-
 
 
 def validate_get_metadata(args: GetMetadataArgs, raw: dict[str, Any]) -> None:

@@ -153,66 +153,11 @@ def _range(maximum: int, default: int, unit: str = "") -> str:
     return f"1–{maximum}{unit}，默认 {default}{unit}"
 
 
-_CANDIDATES_DEFAULT, _CANDIDATES_MAX = tool_args.OPTION_RANGES["candidate_target"]
-_PAGES_DEFAULT, _PAGES_MAX = tool_args.OPTION_RANGES["max_pages"]
-_REQUESTS_DEFAULT, _REQUESTS_MAX = tool_args.OPTION_RANGES["max_requests"]
-_SECONDS_DEFAULT, _SECONDS_MAX = tool_args.OPTION_RANGES["timeout_seconds"]
-
 _POLICY = _string("遇到验证码等人工验证时：ask（默认）弹出窗口等你处理；skip 跳过该资源", tool_args.POLICIES)
-_YEAR_FROM = _integer("起始发表年份（含）；0 或省略表示不限")
-_YEAR_TO = _integer("截止发表年份（含）；0 或省略表示不限")
 _SCOPE = _string(
     "search_id 取哪一部分：selected（默认，筛选结果）、eligible（相关文献）、candidates（全部候选）", tool_args.SCOPES
 )
 _LIMIT = f"1–{tool_args.LIMIT_MAX}，默认 {tool_args.LIMIT_DEFAULT}"
-
-_OPTION_PROPERTIES: dict[str, Any] = {
-    "candidate_target": _integer(
-        f"候选文献数量目标，1–{_CANDIDATES_MAX}；{ToolName.SEARCH} 默认 {_CANDIDATES_DEFAULT}，"
-        f"{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认等于 limit"
-    ),
-    "expand": _integer(
-        f"引文扩展：0–{tool_args.EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
-        "作为 citation 通道的候选一起排序，被多篇筛选结果引用的文献得到加分；请求计入 max_requests"
-    ),
-    "freshness": _string(
-        "prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索", tool_args.FRESHNESS
-    ),
-    "max_pages": _integer(f"每个检索通道最多翻几页，{_range(_PAGES_MAX, _PAGES_DEFAULT)}"),
-    "max_requests": _integer(f"本次任务最多发出的请求数，{_range(_REQUESTS_MAX, _REQUESTS_DEFAULT)}"),
-    "metadata": _string(
-        f"读取详情页的范围：ranked（{ToolName.SEARCH} 默认，按初步排序选一部分）、all（全部）、"
-        f"basic（只用列表信息，{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认）",
-        tool_args.METADATA,
-    ),
-    "on_verification": _POLICY,
-    "sort": _string("知网列表排序：relevance、date_desc（发表时间）、cited_desc（被引）、downloaded_desc（下载）", tool_args.SORTS),
-    "timeout_seconds": _integer(
-        f"任务运行时间上限（秒），{_range(_SECONDS_MAX, _SECONDS_DEFAULT)}；等待你人工处理的时间不计入"
-    ),
-}
-_SEARCH_OPTIONS = _object(_OPTION_PROPERTIES)
-# The structured and expert searches keep CNKI's own results: no citation expansion.
-_NATIVE_OPTIONS = _object({name: value for name, value in _OPTION_PROPERTIES.items() if name != "expand"})
-
-_FACET_LIST = "、".join(f"{name}（{label}）" for name, label in tool_args.FACETS.items())
-_FACET_FILTERS = _object(
-    {name: _strings(f"{label}：search_facets 给出的 code，最多 {tool_args.FACET_CODES_MAX} 个") for name, label in tool_args.FACETS.items()}
-)
-_FACET_FILTERS["description"] = (
-    f"按知网左侧分组筛选（如同在结果页左栏勾选）：分组名 → {ToolName.SEARCH_FACETS} 给出的 code 列表；"
-    "同一分组的多个 code 为“或”，不同分组为“且”。例：{\"year\":[\"YE=2024\"],\"subject\":[\"CCL=I140\"]}"
-)
-
-# What the structured and expert searches share beside their expressions.
-_NATIVE_PROPERTIES = {
-    "facet_filters": _FACET_FILTERS,
-    "limit": _integer(f"返回条数，{_LIMIT}；未设置 options.candidate_target 时也决定抓取多少条"),
-    "options": _NATIVE_OPTIONS,
-    "sort": _string("relevance（默认）、date_desc、cited_desc、downloaded_desc", tool_args.SORTS),
-    "year_from": _YEAR_FROM,
-    "year_to": _YEAR_TO,
-}
 
 # --- the tools ---------------------------------------------------------------------------------------
 
@@ -306,33 +251,6 @@ register(
     a.validate_download_papers,
     handler=App.download_papers,
     read_only=False,
-    open_world=True,
-)
-
-register(
-    ToolName.EXPERT_SEARCH,
-    "知网专业检索：直接使用知网的专业检索表达式，如 SU=('数字经济'+'数字化转型') AND AU='张三' NOT TI='综述'。"
-    "表达式先在本地检查，有误时返回 INVALID_EXPRESSION（details.position 为出错的第几个字符），不访问知网；"
-    "混用 OR 与 AND/NOT 而没有括号时按知网帮助从左到右组合并给出提示。"
-    f"年份、排序、结果形式、翻页与 {ToolName.STRUCTURED_SEARCH} 相同，结果保持知网原有顺序；"
-    "expert_expression 是实际发给知网的规范写法。用户给出或从知网帮助复制了检索式时使用。",
-    _object(
-        {
-            "expression": _string(
-                f"专业检索表达式，最多 {tool_args.EXPRESSION_MAX_CHARS} 字。字段 SU 主题、TKA 篇关摘、KY 关键词、TI 篇名、FT 全文、AU 作者、"
-                "FI 第一作者、RP 通讯作者、AF 作者单位、FU 基金、AB 摘要、CO 小标题、RF 参考文献、CLC 分类号、LY 文献来源、"
-                "DOI、SN ISSN、CN 统一刊号、YE 年、CF 被引频次等；匹配 =（精确）、%（模糊）、%=（相关）；"
-                "同一字段内 *（与）、+（或）、-（非）；条件之间 AND、OR、NOT；检索词用单引号或双引号括起；"
-                "YE、CF 可用 >、<、>=、<= 和 BETWEEN ('2020','2024')。年份范围最好用 year_from、year_to"
-            ),
-            **_NATIVE_PROPERTIES,
-        },
-        required=("expression",),
-    ),
-    tool_args.ExpertSearchArgs,
-    a.validate_native_search,
-    handler=App.expert_search,
-    read_only=True,
     open_world=True,
 )
 
@@ -470,107 +388,3 @@ register(
     open_world=True,  # Zotero is outside the server: its library changes
 )
 
-register(
-    ToolName.SEARCH,
-    "研究检索：只需给出研究问题。自动规划检索概念，在主题、篇名、关键词三个字段并发检索，去重后读取详情与期刊信息，"
-    "再按相关文献的共同关键词补充检索，最后按相关性和来源质量排序筛选。适合开放的主题调研与综述准备；"
-    f"有明确的字段、作者、来源或排序要求时改用 {ToolName.STRUCTURED_SEARCH}。limit 只决定返回条数，不影响检索范围。",
-    _object(
-        {
-            "concept_groups": {
-                "description": (
-                    f"自己指定必要概念：组与组之间为 AND，组内同义词为 OR；最多 {tool_args.PLAN_GROUPS_MAX} 组，"
-                    f"每组 1–{tool_args.PLAN_TERMS_MAX} 个词，每词不超过 {tool_args.PLAN_TERM_CHARS} 字"
-                ),
-                "items": _strings(),
-                "type": ["null", "array"],
-            },
-            "limit": _integer(f"返回多少条筛选结果，{_LIMIT}；不影响检索与筛选本身"),
-            "mode": _string("precise 不做补充检索；balanced（默认）；broad 目前与 balanced 相同", tool_args.MODES),
-            "options": _SEARCH_OPTIONS,
-            "query": _string(f"研究问题或检索词，1–{tool_args.QUERY_MAX} 字"),
-            "year_from": _YEAR_FROM,
-            "year_to": _YEAR_TO,
-        },
-        required=("query",),
-    ),
-    tool_args.SearchArgs,
-    a.validate_search,
-    handler=App.search,
-    read_only=True,
-    open_world=True,
-)
-
-register(
-    ToolName.SEARCH_FACETS,
-    "一个检索在知网左侧分组中的分布：发表年度、学科、主题、文献来源（期刊/学位授予单位）、作者、机构、基金、文献类型，"
-    "每项给出 value（名称）、code（用于 facet_filters 筛选）和 count（篇数），按知网的顺序（年度按年份升序）；total 是结果总数。"
-    f"用 search_id 复用 {ToolName.SEARCH}、{ToolName.STRUCTURED_SEARCH} 或 {ToolName.EXPERT_SEARCH} 的检索条件，"
-    f"或给 expression（与 {ToolName.STRUCTURED_SEARCH} 相同的条件树）加 year_from/year_to。"
-    "chart=true 时另附一张 PNG 图（每年发文量，以及其他分组的前 "
-    f"{tool_args.CHART_BARS} 项），chart_table 给出图中的同样数字。想知道某领域逐年增长、谁在研究、哪些期刊在发时使用。",
-    _object(
-        {
-            "chart": _boolean("同时画图（PNG，作为图片内容返回并保存在数据目录 charts/ 下）"),
-            "expression": {
-                "additionalProperties": True,
-                "description": f"条件树，写法同 {ToolName.STRUCTURED_SEARCH} 的 expression（与 search_id 二选一）",
-                "type": "object",
-            },
-            "facet_filters": _FACET_FILTERS,
-            "facets": {
-                "description": f"要哪些分组（默认全部）：{_FACET_LIST}",
-                "items": {"enum": list(tool_args.FACET_NAMES), "type": "string"},
-                "type": ["null", "array"],
-            },
-            "freshness": _string(
-                "prefer_cache（默认）：10 分钟内同一检索的分组结果直接复用，不访问知网；live：重新读取", tool_args.FRESHNESS
-            ),
-            "limit": _integer(f"每个分组返回几项，{_range(tool_args.FACET_LIMIT_MAX, tool_args.FACET_LIMIT_DEFAULT)}"),
-            "on_verification": _POLICY,
-            "search_id": _string("复用这次检索的条件、年份和分组筛选（与 expression 二选一）"),
-            "year_from": _YEAR_FROM,
-            "year_to": _YEAR_TO,
-        }
-    ),
-    tool_args.SearchFacetsArgs,
-    a.validate_search_facets,
-    handler=App.search_facets,
-    read_only=True,
-    open_world=True,
-)
-
-register(
-    ToolName.STRUCTURED_SEARCH,
-    "知网高级检索：用字段条件和 and/or/not 精确组合（主题、篇名、关键词、摘要、作者、第一作者、通讯作者、单位、来源、"
-    "DOI、基金、全文、参考文献、分类号、小标题、篇关摘），可限定年份，按相关度、发表时间、被引或下载排序。"
-    "条件明确时使用，例如某作者某年以后篇名含某词的论文；结果保持知网原有顺序。"
-    f"结果中的 expert_expression 是同一检索的知网专业检索式（不含年份），可粘贴到知网或交给 {ToolName.EXPERT_SEARCH}。",
-    _object(
-        {
-            "expression": {
-                "additionalProperties": True,
-                "description": (
-                    "条件树。单个条件 {field, value, match}：field 取 subject、title、keywords、abstract、"
-                    "title_keywords_abstract、fulltext、authors、first_author、corresponding_author、institutions、"
-                    "source、doi、funds、references、classification、subtitle；match 为 phrase（默认，模糊）或 exact。"
-                    "组合 {op: and|or|not, items: [...]}，and/or 需 2–12 项，not 恰好 1 项。"
-                    '例：{"op":"and","items":[{"field":"title","value":"违约金"},{"field":"authors","value":"王利明"}]}。'
-                    "句子检索（知网的句子检索，在全文中找同时含两个词的句子或段落）：单个条件 "
-                    "{field: sentence, value, value2, scope}，value 与 value2 为两个检索词，scope 为 sentence（同一句，默认）"
-                    "或 paragraph（同段）；它必须单独构成整个 expression（知网不允许与其他条件组合，组合时返回 INVALID_EXPRESSION，"
-                    "不访问知网），不能再带 match；每条结果的 sentence 是匹配到的那句（或那段）原文。"
-                    '例：{"field":"sentence","value":"大语言模型","value2":"医学影像","scope":"sentence"}'
-                ),
-                "type": "object",
-            },
-            **_NATIVE_PROPERTIES,
-        },
-        required=("expression",),
-    ),
-    tool_args.StructuredSearchArgs,
-    a.validate_native_search,
-    handler=App.structured_search,
-    read_only=True,
-    open_world=True,
-)

@@ -10,8 +10,9 @@ How to add a tool — write ``cnki_mcp/tools/<tool_name>.py`` (the module's name
     without a default is required. The field order is the order its rules are checked in. ``Meta.extra``:
     ``"code"`` the precise error code of a failed rule (``"INVALID_LIMIT"`` …, default ``INVALID_INPUT``),
     ``"empty_means_default"`` (0 or "" reads as the default), ``"clamp"`` (``"both"``/``"low"``: a value
-    beyond the bound is moved onto it), ``"message"`` (a format string with ``{field}``, ``{value}``, ``{ge}``,
-    ``{le}`` replacing the generated message). A number a description quotes is the constant the Meta uses.
+    beyond the bound is moved onto it), ``"trim": True`` (a string trimmed before its rules), ``"unlisted": True``
+    (accepted, only to be refused with a precise code, but not in the schema), ``"message"`` (a format string
+    with ``{field}``, ``{value}``, ``{size}``, ``{ge}``, ``{le}`` replacing the generated message). A number a description quotes is the constant the Meta uses.
 ``TITLE``, ``DESCRIPTION``
     Short Chinese title (kept in the spec, not served yet) and the Chinese description ``tools/list`` serves.
 ``READ_ONLY``, ``OPEN_WORLD``

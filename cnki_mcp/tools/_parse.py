@@ -10,8 +10,10 @@
    the field's ``Meta(extra={"code": ...})`` and a Chinese message naming the field. Other ``extra`` keys:
    ``"empty_means_default": True`` (0 or "" is replaced by the field's default before the check),
    ``"clamp": "both"`` or ``"low"`` (a value beyond the bound(s) is moved onto it instead of refused),
+   ``"trim": True`` (a string is trimmed first, one with nothing visible counting as ""),
    and a field that is a Struct has its own fields checked the same way (named ``<field>.<name>``),
-   ``"message"`` (a format string with ``{field}``, ``{value}``, ``{ge}``, ``{le}`` replacing the generated one).
+   ``"message"`` (a format string with ``{field}``, ``{value}``, ``{size}`` (a length), ``{ge}``, ``{le}``
+   replacing the generated one).
 4. The tool's own ``validate(args, raw)`` for what ``Meta`` cannot say (it may normalise ``args`` in place).
 """
 
@@ -27,6 +29,7 @@ import msgspec
 import msgspec.inspect as mi
 
 from cnki_mcp.core.errors import CnkiError, ErrorCode
+from cnki_mcp.core.text import is_blank
 
 Validator = Callable[[Any, dict[str, Any]], None]
 
@@ -88,14 +91,29 @@ def an_object(raw: Any) -> dict[str, Any]:
 def without_nulls(raw: dict[str, Any], kind: type[msgspec.Struct]) -> dict[str, Any]:
     """null on an optional field means "not given" (many clients send it for unset parameters).
 
-    An unknown field stays, null or not, so it is still rejected.
+    An unknown field stays, null or not, so it is still rejected. A null inner list of a list of lists reads
+    as an empty one (the schema types inner lists nullable too).
     """
     optional = {f.encode_name for f in msgspec.structs.fields(kind) if not f.required}
     given = {k: v for k, v in raw.items() if v is not None or k not in optional}
+    for name in _lists_of_lists(kind):
+        if isinstance(given.get(name), list):
+            given[name] = [[] if item is None else item for item in given[name]]
     for name, inner in _nested(kind).items():
         if isinstance(given.get(name), dict):
             given[name] = without_nulls(given[name], inner)
     return given
+
+
+@cache
+def _lists_of_lists(kind: type[msgspec.Struct]) -> tuple[str, ...]:
+    """The fields of ``kind`` that are lists of lists, by encoded name."""
+    found = []
+    for field in cast(mi.StructType, mi.type_info(kind)).fields:
+        inner = field.type.type if isinstance(field.type, mi.Metadata) else field.type
+        if isinstance(inner, mi.ListType) and isinstance(inner.item_type, mi.ListType):
+            found.append(field.encode_name)
+    return tuple(found)
 
 
 @cache
@@ -108,7 +126,8 @@ def shape(kind: type[msgspec.Struct]) -> type[msgspec.Struct]:
         factory = shape(f.default_factory) if isinstance(f.default_factory, type) and issubclass(f.default_factory, msgspec.Struct) else f.default_factory
         default = f.default if f.default is not msgspec.NODEFAULT else msgspec.field(default_factory=factory)
         fields.append((f.name, loose) if f.required else (f.name, loose, default))
-    return msgspec.defstruct(kind.__name__, fields, forbid_unknown_fields=True, kw_only=True)
+    forbid = kind.__struct_config__.forbid_unknown_fields  # a Struct may take unknown keys to refuse them itself
+    return msgspec.defstruct(kind.__name__, fields, forbid_unknown_fields=forbid, kw_only=True)
 
 
 def _loose(hint: Any) -> Any:
@@ -141,6 +160,8 @@ def _checked(field: mi.Field, meta: mi.Metadata, value: Any, enum: tuple[Any, ..
     rules = meta.extra or {}
     name = prefix + field.encode_name
     code = cast(ErrorCode, rules.get("code", "INVALID_INPUT"))
+    if rules.get("trim"):
+        value = "" if is_blank(value) else value.strip()
     if rules.get("empty_means_default") and value in (0, ""):
         value = field.default
     kind = meta.type
@@ -170,7 +191,7 @@ def _checked(field: mi.Field, meta: mi.Metadata, value: Any, enum: tuple[Any, ..
         text = f"{name} 不能为负数，收到的是 {value}。" if ge == 0 else f"{name} 不能小于 {ge}，收到的是 {value}。"
     else:
         text = f"{name} 最多 {le}，收到的是 {value}。"
-    raise _refusal(rules, code, name, value, text, ge=ge, le=le)
+    raise _refusal(rules, code, name, value, text, size=size, ge=ge, le=le)
 
 
 def _refusal(rules: dict[str, Any], code: ErrorCode, name: str, value: Any, text: str, **bounds: Any) -> CnkiError:

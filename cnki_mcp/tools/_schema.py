@@ -4,6 +4,8 @@
 no ranges or defaults (the rules live in the Struct's ``Meta`` and are checked by ``_parse``), enums from
 ``Literal``s, a list that has a default typed ``["null", "array"]`` (clients send null for an unset list),
 ``additionalProperties: false``, properties sorted by name, ``required`` for the fields without a default.
+A field whose ``Meta.extra`` has ``"unlisted": True`` is accepted but not advertised (it exists only to be
+refused with a precise code, as ``options.expand`` of the searches that keep CNKI's order).
 ``output_schema`` gives the plain JSON Schema of a result Struct.
 """
 
@@ -32,6 +34,8 @@ def _object(info: mi.Type, *, nullable_lists: bool) -> dict[str, Any]:
     required: list[str] = []
     hints = typing.get_type_hints(info.cls, include_extras=True)
     for field in info.fields:
+        if isinstance(field.type, mi.Metadata) and (field.type.extra or {}).get("unlisted"):
+            continue
         value = _property(field.type, nullable_list=nullable_lists and not field.required, nullable_lists=nullable_lists)
         properties[field.encode_name] = _in_declared_order(value, hints[field.name])
         if field.required:

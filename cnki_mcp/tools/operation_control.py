@@ -10,6 +10,7 @@ from cnki_mcp.app import App
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.tool_args import CONTINUE_REQUESTS, CONTINUE_SECONDS, OPTION_RANGES, ToolArgs
+from cnki_mcp.tools._searching import search_work
 
 Action = Literal["cancel", "continue", "resume", "show", "recover"]
 REQUESTS_MAX = OPTION_RANGES["max_requests"][1]
@@ -62,7 +63,7 @@ async def run(deps: App, args: Args, call: ToolCall | None) -> Any:
         prior, budget = jobs.continuation(args.operation_id, args.additional_requests, args.additional_seconds, CONTINUABLE | {batch.KIND})
         if prior.kind == batch.KIND:
             return await deps._start_batch(None, budget, call, prior)
-        return await jobs.inline(jobs.start("search", budget, deps._search_work(None), resume_from=prior), call)
+        return await jobs.inline(jobs.start("search", budget, search_work(deps, None), resume_from=prior), call)
     if args.action == "show":
         if deps._site is None:
             raise CnkiError("VERIFICATION_NOT_FOUND")
