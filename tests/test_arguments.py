@@ -11,7 +11,6 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.tool_args import (
     METADATA_FIELDS,
     AuthorPapersArgs,
-    CheckReferencesArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
     ExpertSearchArgs,
@@ -30,6 +29,7 @@ from cnki_mcp.core.tool_args import (
 )
 from cnki_mcp.surface.tools import REGISTRY
 from cnki_mcp.surface.tools import parse_arguments as parse
+from cnki_mcp.tools.check_references import Args as CheckReferencesArgs
 from cnki_mcp.tools.diagnostics import Args as DiagnosticsArgs
 from cnki_mcp.tools.login import Args as LoginArgs
 from cnki_mcp.tools.operation_control import Args as OperationControlArgs

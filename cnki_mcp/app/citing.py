@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class ReferenceTools(AppCore):
-    """References and citations: link_references, check_references, export_citations, save_to_zotero."""
+    """References and citations: link_references, export_citations, save_to_zotero."""
 
     async def link_references(self, args: tool_args.LinkReferencesArgs, ctx: ToolCall | None) -> Reply:
         from cnki_mcp.references.links import Match, find_spans, render
@@ -51,15 +50,6 @@ class ReferenceTools(AppCore):
 
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("links", kind_budget("links"), work), ctx)
-
-    async def check_references(self, args: tool_args.CheckReferencesArgs, ctx: ToolCall | None) -> Reply:
-        from cnki_mcp.references import refcheck
-
-        jobs, engine = await self.jobs(), await self.enrichment()
-        work = functools.partial(
-            refcheck.check, engine=engine, texts=args.references, style=args.style, pasted=args.text
-        )
-        return await jobs.inline(jobs.start("references", kind_budget("references", args.on_verification), work), ctx)
 
     async def export_citations(self, args: tool_args.ExportCitationsArgs, ctx: ToolCall | None) -> Reply:
         from cnki_mcp.references.exports import ExportPart, write_export

@@ -57,7 +57,6 @@ FACETS: dict[str, str] = {
 FACET_NAMES = tuple(FACETS)
 FACET_CODES_MAX = 20  # picks of one facet in one listing
 REFERENCES_MAX = 100  # 《题名》 spans in one link_references text
-CHECK_ENTRIES_MAX = 200  # entries in one check_references call
 PLAN_GROUPS_MAX = 8  # concept groups of one search (inner arrays of concept_groups)
 PLAN_TERMS_MAX = 6  # synonyms in one concept group
 PLAN_TERM_CHARS = 80
@@ -83,7 +82,8 @@ CITATION_FORMATS: tuple[str, ...] = (
     "custom",
 )
 # The formats written as prose: the styles check_references can correct an entry into.
-CHECK_STYLES: tuple[str, ...] = ("gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver")
+CheckStyle = Literal["gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver"]
+CHECK_STYLES: tuple[str, ...] = get_args(CheckStyle)
 TEMPLATE_FIELDS: tuple[str, ...] = (
     "title",
     "authors",
@@ -264,13 +264,6 @@ class ExportCitationsArgs(ToolArgs):
 class LinkReferencesArgs(ToolArgs):
     text: str
     lookup_missing: bool = False
-
-
-class CheckReferencesArgs(ToolArgs):
-    text: str = ""
-    references: list[str] = []  # after parse: the entries to check, in order (split from text when given)
-    style: str = "gbt7714"
-    on_verification: str = "ask"
 
 
 class AuthorPapersArgs(ToolArgs):

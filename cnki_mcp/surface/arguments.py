@@ -21,8 +21,6 @@ from cnki_mcp.core.files import validate_filename
 from cnki_mcp.core.text import is_blank
 from cnki_mcp.core.tool_args import (
     BATCH_MAX,
-    CHECK_ENTRIES_MAX,
-    CHECK_STYLES,
     CITATION_FORMATS,
     DOWNLOAD_FORMATS,
     DOWNLOAD_WAIT_DEFAULT,
@@ -59,7 +57,6 @@ from cnki_mcp.core.tool_args import (
     YEAR_MAX,
     ZOTERO_MAX,
     AuthorPapersArgs,
-    CheckReferencesArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
     ExportCitationsArgs,
@@ -456,39 +453,3 @@ def validate_link_references(args: LinkReferencesArgs, raw: dict[str, Any]) -> N
             f"text 最大 512 KB（{TEXT_BYTES_MAX} 字节），收到 {size} 字节；请分段处理。",
             details={"bytes": size},
         )
-
-
-def validate_check_references(args: CheckReferencesArgs, raw: dict[str, Any]) -> None:
-    """``text`` or ``references`` (one of them); afterwards ``references`` holds the entries to check."""
-    text = "" if is_blank(args.text) else args.text
-    given = [item for item in args.references if not is_blank(item)]
-    if bool(text) == bool(given):
-        why = "不能同时提供" if text else "须提供其一"
-        raise CnkiError(
-            "REFERENCES_REQUIRED",
-            f"text（粘贴的参考文献列表）与 references（每条一个字符串）二选一，{why}。",
-            details={"field": "text"},
-        )
-    size = sum(len(item.encode("utf-8")) for item in (text, *given))
-    if size > TEXT_BYTES_MAX:
-        raise CnkiError(
-            "INPUT_TOO_LARGE",
-            f"参考文献列表最大 512 KB（{TEXT_BYTES_MAX} 字节），收到 {size} 字节；请分批核对。",
-            details={"bytes": size},
-        )
-    from cnki_mcp.references.reflist import split_entries
-
-    # A pasted list is read only up to the entry past the limit: a longer one is refused all the same.
-    entries = split_entries(text, CHECK_ENTRIES_MAX) if text else [item.strip() for item in given]
-    if len(entries) > CHECK_ENTRIES_MAX:
-        received = f"text 中的条目超过 {CHECK_ENTRIES_MAX} 条" if text else f"收到 {len(entries)} 条"
-        raise CnkiError(
-            "TOO_MANY_ENTRIES",
-            f"一次最多核对 {CHECK_ENTRIES_MAX} 条参考文献，{received}；请分成几次调用，每次不超过 {CHECK_ENTRIES_MAX} 条。",
-            details={"limit": CHECK_ENTRIES_MAX} | ({} if text else {"count": len(entries)}),
-        )
-    if not entries:
-        raise CnkiError("REFERENCES_REQUIRED", "text 中没有找到参考文献条目（只有标题或空行）。", details={"field": "text"})
-    args.text, args.references = text, entries
-    args.style = _choice(args.style, CHECK_STYLES, "gbt7714", "INVALID_FORMAT", "style")
-    args.on_verification = _policy(args.on_verification)

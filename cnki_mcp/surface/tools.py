@@ -242,36 +242,6 @@ register(
 )
 
 register(
-    ToolName.CHECK_REFERENCES,
-    "核对参考文献列表：逐条拆分、识别（GB/T 7714 顺序编码制或著者-出版年制、APA、MLA、Chicago、Vancouver 或随手写的条目，"
-    "中英文混排均可），按题名到知网查找，逐项比对年份、页码、作者、题名、来源、卷、期、DOI。每条给出 verified（一致）、"
-    "differs（有出入，列出 differences）、not_found（知网没有，这不证明是编造的）、ambiguous（多篇同名，列出 candidates）、"
-    "unparsed（无法识别）之一，并给出按知网记录重写的 corrected 条目；summary.total 是读出的条目数，summary.lines 是"
-    "它们所在的行数。用户要检查论文、AI 草稿或手抄的参考文献时使用。"
-    f"一次最多 {tool_args.CHECK_ENTRIES_MAX} 条。",
-    _object(
-        {
-            "on_verification": _POLICY,
-            "references": _strings(f"参考文献条目列表，每条一个字符串（与 text 二选一），最多 {tool_args.CHECK_ENTRIES_MAX} 条"),
-            "style": _string(
-                f"corrected 条目使用的格式：{'、'.join(tool_args.CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）",
-                tool_args.CHECK_STYLES,
-            ),
-            "text": _string(
-                f"粘贴的参考文献列表（与 references 二选一）：带 [1]、1.、1、、（1）编号或不带编号（可混用），一行一条或空行分隔，"
-                "折行的条目自动接回，不成条目的行单独列为 unparsed；"
-                f"最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {tool_args.CHECK_ENTRIES_MAX} 条"
-            ),
-        }
-    ),
-    tool_args.CheckReferencesArgs,
-    a.validate_check_references,
-    handler=App.check_references,
-    read_only=True,
-    open_world=True,
-)
-
-register(
     ToolName.DOWNLOAD_PAPER,
     "把一篇论文的 PDF 或 CAJ 文件下载到数据目录 downloads/ 下，并校验文件。只在用户明确要文件时使用；"
     f"只想了解内容请用 {ToolName.READ_ONLINE_HTML}。点击前先登记，结果不明确的点击不会自动重放，确需再点时传 retry=true。",
