@@ -10,7 +10,6 @@ from cnki_mcp.app.core import AppCore, Reply, scoped, stored_search
 from cnki_mcp.core import tool_args
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.files import refuse_existing
 from cnki_mcp.ops.jobs import OperationContext, kind_budget
 
 # For types only: a handler imports what it works with when first called (see core.py).
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class ReferenceTools(AppCore):
-    """References and citations: link_references, export_citations, save_to_zotero."""
+    """References and citations: link_references, save_to_zotero."""
 
     async def link_references(self, args: tool_args.LinkReferencesArgs, ctx: ToolCall | None) -> Reply:
         from cnki_mcp.references.links import Match, find_spans, render
@@ -50,41 +49,6 @@ class ReferenceTools(AppCore):
 
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("links", kind_budget("links"), work), ctx)
-
-    async def export_citations(self, args: tool_args.ExportCitationsArgs, ctx: ToolCall | None) -> Reply:
-        from cnki_mcp.references.exports import ExportPart, write_export
-        from cnki_mcp.research.relations import stored_references
-
-        store = await self.store()
-        refs = list(args.record_refs)
-        part: ExportPart | None = None
-        unlinked: list[str] = []
-        if args.references_of:
-            listed, unlinked = stored_references(store, args.references_of)
-            refs += listed
-        if args.search_id:
-            entries = scoped(stored_search(store, args.search_id), args.scope)
-            part = ExportPart(args.search_id, args.offset, min(args.offset + tool_args.EXPORT_MAX, len(entries)), len(entries))
-            refs += [e.record_ref for e in entries[part.start : part.end]]
-        if args.filename:
-            refuse_existing(store.exports_dir / args.filename, "请换一个文件名")
-        if not args.titles:
-            return await write_export(self.root, store, refs, args, part, unlinked)
-
-        async def work(op: OperationContext) -> dict[str, Any]:
-            engine = await self.enrichment()
-            op.stage("locate")
-            found, problems = await engine.resolve_titles(op, args.titles)
-            for problem in problems:
-                op.add_error(problem)
-            # Details make the citation complete (volume, issue, pages, DOI); a failed one is still cited.
-            fatal = await engine.enrich(op, found, "metadata", quality=False, record_errors=False)
-            if fatal is not None:
-                raise fatal
-            return await write_export(self.root, store, refs + found, args, part, unlinked)
-
-        jobs = await self.jobs()
-        return await jobs.inline(jobs.start("export", kind_budget("export"), work), ctx)
 
     async def save_to_zotero(self, args: tool_args.SaveToZoteroArgs, ctx: ToolCall | None) -> Reply:
         store = await self.store()

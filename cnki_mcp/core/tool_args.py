@@ -18,7 +18,6 @@ YEAR_MAX = 2200
 LIMIT_DEFAULT = 50
 LIMIT_MAX = 100
 BATCH_MAX = 100
-EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
 STATUS_WAIT_MAX = 55
 DOWNLOAD_WAIT_DEFAULT = 120
 DOWNLOAD_WAIT_MAX = 900
@@ -64,7 +63,7 @@ EXPRESSION_MAX_CHARS = 3600  # CNKI refuses longer professional-search expressio
 RIGHTS_STREAK = 3  # download_papers: refusals for want of rights in a row (among the papers tried) that stop it
 CONTINUE_REQUESTS = 200  # operation_control continue: added when omitted and the requests ran out
 CONTINUE_SECONDS = 300  # ... and when omitted and the time ran out
-CITATION_FORMATS: tuple[str, ...] = (
+CitationFormat = Literal[
     "gbt7714",
     "gbt7714_2025",
     "gbt7714_author_date",
@@ -80,7 +79,8 @@ CITATION_FORMATS: tuple[str, ...] = (
     "csv",
     "markdown",
     "custom",
-)
+]
+CITATION_FORMATS: tuple[str, ...] = get_args(CitationFormat)
 # The formats written as prose: the styles check_references can correct an entry into.
 CheckStyle = Literal["gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver"]
 CHECK_STYLES: tuple[str, ...] = get_args(CheckStyle)
@@ -247,18 +247,6 @@ class RelatedPapersArgs(ToolArgs):
     wait_seconds: int = RELATED_WAIT_DEFAULT
     cursor: str = ""
     on_verification: str = "ask"
-
-
-class ExportCitationsArgs(ToolArgs):
-    record_refs: list[str] = []
-    references_of: str = ""  # a record_ref: export the stored reference list of that paper
-    titles: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    offset: int = 0  # with search_id: the first entry of the scope to export
-    format: str = "gbt7714"
-    template: str = ""
-    filename: str = ""
 
 
 class LinkReferencesArgs(ToolArgs):

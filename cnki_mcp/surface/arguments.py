@@ -17,16 +17,13 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core.errors import CnkiError, ErrorCode
-from cnki_mcp.core.files import validate_filename
 from cnki_mcp.core.text import is_blank
 from cnki_mcp.core.tool_args import (
     BATCH_MAX,
-    CITATION_FORMATS,
     DOWNLOAD_FORMATS,
     DOWNLOAD_WAIT_DEFAULT,
     DOWNLOAD_WAIT_MAX,
     EXPAND_MAX,
-    EXPORT_MAX,
     FACET_LIMIT_DEFAULT,
     FACET_LIMIT_MAX,
     FACET_NAMES,
@@ -59,7 +56,6 @@ from cnki_mcp.core.tool_args import (
     AuthorPapersArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
-    ExportCitationsArgs,
     GetMetadataArgs,
     JournalIssuesArgs,
     LinkReferencesArgs,
@@ -183,14 +179,11 @@ def _exactly_one_document(args: ReadOnlineHtmlArgs | DownloadPaperArgs | Related
         raise CnkiError("INVALID_INPUT", f"record_ref 与 title 二选一，{why}。", details={"field": "record_ref"})
 
 
-def _documents_given(args: GetMetadataArgs | ExportCitationsArgs) -> None:
+def _documents_given(args: GetMetadataArgs) -> None:
     args.record_refs = [ref for ref in map(_given, args.record_refs) if ref]
     args.titles = [title for title in map(_given, args.titles) if title]
     args.search_id = _given(args.search_id)
-    references_of = ""
-    if isinstance(args, ExportCitationsArgs):
-        references_of = args.references_of = _given(args.references_of)
-    if not (args.record_refs or args.titles or args.search_id or references_of):
+    if not (args.record_refs or args.titles or args.search_id):
         raise CnkiError("NO_DOCUMENTS", "请至少提供 record_refs、titles 或 search_id 之一。")
 
 
@@ -416,33 +409,6 @@ def validate_journal_issues(args: JournalIssuesArgs, raw: dict[str, Any]) -> Non
     args.limit = _limit(args.limit)
     _offset(args.offset)
     args.on_verification = _policy(args.on_verification)
-
-
-def validate_export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) -> None:
-    if len(args.record_refs) > EXPORT_MAX:
-        raise CnkiError(
-            "BATCH_TOO_LARGE",
-            f"record_refs 一次最多 {EXPORT_MAX} 个，收到 {len(args.record_refs)} 个；请分批导出。",
-            details={"count": len(args.record_refs), "limit": EXPORT_MAX},
-        )
-    if len(args.titles) > BATCH_MAX:
-        raise CnkiError(
-            "BATCH_TOO_LARGE",
-            f"titles 最多 {BATCH_MAX} 个，收到 {len(args.titles)} 个；请分批导出。",
-            details={"count": len(args.titles)},
-        )
-    _documents_given(args)
-    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
-    _offset(args.offset)
-    args.format = _choice(args.format, CITATION_FORMATS, "gbt7714", "INVALID_FORMAT", "format")
-    if args.format == "custom":
-        if not args.template:
-            raise CnkiError("INVALID_TEMPLATE", "format=custom 需要 template，例如 {authors}. {title}[J]. {journal}, {year}.", details={"field": "template"})
-        from cnki_mcp.references.citations import validate_template
-
-        validate_template(args.template)
-    if args.filename:
-        validate_filename(args.filename)
 
 
 def validate_link_references(args: LinkReferencesArgs, raw: dict[str, Any]) -> None:

@@ -332,38 +332,6 @@ register(
 )
 
 register(
-    ToolName.EXPORT_CITATIONS,
-    "把文献导出为参考文献或题录数据：GB/T 7714（gbt7714 为 2015 顺序编码制，gbt7714_2025 为 2025 顺序编码制，"
-    "gbt7714_author_date 为著者-出版年制）、APA、MLA、Chicago、Vancouver、BibTeX、RIS、EndNote、CSL-JSON、"
-    f"JSON、CSV、Markdown 或自定义模板，共 {len(tool_args.CITATION_FORMATS)} 种格式；缺少作者、来源、年份的文献会列出。"
-    "用户要参考文献列表或导入文献管理软件时使用；给 filename 时保存到 exports/ 目录。",
-    _object(
-        {
-            "filename": _string("保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖"),
-            "format": _string(f"{'、'.join(tool_args.CITATION_FORMATS)}；默认 gbt7714", tool_args.CITATION_FORMATS),
-            "offset": _integer(
-                f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {tool_args.EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
-            ),
-            "record_refs": _strings(f"要导出的 record_ref 列表，最多 {tool_args.EXPORT_MAX} 个"),
-            "references_of": _string(
-                f"导出这篇文献（record_ref）的参考文献表：先用 {ToolName.RELATED_PAPERS} 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
-            ),
-            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", tool_args.SCOPES),
-            "search_id": _string(f"导出某次检索的结果（每次最多 {tool_args.EXPORT_MAX} 篇）"),
-            "template": _string(
-                f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in tool_args.TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
-            ),
-            "titles": _strings(f"完整题名列表，会访问知网定位并读取详情，最多 {tool_args.BATCH_MAX} 个"),
-        }
-    ),
-    tool_args.ExportCitationsArgs,
-    a.validate_export_citations,
-    handler=App.export_citations,
-    read_only=False,
-    open_world=True,
-)
-
-register(
     ToolName.GET_METADATA,
     "批量取得完整题录：作者、单位、来源、卷期页、DOI、摘要、关键词、基金、中图分类号；quality=true 时附带期刊收录（CSSCI、"
     "北大核心等）与影响因子。检索后需要摘要、判断来源或核对书目信息时使用。"
