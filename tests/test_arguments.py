@@ -19,7 +19,6 @@ from cnki_mcp.core.tool_args import (
     LinkReferencesArgs,
     ReadOnlineHtmlArgs,
     RelatedPapersArgs,
-    SaveToZoteroArgs,
     SearchArgs,
     SearchFacetsArgs,
     SearchOptions,
@@ -34,6 +33,7 @@ from cnki_mcp.tools.export_citations import Args as ExportCitationsArgs
 from cnki_mcp.tools.login import Args as LoginArgs
 from cnki_mcp.tools.operation_control import Args as OperationControlArgs
 from cnki_mcp.tools.operation_status import Args as OperationStatusArgs
+from cnki_mcp.tools.save_to_zotero import Args as SaveToZoteroArgs
 from cnki_mcp.tools.search_results import Args as SearchResultsArgs
 from cnki_mcp.tools.session_status import Args as SessionStatusArgs
 

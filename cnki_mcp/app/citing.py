@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from cnki_mcp.app.core import AppCore, Reply, scoped, stored_search
+from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core import tool_args
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class ReferenceTools(AppCore):
-    """References and citations: link_references, save_to_zotero."""
+    """References and citations: link_references."""
 
     async def link_references(self, args: tool_args.LinkReferencesArgs, ctx: ToolCall | None) -> Reply:
         from cnki_mcp.references.links import Match, find_spans, render
@@ -49,12 +49,3 @@ class ReferenceTools(AppCore):
 
         jobs = await self.jobs()
         return await jobs.inline(jobs.start("links", kind_budget("links"), work), ctx)
-
-    async def save_to_zotero(self, args: tool_args.SaveToZoteroArgs, ctx: ToolCall | None) -> Reply:
-        store = await self.store()
-        refs = list(args.record_refs)
-        if args.search_id:
-            refs += [e.record_ref for e in scoped(stored_search(store, args.search_id), args.scope)]
-        return await self._zotero.save(store, refs, collection=args.collection, attach=args.attach, tags=args.tags)
-
-

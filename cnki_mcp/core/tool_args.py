@@ -99,7 +99,6 @@ TEMPLATE_FIELDS: tuple[str, ...] = (
     "type",
     "clc",
 )
-TAG_CHARS = 100
 RELATIONS = ("references", "citing", "similar")
 RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answering with the operation
 FACET_LIMIT_DEFAULT = 10  # search_facets: entries per facet
@@ -203,15 +202,6 @@ class ReadOnlineHtmlArgs(ToolArgs):
     max_characters: int = READ_CHARACTERS_DEFAULT
     on_verification: str = "ask"
     source: str = "online"
-
-
-class SaveToZoteroArgs(ToolArgs):
-    record_refs: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    collection: str = ""
-    attach: bool = True
-    tags: list[str] = []
 
 
 class DownloadPaperArgs(ToolArgs):

@@ -49,10 +49,8 @@ from cnki_mcp.core.tool_args import (
     SCOPES,
     SORTS,
     STATUS_WAIT_MAX,
-    TAG_CHARS,
     TEXT_BYTES_MAX,
     YEAR_MAX,
-    ZOTERO_MAX,
     AuthorPapersArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
@@ -62,7 +60,6 @@ from cnki_mcp.core.tool_args import (
     NativeSearchArgs,
     ReadOnlineHtmlArgs,
     RelatedPapersArgs,
-    SaveToZoteroArgs,
     SearchArgs,
     SearchFacetsArgs,
     SearchOptions,
@@ -307,26 +304,6 @@ def validate_read_online_html(args: ReadOnlineHtmlArgs, raw: dict[str, Any]) -> 
     args.max_characters = _defaulted(args.max_characters, READ_CHARACTERS_DEFAULT, READ_CHARACTERS_MAX, "INVALID_LIMIT", "max_characters")
     args.on_verification = _policy(args.on_verification)
     args.source = _choice(args.source, READ_SOURCES, "online", "INVALID_SOURCE", "source")
-
-
-def validate_save_to_zotero(args: SaveToZoteroArgs, raw: dict[str, Any]) -> None:
-    args.record_refs = [ref for ref in map(_given, args.record_refs) if ref]
-    args.search_id = _given(args.search_id)
-    if not (args.record_refs or args.search_id):
-        raise CnkiError("NO_DOCUMENTS", "请提供 record_refs 或 search_id。")
-    if len(args.record_refs) > ZOTERO_MAX:
-        raise CnkiError(
-            "BATCH_TOO_LARGE", f"record_refs 最多 {ZOTERO_MAX} 个，收到 {len(args.record_refs)} 个；请分批保存。",
-            details={"field": "record_refs"},
-        )
-    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
-    args.collection = _given(args.collection)
-    args.tags = [tag for tag in map(_given, args.tags) if tag]
-    bad = [tag for tag in args.tags if "," in tag or len(tag) > TAG_CHARS]
-    if bad:
-        raise CnkiError(
-            "INVALID_TAGS", f"标签须为 1–{TAG_CHARS} 字且不含英文逗号：{'、'.join(bad)}", details={"tags": bad}
-        )
 
 
 def validate_download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> None:

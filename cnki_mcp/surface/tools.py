@@ -463,32 +463,6 @@ register(
 )
 
 register(
-    ToolName.SAVE_TO_ZOTERO,
-    "把文献存入 Zotero 桌面版（通过它在本机的连接器，与 Zotero 浏览器插件的方式相同，不经过系统代理）："
-    "题名、作者（中文姓名不拆分）、日期、来源、卷期页、DOI、摘要、关键词（作为标签）、语言、网址、中图分类号（在 extra 中），"
-    "期刊论文、学位论文（学校与博士/硕士）、会议论文、报纸文章各用对应的条目类型；attach=true（默认）时把已用 "
-    f"{ToolName.DOWNLOAD_PAPER} 下载的 PDF/CAJ 作为附件一并存入（不会自行下载）。同一分类中已存过的文献不重复保存；"
-    f"一条失败不影响其他条目，结果逐条给出状态。需要先打开 Zotero。一次最多 {tool_args.ZOTERO_MAX} 篇。",
-    _object(
-        {
-            "attach": _boolean("附上已下载的 PDF/CAJ 文件（默认 true）；没有下载过的文献只存题录"),
-            "collection": _string(
-                "存入的 Zotero 分类：唯一的分类名，或从文库根开始的路径（如 法学/2024）；省略时存入 Zotero 当前选中的分类"
-            ),
-            "record_refs": _strings(f"要保存的 record_ref 列表，最多 {tool_args.ZOTERO_MAX} 个"),
-            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", tool_args.SCOPES),
-            "search_id": _string(f"保存某次检索的结果（最多 {tool_args.ZOTERO_MAX} 篇）"),
-            "tags": _strings(f"给这些条目加上的标签，每个 1–{tool_args.TAG_CHARS} 字，不含英文逗号"),
-        }
-    ),
-    tool_args.SaveToZoteroArgs,
-    a.validate_save_to_zotero,
-    handler=App.save_to_zotero,
-    read_only=False,
-    open_world=True,  # Zotero is outside the server: its library changes
-)
-
-register(
     ToolName.SEARCH,
     "研究检索：只需给出研究问题。自动规划检索概念，在主题、篇名、关键词三个字段并发检索，去重后读取详情与期刊信息，"
     "再按相关文献的共同关键词补充检索，最后按相关性和来源质量排序筛选。适合开放的主题调研与综述准备；"
