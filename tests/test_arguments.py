@@ -16,7 +16,6 @@ from cnki_mcp.core.tool_args import (
     ExpertSearchArgs,
     GetMetadataArgs,
     JournalIssuesArgs,
-    LinkReferencesArgs,
     ReadOnlineHtmlArgs,
     RelatedPapersArgs,
     SearchArgs,
@@ -30,6 +29,7 @@ from cnki_mcp.surface.tools import parse_arguments as parse
 from cnki_mcp.tools.check_references import Args as CheckReferencesArgs
 from cnki_mcp.tools.diagnostics import Args as DiagnosticsArgs
 from cnki_mcp.tools.export_citations import Args as ExportCitationsArgs
+from cnki_mcp.tools.link_references import Args as LinkReferencesArgs
 from cnki_mcp.tools.login import Args as LoginArgs
 from cnki_mcp.tools.operation_control import Args as OperationControlArgs
 from cnki_mcp.tools.operation_status import Args as OperationStatusArgs

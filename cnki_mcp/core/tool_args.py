@@ -55,7 +55,6 @@ FACETS: dict[str, str] = {
 }
 FACET_NAMES = tuple(FACETS)
 FACET_CODES_MAX = 20  # picks of one facet in one listing
-REFERENCES_MAX = 100  # 《题名》 spans in one link_references text
 PLAN_GROUPS_MAX = 8  # concept groups of one search (inner arrays of concept_groups)
 PLAN_TERMS_MAX = 6  # synonyms in one concept group
 PLAN_TERM_CHARS = 80
@@ -237,11 +236,6 @@ class RelatedPapersArgs(ToolArgs):
     wait_seconds: int = RELATED_WAIT_DEFAULT
     cursor: str = ""
     on_verification: str = "ask"
-
-
-class LinkReferencesArgs(ToolArgs):
-    text: str
-    lookup_missing: bool = False
 
 
 class AuthorPapersArgs(ToolArgs):

@@ -49,14 +49,12 @@ from cnki_mcp.core.tool_args import (
     SCOPES,
     SORTS,
     STATUS_WAIT_MAX,
-    TEXT_BYTES_MAX,
     YEAR_MAX,
     AuthorPapersArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
     GetMetadataArgs,
     JournalIssuesArgs,
-    LinkReferencesArgs,
     NativeSearchArgs,
     ReadOnlineHtmlArgs,
     RelatedPapersArgs,
@@ -386,13 +384,3 @@ def validate_journal_issues(args: JournalIssuesArgs, raw: dict[str, Any]) -> Non
     args.limit = _limit(args.limit)
     _offset(args.offset)
     args.on_verification = _policy(args.on_verification)
-
-
-def validate_link_references(args: LinkReferencesArgs, raw: dict[str, Any]) -> None:
-    size = len(args.text.encode("utf-8"))
-    if size > TEXT_BYTES_MAX:
-        raise CnkiError(
-            "INPUT_TOO_LARGE",
-            f"text 最大 512 KB（{TEXT_BYTES_MAX} 字节），收到 {size} 字节；请分段处理。",
-            details={"bytes": size},
-        )

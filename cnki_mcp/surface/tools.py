@@ -385,26 +385,6 @@ register(
 )
 
 register(
-    ToolName.LINK_REFERENCES,
-    "把文本里的《完整论文题名》改写为指向知网的 Markdown 链接；支持嵌套书名号，已有的链接和代码不改动。"
-    "用户给出草稿、综述需要补链接时使用。默认只用本地记录，lookup_missing=true 时才到知网查找。",
-    _object(
-        {
-            "lookup_missing": _boolean("本地没有记录的题名到知网按篇名精确查找"),
-            "text": _string(
-                f"含《完整论文题名》的文本，最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {tool_args.REFERENCES_MAX} 个题名"
-            ),
-        },
-        required=("text",),
-    ),
-    tool_args.LinkReferencesArgs,
-    a.validate_link_references,
-    handler=App.link_references,
-    read_only=True,
-    open_world=True,
-)
-
-register(
     ToolName.READ_ONLINE_HTML,
     "读取论文的 HTML 全文，可按章节（section）或按字符分页（offset、max_characters）。需要核对论文的具体论证、"
     "方法或数据时使用。全文在本地缓存 30 分钟，翻页和切换章节不再访问知网；试读或不完整的正文缓存 10 分钟，只供翻页和切换章节。"
