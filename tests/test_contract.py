@@ -30,7 +30,7 @@ from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Problem
 from cnki_mcp.core.tool_args import ToolName
-from cnki_mcp.surface import arguments, server
+from cnki_mcp.surface import server
 from cnki_mcp.surface.tools import REGISTRY
 from cnki_mcp.tools import _searching, operation_control, search_results
 from cnki_mcp.tools import search as search_tool
@@ -201,7 +201,7 @@ def test_enums_match_the_validation_rules() -> None:
     assert options["freshness"]["enum"] == list(_searching.FRESHNESS)
     assert options["sort"]["enum"] == list(_searching.SORTS)
     assert options["on_verification"]["enum"] == list(tool_args.POLICIES)
-    assert tools["export_citations"]["inputSchema"]["properties"]["format"]["enum"] == list(arguments.CITATION_FORMATS)
+    assert tools["export_citations"]["inputSchema"]["properties"]["format"]["enum"] == list(tool_args.CITATION_FORMATS)
     assert tools["export_citations"]["inputSchema"]["properties"]["scope"]["enum"] == list(tool_args.SCOPES)
     assert tools["operation_control"]["inputSchema"]["properties"]["action"]["enum"] == list(get_args(operation_control.Action))
     assert search["concept_groups"]["type"] == ["null", "array"]

@@ -38,7 +38,7 @@ from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CATALOGUE
 from cnki_mcp.core.text import is_blank
 from cnki_mcp.site import grid_query
-from cnki_mcp.surface import arguments, server
+from cnki_mcp.surface import server
 from cnki_mcp.tools import _searching, operation_control, search, search_results
 from tests.harness import (
     INIT_PARAMS,
@@ -341,7 +341,7 @@ ENUMS: list[tuple[str, dict[str, Any], str, tuple[str, ...], str]] = [
     ("search_results", {"search_id": "s"}, "view", get_args(search_results.View), "INVALID_VIEW"),
     ("get_metadata", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
     ("export_citations", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
-    ("export_citations", {"search_id": "s"}, "format", arguments.CITATION_FORMATS, "INVALID_FORMAT"),
+    ("export_citations", {"search_id": "s"}, "format", tool_args.CITATION_FORMATS, "INVALID_FORMAT"),
     ("download_paper", {"record_ref": "r"}, "format", tool_args.DOWNLOAD_FORMATS, "INVALID_FORMAT"),
     ("download_paper", {"record_ref": "r"}, "on_verification", tool_args.POLICIES, "INVALID_POLICY"),
     ("read_online_html", {"record_ref": "r"}, "on_verification", tool_args.POLICIES, "INVALID_POLICY"),

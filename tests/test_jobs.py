@@ -13,7 +13,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget, Problem
 from cnki_mcp.ops.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext, kind_budget
 from cnki_mcp.store.library import Store
-from cnki_mcp.tools import login, session_status
+from cnki_mcp.tools import export_citations, login, session_status
 from tests.store_faults import copy_committed
 
 
@@ -160,7 +160,7 @@ async def test_without_an_id_only_the_one_live_operation_is_acted_on(jobs: Jobs)
 
     first = jobs.start("metadata", kind_budget("metadata"), work)
     alone = await jobs.status(None, 0)
-    second = jobs.start("export", kind_budget("export"), work)
+    second = jobs.start("export", export_citations.BUDGET.of(), work)
     with pytest.raises(CnkiError) as ambiguous:
         await jobs.cancel(None)
     status_error = None

@@ -19,7 +19,7 @@ import msgspec
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Config, LocalReply, OperationView, Problem, SearchRecord, ZoteroReply
+from cnki_mcp.core.model import Config, LocalReply, OperationView, Problem, SearchRecord
 from cnki_mcp.ops.jobs import Job, Jobs, ProgressSink, kind_budget
 from cnki_mcp.store.catalog import Catalog
 from cnki_mcp.store.library import KEEP_SEARCHES, Store, load_config
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # A tool's answer: an operation's view, a local reply, or a plain object for what needs no operation.
-Reply = OperationView | LocalReply | ZoteroReply | dict[str, Any]
+Reply = OperationView | LocalReply | dict[str, Any]
 
 
 class AppCore:

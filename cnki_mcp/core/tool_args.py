@@ -17,7 +17,6 @@ YEAR_MAX = 2200
 LIMIT_DEFAULT = 50
 LIMIT_MAX = 100
 BATCH_MAX = 100
-EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
 STATUS_WAIT_MAX = 55
 DOWNLOAD_WAIT_DEFAULT = 120
 DOWNLOAD_WAIT_MAX = 900
@@ -51,8 +50,6 @@ FACETS: dict[str, str] = {
 }
 FACET_NAMES = tuple(FACETS)
 FACET_CODES_MAX = 20  # picks of one facet in one listing
-REFERENCES_MAX = 100  # 《题名》 spans in one link_references text
-CHECK_ENTRIES_MAX = 200  # entries in one check_references call
 PLAN_GROUPS_MAX = 8  # concept groups of one search (inner arrays of concept_groups)
 PLAN_TERMS_MAX = 6  # synonyms in one concept group
 PLAN_TERM_CHARS = 80
@@ -60,7 +57,7 @@ EXPRESSION_MAX_CHARS = 3600  # CNKI refuses longer professional-search expressio
 RIGHTS_STREAK = 3  # download_papers: refusals for want of rights in a row (among the papers tried) that stop it
 CONTINUE_REQUESTS = 200  # operation_control continue: added when omitted and the requests ran out
 CONTINUE_SECONDS = 300  # ... and when omitted and the time ran out
-CITATION_FORMATS: tuple[str, ...] = (
+CitationFormat = Literal[
     "gbt7714",
     "gbt7714_2025",
     "gbt7714_author_date",
@@ -76,9 +73,11 @@ CITATION_FORMATS: tuple[str, ...] = (
     "csv",
     "markdown",
     "custom",
-)
+]
+CITATION_FORMATS: tuple[str, ...] = get_args(CitationFormat)
 # The formats written as prose: the styles check_references can correct an entry into.
-CHECK_STYLES: tuple[str, ...] = ("gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver")
+CheckStyle = Literal["gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver"]
+CHECK_STYLES: tuple[str, ...] = get_args(CheckStyle)
 TEMPLATE_FIELDS: tuple[str, ...] = (
     "title",
     "authors",
@@ -94,7 +93,6 @@ TEMPLATE_FIELDS: tuple[str, ...] = (
     "type",
     "clc",
 )
-TAG_CHARS = 100
 CHART_BARS = 10  # the chart: bars per facet other than year
 
 # Integer options: name -> (default for search, maximum). structured_search derives candidate_target.
@@ -141,15 +139,6 @@ class ReadOnlineHtmlArgs(ToolArgs):
     source: str = "online"
 
 
-class SaveToZoteroArgs(ToolArgs):
-    record_refs: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    collection: str = ""
-    attach: bool = True
-    tags: list[str] = []
-
-
 class DownloadPaperArgs(ToolArgs):
     record_ref: str = ""
     title: str = ""
@@ -171,30 +160,6 @@ class DownloadPapersArgs(ToolArgs):
     subdirectory: str = ""
     interval_seconds: int = INTERVAL_DEFAULT  # the least time between two clicks, jittered
     wait_seconds: int = DOWNLOAD_WAIT_DEFAULT  # each paper's transfer wait
-    on_verification: str = "ask"
-
-
-class ExportCitationsArgs(ToolArgs):
-    record_refs: list[str] = []
-    references_of: str = ""  # a record_ref: export the stored reference list of that paper
-    titles: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    offset: int = 0  # with search_id: the first entry of the scope to export
-    format: str = "gbt7714"
-    template: str = ""
-    filename: str = ""
-
-
-class LinkReferencesArgs(ToolArgs):
-    text: str
-    lookup_missing: bool = False
-
-
-class CheckReferencesArgs(ToolArgs):
-    text: str = ""
-    references: list[str] = []  # after parse: the entries to check, in order (split from text when given)
-    style: str = "gbt7714"
     on_verification: str = "ask"
 
 

@@ -43,9 +43,6 @@ CONTINUABLE = frozenset({"search"})
 # Fixed budgets per kind (requests, seconds); search budgets come from its options.
 KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "metadata": (600, 900),
-    "export": (300, 900),
-    "links": (200, 900),
-    "references": (300, 900),
     "read": (60, 900),
     "download": (30, 1800),
     "site_check": (12, 600),

@@ -17,17 +17,12 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core.errors import CnkiError, ErrorCode
-from cnki_mcp.core.files import validate_filename
 from cnki_mcp.core.text import is_blank
 from cnki_mcp.core.tool_args import (
     BATCH_MAX,
-    CHECK_ENTRIES_MAX,
-    CHECK_STYLES,
-    CITATION_FORMATS,
     DOWNLOAD_FORMATS,
     DOWNLOAD_WAIT_DEFAULT,
     DOWNLOAD_WAIT_MAX,
-    EXPORT_MAX,
     INTERVAL_DEFAULT,
     INTERVAL_MAX,
     INTERVAL_MIN,
@@ -41,17 +36,10 @@ from cnki_mcp.core.tool_args import (
     READ_CHARACTERS_MAX,
     READ_SOURCES,
     SCOPES,
-    TAG_CHARS,
-    TEXT_BYTES_MAX,
-    ZOTERO_MAX,
-    CheckReferencesArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
-    ExportCitationsArgs,
     GetMetadataArgs,
-    LinkReferencesArgs,
     ReadOnlineHtmlArgs,
-    SaveToZoteroArgs,
     ToolArgs,
 )
 from cnki_mcp.tools._parse import an_object, structural_error, without_nulls
@@ -114,14 +102,11 @@ def _exactly_one_document(args: ReadOnlineHtmlArgs | DownloadPaperArgs) -> None:
         raise CnkiError("INVALID_INPUT", f"record_ref 与 title 二选一，{why}。", details={"field": "record_ref"})
 
 
-def _documents_given(args: GetMetadataArgs | ExportCitationsArgs) -> None:
+def _documents_given(args: GetMetadataArgs) -> None:
     args.record_refs = [ref for ref in map(_given, args.record_refs) if ref]
     args.titles = [title for title in map(_given, args.titles) if title]
     args.search_id = _given(args.search_id)
-    references_of = ""
-    if isinstance(args, ExportCitationsArgs):
-        references_of = args.references_of = _given(args.references_of)
-    if not (args.record_refs or args.titles or args.search_id or references_of):
+    if not (args.record_refs or args.titles or args.search_id):
         raise CnkiError("NO_DOCUMENTS", "请至少提供 record_refs、titles 或 search_id 之一。")
 
 
@@ -174,26 +159,6 @@ def validate_read_online_html(args: ReadOnlineHtmlArgs, raw: dict[str, Any]) -> 
     args.source = _choice(args.source, READ_SOURCES, "online", "INVALID_SOURCE", "source")
 
 
-def validate_save_to_zotero(args: SaveToZoteroArgs, raw: dict[str, Any]) -> None:
-    args.record_refs = [ref for ref in map(_given, args.record_refs) if ref]
-    args.search_id = _given(args.search_id)
-    if not (args.record_refs or args.search_id):
-        raise CnkiError("NO_DOCUMENTS", "请提供 record_refs 或 search_id。")
-    if len(args.record_refs) > ZOTERO_MAX:
-        raise CnkiError(
-            "BATCH_TOO_LARGE", f"record_refs 最多 {ZOTERO_MAX} 个，收到 {len(args.record_refs)} 个；请分批保存。",
-            details={"field": "record_refs"},
-        )
-    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
-    args.collection = _given(args.collection)
-    args.tags = [tag for tag in map(_given, args.tags) if tag]
-    bad = [tag for tag in args.tags if "," in tag or len(tag) > TAG_CHARS]
-    if bad:
-        raise CnkiError(
-            "INVALID_TAGS", f"标签须为 1–{TAG_CHARS} 字且不含英文逗号：{'、'.join(bad)}", details={"tags": bad}
-        )
-
-
 def validate_download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> None:
     _exactly_one_document(args)
     args.format = _choice(args.format, DOWNLOAD_FORMATS, "auto", "INVALID_FORMAT", "format")
@@ -228,74 +193,4 @@ def validate_download_papers(args: DownloadPapersArgs, raw: dict[str, Any]) -> N
     args.on_verification = _policy(args.on_verification)
 
 
-def validate_export_citations(args: ExportCitationsArgs, raw: dict[str, Any]) -> None:
-    if len(args.record_refs) > EXPORT_MAX:
-        raise CnkiError(
-            "BATCH_TOO_LARGE",
-            f"record_refs 一次最多 {EXPORT_MAX} 个，收到 {len(args.record_refs)} 个；请分批导出。",
-            details={"count": len(args.record_refs), "limit": EXPORT_MAX},
-        )
-    if len(args.titles) > BATCH_MAX:
-        raise CnkiError(
-            "BATCH_TOO_LARGE",
-            f"titles 最多 {BATCH_MAX} 个，收到 {len(args.titles)} 个；请分批导出。",
-            details={"count": len(args.titles)},
-        )
-    _documents_given(args)
-    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
-    _offset(args.offset)
-    args.format = _choice(args.format, CITATION_FORMATS, "gbt7714", "INVALID_FORMAT", "format")
-    if args.format == "custom":
-        if not args.template:
-            raise CnkiError("INVALID_TEMPLATE", "format=custom 需要 template，例如 {authors}. {title}[J]. {journal}, {year}.", details={"field": "template"})
-        from cnki_mcp.references.citations import validate_template
-
-        validate_template(args.template)
-    if args.filename:
-        validate_filename(args.filename)
-
-
-def validate_link_references(args: LinkReferencesArgs, raw: dict[str, Any]) -> None:
-    size = len(args.text.encode("utf-8"))
-    if size > TEXT_BYTES_MAX:
-        raise CnkiError(
-            "INPUT_TOO_LARGE",
-            f"text 最大 512 KB（{TEXT_BYTES_MAX} 字节），收到 {size} 字节；请分段处理。",
-            details={"bytes": size},
-        )
-
-
-def validate_check_references(args: CheckReferencesArgs, raw: dict[str, Any]) -> None:
-    """``text`` or ``references`` (one of them); afterwards ``references`` holds the entries to check."""
-    text = "" if is_blank(args.text) else args.text
-    given = [item for item in args.references if not is_blank(item)]
-    if bool(text) == bool(given):
-        why = "不能同时提供" if text else "须提供其一"
-        raise CnkiError(
-            "REFERENCES_REQUIRED",
-            f"text（粘贴的参考文献列表）与 references（每条一个字符串）二选一，{why}。",
-            details={"field": "text"},
-        )
-    size = sum(len(item.encode("utf-8")) for item in (text, *given))
-    if size > TEXT_BYTES_MAX:
-        raise CnkiError(
-            "INPUT_TOO_LARGE",
-            f"参考文献列表最大 512 KB（{TEXT_BYTES_MAX} 字节），收到 {size} 字节；请分批核对。",
-            details={"bytes": size},
-        )
-    from cnki_mcp.references.reflist import split_entries
-
-    # A pasted list is read only up to the entry past the limit: a longer one is refused all the same.
-    entries = split_entries(text, CHECK_ENTRIES_MAX) if text else [item.strip() for item in given]
-    if len(entries) > CHECK_ENTRIES_MAX:
-        received = f"text 中的条目超过 {CHECK_ENTRIES_MAX} 条" if text else f"收到 {len(entries)} 条"
-        raise CnkiError(
-            "TOO_MANY_ENTRIES",
-            f"一次最多核对 {CHECK_ENTRIES_MAX} 条参考文献，{received}；请分成几次调用，每次不超过 {CHECK_ENTRIES_MAX} 条。",
-            details={"limit": CHECK_ENTRIES_MAX} | ({} if text else {"count": len(entries)}),
-        )
-    if not entries:
-        raise CnkiError("REFERENCES_REQUIRED", "text 中没有找到参考文献条目（只有标题或空行）。", details={"field": "text"})
-    args.text, args.references = text, entries
-    args.style = _choice(args.style, CHECK_STYLES, "gbt7714", "INVALID_FORMAT", "style")
     args.on_verification = _policy(args.on_verification)

@@ -162,36 +162,6 @@ _LIMIT = f"1–{tool_args.LIMIT_MAX}，默认 {tool_args.LIMIT_DEFAULT}"
 # --- the tools ---------------------------------------------------------------------------------------
 
 register(
-    ToolName.CHECK_REFERENCES,
-    "核对参考文献列表：逐条拆分、识别（GB/T 7714 顺序编码制或著者-出版年制、APA、MLA、Chicago、Vancouver 或随手写的条目，"
-    "中英文混排均可），按题名到知网查找，逐项比对年份、页码、作者、题名、来源、卷、期、DOI。每条给出 verified（一致）、"
-    "differs（有出入，列出 differences）、not_found（知网没有，这不证明是编造的）、ambiguous（多篇同名，列出 candidates）、"
-    "unparsed（无法识别）之一，并给出按知网记录重写的 corrected 条目；summary.total 是读出的条目数，summary.lines 是"
-    "它们所在的行数。用户要检查论文、AI 草稿或手抄的参考文献时使用。"
-    f"一次最多 {tool_args.CHECK_ENTRIES_MAX} 条。",
-    _object(
-        {
-            "on_verification": _POLICY,
-            "references": _strings(f"参考文献条目列表，每条一个字符串（与 text 二选一），最多 {tool_args.CHECK_ENTRIES_MAX} 条"),
-            "style": _string(
-                f"corrected 条目使用的格式：{'、'.join(tool_args.CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）",
-                tool_args.CHECK_STYLES,
-            ),
-            "text": _string(
-                f"粘贴的参考文献列表（与 references 二选一）：带 [1]、1.、1、、（1）编号或不带编号（可混用），一行一条或空行分隔，"
-                "折行的条目自动接回，不成条目的行单独列为 unparsed；"
-                f"最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {tool_args.CHECK_ENTRIES_MAX} 条"
-            ),
-        }
-    ),
-    tool_args.CheckReferencesArgs,
-    a.validate_check_references,
-    handler=App.check_references,
-    read_only=True,
-    open_world=True,
-)
-
-register(
     ToolName.DOWNLOAD_PAPER,
     "把一篇论文的 PDF 或 CAJ 文件下载到数据目录 downloads/ 下，并校验文件。只在用户明确要文件时使用；"
     f"只想了解内容请用 {ToolName.READ_ONLINE_HTML}。点击前先登记，结果不明确的点击不会自动重放，确需再点时传 retry=true。",
@@ -255,38 +225,6 @@ register(
 )
 
 register(
-    ToolName.EXPORT_CITATIONS,
-    "把文献导出为参考文献或题录数据：GB/T 7714（gbt7714 为 2015 顺序编码制，gbt7714_2025 为 2025 顺序编码制，"
-    "gbt7714_author_date 为著者-出版年制）、APA、MLA、Chicago、Vancouver、BibTeX、RIS、EndNote、CSL-JSON、"
-    f"JSON、CSV、Markdown 或自定义模板，共 {len(tool_args.CITATION_FORMATS)} 种格式；缺少作者、来源、年份的文献会列出。"
-    "用户要参考文献列表或导入文献管理软件时使用；给 filename 时保存到 exports/ 目录。",
-    _object(
-        {
-            "filename": _string("保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖"),
-            "format": _string(f"{'、'.join(tool_args.CITATION_FORMATS)}；默认 gbt7714", tool_args.CITATION_FORMATS),
-            "offset": _integer(
-                f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {tool_args.EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
-            ),
-            "record_refs": _strings(f"要导出的 record_ref 列表，最多 {tool_args.EXPORT_MAX} 个"),
-            "references_of": _string(
-                f"导出这篇文献（record_ref）的参考文献表：先用 {ToolName.RELATED_PAPERS} 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
-            ),
-            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", tool_args.SCOPES),
-            "search_id": _string(f"导出某次检索的结果（每次最多 {tool_args.EXPORT_MAX} 篇）"),
-            "template": _string(
-                f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in tool_args.TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
-            ),
-            "titles": _strings(f"完整题名列表，会访问知网定位并读取详情，最多 {tool_args.BATCH_MAX} 个"),
-        }
-    ),
-    tool_args.ExportCitationsArgs,
-    a.validate_export_citations,
-    handler=App.export_citations,
-    read_only=False,
-    open_world=True,
-)
-
-register(
     ToolName.GET_METADATA,
     "批量取得完整题录：作者、单位、来源、卷期页、DOI、摘要、关键词、基金、中图分类号；quality=true 时附带期刊收录（CSSCI、"
     "北大核心等）与影响因子。检索后需要摘要、判断来源或核对书目信息时使用。"
@@ -308,26 +246,6 @@ register(
     tool_args.GetMetadataArgs,
     a.validate_get_metadata,
     handler=App.get_metadata,
-    read_only=True,
-    open_world=True,
-)
-
-register(
-    ToolName.LINK_REFERENCES,
-    "把文本里的《完整论文题名》改写为指向知网的 Markdown 链接；支持嵌套书名号，已有的链接和代码不改动。"
-    "用户给出草稿、综述需要补链接时使用。默认只用本地记录，lookup_missing=true 时才到知网查找。",
-    _object(
-        {
-            "lookup_missing": _boolean("本地没有记录的题名到知网按篇名精确查找"),
-            "text": _string(
-                f"含《完整论文题名》的文本，最大 {tool_args.TEXT_BYTES_MAX // 1024} KB、最多 {tool_args.REFERENCES_MAX} 个题名"
-            ),
-        },
-        required=("text",),
-    ),
-    tool_args.LinkReferencesArgs,
-    a.validate_link_references,
-    handler=App.link_references,
     read_only=True,
     open_world=True,
 )
@@ -361,30 +279,3 @@ register(
     read_only=True,
     open_world=True,
 )
-
-register(
-    ToolName.SAVE_TO_ZOTERO,
-    "把文献存入 Zotero 桌面版（通过它在本机的连接器，与 Zotero 浏览器插件的方式相同，不经过系统代理）："
-    "题名、作者（中文姓名不拆分）、日期、来源、卷期页、DOI、摘要、关键词（作为标签）、语言、网址、中图分类号（在 extra 中），"
-    "期刊论文、学位论文（学校与博士/硕士）、会议论文、报纸文章各用对应的条目类型；attach=true（默认）时把已用 "
-    f"{ToolName.DOWNLOAD_PAPER} 下载的 PDF/CAJ 作为附件一并存入（不会自行下载）。同一分类中已存过的文献不重复保存；"
-    f"一条失败不影响其他条目，结果逐条给出状态。需要先打开 Zotero。一次最多 {tool_args.ZOTERO_MAX} 篇。",
-    _object(
-        {
-            "attach": _boolean("附上已下载的 PDF/CAJ 文件（默认 true）；没有下载过的文献只存题录"),
-            "collection": _string(
-                "存入的 Zotero 分类：唯一的分类名，或从文库根开始的路径（如 法学/2024）；省略时存入 Zotero 当前选中的分类"
-            ),
-            "record_refs": _strings(f"要保存的 record_ref 列表，最多 {tool_args.ZOTERO_MAX} 个"),
-            "scope": _string("配合 search_id：selected（默认）、eligible 或 candidates", tool_args.SCOPES),
-            "search_id": _string(f"保存某次检索的结果（最多 {tool_args.ZOTERO_MAX} 篇）"),
-            "tags": _strings(f"给这些条目加上的标签，每个 1–{tool_args.TAG_CHARS} 字，不含英文逗号"),
-        }
-    ),
-    tool_args.SaveToZoteroArgs,
-    a.validate_save_to_zotero,
-    handler=App.save_to_zotero,
-    read_only=False,
-    open_world=True,  # Zotero is outside the server: its library changes
-)
-

@@ -58,3 +58,16 @@ def exactly_one_document(args: Any) -> None:
     if len(named) != 1:
         why = "不能同时提供" if named else "须提供其一"
         raise CnkiError("INVALID_INPUT", f"record_ref 与 title 二选一，{why}。", details={"field": "record_ref"})
+
+
+def documents_given(args: Any) -> None:
+    """``record_refs``, ``titles`` and ``search_id`` (and ``references_of`` where the tool has it) trimmed in
+    place, blank entries dropped; NO_DOCUMENTS when none of them is left."""
+    args.record_refs = [ref for ref in map(given, args.record_refs) if ref]
+    args.titles = [title for title in map(given, args.titles) if title]
+    args.search_id = given(args.search_id)
+    references_of = ""
+    if hasattr(args, "references_of"):
+        references_of = args.references_of = given(args.references_of)
+    if not (args.record_refs or args.titles or args.search_id or references_of):
+        raise CnkiError("NO_DOCUMENTS", "请至少提供 record_refs、titles 或 search_id 之一。")
