@@ -39,8 +39,9 @@ METADATA = ("ranked", "all", "basic")
 FRESHNESS = ("prefer_cache", "live")
 Scope = Literal["selected", "eligible", "candidates"]  # which part of a stored search
 SCOPES: tuple[str, ...] = get_args(Scope)
-FILE_FORMATS = ("pdf", "caj")  # what a download can be
-DOWNLOAD_FORMATS = ("auto", *FILE_FORMATS)
+DownloadFormat = Literal["auto", "pdf", "caj"]  # auto: the PDF where there is one, else the CAJ
+DOWNLOAD_FORMATS: tuple[str, ...] = get_args(DownloadFormat)
+FILE_FORMATS = DOWNLOAD_FORMATS[1:]  # what a download can be
 READ_SOURCES = ("online", "download", "auto")
 ZOTERO_MAX = 100  # records in one save_to_zotero call
 # search_facets and facet_filters: the facets a tool takes, each with the label CNKI's left panel gives it.
