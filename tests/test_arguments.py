@@ -9,14 +9,12 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.tool_args import (
-    METADATA_FIELDS,
     AuthorPapersArgs,
     CheckReferencesArgs,
     DownloadPaperArgs,
     DownloadPapersArgs,
     ExpertSearchArgs,
     ExportCitationsArgs,
-    GetMetadataArgs,
     JournalIssuesArgs,
     LinkReferencesArgs,
     ReadOnlineHtmlArgs,
@@ -31,6 +29,8 @@ from cnki_mcp.core.tool_args import (
 from cnki_mcp.surface.tools import REGISTRY
 from cnki_mcp.surface.tools import parse_arguments as parse
 from cnki_mcp.tools.diagnostics import Args as DiagnosticsArgs
+from cnki_mcp.tools.get_metadata import METADATA_FIELDS
+from cnki_mcp.tools.get_metadata import Args as GetMetadataArgs
 from cnki_mcp.tools.login import Args as LoginArgs
 from cnki_mcp.tools.operation_control import Args as OperationControlArgs
 from cnki_mcp.tools.operation_status import Args as OperationStatusArgs

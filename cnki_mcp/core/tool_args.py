@@ -9,8 +9,6 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
-from cnki_mcp.core.model import PRIVATE_PAPER_FIELDS, Paper
-
 # --- limits and enums (the tool contract and its documented defaults) -------------------------------
 
 QUERY_MAX = 1000
@@ -116,11 +114,6 @@ OPTION_RANGES: dict[str, tuple[int, int]] = {
     "timeout_seconds": (900, 7200),
 }
 
-# Names get_metadata's ``fields`` may select: the public Paper fields.
-METADATA_FIELDS = frozenset(
-    f.encode_name for f in msgspec.structs.fields(Paper) if f.encode_name not in PRIVATE_PAPER_FIELDS
-)
-
 
 # --- the Structs -----------------------------------------------------------------------------------
 
@@ -181,19 +174,6 @@ class SearchFacetsArgs(ToolArgs):
     chart: bool = False
     freshness: str = "prefer_cache"
     on_verification: str = "ask"
-
-
-class GetMetadataArgs(ToolArgs):
-    record_refs: list[str] = []
-    titles: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    offset: int = 0
-    limit: int = LIMIT_DEFAULT
-    fields: list[str] = []  # empty = every field
-    quality: bool = False
-    refresh: bool = False
-    local_only: bool = False
 
 
 class ReadOnlineHtmlArgs(ToolArgs):

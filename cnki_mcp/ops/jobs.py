@@ -42,7 +42,6 @@ CONTINUABLE = frozenset({"search"})
 
 # Fixed budgets per kind (requests, seconds); search budgets come from its options.
 KIND_BUDGETS: dict[str, tuple[int, int]] = {
-    "metadata": (600, 900),
     "export": (300, 900),
     "links": (200, 900),
     "references": (300, 900),

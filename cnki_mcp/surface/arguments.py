@@ -39,7 +39,6 @@ from cnki_mcp.core.tool_args import (
     LIMIT_DEFAULT,
     LIMIT_MAX,
     METADATA,
-    METADATA_FIELDS,
     MODES,
     OPTION_RANGES,
     PAPERS_LIMIT_DEFAULT,
@@ -63,7 +62,6 @@ from cnki_mcp.core.tool_args import (
     DownloadPaperArgs,
     DownloadPapersArgs,
     ExportCitationsArgs,
-    GetMetadataArgs,
     JournalIssuesArgs,
     LinkReferencesArgs,
     NativeSearchArgs,
@@ -186,13 +184,11 @@ def _exactly_one_document(args: ReadOnlineHtmlArgs | DownloadPaperArgs | Related
         raise CnkiError("INVALID_INPUT", f"record_ref 与 title 二选一，{why}。", details={"field": "record_ref"})
 
 
-def _documents_given(args: GetMetadataArgs | ExportCitationsArgs) -> None:
+def _documents_given(args: ExportCitationsArgs) -> None:
     args.record_refs = [ref for ref in map(_given, args.record_refs) if ref]
     args.titles = [title for title in map(_given, args.titles) if title]
     args.search_id = _given(args.search_id)
-    references_of = ""
-    if isinstance(args, ExportCitationsArgs):
-        references_of = args.references_of = _given(args.references_of)
+    references_of = args.references_of = _given(args.references_of)
     if not (args.record_refs or args.titles or args.search_id or references_of):
         raise CnkiError("NO_DOCUMENTS", "请至少提供 record_refs、titles 或 search_id 之一。")
 
@@ -271,32 +267,6 @@ def validate_search_facets(args: SearchFacetsArgs, raw: dict[str, Any]) -> None:
     facet_picks(args.facet_filters)
 
 
-
-
-def validate_get_metadata(args: GetMetadataArgs, raw: dict[str, Any]) -> None:
-    count = len(args.record_refs) + len(args.titles)
-    if count > BATCH_MAX:
-        raise CnkiError(
-            "BATCH_TOO_LARGE",
-            f"record_refs 与 titles 合计最多 {BATCH_MAX} 篇，收到 {count} 篇；请分批调用。",
-            details={"count": count},
-        )
-    _documents_given(args)
-    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
-    _offset(args.offset)
-    if args.limit > BATCH_MAX:
-        raise CnkiError(
-            "BATCH_TOO_LARGE", f"limit 最多 {BATCH_MAX}，收到 {args.limit}；请用 offset 分批读取。", details={"field": "limit"}
-        )
-    args.limit = _limit(args.limit)
-    unknown = [f for f in args.fields if f.strip() not in METADATA_FIELDS]
-    if unknown:
-        raise CnkiError(
-            "INVALID_FIELDS",
-            f"fields 中有未知字段：{'、'.join(unknown)}。可用字段：{'、'.join(sorted(METADATA_FIELDS))}。",
-            details={"fields": unknown},
-        )
-    args.fields = [f.strip() for f in args.fields]
 
 
 def _defaulted(value: int, default: int, maximum: int, code: ErrorCode, field: str, unit: str = "") -> int:

@@ -394,32 +394,6 @@ register(
 )
 
 register(
-    ToolName.GET_METADATA,
-    "批量取得完整题录：作者、单位、来源、卷期页、DOI、摘要、关键词、基金、中图分类号；quality=true 时附带期刊收录（CSSCI、"
-    "北大核心等）与影响因子。检索后需要摘要、判断来源或核对书目信息时使用。"
-    f"用 record_refs、完整题名或 search_id 指定文献，一次最多 {tool_args.BATCH_MAX} 篇。",
-    _object(
-        {
-            "fields": _strings("只返回这些字段，如 abstract、keywords、doi、clc_codes、quality；record_ref 和 title 总会返回"),
-            "limit": _integer(f"配合 search_id：最多取几篇，{_LIMIT}"),
-            "local_only": _boolean("只用本地已有的数据，不访问知网"),
-            "offset": _integer("配合 search_id：从第几篇开始，默认 0"),
-            "quality": _boolean("同时读取来源期刊的收录情况与影响因子"),
-            "record_refs": _strings("record_ref 列表"),
-            "refresh": _boolean("忽略 30 天内读取过的详情，重新读取"),
-            "scope": _SCOPE,
-            "search_id": _string("取某次检索的结果"),
-            "titles": _strings("完整题名列表，先查本地，本地没有的到知网按篇名精确查找"),
-        }
-    ),
-    tool_args.GetMetadataArgs,
-    a.validate_get_metadata,
-    handler=App.get_metadata,
-    read_only=True,
-    open_world=True,
-)
-
-register(
     ToolName.JOURNAL_ISSUES,
     "一种期刊在知网的刊期与目录（期刊导航的刊期浏览）：用 journal（刊名）、issn、cn 或其中一篇论文的 record_ref "
     "指明期刊（四者取一）。不带 year 时返回知网列出的全部年份与各期（years：[{year, issues:[{issue, code}]}]，新的在前）；"
