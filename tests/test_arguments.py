@@ -11,13 +11,10 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.tool_args import (
     AuthorPapersArgs,
     CheckReferencesArgs,
-    DownloadPaperArgs,
-    DownloadPapersArgs,
     ExpertSearchArgs,
     ExportCitationsArgs,
     JournalIssuesArgs,
     LinkReferencesArgs,
-    ReadOnlineHtmlArgs,
     RelatedPapersArgs,
     SaveToZoteroArgs,
     SearchArgs,
@@ -29,11 +26,14 @@ from cnki_mcp.core.tool_args import (
 from cnki_mcp.surface.tools import REGISTRY
 from cnki_mcp.surface.tools import parse_arguments as parse
 from cnki_mcp.tools.diagnostics import Args as DiagnosticsArgs
+from cnki_mcp.tools.download_paper import Args as DownloadPaperArgs
+from cnki_mcp.tools.download_papers import Args as DownloadPapersArgs
 from cnki_mcp.tools.get_metadata import METADATA_FIELDS
 from cnki_mcp.tools.get_metadata import Args as GetMetadataArgs
 from cnki_mcp.tools.login import Args as LoginArgs
 from cnki_mcp.tools.operation_control import Args as OperationControlArgs
 from cnki_mcp.tools.operation_status import Args as OperationStatusArgs
+from cnki_mcp.tools.read_online_html import Args as ReadOnlineHtmlArgs
 from cnki_mcp.tools.search_results import Args as SearchResultsArgs
 from cnki_mcp.tools.session_status import Args as SessionStatusArgs
 

@@ -20,14 +20,7 @@ EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search
 STATUS_WAIT_MAX = 55
 DOWNLOAD_WAIT_DEFAULT = 120
 DOWNLOAD_WAIT_MAX = 900
-PAPERS_MAX = 200  # download_papers: record_refs, or entries of a search, in one batch
-PAPERS_LIMIT_DEFAULT = 20
-INTERVAL_DEFAULT = 12  # download_papers: the least seconds between two download orders (peers pace 8–15 s)
-INTERVAL_MIN = 5
-INTERVAL_MAX = 600
 INTERVAL_JITTER = 0.25  # each interval drawn from ±25 % of it, so orders do not tick like a clock
-READ_CHARACTERS_DEFAULT = 20_000
-READ_CHARACTERS_MAX = 200_000
 TEXT_BYTES_MAX = 512 * 1024
 
 MODES = ("precise", "balanced", "broad")
@@ -40,7 +33,6 @@ SCOPES: tuple[str, ...] = get_args(Scope)
 DownloadFormat = Literal["auto", "pdf", "caj"]  # auto: the PDF where there is one, else the CAJ
 DOWNLOAD_FORMATS: tuple[str, ...] = get_args(DownloadFormat)
 FILE_FORMATS = DOWNLOAD_FORMATS[1:]  # what a download can be
-READ_SOURCES = ("online", "download", "auto")
 ZOTERO_MAX = 100  # records in one save_to_zotero call
 # search_facets and facet_filters: the facets a tool takes, each with the label CNKI's left panel gives it.
 FACETS: dict[str, str] = {
@@ -176,16 +168,6 @@ class SearchFacetsArgs(ToolArgs):
     on_verification: str = "ask"
 
 
-class ReadOnlineHtmlArgs(ToolArgs):
-    record_ref: str = ""
-    title: str = ""
-    section: str = ""
-    offset: int = 0
-    max_characters: int = READ_CHARACTERS_DEFAULT
-    on_verification: str = "ask"
-    source: str = "online"
-
-
 class SaveToZoteroArgs(ToolArgs):
     record_refs: list[str] = []
     search_id: str = ""
@@ -193,30 +175,6 @@ class SaveToZoteroArgs(ToolArgs):
     collection: str = ""
     attach: bool = True
     tags: list[str] = []
-
-
-class DownloadPaperArgs(ToolArgs):
-    record_ref: str = ""
-    title: str = ""
-    format: str = "auto"
-    filename: str = ""
-    subdirectory: str = ""
-    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT
-    retry: bool = False
-    on_verification: str = "ask"
-
-
-class DownloadPapersArgs(ToolArgs):
-    record_refs: list[str] = []  # or search_id with scope, offset and limit
-    search_id: str = ""
-    scope: str = "selected"
-    offset: int = 0
-    limit: int = PAPERS_LIMIT_DEFAULT
-    format: str = "auto"  # as download_paper: auto | pdf | caj
-    subdirectory: str = ""
-    interval_seconds: int = INTERVAL_DEFAULT  # the least time between two clicks, jittered
-    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT  # each paper's transfer wait
-    on_verification: str = "ask"
 
 
 class RelatedPapersArgs(ToolArgs):

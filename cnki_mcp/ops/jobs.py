@@ -45,8 +45,6 @@ KIND_BUDGETS: dict[str, tuple[int, int]] = {
     "export": (300, 900),
     "links": (200, 900),
     "references": (300, 900),
-    "read": (60, 900),
-    "download": (30, 1800),
     "site_check": (12, 600),
     "related": (200, 900),
     "facets": (30, 600),  # search_facets: grid page 1, the panel, a group asked again alone, challenges

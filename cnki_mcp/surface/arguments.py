@@ -24,30 +24,19 @@ from cnki_mcp.core.tool_args import (
     CHECK_ENTRIES_MAX,
     CHECK_STYLES,
     CITATION_FORMATS,
-    DOWNLOAD_FORMATS,
-    DOWNLOAD_WAIT_DEFAULT,
-    DOWNLOAD_WAIT_MAX,
     EXPAND_MAX,
     EXPORT_MAX,
     FACET_LIMIT_DEFAULT,
     FACET_LIMIT_MAX,
     FACET_NAMES,
     FRESHNESS,
-    INTERVAL_DEFAULT,
-    INTERVAL_MAX,
-    INTERVAL_MIN,
     LIMIT_DEFAULT,
     LIMIT_MAX,
     METADATA,
     MODES,
     OPTION_RANGES,
-    PAPERS_LIMIT_DEFAULT,
-    PAPERS_MAX,
     POLICIES,
     QUERY_MAX,
-    READ_CHARACTERS_DEFAULT,
-    READ_CHARACTERS_MAX,
-    READ_SOURCES,
     RELATED_WAIT_DEFAULT,
     RELATIONS,
     SCOPES,
@@ -59,13 +48,10 @@ from cnki_mcp.core.tool_args import (
     ZOTERO_MAX,
     AuthorPapersArgs,
     CheckReferencesArgs,
-    DownloadPaperArgs,
-    DownloadPapersArgs,
     ExportCitationsArgs,
     JournalIssuesArgs,
     LinkReferencesArgs,
     NativeSearchArgs,
-    ReadOnlineHtmlArgs,
     RelatedPapersArgs,
     SaveToZoteroArgs,
     SearchArgs,
@@ -176,7 +162,7 @@ def _given(value: str) -> str:
     return "" if is_blank(value) else value.strip()
 
 
-def _exactly_one_document(args: ReadOnlineHtmlArgs | DownloadPaperArgs | RelatedPapersArgs) -> None:
+def _exactly_one_document(args: RelatedPapersArgs) -> None:
     args.record_ref, args.title = _given(args.record_ref), _given(args.title)
     given = [name for name, value in (("record_ref", args.record_ref), ("title", args.title)) if value]
     if len(given) != 1:
@@ -281,14 +267,6 @@ def _defaulted(value: int, default: int, maximum: int, code: ErrorCode, field: s
     return value
 
 
-def validate_read_online_html(args: ReadOnlineHtmlArgs, raw: dict[str, Any]) -> None:
-    _exactly_one_document(args)
-    _offset(args.offset)
-    args.max_characters = _defaulted(args.max_characters, READ_CHARACTERS_DEFAULT, READ_CHARACTERS_MAX, "INVALID_LIMIT", "max_characters")
-    args.on_verification = _policy(args.on_verification)
-    args.source = _choice(args.source, READ_SOURCES, "online", "INVALID_SOURCE", "source")
-
-
 def validate_save_to_zotero(args: SaveToZoteroArgs, raw: dict[str, Any]) -> None:
     args.record_refs = [ref for ref in map(_given, args.record_refs) if ref]
     args.search_id = _given(args.search_id)
@@ -307,40 +285,6 @@ def validate_save_to_zotero(args: SaveToZoteroArgs, raw: dict[str, Any]) -> None
         raise CnkiError(
             "INVALID_TAGS", f"标签须为 1–{TAG_CHARS} 字且不含英文逗号：{'、'.join(bad)}", details={"tags": bad}
         )
-
-
-def validate_download_paper(args: DownloadPaperArgs, raw: dict[str, Any]) -> None:
-    _exactly_one_document(args)
-    args.format = _choice(args.format, DOWNLOAD_FORMATS, "auto", "INVALID_FORMAT", "format")
-    args.wait_seconds = _defaulted(args.wait_seconds, DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
-    args.on_verification = _policy(args.on_verification)
-
-
-def validate_download_papers(args: DownloadPapersArgs, raw: dict[str, Any]) -> None:
-    """``record_refs`` or ``search_id`` (one of them); the rest as download_paper, plus the interval."""
-    args.record_refs = [ref for ref in map(_given, args.record_refs) if ref]
-    args.search_id = _given(args.search_id)
-    if bool(args.record_refs) == bool(args.search_id):
-        why = "不能同时提供" if args.search_id else "须提供其一"
-        raise CnkiError("NO_DOCUMENTS", f"record_refs 与 search_id 二选一，{why}。", details={"field": "record_refs"})
-    if len(args.record_refs) > PAPERS_MAX:
-        raise CnkiError(
-            "BATCH_TOO_LARGE", f"record_refs 一次最多 {PAPERS_MAX} 个，收到 {len(args.record_refs)} 个；请分批下载。",
-            details={"field": "record_refs", "count": len(args.record_refs), "limit": PAPERS_MAX},
-        )
-    args.scope = _choice(args.scope, SCOPES, "selected", "INVALID_SCOPE", "scope")
-    _offset(args.offset)
-    args.limit = _defaulted(args.limit, PAPERS_LIMIT_DEFAULT, PAPERS_MAX, "INVALID_LIMIT", "limit", " 篇")
-    args.format = _choice(args.format, DOWNLOAD_FORMATS, "auto", "INVALID_FORMAT", "format")
-    args.interval_seconds = args.interval_seconds or INTERVAL_DEFAULT
-    if not INTERVAL_MIN <= args.interval_seconds <= INTERVAL_MAX:
-        raise CnkiError(
-            "INVALID_INTERVAL",
-            f"interval_seconds 须在 {INTERVAL_MIN}–{INTERVAL_MAX} 秒之间（0 表示默认 {INTERVAL_DEFAULT}），收到的是 {args.interval_seconds}。",
-            details={"field": "interval_seconds"},
-        )
-    args.wait_seconds = _defaulted(args.wait_seconds, DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "wait_seconds", "秒")
-    args.on_verification = _policy(args.on_verification)
 
 
 def validate_related_papers(args: RelatedPapersArgs, raw: dict[str, Any]) -> None:
