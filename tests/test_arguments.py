@@ -9,11 +9,6 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.tool_args import (
-    METADATA_FIELDS,
-    DownloadPaperArgs,
-    DownloadPapersArgs,
-    GetMetadataArgs,
-    ReadOnlineHtmlArgs,
     ToolName,
 )
 from cnki_mcp.surface.tools import REGISTRY
@@ -22,13 +17,18 @@ from cnki_mcp.tools._searching import NativeOptions, SearchOptions
 from cnki_mcp.tools.author_papers import Args as AuthorPapersArgs
 from cnki_mcp.tools.check_references import Args as CheckReferencesArgs
 from cnki_mcp.tools.diagnostics import Args as DiagnosticsArgs
+from cnki_mcp.tools.download_paper import Args as DownloadPaperArgs
+from cnki_mcp.tools.download_papers import Args as DownloadPapersArgs
 from cnki_mcp.tools.expert_search import Args as ExpertSearchArgs
 from cnki_mcp.tools.export_citations import Args as ExportCitationsArgs
+from cnki_mcp.tools.get_metadata import METADATA_FIELDS
+from cnki_mcp.tools.get_metadata import Args as GetMetadataArgs
 from cnki_mcp.tools.journal_issues import Args as JournalIssuesArgs
 from cnki_mcp.tools.link_references import Args as LinkReferencesArgs
 from cnki_mcp.tools.login import Args as LoginArgs
 from cnki_mcp.tools.operation_control import Args as OperationControlArgs
 from cnki_mcp.tools.operation_status import Args as OperationStatusArgs
+from cnki_mcp.tools.read_online_html import Args as ReadOnlineHtmlArgs
 from cnki_mcp.tools.related_papers import Args as RelatedPapersArgs
 from cnki_mcp.tools.save_to_zotero import Args as SaveToZoteroArgs
 from cnki_mcp.tools.search import Args as SearchArgs

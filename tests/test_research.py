@@ -13,7 +13,7 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import PARSER_VERSION, Budget, Paper, Quality
-from cnki_mcp.ops.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.research.enrich import Enrichment, JournalFlights
 from cnki_mcp.research.pipeline import (
     SearchInput,
@@ -26,6 +26,7 @@ from cnki_mcp.research.pipeline import run_search as search_operation
 from cnki_mcp.research.query import plan_explicit
 from cnki_mcp.store.catalog import Catalog, merge
 from cnki_mcp.store.library import Store
+from cnki_mcp.tools import export_citations, get_metadata
 from cnki_mcp.tools._searching import SearchOptions
 from tests.fake_site import ABSTRACT, FakeSite, sim_paper
 
@@ -72,8 +73,8 @@ async def continue_run(jobs: Jobs, store: Store, site: FakeSite, op_id: str, mor
     return msgspec.to_builtins(jobs.view(job))
 
 
-async def in_operation(jobs: Jobs, work: Any, kind: str = "metadata") -> dict[str, Any]:
-    job = jobs.start(kind, kind_budget(kind), work)
+async def in_operation(jobs: Jobs, work: Any, kind: str = "metadata", budget: Budget | None = None) -> dict[str, Any]:
+    job = jobs.start(kind, budget or get_metadata.BUDGET.of(), work)
     await asyncio.wait_for(job.done.wait(), 30)
     return msgspec.to_builtins(jobs.view(job))
 
@@ -519,7 +520,7 @@ async def test_best_effort_refresh_drops_record_errors(jobs: Jobs, store: Store)
         fatal = await engine(store, site).enrich(op, refs, "metadata", quality=False, refresh=True, record_errors=False)
         return fatal is None
 
-    view = await in_operation(jobs, work, kind="export")
+    view = await in_operation(jobs, work, kind="export", budget=export_citations.BUDGET.of())
     assert view["status"] == "completed" and view["result"] is True and site.counts == Counter({"detail": 3})
 
 

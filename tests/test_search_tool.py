@@ -20,12 +20,13 @@ from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextConte
 from cnki_mcp.app import App
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget
-from cnki_mcp.ops.jobs import OperationContext, kind_budget
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.research import expert
 from cnki_mcp.research.pipeline import SearchState
 from cnki_mcp.research.query import LEXICAL_WARNING, SAMPLING_UNUSABLE_WARNING
 from cnki_mcp.site import grid_query
 from cnki_mcp.surface import server
+from cnki_mcp.tools import get_metadata
 from cnki_mcp.tools.structured_search import Args as StructuredSearchArgs
 from tests.fake_site import FakeSite, sim_paper
 from tests.harness import RawServer, call_tool, processes_on, serve_params
@@ -109,7 +110,7 @@ async def test_continue_refuses_other_kinds_and_live_operations(app: App) -> Non
         op.checkpoint({"anything": 1})
         return {}
 
-    metadata = jobs.start("metadata", kind_budget("metadata"), quick)
+    metadata = jobs.start("metadata", get_metadata.BUDGET.of(), quick)
     await metadata.done.wait()
     with pytest.raises(CnkiError) as other:
         await call_tool(app, "operation_control", {"action": "continue", "operation_id": metadata.record.operation_id})

@@ -1,21 +1,16 @@
-"""The tool handlers: ``App``, the composition root of one server process (``core.AppCore``: the store, the
-catalogue, the browser and the ``Site``, the jobs, the in-memory caches) with one mixin of handlers per area of
-tools (``local``, ``papers``), for the tools not yet moved to their own module of
-``cnki_mcp.tools`` (whose ``run(deps, args, call)`` gets this ``App`` as ``deps``).
-``surface/tools.py`` registers each remaining handler as ``App.<tool>``. A handler imports the
-lower layers it works with when first called, so answering ``initialize`` and ``tools/list`` loads none of them.
+"""The composition root of one server process: ``App`` (``core.AppCore``) owns the store, the catalogue, the
+browser and the ``Site``, the jobs and the in-memory caches, each made on first use. Every tool is a module of
+``cnki_mcp.tools`` whose ``run(deps, args, call)`` gets this ``App`` as ``deps``; ``App.call`` runs it and adds the
+store's warnings. Nothing here imports a working layer at import time, so answering ``initialize`` and
+``tools/list`` loads none of them.
 
 May import: fieldcheck, references, documents, research, ops, site, pages, store, core.
 """
 
 from __future__ import annotations
 
-from cnki_mcp.app.core import Reply
-from cnki_mcp.app.local import LocalTools
-from cnki_mcp.app.papers import PaperTools
+from cnki_mcp.app.core import AppCore, Reply
 
 __all__ = ["App", "Reply"]
 
-
-class App(LocalTools, PaperTools):
-    """Every tool handler of one server process, over the state it shares (``AppCore``)."""
+App = AppCore

@@ -9,8 +9,6 @@ from typing import Literal, get_args
 
 import msgspec
 
-from cnki_mcp.core.model import PRIVATE_PAPER_FIELDS, Paper
-
 # --- limits and enums (the tool contract and its documented defaults) -------------------------------
 
 YEAR_MAX = 2200
@@ -20,22 +18,15 @@ BATCH_MAX = 100
 STATUS_WAIT_MAX = 55
 DOWNLOAD_WAIT_DEFAULT = 120
 DOWNLOAD_WAIT_MAX = 900
-PAPERS_MAX = 200  # download_papers: record_refs, or entries of a search, in one batch
-PAPERS_LIMIT_DEFAULT = 20
-INTERVAL_DEFAULT = 12  # download_papers: the least seconds between two download orders (peers pace 8–15 s)
-INTERVAL_MIN = 5
-INTERVAL_MAX = 600
 INTERVAL_JITTER = 0.25  # each interval drawn from ±25 % of it, so orders do not tick like a clock
-READ_CHARACTERS_DEFAULT = 20_000
-READ_CHARACTERS_MAX = 200_000
 TEXT_BYTES_MAX = 512 * 1024
 
 POLICIES = ("ask", "skip")
 Scope = Literal["selected", "eligible", "candidates"]  # which part of a stored search
 SCOPES: tuple[str, ...] = get_args(Scope)
-FILE_FORMATS = ("pdf", "caj")  # what a download can be
-DOWNLOAD_FORMATS = ("auto", *FILE_FORMATS)
-READ_SOURCES = ("online", "download", "auto")
+DownloadFormat = Literal["auto", "pdf", "caj"]  # auto: the PDF where there is one, else the CAJ
+DOWNLOAD_FORMATS: tuple[str, ...] = get_args(DownloadFormat)
+FILE_FORMATS = DOWNLOAD_FORMATS[1:]  # what a download can be
 ZOTERO_MAX = 100  # records in one save_to_zotero call
 # search_facets and facet_filters: the facets a tool takes, each with the label CNKI's left panel gives it.
 FACETS: dict[str, str] = {
@@ -103,64 +94,12 @@ OPTION_RANGES: dict[str, tuple[int, int]] = {
     "timeout_seconds": (900, 7200),
 }
 
-# Names get_metadata's ``fields`` may select: the public Paper fields.
-METADATA_FIELDS = frozenset(
-    f.encode_name for f in msgspec.structs.fields(Paper) if f.encode_name not in PRIVATE_PAPER_FIELDS
-)
-
 
 # --- the Structs -----------------------------------------------------------------------------------
 
 
 class ToolArgs(msgspec.Struct, forbid_unknown_fields=True):
     """Base of every tool's arguments."""
-
-
-class GetMetadataArgs(ToolArgs):
-    record_refs: list[str] = []
-    titles: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    offset: int = 0
-    limit: int = LIMIT_DEFAULT
-    fields: list[str] = []  # empty = every field
-    quality: bool = False
-    refresh: bool = False
-    local_only: bool = False
-
-
-class ReadOnlineHtmlArgs(ToolArgs):
-    record_ref: str = ""
-    title: str = ""
-    section: str = ""
-    offset: int = 0
-    max_characters: int = READ_CHARACTERS_DEFAULT
-    on_verification: str = "ask"
-    source: str = "online"
-
-
-class DownloadPaperArgs(ToolArgs):
-    record_ref: str = ""
-    title: str = ""
-    format: str = "auto"
-    filename: str = ""
-    subdirectory: str = ""
-    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT
-    retry: bool = False
-    on_verification: str = "ask"
-
-
-class DownloadPapersArgs(ToolArgs):
-    record_refs: list[str] = []  # or search_id with scope, offset and limit
-    search_id: str = ""
-    scope: str = "selected"
-    offset: int = 0
-    limit: int = PAPERS_LIMIT_DEFAULT
-    format: str = "auto"  # as download_paper: auto | pdf | caj
-    subdirectory: str = ""
-    interval_seconds: int = INTERVAL_DEFAULT  # the least time between two clicks, jittered
-    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT  # each paper's transfer wait
-    on_verification: str = "ask"
 
 
 class ToolName(StrEnum):

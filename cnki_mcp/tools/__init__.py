@@ -22,6 +22,11 @@ How to add a tool — write ``cnki_mcp/tools/<tool_name>.py`` (the module's name
 ``BUDGET`` (optional)
     ``Budget(requests=…, seconds=…)``: what an operation the tool starts may use; ``BUDGET.of(on_verification)``
     gives the ``core.model.Budget`` that ``Jobs.start`` takes.
+``validate_first(args, raw)`` (optional)
+    Rules between fields that the documented order checks before any field's own rule (one of two fields,
+    a count over two lists): run on the converted arguments before the Meta rules, so ``args`` is the
+    Struct without its rules (``_parse.shape``); it may normalise ``args`` in place (what it trims is what
+    the Meta rules then check).
 ``validate(args, raw)`` (optional)
     Rules ``Meta`` cannot express (one of two fields, a URL read by a lower layer …), run after the Meta
     rules; it raises ``CnkiError`` with the precise code and may normalise ``args`` in place.
@@ -79,6 +84,7 @@ class ToolSpec:
     title: str
     description: str
     arguments: type[ToolArgs]
+    validate_first: Validator | None
     validate: Validator | None
     run: Run
     read_only: bool
@@ -98,6 +104,7 @@ def spec_of(module: ModuleType) -> ToolSpec:
         title=module.TITLE,
         description=module.DESCRIPTION,
         arguments=module.Args,
+        validate_first=getattr(module, "validate_first", None),
         validate=getattr(module, "validate", None),
         run=module.run,
         read_only=module.READ_ONLY,
@@ -118,5 +125,5 @@ REGISTRY: dict[ToolName, ToolSpec] = _discover()
 
 def parse_arguments(spec: ToolSpec, raw: Any) -> ToolArgs:
     """The arguments of a call to ``spec``'s tool, converted, checked and with every default filled."""
-    args: ToolArgs = parse(spec.arguments, spec.validate, raw)
+    args: ToolArgs = parse(spec.arguments, spec.validate, raw, spec.validate_first)
     return args

@@ -13,7 +13,7 @@ from msgspec import Meta
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.text import is_blank
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, YEAR_MAX
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, YEAR_MAX, DownloadFormat, Scope
 
 Policy = Literal["ask", "skip"]
 Sort = Literal["relevance", "date_desc", "cited_desc", "downloaded_desc"]
@@ -35,6 +35,27 @@ Limit = Annotated[
     ),
 ]
 Offset = Annotated[int, Meta(ge=0, extra={"code": "INVALID_OFFSET"})]
+SearchScope = Annotated[
+    Scope,
+    Meta(
+        description="search_id 取哪一部分：selected（默认，筛选结果）、eligible（相关文献）、candidates（全部候选）",
+        extra={"code": "INVALID_SCOPE", "empty_means_default": True},
+    ),
+]
+Format = Annotated[
+    DownloadFormat,
+    Meta(description="auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj", extra={"code": "INVALID_FORMAT", "empty_means_default": True}),
+]
+def defaulted(default: int, maximum: int, code: str, unit: str = "") -> Meta:
+    """The rule of an integer where 0 means ``default``, else 1..``maximum`` (``unit`` follows the bound in the
+    message: "秒")."""
+    return Meta(
+        ge=1,
+        le=maximum,
+        extra={"code": code, "empty_means_default": True, "message": f"{{field}} 须在 {{ge}}–{{le}}{unit} 之间（0 表示默认 {default}），收到的是 {{value}}。"},
+    )
+
+
 _YEAR_RULE = Meta(ge=0, le=YEAR_MAX, extra={"code": "INVALID_YEAR", "message": "{field} 须在 {ge}–{le} 之间（0 表示不限），收到的是 {value}。"})
 YearFrom = Annotated[int, _YEAR_RULE, Meta(description="起始发表年份（含）；0 或省略表示不限")]
 YearTo = Annotated[int, _YEAR_RULE, Meta(description="截止发表年份（含）；0 或省略表示不限")]
@@ -60,14 +81,15 @@ def exactly_one_document(args: Any) -> None:
         raise CnkiError("INVALID_INPUT", f"record_ref 与 title 二选一，{why}。", details={"field": "record_ref"})
 
 
-def documents_given(args: Any) -> None:
-    """``record_refs``, ``titles`` and ``search_id`` (and ``references_of`` where the tool has it) trimmed in
-    place, blank entries dropped; NO_DOCUMENTS when none of them is left."""
+def documents_given(args: Any, also: str = "") -> None:
+    """``record_refs``, ``titles`` or ``search_id`` (or the field ``also`` names), at least one; each trimmed
+    in place, blank entries dropped."""
     args.record_refs = [ref for ref in map(given, args.record_refs) if ref]
     args.titles = [title for title in map(given, args.titles) if title]
     args.search_id = given(args.search_id)
-    references_of = ""
-    if hasattr(args, "references_of"):
-        references_of = args.references_of = given(args.references_of)
-    if not (args.record_refs or args.titles or args.search_id or references_of):
+    other = ""
+    if also:
+        other = given(getattr(args, also))
+        setattr(args, also, other)
+    if not (args.record_refs or args.titles or args.search_id or other):
         raise CnkiError("NO_DOCUMENTS", "请至少提供 record_refs、titles 或 search_id 之一。")

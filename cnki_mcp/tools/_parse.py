@@ -1,11 +1,13 @@
 """A tool's arguments from its Struct: convert, check the ``Meta`` rules in field order, fill defaults.
 
-``parse(args_type, validate, raw)``:
+``parse(args_type, validate, raw, validate_first)``:
 
 1. ``raw`` must be an object; null on an optional field counts as not given.
 2. Types, unknown and missing fields are checked against the Struct with its rules stripped (``shape``), so
    every structural problem is ``INVALID_INPUT`` whatever field it is in.
-3. The rules of each field, in the Struct's declaration order (the documented order of the error codes):
+3. The tool's own ``validate_first(args, raw)``, on the converted arguments, for the rules between fields
+   its documented order puts before every field's own rule (it may normalise them in place).
+4. The rules of each field, in the Struct's declaration order (the documented order of the error codes):
    a ``Literal`` enum, ``ge``/``le`` bounds and ``min_length``/``max_length``, each failing with the code in
    the field's ``Meta(extra={"code": ...})`` and a Chinese message naming the field. Other ``extra`` keys:
    ``"empty_means_default": True`` (0 or "" is replaced by the field's default before the check),
@@ -14,7 +16,7 @@
    and a field that is a Struct has its own fields checked the same way (named ``<field>.<name>``),
    ``"message"`` (a format string with ``{field}``, ``{value}``, ``{size}`` (a length), ``{ge}``, ``{le}``
    replacing the generated one).
-4. The tool's own ``validate(args, raw)`` for what ``Meta`` cannot say (it may normalise ``args`` in place).
+5. The tool's own ``validate(args, raw)`` for what ``Meta`` cannot say (it may normalise ``args`` in place).
 """
 
 from __future__ import annotations
@@ -34,13 +36,15 @@ from cnki_mcp.core.text import is_blank
 Validator = Callable[[Any, dict[str, Any]], None]
 
 
-def parse(kind: type[msgspec.Struct], validate: Validator | None, raw: Any) -> Any:
+def parse(kind: type[msgspec.Struct], validate: Validator | None, raw: Any, validate_first: Validator | None = None) -> Any:
     """``raw`` converted to ``kind``, checked, with every default filled; CnkiError with the precise code otherwise."""
     given = without_nulls(an_object(raw), kind)
     try:
         loose = msgspec.convert(given, shape(kind))
     except msgspec.ValidationError as exc:
         raise structural_error(str(exc), _structs(kind)) from None
+    if validate_first is not None:
+        validate_first(loose, given)
     args = _checked_struct(kind, loose, "")
     if validate is not None:
         validate(args, given)

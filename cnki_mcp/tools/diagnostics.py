@@ -15,9 +15,13 @@ from cnki_mcp.app.core import AppCore
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.tool_args import ToolArgs
-from cnki_mcp.ops.jobs import KIND_BUDGETS
+from cnki_mcp.tools import Budget
 
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+# The field check's operation (also `doctor --site`): a fixed tour of at most this many requests.
+BUDGET = Budget(requests=12, seconds=600)
 
 
 class Args(ToolArgs):
@@ -28,7 +32,7 @@ TITLE = "本地自检"
 DESCRIPTION = (
     "本地自检：版本、运行环境、数据目录、限速设置，数据已加载时还有数据量、浏览器状态和当前任务。"
     "不启动浏览器，也不访问知网；安装后或排查问题时先调用它。"
-    f"site_check=true 时改为现场检查：按固定路线访问知网（至多 {KIND_BUDGETS['site_check'][0]} 次请求，不下载任何文件），"
+    f"site_check=true 时改为现场检查：按固定路线访问知网（至多 {BUDGET.requests} 次请求，不下载任何文件），"
     "逐项报告检索页、结果列表、详情页、期刊页、阅读入口和登录状态是否仍如预期，作为后台任务运行。"
 )
 READ_ONLY = True
@@ -39,7 +43,7 @@ NEEDS_CONFIG = False  # it reports a config.json that cannot be read instead of 
 async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
     if args.site_check:
         jobs = await deps.jobs()
-        return await jobs.inline(await deps.start_site_check(), call)
+        return await jobs.inline(await deps.start_site_check(BUDGET.of()), call)
     report = _runtime_report(deps.root, os.environ.get("CNKI_BROWSER_PATH") or deps.config.browser_path, deps.owner_pid)
     report["route"] = deps.config.route.view()
     # What is loaded is reported as it is, never loaded to be reported: AppCore's slots are read directly.

@@ -78,7 +78,7 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
             f"titles 最多 {BATCH_MAX} 个，收到 {len(args.titles)} 个；请分批导出。",
             details={"count": len(args.titles)},
         )
-    documents_given(args)
+    documents_given(args, also="references_of")
     if args.format == "custom":
         if not args.template:
             raise CnkiError("INVALID_TEMPLATE", "format=custom 需要 template，例如 {authors}. {title}[J]. {journal}, {year}.", details={"field": "template"})

@@ -57,12 +57,13 @@ async def run(deps: App, args: Args, call: ToolCall | None) -> Any:
     if args.action == "continue":
         from cnki_mcp.documents import batch
         from cnki_mcp.ops.jobs import CONTINUABLE
+        from cnki_mcp.tools._batch import start_batch
 
         if not args.operation_id:
             raise CnkiError("INVALID_INPUT", "continue 需要 operation_id。")
         prior, budget = jobs.continuation(args.operation_id, args.additional_requests, args.additional_seconds, CONTINUABLE | {batch.KIND})
         if prior.kind == batch.KIND:
-            return await deps._start_batch(None, budget, call, prior)
+            return await start_batch(deps, None, budget, call, prior)
         return await jobs.inline(jobs.start("search", budget, search_work(deps, None), resume_from=prior), call)
     if args.action == "show":
         if deps._site is None:
