@@ -32,11 +32,11 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cnki_mcp.core.model import Hit, Paper, Quality  # noqa: E402
-from cnki_mcp.core.tool_args import SearchOptions  # noqa: E402
 from cnki_mcp.ops.jobs import Jobs  # noqa: E402
 from cnki_mcp.research.enrich import Enrichment, JournalFlights  # noqa: E402
 from cnki_mcp.research.pipeline import (  # noqa: E402
     SearchInput,
+    SearchSettings,
     SearchState,
     cache_key,
     run_search,
@@ -46,6 +46,7 @@ from cnki_mcp.research.query import plan_explicit  # noqa: E402
 from cnki_mcp.research.rank import choose, rank, search_entries  # noqa: E402
 from cnki_mcp.store.catalog import Catalog  # noqa: E402
 from cnki_mcp.store.library import Store  # noqa: E402
+from cnki_mcp.tools._searching import SearchOptions  # noqa: E402
 from tests.fake_site import FakeSite  # noqa: E402
 
 CONCEPTS = [["自动驾驶", "无人驾驶"], ["产品责任", "产品缺陷"]]
@@ -138,7 +139,7 @@ async def one_search(site: FakeSite, request: SearchInput) -> tuple[dict, float]
 
 async def bench_pacing(interval_ms: int, latency: float) -> float:
     site = FakeSite(interval_ms=interval_ms, latency=latency)
-    request = SearchInput(query="自动驾驶 产品责任", concept_groups=[["自动驾驶"], ["产品责任"]], options=SearchOptions())
+    request = SearchInput(query="自动驾驶 产品责任", concept_groups=[["自动驾驶"], ["产品责任"]], options=SearchSettings.of(SearchOptions()))
     view, elapsed = await one_search(site, request)
     floor = view["requests"] * interval_ms / 1000
     ratio = elapsed / floor
@@ -155,7 +156,7 @@ async def bench_large(size: int = 3000) -> None:
     request = SearchInput(
         query="自动驾驶 产品责任",
         concept_groups=[["自动驾驶"], ["产品责任"]],
-        options=SearchOptions(candidate_target=size, max_pages=100, max_requests=5000),
+        options=SearchSettings.of(SearchOptions(candidate_target=size, max_pages=100, max_requests=5000)),
     )
     process = psutil.Process()
     gc.collect()

@@ -170,6 +170,7 @@ def percentile(values: list[float], share: float) -> float:
 
 async def _saves_and_pages(root: Path, saves: int, pages: int) -> dict[str, float]:
     from cnki_mcp.app import App
+    from cnki_mcp.tools import search_results
 
     process = psutil.Process()
     app = App(root)
@@ -189,10 +190,10 @@ async def _saves_and_pages(root: Path, saves: int, pages: int) -> dict[str, floa
     searches = list(store.data.searches)
     page_ms = []
     for _ in range(pages):
-        args = msgspec.convert({"search_id": rng.choice(searches), "scope": "candidates", "offset": rng.randrange(0, 130), "limit": 20, "view": "full"},
-                               _search_results_args())
+        args = msgspec.convert({"search_id": rng.choice(searches), "scope": "candidates", "offset": rng.randrange(0, 130), "limit": 20, "view": "records"},
+                               search_results.Args)
         began = time.perf_counter()
-        reply = await app.search_results(args, None)
+        reply = await search_results.run(app, args, None)
         page_ms.append((time.perf_counter() - began) * 1000)
         assert len(reply["results"]) == 20
     rss = process.memory_info().rss
@@ -202,11 +203,6 @@ async def _saves_and_pages(root: Path, saves: int, pages: int) -> dict[str, floa
         "hold_max": max(hold_ms), "page_p50": percentile(page_ms, 0.5), "page_p99": percentile(page_ms, 0.99), "rss_after": rss / 1e6,
     }
 
-
-def _search_results_args() -> type:
-    from cnki_mcp.core.tool_args import SearchResultsArgs
-
-    return SearchResultsArgs
 
 
 def measure(root: Path, saves: int, pages: int) -> None:

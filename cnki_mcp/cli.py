@@ -198,11 +198,12 @@ async def _doctor_site() -> bool:
     from cnki_mcp.app import App
     from cnki_mcp.core import logs
     from cnki_mcp.fieldcheck.tour import run_in_terminal
+    from cnki_mcp.tools import diagnostics
 
     logs.configure(settings.data_root())
     app = App()
     try:
-        check = await run_in_terminal(await app.jobs(), await app.start_site_check(), click.echo)
+        check = await run_in_terminal(await app.jobs(), await app.start_site_check(diagnostics.BUDGET.of()), click.echo)
     except CnkiError as exc:
         if exc.code == "DATA_DIRECTORY_IN_USE":
             from cnki_mcp.setup.messages import msg

@@ -8,11 +8,11 @@ import msgspec
 import pytest
 
 from cnki_mcp.app import App
-from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Evidence, Paper, SearchEntry, SearchRecord
 from cnki_mcp.store.library import Store
 from cnki_mcp.surface.tools import parse_arguments
+from cnki_mcp.tools import export_citations
 from tests.fake_site import FakeSite
 from tests.harness import call_tool
 
@@ -135,7 +135,7 @@ async def test_export_citations_from_a_search_and_to_a_file(app: App, seeded: Pa
 
 
 async def test_an_export_cut_at_the_limit_says_so_and_pages_on(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tool_args, "EXPORT_MAX", 5)
+    monkeypatch.setattr(export_citations, "EXPORT_MAX", 5)
 
     first = (await call_tool(app, "export_citations", {"search_id": "op_search", "scope": "candidates"}))["data"]
     last = (await call_tool(app, "export_citations", {"search_id": "op_search", "scope": "candidates", "offset": 10}))["data"]

@@ -9,33 +9,33 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.tool_args import (
-    METADATA_FIELDS,
-    AuthorPapersArgs,
-    CheckReferencesArgs,
-    DiagnosticsArgs,
-    DownloadPaperArgs,
-    DownloadPapersArgs,
-    ExpertSearchArgs,
-    ExportCitationsArgs,
-    GetMetadataArgs,
-    JournalIssuesArgs,
-    LinkReferencesArgs,
-    LoginArgs,
-    OperationControlArgs,
-    OperationStatusArgs,
-    ReadOnlineHtmlArgs,
-    RelatedPapersArgs,
-    SaveToZoteroArgs,
-    SearchArgs,
-    SearchFacetsArgs,
-    SearchOptions,
-    SearchResultsArgs,
-    SessionStatusArgs,
-    StructuredSearchArgs,
     ToolName,
 )
 from cnki_mcp.surface.tools import REGISTRY
 from cnki_mcp.surface.tools import parse_arguments as parse
+from cnki_mcp.tools._searching import NativeOptions, SearchOptions
+from cnki_mcp.tools.author_papers import Args as AuthorPapersArgs
+from cnki_mcp.tools.check_references import Args as CheckReferencesArgs
+from cnki_mcp.tools.diagnostics import Args as DiagnosticsArgs
+from cnki_mcp.tools.download_paper import Args as DownloadPaperArgs
+from cnki_mcp.tools.download_papers import Args as DownloadPapersArgs
+from cnki_mcp.tools.expert_search import Args as ExpertSearchArgs
+from cnki_mcp.tools.export_citations import Args as ExportCitationsArgs
+from cnki_mcp.tools.get_metadata import METADATA_FIELDS
+from cnki_mcp.tools.get_metadata import Args as GetMetadataArgs
+from cnki_mcp.tools.journal_issues import Args as JournalIssuesArgs
+from cnki_mcp.tools.link_references import Args as LinkReferencesArgs
+from cnki_mcp.tools.login import Args as LoginArgs
+from cnki_mcp.tools.operation_control import Args as OperationControlArgs
+from cnki_mcp.tools.operation_status import Args as OperationStatusArgs
+from cnki_mcp.tools.read_online_html import Args as ReadOnlineHtmlArgs
+from cnki_mcp.tools.related_papers import Args as RelatedPapersArgs
+from cnki_mcp.tools.save_to_zotero import Args as SaveToZoteroArgs
+from cnki_mcp.tools.search import Args as SearchArgs
+from cnki_mcp.tools.search_facets import Args as SearchFacetsArgs
+from cnki_mcp.tools.search_results import Args as SearchResultsArgs
+from cnki_mcp.tools.session_status import Args as SessionStatusArgs
+from cnki_mcp.tools.structured_search import Args as StructuredSearchArgs
 
 EXPR = {"field": "title", "value": "违约金"}
 
@@ -80,7 +80,7 @@ DEFAULTS: list[tuple[str, dict[str, Any], msgspec.Struct]] = [
             expression=EXPR,
             limit=50,
             sort="relevance",
-            options=SearchOptions(candidate_target=50, metadata="basic"),
+            options=NativeOptions(candidate_target=50, metadata="basic"),
         ),
     ),
     (
@@ -90,7 +90,7 @@ DEFAULTS: list[tuple[str, dict[str, Any], msgspec.Struct]] = [
             expression="TI='违约金'",
             limit=50,
             sort="relevance",
-            options=SearchOptions(candidate_target=50, metadata="basic"),
+            options=NativeOptions(candidate_target=50, metadata="basic"),
         ),
     ),
     ("search_facets", {"search_id": " op_1 "}, SearchFacetsArgs(search_id="op_1", limit=10, freshness="prefer_cache", on_verification="ask")),

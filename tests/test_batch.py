@@ -17,18 +17,19 @@ from cnki_mcp.core import settings
 from cnki_mcp.core.clock import local_day, next_local_midnight
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, BatchItem, Budget, DownloadResult, Paper
-from cnki_mcp.core.tool_args import INTERVAL_DEFAULT, PAPERS_LIMIT_DEFAULT, DownloadPapersArgs
+from cnki_mcp.core.tool_args import ToolName
 from cnki_mcp.documents import batch
 from cnki_mcp.documents.download_files import DownloadRequest, artifact_key
 from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.pages.page_state import is_rights_refusal
 from cnki_mcp.store.library import Store
-from cnki_mcp.surface.arguments import validate_download_papers
+from cnki_mcp.tools import REGISTRY, download_papers, parse_arguments
+from cnki_mcp.tools.download_papers import INTERVAL_DEFAULT, PAPERS_LIMIT_DEFAULT
 
 
-def args(**given: Any) -> DownloadPapersArgs:
-    parsed = DownloadPapersArgs(**given)
-    validate_download_papers(parsed, given)
+def args(**given: Any) -> download_papers.Args:
+    parsed = parse_arguments(REGISTRY[ToolName.DOWNLOAD_PAPERS], given)
+    assert isinstance(parsed, download_papers.Args)
     return parsed
 
 

@@ -12,7 +12,7 @@ import logging
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 import pytest
@@ -30,8 +30,10 @@ from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Problem
 from cnki_mcp.core.tool_args import ToolName
-from cnki_mcp.surface import arguments, server
+from cnki_mcp.surface import server
 from cnki_mcp.surface.tools import REGISTRY
+from cnki_mcp.tools import _searching, operation_control, search_results
+from cnki_mcp.tools import search as search_tool
 
 CHECKER = Path(__file__).resolve().parents[2] / "shared" / "tools" / "contract_check.py"
 # The reference server's tools/list answer: its 13 tools must be served exactly as it serves them.
@@ -186,22 +188,22 @@ def test_schema_properties_match_the_argument_structs() -> None:
         assert set(properties) == _struct_shape(REGISTRY[ToolName(name)].arguments), name
         if "options" in properties:
             # Only search expands through the citation graph; the others' validators refuse options.expand.
-            expected = _struct_shape(tool_args.SearchOptions) - ({"expand"} if name != "search" else set())
+            expected = _struct_shape(_searching.SearchOptions) - ({"expand"} if name != "search" else set())
             assert set(properties["options"]["properties"]) == expected, name
 
 
 def test_enums_match_the_validation_rules() -> None:
     tools = by_name()
     search = tools["search"]["inputSchema"]["properties"]
-    assert search["mode"]["enum"] == list(tool_args.MODES)
+    assert search["mode"]["enum"] == list(search_tool.MODES)
     options = search["options"]["properties"]
-    assert options["metadata"]["enum"] == list(tool_args.METADATA)
-    assert options["freshness"]["enum"] == list(tool_args.FRESHNESS)
-    assert options["sort"]["enum"] == list(tool_args.SORTS)
+    assert options["metadata"]["enum"] == list(_searching.METADATA)
+    assert options["freshness"]["enum"] == list(_searching.FRESHNESS)
+    assert options["sort"]["enum"] == list(_searching.SORTS)
     assert options["on_verification"]["enum"] == list(tool_args.POLICIES)
-    assert tools["export_citations"]["inputSchema"]["properties"]["format"]["enum"] == list(arguments.CITATION_FORMATS)
+    assert tools["export_citations"]["inputSchema"]["properties"]["format"]["enum"] == list(tool_args.CITATION_FORMATS)
     assert tools["export_citations"]["inputSchema"]["properties"]["scope"]["enum"] == list(tool_args.SCOPES)
-    assert tools["operation_control"]["inputSchema"]["properties"]["action"]["enum"] == list(tool_args.ACTIONS)
+    assert tools["operation_control"]["inputSchema"]["properties"]["action"]["enum"] == list(get_args(operation_control.Action))
     assert search["concept_groups"]["type"] == ["null", "array"]
     assert search["concept_groups"]["items"]["type"] == ["null", "array"]
 
@@ -303,7 +305,8 @@ class FakeApp:
         self.contexts: list[server.CallContext] = []
 
     async def call(self, handler: Any, args: msgspec.Struct, ctx: server.CallContext, *, needs_config: bool = True) -> Any:
-        tool = handler.__name__  # the App method the registry names
+        # The App method the registry names, or a tool module's run.
+        tool = handler.__module__.rpartition(".")[2] if handler.__name__ == "run" else handler.__name__
         self.calls.append((tool, args))
         self.contexts.append(ctx)
         return await self.answer(tool, args, ctx)
@@ -330,7 +333,7 @@ async def test_success_is_compact_json_text_plus_the_same_structured_object() ->
     data = decoded(result)
     assert data["args"] == {"search_id": "op_1", "scope": "selected", "view": "titles", "offset": 0, "limit": 50}
     tool, args = app.calls[0]
-    assert tool == "search_results" and isinstance(args, tool_args.SearchResultsArgs)
+    assert tool == "search_results" and isinstance(args, search_results.Args)
 
 
 async def test_struct_results_are_encoded_with_their_field_names() -> None:

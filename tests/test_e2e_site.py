@@ -19,8 +19,8 @@ import pytest
 import pytest_asyncio
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Paper
-from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, kind_budget
+from cnki_mcp.core.model import Budget, Paper
+from cnki_mcp.ops.jobs import Job, Jobs, OperationContext
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.grid_query import GridQuery, compile_expression
@@ -28,6 +28,7 @@ from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.session import Sessions
 from cnki_mcp.site.site import Site
 from cnki_mcp.store.library import Store
+from cnki_mcp.tools import get_metadata, login, session_status
 from tests.harness import AWAITING, McpSession, chromium_or_skip, processes_on, serve_params
 from tests.kns import pages as sim_pages
 from tests.kns.server import KnsSimulator
@@ -61,9 +62,10 @@ async def env(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory
 
 
 async def run(
-    env: Env, work: Callable[[OperationContext], Awaitable[Any]], *, on_verification: str = "ask", kind: str = "metadata"
+    env: Env, work: Callable[[OperationContext], Awaitable[Any]], *, on_verification: str = "ask", kind: str = "metadata",
+    budget: Budget | None = None,
 ) -> Job:
-    job = env.jobs.start(kind, kind_budget(kind, on_verification), work)
+    job = env.jobs.start(kind, budget or get_metadata.BUDGET.of(on_verification), work)
     await asyncio.wait_for(job.done.wait(), 60)
     return job
 
@@ -425,7 +427,7 @@ async def test_grid_captcha_waits_for_a_person_then_completes(env: Env, kns: Kns
     kns.captcha("grid", style=style)
     query = GridQuery(compile_expression({"field": "title", "value": "大语言模型"}), sort="cited_desc")
     epoch = env.site.epoch
-    job = env.jobs.start("search", kind_budget("metadata"), lambda op: env.site.grid(op, query, 1))
+    job = env.jobs.start("search", get_metadata.BUDGET.of(), lambda op: env.site.grid(op, query, 1))
     await until_awaiting(job)
     assert "验证" in job.record.message and env.site.person.page(job.record.operation_id) is not None
     assert env.site.limiter.held
@@ -448,7 +450,7 @@ async def test_the_grids_json_challenge_is_shown_on_its_verify_page_and_page_1_i
     kns.configure(rechallenge_new_search=True)  # a new search right after a solve is challenged again
     query = GridQuery(compile_expression({"field": "title", "value": "大语言模型"}))
     epoch = env.site.epoch
-    job = env.jobs.start("search", kind_budget("metadata"), lambda op: env.site.grid(op, query, 1))
+    job = env.jobs.start("search", get_metadata.BUDGET.of(), lambda op: env.site.grid(op, query, 1))
     await until_awaiting(job)
     shown = env.site.person.page(job.record.operation_id)
     assert shown is not None
@@ -468,7 +470,7 @@ async def test_a_challenge_that_keeps_coming_back_stops_after_four_attempts(env:
     await warm(env, kns)
     kns.captcha("grid", style="vericode")
     query = GridQuery(compile_expression({"field": "keywords", "value": "幻觉"}))
-    job = env.jobs.start("metadata", kind_budget("metadata"), lambda op: env.site.grid(op, query, 1))
+    job = env.jobs.start("metadata", get_metadata.BUDGET.of(), lambda op: env.site.grid(op, query, 1))
     for _ in range(3):  # the person says "done" three times, the site asks again each time
         await until_awaiting(job)
         await env.jobs.resume(job.record.operation_id)
@@ -492,7 +494,7 @@ async def test_skip_policy_skips_the_challenge(env: Env, kns: KnsSimulator) -> N
 async def test_login_wall_on_a_detail_page_is_handed_to_a_person(env: Env, kns: KnsSimulator) -> None:
     paper = next(p for p in kns.corpus.papers if p.doc_type == "期刊" and p.free is False)
     kns.fault("detail", "login", times=2)  # the resource load and the rendered tab both meet it
-    job = env.jobs.start("metadata", kind_budget("metadata"),
+    job = env.jobs.start("metadata", get_metadata.BUDGET.of(),
                          lambda op: env.site.detail(op, Paper(title=paper.title, locator=kns.detail_url(paper))))
     await until_awaiting(job)
     assert "登录" in job.record.message
@@ -511,19 +513,19 @@ async def test_login_wall_on_a_detail_page_is_handed_to_a_person(env: Env, kns: 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_login_polls_the_tabs_and_session_refresh_reads_the_header(env: Env, kns: KnsSimulator) -> None:
     kns.configure(login="institution", institution_name="华东政法大学")
-    job = await run(env, env.sessions.refresh, kind="session")
+    job = await run(env, env.sessions.refresh, kind="session", budget=session_status.BUDGET.of())
     assert job.record.status == "completed", job.record.errors
     assert job.record.result == {
         "personal": "not_observed", "institution": "observed", "institution_evidence": ["华东政法大学"],
         "permission_scope": "unknown", "evidence_source": "kns_header", "observed_at": job.record.result["observed_at"],
     }
     # already logged in: login returns at once without a person
-    job = await run(env, lambda op: env.sessions.login(op), kind="login")
+    job = await run(env, lambda op: env.sessions.login(op), kind="login", budget=login.BUDGET.of())
     assert job.record.status == "completed" and job.record.result["institution"] == "observed"
     assert env.sessions.cached()["cached"] is True
 
     kns.configure(login="none")
-    job = env.jobs.start("login", kind_budget("login"), lambda op: env.sessions.login(op))
+    job = env.jobs.start("login", login.BUDGET.of(), lambda op: env.sessions.login(op))
     await until_awaiting(job)
     assert "登录" in job.record.message and env.site.person.page(job.record.operation_id) is not None
     tab = env.site.person.page(job.record.operation_id)

@@ -19,12 +19,13 @@ import pytest
 import pytest_asyncio
 
 from cnki_mcp.core.model import Paper
-from cnki_mcp.ops.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.grid_query import GridQuery, compile_expression
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.site import Site
 from cnki_mcp.store.library import Store
+from cnki_mcp.tools import get_metadata
 from tests.harness import McpSession, chromium_or_skip, serve_params
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator, SimRequest
@@ -249,7 +250,7 @@ async def test_request_starts_stay_an_interval_apart_around_the_template_click(
         )
 
     try:
-        job = Jobs(store).start("metadata", kind_budget("metadata"), work)
+        job = Jobs(store).start("metadata", get_metadata.BUDGET.of(), work)
         await asyncio.wait_for(job.done.wait(), 60)
     finally:
         await browser.close()

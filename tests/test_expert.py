@@ -27,10 +27,10 @@ from cnki_mcp.research.expert import (
     WordOp,
     from_structured,
     parse,
-    plan_expert,
     plan_expression,
     render,
 )
+from cnki_mcp.research.query import expert_query, plan_of
 from cnki_mcp.site.grid_query import compile_expression, grid_form, rewrite_query_json
 
 ISSUE_EXAMPLE = "SU=('数字经济'+'数字化转型') AND AU='张三' NOT TI='综述'"
@@ -333,7 +333,7 @@ def test_a_value_with_both_quote_kinds_has_no_expression() -> None:
 
 
 def test_the_plan_carries_the_canonical_form_and_the_warnings() -> None:
-    plan = plan_expert("ti=a or ti=b and au=c")
+    plan = plan_of(expert_query("ti=a or ti=b and au=c"))
 
     assert plan.method == "expert"
     assert plan.channels == [Channel(name="expert", weight=1.0, expert="(TI='a' OR TI='b') AND AU='c'")]
@@ -344,7 +344,7 @@ def test_a_canonical_form_over_the_limit_is_refused() -> None:
     text = " OR ".join(["TI=" + "字" * 40] * 74)  # 3474 characters as given, 3622 once quoted
 
     with pytest.raises(CnkiError) as caught:
-        plan_expert(text)
+        plan_of(expert_query(text))
 
     assert len(text) <= EXPRESSION_MAX_CHARS
     assert caught.value.details == {"position": 1}
@@ -355,7 +355,7 @@ def test_the_plans_expression_comes_from_the_right_place() -> None:
     structured = Plan(channels=[Channel(name="native", expression={"field": "doi", "value": "10.1/x"})], method="structured")
     lexical = Plan(channels=[Channel(name="q1", expression={"field": "subject", "value": "x"})], method="lexical")
 
-    assert plan_expression(plan_expert("TI=a")) == "TI='a'"
+    assert plan_expression(plan_of(expert_query("TI=a"))) == "TI='a'"
     assert plan_expression(structured) == "DOI % '10.1/x'"
     assert plan_expression(lexical) == ""
     assert plan_expression(Plan()) == ""

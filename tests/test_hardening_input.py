@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import psutil
 import pytest
@@ -38,7 +38,8 @@ from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CATALOGUE
 from cnki_mcp.core.text import is_blank
 from cnki_mcp.site import grid_query
-from cnki_mcp.surface import arguments, server
+from cnki_mcp.surface import server
+from cnki_mcp.tools import _searching, operation_control, search, search_results
 from tests.harness import (
     INIT_PARAMS,
     RawServer,
@@ -332,21 +333,21 @@ def test_metadata_limit_over_the_batch_is_batch_too_large(mcp: ThreadedClient) -
 
 # (tool, a valid base, field path, its enum, code for any other non-empty value)
 ENUMS: list[tuple[str, dict[str, Any], str, tuple[str, ...], str]] = [
-    ("search", {"query": "q"}, "mode", tool_args.MODES, "INVALID_MODE"),
+    ("search", {"query": "q"}, "mode", search.MODES, "INVALID_MODE"),
     ("search", {"query": "q"}, "options.on_verification", tool_args.POLICIES, "INVALID_POLICY"),
-    ("search", {"query": "q"}, "options.sort", tool_args.SORTS, "INVALID_SORT"),
-    ("search", {"query": "q"}, "options.metadata", tool_args.METADATA, "INVALID_METADATA"),
-    ("search", {"query": "q"}, "options.freshness", tool_args.FRESHNESS, "INVALID_FRESHNESS"),
-    ("structured_search", {"expression": {"field": "title", "value": "q"}}, "sort", tool_args.SORTS, "INVALID_SORT"),
+    ("search", {"query": "q"}, "options.sort", _searching.SORTS, "INVALID_SORT"),
+    ("search", {"query": "q"}, "options.metadata", _searching.METADATA, "INVALID_METADATA"),
+    ("search", {"query": "q"}, "options.freshness", _searching.FRESHNESS, "INVALID_FRESHNESS"),
+    ("structured_search", {"expression": {"field": "title", "value": "q"}}, "sort", _searching.SORTS, "INVALID_SORT"),
     ("search_results", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
-    ("search_results", {"search_id": "s"}, "view", tool_args.VIEWS, "INVALID_VIEW"),
+    ("search_results", {"search_id": "s"}, "view", get_args(search_results.View), "INVALID_VIEW"),
     ("get_metadata", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
     ("export_citations", {"search_id": "s"}, "scope", tool_args.SCOPES, "INVALID_SCOPE"),
-    ("export_citations", {"search_id": "s"}, "format", arguments.CITATION_FORMATS, "INVALID_FORMAT"),
+    ("export_citations", {"search_id": "s"}, "format", tool_args.CITATION_FORMATS, "INVALID_FORMAT"),
     ("download_paper", {"record_ref": "r"}, "format", tool_args.DOWNLOAD_FORMATS, "INVALID_FORMAT"),
     ("download_paper", {"record_ref": "r"}, "on_verification", tool_args.POLICIES, "INVALID_POLICY"),
     ("read_online_html", {"record_ref": "r"}, "on_verification", tool_args.POLICIES, "INVALID_POLICY"),
-    ("operation_control", {}, "action", tool_args.ACTIONS, "INVALID_ACTION"),
+    ("operation_control", {}, "action", get_args(operation_control.Action), "INVALID_ACTION"),
 ]
 
 

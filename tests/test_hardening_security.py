@@ -26,12 +26,12 @@ from cnki_mcp.core import files
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper
 from cnki_mcp.documents.download_files import DownloadRequest, check_target
-from cnki_mcp.ops.jobs import kind_budget
 from cnki_mcp.pages.parse import parse_detail
 from cnki_mcp.pages.urls import is_site_url, resolve_href
 from cnki_mcp.references import citations
 from cnki_mcp.setup import clients
 from cnki_mcp.surface.tools import parse_arguments
+from cnki_mcp.tools import get_metadata
 from tests.fake_site import FakeSite
 from tests.harness import ThreadedClient, call_tool, offline_params
 from tests.kns import pages
@@ -269,7 +269,7 @@ async def test_the_site_refuses_a_foreign_locator_without_touching_the_browser(t
             async def work(op: Any, paper: Paper = paper) -> Any:
                 return await site.journal(op, paper)
 
-            job = jobs.start("metadata", kind_budget("metadata"), work)
+            job = jobs.start("metadata", get_metadata.BUDGET.of(), work)
             await asyncio.wait_for(job.done.wait(), 10)
             assert job.record.status in ("failed", "partial") and job.record.result is None
             assert [e.code for e in job.record.errors] == ["LOCATOR_EXPIRED"], job.record.errors

@@ -11,8 +11,9 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget, Problem
-from cnki_mcp.ops.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext, kind_budget
+from cnki_mcp.ops.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext
 from cnki_mcp.store.library import Store
+from cnki_mcp.tools import export_citations, get_metadata, login, session_status
 from tests.store_faults import copy_committed
 
 
@@ -30,7 +31,7 @@ async def test_completed_operation_keeps_result_and_counts_requests(jobs: Jobs) 
         ctx.stage("metadata", {"done": 2, "total": 2})
         return {"records": [1, 2]}
 
-    job = jobs.start("metadata", kind_budget("metadata"), work)
+    job = jobs.start("metadata", get_metadata.BUDGET.of(), work)
     view = await jobs.wait(job, 5)
     assert view.status == "completed"
     assert view.requests == 2
@@ -61,7 +62,7 @@ async def test_final_status_rules(jobs: Jobs, error: Exception | None, result: s
         assert error is not None
         raise error
 
-    view = await jobs.wait(jobs.start("metadata", kind_budget("metadata"), work), 5)
+    view = await jobs.wait(jobs.start("metadata", get_metadata.BUDGET.of(), work), 5)
     assert view.status == expected
     if error is not None:
         assert view.errors[-1].code == (error.code if isinstance(error, CnkiError) else "OPERATION_FAILED")
@@ -103,7 +104,7 @@ async def test_wait_returns_when_a_person_is_needed_and_blocks_while_they_work(j
         await gate.wait()
         return "done"
 
-    job = jobs.start("login", kind_budget("login"), work)
+    job = jobs.start("login", login.BUDGET.of(), work)
     first = await jobs.wait(job, 5)
     assert first.status == "awaiting_user"
     assert first.message == "请登录"
@@ -129,7 +130,7 @@ async def test_resume_rules(jobs: Jobs) -> None:
     async def work(ctx: OperationContext) -> None:
         await gate.wait()
 
-    job = jobs.start("session", kind_budget("session"), work)
+    job = jobs.start("session", session_status.BUDGET.of(), work)
     with pytest.raises(CnkiError) as never_waited:
         await jobs.resume(job.record.operation_id)
     assert never_waited.value.code == "OPERATION_STATE"
@@ -144,7 +145,7 @@ async def test_cancel_ends_a_running_operation_quickly(jobs: Jobs) -> None:
     async def work(ctx: OperationContext) -> None:
         await asyncio.sleep(60)
 
-    job = jobs.start("metadata", kind_budget("metadata"), work)
+    job = jobs.start("metadata", get_metadata.BUDGET.of(), work)
     await asyncio.sleep(0)
     started = time.monotonic()
     view = await jobs.cancel(job.record.operation_id)
@@ -158,9 +159,9 @@ async def test_without_an_id_only_the_one_live_operation_is_acted_on(jobs: Jobs)
     async def work(ctx: OperationContext) -> None:
         await asyncio.sleep(60)
 
-    first = jobs.start("metadata", kind_budget("metadata"), work)
+    first = jobs.start("metadata", get_metadata.BUDGET.of(), work)
     alone = await jobs.status(None, 0)
-    second = jobs.start("export", kind_budget("export"), work)
+    second = jobs.start("export", export_citations.BUDGET.of(), work)
     with pytest.raises(CnkiError) as ambiguous:
         await jobs.cancel(None)
     status_error = None
@@ -187,7 +188,7 @@ async def test_status_of_unknown_and_stored_operations(jobs: Jobs) -> None:
     async def work(ctx: OperationContext) -> int:
         return 7
 
-    job = jobs.start("session", kind_budget("session"), work)
+    job = jobs.start("session", session_status.BUDGET.of(), work)
     await jobs.wait(job, 5)
     stored = await jobs.status(job.record.operation_id, 0)
     assert stored.status == "completed"
@@ -248,7 +249,7 @@ async def test_continuation_budget_and_rules(jobs: Jobs) -> None:
         jobs.continuation(job.record.operation_id, 0, 0)
     assert done.value.code == "OPERATION_STATE"
 
-    other = jobs.start("metadata", kind_budget("metadata"), exhausted)
+    other = jobs.start("metadata", get_metadata.BUDGET.of(), exhausted)
     await jobs.wait(other, 5)
     with pytest.raises(CnkiError) as not_search:
         jobs.continuation(other.record.operation_id, 0, 0)
@@ -277,7 +278,7 @@ async def test_shutdown_stores_live_operations_as_cancelled(tmp_path: Path) -> N
     async def work(ctx: OperationContext) -> None:
         await asyncio.sleep(60)
 
-    job = jobs.start("metadata", kind_budget("metadata"), work)
+    job = jobs.start("metadata", get_metadata.BUDGET.of(), work)
     await asyncio.sleep(0)
     await jobs.shutdown()
     assert store.data.operations[job.record.operation_id].status == "cancelled"
@@ -295,7 +296,7 @@ async def test_progress_is_forwarded_while_waiting(jobs: Jobs) -> None:
             await asyncio.sleep(0.05)
             ctx.stage("metadata", {"done": i + 1, "total": 3})
 
-    await jobs.wait(jobs.start("metadata", kind_budget("metadata"), work), 5, sink)
+    await jobs.wait(jobs.start("metadata", get_metadata.BUDGET.of(), work), 5, sink)
     values = [p for p, _ in seen]
     assert values == sorted(values)
     assert len(set(values)) == len(values)
@@ -306,7 +307,7 @@ async def test_unstorable_result_fails_the_operation_instead_of_hanging(jobs: Jo
     async def work(ctx: OperationContext) -> object:
         return {"bad": object()}
 
-    view = await jobs.wait(jobs.start("metadata", kind_budget("metadata"), work), 5)
+    view = await jobs.wait(jobs.start("metadata", get_metadata.BUDGET.of(), work), 5)
     assert view.status == "failed"
     assert view.errors[-1].code == "OPERATION_FAILED"
 
@@ -342,7 +343,7 @@ async def test_the_inline_wait_counts_from_the_start_of_the_call(jobs: Jobs, mon
     async def work(ctx: OperationContext) -> None:
         await asyncio.sleep(30)
 
-    job = jobs.start("metadata", kind_budget("metadata"), work)
+    job = jobs.start("metadata", get_metadata.BUDGET.of(), work)
     begun = time.monotonic()
     view = await jobs.inline(job, Call())
     waited = time.monotonic() - begun

@@ -11,12 +11,13 @@ import pytest_asyncio
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import SessionState
-from cnki_mcp.ops.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.pages.urls import is_cnki_url as _cnki_page
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.session import Sessions, identified, session_view
 from cnki_mcp.site.site import Site
 from cnki_mcp.store.library import Store
+from cnki_mcp.tools import login
 
 
 def header(inner: str) -> str:
@@ -94,7 +95,7 @@ async def wait_for_login(jobs: Jobs, pages: list[str], before: SessionState | No
         await sessions.wait_for_login(op, FakeTab(), before)  # type: ignore[arg-type]
         return "done"
 
-    job = jobs.start("login", kind_budget("login"), work)
+    job = jobs.start("login", login.BUDGET.of(), work)
     return sessions, job
 
 

@@ -207,12 +207,12 @@ def test_plan_whose_combinations_cannot_be_sent_is_rejected() -> None:
 
 def test_structured_plan() -> None:
     expression = AND(T("违约金"), NOT(T("王利明", "authors")))
-    plan = query.plan_structured(expression)
+    plan = query.plan_of(query.structured_query(expression))
     assert plan.method == "structured"
     assert plan.concepts == []
     (channel,) = plan.channels
     assert (channel.name, channel.weight, channel.expression) == ("native", 1.0, expression)
-    assert code_of(query.plan_structured, OR(A, NOT(B))) == "UNBOUNDED_QUERY"
+    assert code_of(query.structured_query, OR(A, NOT(B))) == "UNBOUNDED_QUERY"
 
 
 def test_validate_plan_deduplicates_after_checking() -> None:

@@ -13,8 +13,7 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import PARSER_VERSION, Budget, Paper, Quality
-from cnki_mcp.core.tool_args import SearchOptions
-from cnki_mcp.ops.jobs import Jobs, OperationContext, kind_budget
+from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.research.enrich import Enrichment, JournalFlights
 from cnki_mcp.research.pipeline import (
     SearchInput,
@@ -27,6 +26,8 @@ from cnki_mcp.research.pipeline import run_search as search_operation
 from cnki_mcp.research.query import plan_explicit
 from cnki_mcp.store.catalog import Catalog, merge
 from cnki_mcp.store.library import Store
+from cnki_mcp.tools import export_citations, get_metadata
+from cnki_mcp.tools._searching import SearchOptions
 from tests.fake_site import ABSTRACT, FakeSite, sim_paper
 
 CONCEPTS = [["自动驾驶"], ["产品责任"]]
@@ -72,8 +73,8 @@ async def continue_run(jobs: Jobs, store: Store, site: FakeSite, op_id: str, mor
     return msgspec.to_builtins(jobs.view(job))
 
 
-async def in_operation(jobs: Jobs, work: Any, kind: str = "metadata") -> dict[str, Any]:
-    job = jobs.start(kind, kind_budget(kind), work)
+async def in_operation(jobs: Jobs, work: Any, kind: str = "metadata", budget: Budget | None = None) -> dict[str, Any]:
+    job = jobs.start(kind, budget or get_metadata.BUDGET.of(), work)
     await asyncio.wait_for(job.done.wait(), 30)
     return msgspec.to_builtins(jobs.view(job))
 
@@ -519,7 +520,7 @@ async def test_best_effort_refresh_drops_record_errors(jobs: Jobs, store: Store)
         fatal = await engine(store, site).enrich(op, refs, "metadata", quality=False, refresh=True, record_errors=False)
         return fatal is None
 
-    view = await in_operation(jobs, work, kind="export")
+    view = await in_operation(jobs, work, kind="export", budget=export_citations.BUDGET.of())
     assert view["status"] == "completed" and view["result"] is True and site.counts == Counter({"detail": 3})
 
 
@@ -555,12 +556,12 @@ async def test_planning_at_the_tool_entry(
     monkeypatch.delenv("CNKI_INLINE_WAIT_SECONDS", raising=False)  # the default 40 s: planning waits 15 s
     args = parse_arguments("search", {"query": "自动驾驶 产品责任"})
     ctx = _Ctx(reply)
-    plan = await plan_search(args, ctx)
+    plan = await plan_search(args.asked(), ctx)
     assert plan.method == method and plan.concepts == concepts
     assert bool(plan.warnings) == (method == "lexical")
     assert len(ctx.asked) == 1 and ctx.asked[0][1:] == ("自动驾驶 产品责任", 1200, 15.0)
     explicit = parse_arguments("search", {"query": "x", "concept_groups": [["甲"]]})
-    assert (await plan_search(explicit, ctx)).method == "explicit" and len(ctx.asked) == 1
+    assert (await plan_search(explicit.asked(), ctx)).method == "explicit" and len(ctx.asked) == 1
 
 
 async def test_a_sampling_timeout_falls_back_to_lexical_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -569,7 +570,7 @@ async def test_a_sampling_timeout_falls_back_to_lexical_and_says_so(monkeypatch:
 
     monkeypatch.setenv("CNKI_INLINE_WAIT_SECONDS", "10")
     ctx = _Ctx("never")
-    plan = await plan_search(parse_arguments("search", {"query": "自动驾驶 产品责任"}), ctx)
+    plan = await plan_search(parse_arguments("search", {"query": "自动驾驶 产品责任"}).asked(), ctx)
     assert plan.method == "lexical"
     assert plan.concepts == [["自动驾驶"], ["产品责任"]]
     assert "4 秒内没有回复" in plan.warnings[0]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+import msgspec
 import psutil
 import pytest
 from mcp import Client
@@ -19,14 +20,20 @@ from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextConte
 from cnki_mcp.app import App
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget
-from cnki_mcp.ops.jobs import OperationContext, kind_budget
+from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.research import expert
+from cnki_mcp.research.pipeline import SearchState
 from cnki_mcp.research.query import LEXICAL_WARNING, SAMPLING_UNUSABLE_WARNING
+from cnki_mcp.site import grid_query
 from cnki_mcp.surface import server
+from cnki_mcp.tools import get_metadata
+from cnki_mcp.tools.structured_search import Args as StructuredSearchArgs
 from tests.fake_site import FakeSite, sim_paper
 from tests.harness import RawServer, call_tool, processes_on, serve_params
 from tests.store_faults import copy_committed, persisted_raw
 
 QUERY = {"query": "自动驾驶 产品责任"}
+TWO_TITLES = {"op": "and", "items": [{"field": "title", "value": "自动驾驶"}, {"field": "title", "value": "产品责任"}]}
 FULL_RUN = 17 + 100 + 15
 
 
@@ -103,7 +110,7 @@ async def test_continue_refuses_other_kinds_and_live_operations(app: App) -> Non
         op.checkpoint({"anything": 1})
         return {}
 
-    metadata = jobs.start("metadata", kind_budget("metadata"), quick)
+    metadata = jobs.start("metadata", get_metadata.BUDGET.of(), quick)
     await metadata.done.wait()
     with pytest.raises(CnkiError) as other:
         await call_tool(app, "operation_control", {"action": "continue", "operation_id": metadata.record.operation_id})
@@ -320,3 +327,62 @@ async def test_sigkill_mid_search_then_continue_repeats_nothing(kns: Any, tmp_pa
     assert not done_details & {_v(r.url) for r in later if r.endpoint == "detail"}
     assert not done_journals & {r.url for r in later if r.endpoint == "journal"}
     assert any(r.endpoint == "detail" for r in later)  # the rest of the pool was read after the restart
+
+
+# --- the typed query: compiled once, kept in the checkpoint, an old checkpoint still continuing ---------
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every condition tree compiled (grid_query's DNF walk), every professional expression read."""
+    seen: list[Any] = []
+    tree, parse = grid_query._compile_tree, expert.parse
+
+    def counted_tree(node: Any) -> Any:
+        seen.append(node)
+        return tree(node)
+
+    def counted_parse(text: str) -> Any:
+        seen.append(text)
+        return parse(text)
+
+    monkeypatch.setattr(grid_query, "_compile_tree", counted_tree)
+    monkeypatch.setattr(expert, "parse", counted_parse)
+    return seen
+
+
+async def test_structured_search_compiles_its_tree_once(app: App, site: FakeSite, compiles: list[Any]) -> None:
+    # A NOT inside an OR has no structured professional form: the summary's one comes from the compiled branches.
+    either = {"op": "or", "items": [{"field": "title", "value": "自动驾驶"}, {"op": "not", "items": [{"field": "title", "value": "综述"}]}]}
+    expression = {"op": "and", "items": [either, {"field": "title", "value": "产品责任"}]}
+    view = await call_tool(app, "structured_search", {"expression": expression, "year_from": 2021, "limit": 50})
+    assert view["status"] == "completed" and len(site.queries) > 1  # several pages, one compilation
+    assert len(compiles) == 1
+    assert view["result"]["expert_expression"] == expert.from_structured(expression) != ""
+    checkpoint = (await app.store()).data.operations[view["operation_id"]].checkpoint
+    assert msgspec.convert(checkpoint, SearchState).query == StructuredSearchArgs(expression=expression).asked()
+
+
+async def test_expert_search_reads_its_expression_once(
+    app: App, site: FakeSite, compiles: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(site, "_listing", lambda query: ("expert", site.lists["title"]))  # the fake lists branches only
+    view = await call_tool(app, "expert_search", {"expression": "TI=自动驾驶", "limit": 50})
+    assert view["status"] == "completed" and {q.expert for q in site.queries} == {"TI='自动驾驶'"}
+    assert compiles == ["TI=自动驾驶"]
+
+
+async def test_a_checkpoint_without_the_query_still_continues(app: App, site: FakeSite, compiles: list[Any]) -> None:
+    first = await call_tool(app, "structured_search", {"expression": TWO_TITLES, "year_from": 2021, "limit": 50,
+                                                       "options": {"max_requests": 2}})
+    op_id = first["operation_id"]
+    assert first["status"] == "partial" and len(compiles) == 1
+    store = await app.store()
+    record = store.data.operations[op_id]
+    record.checkpoint.pop("query")  # as a version before the typed query wrote it
+    store.put_operation(record)
+    before = list(site.queries)
+    done = await call_tool(app, "operation_control", {"action": "continue", "operation_id": op_id})
+    assert done["status"] == "completed" and done["result"]["search_id"] == op_id
+    assert len(compiles) == 2  # the resumed run compiled its one channel once, from the stored plan
+    assert {(q.branches[0][0].value, q.year_from) for q in site.queries[len(before):]} == {("自动驾驶", 2021)}

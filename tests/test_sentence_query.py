@@ -10,7 +10,7 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.pages.parse import parse_grid
-from cnki_mcp.research.query import plan_structured
+from cnki_mcp.research.query import structured_query
 from cnki_mcp.site.grid_query import (
     GridQuery,
     Sentence,
@@ -47,7 +47,7 @@ def test_sentence_leaf_alone() -> None:
 ])
 def test_refused_before_any_request(expression: dict[str, Any], code: str) -> None:
     with pytest.raises(CnkiError) as raised:
-        plan_structured(expression)
+        structured_query(expression)
     assert raised.value.code == code
 
 

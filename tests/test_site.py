@@ -14,7 +14,7 @@ from cnki_mcp.core.clock import poll
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper
 from cnki_mcp.core.redact import endpoint_url
-from cnki_mcp.ops.jobs import Job, Jobs, OperationContext, kind_budget
+from cnki_mcp.ops.jobs import Job, Jobs, OperationContext
 from cnki_mcp.pages.page_state import PageState
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.research.backend import SiteBackend
@@ -25,6 +25,7 @@ from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.listings import Listings, anchor_of, filter_years, parse_form, query_key
 from cnki_mcp.site.site import Site, bind_detail
 from cnki_mcp.store.library import Store
+from cnki_mcp.tools import get_metadata
 
 CHALLENGE = "<html><head><title>安全验证</title></head><body><div id='app'></div></body></html>"
 CLEAR = "<html><head><title>高级检索</title></head><body><div class='ecp_header_login_area'>登录</div></body></html>"
@@ -151,7 +152,7 @@ async def run_step(jobs: Jobs, site: Site, on_verification: str = "ask", epoch: 
         await site.human_step(op, tab, reason, epoch=epoch)  # type: ignore[arg-type]
         return "done"
 
-    job = jobs.start("metadata", kind_budget("metadata", on_verification), work)
+    job = jobs.start("metadata", get_metadata.BUDGET.of(on_verification), work)
     return job, tab
 
 

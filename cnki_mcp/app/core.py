@@ -19,8 +19,8 @@ import msgspec
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Config, LocalReply, OperationView, Problem, SearchRecord, ZoteroReply
-from cnki_mcp.ops.jobs import Job, Jobs, ProgressSink, kind_budget
+from cnki_mcp.core.model import Budget, Config, LocalReply, OperationView, Problem, SearchRecord
+from cnki_mcp.ops.jobs import Job, Jobs, ProgressSink
 from cnki_mcp.store.catalog import Catalog
 from cnki_mcp.store.library import KEEP_SEARCHES, Store, load_config
 
@@ -43,12 +43,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # A tool's answer: an operation's view, a local reply, or a plain object for what needs no operation.
-Reply = OperationView | LocalReply | ZoteroReply | dict[str, Any]
+Reply = OperationView | LocalReply | dict[str, Any]
 
 
 class AppCore:
     """State shared by all tool calls of one server process: the store, the catalogue, the browser and the
-    ``Site``, the jobs, and what the process keeps in memory. The tool handlers are the mixins of ``App``."""
+    ``Site``, the jobs, and what the process keeps in memory. Every tool is a module of ``cnki_mcp.tools`` whose ``run`` gets this object as ``deps``."""
 
     owner_pid: int | None = None  # this process's id once it owns the data directory (owner.py)
 
@@ -200,7 +200,7 @@ class AppCore:
     # --- dispatch -------------------------------------------------------------------------
 
     async def call(self, handler: Callable[[Self, Any, Any], Awaitable[Reply]], args: Any, ctx: Any, *, needs_config: bool = True) -> Any:
-        """Run a tool's ``handler`` (a method of one of the mixins of ``App``) with arguments already parsed by
+        """Run a tool's ``handler`` (a tool module's ``run(deps, args, call)``) with arguments already parsed by
         ``tools.parse_arguments``; with ``needs_config`` a config.json that cannot be read fails the call.
 
         Every answer, failures included, goes once the changes it reports are committed, and carries the
@@ -236,7 +236,7 @@ class AppCore:
 
     # --- the field check ------------------------------------------------------------------
 
-    async def start_site_check(self) -> Job:
+    async def start_site_check(self, budget: Budget) -> Job:
         """The field check (``diagnostics`` with ``site_check``, ``doctor --site``) started as an operation."""
         from cnki_mcp.fieldcheck import tour as site_check
 
@@ -244,7 +244,7 @@ class AppCore:
             raise self.config_error
         jobs, store, enrichment = await self.jobs(), await self.store(), await self.enrichment()
         work = functools.partial(site_check.tour, site=self.site(), enrichment=enrichment, store=store)
-        return jobs.start(site_check.KIND, kind_budget(site_check.KIND), work)
+        return jobs.start(site_check.KIND, budget, work)
 
 
 

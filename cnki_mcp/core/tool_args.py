@@ -5,43 +5,28 @@ rules that check them live with the MCP surface (``surface.arguments``)."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Literal, get_args
 
 import msgspec
 
-from cnki_mcp.core.model import PRIVATE_PAPER_FIELDS, Paper
-
 # --- limits and enums (the tool contract and its documented defaults) -------------------------------
 
-QUERY_MAX = 1000
 YEAR_MAX = 2200
 LIMIT_DEFAULT = 50
 LIMIT_MAX = 100
 BATCH_MAX = 100
-EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
 STATUS_WAIT_MAX = 55
 DOWNLOAD_WAIT_DEFAULT = 120
 DOWNLOAD_WAIT_MAX = 900
-PAPERS_MAX = 200  # download_papers: record_refs, or entries of a search, in one batch
-PAPERS_LIMIT_DEFAULT = 20
-INTERVAL_DEFAULT = 12  # download_papers: the least seconds between two download orders (peers pace 8–15 s)
-INTERVAL_MIN = 5
-INTERVAL_MAX = 600
 INTERVAL_JITTER = 0.25  # each interval drawn from ±25 % of it, so orders do not tick like a clock
-READ_CHARACTERS_DEFAULT = 20_000
-READ_CHARACTERS_MAX = 200_000
 TEXT_BYTES_MAX = 512 * 1024
 
-MODES = ("precise", "balanced", "broad")
 POLICIES = ("ask", "skip")
-SORTS = ("relevance", "date_desc", "cited_desc", "downloaded_desc")
-METADATA = ("ranked", "all", "basic")
-FRESHNESS = ("prefer_cache", "live")
-SCOPES = ("selected", "eligible", "candidates")
-VIEWS = ("titles", "compact", "records")
-FILE_FORMATS = ("pdf", "caj")  # what a download can be
-DOWNLOAD_FORMATS = ("auto", *FILE_FORMATS)
-READ_SOURCES = ("online", "download", "auto")
+Scope = Literal["selected", "eligible", "candidates"]  # which part of a stored search
+SCOPES: tuple[str, ...] = get_args(Scope)
+DownloadFormat = Literal["auto", "pdf", "caj"]  # auto: the PDF where there is one, else the CAJ
+DOWNLOAD_FORMATS: tuple[str, ...] = get_args(DownloadFormat)
+FILE_FORMATS = DOWNLOAD_FORMATS[1:]  # what a download can be
 ZOTERO_MAX = 100  # records in one save_to_zotero call
 # search_facets and facet_filters: the facets a tool takes, each with the label CNKI's left panel gives it.
 FACETS: dict[str, str] = {
@@ -56,8 +41,6 @@ FACETS: dict[str, str] = {
 }
 FACET_NAMES = tuple(FACETS)
 FACET_CODES_MAX = 20  # picks of one facet in one listing
-REFERENCES_MAX = 100  # 《题名》 spans in one link_references text
-CHECK_ENTRIES_MAX = 200  # entries in one check_references call
 PLAN_GROUPS_MAX = 8  # concept groups of one search (inner arrays of concept_groups)
 PLAN_TERMS_MAX = 6  # synonyms in one concept group
 PLAN_TERM_CHARS = 80
@@ -65,7 +48,7 @@ EXPRESSION_MAX_CHARS = 3600  # CNKI refuses longer professional-search expressio
 RIGHTS_STREAK = 3  # download_papers: refusals for want of rights in a row (among the papers tried) that stop it
 CONTINUE_REQUESTS = 200  # operation_control continue: added when omitted and the requests ran out
 CONTINUE_SECONDS = 300  # ... and when omitted and the time ran out
-CITATION_FORMATS: tuple[str, ...] = (
+CitationFormat = Literal[
     "gbt7714",
     "gbt7714_2025",
     "gbt7714_author_date",
@@ -81,9 +64,11 @@ CITATION_FORMATS: tuple[str, ...] = (
     "csv",
     "markdown",
     "custom",
-)
+]
+CITATION_FORMATS: tuple[str, ...] = get_args(CitationFormat)
 # The formats written as prose: the styles check_references can correct an entry into.
-CHECK_STYLES: tuple[str, ...] = ("gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver")
+CheckStyle = Literal["gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver"]
+CHECK_STYLES: tuple[str, ...] = get_args(CheckStyle)
 TEMPLATE_FIELDS: tuple[str, ...] = (
     "title",
     "authors",
@@ -99,14 +84,7 @@ TEMPLATE_FIELDS: tuple[str, ...] = (
     "type",
     "clc",
 )
-TAG_CHARS = 100
-ACTIONS = ("cancel", "continue", "resume", "show", "recover")
-RELATIONS = ("references", "citing", "similar")
-RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answering with the operation
-FACET_LIMIT_DEFAULT = 10  # search_facets: entries per facet
-FACET_LIMIT_MAX = 50
 CHART_BARS = 10  # the chart: bars per facet other than year
-EXPAND_MAX = 20  # search options.expand: the top selected papers whose references and citing papers are read
 
 # Integer options: name -> (default for search, maximum). structured_search derives candidate_target.
 OPTION_RANGES: dict[str, tuple[int, int]] = {
@@ -116,11 +94,6 @@ OPTION_RANGES: dict[str, tuple[int, int]] = {
     "timeout_seconds": (900, 7200),
 }
 
-# Names get_metadata's ``fields`` may select: the public Paper fields.
-METADATA_FIELDS = frozenset(
-    f.encode_name for f in msgspec.structs.fields(Paper) if f.encode_name not in PRIVATE_PAPER_FIELDS
-)
-
 
 # --- the Structs -----------------------------------------------------------------------------------
 
@@ -128,204 +101,6 @@ METADATA_FIELDS = frozenset(
 class ToolArgs(msgspec.Struct, forbid_unknown_fields=True):
     """Base of every tool's arguments."""
 
-
-class SearchOptions(ToolArgs):
-    on_verification: str = "ask"
-    sort: str = "relevance"
-    candidate_target: int = 300
-    max_pages: int = 5
-    max_requests: int = 600
-    timeout_seconds: int = 900
-    metadata: str = "ranked"
-    freshness: str = "prefer_cache"
-    expand: int = 0
-
-
-class SearchArgs(ToolArgs):
-    query: str
-    mode: str = "balanced"
-    limit: int = LIMIT_DEFAULT
-    year_from: int = 0  # 0 = unbounded
-    year_to: int = 0
-    concept_groups: list[list[str]] = []  # empty = plan automatically
-    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
-
-
-class NativeSearchArgs(ToolArgs):
-    """What the searches that keep CNKI's own order share (structured and professional expressions)."""
-
-    limit: int = LIMIT_DEFAULT
-    year_from: int = 0
-    year_to: int = 0
-    sort: str = "relevance"  # after parse: the effective sort, equal to options.sort
-    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
-    facet_filters: dict[str, list[str]] = {}  # facet name → codes from search_facets (OR within, AND across)
-
-
-class StructuredSearchArgs(NativeSearchArgs, kw_only=True):
-    expression: dict[str, Any]  # tree checked by query.py
-
-
-class ExpertSearchArgs(NativeSearchArgs, kw_only=True):
-    expression: str  # a professional-search expression, read and checked by expert.py
-
-
-class SearchFacetsArgs(ToolArgs):
-    search_id: str = ""  # or expression (+ years): the listing whose facets are read
-    expression: dict[str, Any] = {}
-    year_from: int = 0
-    year_to: int = 0
-    facet_filters: dict[str, list[str]] = {}
-    facets: list[str] = []  # empty = every facet
-    limit: int = FACET_LIMIT_DEFAULT
-    chart: bool = False
-    freshness: str = "prefer_cache"
-    on_verification: str = "ask"
-
-
-class SearchResultsArgs(ToolArgs):
-    search_id: str
-    scope: str = "selected"
-    view: str = "titles"
-    offset: int = 0
-    limit: int = LIMIT_DEFAULT
-
-
-class GetMetadataArgs(ToolArgs):
-    record_refs: list[str] = []
-    titles: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    offset: int = 0
-    limit: int = LIMIT_DEFAULT
-    fields: list[str] = []  # empty = every field
-    quality: bool = False
-    refresh: bool = False
-    local_only: bool = False
-
-
-class ReadOnlineHtmlArgs(ToolArgs):
-    record_ref: str = ""
-    title: str = ""
-    section: str = ""
-    offset: int = 0
-    max_characters: int = READ_CHARACTERS_DEFAULT
-    on_verification: str = "ask"
-    source: str = "online"
-
-
-class SaveToZoteroArgs(ToolArgs):
-    record_refs: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    collection: str = ""
-    attach: bool = True
-    tags: list[str] = []
-
-
-class DownloadPaperArgs(ToolArgs):
-    record_ref: str = ""
-    title: str = ""
-    format: str = "auto"
-    filename: str = ""
-    subdirectory: str = ""
-    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT
-    retry: bool = False
-    on_verification: str = "ask"
-
-
-class DownloadPapersArgs(ToolArgs):
-    record_refs: list[str] = []  # or search_id with scope, offset and limit
-    search_id: str = ""
-    scope: str = "selected"
-    offset: int = 0
-    limit: int = PAPERS_LIMIT_DEFAULT
-    format: str = "auto"  # as download_paper: auto | pdf | caj
-    subdirectory: str = ""
-    interval_seconds: int = INTERVAL_DEFAULT  # the least time between two clicks, jittered
-    wait_seconds: int = DOWNLOAD_WAIT_DEFAULT  # each paper's transfer wait
-    on_verification: str = "ask"
-
-
-class RelatedPapersArgs(ToolArgs):
-    relation: str = "references"
-    limit: int = LIMIT_DEFAULT
-    record_ref: str = ""
-    refresh: bool = False
-    title: str = ""
-    wait_seconds: int = RELATED_WAIT_DEFAULT
-    cursor: str = ""
-    on_verification: str = "ask"
-
-
-class ExportCitationsArgs(ToolArgs):
-    record_refs: list[str] = []
-    references_of: str = ""  # a record_ref: export the stored reference list of that paper
-    titles: list[str] = []
-    search_id: str = ""
-    scope: str = "selected"
-    offset: int = 0  # with search_id: the first entry of the scope to export
-    format: str = "gbt7714"
-    template: str = ""
-    filename: str = ""
-
-
-class LinkReferencesArgs(ToolArgs):
-    text: str
-    lookup_missing: bool = False
-
-
-class CheckReferencesArgs(ToolArgs):
-    text: str = ""
-    references: list[str] = []  # after parse: the entries to check, in order (split from text when given)
-    style: str = "gbt7714"
-    on_verification: str = "ask"
-
-
-class LoginArgs(ToolArgs):
-    remote_access_url: str = ""
-    force: bool = False
-
-
-class SessionStatusArgs(ToolArgs):
-    refresh: bool = False
-
-
-class OperationStatusArgs(ToolArgs):
-    operation_id: str = ""  # empty = the active operation, or idle
-    wait_seconds: int = 0
-
-
-class OperationControlArgs(ToolArgs):
-    action: str
-    operation_id: str = ""
-    additional_requests: int = 0
-    additional_seconds: int = 0
-
-
-class DiagnosticsArgs(ToolArgs):
-    site_check: bool = False
-
-
-class AuthorPapersArgs(ToolArgs):
-    author: str
-    record_ref: str = ""  # a paper of this author: its byline's institutions tell namesakes apart
-    institution: str = ""  # or the author's institution (作者单位)
-    limit: int = LIMIT_DEFAULT
-    offset: int = 0
-    on_verification: str = "ask"
-
-
-class JournalIssuesArgs(ToolArgs):
-    journal: str = ""  # the journal's name; or issn, cn, or record_ref of one of its papers (exactly one)
-    issn: str = ""
-    cn: str = ""
-    record_ref: str = ""
-    year: int = 0  # 0: the years and issues; a year with issue: that issue's table of contents
-    issue: str = ""  # as years gives it: its issue label or its code
-    limit: int = LIMIT_DEFAULT
-    offset: int = 0
-    on_verification: str = "ask"
 
 class ToolName(StrEnum):
     AUTHOR_PAPERS = "author_papers"

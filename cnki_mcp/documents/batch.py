@@ -58,18 +58,10 @@ class BatchState(msgspec.Struct, kw_only=True):
     rights_streak: int = 0
 
 
-async def plan(store: Store, refs: list[str], args: tool_args.DownloadPapersArgs) -> BatchState:
-    """The batch a call asks for: its papers (each once, in the order given) and the checked folder."""
-    refs = list(dict.fromkeys(refs))
-    if not refs:
-        raise CnkiError(
-            "NO_DOCUMENTS",
-            f"检索 {args.search_id} 的 {args.scope} 范围从第 {args.offset} 条起没有论文；请换 scope 或 offset。",
-            details={"search_id": args.search_id, "scope": args.scope, "offset": args.offset},
-        )
-    request = DownloadRequest(format=args.format, subdirectory=args.subdirectory, wait_seconds=args.wait_seconds)
+async def plan(store: Store, refs: list[str], request: DownloadRequest, interval: int, search_id: str) -> BatchState:
+    """The batch of ``refs`` (each once, in the order given) into the checked folder, its clicks ``interval`` apart."""
     await asyncio.to_thread(check_names, store.downloads_dir, request)  # a bad folder is refused before any work
-    return BatchState(refs=refs, request=request, interval=args.interval_seconds, search_id=args.search_id)
+    return BatchState(refs=list(dict.fromkeys(refs)), request=request, interval=interval, search_id=search_id)
 
 
 def budget(state: BatchState, on_verification: str) -> Budget:

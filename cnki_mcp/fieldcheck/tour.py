@@ -31,7 +31,7 @@ from cnki_mcp.core.clock import utc_now_iso
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
 from cnki_mcp.core.model import PARSER_VERSION, CheckStep, Paper, Problem, SiteCheck
 from cnki_mcp.documents.online_reader import HTML_ENTRY, HTML_ENTRY_LINKS, read_document
-from cnki_mcp.ops.jobs import FINAL_STATUSES, Job, Jobs, OperationContext, kind_budget
+from cnki_mcp.ops.jobs import FINAL_STATUSES, Job, Jobs, OperationContext
 from cnki_mcp.pages.markup import load_page
 from cnki_mcp.pages.page_state import PageState
 from cnki_mcp.pages.parse import GridPage, parse_detail, parse_journal
@@ -506,7 +506,7 @@ async def tour(op: OperationContext, site: SiteBackend, enrichment: Enrichment, 
 async def run_in_terminal(jobs: Jobs, job: Job, echo: Callable[[str], None]) -> SiteCheck | None:
     """``cnki-mcp doctor --site``: the tour's operation ``job``, its steps printed as they finish and a person
     told when a page waits for them. Returns the check (None when the operation itself failed)."""
-    echo(f"现场检查知网页面（至多 {kind_budget(KIND).max_requests} 次请求，不下载文件）……")
+    echo(f"现场检查知网页面（至多 {job.record.budget.max_requests} 次请求，不下载文件）……")
     shown, message = 0, ""
     while True:
         view = await jobs.wait(job, 5.0)

@@ -38,33 +38,9 @@ INTERRUPTED_MESSAGE = "服务进程在任务运行中退出；检索任务和批
 # Kinds whose work keeps a checkpoint and so can continue (a caller may name more: the batch download).
 CONTINUABLE = frozenset({"search"})
 
-# What a continue adds when the budget is spent and no addition is given.
-
-# Fixed budgets per kind (requests, seconds); search budgets come from its options.
-KIND_BUDGETS: dict[str, tuple[int, int]] = {
-    "metadata": (600, 900),
-    "export": (300, 900),
-    "links": (200, 900),
-    "references": (300, 900),
-    "read": (60, 900),
-    "download": (30, 1800),
-    "login": (20, 1800),
-    "session": (10, 60),
-    "site_check": (12, 600),
-    "related": (200, 900),
-    "facets": (30, 600),  # search_facets: grid page 1, the panel, a group asked again alone, challenges
-    "issues": (20, 600),  # journal_issues: a search, the journal page, yearList pages, one issue
-    "authors": (20, 600),  # author_papers: the paper's page, listing pages, a few detail pages
-}
-
 
 def new_operation_id() -> str:
     return "op_" + secrets.token_hex(12)
-
-
-def kind_budget(kind: str, on_verification: str = "") -> Budget:
-    requests, seconds = KIND_BUDGETS[kind]
-    return Budget(max_requests=requests, timeout_seconds=seconds, on_verification=on_verification)
 
 
 class Job:

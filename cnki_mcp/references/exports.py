@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
-from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import CitationResult
 from cnki_mcp.references import citations
 from cnki_mcp.research.relations import with_unlinked
 from cnki_mcp.store.library import Store
+
+
+class Asked(Protocol):
+    """What an export reads of export_citations' arguments."""
+
+    @property
+    def record_refs(self) -> list[str]: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def template(self) -> str: ...
+    @property
+    def filename(self) -> str: ...
 
 
 class ExportPart(msgspec.Struct, frozen=True):
@@ -29,7 +41,7 @@ async def write_export(
     root: Path,
     store: Store,
     refs: list[str],
-    args: tool_args.ExportCitationsArgs,
+    args: Asked,
     part: ExportPart | None,
     unlinked: list[str] | None = None,
 ) -> dict[str, Any]:

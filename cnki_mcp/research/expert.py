@@ -28,7 +28,14 @@ from cnki_mcp.core.model import Channel, Plan
 from cnki_mcp.core.text import first_control
 from cnki_mcp.core.tool_args import EXPRESSION_MAX_CHARS
 from cnki_mcp.site.grid_query import FIELDS as STRUCTURED_FIELDS
-from cnki_mcp.site.grid_query import Expression, compile_expression, decode_expression, sentence_of
+from cnki_mcp.site.grid_query import (
+    CompiledQuery,
+    Condition,
+    Expression,
+    compile_expression,
+    compile_query,
+    decode_expression,
+)
 
 # Field codes of CNKI's professional search, as its help and the search page's hint list them.
 FIELDS: dict[str, str] = {
@@ -485,10 +492,10 @@ def _structure(node: Expression) -> Node | None:
     return tree
 
 
-def _branches(expression: Any) -> Node:
+def _branches(branches: list[list[Condition]]) -> Node:
     """The OR of AND-branches structured_search sends, each branch's negations last."""
     joined = []
-    for branch in compile_expression(expression):
+    for branch in branches:
         tree = _fold("AND", [_leaf(c.field, c.value, c.match) for c in branch if not c.negated])
         for condition in branch:
             if condition.negated:
@@ -497,10 +504,13 @@ def _branches(expression: Any) -> Node:
     return _fold("OR", joined)
 
 
-def from_structured(expression: Any) -> str:
+def from_structured(expression: Any, branches: list[list[Condition]] | None = None) -> str:
     """structured_search's (already checked) tree as a professional-search expression, without the
-    years; "" when a value holds both kinds of quotes and cannot be written."""
-    tree = _structure(decode_expression(expression)) or _branches(expression)
+    years (``branches``: the tree as already compiled); "" when a value holds both kinds of quotes and cannot
+    be written."""
+    tree = _structure(decode_expression(expression)) or _branches(
+        compile_expression(expression) if branches is None else branches
+    )
     try:
         return render(tree)
     except ValueError:
@@ -510,27 +520,36 @@ def from_structured(expression: Any) -> str:
 # --- the plan -----------------------------------------------------------------------------------------
 
 
-def plan_expert(text: str) -> Plan:
-    """The search of an expression: one ``expert`` channel carrying its canonical form, and warnings."""
+def canonical_expression(text: str) -> tuple[str, list[str]]:
+    """The expression read and written back canonically for CNKI, with its warnings; INVALID_EXPRESSION
+    with the position when it cannot be read or its canonical form is longer than CNKI accepts."""
     parsed = parse(text)
     canonical = render(parsed.tree)
     if len(canonical) > EXPRESSION_MAX_CHARS:
         raise _error(
             1, f"表达式写成知网格式后有 {len(canonical)} 个字符，超过 {EXPRESSION_MAX_CHARS} 个，知网不接受这么长的专业检索表达式。"
         )
+    return canonical, list(parsed.warnings)
+
+
+def expert_plan(canonical: str, warnings: list[str]) -> Plan:
+    """The search of an expression: one ``expert`` channel carrying its canonical form, and warnings."""
     channel = Channel(name="expert", weight=1.0, expert=canonical)
-    return Plan(channels=[channel], method="expert", warnings=list(parsed.warnings))
+    return Plan(channels=[channel], method="expert", warnings=list(warnings))
 
 
-def plan_expression(plan: Plan) -> str:
-    """The professional-search expression of a structured or expert plan ("" for other searches)."""
+def plan_expression(plan: Plan, compiled: CompiledQuery | None = None) -> str:
+    """The professional-search expression of a structured or expert plan ("" for other searches);
+    ``compiled``: its channel as already compiled."""
     if not plan.channels:
         return ""
     channel = plan.channels[0]
     if plan.method == "expert":
         return channel.expert
     if plan.method == "structured":
+        if compiled is None:
+            compiled = compile_query(channel.expression)
         # A 句子检索 has no professional-search form this product could vouch for.
-        return "" if sentence_of(channel.expression) is not None else from_structured(channel.expression)
+        return "" if compiled.sentence is not None else from_structured(channel.expression, compiled.branches)
     return ""
 

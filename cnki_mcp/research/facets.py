@@ -36,8 +36,8 @@ from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.research import chart
 from cnki_mcp.research.backend import SiteBackend
-from cnki_mcp.site.facet_query import FACET_NAMES, facet_code, facet_of_group, facet_picks, group_ids
-from cnki_mcp.site.grid_query import GridQuery, compile_expression
+from cnki_mcp.site.facet_query import facet_code, facet_of_group, facet_picks, group_ids
+from cnki_mcp.site.grid_query import CompiledQuery, GridQuery, compile_channel
 from cnki_mcp.site.listings import query_key
 from cnki_mcp.store.library import Store
 
@@ -61,32 +61,15 @@ class FacetsRequest(msgspec.Struct, kw_only=True):
     freshness: str
 
 
-def channel_query(channel: Channel, year_from: int, year_to: int, filters: Mapping[str, Sequence[str]]) -> GridQuery:
-    """The listing of one search channel, in CNKI's relevance order (facet counts do not depend on order)."""
-    picks = facet_picks(filters)
-    if channel.expert:
-        return GridQuery([], year_from, year_to, expert=channel.expert, facets=picks)
-    return GridQuery(compile_expression(channel.expression), year_from, year_to, facets=picks)
-
-
-def facets_request(args: tool_args.SearchFacetsArgs, record: SearchRecord | None) -> FacetsRequest:
-    """The listing ``args`` name: ``record``'s first channel (its years, its facet filters under the given
-    ones), or the expression with the given years."""
-    wanted = list(args.facets) or list(FACET_NAMES)
-    if record is not None:
-        if not record.plan.channels:
-            raise CnkiError("SEARCH_NOT_FOUND", f"检索 {record.search_id} 没有可复用的知网检索条件。")
-        filters = {**record.facet_filters, **args.facet_filters}
-        query = channel_query(record.plan.channels[0], record.year_from, record.year_to, filters)
-        search_id = record.search_id
-    else:
-        filters = dict(args.facet_filters)
-        query = channel_query(Channel(name="q1", expression=args.expression), args.year_from, args.year_to, filters)
-        search_id = ""
-    return FacetsRequest(
-        query=query, search_id=search_id, facet_filters=filters, facets=wanted, limit=args.limit,
-        chart=args.chart, freshness=args.freshness,
-    )
+def channel_query(
+    channel: Channel, year_from: int, year_to: int, filters: Mapping[str, Sequence[str]], compiled: CompiledQuery | None = None
+) -> GridQuery:
+    """The listing of one search channel (``compiled``: the channel as already compiled), in CNKI's relevance
+    order (facet counts do not depend on order)."""
+    if compiled is None:
+        compiled = compile_channel(channel)
+    # The panel's request has no 句子检索 form: a sentence search's listing here is its (empty) branches.
+    return GridQuery(compiled.branches, year_from, year_to, expert=compiled.expert, facets=facet_picks(filters))
 
 
 def facet_key(query: GridQuery) -> str:
@@ -235,13 +218,16 @@ def trend_sentence(years: Sequence[FacetValue]) -> str:
     )
 
 
-def year_trend(store: Store, record: SearchRecord, now: datetime | None = None) -> YearTrend | None:
-    """Publications per year of the search's first listing, when a facet answer for it is in the store."""
+def year_trend(
+    store: Store, record: SearchRecord, now: datetime | None = None, compiled: CompiledQuery | None = None
+) -> YearTrend | None:
+    """Publications per year of the search's first listing (``compiled``: that listing as the search compiled
+    it), when a facet answer for it is in the store."""
     if not record.plan.channels:
         return None
     channel = record.plan.channels[0]
     try:
-        query = channel_query(channel, record.year_from, record.year_to, record.facet_filters)
+        query = channel_query(channel, record.year_from, record.year_to, record.facet_filters, compiled)
     except CnkiError:
         return None
     facets = store.cached_facets(facet_key(query), TREND_MAX_AGE, now)

@@ -44,7 +44,7 @@ _CODE_CHARS = 9
 
 
 class IssuesAsked(msgspec.Struct, frozen=True):
-    """What a journal_issues call names (validated by the surface)."""
+    """What a journal_issues call names (validated by tools/journal_issues.py)."""
 
     journal: str = ""
     issn: str = ""

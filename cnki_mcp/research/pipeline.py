@@ -36,14 +36,12 @@ from cnki_mcp.core.model import (
     CoverageView,
     Hit,
     LocalReply,
-    Paper,
     Plan,
     SearchRecord,
     SearchSummary,
     TitleRow,
 )
 from cnki_mcp.core.text import source_key
-from cnki_mcp.core.tool_args import ExpertSearchArgs, SearchArgs, SearchOptions, StructuredSearchArgs
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.research.enrich import Enrichment
@@ -54,10 +52,15 @@ from cnki_mcp.research.query import (
     SAMPLING_MAX_TOKENS,
     SAMPLING_SYSTEM_PROMPT,
     SAMPLING_UNUSABLE_WARNING,
+    ConceptQuery,
+    ExpertQuery,
+    Query,
+    compiled_of,
     feedback_channels,
     plan_explicit,
     plan_from_sampling,
     plan_lexical,
+    plan_of,
     sampling_timeout_warning,
 )
 from cnki_mcp.research.rank import (
@@ -73,7 +76,7 @@ from cnki_mcp.research.rank import (
 )
 from cnki_mcp.research.relations import Relations
 from cnki_mcp.site.facet_query import FacetPick, facet_picks
-from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression, sentence_of
+from cnki_mcp.site.grid_query import CompiledQuery, GridQuery, compile_channel, in_years, sentence_of
 from cnki_mcp.store.library import Store
 
 log = logging.getLogger(__name__)
@@ -103,7 +106,8 @@ class SearchSettings(msgspec.Struct, kw_only=True):
     expand: int = 0
 
     @classmethod
-    def of(cls, options: SearchOptions) -> SearchSettings:
+    def of(cls, options: msgspec.Struct) -> SearchSettings:
+        """The settings from a search tool's options (the tool's Struct holds every name here)."""
         return cls(**{name: getattr(options, name) for name in cls.__struct_fields__})
 
 
@@ -127,6 +131,9 @@ class SearchState(msgspec.Struct, omit_defaults=True):
     input: SearchInput
     plan: Plan
     cache_key: str = ""
+    # What the tool was asked, as read and compiled at its entry; None in a checkpoint from before it was
+    # kept (the run then compiles the plan's channels).
+    query: Query | None = None
     refs: list[str] = []
     hits: dict[str, list[Hit]] = {}
     coverage: list[Coverage] = []
@@ -152,21 +159,27 @@ class SearchState(msgspec.Struct, omit_defaults=True):
     expand_enriched: bool = False
 
 
-def search_input(args: SearchArgs | StructuredSearchArgs | ExpertSearchArgs) -> SearchInput:
+def search_input(
+    query: Query,
+    *,
+    limit: int,
+    year_from: int,
+    year_to: int,
+    options: SearchSettings,
+    mode: str = "precise",
+    facet_filters: dict[str, list[str]] | None = None,
+) -> SearchInput:
     """The search as it will run; structured and expert searches are precise searches whose query names
-    the expression."""
-    groups: list[list[str]]
-    if isinstance(args, ExpertSearchArgs):
-        query, mode, groups = "expert:" + fingerprint(args.expression), "precise", []
-    elif isinstance(args, StructuredSearchArgs):
-        query, mode, groups = "structured:" + fingerprint(args.expression), "precise", []
+    the expression (``mode`` is the concept search's)."""
+    groups: list[list[str]] = []
+    if isinstance(query, ConceptQuery):
+        name, groups = query.text, query.groups
     else:
-        query, mode, groups = args.query, args.mode, args.concept_groups
-    settings = SearchSettings.of(args.options)
-    years = {"year_from": args.year_from, "year_to": args.year_to}
-    filters = {} if isinstance(args, SearchArgs) else dict(args.facet_filters)
+        kind = "expert" if isinstance(query, ExpertQuery) else "structured"
+        name, mode = f"{kind}:{fingerprint(query.expression)}", "precise"
     return SearchInput(
-        query=query, mode=mode, limit=args.limit, concept_groups=groups, options=settings, facet_filters=filters, **years
+        query=name, mode=mode, limit=limit, concept_groups=groups, options=options, facet_filters=facet_filters or {},
+        year_from=year_from, year_to=year_to,
     )
 
 
@@ -198,22 +211,25 @@ def search_budget(request: SearchInput) -> Budget:
     )
 
 
-# --- concept planning at the tool entry ------------------------------------------------------
+# --- planning at the tool entry ---------------------------------------------------------------
 
 
-async def plan_search(args: SearchArgs, call: ToolCall | None) -> Plan:
-    """Explicit groups, else the client's model (sampling) when it answers in time, else lexical splitting."""
-    if args.concept_groups:
-        return plan_explicit(args.concept_groups)
+async def plan_search(query: Query, call: ToolCall | None) -> Plan:
+    """The plan of what a search tool asks: an expression's one channel; for concepts, the explicit groups,
+    else the client's model (sampling) when it answers in time, else lexical splitting."""
+    if not isinstance(query, ConceptQuery):
+        return plan_of(query)
+    if query.groups:
+        return plan_explicit(query.groups)
     if call is None or not call.client_supports_sampling:
-        return _lexical(args.query)
+        return _lexical(query.text)
     seconds = settings.sampling_wait_seconds()
     try:
-        reply = await call.sample(SAMPLING_SYSTEM_PROMPT, args.query, SAMPLING_MAX_TOKENS, seconds)
+        reply = await call.sample(SAMPLING_SYSTEM_PROMPT, query.text, SAMPLING_MAX_TOKENS, seconds)
     except TimeoutError:
-        return _lexical(args.query, sampling_timeout_warning(seconds))
+        return _lexical(query.text, sampling_timeout_warning(seconds))
     plan = plan_from_sampling(reply) if reply else None
-    return plan if plan is not None else _lexical(args.query, SAMPLING_UNUSABLE_WARNING)
+    return plan if plan is not None else _lexical(query.text, SAMPLING_UNUSABLE_WARNING)
 
 
 def _lexical(query: str, *why: str) -> Plan:
@@ -244,12 +260,15 @@ class Research:
         self.catalog = enrichment.catalog
         self.store = enrichment.store
         self.year = year
-        self._branches: dict[str, list[list[Condition]]] = {}
+        self._compiled: dict[str, CompiledQuery] = {}  # per channel, compiled once per run
         self._picks: tuple[FacetPick, ...] | None = None
 
     async def run(self, op: OperationContext, state: SearchState) -> SearchSummary:
         """Run (or resume) a search; always stores a search record and returns its summary."""
         run = _Run(state)
+        listing = compiled_of(state.query) if state.query is not None else None
+        if listing is not None:  # the one channel of a query that keeps CNKI's order, compiled at the entry
+            self._compiled[state.plan.channels[0].name] = listing
         op.checkpoint(state)
         error: CnkiError | None = None
         try:
@@ -324,17 +343,14 @@ class Research:
     def _query(self, channel: Channel, request: SearchInput) -> GridQuery:
         if self._picks is None:
             self._picks = facet_picks(request.facet_filters)
-        if channel.expert:
-            return GridQuery(
-                [], request.year_from, request.year_to, request.options.sort, expert=channel.expert, facets=self._picks
-            )
-        sentence = sentence_of(channel.expression)
-        if sentence is not None:
-            return GridQuery([], request.year_from, request.year_to, request.options.sort, sentence=sentence, facets=self._picks)
-        branches = self._branches.get(channel.name)
-        if branches is None:
-            branches = self._branches[channel.name] = compile_expression(channel.expression)
-        return GridQuery(branches, request.year_from, request.year_to, request.options.sort, facets=self._picks)
+        return GridQuery.of(self._listing(channel), request.year_from, request.year_to, request.options.sort, self._picks)
+
+    def _listing(self, channel: Channel) -> CompiledQuery:
+        """The channel compiled, once per run (the query's own channel was compiled at the tool's entry)."""
+        compiled = self._compiled.get(channel.name)
+        if compiled is None:
+            compiled = self._compiled[channel.name] = compile_channel(channel)
+        return compiled
 
     async def _retrieve(self, op: OperationContext, run: _Run) -> None:
         state = run.state
@@ -400,14 +416,8 @@ class Research:
         state = run.state
         request = state.input
         coverage = run.coverage[channel.name]
-        kept: list[tuple[int, Paper]] = []
-        for index, row in enumerate(grid.rows):
-            if request.year_from or request.year_to:
-                if row.year <= 0 or (request.year_from and row.year < request.year_from) or (
-                    request.year_to and row.year > request.year_to
-                ):
-                    continue
-            kept.append((index, row))
+        # The one place the years narrow a search's rows: positions still count every row CNKI listed.
+        kept = [(index, row) for index, row in enumerate(grid.rows) if in_years(row.year, request.year_from, request.year_to)]
         stored = self.catalog.upsert([row for _, row in kept])
         for (index, _), paper in zip(kept, stored):
             ref = paper.record_ref
@@ -547,6 +557,8 @@ class Research:
             if item.paper.quality is not None and item.paper.quality.state == "present"
         }
         sentences = sentence_plan(state.plan)
+        # The first channel as this run compiled it; None when it did not (the summary's helpers then compile it).
+        first = self._compiled.get(state.plan.channels[0].name) if state.plan.channels else None
         return SearchSummary(
             search_id=state.search_id,
             status=status,
@@ -560,8 +572,8 @@ class Research:
             incomplete_channels=incomplete_channels(state.coverage),
             plan=state.plan,
             results=[TitleRow.of(item.paper, sentence=sentences) for item in selected[: request.limit or DEFAULT_LIMIT]],
-            expert_expression=plan_expression(state.plan),
-            year_trend=year_trend(self.store, record),
+            expert_expression=plan_expression(state.plan, first),
+            year_trend=year_trend(self.store, record, compiled=first),
         )
 
     # -- get_metadata (network path) --

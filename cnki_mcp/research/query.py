@@ -1,6 +1,8 @@
-"""Concept planning: a research question into concept groups (AND across groups, OR inside one), the
-three initial channels q1 主题 / q2 篇名 / q3 关键词 and the feedback channels, the client model's plan
-(sampling) read back. Expressions are compiled for the grid by ``site.grid_query``.
+"""What a search asks (``Query``: concepts, a structured expression, a professional-search expression or a
+句子检索), read and compiled once at the tool's entry; concept planning: a research question into concept
+groups (AND across groups, OR inside one), the three initial channels q1 主题 / q2 篇名 / q3 关键词 and the
+feedback channels, the client model's plan (sampling) read back. Expressions are compiled for the grid by
+``site.grid_query``.
 
 Everything here is pure: no I/O, no browser. Errors are ``CnkiError`` with the catalogue's codes.
 """
@@ -18,7 +20,8 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Channel, Plan
 from cnki_mcp.core.text import has_han, is_blank, unique_strings
 from cnki_mcp.core.tool_args import PLAN_GROUPS_MAX, PLAN_TERM_CHARS, PLAN_TERMS_MAX
-from cnki_mcp.site.grid_query import MAX_BRANCHES, combine, compile_expression, leaf
+from cnki_mcp.research.expert import canonical_expression, expert_plan
+from cnki_mcp.site.grid_query import MAX_BRANCHES, CompiledQuery, Condition, Sentence, combine, compile_query, leaf
 
 # --- limits ---------------------------------------------------------------------------------------
 
@@ -197,10 +200,72 @@ def plan_from_sampling(reply_text: str) -> Plan | None:
     return None if groups is None else plan_explicit(groups, method="sampling")
 
 
-def plan_structured(expression: Any) -> Plan:
-    """structured_search's plan: one ``native`` channel carrying the checked expression, no concepts."""
-    compile_expression(expression)
-    return Plan(channels=[Channel(name="native", weight=1.0, expression=expression)], method="structured")
+# --- the query: what is searched, read and compiled once ---------------------------------------------
+
+
+class ConceptQuery(msgspec.Struct, tag_field="kind", tag="concepts", frozen=True, omit_defaults=True):
+    """A research question (``search``), planned into concept channels: each channel is compiled by the run."""
+
+    text: str
+    groups: list[list[str]] = []  # the caller's concept_groups; empty = planned automatically
+
+
+class StructuredQuery(msgspec.Struct, tag_field="kind", tag="structured", frozen=True, omit_defaults=True):
+    """A condition tree (``structured_search``) and its compiled branches."""
+
+    expression: dict[str, Any]  # as asked: the plan keeps it, its fingerprint names the search
+    branches: list[list[Condition]]
+
+
+class SentenceQuery(msgspec.Struct, tag_field="kind", tag="sentence", frozen=True, omit_defaults=True):
+    """A 句子检索 (``structured_search`` with a lone sentence leaf), asked of brief/senquery."""
+
+    expression: dict[str, Any]
+    sentence: Sentence
+
+
+class ExpertQuery(msgspec.Struct, tag_field="kind", tag="expert", frozen=True, omit_defaults=True):
+    """A professional-search expression (``expert_search``) and its canonical form sent to CNKI."""
+
+    expression: str
+    canonical: str
+    warnings: list[str] = []
+
+
+Query = ConceptQuery | StructuredQuery | SentenceQuery | ExpertQuery
+
+
+def structured_query(expression: dict[str, Any]) -> StructuredQuery | SentenceQuery:
+    """A structured expression decoded and compiled once; every error a grid request could meet is raised here."""
+    compiled = compile_query(expression)
+    if compiled.sentence is not None:
+        return SentenceQuery(expression=expression, sentence=compiled.sentence)
+    return StructuredQuery(expression=expression, branches=compiled.branches)
+
+
+def expert_query(text: str) -> ExpertQuery:
+    """A professional-search expression read and written canonically once (INVALID_EXPRESSION with the position)."""
+    canonical, warnings = canonical_expression(text)
+    return ExpertQuery(expression=text, canonical=canonical, warnings=warnings)
+
+
+def compiled_of(query: Query) -> CompiledQuery | None:
+    """The listing a query asks for, as compiled at the entry; None for concepts (one listing per channel)."""
+    if isinstance(query, StructuredQuery):
+        return CompiledQuery(branches=query.branches)
+    if isinstance(query, SentenceQuery):
+        return CompiledQuery(sentence=query.sentence)
+    if isinstance(query, ExpertQuery):
+        return CompiledQuery(expert=query.canonical)
+    return None
+
+
+def plan_of(query: StructuredQuery | SentenceQuery | ExpertQuery) -> Plan:
+    """The plan of a query that keeps CNKI's order: one channel carrying the checked expression, no concepts
+    (structured: ``native``; professional: ``expert`` with the canonical form and the reading's warnings)."""
+    if isinstance(query, ExpertQuery):
+        return expert_plan(query.canonical, query.warnings)
+    return Plan(channels=[Channel(name="native", weight=1.0, expression=query.expression)], method="structured")
 
 
 # --- channels -------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
     from cnki_mcp.app import App
     from cnki_mcp.setup.clients import configured_clients, server_command
     from cnki_mcp.store.library import load_config
+    from cnki_mcp.tools import diagnostics as diagnostics_tool
 
     root = settings.data_root()
     report: dict[str, Any] = {"version": __version__, "data_dir": str(root)}
@@ -48,7 +49,7 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
     else:
         checks.append(_config_check(root))
     try:
-        diagnostics = msgspec.to_builtins(await App(root).diagnostics(None, None))
+        diagnostics = msgspec.to_builtins(await diagnostics_tool.run(App(root), diagnostics_tool.Args(), None))
     except CnkiError as error:
         checks.append(Check("diagnostics", False, msg("doctor.diagnostics_failed", message=error.message)))
     else:

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 import msgspec
 
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import Channel
 from cnki_mcp.core.text import is_blank
 from cnki_mcp.site.facet_query import FacetPick
 
@@ -242,7 +243,10 @@ class Sentence(msgspec.Struct, frozen=True):
 def sentence_of(expression: Any) -> Sentence | None:
     """The sentence search an expression is (a lone ``{field: "sentence", value, value2, scope}`` leaf),
     checked; None for any other expression (compile_expression refuses a sentence leaf inside a tree)."""
-    node = decode_expression(expression)
+    return _sentence(decode_expression(expression))
+
+
+def _sentence(node: Expression) -> Sentence | None:
     if node.op or node.field != SENTENCE_FIELD:
         return None
     terms = ["" if is_blank(v) else v.strip() for v in (node.value, node.value2)]
@@ -258,16 +262,38 @@ def sentence_of(expression: Any) -> Sentence | None:
     return Sentence(terms[0], terms[1], scope)
 
 
-def compile_expression(expression: Any) -> list[list[Condition]]:
-    """The expression as an OR of AND-branches (DNF), fully checked against CNKI's limits.
+class CompiledQuery(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What one listing asks CNKI for, checked and compiled once: the OR of AND-branches of a condition tree,
+    a professional-search expression (canonical) or a 句子检索."""
 
-    Every error a grid request could meet is raised here, so structured_search can validate before
-    any browser work. Branches keep their literals in walk order; nothing is simplified. A sentence
-    search (``sentence_of``) has no branches.
-    """
-    if sentence_of(expression) is not None:
-        return []
-    branches = _Walk().branches(decode_expression(expression), 0, False)
+    branches: list[list[Condition]] = []
+    expert: str = ""
+    sentence: Sentence | None = None
+
+
+def compile_query(expression: Any) -> CompiledQuery:
+    """A structured expression (a JSON object or an Expression), decoded once and compiled: a lone sentence
+    leaf is a 句子检索, any other tree its branches. Every error a grid request could meet is raised here,
+    so structured_search can validate before any browser work."""
+    node = decode_expression(expression)
+    sentence = _sentence(node)
+    return CompiledQuery(sentence=sentence) if sentence is not None else CompiledQuery(branches=_compile_tree(node))
+
+
+def compile_channel(channel: Channel) -> CompiledQuery:
+    """A search channel's listing: its professional-search expression, else its expression compiled."""
+    return CompiledQuery(expert=channel.expert) if channel.expert else compile_query(channel.expression)
+
+
+def compile_expression(expression: Any) -> list[list[Condition]]:
+    """The expression as an OR of AND-branches (DNF), fully checked against CNKI's limits (``compile_query``);
+    a sentence search (``sentence_of``) has no branches."""
+    return compile_query(expression).branches
+
+
+def _compile_tree(node: Expression) -> list[list[Condition]]:
+    """Branches keep their literals in walk order; nothing is simplified."""
+    branches = _Walk().branches(node, 0, False)
     for branch in branches:
         if all(condition.negated for condition in branch):
             raise CnkiError("UNBOUNDED_QUERY", "展开后的每一组条件都必须至少有一个肯定条件（不能只有 not）。")
@@ -465,6 +491,23 @@ class GridQuery(msgspec.Struct, frozen=True):
     expert: str = ""  # a professional-search expression instead of branches
     facets: tuple[FacetPick, ...] = ()  # picks of the left panel (search_facets codes) narrowing the listing
     sentence: Sentence | None = None  # a 句子检索 instead of branches (asked of brief/senquery)
+
+    @classmethod
+    def of(
+        cls, compiled: CompiledQuery, year_from: int = 0, year_to: int = 0, sort: str = "relevance",
+        facets: tuple[FacetPick, ...] = (),
+    ) -> GridQuery:
+        """The listing of a compiled query (never compiled again here) within the years, in ``sort``."""
+        return cls(compiled.branches, year_from, year_to, sort, expert=compiled.expert, facets=facets,
+                   sentence=compiled.sentence)
+
+
+def in_years(year: int, year_from: int, year_to: int) -> bool:
+    """Whether a row of a listing asked within the years is kept: 0 is unbounded, and with a bound a row
+    without a year is not (CNKI applies the range too; this catches what it lets through)."""
+    if year_from <= 0 and year_to <= 0:
+        return True
+    return year > 0 and (year_from <= 0 or year >= year_from) and (year_to <= 0 or year <= year_to)
 
 
 def sort_code(sort: str) -> str:

@@ -1,0 +1,95 @@
+"""Fields and rules many tools share, each stated once: a tool's ``Args`` writes ``limit: Limit = LIMIT_DEFAULT``
+and, where its wording differs, adds its own description (``Annotated[Limit, Meta(description=...)]``; msgspec
+merges the two ``Meta``).
+
+Pure: imports only ``core``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
+
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.text import is_blank
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, YEAR_MAX, DownloadFormat, Scope
+
+Policy = Literal["ask", "skip"]
+Sort = Literal["relevance", "date_desc", "cited_desc", "downloaded_desc"]
+
+OnVerification = Annotated[
+    Policy,
+    Meta(
+        description="遇到验证码等人工验证时：ask（默认）弹出窗口等你处理；skip 跳过该资源",
+        extra={"code": "INVALID_POLICY", "empty_means_default": True},
+    ),
+]
+Limit = Annotated[
+    int,
+    Meta(
+        ge=1,
+        le=LIMIT_MAX,
+        description=f"1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}",
+        extra={"code": "INVALID_LIMIT", "empty_means_default": True},
+    ),
+]
+Offset = Annotated[int, Meta(ge=0, extra={"code": "INVALID_OFFSET"})]
+SearchScope = Annotated[
+    Scope,
+    Meta(
+        description="search_id 取哪一部分：selected（默认，筛选结果）、eligible（相关文献）、candidates（全部候选）",
+        extra={"code": "INVALID_SCOPE", "empty_means_default": True},
+    ),
+]
+Format = Annotated[
+    DownloadFormat,
+    Meta(description="auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj", extra={"code": "INVALID_FORMAT", "empty_means_default": True}),
+]
+def defaulted(default: int, maximum: int, code: str, unit: str = "") -> Meta:
+    """The rule of an integer where 0 means ``default``, else 1..``maximum`` (``unit`` follows the bound in the
+    message: "秒")."""
+    return Meta(
+        ge=1,
+        le=maximum,
+        extra={"code": code, "empty_means_default": True, "message": f"{{field}} 须在 {{ge}}–{{le}}{unit} 之间（0 表示默认 {default}），收到的是 {{value}}。"},
+    )
+
+
+_YEAR_RULE = Meta(ge=0, le=YEAR_MAX, extra={"code": "INVALID_YEAR", "message": "{field} 须在 {ge}–{le} 之间（0 表示不限），收到的是 {value}。"})
+YearFrom = Annotated[int, _YEAR_RULE, Meta(description="起始发表年份（含）；0 或省略表示不限")]
+YearTo = Annotated[int, _YEAR_RULE, Meta(description="截止发表年份（含）；0 或省略表示不限")]
+
+
+def check_years(year_from: int, year_to: int) -> None:
+    """The range's order (each bound's own range is the fields' Meta rule)."""
+    if year_from > 0 and year_to > 0 and year_from > year_to:
+        raise CnkiError("INVALID_YEAR", f"year_from（{year_from}）不能大于 year_to（{year_to}）。", details={"field": "year_from"})
+
+
+def given(value: str) -> str:
+    """A string argument trimmed; one with nothing visible in it (spaces, NUL, zero-width) counts as absent."""
+    return "" if is_blank(value) else value.strip()
+
+
+def exactly_one_document(args: Any) -> None:
+    """``record_ref`` or ``title``, exactly one of them (both trimmed in place)."""
+    args.record_ref, args.title = given(args.record_ref), given(args.title)
+    named = [name for name, value in (("record_ref", args.record_ref), ("title", args.title)) if value]
+    if len(named) != 1:
+        why = "不能同时提供" if named else "须提供其一"
+        raise CnkiError("INVALID_INPUT", f"record_ref 与 title 二选一，{why}。", details={"field": "record_ref"})
+
+
+def documents_given(args: Any, also: str = "") -> None:
+    """``record_refs``, ``titles`` or ``search_id`` (or the field ``also`` names), at least one; each trimmed
+    in place, blank entries dropped."""
+    args.record_refs = [ref for ref in map(given, args.record_refs) if ref]
+    args.titles = [title for title in map(given, args.titles) if title]
+    args.search_id = given(args.search_id)
+    other = ""
+    if also:
+        other = given(getattr(args, also))
+        setattr(args, also, other)
+    if not (args.record_refs or args.titles or args.search_id or other):
+        raise CnkiError("NO_DOCUMENTS", "请至少提供 record_refs、titles 或 search_id 之一。")

@@ -1,0 +1,233 @@
+"""What the search tools share: their options, the facet filters, the fields of the searches that keep CNKI's
+own order (structured_search, expert_search), and starting or continuing a search operation.
+
+``start_search`` and ``search_work`` live here rather than on ``AppCore``: search, structured_search,
+expert_search and operation_control's continue are their only users, and a search is a tool's flow, not
+state of the composition root.
+
+Pure at import: the research layer is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+
+import msgspec
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.model import SearchSummary
+from cnki_mcp.core.tool_args import FACET_CODES_MAX, FACETS, LIMIT_DEFAULT, LIMIT_MAX, OPTION_RANGES, ToolArgs, ToolName
+from cnki_mcp.tools._fields import Limit, OnVerification, Sort, YearFrom, YearTo, check_years
+
+if TYPE_CHECKING:
+    from cnki_mcp.ops.jobs import OperationContext, Work
+    from cnki_mcp.research.pipeline import SearchInput, SearchState
+    from cnki_mcp.research.query import Query
+
+Metadata = Literal["ranked", "all", "basic"]
+Freshness = Literal["prefer_cache", "live"]
+METADATA: tuple[str, ...] = get_args(Metadata)
+FRESHNESS: tuple[str, ...] = get_args(Freshness)
+SORTS: tuple[str, ...] = get_args(Sort)
+EXPAND_MAX = 20  # search options.expand: the top selected papers whose references and citing papers are read
+
+_CANDIDATES_DEFAULT, _CANDIDATES_MAX = OPTION_RANGES["candidate_target"]
+_PAGES_DEFAULT, _PAGES_MAX = OPTION_RANGES["max_pages"]
+_REQUESTS_DEFAULT, _REQUESTS_MAX = OPTION_RANGES["max_requests"]
+_SECONDS_DEFAULT, _SECONDS_MAX = OPTION_RANGES["timeout_seconds"]
+
+
+def _range(maximum: int, default: int) -> str:
+    return f"1–{maximum}，默认 {default}"
+
+
+# An integer option: 0 means the default, else 1..its maximum.
+_OPTION = {"code": "INVALID_OPTION", "empty_means_default": True, "message": "{field} 须在 1–{le} 之间（0 表示默认值），收到的是 {value}。"}
+_CANDIDATES = (
+    f"候选文献数量目标，1–{_CANDIDATES_MAX}；{ToolName.SEARCH} 默认 {_CANDIDATES_DEFAULT}，"
+    f"{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认等于 limit"
+)
+_METADATA = Meta(
+    description=f"读取详情页的范围：ranked（{ToolName.SEARCH} 默认，按初步排序选一部分）、all（全部）、"
+    f"basic（只用列表信息，{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认）",
+    extra={"code": "INVALID_METADATA", "empty_means_default": True},
+)
+
+
+class SearchOptions(ToolArgs):
+    """search's options; the field order is the order their rules are checked in (expand last but for
+    metadata and freshness, as documented)."""
+
+    on_verification: OnVerification = "ask"
+    sort: Annotated[
+        Sort,
+        Meta(
+            description="知网列表排序：relevance、date_desc（发表时间）、cited_desc（被引）、downloaded_desc（下载）",
+            extra={"code": "INVALID_SORT", "empty_means_default": True},
+        ),
+    ] = "relevance"
+    candidate_target: Annotated[int, Meta(ge=1, le=_CANDIDATES_MAX, description=_CANDIDATES, extra=_OPTION)] = _CANDIDATES_DEFAULT
+    max_pages: Annotated[
+        int, Meta(ge=1, le=_PAGES_MAX, description=f"每个检索通道最多翻几页，{_range(_PAGES_MAX, _PAGES_DEFAULT)}", extra=_OPTION)
+    ] = _PAGES_DEFAULT
+    max_requests: Annotated[
+        int, Meta(ge=1, le=_REQUESTS_MAX, description=f"本次任务最多发出的请求数，{_range(_REQUESTS_MAX, _REQUESTS_DEFAULT)}", extra=_OPTION)
+    ] = _REQUESTS_DEFAULT
+    timeout_seconds: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=_SECONDS_MAX,
+            description=f"任务运行时间上限（秒），{_range(_SECONDS_MAX, _SECONDS_DEFAULT)}；等待你人工处理的时间不计入",
+            extra=_OPTION,
+        ),
+    ] = _SECONDS_DEFAULT
+    metadata: Annotated[Metadata, _METADATA] = "ranked"
+    freshness: Annotated[
+        Freshness,
+        Meta(
+            description="prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索",
+            extra={"code": "INVALID_FRESHNESS", "empty_means_default": True},
+        ),
+    ] = "prefer_cache"
+    expand: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=EXPAND_MAX,
+            description=f"引文扩展：0–{EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
+            "作为 citation 通道的候选一起排序，被多篇筛选结果引用的文献得到加分；请求计入 max_requests",
+            extra={"code": "INVALID_OPTION", "message": "{field} 须在 {ge}–{le} 之间（0 表示不做引文扩展），收到的是 {value}。"},
+        ),
+    ] = 0
+
+
+class NativeOptions(SearchOptions):
+    """The options of the searches that keep CNKI's own results: candidates default to the limit (0 here,
+    filled by ``validate_native``), list data only by default, no citation expansion (refused, not listed)."""
+
+    candidate_target: Annotated[
+        int, Meta(ge=0, le=_CANDIDATES_MAX, description=_CANDIDATES, extra={"code": "INVALID_OPTION", "message": _OPTION["message"]})
+    ] = 0
+    metadata: Annotated[Metadata, _METADATA] = "basic"
+    expand: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=0,
+            extra={
+                "code": "INVALID_OPTION",
+                "unlisted": True,
+                "message": f"{{field}} 只用于 {ToolName.SEARCH}；{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 保持知网自己的结果，不做引文扩展。",
+            },
+        ),
+    ] = 0
+
+
+def _codes(facet: str) -> str:
+    return f"{FACETS[facet]}：{ToolName.SEARCH_FACETS} 给出的 code，最多 {FACET_CODES_MAX} 个"
+
+
+class FacetFilters(msgspec.Struct, forbid_unknown_fields=False, kw_only=True):
+    """One list of codes per facet of CNKI's left panel (``core.tool_args.FACETS``). An unknown facet passes
+    the conversion so that ``facet_picks`` refuses it with INVALID_FACET; an empty list given is refused as
+    INVALID_FACET_FILTER."""
+
+    year: Annotated[list[str], Meta(description=_codes("year"))] = []
+    subject: Annotated[list[str], Meta(description=_codes("subject"))] = []
+    topic: Annotated[list[str], Meta(description=_codes("topic"))] = []
+    source: Annotated[list[str], Meta(description=_codes("source"))] = []
+    author: Annotated[list[str], Meta(description=_codes("author"))] = []
+    institution: Annotated[list[str], Meta(description=_codes("institution"))] = []
+    fund: Annotated[list[str], Meta(description=_codes("fund"))] = []
+    doc_type: Annotated[list[str], Meta(description=_codes("doc_type"))] = []
+
+    def picked(self) -> dict[str, list[str]]:
+        """The facets given, name → codes (after validation a given list is never empty)."""
+        return {name: codes for name in FACETS if (codes := getattr(self, name))}
+
+
+FacetFiltersField = Annotated[
+    FacetFilters,
+    Meta(
+        description=f"按知网左侧分组筛选（如同在结果页左栏勾选）：分组名 → {ToolName.SEARCH_FACETS} 给出的 code 列表；"
+        "同一分组的多个 code 为“或”，不同分组为“且”。例：{\"year\":[\"YE=2024\"],\"subject\":[\"CCL=I140\"]}"
+    ),
+]
+
+
+def check_facet_filters(raw: dict[str, Any]) -> None:
+    """The facet filters as given (unknown facets and empty lists included): codes that cannot narrow a
+    listing are refused before any request."""
+    from cnki_mcp.site.facet_query import facet_picks
+
+    facet_picks(raw.get("facet_filters") or {})
+
+
+class NativeSearchArgs(ToolArgs):
+    """What structured_search and expert_search share beside their expressions (the field order is the order
+    of the rules)."""
+
+    limit: Annotated[
+        Limit, Meta(description=f"返回条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}；未设置 options.candidate_target 时也决定抓取多少条")
+    ] = LIMIT_DEFAULT
+    year_from: YearFrom = 0
+    year_to: YearTo = 0
+    # After parse: the effective sort, equal to options.sort.
+    sort: Annotated[
+        Sort, Meta(description="relevance（默认）、date_desc、cited_desc、downloaded_desc", extra={"code": "INVALID_SORT", "empty_means_default": True})
+    ] = "relevance"
+    options: NativeOptions = msgspec.field(default_factory=NativeOptions)
+    facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
+
+
+def validate_native(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
+    """The years' order; the top-level sort applies unless options.sort was given; candidates default to the
+    limit; the facet filters. The expression itself is read when the search starts."""
+    check_years(args.year_from, args.year_to)
+    if not (raw.get("options") or {}).get("sort"):
+        args.options.sort = args.sort
+    args.options.candidate_target = args.options.candidate_target or args.limit
+    args.sort = args.options.sort
+    check_facet_filters(raw)
+
+
+async def run_native(deps: AppCore, args: NativeSearchArgs, query: Query, call: ToolCall | None) -> Reply:
+    """A structured or expert search: a precise search whose name is its expression's fingerprint."""
+    from cnki_mcp.research.pipeline import SearchSettings, search_input
+
+    request = search_input(
+        query, limit=args.limit, year_from=args.year_from, year_to=args.year_to,
+        options=SearchSettings.of(args.options), facet_filters=args.facet_filters.picked(),
+    )
+    return await start_search(deps, request, query, call)
+
+
+async def start_search(deps: AppCore, request: SearchInput, query: Query, call: ToolCall | None) -> Reply:
+    """A search after validation: planned, then the prefer_cache answer or a new operation."""
+    from cnki_mcp.research.pipeline import SearchState, cache_key, cached_reply, plan_search, search_budget
+
+    plan = await plan_search(query, call)
+    store = await deps.store()
+    key = cache_key(request, plan)
+    if request.options.freshness == "prefer_cache":
+        hit = cached_reply(store, key, request.limit)
+        if hit is not None:
+            return hit
+    state = SearchState(search_id="", input=request, plan=plan, cache_key=key, query=query)
+    jobs = await deps.jobs()
+    return await jobs.inline(jobs.start("search", search_budget(request), search_work(deps, state)), call)
+
+
+def search_work(deps: AppCore, fresh: SearchState | None) -> Work:
+    """The operation body of a search: ``fresh`` for a new one, None to resume from the checkpoint."""
+
+    async def work(op: OperationContext) -> SearchSummary:
+        from cnki_mcp.research.pipeline import run_search
+
+        relations = await deps.relations()
+        return await run_search(op, relations.engine, fresh, relations)
+
+    return work

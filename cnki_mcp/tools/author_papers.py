@@ -1,0 +1,66 @@
+"""author_papers: an author's other papers on CNKI, a listing of 作者 AND 作者单位 (newest first)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Any
+
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, ToolArgs, ToolName
+from cnki_mcp.tools import Budget
+from cnki_mcp.tools._fields import Limit, Offset, OnVerification, given
+
+AUTHOR_CHARS_MAX = 60
+AUTHOR_OFFSET_MAX = 150  # listing pages read at most hold 200 rows
+
+
+class Args(ToolArgs):
+    # author, record_ref and institution are trimmed before their rules: those live in validate.
+    author: Annotated[str, Meta(description="作者姓名（与知网的写法一致）")]
+    record_ref: Annotated[str, Meta(description="该作者一篇论文的 record_ref（可选，与 institution 二选一）")] = ""
+    institution: Annotated[str, Meta(description="作者单位（可选，与 record_ref 二选一）")] = ""
+    limit: Annotated[Limit, Meta(description=f"每页条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}")] = LIMIT_DEFAULT
+    offset: Annotated[Offset, Meta(description=f"从第几篇开始（取上次返回的 next_offset，最多 {AUTHOR_OFFSET_MAX}）")] = 0
+    on_verification: OnVerification = "ask"
+
+
+TITLE = "作者的论文"
+DESCRIPTION = (
+    "一位作者在知网的其他论文（作者 AND 作者单位的检索，按发表时间从新到旧）：给出 author 和该作者一篇论文的 record_ref 时，"
+    "按那篇论文详情页上这位作者的单位检索，从而区分同名作者；或给出 author 和 institution（作者单位）；只给姓名时同名作者的论文"
+    "可能混在一起，结果带 ambiguous: true 和说明。结果 records（存入本地并带 record_ref，可用于 "
+    f"{ToolName.GET_METADATA}、{ToolName.DOWNLOAD_PAPERS}、{ToolName.EXPORT_CITATIONS}），institutions（知网写法的单位），"
+    "years（覆盖的年份），用 limit/offset 分页。"
+)
+READ_ONLY = True
+OPEN_WORLD = True
+BUDGET = Budget(requests=20, seconds=600)  # the paper's page, listing pages, a few detail pages
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """The name, the one way of telling namesakes apart, and how far the listing pages reach."""
+    args.author, args.record_ref, args.institution = map(given, (args.author, args.record_ref, args.institution))
+    if not 1 <= len(args.author) <= AUTHOR_CHARS_MAX:
+        raise CnkiError("INVALID_INPUT", f"author 须为 1–{AUTHOR_CHARS_MAX} 字的作者姓名。", details={"field": "author"})
+    if args.record_ref and args.institution:
+        raise CnkiError("INVALID_INPUT", "record_ref 与 institution 只能提供其一：record_ref 的详情页已给出作者单位。",
+                        details={"field": "institution"})
+    if len(args.institution) > AUTHOR_CHARS_MAX * 2:
+        raise CnkiError("INVALID_INPUT", f"institution 最多 {AUTHOR_CHARS_MAX * 2} 字。", details={"field": "institution"})
+    if args.offset > AUTHOR_OFFSET_MAX:
+        raise CnkiError("INVALID_OFFSET", f"offset 最多 {AUTHOR_OFFSET_MAX}，收到的是 {args.offset}。", details={"field": "offset"})
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+    from cnki_mcp.research.author_papers import KIND, AuthorAsked, AuthorPapers
+
+    asked = AuthorAsked(author=args.author, record_ref=args.record_ref, institution=args.institution,
+                        limit=args.limit, offset=args.offset)
+    authors = AuthorPapers(await deps.catalog(), deps.site())
+    jobs = await deps.jobs()
+    job = jobs.start(KIND, BUDGET.of(args.on_verification), functools.partial(authors.run, asked=asked))
+    return await jobs.inline(job, call)

@@ -1,0 +1,101 @@
+"""diagnostics: this process, its data and settings; or, with site_check, the field check of CNKI's pages."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+from msgspec import Meta
+
+from cnki_mcp import __version__
+from cnki_mcp.app.core import AppCore
+from cnki_mcp.core import settings
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.tool_args import ToolArgs
+from cnki_mcp.tools import Budget
+
+GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+# The field check's operation (also `doctor --site`): a fixed tour of at most this many requests.
+BUDGET = Budget(requests=12, seconds=600)
+
+
+class Args(ToolArgs):
+    site_check: Annotated[bool, Meta(description="现场检查知网页面结构（后台任务，与 cnki-mcp doctor --site 相同）")] = False
+
+
+TITLE = "本地自检"
+DESCRIPTION = (
+    "本地自检：版本、运行环境、数据目录、限速设置，数据已加载时还有数据量、浏览器状态和当前任务。"
+    "不启动浏览器，也不访问知网；安装后或排查问题时先调用它。"
+    f"site_check=true 时改为现场检查：按固定路线访问知网（至多 {BUDGET.requests} 次请求，不下载任何文件），"
+    "逐项报告检索页、结果列表、详情页、期刊页、阅读入口和登录状态是否仍如预期，作为后台任务运行。"
+)
+READ_ONLY = True
+OPEN_WORLD = False
+NEEDS_CONFIG = False  # it reports a config.json that cannot be read instead of failing on it
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+    if args.site_check:
+        jobs = await deps.jobs()
+        return await jobs.inline(await deps.start_site_check(BUDGET.of()), call)
+    report = _runtime_report(deps.root, os.environ.get("CNKI_BROWSER_PATH") or deps.config.browser_path, deps.owner_pid)
+    report["route"] = deps.config.route.view()
+    # What is loaded is reported as it is, never loaded to be reported: AppCore's slots are read directly.
+    if deps._sessions is not None and deps._sessions.gateway_session:
+        report["gateway_session"] = deps._sessions.gateway_session
+    if deps.config_error is not None:
+        report["config_error"] = deps.config_error.problem()
+    if deps._store is None and deps._store_error is not None:
+        report["store_error"] = deps._store_error.problem()
+    if deps._store is not None and deps._jobs is not None:
+        report["store"] = deps._store.stats()
+        report["downloads_today"] = deps._store.downloads_on()
+        report["daily_download_limit"] = settings.daily_download_limit(deps.config.daily_download_limit)
+        browser = deps._browser
+        report["browser"] = {"running": False} if browser is None else {
+            "running": browser.running,
+            "process_id": browser.process_id,
+            "profile_directory": str(browser.profile_directory),
+            "connection_generation": browser.connection_generation,
+        }
+        active = deps._jobs.live_jobs()
+        if active:
+            report["active_operations"] = [deps._jobs.view(job) for job in active]
+    return report
+
+
+def _platform() -> str:
+    system = {"darwin": "darwin", "win32": "windows"}.get(sys.platform, sys.platform)
+    machine = platform.machine().lower()
+    return f"{system}/{GO_ARCH.get(machine, machine)}"
+
+
+def _runtime_report(root: Path, browser_path: str, owner_pid: int | None) -> dict[str, Any]:
+    """diagnostics' account of this process: version, platform, data directory, memory and pacing settings."""
+    return {
+        "status": "completed",
+        "version": __version__,
+        "runtime": f"Python {platform.python_version()}",
+        "platform": _platform(),
+        "browser_configured": bool(browser_path),
+        "data_dir": str(root),
+        "process_id": os.getpid(),
+        "owner_pid": owner_pid,
+        "heap_bytes": _rss(),
+        "request_interval_ms": settings.request_interval_ms(),
+        "max_inflight": settings.max_inflight(),
+        "workers": settings.workers(),
+        "inline_wait_seconds": settings.inline_wait_seconds(),
+    }
+
+
+def _rss() -> int:
+    import psutil  # a few dozen ms to load: only diagnostics needs it
+
+    return int(psutil.Process().memory_info().rss)

@@ -1,0 +1,79 @@
+"""download_paper: one paper's PDF or CAJ file into downloads/, checked, never clicked twice by accident."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, ToolArgs, ToolName
+from cnki_mcp.tools import Budget
+from cnki_mcp.tools._fields import Format, OnVerification, defaulted, exactly_one_document
+
+
+class Args(ToolArgs):
+    record_ref: Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")] = ""
+    title: Annotated[str, Meta(description="论文的完整题名（与 record_ref 二选一）")] = ""
+    format: Format = "auto"
+    filename: Annotated[str, Meta(description="保存的文件名，扩展名须与格式一致；省略时用“题名_编号前 8 位”")] = ""
+    subdirectory: Annotated[str, Meta(description="保存到 downloads/ 下的这个子目录")] = ""
+    wait_seconds: Annotated[
+        int,
+        defaulted(DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "秒"),
+        Meta(description=f"点击后等待文件下载完成的秒数，1–{DOWNLOAD_WAIT_MAX}，默认 {DOWNLOAD_WAIT_DEFAULT}；人工验证的时间不计入"),
+    ] = DOWNLOAD_WAIT_DEFAULT
+    retry: Annotated[bool, Meta(description="上次下载结果不明确（SIDE_EFFECT_UNCERTAIN）时，确认允许再点击一次")] = False
+    on_verification: OnVerification = "ask"
+
+
+TITLE = "下载论文"
+DESCRIPTION = (
+    "把一篇论文的 PDF 或 CAJ 文件下载到数据目录 downloads/ 下，并校验文件。只在用户明确要文件时使用；"
+    f"只想了解内容请用 {ToolName.READ_ONLINE_HTML}。点击前先登记，结果不明确的点击不会自动重放，确需再点时传 retry=true。"
+)
+READ_ONLY = False
+OPEN_WORLD = True
+BUDGET = Budget(requests=30, seconds=1800)
+
+
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    exactly_one_document(args)
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+    from cnki_mcp.core.files import remove_empty_folders
+    from cnki_mcp.core.model import DownloadResult
+    from cnki_mcp.documents.download import prior
+    from cnki_mcp.documents.download_files import DownloadRequest, check_names, check_target
+    from cnki_mcp.ops.jobs import OperationContext
+    from cnki_mcp.research.detail_tab import local_ref, resolve_paper
+
+    store = await deps.store()
+    ref = local_ref(await deps.catalog(), args.record_ref, args.title)
+    request = DownloadRequest(
+        format=args.format, filename=args.filename, subdirectory=args.subdirectory, wait_seconds=args.wait_seconds, retry=args.retry
+    )
+    title = store.data.papers[ref].title if ref else ""
+    # The name and folder first: a bad one is refused even for a paper downloaded before.
+    await asyncio.to_thread(check_names, store.downloads_dir, request)
+    if ref:
+        earlier = await prior(store, ref, request)
+        if earlier is not None:
+            return earlier
+    await asyncio.to_thread(check_target, store.downloads_dir, request, title, ref)
+
+    async def work(op: OperationContext) -> DownloadResult:
+        try:
+            engine = await deps.enrichment()
+            paper = await resolve_paper(op, engine, ref, args.title)
+            return await deps._downloads.download(op, engine, deps.site(), paper, request)
+        except BaseException:
+            # The caller's folder was made before the attempt; an empty one must not stay behind.
+            await asyncio.to_thread(remove_empty_folders, store.downloads_dir, request.subdirectory)
+            raise
+
+    jobs = await deps.jobs()
+    return await jobs.inline(jobs.start("download", BUDGET.of(args.on_verification), work), call)

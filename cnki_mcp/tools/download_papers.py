@@ -1,0 +1,106 @@
+"""download_papers: many papers' files as one paced, resumable background operation (``documents.batch``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore, Reply, stored_refs
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import DAILY_DOWNLOAD_LIMIT_DEFAULT
+from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, INTERVAL_JITTER, RIGHTS_STREAK, ToolArgs, ToolName
+from cnki_mcp.tools._batch import start_batch
+from cnki_mcp.tools._fields import Format, OnVerification, SearchScope, defaulted, given
+
+PAPERS_MAX = 200  # record_refs, or entries of a search, in one batch
+PAPERS_LIMIT_DEFAULT = 20
+INTERVAL_DEFAULT = 12  # the least seconds between two download orders (peers pace 8–15 s)
+INTERVAL_MIN = 5
+INTERVAL_MAX = 600
+_JITTER = round(INTERVAL_JITTER * 100)
+
+
+class Args(ToolArgs):
+    record_refs: Annotated[list[str], Meta(description=f"要下载的 record_ref 列表（与 search_id 二选一），最多 {PAPERS_MAX} 个")] = []
+    search_id: Annotated[str, Meta(description="下载某次检索的结果（与 record_refs 二选一）")] = ""
+    scope: SearchScope = "selected"
+    offset: Annotated[int, Meta(ge=0, description="配合 search_id：从第几条开始，默认 0", extra={"code": "INVALID_OFFSET"})] = 0
+    limit: Annotated[
+        int,
+        defaulted(PAPERS_LIMIT_DEFAULT, PAPERS_MAX, "INVALID_LIMIT", " 篇"),
+        Meta(description=f"配合 search_id：下载多少篇，1–{PAPERS_MAX}，默认 {PAPERS_LIMIT_DEFAULT}"),
+    ] = PAPERS_LIMIT_DEFAULT
+    format: Format = "auto"
+    subdirectory: Annotated[str, Meta(description="保存到 downloads/ 下的这个子目录")] = ""
+    interval_seconds: Annotated[
+        int,
+        Meta(
+            ge=INTERVAL_MIN,
+            le=INTERVAL_MAX,
+            description=f"两次下载点击之间至少间隔的秒数，{INTERVAL_MIN}–{INTERVAL_MAX}，默认 {INTERVAL_DEFAULT}；每次在 ±{_JITTER}% 内随机浮动",
+            extra={
+                "code": "INVALID_INTERVAL",
+                "empty_means_default": True,
+                "message": f"{{field}} 须在 {{ge}}–{{le}} 秒之间（0 表示默认 {INTERVAL_DEFAULT}），收到的是 {{value}}。",
+            },
+        ),
+    ] = INTERVAL_DEFAULT
+    wait_seconds: Annotated[
+        int,
+        defaulted(DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "秒"),
+        Meta(description=f"每篇点击后等待文件下载完成的秒数，1–{DOWNLOAD_WAIT_MAX}，默认 {DOWNLOAD_WAIT_DEFAULT}；人工验证的时间不计入"),
+    ] = DOWNLOAD_WAIT_DEFAULT
+    on_verification: OnVerification = "ask"
+
+
+TITLE = "批量下载论文"
+DESCRIPTION = (
+    f"批量下载一组论文的 PDF/CAJ（后台任务，与 {ToolName.SEARCH} 一样先等待一段时间再返回 operation_id，用 "
+    f"{ToolName.OPERATION_STATUS} 跟进）：record_refs，或某次检索 search_id 的 scope 中从 offset 起的 limit 篇"
+    f"（默认 {PAPERS_LIMIT_DEFAULT} 篇，一次最多 {PAPERS_MAX} 篇）。每篇走 {ToolName.DOWNLOAD_PAPER} 的同一流程，"
+    f"轮到它时才打开详情页；两次下载点击之间至少间隔 interval_seconds（默认 {INTERVAL_DEFAULT} 秒，上下浮动 "
+    f"{_JITTER}%）。已下载过的论文不再点击；服务中断后用 {ToolName.OPERATION_CONTROL} 的 continue "
+    "接着下载，已点击的论文先检查文件，不会重复点击；cancel 在当前这篇结束后停止。遇到验证码时整批暂停等你处理。"
+    f"连续 {RIGHTS_STREAK} 篇因没有全文权限被拒绝时停止（DOWNLOAD_RIGHTS_MISSING）；"
+    f"当天成功下载达到每日上限（默认 {DAILY_DOWNLOAD_LIMIT_DEFAULT} 篇，"
+    "config.json 的 daily_download_limit 或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT，0 表示不限）时停止（DAILY_LIMIT_REACHED）。"
+    f"结果逐篇给出状态、文件路径和 SHA-256，remaining 是没有轮到的论文。下载完可用 {ToolName.SAVE_TO_ZOTERO} 传同一个 search_id 连同附件存入 Zotero。"
+)
+READ_ONLY = False
+OPEN_WORLD = True
+
+
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """``record_refs`` or ``search_id``, one of them (both trimmed, blank entries dropped), and not too many refs."""
+    args.record_refs = [ref for ref in map(given, args.record_refs) if ref]
+    args.search_id = given(args.search_id)
+    if bool(args.record_refs) == bool(args.search_id):
+        why = "不能同时提供" if args.search_id else "须提供其一"
+        raise CnkiError("NO_DOCUMENTS", f"record_refs 与 search_id 二选一，{why}。", details={"field": "record_refs"})
+    if len(args.record_refs) > PAPERS_MAX:
+        raise CnkiError(
+            "BATCH_TOO_LARGE",
+            f"record_refs 一次最多 {PAPERS_MAX} 个，收到 {len(args.record_refs)} 个；请分批下载。",
+            details={"field": "record_refs", "count": len(args.record_refs), "limit": PAPERS_MAX},
+        )
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+    from cnki_mcp.documents import batch
+    from cnki_mcp.documents.download_files import DownloadRequest
+
+    store = await deps.store()
+    refs = list(args.record_refs)
+    if args.search_id:
+        refs += stored_refs(store, args.search_id, args.scope, args.offset, args.limit)
+    if not refs:
+        raise CnkiError(
+            "NO_DOCUMENTS",
+            f"检索 {args.search_id} 的 {args.scope} 范围从第 {args.offset} 条起没有论文；请换 scope 或 offset。",
+            details={"search_id": args.search_id, "scope": args.scope, "offset": args.offset},
+        )
+    request = DownloadRequest(format=args.format, subdirectory=args.subdirectory, wait_seconds=args.wait_seconds)
+    state = await batch.plan(store, refs, request, args.interval_seconds, args.search_id)
+    return await start_batch(deps, state, batch.budget(state, args.on_verification), call)

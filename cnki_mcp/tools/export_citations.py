@@ -1,0 +1,125 @@
+"""export_citations: papers as a reference list or bibliographic data, in one of the citation formats."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore, scoped, stored_search
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.files import refuse_existing, validate_filename
+from cnki_mcp.core.model import OperationView
+from cnki_mcp.core.tool_args import BATCH_MAX, CITATION_FORMATS, TEMPLATE_FIELDS, CitationFormat, Scope, ToolArgs, ToolName
+from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.tools import Budget
+from cnki_mcp.tools._fields import Offset, documents_given
+
+EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
+
+
+class Args(ToolArgs):
+    record_refs: Annotated[list[str], Meta(description=f"要导出的 record_ref 列表，最多 {EXPORT_MAX} 个")] = []
+    references_of: Annotated[
+        str,
+        Meta(
+            description=f"导出这篇文献（record_ref）的参考文献表：先用 {ToolName.RELATED_PAPERS} 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
+        ),
+    ] = ""
+    titles: Annotated[list[str], Meta(description=f"完整题名列表，会访问知网定位并读取详情，最多 {BATCH_MAX} 个")] = []
+    search_id: Annotated[str, Meta(description=f"导出某次检索的结果（每次最多 {EXPORT_MAX} 篇）")] = ""
+    scope: Annotated[
+        Scope,
+        Meta(description="配合 search_id：selected（默认）、eligible 或 candidates", extra={"code": "INVALID_SCOPE", "empty_means_default": True}),
+    ] = "selected"
+    offset: Annotated[
+        Offset,
+        Meta(
+            description=f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
+        ),
+    ] = 0
+    format: Annotated[
+        CitationFormat,
+        Meta(description=f"{'、'.join(CITATION_FORMATS)}；默认 gbt7714", extra={"code": "INVALID_FORMAT", "empty_means_default": True}),
+    ] = "gbt7714"
+    template: Annotated[
+        str,
+        Meta(
+            description=f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
+        ),
+    ] = ""
+    filename: Annotated[str, Meta(description="保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖")] = ""
+
+
+TITLE = "导出参考文献"
+DESCRIPTION = (
+    "把文献导出为参考文献或题录数据：GB/T 7714（gbt7714 为 2015 顺序编码制，gbt7714_2025 为 2025 顺序编码制，"
+    "gbt7714_author_date 为著者-出版年制）、APA、MLA、Chicago、Vancouver、BibTeX、RIS、EndNote、CSL-JSON、"
+    f"JSON、CSV、Markdown 或自定义模板，共 {len(CITATION_FORMATS)} 种格式；缺少作者、来源、年份的文献会列出。"
+    "用户要参考文献列表或导入文献管理软件时使用；给 filename 时保存到 exports/ 目录。"
+)
+READ_ONLY = False
+OPEN_WORLD = True
+BUDGET = Budget(requests=300, seconds=900)
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """The batch limits, at least one source of documents, a custom format's template, the file's name."""
+    if len(args.record_refs) > EXPORT_MAX:
+        raise CnkiError(
+            "BATCH_TOO_LARGE",
+            f"record_refs 一次最多 {EXPORT_MAX} 个，收到 {len(args.record_refs)} 个；请分批导出。",
+            details={"count": len(args.record_refs), "limit": EXPORT_MAX},
+        )
+    if len(args.titles) > BATCH_MAX:
+        raise CnkiError(
+            "BATCH_TOO_LARGE",
+            f"titles 最多 {BATCH_MAX} 个，收到 {len(args.titles)} 个；请分批导出。",
+            details={"count": len(args.titles)},
+        )
+    documents_given(args, also="references_of")
+    if args.format == "custom":
+        if not args.template:
+            raise CnkiError("INVALID_TEMPLATE", "format=custom 需要 template，例如 {authors}. {title}[J]. {journal}, {year}.", details={"field": "template"})
+        from cnki_mcp.references.citations import validate_template
+
+        validate_template(args.template)
+    if args.filename:
+        validate_filename(args.filename)
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> OperationView | dict[str, Any]:
+    from cnki_mcp.references.exports import ExportPart, write_export
+    from cnki_mcp.research.relations import stored_references
+
+    store = await deps.store()
+    refs = list(args.record_refs)
+    part: ExportPart | None = None
+    unlinked: list[str] = []
+    if args.references_of:
+        listed, unlinked = stored_references(store, args.references_of)
+        refs += listed
+    if args.search_id:
+        entries = scoped(stored_search(store, args.search_id), args.scope)
+        part = ExportPart(args.search_id, args.offset, min(args.offset + EXPORT_MAX, len(entries)), len(entries))
+        refs += [e.record_ref for e in entries[part.start : part.end]]
+    if args.filename:
+        refuse_existing(store.exports_dir / args.filename, "请换一个文件名")
+    if not args.titles:
+        return await write_export(deps.root, store, refs, args, part, unlinked)
+
+    async def work(op: OperationContext) -> dict[str, Any]:
+        engine = await deps.enrichment()
+        op.stage("locate")
+        found, problems = await engine.resolve_titles(op, args.titles)
+        for problem in problems:
+            op.add_error(problem)
+        # Details make the citation complete (volume, issue, pages, DOI); a failed one is still cited.
+        fatal = await engine.enrich(op, found, "metadata", quality=False, record_errors=False)
+        if fatal is not None:
+            raise fatal
+        return await write_export(deps.root, store, refs + found, args, part, unlinked)
+
+    jobs = await deps.jobs()
+    return await jobs.inline(jobs.start("export", BUDGET.of(), work), call)

@@ -1,0 +1,111 @@
+"""get_metadata: the full records of papers named by record_ref, full title or a stored search."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore, Reply, stored_refs
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import PRIVATE_PAPER_FIELDS, LocalReply, Paper, public_paper
+from cnki_mcp.core.tool_args import BATCH_MAX, LIMIT_DEFAULT, LIMIT_MAX, ToolArgs
+from cnki_mcp.tools import Budget
+from cnki_mcp.tools._fields import SearchScope, documents_given
+
+# Names ``fields`` may select: the public Paper fields.
+METADATA_FIELDS = frozenset(f.encode_name for f in msgspec.structs.fields(Paper) if f.encode_name not in PRIVATE_PAPER_FIELDS)
+
+
+class Args(ToolArgs):
+    record_refs: Annotated[list[str], Meta(description="record_ref 列表")] = []
+    titles: Annotated[list[str], Meta(description="完整题名列表，先查本地，本地没有的到知网按篇名精确查找")] = []
+    search_id: Annotated[str, Meta(description="取某次检索的结果")] = ""
+    scope: SearchScope = "selected"
+    offset: Annotated[int, Meta(ge=0, description="配合 search_id：从第几篇开始，默认 0", extra={"code": "INVALID_OFFSET"})] = 0
+    # Only the low bound here: above BATCH_MAX is BATCH_TOO_LARGE (validate).
+    limit: Annotated[
+        int,
+        Meta(
+            ge=1,
+            description=f"配合 search_id：最多取几篇，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}",
+            extra={"code": "INVALID_LIMIT", "empty_means_default": True, "message": f"{{field}} 须在 {{ge}}–{LIMIT_MAX} 之间，收到的是 {{value}}。"},
+        ),
+    ] = LIMIT_DEFAULT
+    fields: Annotated[list[str], Meta(description="只返回这些字段，如 abstract、keywords、doi、clc_codes、quality；record_ref 和 title 总会返回")] = []
+    quality: Annotated[bool, Meta(description="同时读取来源期刊的收录情况与影响因子")] = False
+    refresh: Annotated[bool, Meta(description="忽略 30 天内读取过的详情，重新读取")] = False
+    local_only: Annotated[bool, Meta(description="只用本地已有的数据，不访问知网")] = False
+
+
+TITLE = "取得完整题录"
+DESCRIPTION = (
+    "批量取得完整题录：作者、单位、来源、卷期页、DOI、摘要、关键词、基金、中图分类号；quality=true 时附带期刊收录（CSSCI、"
+    "北大核心等）与影响因子。检索后需要摘要、判断来源或核对书目信息时使用。"
+    f"用 record_refs、完整题名或 search_id 指定文献，一次最多 {BATCH_MAX} 篇。"
+)
+READ_ONLY = True
+OPEN_WORLD = True
+BUDGET = Budget(requests=600, seconds=900)
+
+
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """The count of record_refs and titles together, then at least one way to name the papers."""
+    count = len(args.record_refs) + len(args.titles)
+    if count > BATCH_MAX:
+        raise CnkiError(
+            "BATCH_TOO_LARGE",
+            f"record_refs 与 titles 合计最多 {BATCH_MAX} 篇，收到 {count} 篇；请分批调用。",
+            details={"count": count},
+        )
+    documents_given(args)
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    if args.limit > BATCH_MAX:
+        raise CnkiError("BATCH_TOO_LARGE", f"limit 最多 {BATCH_MAX}，收到 {args.limit}；请用 offset 分批读取。", details={"field": "limit"})
+    unknown = [f for f in args.fields if f.strip() not in METADATA_FIELDS]
+    if unknown:
+        raise CnkiError(
+            "INVALID_FIELDS",
+            f"fields 中有未知字段：{'、'.join(unknown)}。可用字段：{'、'.join(sorted(METADATA_FIELDS))}。",
+            details={"fields": unknown},
+        )
+    args.fields = [f.strip() for f in args.fields]
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+    from cnki_mcp.ops.jobs import OperationContext
+
+    store = await deps.store()
+    if not args.local_only:
+        refs = list(args.record_refs)
+        if args.search_id:
+            refs += stored_refs(store, args.search_id, args.scope, args.offset, args.limit)
+        quality = args.quality or "quality" in args.fields
+
+        async def work(op: OperationContext) -> dict[str, Any]:
+            engine = await deps.enrichment()
+            return await engine.metadata(op, refs, args.titles, quality=quality, refresh=args.refresh, fields=args.fields)
+
+        jobs = await deps.jobs()
+        return await jobs.inline(jobs.start("metadata", BUDGET.of(), work), call)
+    from cnki_mcp.research.enrich import select_fields
+
+    refs, problems = (await deps.catalog()).resolve_local(args.record_refs or [], args.titles or [])
+    if args.search_id:
+        refs += stored_refs(store, args.search_id, args.scope, args.offset, args.limit)
+    records = []
+    seen: set[str] = set()
+    for ref in refs:
+        paper = store.data.papers.get(ref)
+        if paper is None or ref in seen:
+            continue
+        seen.add(ref)
+        records.append(select_fields(public_paper(paper), args.fields))
+    found: dict[str, Any] = {"records": records}
+    if problems:
+        found["errors"] = problems
+    return LocalReply(source="local", result=found)

@@ -1,0 +1,56 @@
+"""login: the person signs in to CNKI in the dedicated browser window, or sets the remote access route."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.tool_args import ToolArgs
+from cnki_mcp.tools import Budget
+
+
+class Args(ToolArgs):
+    remote_access_url: Annotated[
+        str,
+        Meta(
+            description="校外访问入口（https，不含账号信息）：经学校 VPN 打开的任意知网页面网址、学校 VPN 的登录网址，"
+            "或 CARSI 登录网址；省略时使用知网的登录入口"
+        ),
+    ] = ""
+    force: Annotated[bool, Meta(description="已经识别到登录身份时也打开登录窗口，例如切换账号；不传 remote_access_url 时同时恢复直接访问知网")] = False
+
+
+TITLE = "登录知网"
+DESCRIPTION = (
+    "在专用浏览器窗口中打开知网登录页，由用户本人完成个人或机构登录；账号密码只在浏览器中输入，不经过 MCP。"
+    "校外访问：传入经学校 VPN（WebVPN、改写主机名或前缀式代理）打开的知网页面网址，之后每次访问都经学校 VPN"
+    "（访问方式保存下来，重启后仍有效）；或传入 CARSI 登录网址（fsso.cnki.net），登录后仍直接访问知网。"
+    "force=true 且不传网址时恢复直接访问。用户要求登录，或任务提示需要登录时使用。"
+)
+READ_ONLY = False
+OPEN_WORLD = True
+BUDGET = Budget(requests=20, seconds=1800)
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """remote_access_url read by the route's rules (INVALID_LOGIN_URL, REMOTE_ACCESS_UNSUPPORTED)."""
+    args.remote_access_url = args.remote_access_url.strip()
+    if args.remote_access_url:
+        from cnki_mcp.site.route import recognise  # its rules (and the AES for WebVPN) load with the first login
+
+        recognise(args.remote_access_url)
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+    from cnki_mcp.ops.jobs import OperationContext
+
+    jobs = await deps.jobs()
+    sessions = deps.sessions()
+
+    async def work(op: OperationContext) -> dict[str, Any]:
+        return await sessions.login(op, args.remote_access_url, args.force)
+
+    return await jobs.inline(jobs.start("login", BUDGET.of(), work), call)

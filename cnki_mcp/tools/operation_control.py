@@ -1,0 +1,74 @@
+"""operation_control: cancel, continue, resume, show or recover an operation (or the browser)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
+
+from cnki_mcp.app import App
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.tool_args import CONTINUE_REQUESTS, CONTINUE_SECONDS, OPTION_RANGES, ToolArgs
+from cnki_mcp.tools._searching import search_work
+
+Action = Literal["cancel", "continue", "resume", "show", "recover"]
+REQUESTS_MAX = OPTION_RANGES["max_requests"][1]
+SECONDS_MAX = OPTION_RANGES["timeout_seconds"][1]
+# A negative addition counts as none (the specification's choice); only the maximum is refused.
+_ADDITION = {"code": "INVALID_OPTION", "clamp": "low"}
+
+
+class Args(ToolArgs):
+    action: Annotated[
+        Action,
+        Meta(description="cancel 取消；continue 继续检索；resume 人工步骤已完成；show 重新显示人工窗口；recover 重启浏览器", extra={"code": "INVALID_ACTION"}),
+    ]
+    operation_id: Annotated[str, Meta(description="任务编号；省略时作用于唯一在运行的任务（有多个时须指定）")] = ""
+    additional_requests: Annotated[
+        int,
+        Meta(
+            ge=0, le=REQUESTS_MAX, description=f"continue 时追加的请求数，最多 {REQUESTS_MAX}；省略且预算已用完时自动追加 {CONTINUE_REQUESTS}", extra=_ADDITION
+        ),
+    ] = 0
+    additional_seconds: Annotated[
+        int,
+        Meta(
+            ge=0, le=SECONDS_MAX, description=f"continue 时追加的秒数，最多 {SECONDS_MAX}；省略且时间已用完时自动追加 {CONTINUE_SECONDS}", extra=_ADDITION
+        ),
+    ] = 0
+
+
+TITLE = "管理后台任务"
+DESCRIPTION = (
+    "管理后台任务：cancel 取消；continue 让预算用完、失败或中断的检索接着跑（可追加预算，已取得的内容不重复请求）；"
+    "resume 告诉任务人工步骤已完成；show 把等待人工处理的窗口重新放到前台；recover 在 BROWSER_UNAVAILABLE 后重启浏览器连接。"
+)
+READ_ONLY = False
+OPEN_WORLD = True
+
+
+async def run(deps: App, args: Args, call: ToolCall | None) -> Any:
+    jobs = await deps.jobs()
+    if args.action == "cancel":
+        return await jobs.cancel(args.operation_id)
+    if args.action == "resume":
+        return await jobs.resume(args.operation_id)
+    if args.action == "continue":
+        from cnki_mcp.documents import batch
+        from cnki_mcp.ops.jobs import CONTINUABLE
+        from cnki_mcp.tools._batch import start_batch
+
+        if not args.operation_id:
+            raise CnkiError("INVALID_INPUT", "continue 需要 operation_id。")
+        prior, budget = jobs.continuation(args.operation_id, args.additional_requests, args.additional_seconds, CONTINUABLE | {batch.KIND})
+        if prior.kind == batch.KIND:
+            return await start_batch(deps, None, budget, call, prior)
+        return await jobs.inline(jobs.start("search", budget, search_work(deps, None), resume_from=prior), call)
+    if args.action == "show":
+        if deps._site is None:
+            raise CnkiError("VERIFICATION_NOT_FOUND")
+        return await deps._site.person.show(args.operation_id or None)
+    if deps._site is not None:
+        await deps._site.recover()
+    return {"status": "completed", "message": "浏览器将在下一次需要访问知网时重新启动；登录状态保存在浏览器配置中，不受影响。"}

@@ -1,0 +1,76 @@
+"""read_online_html: a page of a paper's text, online (CNKI's HTML reader) or from its downloaded file."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.tool_args import ToolArgs, ToolName
+from cnki_mcp.tools import Budget
+from cnki_mcp.tools._fields import OnVerification, defaulted, exactly_one_document
+
+Source = Literal["online", "download", "auto"]
+CHARACTERS_DEFAULT = 20_000
+CHARACTERS_MAX = 200_000
+
+
+class Args(ToolArgs):
+    record_ref: Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")] = ""
+    title: Annotated[str, Meta(description="论文的完整题名（与 record_ref 二选一）")] = ""
+    section: Annotated[str, Meta(description="只读这一章节（取返回的 sections 中的标题）")] = ""
+    offset: Annotated[int, Meta(ge=0, description="从第几个字符开始，用于翻页（取上次返回的 next_offset）", extra={"code": "INVALID_OFFSET"})] = 0
+    max_characters: Annotated[
+        int,
+        defaulted(CHARACTERS_DEFAULT, CHARACTERS_MAX, "INVALID_LIMIT"),
+        Meta(description=f"本次最多返回的字符数，1–{CHARACTERS_MAX}，默认 {CHARACTERS_DEFAULT}"),
+    ] = CHARACTERS_DEFAULT
+    on_verification: OnVerification = "ask"
+    source: Annotated[
+        Source,
+        Meta(
+            description=f"online（默认，知网在线阅读）；download（读已用 {ToolName.DOWNLOAD_PAPER} 下载的 PDF 或内含 PDF 的 CAJ，"
+            "不访问知网）；auto（有可读的下载文件时读文件，没有或读不出文字时在线阅读）",
+            extra={"code": "INVALID_SOURCE", "empty_means_default": True},
+        ),
+    ] = "online"
+
+
+TITLE = "阅读论文全文"
+DESCRIPTION = (
+    "读取论文的 HTML 全文，可按章节（section）或按字符分页（offset、max_characters）。需要核对论文的具体论证、"
+    "方法或数据时使用。全文在本地缓存 30 分钟，翻页和切换章节不再访问知网；试读或不完整的正文缓存 10 分钟，只供翻页和切换章节。"
+    "trial=true 表示只有试读内容，complete_article=true 表示已确认是完整全文。"
+    "source=download 读本地已下载的 PDF（章节取自书签或编号标题，去掉页眉页脚和页码），结果形式相同，coverage 给出页码。"
+)
+READ_ONLY = True
+OPEN_WORLD = True
+BUDGET = Budget(requests=60, seconds=900)
+
+
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    exactly_one_document(args)
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+    from cnki_mcp.core.model import ReadResult
+    from cnki_mcp.documents.online_reader import TextWindow
+    from cnki_mcp.ops.jobs import OperationContext
+    from cnki_mcp.research.detail_tab import local_ref, resolve_paper
+
+    ref = local_ref(await deps.catalog(), args.record_ref, args.title)
+    window = TextWindow(args.section, args.offset, args.max_characters)
+    local = await deps._files.read(await deps.store(), ref, args.source, window) if args.source != "online" else None
+    hit = local or (deps._reader.cached(ref, window) if ref else None)
+    if hit is not None:
+        return hit
+
+    async def work(op: OperationContext) -> ReadResult:
+        engine = await deps.enrichment()
+        paper = await resolve_paper(op, engine, ref, args.title)
+        return await deps._reader.read(op, engine, deps.site(), paper, window)
+
+    jobs = await deps.jobs()
+    return await jobs.inline(jobs.start("read", BUDGET.of(args.on_verification), work), call)

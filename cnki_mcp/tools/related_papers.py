@@ -1,0 +1,78 @@
+"""related_papers: a paper's references, citing papers or similar papers, a page at a time in CNKI's order."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore, progress_of
+from cnki_mcp.core.call import ToolCall, seconds_since
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, STATUS_WAIT_MAX, ToolArgs, ToolName
+from cnki_mcp.tools import Budget
+from cnki_mcp.tools._fields import Limit, OnVerification, exactly_one_document, given
+
+Relation = Literal["references", "citing", "similar"]
+RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answering with the operation
+
+
+class Args(ToolArgs):
+    # The paper is record_ref or title, exactly one, unless cursor alone carries on (validate).
+    cursor: Annotated[str, Meta(description="翻页：传入上一页结果中的 next_cursor（其余参数可省略）")] = ""
+    record_ref: Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")] = ""
+    title: Annotated[str, Meta(description="论文的完整题名（与 record_ref 二选一）")] = ""
+    relation: Annotated[
+        Relation,
+        Meta(
+            description="references（默认，参考文献）、citing（引证文献）、similar（相似文献）",
+            extra={"code": "INVALID_RELATION", "empty_means_default": True},
+        ),
+    ] = "references"
+    limit: Annotated[Limit, Meta(description=f"每页条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}")] = LIMIT_DEFAULT
+    wait_seconds: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=STATUS_WAIT_MAX,
+            description=f"本次调用最多等待的秒数，1–{STATUS_WAIT_MAX}，默认 {RELATED_WAIT_DEFAULT}；未完成时返回 operation_id，"
+            f"用 {ToolName.OPERATION_STATUS} 继续等待",
+            extra={
+                "code": "INVALID_WAIT",
+                "empty_means_default": True,
+                "message": f"{{field}} 须在 {{ge}}–{{le}}秒 之间（0 表示默认 {RELATED_WAIT_DEFAULT}），收到的是 {{value}}。",
+            },
+        ),
+    ] = RELATED_WAIT_DEFAULT
+    refresh: Annotated[bool, Meta(description="忽略本地保存的列表，重新从知网读取")] = False
+    on_verification: OnVerification = "ask"
+
+
+TITLE = "参考、引证与相似文献"
+DESCRIPTION = (
+    "一篇论文的参考文献（references，默认）、引证文献（citing，引用它的论文）或相似文献（similar），按知网的顺序分页返回。"
+    "从关键论文出发扩展文献综述时使用。返回的论文都存入本地并带 record_ref，可直接用于 get_metadata、download_paper、"
+    "export_citations；知网没有链接到记录的参考文献（图书、外文等）以引文文本给出，record_ref 为 null。"
+    "读过的列表保存在本地（参考文献 30 天，引证与相似文献 7 天），再次调用和翻页不重复访问知网。"
+)
+READ_ONLY = True
+OPEN_WORLD = True
+BUDGET = Budget(requests=200, seconds=900)
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """A cursor alone carries on; otherwise record_ref or title, exactly one (all trimmed in place)."""
+    args.cursor = given(args.cursor)
+    args.record_ref, args.title = given(args.record_ref), given(args.title)
+    if not args.cursor or args.record_ref or args.title:
+        exactly_one_document(args)
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+    relations = await deps.relations()
+    asked = relations.request(args.record_ref, args.title, args.cursor, args.relation)
+    hit = None if args.refresh else relations.cached(asked, args.limit)
+    if hit is not None:
+        return hit
+    jobs = await deps.jobs()
+    job = jobs.start("related", BUDGET.of(args.on_verification), relations.work(asked, args.limit, args.refresh))
+    return await jobs.wait(job, args.wait_seconds - seconds_since(call), progress_of(call))

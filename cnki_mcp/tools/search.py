@@ -1,0 +1,83 @@
+"""search: a research question planned into concepts, searched on several fields, ranked and selected."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+
+import msgspec
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, PLAN_GROUPS_MAX, PLAN_TERM_CHARS, PLAN_TERMS_MAX, ToolArgs, ToolName
+from cnki_mcp.tools._fields import Limit, YearFrom, YearTo, check_years
+from cnki_mcp.tools._searching import SearchOptions, start_search
+
+if TYPE_CHECKING:
+    from cnki_mcp.research.query import ConceptQuery
+
+QUERY_MAX = 1000
+Mode = Literal["precise", "balanced", "broad"]
+MODES: tuple[str, ...] = get_args(Mode)
+
+
+class Args(ToolArgs):
+    query: Annotated[
+        str,
+        Meta(
+            min_length=1,
+            max_length=QUERY_MAX,
+            description=f"研究问题或检索词，1–{QUERY_MAX} 字",
+            extra={"code": "INVALID_QUERY", "trim": True, "message": "{field} 须为 {ge}–{le} 字，收到 {size} 字。"},
+        ),
+    ]
+    mode: Annotated[
+        Mode,
+        Meta(description="precise 不做补充检索；balanced（默认）；broad 目前与 balanced 相同", extra={"code": "INVALID_MODE", "empty_means_default": True}),
+    ] = "balanced"
+    limit: Annotated[Limit, Meta(description=f"返回多少条筛选结果，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}；不影响检索与筛选本身")] = LIMIT_DEFAULT
+    year_from: YearFrom = 0
+    year_to: YearTo = 0
+    concept_groups: Annotated[
+        list[list[str]],
+        Meta(
+            description=f"自己指定必要概念：组与组之间为 AND，组内同义词为 OR；最多 {PLAN_GROUPS_MAX} 组，"
+            f"每组 1–{PLAN_TERMS_MAX} 个词，每词不超过 {PLAN_TERM_CHARS} 字"
+        ),
+    ] = []  # empty = plan automatically (checked by validate, after the options)
+    options: SearchOptions = msgspec.field(default_factory=SearchOptions)
+
+    def asked(self) -> ConceptQuery:
+        """The question as the search reads it."""
+        from cnki_mcp.research.query import ConceptQuery
+
+        return ConceptQuery(text=self.query, groups=self.concept_groups)
+
+
+TITLE = "研究检索"
+DESCRIPTION = (
+    "研究检索：只需给出研究问题。自动规划检索概念，在主题、篇名、关键词三个字段并发检索，去重后读取详情与期刊信息，"
+    "再按相关文献的共同关键词补充检索，最后按相关性和来源质量排序筛选。适合开放的主题调研与综述准备；"
+    f"有明确的字段、作者、来源或排序要求时改用 {ToolName.STRUCTURED_SEARCH}。limit 只决定返回条数，不影响检索范围。"
+)
+READ_ONLY = True
+OPEN_WORLD = True
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """The years' order; the caller's concept groups (INVALID_PLAN)."""
+    check_years(args.year_from, args.year_to)
+    if args.concept_groups:
+        from cnki_mcp.research.query import validate_plan  # the rules' home: loaded with the first search
+
+        args.concept_groups = validate_plan(args.concept_groups)
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+    from cnki_mcp.research.pipeline import SearchSettings, search_input
+
+    query = args.asked()
+    request = search_input(
+        query, mode=args.mode, limit=args.limit, year_from=args.year_from, year_to=args.year_to, options=SearchSettings.of(args.options)
+    )
+    return await start_search(deps, request, query, call)

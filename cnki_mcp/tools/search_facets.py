@@ -1,0 +1,127 @@
+"""search_facets: how a search's listing spreads over CNKI's left panel (years, subjects, sources …), with a chart."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import SearchRecord
+from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS, ToolArgs, ToolName
+from cnki_mcp.tools import Budget
+from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, check_years, given
+from cnki_mcp.tools._searching import FacetFilters, FacetFiltersField, Freshness, check_facet_filters
+
+if TYPE_CHECKING:
+    from cnki_mcp.research.facets import FacetsRequest
+
+LIMIT_DEFAULT = 10  # entries per facet
+LIMIT_MAX = 50
+Facet = Literal["year", "subject", "topic", "source", "author", "institution", "fund", "doc_type"]  # FACETS' names
+
+
+class Args(ToolArgs):
+    search_id: Annotated[str, Meta(description="复用这次检索的条件、年份和分组筛选（与 expression 二选一）")] = ""
+    expression: Annotated[
+        dict[str, Any], Meta(description=f"条件树，写法同 {ToolName.STRUCTURED_SEARCH} 的 expression（与 search_id 二选一）")
+    ] = {}
+    year_from: YearFrom = 0
+    year_to: YearTo = 0
+    facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
+    facets: Annotated[
+        list[Facet], Meta(description="要哪些分组（默认全部）：" + "、".join(f"{name}（{label}）" for name, label in FACETS.items()))
+    ] = []  # empty = every facet
+    limit: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=LIMIT_MAX,
+            description=f"每个分组返回几项，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}",
+            extra={"code": "INVALID_LIMIT", "empty_means_default": True},
+        ),
+    ] = LIMIT_DEFAULT
+    chart: Annotated[bool, Meta(description="同时画图（PNG，作为图片内容返回并保存在数据目录 charts/ 下）")] = False
+    freshness: Annotated[
+        Freshness,
+        Meta(
+            description="prefer_cache（默认）：10 分钟内同一检索的分组结果直接复用，不访问知网；live：重新读取",
+            extra={"code": "INVALID_FRESHNESS", "empty_means_default": True},
+        ),
+    ] = "prefer_cache"
+    on_verification: OnVerification = "ask"
+
+
+TITLE = "检索分组分布"
+DESCRIPTION = (
+    "一个检索在知网左侧分组中的分布：发表年度、学科、主题、文献来源（期刊/学位授予单位）、作者、机构、基金、文献类型，"
+    "每项给出 value（名称）、code（用于 facet_filters 筛选）和 count（篇数），按知网的顺序（年度按年份升序）；total 是结果总数。"
+    f"用 search_id 复用 {ToolName.SEARCH}、{ToolName.STRUCTURED_SEARCH} 或 {ToolName.EXPERT_SEARCH} 的检索条件，"
+    f"或给 expression（与 {ToolName.STRUCTURED_SEARCH} 相同的条件树）加 year_from/year_to。"
+    "chart=true 时另附一张 PNG 图（每年发文量，以及其他分组的前 "
+    f"{CHART_BARS} 项），chart_table 给出图中的同样数字。想知道某领域逐年增长、谁在研究、哪些期刊在发时使用。"
+)
+READ_ONLY = True
+OPEN_WORLD = True
+BUDGET = Budget(requests=30, seconds=600)  # grid page 1, the panel, a group asked again alone, challenges
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """A stored search or an expression (with years); known facets, each once; the facet filters."""
+    args.search_id = given(args.search_id)
+    if bool(args.search_id) == bool(args.expression):
+        raise CnkiError("INVALID_INPUT", "search_id 与 expression 须给出且只给出一个。", details={"field": "search_id"})
+    if args.search_id and (args.year_from or args.year_to):
+        raise CnkiError(
+            "INVALID_INPUT", "year_from、year_to 只和 expression 一起用；search_id 沿用那次检索的年份。",
+            details={"field": "year_from"},
+        )
+    check_years(args.year_from, args.year_to)
+    unknown = [name for name in args.facets if name not in FACET_NAMES]
+    if unknown:
+        raise CnkiError(
+            "INVALID_FACET", f"未知的分组：{unknown[0]}；可选 {'、'.join(FACET_NAMES)}。", details={"facet": unknown[0]}
+        )
+    args.facets = list(dict.fromkeys(args.facets))
+    check_facet_filters(raw)
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+    from cnki_mcp.app.core import stored_search
+    from cnki_mcp.research import facets
+
+    store = await deps.store()
+    request = _request(args, stored_search(store, args.search_id) if args.search_id else None)
+    hit = await facets.cached_reply(store, request)
+    if hit is not None:
+        return hit
+    work = functools.partial(facets.run, site=deps.site(), store=store, request=request)
+    jobs = await deps.jobs()
+    return await jobs.inline(jobs.start(facets.KIND, BUDGET.of(args.on_verification), work), call)
+
+
+def _request(args: Args, record: SearchRecord | None) -> FacetsRequest:
+    """The listing ``args`` name: ``record``'s first channel (its years, its facet filters under the given
+    ones), or the expression with the given years."""
+    from cnki_mcp.core.model import Channel
+    from cnki_mcp.research.facets import FacetsRequest, channel_query
+
+    wanted: list[str] = [*args.facets] or list(FACET_NAMES)
+    filters = args.facet_filters.picked()
+    if record is not None:
+        if not record.plan.channels:
+            raise CnkiError("SEARCH_NOT_FOUND", f"检索 {record.search_id} 没有可复用的知网检索条件。")
+        filters = {**record.facet_filters, **filters}
+        query = channel_query(record.plan.channels[0], record.year_from, record.year_to, filters)
+        search_id = record.search_id
+    else:
+        query = channel_query(Channel(name="q1", expression=args.expression), args.year_from, args.year_to, filters)
+        search_id = ""
+    return FacetsRequest(
+        query=query, search_id=search_id, facet_filters=filters, facets=wanted, limit=args.limit,
+        chart=args.chart, freshness=args.freshness,
+    )

@@ -1,0 +1,76 @@
+"""search_results: a page of a stored search, read from the store without visiting CNKI."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from cnki_mcp.app.core import AppCore
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.model import Paper, TitleRow, public_paper
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, Scope, ToolArgs, ToolName
+
+View = Literal["titles", "compact", "records"]
+COMPACT_FIELDS = ("record_ref", "title", "authors", "year", "source", "abstract")
+
+
+class Args(ToolArgs):
+    search_id: Annotated[
+        str, Meta(description=f"{ToolName.SEARCH}、{ToolName.STRUCTURED_SEARCH} 或 {ToolName.EXPERT_SEARCH} 返回的 search_id")
+    ]
+    scope: Annotated[
+        Scope, Meta(description="selected（默认）、eligible、candidates", extra={"code": "INVALID_SCOPE", "empty_means_default": True})
+    ] = "selected"
+    view: Annotated[
+        View,
+        Meta(
+            description="titles（默认）、compact（加作者、年份、来源、摘要、评分）、records（完整题录与评分明细）",
+            extra={"code": "INVALID_VIEW", "empty_means_default": True},
+        ),
+    ] = "titles"
+    offset: Annotated[int, Meta(ge=0, description="从第几条开始，默认 0；取上次返回的 next_offset 翻页", extra={"code": "INVALID_OFFSET"})] = 0
+    limit: Annotated[
+        int,
+        Meta(ge=1, le=LIMIT_MAX, description=f"每页条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra={"code": "INVALID_LIMIT", "empty_means_default": True}),
+    ] = LIMIT_DEFAULT
+
+
+TITLE = "读取检索结果"
+DESCRIPTION = (
+    "按 search_id 分页读取已保存的检索结果，不访问知网。可切换范围（selected 筛选结果、eligible 相关文献、"
+    "candidates 全部候选）和详细程度（titles、compact 含摘要与评分、records 完整题录）。"
+)
+READ_ONLY = True
+OPEN_WORLD = False
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> dict[str, Any]:
+    from cnki_mcp.app.core import scoped, stored_search
+
+    store = await deps.store()
+    record = stored_search(store, args.search_id)
+    entries = scoped(record, args.scope)
+    page = entries[args.offset : args.offset + args.limit]
+    end = args.offset + len(page)
+    return {
+        "search_id": record.search_id,
+        "status": record.status,
+        "scope": args.scope,
+        "total": len(entries),
+        "offset": args.offset,
+        "next_offset": end if end < len(entries) else None,
+        "results": [_row(store.data.papers.get(e.record_ref), e, args.view) for e in page],
+    }
+
+
+def _row(paper: Paper | None, entry: Any, view: str) -> dict[str, Any] | TitleRow:
+    if view == "titles":
+        return TitleRow.of(paper) if paper is not None else TitleRow(record_ref=entry.record_ref)
+    data = public_paper(paper) if paper is not None else {"record_ref": entry.record_ref}
+    if view == "compact":
+        row = {k: data[k] for k in COMPACT_FIELDS if k in data}
+        row.update(score=round(entry.score, 4), eligible=entry.eligible)
+        return row
+    return {"record": data, "score": round(entry.score, 4), "eligible": entry.eligible, "evidence": msgspec.to_builtins(entry.evidence)}

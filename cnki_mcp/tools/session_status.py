@@ -1,0 +1,37 @@
+"""session_status: the personal or institutional login last recognised, or recognised again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cnki_mcp.app.core import AppCore
+from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.model import SessionState
+from cnki_mcp.core.tool_args import ToolArgs
+from cnki_mcp.tools import Budget
+
+
+class Args(ToolArgs):
+    refresh: bool = False
+
+
+TITLE = "登录状态"
+DESCRIPTION = (
+    "查看已识别到的个人或机构登录状态。默认返回最近一次的识别结果，不访问知网；refresh=true 时在后台页面重新识别。"
+    "显示机构名称不代表该机构订购了全部资源。"
+)
+READ_ONLY = True
+OPEN_WORLD = True
+BUDGET = Budget(requests=10, seconds=60)
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+    if not args.refresh:
+        from cnki_mcp.site.session import session_view
+
+        # The sessions met so far, without starting them (nor the browser) to answer.
+        if deps._sessions is not None:
+            return deps._sessions.cached()
+        return session_view(SessionState(), cached=True, route=deps.config.route)
+    jobs = await deps.jobs()
+    return await jobs.inline(jobs.start("session", BUDGET.of(), deps.sessions().refresh), call)
