@@ -39,23 +39,22 @@ MARKED = re.compile(r"<!-- generated:(?P<name>[\w-]+) -->(?P<body>.*?)<!-- /gene
 @dataclass(frozen=True)
 class ToolRow:
     name: str
-    title: str  # "" while the registry has none
+    title: str
     read_only: bool
     open_world: bool
     budget: tuple[int, int] | None  # requests, seconds of an operation the tool starts
 
 
 def tool_rows() -> list[ToolRow]:
-    """Every registered tool, by name. The one function that reads the registry: re-point it when the registry
-    moves. A spec without ``title`` or ``budget`` (a tool not yet a module of cnki_mcp/tools/) shows —."""
-    from cnki_mcp.surface.tools import REGISTRY
+    """Every tool module of cnki_mcp/tools/, by name (the one function that reads the registry). A tool without
+    ``BUDGET`` (the searches: their budget comes from their options; the tools answered locally) shows —."""
+    from cnki_mcp.tools import REGISTRY
 
     rows = []
     for name in sorted(REGISTRY):
         spec = REGISTRY[name]
-        budget = getattr(spec, "budget", None)
-        rows.append(ToolRow(str(spec.name.value), getattr(spec, "title", ""), spec.read_only, spec.open_world,
-                            (budget.requests, budget.seconds) if budget else None))
+        budget = (spec.budget.requests, spec.budget.seconds) if spec.budget else None
+        rows.append(ToolRow(str(spec.name.value), spec.title, spec.read_only, spec.open_world, budget))
     return rows
 
 

@@ -29,7 +29,7 @@ from tests.kns import pages
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator
 from tests.store_faults import persisted
-from tests.test_e2e_documents import EntrySimulator, answer, journal_papers, seed, serve, sim, sim_server  # noqa: F401  (the entry simulator and its per-test reset)
+from tests.test_e2e_documents import EntrySimulator, answer, entry_sim, entry_simulator, journal_papers, seed, serve  # noqa: F401  (its fixtures ``sim`` and ``sim_server``: the entry simulator and its per-test reset)
 
 pytestmark = [
     pytest.mark.browser,

@@ -16,7 +16,7 @@ import pytest
 from tests.harness import chromium_path
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator
-from tests.test_e2e_documents import error_code, journal_papers, seed, serve, sim, sim_server  # noqa: F401  (a simulator of this module's own)
+from tests.test_e2e_documents import entry_sim, entry_simulator, error_code, journal_papers, seed, serve  # noqa: F401  (its fixtures ``sim`` and ``sim_server``: a simulator of this module's own)
 
 pytestmark = [
     pytest.mark.browser,
