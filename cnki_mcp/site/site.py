@@ -18,19 +18,28 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper, Quality
 from cnki_mcp.pages.facet_parse import FacetGroup
-from cnki_mcp.pages.page_state import classify_response
 from cnki_mcp.pages.parse import GridPage, check_identity, parse_detail, parse_journal
 from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.browser import Browser, DownloadEvent, Tab
-from cnki_mcp.site.cdp import NavigationResult
-from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door, Observation, final_parse_error, note_snapshot
+from cnki_mcp.site.cdp import FetchResult, NavigationResult
+from cnki_mcp.site.door import Door
+from cnki_mcp.site.exchange import (
+    Engine,
+    Exchange,
+    Fallback,
+    Observation,
+    Request,
+    Turn,
+    final_parse_error,
+    note_snapshot,
+)
 from cnki_mcp.site.facet_panel import FacetPanel
 from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.json_api import JsonApi
@@ -38,7 +47,7 @@ from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.listings import Listings
 from cnki_mcp.site.navi import Navi
 from cnki_mcp.site.operation import SiteOperation
-from cnki_mcp.site.page_actions import CALL_TIMEOUT
+from cnki_mcp.site.registry import DETAIL, REGISTRY
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +76,48 @@ def bind_detail(requested: Paper, observed: Paper, locator: str) -> Paper:
         dbcode=observed.dbcode or requested.dbcode,
         document_type=observed.document_type or requested.document_type,
     )
+
+
+class PageExchange(Exchange[T]):
+    """A detail, journal or other CNKI page loaded through Chrome's network stack from the work tab; a
+    challenge, a network failure or a page that needs its scripts goes to the rendered tab instead."""
+
+    rounds = RESOURCE_ATTEMPTS
+    challenges = RESOURCE_ATTEMPTS + 1  # never: a challenge is shown in the rendered tab
+
+    def __init__(self, site: Site, url: str, parse: Callable[[str, str], T], kind: str) -> None:
+        self.site = site
+        self.url = url
+        self.parser = parse
+        self.kind = kind
+        self.spec = REGISTRY.get(kind, DETAIL)
+
+    async def build(self, op: SiteOperation) -> Request:
+        return Request(await self.site.site_tab(op), self.url, load=True)
+
+    async def turned_away(self, op: SiteOperation, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
+        # The rendered tab is one more try before a network failure stands.
+        return "fallback" if exc.code in _RENDER_AGAIN_CODES else None
+
+    def classify(self, answer: FetchResult) -> CnkiError | None:
+        return self.spec.classify(msgspec.structs.replace(answer, url=self.url))
+
+    async def challenge(
+        self, op: SiteOperation, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+    ) -> None:
+        raise Fallback
+
+    def parse(self, answer: FetchResult) -> T:
+        return self.parser(answer.text, self.url)
+
+    async def unparsed(self, engine: Engine, exc: CnkiError, answer: FetchResult, final: bool) -> bool:
+        if final_parse_error(exc):
+            return False
+        log.debug("%s page needs rendering: %s", self.kind, exc.message)
+        raise Fallback
+
+    async def fallback(self, op: SiteOperation, last: CnkiError | None) -> T:
+        return await self.site.render_page(op, self.url, self.parser, self.kind)
 
 
 # --------------------------------------------------------------------------------------------
@@ -148,8 +199,9 @@ class Site(Door):
     async def navi_post(
         self, op: SiteOperation, page_url: str, url: str, form: str, parse: Callable[[str, str], T], kind: str
     ) -> T:
-        """A navi fragment POSTed from the navi tab on ``page_url``, parsed; see ``navi.Navi.post``."""
-        return await self.navi.post(op, page_url, url, form, parse, kind)
+        """A navi fragment POSTed from the navi tab on ``page_url``, parsed; see ``navi.Navi.post``. ``kind``
+        names its registry entry (``registry.NAVI_YEARS`` …)."""
+        return await self.navi.post(op, page_url, url, form, parse, REGISTRY[kind])
 
     async def browser_version(self) -> str:
         """What the dedicated browser reports itself as (``Chrome/131.0…``); "" when it cannot say."""
@@ -159,37 +211,9 @@ class Site(Door):
         """Read a page through Chrome's network stack; render it in a tab when that is not enough."""
         if not is_site_url(url):
             raise CnkiError("LOCATOR_EXPIRED", "文献入口不是知网地址，未访问。", details={"kind": kind})
-        attempts = Attempts(self)
-        for _attempt in range(RESOURCE_ATTEMPTS):
-            try:
-                tab = await self.site_tab(op)
-                async with self.request(op):
-                    result = await self.browser.load_resource(tab, url)
-            except CnkiError as exc:
-                if await attempts.recover(exc):
-                    continue
-                if exc.code in _RENDER_AGAIN_CODES:
-                    break  # the rendered tab is one more try before a network failure stands
-                raise
-            problem = classify_response(result.status, url, result.text)
-            if problem is not None:
-                if await attempts.back_off(problem):
-                    continue
-                if problem.code in CHALLENGE_CODES:
-                    break
-                raise problem
-            try:
-                value = await asyncio.to_thread(parse, result.text, url)
-            except CnkiError as exc:
-                if final_parse_error(exc):
-                    raise
-                log.debug("%s page needs rendering: %s", kind, exc.message)
-                break
-            self.limiter.fast()
-            return value
-        return await self._render_page(op, url, parse, kind)
+        return await self.exchange(op, PageExchange(self, url, parse, kind))
 
-    async def _render_page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def render_page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """The render fallback: load in the shared render tab and parse the live DOM until it works."""
         async with self._render_lock:
             tab = await self.render_tab()
@@ -236,10 +260,6 @@ class Site(Door):
         """One charged, paced click on the first visible ``selector`` (whose text matches ``text``)."""
         async with self.request(op):
             return await self.browser.click(tab, selector, timeout, text=text)
-
-    async def evaluate(self, tab: Tab, expression: str, timeout: float = CALL_TIMEOUT) -> Any:
-        """A script run in ``tab`` (no request to CNKI)."""
-        return await self.browser.evaluate(tab, expression, timeout)
 
     async def popups(self, opener: Tab) -> list[Tab]:
         return await self.browser.popups(opener)
