@@ -87,13 +87,13 @@ GRID = Spec(
         Sample(_PAGES + "grid-core.html", GRID_URL),
         Sample(_PAGES + "grid-kns8-legacy.html", GRID_URL),
         Sample(_PAGES + "grid-zero.html", GRID_URL),
-        Sample(_PAGES + "grid-zero-total.html", GRID_URL),
-        Sample(_PAGES + "grid-changed-login.html", GRID_URL),
+        Sample(_PAGES + "grid-zero-total.html", GRID_URL, "SITE_TEMPORARILY_EMPTY"),
+        Sample(_PAGES + "grid-changed-login.html", GRID_URL, "PARSER_UNSUPPORTED"),
         Sample(_SAMPLES + "azazo1-brief-grid-fragment.trimmed.html", GRID_URL),
-        Sample(_SAMPLES + "azazo1-brief-grid-no-content.trimmed.html", GRID_URL),
+        Sample(_SAMPLES + "azazo1-brief-grid-no-content.trimmed.html", GRID_URL, "QUERY_REJECTED"),
         Sample(_SAMPLES + "azazo1-brief-senquery-fragment.trimmed.html", GRID_URL),
         Sample(_SAMPLES + "hunnu-kns8s-results-page-2026.redacted.html", GRID_URL),
-        Sample(_SAMPLES + "hushiliang-verify-home-challenge.constructed.html", GRID_URL),
+        Sample(_SAMPLES + "hushiliang-verify-home-challenge.constructed.html", GRID_URL, "VERIFICATION_REQUIRED"),
     ),
 )
 FACETS = Spec(
@@ -114,14 +114,12 @@ DETAIL = Spec(
     label="文献详情页",
     classify=answer_problem,
     parse=parse_detail,
-    samples=tuple(
-        Sample(path, DETAIL_URL)
-        for path in (
-            *(_PAGES + f"detail-{kind}.html" for kind in ("book", "conference", "core", "doctoral", "journal-2026",
-                                                           "master", "meta", "orgn")),
-            _SAMPLES + "hunnu-kcms2-detail-newspaper-2026.modelled.html",
-            _SAMPLES + "hunnu-kcms2-detail-online-first-2026.modelled.html",
-        )
+    samples=(
+        Sample(_PAGES + "detail-book.html", DETAIL_URL, "PARSER_UNSUPPORTED"),  # a book page: unsupported kind
+        *(Sample(_PAGES + f"detail-{kind}.html", DETAIL_URL)
+          for kind in ("conference", "core", "doctoral", "journal-2026", "master", "meta", "orgn")),
+        Sample(_SAMPLES + "hunnu-kcms2-detail-newspaper-2026.modelled.html", DETAIL_URL),
+        Sample(_SAMPLES + "hunnu-kcms2-detail-online-first-2026.modelled.html", DETAIL_URL),
     ),
 )
 JOURNAL = Spec(
@@ -129,8 +127,11 @@ JOURNAL = Spec(
     label="期刊页（评价信息）",
     classify=answer_problem,
     parse=lambda body, url: parse_journal(body, url, ""),
-    samples=tuple(
-        Sample(_PAGES + f"journal-{kind}.html", JOURNAL_URL) for kind in ("core", "former", "missing", "no-metrics")
+    # A journal page is bound to the journal asked for; the samples are read without one.
+    samples=(
+        *(Sample(_PAGES + f"journal-{kind}.html", JOURNAL_URL, "SOURCE_IDENTITY_UNCONFIRMED")
+          for kind in ("core", "former", "no-metrics")),
+        Sample(_PAGES + "journal-missing.html", JOURNAL_URL, "SOURCE_SCHEMA_UNSUPPORTED"),
     ),
 )
 _NAVI_EXCERPTS = _SAMPLES + "mariozzj-knavi-yearList-papers-and-detail.excerpts.html"
@@ -139,7 +140,7 @@ NAVI_JOURNAL = Spec(
     label="导航的期刊页（pykm 与 time）",
     classify=answer_problem,
     parse=lambda body, _url: parse_keys(body),
-    samples=(Sample(_NAVI_EXCERPTS, JOURNAL_URL),),
+    samples=(Sample(_NAVI_EXCERPTS, JOURNAL_URL, "PARSER_UNSUPPORTED"),),  # excerpts: no #pykm
 )
 NAVI_SEARCH = Spec(
     name="navi_search",
