@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cnki_mcp.fieldcheck.tour import STEP_EXCHANGES, STEPS
 from cnki_mcp.site.cdp import FetchResult
 from cnki_mcp.site.exchange import Sample, Spec
 from cnki_mcp.site.registry import REGISTRY, verdict
@@ -31,3 +32,10 @@ def test_a_challenge_answer_is_a_challenge_for_every_exchange_that_fetches() -> 
     for spec in REGISTRY.values():
         answer = FetchResult(status=200, url="https://kns.cnki.net/verify/home", text=challenge)
         assert verdict(spec, answer) == "VERIFICATION_REQUIRED", spec.name
+
+
+def test_the_field_check_names_registered_exchanges_for_its_steps() -> None:
+    steps = {name for name, _ in STEPS}
+
+    assert set(STEP_EXCHANGES) <= steps
+    assert all(REGISTRY[spec.name] is spec for spec in STEP_EXCHANGES.values())

@@ -24,12 +24,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.redact import endpoint_url
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import PageState, gateway_page
 from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.browser import Browser, Tab
 from cnki_mcp.site.exchange import CHALLENGE_CODES, Engine, Observation, final_parse_error
 from cnki_mcp.site.limiter import Limiter
-from cnki_mcp.site.operation import SiteOperation
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class Door(Engine):
             assert self._render is not None
             return self._render
 
-    async def site_tab(self, op: SiteOperation) -> Tab:
+    async def site_tab(self, op: OperationContext) -> Tab:
         """The work tab on a CNKI page, so resource loads carry the site's first-party cookies."""
         tab = await self.work_tab()
         if is_site_url(tab.url):
@@ -176,7 +176,7 @@ class Door(Engine):
 
     async def wait_page(
         self,
-        op: SiteOperation,
+        op: OperationContext,
         tab: Tab,
         accept: Callable[[Observation], T | None],
         timeout: float,
@@ -218,7 +218,7 @@ class Door(Engine):
                 )
             await asyncio.sleep(PAGE_POLL)
 
-    async def hand_over(self, op: SiteOperation, tab: Tab, seen: Observation, *, epoch: int | None = None) -> bool:
+    async def hand_over(self, op: OperationContext, tab: Tab, seen: Observation, *, epoch: int | None = None) -> bool:
         """Hand ``tab`` to the person when ``seen`` shows a challenge or a login prompt (True once done)."""
         problem = page_problem(seen.page, seen.url)
         if problem is None or problem.code not in CHALLENGE_CODES:
@@ -226,7 +226,7 @@ class Door(Engine):
         await self.person.step(op, tab, problem, epoch=epoch)
         return True
 
-    async def show_verify_page(self, op: SiteOperation, tab: Tab, verify: str, reason: CnkiError, epoch: int) -> None:
+    async def show_verify_page(self, op: OperationContext, tab: Tab, verify: str, reason: CnkiError, epoch: int) -> None:
         """A challenge that names its verify page: the work ``tab`` goes there (to come back to the search
         page once solved; never while a template capture drives it) and the person solves it."""
         async with self._template_lock:
@@ -234,6 +234,6 @@ class Door(Engine):
                 await self.browser.navigate(tab, with_return_url(verify, ADVANCED_SEARCH_URL), BOOTSTRAP_TIMEOUT)
         await self.person.step(op, tab, reason, epoch=epoch)
 
-    async def human_step(self, op: SiteOperation, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
+    async def human_step(self, op: OperationContext, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
         """``Person.step`` for ``tab``: the person clears the challenge or login prompt ``reason`` names."""
         await self.person.step(op, tab, reason, epoch=epoch)

@@ -28,13 +28,13 @@ import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.snapshots import save_snapshot
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import LIVE_PAGE_SCRIPT, PageState, inspect_live_page
 from cnki_mcp.site import page_io
 from cnki_mcp.site.browser import Browser, Tab
 from cnki_mcp.site.cdp import FetchResult
 from cnki_mcp.site.human import Person
 from cnki_mcp.site.limiter import Limiter
-from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.page_actions import CALL_TIMEOUT
 from cnki_mcp.site.remote import GATEWAY_LOGIN_URL, NoAnswer, gateway_session_ended, is_gateway_url
 
@@ -153,13 +153,13 @@ class Exchange(abc.ABC, Generic[T]):
     challenges = 3
 
     @abc.abstractmethod
-    async def build(self, op: SiteOperation) -> Request:
+    async def build(self, op: OperationContext) -> Request:
         """The request for this round (its tab made ready first)."""
 
     def recovered(self) -> None:
         """The engine dropped the cached tabs after a broken connection."""
 
-    async def turned_away(self, op: SiteOperation, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
+    async def turned_away(self, op: OperationContext, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
         """A request (or building it) raised ``exc``: what to do (None: it is raised)."""
         return None
 
@@ -174,7 +174,7 @@ class Exchange(abc.ABC, Generic[T]):
         """A problem that is not a challenge, before it is backed off from or raised."""
 
     async def challenge(
-        self, op: SiteOperation, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+        self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
     ) -> None:
         """Show a challenge in ``answer`` to the person; returns once it is cleared (then asked again)."""
         raise problem
@@ -189,11 +189,11 @@ class Exchange(abc.ABC, Generic[T]):
             note_snapshot(exc, await engine.snapshot(self.spec.name, answer.text, answer.url))
         return False
 
-    def accept(self, op: SiteOperation, value: T) -> T | Again:
+    def accept(self, op: OperationContext, value: T) -> T | Again:
         """The parsed value as the exchange's result, or ``AGAIN``."""
         return value
 
-    async def fallback(self, op: SiteOperation, last: CnkiError | None) -> T:
+    async def fallback(self, op: OperationContext, last: CnkiError | None) -> T:
         """Where a ``Fallback`` or the last round leads: by default the last problem stands."""
         assert last is not None
         raise last
@@ -249,7 +249,7 @@ class Engine(abc.ABC):
 
     # -- one exchange ------------------------------------------------------------------------
 
-    async def exchange(self, op: SiteOperation, ex: Exchange[T]) -> T:
+    async def exchange(self, op: OperationContext, ex: Exchange[T]) -> T:
         """Run ``ex``: build → fetch → classify → the person / back-off → parse → accept (see the module doc)."""
         attempts = Attempts(self)
         challenged = 0
@@ -303,7 +303,7 @@ class Engine(abc.ABC):
             pass
         return await ex.fallback(op, last)
 
-    async def _send(self, op: SiteOperation, asked: Request) -> FetchResult:
+    async def _send(self, op: OperationContext, asked: Request) -> FetchResult:
         if asked.load:
             async with self.request(op):
                 return await page_io.load_resource(self.browser, asked.tab, asked.url)
@@ -314,7 +314,7 @@ class Engine(abc.ABC):
     # -- budget, pacing, route -------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def request(self, op: SiteOperation) -> AsyncIterator[None]:
+    async def request(self, op: OperationContext) -> AsyncIterator[None]:
         """``async with engine.request(op): <one CNKI request>`` — charge, then a limiter slot."""
         op.charge()
 
@@ -325,7 +325,7 @@ class Engine(abc.ABC):
         async with self.limiter.slot(cancelled):
             yield
 
-    async def fetch(self, op: SiteOperation, tab: Tab, url: str, **options: Any) -> FetchResult:
+    async def fetch(self, op: OperationContext, tab: Tab, url: str, **options: Any) -> FetchResult:
         """One charged, paced ``fetch()`` from inside ``tab`` (same origin, the page's cookies).
 
         Through a gateway, a request that got no answer makes us look at the page: the gateway's login

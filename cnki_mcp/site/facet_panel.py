@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.facet_parse import FacetGroup, parse_facet_panel
 from cnki_mcp.site.cdp import FetchResult, Tab
 from cnki_mcp.site.door import Door
@@ -19,7 +20,6 @@ from cnki_mcp.site.exchange import CHALLENGE_CODES, Exchange, Request, Turn
 from cnki_mcp.site.facet_query import group_form, group_url, with_facets
 from cnki_mcp.site.grid_query import GridQuery, encode_form, rewrite_query_json
 from cnki_mcp.site.listings import Listings, Template
-from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.registry import FACETS
 
 PANEL_ATTEMPTS = 4
@@ -40,7 +40,7 @@ class PanelExchange(Exchange[dict[str, FacetGroup]]):
         self.template: Template | None = None
         self.query_json: dict[str, Any] = {}
 
-    async def build(self, op: SiteOperation) -> Request:
+    async def build(self, op: OperationContext) -> Request:
         door, query = self.panel.door, self.query
         self.tab = await door.work_tab()
         self.template = template = await self.panel.listings.template_for(op, query)
@@ -54,7 +54,7 @@ class PanelExchange(Exchange[dict[str, FacetGroup]]):
         form = group_form(template.form, self.query_json, self.idents)
         return Request(self.tab, group_url(template.url), "POST", encode_form(form), _HEADERS)
 
-    async def turned_away(self, op: SiteOperation, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
+    async def turned_away(self, op: OperationContext, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
         if exc.code not in CHALLENGE_CODES or final:
             return None
         # Turned away while the template was captured: the person answers on the work tab.
@@ -66,7 +66,7 @@ class PanelExchange(Exchange[dict[str, FacetGroup]]):
         self.panel.last_answer = (answer.text, answer.url)
 
     async def challenge(
-        self, op: SiteOperation, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+        self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
     ) -> None:
         if final:
             raise problem
@@ -87,6 +87,6 @@ class FacetPanel:
         self.listings = listings
         self.last_answer: tuple[str, str] = ("", "")
 
-    async def groups(self, op: SiteOperation, query: GridQuery, idents: Sequence[str]) -> dict[str, FacetGroup]:
+    async def groups(self, op: OperationContext, query: GridQuery, idents: Sequence[str]) -> dict[str, FacetGroup]:
         """The panel's groups ``idents`` of the listing ``query`` (its facet picks included)."""
         return await self.door.exchange(op, PanelExchange(self, query, idents))

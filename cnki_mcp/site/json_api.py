@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import challenge_url
 from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.cdp import FetchResult
 from cnki_mcp.site.door import Door
 from cnki_mcp.site.exchange import Exchange, Request
 from cnki_mcp.site.human import refuse_if_skipping
-from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.registry import API
 from cnki_mcp.site.remote import gateway_problem
 
@@ -37,11 +37,11 @@ class ApiExchange(Exchange[str]):
         self.url = url
         self.context_url = context_url
 
-    async def build(self, op: SiteOperation) -> Request:
+    async def build(self, op: OperationContext) -> Request:
         return Request(await self.api.door.site_tab(op), self.url, headers=API_HEADERS)
 
     async def challenge(
-        self, op: SiteOperation, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+        self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
     ) -> None:
         await self.api.challenge(op, problem, answer.url, answer.text, self.context_url, epoch)
 
@@ -55,7 +55,7 @@ class JsonApi:
     def __init__(self, door: Door) -> None:
         self.door = door
 
-    async def get(self, op: SiteOperation, url: str, context_url: str) -> str:
+    async def get(self, op: OperationContext, url: str, context_url: str) -> str:
         """One charged, paced GET of a CNKI JSON API from inside the work tab; the answer's body.
 
         Challenges are handled like the grid's: the JSON ``{"code":-403,"message":<verify page>}`` (HTTP
@@ -67,7 +67,7 @@ class JsonApi:
         return await self.door.exchange(op, ApiExchange(self, url, context_url))
 
     async def challenge(
-        self, op: SiteOperation, problem: CnkiError, response_url: str, body: str, context_url: str, epoch: int
+        self, op: OperationContext, problem: CnkiError, response_url: str, body: str, context_url: str, epoch: int
     ) -> None:
         """Show an API's challenge to the person (see ``get``); returns once it is cleared."""
         refuse_if_skipping(op, problem)
@@ -82,7 +82,7 @@ class JsonApi:
             return
         await self.show_context(op, problem, context_url, epoch)
 
-    async def show_context(self, op: SiteOperation, problem: CnkiError, url: str, epoch: int) -> None:
+    async def show_context(self, op: OperationContext, problem: CnkiError, url: str, epoch: int) -> None:
         """A challenge with no page of its own (a decoy answer …): ``url`` in a new tab, handed to the person."""
         refuse_if_skipping(op, problem)
         if epoch != self.door.person.epoch or not is_site_url(url):

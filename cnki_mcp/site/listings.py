@@ -33,6 +33,7 @@ from cnki_mcp.core.identity import fingerprint
 from cnki_mcp.core.model import Paper
 from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.core.text import title_key
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import challenge_url
 from cnki_mcp.pages.parse import GridPage, parse_grid
 from cnki_mcp.pages.urls import is_site_url
@@ -67,7 +68,6 @@ from cnki_mcp.site.grid_query import (
     with_site_echo,
 )
 from cnki_mcp.site.human import refuse_if_skipping
-from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.page_actions import js_call
 from cnki_mcp.site.registry import GRID
 from cnki_mcp.site.remote import gateway_problem
@@ -248,7 +248,7 @@ def filter_years(page: GridPage, year_from: int, year_to: int) -> GridPage:
     return msgspec.structs.replace(page, rows=rows)
 
 
-def _can_wait(op: SiteOperation, seconds: float) -> bool:
+def _can_wait(op: OperationContext, seconds: float) -> bool:
     """Whether the operation's time and requests leave room for a wait and the request after it."""
     time_left = op.remaining_seconds()
     requests_left = op.remaining_requests()
@@ -286,7 +286,7 @@ class GridExchange(Exchange[GridPage]):
         self.template: Template | None = None
         self.query_json: dict[str, Any] = {}
 
-    async def build(self, op: SiteOperation) -> Request:
+    async def build(self, op: OperationContext) -> Request:
         listings, query, page = self.listings, self.query, self.page
         listing = listings._listings.get(self.key)
         self.tab = await listings.door.work_tab()  # first: a replaced work tab drops the template
@@ -307,7 +307,7 @@ class GridExchange(Exchange[GridPage]):
         )
         return Request(self.tab, listing_url(template.url, query), "POST", encode_form(form), _GRID_HEADERS)
 
-    async def turned_away(self, op: SiteOperation, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
+    async def turned_away(self, op: OperationContext, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
         if final or self.tab is None:
             return None
         door = self.listings.door
@@ -332,7 +332,7 @@ class GridExchange(Exchange[GridPage]):
             self.listings._throttled()
 
     async def challenge(
-        self, op: SiteOperation, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+        self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
     ) -> None:
         if final:
             raise problem  # no retry would follow the person's work
@@ -359,7 +359,7 @@ class GridExchange(Exchange[GridPage]):
             note_snapshot(exc, await engine.snapshot("grid", answer.text, answer.url))
         return False
 
-    def accept(self, op: SiteOperation, value: GridPage) -> GridPage | Again:
+    def accept(self, op: OperationContext, value: GridPage) -> GridPage | Again:
         page, shown = self.page, value.sort_shown
         if page == 1 and shown and shown != self.wanted_sort and not self.sort_asked:
             self.sort_asked = True  # ask the way the page's own sort links do
@@ -433,7 +433,7 @@ class Listings:
 
     # -- the search template -----------------------------------------------------------------
 
-    async def _ensure_template(self, op: SiteOperation, anchor: str) -> Template:
+    async def _ensure_template(self, op: OperationContext, anchor: str) -> Template:
         template = self._template
         if template is not None and template.generation == self.door.browser.connection_generation:
             return template
@@ -449,7 +449,7 @@ class Listings:
                 raise
             return self._template
 
-    async def _capture(self, op: SiteOperation, anchor: str) -> Template:
+    async def _capture(self, op: OperationContext, anchor: str) -> Template:
         tab = await self.door.work_tab()
         async with self.door.request(op):
             await self.door.browser.navigate(tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
@@ -491,20 +491,20 @@ class Listings:
         form = parse_form(str(captured.get("body") or ""))
         return Template(url=url, form=form, query_json=template_query_json(form), generation=self.door.generation)
 
-    async def fresh_template(self, op: SiteOperation, anchor: str) -> dict[str, Any]:
+    async def fresh_template(self, op: OperationContext, anchor: str) -> dict[str, Any]:
         """The search template captured anew from the advanced-search page (the field check): where it
         posts, its form fields and the QueryJson keys the page sent."""
         self._template = None
         template = await self._ensure_template(op, anchor)
         return {"url": template.url, "fields": sorted(template.form), "query_json": sorted(template.query_json)}
 
-    async def template_for(self, op: SiteOperation, query: GridQuery) -> Template:
+    async def template_for(self, op: OperationContext, query: GridQuery) -> Template:
         """The search template a request for ``query`` starts from (captured when there is none): the
         facet panel posts beside the grid with it."""
         return await self._ensure_template(op, anchor_of(query.branches))
 
     async def show_challenge(
-        self, op: SiteOperation, problem: CnkiError, response_url: str, body: str, template: Template,
+        self, op: OperationContext, problem: CnkiError, response_url: str, body: str, template: Template,
         query_json: dict[str, Any], epoch: int,
     ) -> None:
         """A challenge in an answer to a request posted beside the grid, shown to the person as the grid's are."""
@@ -512,7 +512,7 @@ class Listings:
 
     # -- the result grid ------------------------------------------------------------------------
 
-    async def page(self, op: SiteOperation, query: GridQuery, page: int) -> GridPage:
+    async def page(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
         """One page of a listing. Pages after the first need page 1's cursor: fetched first when missing."""
         if page < 1:
             raise ValueError("pages start at 1")
@@ -535,7 +535,7 @@ class Listings:
             view=page.view or (known.view if known else ""),
         )
 
-    async def _grid_page(self, op: SiteOperation, query: GridQuery, page: int, key: str) -> GridPage:
+    async def _grid_page(self, op: OperationContext, query: GridQuery, page: int, key: str) -> GridPage:
         """One page, with CNKI's empty shell (抱歉，暂无数据，请稍后重试) told apart from a real zero.
 
         The site answers both a real zero and throttling with that shell, also beside a toolbar 共找到 0
@@ -560,7 +560,7 @@ class Listings:
             await self._pause(op, wait, {"page": page, "wait_seconds": wait, "waited_seconds": waited})
             waited += wait
 
-    async def _site_answers(self, op: SiteOperation) -> bool:
+    async def _site_answers(self, op: OperationContext) -> bool:
         """Whether CNKI lists rows for a query that always has some (the control of an empty page 1).
 
         One control answer stands for ``control_reuse`` seconds; listings asking at once share one request.
@@ -581,7 +581,7 @@ class Listings:
         """The site was seen throttling: an earlier control answer no longer says it is answering."""
         self._control_answered = None
 
-    async def _pause(self, op: SiteOperation, seconds: float, progress: dict[str, Any]) -> None:
+    async def _pause(self, op: OperationContext, seconds: float, progress: dict[str, Any]) -> None:
         """Wait out a throttled site, shown as its own stage; a cancel ends the wait at once."""
         self.door.limiter.slow()
         with op.stage_while("waiting_for_site", progress):
@@ -602,14 +602,14 @@ class Listings:
             details=details,
         )
 
-    async def _grid_request(self, op: SiteOperation, query: GridQuery, page: int, key: str) -> GridPage:
+    async def _grid_request(self, op: OperationContext, query: GridQuery, page: int, key: str) -> GridPage:
         """Ask for one grid page (``GridExchange``); the bare empty shell is raised as ``_EmptyShell`` for
         ``_grid_page`` to judge."""
         return await self.door.exchange(op, GridExchange(self, query, page, key))
 
     async def _grid_challenge(
         self,
-        op: SiteOperation,
+        op: OperationContext,
         problem: CnkiError,
         response_url: str,
         body: str,
@@ -665,7 +665,7 @@ class Listings:
     # -- title location ------------------------------------------------------------------------
 
     async def locate(
-        self, op: SiteOperation, titles: list[str], related: Callable[[str, str], bool] | None = None
+        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
     ) -> dict[str, list[Paper]]:
         """Up to 10 titles in one exact-title grid request; rows grouped under the given titles.
 

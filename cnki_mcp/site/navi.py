@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.navi_parse import NAVI_HOME
 from cnki_mcp.pages.page_state import challenge_url
 from cnki_mcp.pages.urls import is_site_url
@@ -27,7 +28,6 @@ from cnki_mcp.site.cdp import FetchResult
 from cnki_mcp.site.door import Door, with_return_url
 from cnki_mcp.site.exchange import Exchange, Observation, Request, Spec, note_snapshot
 from cnki_mcp.site.human import refuse_if_skipping
-from cnki_mcp.site.operation import SiteOperation
 
 T = TypeVar("T")
 
@@ -56,7 +56,7 @@ class FragmentExchange(Exchange[T]):
         self.parser = parse
         self.spec = spec
 
-    async def build(self, op: SiteOperation) -> Request:
+    async def build(self, op: OperationContext) -> Request:
         if self.page_url or not self.navi.shown:
             await self.navi.page(op, self.page_url or NAVI_HOME, lambda _html, _url: True, self.spec.name)
         self.tab = await self.navi.tab()
@@ -66,7 +66,7 @@ class FragmentExchange(Exchange[T]):
         self.navi.forget_tab()
 
     async def challenge(
-        self, op: SiteOperation, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+        self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
     ) -> None:
         await self.navi.challenge(op, self.tab, problem, answer.url, answer.text, self.page_url or NAVI_HOME, epoch)
 
@@ -101,7 +101,7 @@ class Navi:
         assert self._tab is not None
         return self._tab
 
-    async def page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def page(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """The navi page ``url`` in the navi tab (navigated unless it shows it already), parsed by ``parse``."""
         if not is_site_url(url):
             raise CnkiError("LOCATOR_EXPIRED", "期刊入口不是知网地址，未访问。", details={"kind": kind})
@@ -128,7 +128,7 @@ class Navi:
             return value
 
     async def post(
-        self, op: SiteOperation, page_url: str, url: str, form: str, parse: Callable[[str, str], T], spec: Spec
+        self, op: OperationContext, page_url: str, url: str, form: str, parse: Callable[[str, str], T], spec: Spec
     ) -> T:
         """One fragment: ``form`` POSTed to ``url`` from the navi tab showing ``page_url`` (any navi page when
         it is "": the one the tab shows, else the navi home), parsed by ``parse``; ``spec`` is the fragment's
@@ -136,7 +136,7 @@ class Navi:
         return await self.door.exchange(op, FragmentExchange(self, page_url, url, form, parse, spec))
 
     async def challenge(
-        self, op: SiteOperation, tab: Tab, problem: CnkiError, response_url: str, body: str, page_url: str, epoch: int
+        self, op: OperationContext, tab: Tab, problem: CnkiError, response_url: str, body: str, page_url: str, epoch: int
     ) -> None:
         """A fragment's challenge shown to the person on the navi tab; it then goes back to ``page_url``."""
         refuse_if_skipping(op, problem)

@@ -24,6 +24,7 @@ import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper, Quality
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.pages.parse import GridPage, check_identity, parse_detail, parse_journal
 from cnki_mcp.pages.urls import is_site_url
@@ -46,7 +47,6 @@ from cnki_mcp.site.json_api import JsonApi
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.listings import Listings
 from cnki_mcp.site.navi import Navi
-from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.registry import DETAIL, REGISTRY
 
 log = logging.getLogger(__name__)
@@ -92,10 +92,10 @@ class PageExchange(Exchange[T]):
         self.kind = kind
         self.spec = REGISTRY.get(kind, DETAIL)
 
-    async def build(self, op: SiteOperation) -> Request:
+    async def build(self, op: OperationContext) -> Request:
         return Request(await self.site.site_tab(op), self.url, load=True)
 
-    async def turned_away(self, op: SiteOperation, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
+    async def turned_away(self, op: OperationContext, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
         # The rendered tab is one more try before a network failure stands.
         return "fallback" if exc.code in _RENDER_AGAIN_CODES else None
 
@@ -103,7 +103,7 @@ class PageExchange(Exchange[T]):
         return self.spec.classify(msgspec.structs.replace(answer, url=self.url))
 
     async def challenge(
-        self, op: SiteOperation, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+        self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
     ) -> None:
         raise Fallback
 
@@ -116,7 +116,7 @@ class PageExchange(Exchange[T]):
         log.debug("%s page needs rendering: %s", self.kind, exc.message)
         raise Fallback
 
-    async def fallback(self, op: SiteOperation, last: CnkiError | None) -> T:
+    async def fallback(self, op: OperationContext, last: CnkiError | None) -> T:
         return await self.site.render_page(op, self.url, self.parser, self.kind)
 
 
@@ -136,27 +136,27 @@ class Site(Door):
 
     # -- listings ----------------------------------------------------------------------------
 
-    async def grid(self, op: SiteOperation, query: GridQuery, page: int) -> GridPage:
+    async def grid(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
         """One page (1-based) of a listing; see ``listings.Listings.page``."""
         return await self.listings.page(op, query, page)
 
     async def locate(
-        self, op: SiteOperation, titles: list[str], related: Callable[[str, str], bool] | None = None
+        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
     ) -> dict[str, list[Paper]]:
         """Up to 10 titles in one exact-title grid request; see ``listings.Listings.locate``."""
         return await self.listings.locate(op, titles, related)
 
-    async def facet_panel(self, op: SiteOperation, query: GridQuery, idents: list[str]) -> dict[str, FacetGroup]:
+    async def facet_panel(self, op: OperationContext, query: GridQuery, idents: list[str]) -> dict[str, FacetGroup]:
         """The left facet panel's groups ``idents`` of a listing; see ``facet_panel.FacetPanel.groups``."""
         return await self.panel.groups(op, query, idents)
 
     # -- JSON APIs -------------------------------------------------------------------------------
 
-    async def api_get(self, op: SiteOperation, url: str, context_url: str) -> str:
+    async def api_get(self, op: OperationContext, url: str, context_url: str) -> str:
         """One GET of a CNKI JSON API from inside the work tab; see ``json_api.JsonApi.get``."""
         return await self.api.get(op, url, context_url)
 
-    async def show_decoy(self, op: SiteOperation, problem: CnkiError, context_url: str, epoch: int) -> None:
+    async def show_decoy(self, op: OperationContext, problem: CnkiError, context_url: str, epoch: int) -> None:
         """An API answer that cannot be the paper's data (a decoy): slow down, and show the person
         ``context_url`` (the paper's detail page) in a tab of its own; see ``JsonApi.show_context``."""
         self.limiter.slow()
@@ -164,7 +164,7 @@ class Site(Door):
 
     # -- detail and journal pages -------------------------------------------------------------
 
-    async def detail(self, op: SiteOperation, paper: Paper) -> Paper:
+    async def detail(self, op: OperationContext, paper: Paper) -> Paper:
         """The paper's detail page at its locator, parsed and bound to it; always fetched.
 
         Locating a paper without a link, and relocating once after a failed load, is the caller's
@@ -175,29 +175,29 @@ class Site(Door):
             raise CnkiError("DOCUMENT_NOT_FOUND", "这条记录没有知网入口，需要先按题名定位。", details={"title": paper.title})
         return await self._detail_at(op, paper, locator)
 
-    async def _detail_at(self, op: SiteOperation, paper: Paper, locator: str) -> Paper:
+    async def _detail_at(self, op: OperationContext, paper: Paper, locator: str) -> Paper:
         def parse(html: str, url: str) -> Paper:
             return bind_detail(paper, parse_detail(html, url), url)
 
         return await self._load(op, locator, parse, "detail")
 
-    async def journal(self, op: SiteOperation, paper: Paper) -> Quality:
+    async def journal(self, op: OperationContext, paper: Paper) -> Quality:
         """Quality evidence from the paper's journal page (``paper.source_url``), bound to its source."""
         if not paper.source_url:
             raise CnkiError("SOURCE_LOCATOR_MISSING", "详情页没有期刊链接", details={"source": paper.source})
         return await self._load(op, paper.source_url, lambda html, url: parse_journal(html, url, paper.source), "journal")
 
-    async def read(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def read(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """Any CNKI page read the way detail and journal pages are, with the caller's ``parse(html, url)``
         (the field check keeps what it saw)."""
         return await self._load(op, url, parse, kind)
 
-    async def navi_page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def navi_page(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """A navi.cnki.net page shown in the navi tab, parsed; see ``navi.Navi.page``."""
         return await self.navi.page(op, url, parse, kind)
 
     async def navi_post(
-        self, op: SiteOperation, page_url: str, url: str, form: str, parse: Callable[[str, str], T], kind: str
+        self, op: OperationContext, page_url: str, url: str, form: str, parse: Callable[[str, str], T], kind: str
     ) -> T:
         """A navi fragment POSTed from the navi tab on ``page_url``, parsed; see ``navi.Navi.post``. ``kind``
         names its registry entry (``registry.NAVI_YEARS`` …)."""
@@ -207,13 +207,13 @@ class Site(Door):
         """What the dedicated browser reports itself as (``Chrome/131.0…``); "" when it cannot say."""
         return await self.browser.version()
 
-    async def _load(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def _load(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """Read a page through Chrome's network stack; render it in a tab when that is not enough."""
         if not is_site_url(url):
             raise CnkiError("LOCATOR_EXPIRED", "文献入口不是知网地址，未访问。", details={"kind": kind})
         return await self.exchange(op, PageExchange(self, url, parse, kind))
 
-    async def render_page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def render_page(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """The render fallback: load in the shared render tab and parse the live DOM until it works."""
         async with self._render_lock:
             tab = await self.render_tab()
@@ -250,13 +250,13 @@ class Site(Door):
         await self.browser.close_tab(tab, with_popups=with_popups)
 
     async def navigate(
-        self, op: SiteOperation, tab: Tab, url: str, timeout: float, *, until: str = "ready"
+        self, op: OperationContext, tab: Tab, url: str, timeout: float, *, until: str = "ready"
     ) -> NavigationResult:
         """One charged, paced navigation of ``tab``."""
         async with self.request(op):
             return await self.browser.navigate(tab, url, timeout, until=until)
 
-    async def click(self, op: SiteOperation, tab: Tab, selector: str, timeout: float, *, text: str | None = None) -> bool:
+    async def click(self, op: OperationContext, tab: Tab, selector: str, timeout: float, *, text: str | None = None) -> bool:
         """One charged, paced click on the first visible ``selector`` (whose text matches ``text``)."""
         async with self.request(op):
             return await self.browser.click(tab, selector, timeout, text=text)
