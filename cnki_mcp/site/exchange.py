@@ -106,7 +106,7 @@ class Request(msgspec.Struct):
     load: bool = False
 
 
-class Fallback(Exception):  # noqa: N818 - a signal, not an error
+class Fallback(Exception):
     """Raised by an exchange's hook: stop asking and give the exchange's ``fallback`` the answer."""
 
 

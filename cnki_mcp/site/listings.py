@@ -4,7 +4,9 @@ A listing is asked for with an in-page ``fetch()`` POST of ``kns8s/brief/grid`` 
 with a form template captured once per browser from a real click on the advanced-search page (the
 page's own request, whatever fields it carries), its QueryJson rewritten for each listing, page and
 sort. Pages after the first carry the paging cursor (``#hidTurnPage``) and the ``Products``/``View``
-that page 1's answer echoed, as the result page's own script does.
+that page 1's answer echoed, as the result page's own script does. Each page is an exchange
+(``GridExchange``, registry entry ``registry.GRID``) the door's engine runs; the template, the cursors and
+the control's answer are dropped when the door's ``pages`` or ``generation`` moves on.
 
 CNKI's empty shell (抱歉，暂无数据，请稍后重试, bare or beside a toolbar 共找到 0 条结果) answers both a real
 zero and throttling: on page 2 or later no empty answer, whatever it says, is the end of a listing; on
