@@ -5,9 +5,9 @@ The fragments answer POSTs from a navi page only (``X-Requested-With``, a navi R
 ``time`` token), so one tab of the dedicated browser is kept on navi.cnki.net: it is navigated to the
 navi home or the journal's page when it is not already there (one charged, paced request, its challenges
 handed to the person while the page is awaited), and the fragments are fetched from inside it, each an
-exchange the engine runs (charged, paced, routed) with its registry entry (``registry.NAVI_SEARCH`` …); its answer is judged by the entry's classification: a
-redirect away from CNKI is raised, a rate limit or a 5xx backs off, a challenge (a verify redirect, the
--403 JSON) is shown to the person on the navi tab, which then goes back to the page it was on, and the
+exchange the engine runs (charged, paced, routed) with its registry entry (``registry.NAVI_SEARCH`` …);
+its answer is judged by the entry's classification: a redirect away from CNKI is raised, a rate limit or
+a 5xx backs off, a challenge (a verify redirect, the -403 JSON) is shown to the person on the navi tab, which then goes back to the page it was on, and the
 fragment is asked again (a third challenge is VERIFICATION_REPEATED). A fragment that cannot be parsed
 leaves a snapshot.
 """

@@ -1,10 +1,11 @@
 """CNKI access through the dedicated browser: the one door every module reaches CNKI by.
 
-``Site`` is the ``door.Door`` (requests charged and paced, tabs, snapshots, live pages, the person) with
-what is read through it on top: result listings (``listings.Listings``), CNKI's JSON APIs
-(``json_api.JsonApi``), and detail and journal pages, read through Chrome's network stack from the
-work tab (first-party cookies go along), with a rendered-tab fallback; a page that cannot be parsed
-leaves a redacted snapshot. The reader, downloads and login open and drive their own tabs through the
+``Site`` is the ``door.Door`` (the exchange engine: requests charged, paced and routed, answers classified,
+the person, back-off, snapshots; with the tabs and live pages) with what is read through it on top: result
+listings (``listings.Listings``), facet panels, CNKI's JSON APIs (``json_api.JsonApi``), navi pages, and
+detail and journal pages (``PageExchange``), read through Chrome's network stack from the work tab
+(first-party cookies go along), with a rendered-tab fallback; a page that cannot be parsed leaves a
+redacted snapshot. The reader, downloads and login open and drive their own tabs through the
 tab operations at the end.
 
 A browser that died stays dead until ``recover`` (``operation_control recover``): reads then say
@@ -100,6 +101,7 @@ class PageExchange(Exchange[T]):
         return "fallback" if exc.code in _RENDER_AGAIN_CODES else None
 
     def classify(self, answer: FetchResult) -> CnkiError | None:
+        # Judged at the URL asked for: a load shows no redirect, only a gateway's login changes its URL.
         return self.spec.classify(msgspec.structs.replace(answer, url=self.url))
 
     async def challenge(
