@@ -29,7 +29,7 @@ import msgspec
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.snapshots import save_snapshot
 from cnki_mcp.ops.jobs import OperationContext
-from cnki_mcp.pages.page_state import LIVE_PAGE_SCRIPT, PageState, inspect_live_page
+from cnki_mcp.pages.page_state import LIVE_PAGE_SCRIPT, PageState, challenge_url, inspect_live_page
 from cnki_mcp.site import page_io
 from cnki_mcp.site.browser import Browser, Tab
 from cnki_mcp.site.cdp import FetchResult
@@ -66,6 +66,11 @@ def note_snapshot(error: CnkiError, name: str) -> CnkiError:
     if name:
         error.details = {**(error.details if isinstance(error.details, dict) else {}), "snapshot": name}
     return error
+
+
+def verify_page(response_url: str, body: str) -> str:
+    """The verify page a challenge answer names (the -403 JSON's message) or was redirected to; "" when none."""
+    return challenge_url(body) or (response_url if "/verify/" in response_url.lower() else "")
 
 
 class Observation(msgspec.Struct):

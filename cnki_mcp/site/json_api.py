@@ -11,11 +11,10 @@ import contextlib
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.ops.jobs import OperationContext
-from cnki_mcp.pages.page_state import challenge_url
 from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.cdp import FetchResult
 from cnki_mcp.site.door import Door
-from cnki_mcp.site.exchange import Exchange, Request
+from cnki_mcp.site.exchange import Exchange, Request, verify_page
 from cnki_mcp.site.human import refuse_if_skipping
 from cnki_mcp.site.registry import API
 from cnki_mcp.site.remote import gateway_problem
@@ -73,7 +72,7 @@ class JsonApi:
         refuse_if_skipping(op, problem)
         if epoch != self.door.person.epoch:
             return  # solved by someone else meanwhile
-        verify = challenge_url(body) or (response_url if "/verify/" in response_url.lower() else "")
+        verify = verify_page(response_url, body)
         if gateway_problem(problem):  # the gateway's own login or challenge: shown on the work tab
             await self.door.person.step(op, await self.door.work_tab(), problem, epoch=epoch)
             return

@@ -21,12 +21,11 @@ from typing import TypeVar
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.navi_parse import NAVI_HOME
-from cnki_mcp.pages.page_state import challenge_url
 from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.browser import Tab
 from cnki_mcp.site.cdp import FetchResult
 from cnki_mcp.site.door import Door, with_return_url
-from cnki_mcp.site.exchange import Exchange, Observation, Request, Spec, note_snapshot
+from cnki_mcp.site.exchange import Exchange, Observation, Request, Spec, note_snapshot, verify_page
 from cnki_mcp.site.human import refuse_if_skipping
 
 T = TypeVar("T")
@@ -142,7 +141,7 @@ class Navi:
         refuse_if_skipping(op, problem)
         if epoch != self.door.person.epoch:
             return  # solved by someone else meanwhile
-        verify = challenge_url(body) or (response_url if "/verify/" in response_url.lower() else "")
+        verify = verify_page(response_url, body)
         async with self._lock:
             self._page = ""
             if verify and is_site_url(verify):
