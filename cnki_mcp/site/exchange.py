@@ -184,9 +184,11 @@ class Exchange(abc.ABC, Generic[T]):
         """Show a challenge in ``answer`` to the person; returns once it is cleared (then asked again)."""
         raise problem
 
-    @abc.abstractmethod
     def parse(self, answer: FetchResult) -> T:
-        """The data of an answer classified as data (run off the event loop)."""
+        """The data of an answer classified as data (run off the event loop): by default its registry
+        entry's parser, the one its samples are tested with."""
+        value: T = self.spec.parse(answer.text, answer.url)
+        return value
 
     async def unparsed(self, engine: Engine, exc: CnkiError, answer: FetchResult, final: bool) -> bool:
         """``parse`` raised ``exc``: True to ask again; else it is raised, with a snapshot when unknown."""

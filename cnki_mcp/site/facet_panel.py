@@ -13,7 +13,7 @@ from typing import Any
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.ops.jobs import OperationContext
-from cnki_mcp.pages.facet_parse import FacetGroup, parse_facet_panel
+from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.site.cdp import FetchResult, Tab
 from cnki_mcp.site.door import Door
 from cnki_mcp.site.exchange import CHALLENGE_CODES, Exchange, Request, Turn
@@ -74,9 +74,6 @@ class PanelExchange(Exchange[dict[str, FacetGroup]]):
         await self.panel.listings.show_challenge(
             op, problem, answer.url, answer.text, self.template, self.query_json, epoch
         )
-
-    def parse(self, answer: FetchResult) -> dict[str, FacetGroup]:
-        return parse_facet_panel(answer.text)
 
 
 class FacetPanel:

@@ -44,9 +44,6 @@ class ApiExchange(Exchange[str]):
     ) -> None:
         await self.api.challenge(op, problem, answer.url, answer.text, self.context_url, epoch)
 
-    def parse(self, answer: FetchResult) -> str:
-        return answer.text
-
 
 class JsonApi:
     """GETs of CNKI's JSON APIs for every operation of this process."""

@@ -37,7 +37,7 @@ from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.core.text import title_key
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import challenge_url
-from cnki_mcp.pages.parse import GridPage, parse_grid
+from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.browser import Tab
 from cnki_mcp.site.cdp import FetchResult
@@ -345,7 +345,7 @@ class GridExchange(Exchange[GridPage]):
         self.solved = True
 
     def parse(self, answer: FetchResult) -> GridPage:
-        parsed = parse_grid(answer.text, answer.url)
+        parsed = super().parse(answer)
         if self.page > 1 and not parsed.rows:
             # A later page of a listing whose page 1 had rows: even a stated zero here is no end.
             raise _EmptyShell(answer.text, answer.url)
