@@ -27,6 +27,7 @@ import pytest_asyncio
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site import chrome as chrome_module
+from cnki_mcp.site import page_io
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.cdp import PageScriptError
 from cnki_mcp.site.chrome import clear_stale_profile, env_browser_args, launch_arguments
@@ -248,21 +249,21 @@ async def test_navigate_evaluate_and_fetch(shared: Browser) -> None:
     try:
         page = await shared.navigate(tab, "https://kns.cnki.net/")
         assert (page.status, page.url) == (200, "https://kns.cnki.net/")
-        assert await shared.evaluate(tab, "({title: document.title, n: 0, none: undefined, list: [1, '二']})") == {
+        assert await page_io.evaluate(shared, tab, "({title: document.title, n: 0, none: undefined, list: [1, '二']})") == {
             "title": "首页",
             "n": 0,
             "list": [1, "二"],
         }
-        assert await shared.evaluate(tab, "new Promise(r => setTimeout(() => r(false), 10))") is False
-        assert await shared.evaluate(tab, "undefined") is None
-        assert "HeadlessChrome" not in await shared.evaluate(tab, "navigator.userAgent")
+        assert await page_io.evaluate(shared, tab, "new Promise(r => setTimeout(() => r(false), 10))") is False
+        assert await page_io.evaluate(shared, tab, "undefined") is None
+        assert "HeadlessChrome" not in await page_io.evaluate(shared, tab, "navigator.userAgent")
         assert "你好，知网" in await shared.page_html(tab)
         assert (await shared.screenshot(tab)).startswith(b"\x89PNG")
         with pytest.raises(PageScriptError) as script:
-            await shared.evaluate(tab, "null.boom")
+            await page_io.evaluate(shared, tab, "null.boom")
         assert "TypeError" in script.value.description
 
-        posted = await shared.fetch_in_page(
+        posted = await page_io.fetch_in_page(shared,
             tab,
             "/grid",
             method="POST",
@@ -274,20 +275,20 @@ async def test_navigate_evaluate_and_fetch(shared: Browser) -> None:
         assert echo["body"] == "QueryJson=%7B%7D&pageNum=2"
         assert echo["cookie"] == "SID=s1" and echo["referer"] == "https://kns.cnki.net/"
         with pytest.raises(CnkiError) as failed:
-            await shared.fetch_in_page(tab, "https://127.0.0.1:9/", timeout=5)
+            await page_io.fetch_in_page(shared, tab, "https://127.0.0.1:9/", timeout=5)
         assert failed.value.code == "RESOURCE_FAILED"
 
         # Another mapped host, loaded through the network stack without rendering.
-        other = await shared.load_resource(tab, "https://navi.cnki.net/host")
+        other = await page_io.load_resource(shared, tab, "https://navi.cnki.net/host")
         assert other.status == 200 and "navi.cnki.net" in other.text
         missing = await shared.navigate(tab, "https://kns.cnki.net/nothing")
         assert missing.status == 404
 
         with pytest.raises(CnkiError) as waited:
-            await shared.wait_for(tab, "document.querySelector('#never')", 0.3)
+            await page_io.wait_for(shared, tab, "document.querySelector('#never')", 0.3)
         assert waited.value.code == "CONTENT_NOT_READY"
         with pytest.raises(CnkiError) as hung:
-            await shared.evaluate(tab, "new Promise(() => {})", 0.3)
+            await page_io.evaluate(shared, tab, "new Promise(() => {})", 0.3)
         assert hung.value.code == "BROWSER_UNAVAILABLE"
     finally:
         await shared.close_tab(tab)
@@ -303,15 +304,15 @@ async def test_click_new_tab_download_and_windows(shared: Browser, tmp_path: Pat
         assert await shared.click(tab, "a", text="打开新页", timeout=2)
         popup = await shared.wait_new_tab(tab, 5)
         assert popup is not None and popup.opener_id == tab.target_id
-        assert await shared.wait_for(popup, "document.body && document.body.innerText", 5) == "弹出的页面"
+        assert await page_io.wait_for(shared, popup, "document.body && document.body.innerText", 5) == "弹出的页面"
         assert [p.target_id for p in await shared.popups(tab)] == [popup.target_id]
-        await shared.evaluate(popup, "setTimeout(() => window.close(), 0), 1")
+        await page_io.evaluate(shared, popup, "setTimeout(() => window.close(), 0), 1")
         deadline = time.monotonic() + 5
         while not popup.closed and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert popup.closed and await shared.popups(tab) == []
         with pytest.raises(CnkiError):
-            await shared.evaluate(popup, "1")
+            await page_io.evaluate(shared, popup, "1")
 
         incoming = tmp_path / "incoming"
         await shared.set_download_dir(incoming)
@@ -344,7 +345,7 @@ async def test_killed_browser_is_unavailable_until_reset(site: int, tmp_path: Pa
         assert first_pid is not None
         psutil.Process(first_pid).kill()
         with pytest.raises(CnkiError) as dead:
-            await browser.evaluate(tab, "1")
+            await page_io.evaluate(browser, tab, "1")
         assert dead.value.code == "BROWSER_UNAVAILABLE"
         deadline = time.monotonic() + 5
         while browser.running and time.monotonic() < deadline:
@@ -358,7 +359,7 @@ async def test_killed_browser_is_unavailable_until_reset(site: int, tmp_path: Pa
         await browser.ensure()
         assert browser.connection_generation == 2 and browser.process_id != first_pid
         with pytest.raises(CnkiError) as stale:
-            await browser.evaluate(tab, "1")
+            await page_io.evaluate(browser, tab, "1")
         assert stale.value.code == "BROWSER_UNAVAILABLE"
         fresh = await browser.new_tab()
         assert (await browser.navigate(fresh, "https://kns.cnki.net/")).status == 200

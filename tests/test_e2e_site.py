@@ -501,7 +501,7 @@ async def test_login_wall_on_a_detail_page_is_handed_to_a_person(env: Env, kns: 
     tab = env.site.person.page(job.record.operation_id)
     assert tab is not None and "login.cnki.net" in tab.url
     # the person types an account and submits the site's own form
-    await env.site.browser.evaluate(
+    await env.site.evaluate(
         tab, "document.querySelector('#TextBoxUserName').value = 'reader', document.querySelector('#loginForm').submit(), true"
     )
     await asyncio.wait_for(job.done.wait(), 30)
@@ -531,9 +531,9 @@ async def test_login_polls_the_tabs_and_session_refresh_reads_the_header(env: En
     tab = env.site.person.page(job.record.operation_id)
     assert tab is not None
     # the person follows the header's 个人登录 link and logs in; the poll sees the header change
-    await env.site.browser.evaluate(tab, "location.href = document.querySelector('.ecp_header_personal_loginbg').href, true")
-    await env.site.browser.wait_for(tab, "!!document.querySelector('#loginForm')", 10)
-    await env.site.browser.evaluate(tab, "document.querySelector('#loginForm').submit(), true")
+    await env.site.evaluate(tab, "location.href = document.querySelector('.ecp_header_personal_loginbg').href, true")
+    await env.site.wait_for(tab, "!!document.querySelector('#loginForm')", 10)
+    await env.site.evaluate(tab, "document.querySelector('#loginForm').submit(), true")
     await asyncio.wait_for(job.done.wait(), 30)
     assert job.record.status == "completed", job.record.errors
     assert job.record.result["personal"] == "authenticated" and job.record.result["institution"] == "not_observed"

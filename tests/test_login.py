@@ -58,7 +58,7 @@ class Pages:
         self.pages = pages
         self.running = True
 
-    async def evaluate(self, tab: Any, expression: str, timeout: float = 10.0) -> Any:
+    async def _evaluate(self, tab: Any, expression: str, timeout: float = 10.0) -> Any:
         html = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
         return {"url": tab.url, "ready": True, "complete": True, "pending": False, "condition": True, "html": html}
 

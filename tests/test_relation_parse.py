@@ -104,7 +104,7 @@ def test_links_in_the_citation_graph_are_evidence() -> None:
 
 
 def test_a_list_is_not_taken_for_a_challenge_or_a_decoy_for_its_words_or_its_length() -> None:
-    from cnki_mcp.site.json_api import plain_data
+    from cnki_mcp.site.registry import plain_data
 
     words = body(1, [item("数据安全验证方法研究")])
     assert plain_data(200, "https://kns.cnki.net/restapi/citation-api/v1/literature/references", words)

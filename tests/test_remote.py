@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from unittest import mock
 
 import msgspec
 import pytest
@@ -14,6 +15,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config, Route
 from cnki_mcp.core.redact import client_url, redact_markup, redact_url
 from cnki_mcp.pages.page_state import classify_response, gateway_page, inspect_live_page
+from cnki_mcp.site import page_io
 from cnki_mcp.site.cdp import FetchResult
 from cnki_mcp.site.door import Door
 from cnki_mcp.site.limiter import Limiter
@@ -162,10 +164,16 @@ GRID = "https://kns.cnki.net/kns8s/brief/grid"
 async def door_fetch(browser: UnansweredBrowser, tab_url: str) -> tuple[CountingOp, FetchResult | CnkiError]:
     door = Door(browser, Limiter(interval_ms=0), Path("unused"))  # type: ignore[arg-type]
     op = CountingOp()
-    try:
-        return op, await door.fetch(op, GatewayTab(tab_url), GRID, method="POST")  # type: ignore[arg-type]
-    except CnkiError as exc:
-        return op, exc
+    # The in-page primitives are page_io's functions over the browser: here they are the fake's.
+    with (
+        mock.patch.object(page_io, "fetch_in_page", lambda _browser, *a, **k: browser.fetch_in_page(*a, **k)),
+        mock.patch.object(page_io, "gateway_login_shown", lambda _browser, *a: browser.gateway_login_shown(*a)),
+        mock.patch.object(page_io, "settle", lambda _browser, *a: browser.settle(*a)),
+    ):
+        try:
+            return op, await door.fetch(op, GatewayTab(tab_url), GRID, method="POST")  # type: ignore[arg-type]
+        except CnkiError as exc:
+            return op, exc
 
 
 async def test_an_unanswered_request_whose_page_is_fine_is_asked_again_and_all_three_are_charged() -> None:

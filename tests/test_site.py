@@ -18,8 +18,9 @@ from cnki_mcp.ops.jobs import Job, Jobs, OperationContext
 from cnki_mcp.pages.page_state import PageState
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.research.backend import SiteBackend
-from cnki_mcp.site import door as door_module
-from cnki_mcp.site.door import Attempts, Door, note_snapshot, page_problem, with_return_url
+from cnki_mcp.site import exchange as exchange_module
+from cnki_mcp.site.door import Door, page_problem, with_return_url
+from cnki_mcp.site.exchange import Attempts, note_snapshot
 from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.listings import Listings, anchor_of, filter_years, parse_form, query_key
@@ -110,7 +111,7 @@ class ScriptedBrowser:
         self.minimised: list[Any] = []
         self.running = True
 
-    async def evaluate(self, tab: Any, expression: str, timeout: float = 10.0) -> Any:
+    async def _evaluate(self, tab: Any, expression: str, timeout: float = 10.0) -> Any:
         html = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
         return {"url": tab.url, "ready": True, "complete": True, "pending": False, "condition": True, "html": html}
 
@@ -268,7 +269,7 @@ def test_return_url_is_added_once() -> None:
 async def test_attempts_recover_a_broken_connection_once_and_back_off_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(door_module, "BACKOFF_SLEEPS", (0.0, 0.0))
+    monkeypatch.setattr(exchange_module, "BACKOFF_SLEEPS", (0.0, 0.0))
     browser = DoorBrowser()
     door = Door(browser, Limiter(interval_ms=0), tmp_path / "diagnostics")  # type: ignore[arg-type]
     broken = CnkiError("BROWSER_UNAVAILABLE")

@@ -63,7 +63,8 @@ from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.detail_tab import ENTRY_WAIT, open_detail, settle
 from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.site.browser import Tab
-from cnki_mcp.site.door import CHALLENGE_CODES, note_snapshot, page_problem
+from cnki_mcp.site.door import page_problem
+from cnki_mcp.site.exchange import CHALLENGE_CODES, note_snapshot
 from cnki_mcp.store.library import Store
 
 log = logging.getLogger(__name__)

@@ -40,8 +40,10 @@ from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation
+from cnki_mcp.site.exchange import Spec
 from cnki_mcp.site.grid_query import GridQuery, compile_expression
 from cnki_mcp.site.listings import CONTROL_EXPRESSION
+from cnki_mcp.site.registry import DETAIL, GRID, JOURNAL
 from cnki_mcp.site.site import bind_detail
 from cnki_mcp.store.library import Store
 
@@ -60,6 +62,16 @@ STEPS = (
     ("login", "登录状态"),
 )
 LABELS = dict(STEPS)
+# The registry exchange each step reads (``site.registry``), so a site change a step finds names the
+# exchange whose samples to renew; the reader and the login look watch live tabs, outside the exchanges.
+STEP_EXCHANGES: dict[str, Spec] = {
+    "template": GRID,
+    "grid": GRID,
+    "grid_page2": GRID,
+    "journal_detail": DETAIL,
+    "thesis_detail": DETAIL,
+    "journal": JOURNAL,
+}
 THESIS_TYPES = ("博士", "硕士")
 # What a detail page must yield, by the product's field names and as a person reads them.
 FIELD_LABELS = {
@@ -334,6 +346,8 @@ class Tour:
         step.seconds = round(time.monotonic() - clock, 1)
         if step.status == "failed":
             details = {"step": name, "snapshot": step.snapshot} if step.snapshot else {"step": name}
+            if name in STEP_EXCHANGES:
+                details["exchange"] = STEP_EXCHANGES[name].name
             self.op.add_error(Problem(code=step.code, message=f"{label}：{step.message}", details=details))
         self.steps.append(step)
 
@@ -408,7 +422,8 @@ class Tour:
     async def _open(self, row: Paper) -> Paper:
         """The detail page of the listing's ``row``, kept for the journal and reader steps."""
         paper = await self.site.read(
-            self.op, row.locator, self.seen.recording(lambda html, url: bind_detail(row, parse_detail(html, url), url)), "detail"
+            self.op, row.locator, self.seen.recording(lambda html, url: bind_detail(row, parse_detail(html, url), url)),
+            DETAIL.name,
         )
         self.read[row.locator] = paper
         if row.document_type == "期刊":
@@ -429,7 +444,8 @@ class Tour:
         if paper is None:
             raise _Skip("期刊论文详情页没有给出期刊链接")
         quality = await self.site.read(
-            self.op, paper.source_url, self.seen.recording(lambda html, url: parse_journal(html, url, paper.source)), "journal"
+            self.op, paper.source_url, self.seen.recording(lambda html, url: parse_journal(html, url, paper.source)),
+            JOURNAL.name,
         )
         return journal_found(quality)
 

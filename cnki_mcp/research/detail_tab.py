@@ -22,7 +22,7 @@ from cnki_mcp.pages.parse import parse_detail
 from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.site.browser import Tab
-from cnki_mcp.site.door import note_snapshot
+from cnki_mcp.site.exchange import note_snapshot
 from cnki_mcp.site.site import bind_detail
 from cnki_mcp.store.catalog import Catalog
 

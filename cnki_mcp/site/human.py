@@ -18,9 +18,9 @@ from typing import Any
 
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.site.browser import Browser, Tab
 from cnki_mcp.site.limiter import Limiter
-from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.remote import GATEWAY_MESSAGE, gateway_problem, show_gateway
 
 log = logging.getLogger(__name__)
@@ -36,10 +36,10 @@ LOGIN_MESSAGE = "知网要求登录：请在弹出的浏览器窗口登录，完
 Check = Callable[[], Awaitable[bool]]
 Observe = Callable[[Tab], Awaitable[Any]]
 Snapshot = Callable[[str, Tab], Awaitable[str]]
-Request = Callable[[SiteOperation], contextlib.AbstractAsyncContextManager[None]]  # Door.request: charged, paced
+Request = Callable[[OperationContext], contextlib.AbstractAsyncContextManager[None]]  # Door.request: charged, paced
 
 
-def refuse_if_skipping(op: SiteOperation, reason: CnkiError) -> None:
+def refuse_if_skipping(op: OperationContext, reason: CnkiError) -> None:
     """VERIFICATION_SKIPPED when the operation was asked to skip what needs a person."""
     if op.on_verification == "skip":
         raise CnkiError(
@@ -109,7 +109,7 @@ class Person:
             log.debug("minimising after a human step failed: %s", exc)
 
     @contextlib.contextmanager
-    def _handed(self, op: SiteOperation, tab: Tab) -> Iterator[None]:
+    def _handed(self, op: OperationContext, tab: Tab) -> Iterator[None]:
         """Record ``tab`` as the page ``show`` brings back while the person works on it."""
         self._pages[op.operation_id] = tab
         try:
@@ -120,7 +120,7 @@ class Person:
 
     async def attend(
         self,
-        op: SiteOperation,
+        op: OperationContext,
         tab: Tab,
         message: str,
         done: Check,
@@ -155,7 +155,7 @@ class Person:
                 op.user_done()
                 await self.hide(tab)
 
-    async def step(self, op: SiteOperation, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
+    async def step(self, op: OperationContext, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
         """Hand ``tab`` to the person until the challenge or login prompt on it is gone.
 
         ``reason`` is the VERIFICATION_REQUIRED or LOGIN_REQUIRED problem that was met. Pass the

@@ -1,22 +1,22 @@
 """CNKI's JSON APIs (references, citing and similar papers), asked from inside the work tab.
 
-Asked through the ``door.Door`` (``Site`` owns one ``JsonApi``): every request is charged and paced
-through ``Door.request``, answers are judged by ``page_state.classify_response``, and challenges go
-to the person the way the grid's do (``listings``).
+An exchange (``registry.API``) run by the ``door.Door``'s engine (``Site`` owns one ``JsonApi``): every
+request is charged, paced and routed by the engine, answers are classified by the registry's
+``api_problem``, and challenges go to the person the way the grid's do (``listings``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.redact import endpoint_url
-from cnki_mcp.pages.page_state import challenge_url, classify_response, gateway_page
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.urls import is_site_url
-from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door
+from cnki_mcp.site.cdp import FetchResult
+from cnki_mcp.site.door import Door
+from cnki_mcp.site.exchange import Exchange, Request, verify_page
 from cnki_mcp.site.human import refuse_if_skipping
-from cnki_mcp.site.operation import SiteOperation
+from cnki_mcp.site.registry import API
 from cnki_mcp.site.remote import gateway_problem
 
 API_ATTEMPTS = 3
@@ -24,15 +24,25 @@ API_HEADERS = {"Accept": "application/json, text/plain, */*"}
 CONTEXT_TIMEOUT = 12.0
 
 
-def plain_data(status: int, url: str, body: str) -> bool:
-    """An answer that is the API's data: HTTP 200, JSON with ``data``, no challenge code or verify page."""
-    if status != 200 or "/verify/" in url.lower() or challenge_url(body):
-        return False
-    try:
-        answer = json.loads(body)
-    except ValueError:
-        return False
-    return isinstance(answer, dict) and "data" in answer and str(answer.get("code")) not in ("-403", "403")
+class ApiExchange(Exchange[str]):
+    """One GET of a JSON API; a challenge without a page of its own is shown on ``context_url``."""
+
+    spec = API
+    rounds = API_ATTEMPTS + 2
+    challenges = API_ATTEMPTS
+
+    def __init__(self, api: JsonApi, url: str, context_url: str) -> None:
+        self.api = api
+        self.url = url
+        self.context_url = context_url
+
+    async def build(self, op: OperationContext) -> Request:
+        return Request(await self.api.door.site_tab(op), self.url, headers=API_HEADERS)
+
+    async def challenge(
+        self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+    ) -> None:
+        await self.api.challenge(op, problem, answer.url, answer.text, self.context_url, epoch)
 
 
 class JsonApi:
@@ -41,7 +51,7 @@ class JsonApi:
     def __init__(self, door: Door) -> None:
         self.door = door
 
-    async def get(self, op: SiteOperation, url: str, context_url: str) -> str:
+    async def get(self, op: OperationContext, url: str, context_url: str) -> str:
         """One charged, paced GET of a CNKI JSON API from inside the work tab; the answer's body.
 
         Challenges are handled like the grid's: the JSON ``{"code":-403,"message":<verify page>}`` (HTTP
@@ -50,47 +60,16 @@ class JsonApi:
         paper's detail page) in a tab of its own. The request is then asked again; a third challenge is
         VERIFICATION_REPEATED. Rate limits and 5xx back off; other problems (404 …) are raised.
         """
-        attempts = Attempts(self.door)
-        challenged = 0
-        last: CnkiError | None = None
-        for _attempt in range(API_ATTEMPTS + 2):
-            epoch = self.door.person.epoch
-            try:
-                tab = await self.door.site_tab(op)
-                result = await self.door.fetch(op, tab, url, headers=API_HEADERS)
-            except CnkiError as exc:
-                if await attempts.recover(exc):
-                    continue
-                raise
-            if result.redirected and not is_site_url(result.url) and not gateway_page(result.url):
-                raise CnkiError("LOGIN_REQUIRED" if "//login." in result.url.lower() else "RESOURCE_FAILED",
-                                details={"url": endpoint_url(result.url)})
-            problem = classify_response(result.status, result.url, result.text)
-            if problem is not None and problem.code == "VERIFICATION_REQUIRED" and plain_data(result.status, result.url, result.text):
-                problem = None  # a small list whose titles happen to hold the words of a challenge
-            if problem is None:
-                self.door.limiter.fast()
-                return result.text
-            last = problem
-            if await attempts.back_off(problem):
-                continue
-            if problem.code not in CHALLENGE_CODES:
-                raise problem
-            challenged += 1
-            if challenged >= API_ATTEMPTS:
-                raise CnkiError("VERIFICATION_REPEATED", "人工处理后站点仍要求验证，已停止重试")
-            await self.challenge(op, problem, result.url, result.text, context_url, epoch)
-        assert last is not None
-        raise last
+        return await self.door.exchange(op, ApiExchange(self, url, context_url))
 
     async def challenge(
-        self, op: SiteOperation, problem: CnkiError, response_url: str, body: str, context_url: str, epoch: int
+        self, op: OperationContext, problem: CnkiError, response_url: str, body: str, context_url: str, epoch: int
     ) -> None:
         """Show an API's challenge to the person (see ``get``); returns once it is cleared."""
         refuse_if_skipping(op, problem)
         if epoch != self.door.person.epoch:
             return  # solved by someone else meanwhile
-        verify = challenge_url(body) or (response_url if "/verify/" in response_url.lower() else "")
+        verify = verify_page(response_url, body)
         if gateway_problem(problem):  # the gateway's own login or challenge: shown on the work tab
             await self.door.person.step(op, await self.door.work_tab(), problem, epoch=epoch)
             return
@@ -99,7 +78,7 @@ class JsonApi:
             return
         await self.show_context(op, problem, context_url, epoch)
 
-    async def show_context(self, op: SiteOperation, problem: CnkiError, url: str, epoch: int) -> None:
+    async def show_context(self, op: OperationContext, problem: CnkiError, url: str, epoch: int) -> None:
         """A challenge with no page of its own (a decoy answer …): ``url`` in a new tab, handed to the person."""
         refuse_if_skipping(op, problem)
         if epoch != self.door.person.epoch or not is_site_url(url):

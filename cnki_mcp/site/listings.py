@@ -4,7 +4,9 @@ A listing is asked for with an in-page ``fetch()`` POST of ``kns8s/brief/grid`` 
 with a form template captured once per browser from a real click on the advanced-search page (the
 page's own request, whatever fields it carries), its QueryJson rewritten for each listing, page and
 sort. Pages after the first carry the paging cursor (``#hidTurnPage``) and the ``Products``/``View``
-that page 1's answer echoed, as the result page's own script does.
+that page 1's answer echoed, as the result page's own script does. Each page is an exchange
+(``GridExchange``, registry entry ``registry.GRID``) the door's engine runs; the template, the cursors and
+the control's answer are dropped when the door's ``pages`` or ``generation`` moves on.
 
 CNKI's empty shell (抱歉，暂无数据，请稍后重试, bare or beside a toolbar 共找到 0 条结果) answers both a real
 zero and throttling: on page 2 or later no empty answer, whatever it says, is the end of a listing; on
@@ -33,16 +35,22 @@ from cnki_mcp.core.identity import fingerprint
 from cnki_mcp.core.model import Paper
 from cnki_mcp.core.redact import endpoint_url
 from cnki_mcp.core.text import title_key
-from cnki_mcp.pages.page_state import challenge_url, classify_response
-from cnki_mcp.pages.parse import GridPage, parse_grid
+from cnki_mcp.ops.jobs import OperationContext
+from cnki_mcp.pages.page_state import challenge_url
+from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.pages.urls import is_site_url
-from cnki_mcp.site.door import (
-    ADVANCED_SEARCH_URL,
+from cnki_mcp.site.browser import Tab
+from cnki_mcp.site.cdp import FetchResult
+from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Door
+from cnki_mcp.site.exchange import (
+    AGAIN,
     BACKOFF_CODES,
-    BOOTSTRAP_TIMEOUT,
     CHALLENGE_CODES,
-    Attempts,
-    Door,
+    Again,
+    Engine,
+    Exchange,
+    Request,
+    Turn,
     note_snapshot,
 )
 from cnki_mcp.site.facet_query import with_facets
@@ -62,8 +70,8 @@ from cnki_mcp.site.grid_query import (
     with_site_echo,
 )
 from cnki_mcp.site.human import refuse_if_skipping
-from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.page_actions import js_call
+from cnki_mcp.site.registry import GRID
 from cnki_mcp.site.remote import gateway_problem
 
 log = logging.getLogger(__name__)
@@ -82,6 +90,7 @@ CONTROL_EXPRESSION = {"field": "subject", "value": "研究"}
 CONTROL_REUSE_SECONDS = 60.0
 
 _SNAPSHOT_CODES = frozenset({"PARSER_UNSUPPORTED", "QUERY_REJECTED"})
+_GRID_HEADERS = {"Content-Type": "application/x-www-form-urlencoded; charset=UTF-8", "X-Requested-With": "XMLHttpRequest"}
 _TEMPLATE_CODES = frozenset({"QUERY_TEMPLATE_UNAVAILABLE", "QUERY_TEMPLATE_UNSUPPORTED"})
 
 
@@ -103,7 +112,7 @@ class _EmptyShell(Exception):
         self.url = url
 
 
-class _Template(msgspec.Struct):
+class Template(msgspec.Struct):
     url: str  # the grid endpoint, without its query string
     form: dict[str, str]
     query_json: dict[str, Any]
@@ -241,7 +250,7 @@ def filter_years(page: GridPage, year_from: int, year_to: int) -> GridPage:
     return msgspec.structs.replace(page, rows=rows)
 
 
-def _can_wait(op: SiteOperation, seconds: float) -> bool:
+def _can_wait(op: OperationContext, seconds: float) -> bool:
     """Whether the operation's time and requests leave room for a wait and the request after it."""
     time_left = op.remaining_seconds()
     requests_left = op.remaining_requests()
@@ -259,6 +268,117 @@ def _sort_not_applied(wanted: str, shown: str) -> CnkiError:
     )
 
 
+class GridExchange(Exchange[GridPage]):
+    """One grid page: template, form and in-page POST; challenges shown in the search page and asked again
+    as a continuation, a sort the page does not mark asked again the way its sort links ask."""
+
+    spec = GRID
+    rounds = challenges = GRID_ATTEMPTS
+
+    def __init__(self, listings: Listings, query: GridQuery, page: int, key: str) -> None:
+        self.listings = listings
+        self.query = query
+        self.page = page
+        self.key = key
+        self.anchor = query.sentence.value if query.sentence is not None else anchor_of(query.branches)
+        self.wanted_sort = sort_code(query.sort)
+        self.solved = False  # after a person's step the page is asked as a continuation (boolSearch=false)
+        self.sort_asked = False
+        self.tab: Tab | None = None
+        self.template: Template | None = None
+        self.query_json: dict[str, Any] = {}
+
+    async def build(self, op: OperationContext) -> Request:
+        listings, query, page = self.listings, self.query, self.page
+        listing = listings._listings.get(self.key)
+        self.tab = await listings.door.work_tab()  # first: a replaced work tab drops the template
+        self.template = template = await listings._ensure_template(op, self.anchor)
+        query_json = rewrite_query_json(
+            template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page,
+            sort_request=self.sort_asked, expert=query.expert, sentence=query.sentence,
+        )
+        query_json = with_facets(query_json, query.facets)
+        if page > 1 and listing is not None:
+            query_json = with_site_echo(query_json, listing.products, listing.view)
+        self.query_json = query_json
+        form = grid_form(
+            template.form, query_json, page=page, sort=query.sort,
+            cursor=listing.cursor if page > 1 and listing is not None else "",
+            new_search=not self.solved, sort_request=self.sort_asked, expert=query.expert,
+            sentence=query.sentence is not None,
+        )
+        return Request(self.tab, listing_url(template.url, query), "POST", encode_form(form), _GRID_HEADERS)
+
+    async def turned_away(self, op: OperationContext, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
+        if final or self.tab is None:
+            return None
+        door = self.listings.door
+        if exc.code in CHALLENGE_CODES:
+            # Turned away while the template was captured: the person answers on the work tab.
+            await door.person.step(op, self.tab, exc, epoch=epoch)
+            self.solved = True
+            return "challenge"
+        if exc.code == "PAGE_NAVIGATED":
+            # The search page's own script moved it (often to a verification page) under our request:
+            # let it settle, hand any challenge to the person, then ask again.
+            await door.wait_page(op, self.tab, lambda seen: True, BOOTSTRAP_TIMEOUT)
+            self.solved = True
+            return "again"
+        return None
+
+    def heard(self, answer: FetchResult) -> None:
+        self.listings.last_answer = (answer.text, answer.url)
+
+    def noted(self, problem: CnkiError) -> None:
+        if problem.code in BACKOFF_CODES:
+            self.listings._throttled()
+
+    async def challenge(
+        self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+    ) -> None:
+        if final:
+            raise problem  # no retry would follow the person's work
+        assert self.template is not None
+        await self.listings._grid_challenge(op, problem, answer.url, answer.text, self.template, self.query_json, epoch)
+        # Asked again as a continuation (boolSearch=false): a new search straight after a solved
+        # challenge is reported to be challenged again, in a loop.
+        self.solved = True
+
+    def parse(self, answer: FetchResult) -> GridPage:
+        parsed = super().parse(answer)
+        if self.page > 1 and not parsed.rows:
+            # A later page of a listing whose page 1 had rows: even a stated zero here is no end.
+            raise _EmptyShell(answer.text, answer.url)
+        return parsed
+
+    async def unparsed(self, engine: Engine, exc: CnkiError, answer: FetchResult, final: bool) -> bool:
+        shell = isinstance(exc.details, dict) and bool(exc.details.get("shell"))
+        if exc.code == "SITE_TEMPORARILY_EMPTY" and (shell or self.page > 1):
+            raise _EmptyShell(answer.text, answer.url) from None
+        if exc.code == "SITE_TEMPORARILY_EMPTY" and not final:
+            return True  # a busy notice of another shape: ask again once more
+        if exc.code in _SNAPSHOT_CODES:
+            note_snapshot(exc, await engine.snapshot("grid", answer.text, answer.url))
+        return False
+
+    def accept(self, op: OperationContext, value: GridPage) -> GridPage | Again:
+        page, shown = self.page, value.sort_shown
+        if page == 1 and shown and shown != self.wanted_sort and not self.sort_asked:
+            self.sort_asked = True  # ask the way the page's own sort links do
+            return AGAIN
+        if value.rows or value.cursor:
+            self.listings._remember(self.key, value)
+        if value.page > 0 and value.page != page:
+            raise CnkiError(
+                "PAGINATION_MISMATCH",
+                f"请求第 {page} 页，知网返回了第 {value.page} 页。",
+                details={"requested": page, "returned": value.page},
+            )
+        if page == 1 and shown and shown != self.wanted_sort:
+            op.add_error(_sort_not_applied(self.wanted_sort, shown))
+        return filter_years(value, self.query.year_from, self.query.year_to)
+
+
 class Listings:
     """The result listings asked through one ``Door``: its search template, and page 1's cursor and echo
     per listing."""
@@ -267,26 +387,55 @@ class Listings:
         self.door = door
         self.empty_waits = EMPTY_WAITS
         self.control_reuse = CONTROL_REUSE_SECONDS
-        self._template: _Template | None = None
-        self._listings: dict[str, _Listing] = {}
+        self._kept: Template | None = None
+        self._kept_pages = door.pages  # the work tab the kept template was captured on
+        self._cursors: dict[str, _Listing] = {}
+        self._generation = door.generation  # the browser the cursors and the control's answer belong to
         self._control_lock = asyncio.Lock()
-        self._control_answered: float | None = None  # monotonic time of the control's last rows
+        self._answered: float | None = None  # monotonic time of the control's last rows
         self.last_answer: tuple[str, str] = ("", "")  # the latest grid answer (text, URL), for the field check
-        door.watch(tab_replaced=self.forget_template, new_browser=self.forget)
 
-    def forget_template(self) -> None:
-        """The work tab was replaced or left the search page: capture the template again."""
-        self._template = None
+    # The template belongs to the work tab it was captured on, the cursors and the control's answer to the
+    # browser: read from the door's counters, so the door never calls back into the listings.
+
+    @property
+    def _template(self) -> Template | None:
+        return self._kept if self._kept_pages == self.door.pages else None
+
+    @_template.setter
+    def _template(self, template: Template | None) -> None:
+        self._kept, self._kept_pages = template, self.door.pages
+
+    def _browser_state(self) -> None:
+        if self._generation != self.door.generation:
+            self._generation = self.door.generation
+            self._cursors.clear()
+            self._answered = None
+
+    @property
+    def _listings(self) -> dict[str, _Listing]:
+        self._browser_state()
+        return self._cursors
+
+    @property
+    def _control_answered(self) -> float | None:
+        self._browser_state()
+        return self._answered
+
+    @_control_answered.setter
+    def _control_answered(self, answered: float | None) -> None:
+        self._browser_state()
+        self._answered = answered
 
     def forget(self) -> None:
-        """A new browser: neither the template nor any cursor is valid any more."""
+        """Neither the template nor any cursor nor the control's answer is valid any more."""
         self._template = None
-        self._listings.clear()
-        self._control_answered = None
+        self._cursors.clear()
+        self._answered = None
 
     # -- the search template -----------------------------------------------------------------
 
-    async def _ensure_template(self, op: SiteOperation, anchor: str) -> _Template:
+    async def _ensure_template(self, op: OperationContext, anchor: str) -> Template:
         template = self._template
         if template is not None and template.generation == self.door.browser.connection_generation:
             return template
@@ -302,16 +451,16 @@ class Listings:
                 raise
             return self._template
 
-    async def _capture(self, op: SiteOperation, anchor: str) -> _Template:
+    async def _capture(self, op: OperationContext, anchor: str) -> Template:
         tab = await self.door.work_tab()
         async with self.door.request(op):
             await self.door.browser.navigate(tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
         await self.door.wait_page(
             op, tab, lambda seen: True if seen.condition else None, BOOTSTRAP_TIMEOUT, condition=_READY_JS
         )
-        await self.door.browser.evaluate(tab, _CAPTURE_JS)
+        await self.door.evaluate(tab, _CAPTURE_JS)
         where = {"url": endpoint_url(tab.url)}
-        if not await self.door.browser.evaluate(tab, js_call(_FILL_JS, anchor)):
+        if not await self.door.evaluate(tab, js_call(_FILL_JS, anchor)):
             raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可见的检索输入框。", details=where)
         async with self.door.request(op):
             try:
@@ -323,7 +472,7 @@ class Listings:
         if not clicked:
             raise CnkiError("QUERY_TEMPLATE_UNAVAILABLE", "高级检索页没有可点击的检索按钮。", details=where)
         try:
-            captured = await self.door.browser.wait_for(tab, _CAPTURED_JS, CAPTURE_TIMEOUT)
+            captured = await self.door.wait_for(tab, _CAPTURED_JS, CAPTURE_TIMEOUT)
         except CnkiError as exc:
             if exc.code != "CONTENT_NOT_READY":
                 raise
@@ -342,22 +491,22 @@ class Listings:
         if not is_site_url(url):
             raise CnkiError("QUERY_TEMPLATE_UNSUPPORTED", "检索请求没有发往知网。", details={"url": url})
         form = parse_form(str(captured.get("body") or ""))
-        return _Template(url=url, form=form, query_json=template_query_json(form), generation=self.door.generation)
+        return Template(url=url, form=form, query_json=template_query_json(form), generation=self.door.generation)
 
-    async def fresh_template(self, op: SiteOperation, anchor: str) -> dict[str, Any]:
+    async def fresh_template(self, op: OperationContext, anchor: str) -> dict[str, Any]:
         """The search template captured anew from the advanced-search page (the field check): where it
         posts, its form fields and the QueryJson keys the page sent."""
         self._template = None
         template = await self._ensure_template(op, anchor)
         return {"url": template.url, "fields": sorted(template.form), "query_json": sorted(template.query_json)}
 
-    async def template_for(self, op: SiteOperation, query: GridQuery) -> _Template:
+    async def template_for(self, op: OperationContext, query: GridQuery) -> Template:
         """The search template a request for ``query`` starts from (captured when there is none): the
         facet panel posts beside the grid with it."""
         return await self._ensure_template(op, anchor_of(query.branches))
 
     async def show_challenge(
-        self, op: SiteOperation, problem: CnkiError, response_url: str, body: str, template: _Template,
+        self, op: OperationContext, problem: CnkiError, response_url: str, body: str, template: Template,
         query_json: dict[str, Any], epoch: int,
     ) -> None:
         """A challenge in an answer to a request posted beside the grid, shown to the person as the grid's are."""
@@ -365,7 +514,7 @@ class Listings:
 
     # -- the result grid ------------------------------------------------------------------------
 
-    async def page(self, op: SiteOperation, query: GridQuery, page: int) -> GridPage:
+    async def page(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
         """One page of a listing. Pages after the first need page 1's cursor: fetched first when missing."""
         if page < 1:
             raise ValueError("pages start at 1")
@@ -388,7 +537,7 @@ class Listings:
             view=page.view or (known.view if known else ""),
         )
 
-    async def _grid_page(self, op: SiteOperation, query: GridQuery, page: int, key: str) -> GridPage:
+    async def _grid_page(self, op: OperationContext, query: GridQuery, page: int, key: str) -> GridPage:
         """One page, with CNKI's empty shell (抱歉，暂无数据，请稍后重试) told apart from a real zero.
 
         The site answers both a real zero and throttling with that shell, also beside a toolbar 共找到 0
@@ -413,7 +562,7 @@ class Listings:
             await self._pause(op, wait, {"page": page, "wait_seconds": wait, "waited_seconds": waited})
             waited += wait
 
-    async def _site_answers(self, op: SiteOperation) -> bool:
+    async def _site_answers(self, op: OperationContext) -> bool:
         """Whether CNKI lists rows for a query that always has some (the control of an empty page 1).
 
         One control answer stands for ``control_reuse`` seconds; listings asking at once share one request.
@@ -434,7 +583,7 @@ class Listings:
         """The site was seen throttling: an earlier control answer no longer says it is answering."""
         self._control_answered = None
 
-    async def _pause(self, op: SiteOperation, seconds: float, progress: dict[str, Any]) -> None:
+    async def _pause(self, op: OperationContext, seconds: float, progress: dict[str, Any]) -> None:
         """Wait out a throttled site, shown as its own stage; a cancel ends the wait at once."""
         self.door.limiter.slow()
         with op.stage_while("waiting_for_site", progress):
@@ -455,127 +604,18 @@ class Listings:
             details=details,
         )
 
-    async def _grid_request(self, op: SiteOperation, query: GridQuery, page: int, key: str) -> GridPage:
-        """Ask for one grid page: template, form and in-page POST, with challenges, back-off and recovery.
-
-        The bare empty shell is raised as ``_EmptyShell`` for ``_grid_page`` to judge.
-        """
-        anchor = query.sentence.value if query.sentence is not None else anchor_of(query.branches)
-        attempts = Attempts(self.door)
-        challenged = 0
-        solved = sort_asked = False
-        wanted_sort = sort_code(query.sort)
-        last: CnkiError | None = None
-        for attempt in range(GRID_ATTEMPTS):
-            epoch = self.door.person.epoch
-            listing = self._listings.get(key)
-            try:
-                tab = await self.door.work_tab()  # first: a replaced work tab drops the template
-                template = await self._ensure_template(op, anchor)
-                query_json = rewrite_query_json(
-                    template.query_json, query.branches, year_from=query.year_from, year_to=query.year_to, page=page,
-                    sort_request=sort_asked, expert=query.expert, sentence=query.sentence,
-                )
-                query_json = with_facets(query_json, query.facets)
-                if page > 1 and listing is not None:
-                    query_json = with_site_echo(query_json, listing.products, listing.view)
-                form = grid_form(
-                    template.form, query_json, page=page, sort=query.sort,
-                    cursor=listing.cursor if page > 1 and listing is not None else "",
-                    new_search=not solved, sort_request=sort_asked, expert=query.expert,
-                    sentence=query.sentence is not None,
-                )
-                result = await self.door.fetch(
-                    op,
-                    tab,
-                    listing_url(template.url, query),
-                    method="POST",
-                    body=encode_form(form),
-                    headers={
-                        "Content-Type": "application/x-www-form-urlencoded; charset=UTF-8",
-                        "X-Requested-With": "XMLHttpRequest",
-                    },
-                )
-            except CnkiError as exc:
-                if await attempts.recover(exc):
-                    last = exc
-                    continue
-                if exc.code in CHALLENGE_CODES and attempt < GRID_ATTEMPTS - 1:
-                    # Turned away while the template was captured: the person answers on the work tab.
-                    challenged += 1
-                    last = exc
-                    await self.door.person.step(op, tab, exc, epoch=epoch)
-                    solved = True
-                    continue
-                if exc.code == "PAGE_NAVIGATED" and attempt < GRID_ATTEMPTS - 1:
-                    # The search page's own script moved it (often to a verification page) under our
-                    # request: let it settle, hand any challenge to the person, then ask again.
-                    last = exc
-                    await self.door.wait_page(op, tab, lambda seen: True, BOOTSTRAP_TIMEOUT)
-                    solved = True
-                    continue
-                raise
-            self.last_answer = (result.text, result.url)
-            problem = classify_response(result.status, result.url, result.text)
-            if problem is not None and problem.code != "SITE_TEMPORARILY_EMPTY":  # the parser tells which kind
-                last = problem
-                if problem.code in CHALLENGE_CODES:
-                    challenged += 1
-                    if attempt == GRID_ATTEMPTS - 1:
-                        break  # no retry would follow the person's work
-                    await self._grid_challenge(op, problem, result.url, result.text, template, query_json, epoch)
-                    # Asked again as a continuation (boolSearch=false): a new search straight after a
-                    # solved challenge is reported to be challenged again, in a loop.
-                    solved = True
-                    continue
-                if problem.code in BACKOFF_CODES:
-                    self._throttled()
-                if await attempts.back_off(problem):
-                    continue
-                raise problem
-            try:
-                # A 50-row page takes tens of milliseconds to parse: keep the event loop free meanwhile.
-                parsed = await asyncio.to_thread(parse_grid, result.text, result.url)
-            except CnkiError as exc:
-                shell = isinstance(exc.details, dict) and bool(exc.details.get("shell"))
-                if exc.code == "SITE_TEMPORARILY_EMPTY" and (shell or page > 1):
-                    raise _EmptyShell(result.text, result.url) from None
-                if exc.code == "SITE_TEMPORARILY_EMPTY" and attempt < GRID_ATTEMPTS - 1:
-                    last = exc  # a busy notice of another shape: ask again once more
-                    continue
-                if exc.code in _SNAPSHOT_CODES:
-                    note_snapshot(exc, await self.door.snapshot("grid", result.text, result.url))
-                raise
-            if page > 1 and not parsed.rows:
-                # A later page of a listing whose page 1 had rows: even a stated zero here is no end.
-                raise _EmptyShell(result.text, result.url)
-            self.door.limiter.fast()
-            if page == 1 and parsed.sort_shown and parsed.sort_shown != wanted_sort and not sort_asked:
-                sort_asked = True  # ask the way the page's own sort links do
-                continue
-            if parsed.rows or parsed.cursor:
-                self._remember(key, parsed)
-            if parsed.page > 0 and parsed.page != page:
-                raise CnkiError(
-                    "PAGINATION_MISMATCH",
-                    f"请求第 {page} 页，知网返回了第 {parsed.page} 页。",
-                    details={"requested": page, "returned": parsed.page},
-                )
-            if page == 1 and parsed.sort_shown and parsed.sort_shown != wanted_sort:
-                op.add_error(_sort_not_applied(wanted_sort, parsed.sort_shown))
-            return filter_years(parsed, query.year_from, query.year_to)
-        if challenged >= GRID_ATTEMPTS:
-            raise CnkiError("VERIFICATION_REPEATED", "人工处理后站点仍要求验证，已停止重试")
-        assert last is not None
-        raise last
+    async def _grid_request(self, op: OperationContext, query: GridQuery, page: int, key: str) -> GridPage:
+        """Ask for one grid page (``GridExchange``); the bare empty shell is raised as ``_EmptyShell`` for
+        ``_grid_page`` to judge."""
+        return await self.door.exchange(op, GridExchange(self, query, page, key))
 
     async def _grid_challenge(
         self,
-        op: SiteOperation,
+        op: OperationContext,
         problem: CnkiError,
         response_url: str,
         body: str,
-        template: _Template,
+        template: Template,
         query_json: dict[str, Any],
         epoch: int,
     ) -> None:
@@ -589,7 +629,7 @@ class Listings:
             await self.door.person.step(op, tab, problem, epoch=epoch)
             return
         if "vericodeForm" in body:
-            shown = await self.door.browser.evaluate(
+            shown = await self.door.evaluate(
                 tab, js_call(_SHOW_VERICODE_JS, body, json.dumps(query_json, ensure_ascii=False))
             )
             if not shown:
@@ -627,7 +667,7 @@ class Listings:
     # -- title location ------------------------------------------------------------------------
 
     async def locate(
-        self, op: SiteOperation, titles: list[str], related: Callable[[str, str], bool] | None = None
+        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
     ) -> dict[str, list[Paper]]:
         """Up to 10 titles in one exact-title grid request; rows grouped under the given titles.
 

@@ -4,10 +4,10 @@ its ``yearList`` and ``papers`` fragments.
 The fragments answer POSTs from a navi page only (``X-Requested-With``, a navi Referer, the page's
 ``time`` token), so one tab of the dedicated browser is kept on navi.cnki.net: it is navigated to the
 navi home or the journal's page when it is not already there (one charged, paced request, its challenges
-handed to the person while the page is awaited), and the fragments are fetched from inside it. Every
-fetch is charged and paced through ``Door.request``; its answer is judged by
-``page_state.classify_response``: a rate limit or a 5xx backs off, a challenge (a verify redirect, the
--403 JSON) is shown to the person on the navi tab, which then goes back to the page it was on, and the
+handed to the person while the page is awaited), and the fragments are fetched from inside it, each an
+exchange the engine runs (charged, paced, routed) with its registry entry (``registry.NAVI_SEARCH`` …);
+its answer is judged by the entry's classification: a redirect away from CNKI is raised, a rate limit or
+a 5xx backs off, a challenge (a verify redirect, the -403 JSON) is shown to the person on the navi tab, which then goes back to the page it was on, and the
 fragment is asked again (a third challenge is VERIFICATION_REPEATED). A fragment that cannot be parsed
 leaves a snapshot.
 """
@@ -19,14 +19,14 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.redact import endpoint_url
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.navi_parse import NAVI_HOME
-from cnki_mcp.pages.page_state import challenge_url, classify_response
 from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.browser import Tab
-from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door, Observation, note_snapshot, with_return_url
+from cnki_mcp.site.cdp import FetchResult
+from cnki_mcp.site.door import Door, with_return_url
+from cnki_mcp.site.exchange import Exchange, Observation, Request, Spec, note_snapshot, verify_page
 from cnki_mcp.site.human import refuse_if_skipping
-from cnki_mcp.site.operation import SiteOperation
 
 T = TypeVar("T")
 
@@ -39,6 +39,40 @@ FRAGMENT_HEADERS = {
 }
 
 
+class FragmentExchange(Exchange[T]):
+    """One navi fragment POSTed from the navi tab (see ``Navi.post``)."""
+
+    rounds = FRAGMENT_ATTEMPTS + 2
+    challenges = FRAGMENT_ATTEMPTS
+
+    def __init__(
+        self, navi: Navi, page_url: str, url: str, form: str, parse: Callable[[str, str], T], spec: Spec
+    ) -> None:
+        self.navi = navi
+        self.page_url = page_url
+        self.url = url
+        self.form = form
+        self.parser = parse
+        self.spec = spec
+
+    async def build(self, op: OperationContext) -> Request:
+        if self.page_url or not self.navi.shown:
+            await self.navi.page(op, self.page_url or NAVI_HOME, lambda _html, _url: True, self.spec.name)
+        self.tab = await self.navi.tab()
+        return Request(self.tab, self.url, "POST", self.form, FRAGMENT_HEADERS)
+
+    def recovered(self) -> None:
+        self.navi.forget_tab()
+
+    async def challenge(
+        self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+    ) -> None:
+        await self.navi.challenge(op, self.tab, problem, answer.url, answer.text, self.page_url or NAVI_HOME, epoch)
+
+    def parse(self, answer: FetchResult) -> T:
+        return self.parser(answer.text, self.url)
+
+
 class Navi:
     """The navi tab of this process and the requests asked from it."""
 
@@ -48,7 +82,16 @@ class Navi:
         self._page = ""  # the page the navi tab shows, as navigated
         self._lock = asyncio.Lock()  # one navigation of the navi tab at a time
 
-    async def _navi_tab(self) -> Tab:
+    @property
+    def shown(self) -> str:
+        """The page the navi tab shows, as navigated ("" when unknown)."""
+        return self._page
+
+    def forget_tab(self) -> None:
+        """A broken connection was recovered: the navi tab is opened anew."""
+        self._tab = None
+
+    async def tab(self) -> Tab:
         await self.door.sync()
         tab = self._tab
         if tab is None or tab.closed or tab.crashed or tab.generation != self.door.generation:
@@ -57,12 +100,12 @@ class Navi:
         assert self._tab is not None
         return self._tab
 
-    async def page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def page(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """The navi page ``url`` in the navi tab (navigated unless it shows it already), parsed by ``parse``."""
         if not is_site_url(url):
             raise CnkiError("LOCATOR_EXPIRED", "期刊入口不是知网地址，未访问。", details={"kind": kind})
         async with self._lock:
-            tab = await self._navi_tab()
+            tab = await self.tab()
             if self._page != url:
                 async with self.door.request(op):
                     await self.door.browser.navigate(tab, url, NAVI_TIMEOUT)
@@ -84,61 +127,21 @@ class Navi:
             return value
 
     async def post(
-        self, op: SiteOperation, page_url: str, url: str, form: str, parse: Callable[[str, str], T], kind: str
+        self, op: OperationContext, page_url: str, url: str, form: str, parse: Callable[[str, str], T], spec: Spec
     ) -> T:
         """One fragment: ``form`` POSTed to ``url`` from the navi tab showing ``page_url`` (any navi page when
-        it is "": the one the tab shows, else the navi home), parsed by ``parse``."""
-        attempts = Attempts(self.door)
-        challenged = 0
-        last: CnkiError | None = None
-        for _attempt in range(FRAGMENT_ATTEMPTS + 2):
-            epoch = self.door.person.epoch
-            if page_url or not self._page:
-                await self.page(op, page_url or NAVI_HOME, lambda _html, _url: True, kind)
-            tab = await self._navi_tab()
-            try:
-                async with self.door.request(op):
-                    result = await self.door.browser.fetch_in_page(
-                        tab, url, method="POST", body=form, headers=FRAGMENT_HEADERS
-                    )
-            except CnkiError as exc:
-                if await attempts.recover(exc):
-                    self._tab = None
-                    continue
-                raise
-            if result.redirected and not is_site_url(result.url):
-                raise CnkiError("LOGIN_REQUIRED" if "//login." in result.url.lower() else "RESOURCE_FAILED",
-                                details={"url": endpoint_url(result.url)})
-            problem = classify_response(result.status, result.url, result.text)
-            if problem is None:
-                try:
-                    value = await asyncio.to_thread(parse, result.text, url)
-                except CnkiError as exc:
-                    if exc.code == "PARSER_UNSUPPORTED":
-                        note_snapshot(exc, await self.door.snapshot(kind, result.text, url))
-                    raise
-                self.door.limiter.fast()
-                return value
-            last = problem
-            if await attempts.back_off(problem):
-                continue
-            if problem.code not in CHALLENGE_CODES:
-                raise problem
-            challenged += 1
-            if challenged >= FRAGMENT_ATTEMPTS:
-                raise CnkiError("VERIFICATION_REPEATED", "人工处理后站点仍要求验证，已停止重试")
-            await self._challenge(op, tab, problem, result.url, result.text, page_url or NAVI_HOME, epoch)
-        assert last is not None
-        raise last
+        it is "": the one the tab shows, else the navi home), parsed by ``parse``; ``spec`` is the fragment's
+        registry entry (its classification, its snapshots' name)."""
+        return await self.door.exchange(op, FragmentExchange(self, page_url, url, form, parse, spec))
 
-    async def _challenge(
-        self, op: SiteOperation, tab: Tab, problem: CnkiError, response_url: str, body: str, page_url: str, epoch: int
+    async def challenge(
+        self, op: OperationContext, tab: Tab, problem: CnkiError, response_url: str, body: str, page_url: str, epoch: int
     ) -> None:
         """A fragment's challenge shown to the person on the navi tab; it then goes back to ``page_url``."""
         refuse_if_skipping(op, problem)
         if epoch != self.door.person.epoch:
             return  # solved by someone else meanwhile
-        verify = challenge_url(body) or (response_url if "/verify/" in response_url.lower() else "")
+        verify = verify_page(response_url, body)
         async with self._lock:
             self._page = ""
             if verify and is_site_url(verify):

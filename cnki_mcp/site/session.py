@@ -15,12 +15,12 @@ from typing import Any
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Route, SessionState
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import gateway_page, parse_session
 from cnki_mcp.pages.urls import is_cnki_url
 from cnki_mcp.site.browser import Tab
 from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation
 from cnki_mcp.site.human import span
-from cnki_mcp.site.operation import SiteOperation
 from cnki_mcp.site.route import DIRECT, discover, recognise
 from cnki_mcp.site.site import Site
 
@@ -109,7 +109,7 @@ class Sessions:
         """session_status(refresh=false): the last observation, or not_checked."""
         return self._view(self.last or SessionState(), cached=True)
 
-    async def _open(self, op: SiteOperation, url: str) -> Tab:
+    async def _open(self, op: OperationContext, url: str) -> Tab:
         tab = await self.site.new_tab()
         try:
             await self.site.navigate(op, tab, url, BOOTSTRAP_TIMEOUT)
@@ -118,7 +118,7 @@ class Sessions:
             raise
         return tab
 
-    async def _identity(self, op: SiteOperation, tab: Tab) -> SessionState:
+    async def _identity(self, op: OperationContext, tab: Tab) -> SessionState:
         """Wait (12 s) for the header: a positive identity at once, a negative one once settled for 750 ms."""
         settled_since: float | None = None
 
@@ -140,7 +140,7 @@ class Sessions:
         self._observed(state)
         return state
 
-    async def refresh(self, op: SiteOperation) -> dict[str, Any]:
+    async def refresh(self, op: OperationContext) -> dict[str, Any]:
         """session_status(refresh=true): read the header of the search page in a background tab."""
         op.stage("checking_identity")
         tab = await self._open(op, ADVANCED_SEARCH_URL)
@@ -154,7 +154,7 @@ class Sessions:
         finally:
             await self.site.close_tab(tab)
 
-    async def login(self, op: SiteOperation, remote_access_url: str = "", force: bool = False) -> dict[str, Any]:
+    async def login(self, op: OperationContext, remote_access_url: str = "", force: bool = False) -> dict[str, Any]:
         """Open the login entry for a person and wait until an identity shows (or resume, or 20 minutes).
 
         A ``remote_access_url`` sets the route first (``route.recognise``; CARSI and public CNKI pages: direct,
@@ -213,7 +213,7 @@ class Sessions:
         return check
 
     async def wait_for_login(
-        self, op: SiteOperation, tab: Tab, before: SessionState | None, message: str = LOGIN_WAIT_MESSAGE
+        self, op: OperationContext, tab: Tab, before: SessionState | None, message: str = LOGIN_WAIT_MESSAGE
     ) -> None:
         """The person logs in on ``tab`` (or on any CNKI tab it opens); ends once an identity shows, on
         ``operation_control resume``, or LOGIN_TIMEOUT after 20 minutes."""

@@ -1,10 +1,11 @@
 """CNKI access through the dedicated browser: the one door every module reaches CNKI by.
 
-``Site`` is the ``door.Door`` (requests charged and paced, tabs, snapshots, live pages, the person) with
-what is read through it on top: result listings (``listings.Listings``), CNKI's JSON APIs
-(``json_api.JsonApi``), and detail and journal pages, read through Chrome's network stack from the
-work tab (first-party cookies go along), with a rendered-tab fallback; a page that cannot be parsed
-leaves a redacted snapshot. The reader, downloads and login open and drive their own tabs through the
+``Site`` is the ``door.Door`` (the exchange engine: requests charged, paced and routed, answers classified,
+the person, back-off, snapshots; with the tabs and live pages) with what is read through it on top: result
+listings (``listings.Listings``), facet panels, CNKI's JSON APIs (``json_api.JsonApi``), navi pages, and
+detail and journal pages (``PageExchange``), read through Chrome's network stack from the work tab
+(first-party cookies go along), with a rendered-tab fallback; a page that cannot be parsed leaves a
+redacted snapshot. The reader, downloads and login open and drive their own tabs through the
 tab operations at the end.
 
 A browser that died stays dead until ``recover`` (``operation_control recover``): reads then say
@@ -18,27 +19,36 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper, Quality
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.facet_parse import FacetGroup
-from cnki_mcp.pages.page_state import classify_response
 from cnki_mcp.pages.parse import GridPage, check_identity, parse_detail, parse_journal
 from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.site.browser import Browser, DownloadEvent, Tab
-from cnki_mcp.site.cdp import NavigationResult
-from cnki_mcp.site.door import CHALLENGE_CODES, Attempts, Door, Observation, final_parse_error, note_snapshot
+from cnki_mcp.site.cdp import FetchResult, NavigationResult
+from cnki_mcp.site.door import Door
+from cnki_mcp.site.exchange import (
+    Engine,
+    Exchange,
+    Fallback,
+    Observation,
+    Request,
+    Turn,
+    final_parse_error,
+    note_snapshot,
+)
 from cnki_mcp.site.facet_panel import FacetPanel
 from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.json_api import JsonApi
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.listings import Listings
 from cnki_mcp.site.navi import Navi
-from cnki_mcp.site.operation import SiteOperation
-from cnki_mcp.site.page_actions import CALL_TIMEOUT
+from cnki_mcp.site.registry import DETAIL, REGISTRY
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +79,49 @@ def bind_detail(requested: Paper, observed: Paper, locator: str) -> Paper:
     )
 
 
+class PageExchange(Exchange[T]):
+    """A detail, journal or other CNKI page loaded through Chrome's network stack from the work tab; a
+    challenge, a network failure or a page that needs its scripts goes to the rendered tab instead."""
+
+    rounds = RESOURCE_ATTEMPTS
+    challenges = RESOURCE_ATTEMPTS + 1  # never: a challenge is shown in the rendered tab
+
+    def __init__(self, site: Site, url: str, parse: Callable[[str, str], T], kind: str) -> None:
+        self.site = site
+        self.url = url
+        self.parser = parse
+        self.kind = kind
+        self.spec = REGISTRY.get(kind, DETAIL)
+
+    async def build(self, op: OperationContext) -> Request:
+        return Request(await self.site.site_tab(op), self.url, load=True)
+
+    async def turned_away(self, op: OperationContext, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
+        # The rendered tab is one more try before a network failure stands.
+        return "fallback" if exc.code in _RENDER_AGAIN_CODES else None
+
+    def classify(self, answer: FetchResult) -> CnkiError | None:
+        # Judged at the URL asked for: a load shows no redirect, only a gateway's login changes its URL.
+        return self.spec.classify(msgspec.structs.replace(answer, url=self.url))
+
+    async def challenge(
+        self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+    ) -> None:
+        raise Fallback
+
+    def parse(self, answer: FetchResult) -> T:
+        return self.parser(answer.text, self.url)
+
+    async def unparsed(self, engine: Engine, exc: CnkiError, answer: FetchResult, final: bool) -> bool:
+        if final_parse_error(exc):
+            return False
+        log.debug("%s page needs rendering: %s", self.kind, exc.message)
+        raise Fallback
+
+    async def fallback(self, op: OperationContext, last: CnkiError | None) -> T:
+        return await self.site.render_page(op, self.url, self.parser, self.kind)
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -85,27 +138,27 @@ class Site(Door):
 
     # -- listings ----------------------------------------------------------------------------
 
-    async def grid(self, op: SiteOperation, query: GridQuery, page: int) -> GridPage:
+    async def grid(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
         """One page (1-based) of a listing; see ``listings.Listings.page``."""
         return await self.listings.page(op, query, page)
 
     async def locate(
-        self, op: SiteOperation, titles: list[str], related: Callable[[str, str], bool] | None = None
+        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
     ) -> dict[str, list[Paper]]:
         """Up to 10 titles in one exact-title grid request; see ``listings.Listings.locate``."""
         return await self.listings.locate(op, titles, related)
 
-    async def facet_panel(self, op: SiteOperation, query: GridQuery, idents: list[str]) -> dict[str, FacetGroup]:
+    async def facet_panel(self, op: OperationContext, query: GridQuery, idents: list[str]) -> dict[str, FacetGroup]:
         """The left facet panel's groups ``idents`` of a listing; see ``facet_panel.FacetPanel.groups``."""
         return await self.panel.groups(op, query, idents)
 
     # -- JSON APIs -------------------------------------------------------------------------------
 
-    async def api_get(self, op: SiteOperation, url: str, context_url: str) -> str:
+    async def api_get(self, op: OperationContext, url: str, context_url: str) -> str:
         """One GET of a CNKI JSON API from inside the work tab; see ``json_api.JsonApi.get``."""
         return await self.api.get(op, url, context_url)
 
-    async def show_decoy(self, op: SiteOperation, problem: CnkiError, context_url: str, epoch: int) -> None:
+    async def show_decoy(self, op: OperationContext, problem: CnkiError, context_url: str, epoch: int) -> None:
         """An API answer that cannot be the paper's data (a decoy): slow down, and show the person
         ``context_url`` (the paper's detail page) in a tab of its own; see ``JsonApi.show_context``."""
         self.limiter.slow()
@@ -113,7 +166,7 @@ class Site(Door):
 
     # -- detail and journal pages -------------------------------------------------------------
 
-    async def detail(self, op: SiteOperation, paper: Paper) -> Paper:
+    async def detail(self, op: OperationContext, paper: Paper) -> Paper:
         """The paper's detail page at its locator, parsed and bound to it; always fetched.
 
         Locating a paper without a link, and relocating once after a failed load, is the caller's
@@ -124,72 +177,45 @@ class Site(Door):
             raise CnkiError("DOCUMENT_NOT_FOUND", "这条记录没有知网入口，需要先按题名定位。", details={"title": paper.title})
         return await self._detail_at(op, paper, locator)
 
-    async def _detail_at(self, op: SiteOperation, paper: Paper, locator: str) -> Paper:
+    async def _detail_at(self, op: OperationContext, paper: Paper, locator: str) -> Paper:
         def parse(html: str, url: str) -> Paper:
             return bind_detail(paper, parse_detail(html, url), url)
 
         return await self._load(op, locator, parse, "detail")
 
-    async def journal(self, op: SiteOperation, paper: Paper) -> Quality:
+    async def journal(self, op: OperationContext, paper: Paper) -> Quality:
         """Quality evidence from the paper's journal page (``paper.source_url``), bound to its source."""
         if not paper.source_url:
             raise CnkiError("SOURCE_LOCATOR_MISSING", "详情页没有期刊链接", details={"source": paper.source})
         return await self._load(op, paper.source_url, lambda html, url: parse_journal(html, url, paper.source), "journal")
 
-    async def read(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def read(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """Any CNKI page read the way detail and journal pages are, with the caller's ``parse(html, url)``
         (the field check keeps what it saw)."""
         return await self._load(op, url, parse, kind)
 
-    async def navi_page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def navi_page(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """A navi.cnki.net page shown in the navi tab, parsed; see ``navi.Navi.page``."""
         return await self.navi.page(op, url, parse, kind)
 
     async def navi_post(
-        self, op: SiteOperation, page_url: str, url: str, form: str, parse: Callable[[str, str], T], kind: str
+        self, op: OperationContext, page_url: str, url: str, form: str, parse: Callable[[str, str], T], kind: str
     ) -> T:
-        """A navi fragment POSTed from the navi tab on ``page_url``, parsed; see ``navi.Navi.post``."""
-        return await self.navi.post(op, page_url, url, form, parse, kind)
+        """A navi fragment POSTed from the navi tab on ``page_url``, parsed; see ``navi.Navi.post``. ``kind``
+        names its registry entry (``registry.NAVI_YEARS`` …)."""
+        return await self.navi.post(op, page_url, url, form, parse, REGISTRY[kind])
 
     async def browser_version(self) -> str:
         """What the dedicated browser reports itself as (``Chrome/131.0…``); "" when it cannot say."""
         return await self.browser.version()
 
-    async def _load(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def _load(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """Read a page through Chrome's network stack; render it in a tab when that is not enough."""
         if not is_site_url(url):
             raise CnkiError("LOCATOR_EXPIRED", "文献入口不是知网地址，未访问。", details={"kind": kind})
-        attempts = Attempts(self)
-        for _attempt in range(RESOURCE_ATTEMPTS):
-            try:
-                tab = await self.site_tab(op)
-                async with self.request(op):
-                    result = await self.browser.load_resource(tab, url)
-            except CnkiError as exc:
-                if await attempts.recover(exc):
-                    continue
-                if exc.code in _RENDER_AGAIN_CODES:
-                    break  # the rendered tab is one more try before a network failure stands
-                raise
-            problem = classify_response(result.status, url, result.text)
-            if problem is not None:
-                if await attempts.back_off(problem):
-                    continue
-                if problem.code in CHALLENGE_CODES:
-                    break
-                raise problem
-            try:
-                value = await asyncio.to_thread(parse, result.text, url)
-            except CnkiError as exc:
-                if final_parse_error(exc):
-                    raise
-                log.debug("%s page needs rendering: %s", kind, exc.message)
-                break
-            self.limiter.fast()
-            return value
-        return await self._render_page(op, url, parse, kind)
+        return await self.exchange(op, PageExchange(self, url, parse, kind))
 
-    async def _render_page(self, op: SiteOperation, url: str, parse: Callable[[str, str], T], kind: str) -> T:
+    async def render_page(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """The render fallback: load in the shared render tab and parse the live DOM until it works."""
         async with self._render_lock:
             tab = await self.render_tab()
@@ -226,20 +252,16 @@ class Site(Door):
         await self.browser.close_tab(tab, with_popups=with_popups)
 
     async def navigate(
-        self, op: SiteOperation, tab: Tab, url: str, timeout: float, *, until: str = "ready"
+        self, op: OperationContext, tab: Tab, url: str, timeout: float, *, until: str = "ready"
     ) -> NavigationResult:
         """One charged, paced navigation of ``tab``."""
         async with self.request(op):
             return await self.browser.navigate(tab, url, timeout, until=until)
 
-    async def click(self, op: SiteOperation, tab: Tab, selector: str, timeout: float, *, text: str | None = None) -> bool:
+    async def click(self, op: OperationContext, tab: Tab, selector: str, timeout: float, *, text: str | None = None) -> bool:
         """One charged, paced click on the first visible ``selector`` (whose text matches ``text``)."""
         async with self.request(op):
             return await self.browser.click(tab, selector, timeout, text=text)
-
-    async def evaluate(self, tab: Tab, expression: str, timeout: float = CALL_TIMEOUT) -> Any:
-        """A script run in ``tab`` (no request to CNKI)."""
-        return await self.browser.evaluate(tab, expression, timeout)
 
     async def popups(self, opener: Tab) -> list[Tab]:
         return await self.browser.popups(opener)
