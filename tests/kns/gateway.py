@@ -100,6 +100,11 @@ class Gateway:
     require_visit: bool = False  # a host's first proxied request must carry wrdrecordvisit (else /wengine-vpn/failed)
     fetch_failure: str = "redirect"  # expired in-page fetch (Sec-Fetch-Mode cors): redirect to login | drop (network error)
     drop_fetches: int = 0  # the next N in-page requests (Sec-Fetch-Mode cors) dropped while the session lives (a reset)
+    # Where the two faults above fall, by a piece of the proxied path ("" = anywhere): a real gateway ends its
+    # session on an idle or absolute timeout, and resets a connection, under whatever request comes next; these
+    # put that moment at one request (the facet panel's group/result, a navi yearList or papers fragment).
+    expire_at: str = ""  # the session ends as the first proxied request whose path holds this arrives (once)
+    drop_only: str = ""  # drop_fetches counts only in-page requests whose path holds this
     idp_name: str = UNIVERSITY  # the institution CARSI logs CNKI in as
     tickets: dict[str, int] = field(default_factory=dict)  # ticket → proxied requests served
     visited: set[tuple[str, str]] = field(default_factory=set)  # (ticket, target host) opened with wrdrecordvisit
@@ -199,6 +204,9 @@ class Gateway:
         ticket = self._ticket(headers.get("cookie", ""), gateway_host)
         with self.lock:
             self.counts[(kind, target_host)] += 1
+            if self.expire_at and self.expire_at in rest:
+                self.tickets.clear()
+                self.expire_at = ""
             valid = ticket in self.tickets and (self.expire_after is None or self.tickets[ticket] < self.expire_after)
             if valid:
                 self.tickets[ticket] += 1
@@ -210,7 +218,7 @@ class Gateway:
                 return _Resp(502, b"", abort=True)
             return _Resp(302, pages.simple_page("Found", "登录已过期"),
                          headers={"Location": f"https://{gateway_host}/login?service={quote(here, safe='')}"})
-        if headers.get("sec-fetch-mode") == "cors":
+        if headers.get("sec-fetch-mode") == "cors" and self.drop_only in rest:
             with self.lock:
                 dropped, self.drop_fetches = self.drop_fetches > 0, max(0, self.drop_fetches - 1)
             if dropped:
