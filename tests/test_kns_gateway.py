@@ -151,6 +151,9 @@ def test_expire_at_and_drop_only_put_the_faults_at_one_request(kns: KnsSimulator
     assert again.status == 200
     assert kns.gateway.drop_fetches == 0
     assert kns.count("group") == 0  # the reset request never reached CNKI
+    assert [(e.path, e.answer) for e in kns.gateway.log] == [
+        ("/kns8s/AdvSearch", "served"), ("/kns8s/defaultresult/index", "login"), ("/kns8s/AdvSearch", "login"),
+        ("/kns8s/defaultresult/index", "served"), ("/kns8s/group/result", "reset")]
 
 
 def test_expire_now_ends_every_ticket(kns: KnsSimulator) -> None:

@@ -90,6 +90,18 @@ def cookie_name(gateway_host: str) -> str:
 
 
 @dataclass
+class Proxied:
+    """One proxied request as the gateway saw it (``Gateway.log``)."""
+
+    kind: str
+    host: str  # the target host
+    path: str
+    dest: str  # Sec-Fetch-Dest: document (a page), empty (fetch, XHR, a network-stack load), image…
+    referer: str  # in public form: a gateway's own page (its login sending the browser back) keeps its host
+    answer: str = "served"  # · login (the session had ended) · dropped (closed, no answer) · reset · challenge · failed
+
+
+@dataclass
 class Gateway:
     """Switches (set attributes, or ``sim.configure_gateway(**fields)``) and what the gateway saw."""
 
@@ -109,6 +121,7 @@ class Gateway:
     tickets: dict[str, int] = field(default_factory=dict)  # ticket → proxied requests served
     visited: set[tuple[str, str]] = field(default_factory=set)  # (ticket, target host) opened with wrdrecordvisit
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, target host or "login"/"idp"…) → n
+    log: list[Proxied] = field(default_factory=list)  # every proxied request, in order
     seen: int = 0
     challenged: bool = False
     solved: bool = False
@@ -202,8 +215,10 @@ class Gateway:
         if kind == "":
             return self._own(sim, method, gateway_host, parts.path, query, headers, raw)
         ticket = self._ticket(headers.get("cookie", ""), gateway_host)
+        entry = Proxied(kind, target_host, rest, headers.get("sec-fetch-dest", ""), self.public(headers.get("referer", "")))
         with self.lock:
             self.counts[(kind, target_host)] += 1
+            self.log.append(entry)
             if self.expire_at and self.expire_at in rest:
                 self.tickets.clear()
                 self.expire_at = ""
@@ -215,13 +230,16 @@ class Gateway:
         here = self.base(kind, target_host) + rest + (f"?{parts.query}" if parts.query else "")
         if not valid:
             if headers.get("sec-fetch-mode") == "cors" and self.fetch_failure == "drop":
+                entry.answer = "dropped"
                 return _Resp(502, b"", abort=True)
+            entry.answer = "login"
             return _Resp(302, pages.simple_page("Found", "登录已过期"),
                          headers={"Location": f"https://{gateway_host}/login?service={quote(here, safe='')}"})
         if headers.get("sec-fetch-mode") == "cors" and self.drop_only in rest:
             with self.lock:
                 dropped, self.drop_fetches = self.drop_fetches > 0, max(0, self.drop_fetches - 1)
             if dropped:
+                entry.answer = "reset"
                 return _Resp(200, b"", reset_mid_body=True)
         with self.lock:
             self.seen += 1
@@ -232,10 +250,12 @@ class Gateway:
             if "wrdrecordvisit" in query:
                 self.visited.add((ticket, target_host))
         if challenge:
+            entry.answer = "challenge"
             root = f"https://{host}" if kind == "host_rewrite" else f"https://{gateway_host}"
             return _Resp(302, pages.simple_page("Found", "安全验证"), headers={
                 "Location": f"{root}/verify/home?captchaType={self.challenge}&returnUrl={quote(here, safe='')}"})
         if kind == "wrdvpn" and self.require_visit and not visited:
+            entry.answer = "failed"
             return _Resp(302, pages.simple_page("Found", "访问失败"),
                          headers={"Location": f"https://{WEBVPN}/wengine-vpn/failed?reason=DNS_RECORD_NOT_FOUND"})
         inner = dict(headers)
