@@ -13,13 +13,15 @@ does so on a reused connection).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
-from tests.harness import chromium_path
+from tests.harness import McpSession, chromium_path
 from tests.kns import gateway as gw
 from tests.kns import navi
 from tests.kns.server import KnsSimulator, SimRequest
@@ -34,7 +36,6 @@ pytestmark = [
     pytest.mark.skipif(chromium_path() is None, reason="没有可用的 Chromium"),
 ]
 
-PANEL = "/kns8s/group/result"
 FACETS = {"expression": WIDE, "year_from": 2014, "year_to": 2026, "freshness": "live"}
 # The session ends in each way the gateway shows it to an in-page request: the login redirect followed on the
 # same origin (WebVPN paths), the same redirect refused as CORS (rewritten hosts), a dropped connection.
@@ -52,112 +53,103 @@ def operation_requests(log: list[gw.Proxied]) -> int:
     return sum(1 for i, e in enumerate(own) if not (e.answer == "dropped" and i and own[i - 1] == e))
 
 
-def endpoints(seen: list[SimRequest]) -> list[str]:
-    return [r.endpoint for r in seen]
+Ready = tuple[dict[str, Any], Any]  # the arguments of the call the test watches, the answer it must give
 
 
-async def facets_through(mcp: Any, kns: KnsSimulator, kind: str) -> None:
-    """Log in at the gateway, then one search_facets call: the template is captured, the route works."""
-    await login_through(mcp, kns, kind)
+async def facets_ready(mcp: McpSession, kns: KnsSimulator) -> Ready:
+    """One search_facets call first: the template is captured (the watched call asks grid page 1, the panel)."""
     first = await mcp.wait(await mcp.call("search_facets", {**FACETS, "facets": ["year"]}))
     assert first["status"] == "completed", message_of(first)[:3000]
+    return FACETS, (len(kns.expected(WIDE_ORACLE)), {facet: oracle(kns, WIDE_ORACLE, facet) for facet in FIELDS})
 
 
-@pytest.mark.parametrize(("kind", "failure"), ENDINGS)
-async def test_facets_the_gateway_session_ends_before_the_panel_and_the_person_logs_in_again(
-    kind: str, failure: str, kns: KnsSimulator, isolated_data_dir: Path
-) -> None:
-    kns.configure(login="institution")
-    kns.configure_gateway(fetch_failure=failure)
-    async with serving(isolated_data_dir, kns) as mcp:
-        await facets_through(mcp, kns, kind)
-        kns.configure_gateway(expire_at=PANEL)  # grid page 1 passes; the panel meets the ended session
-        before, logged = len(kns.requests), len(kns.gateway.log)
-        view = await gateway_login(mcp, kns, await mcp.call("search_facets", FACETS))
-        seen, log = kns.requests[before:], kns.gateway.log[logged:]
-
-    assert view["status"] == "completed", message_of(view)[:3000]
-    assert view["result"]["total"] == len(kns.expected(WIDE_ORACLE))
-    for facet in FIELDS:
-        assert view["result"]["facets"][facet] == oracle(kns, WIDE_ORACLE, facet), facet
-    assert kns.gateway.counts[("own", "/do-login")] == 2  # the person logged in at the gateway twice
-    assert endpoints(seen).count("group") == 1, [r.url for r in seen]  # the turned-away panel never reached CNKI
-    assert sent_back(log) == 1, log
-    assert view["requests"] == operation_requests(log), (view["requests"], log)
+def facets_answer(view: dict[str, Any]) -> Any:
+    return view["result"]["total"], {facet: view["result"]["facets"][facet] for facet in FIELDS}
 
 
-@pytest.mark.parametrize("kind", ["wrdvpn", "host_rewrite"])
-async def test_facets_a_panel_request_without_an_answer_is_looked_into_and_asked_again_every_request_charged(
-    kind: str, kns: KnsSimulator, isolated_data_dir: Path
-) -> None:
-    kns.configure(login="institution")
-    async with serving(isolated_data_dir, kns) as mcp:
-        await facets_through(mcp, kns, kind)  # the work tab holds the search page now
-        kns.configure_gateway(drop_fetches=1, drop_only=PANEL)  # the panel is reset at the gateway; the session lives
-        before, proxied_before = len(kns.requests), kns.gateway.count(kind)
-        view = await mcp.wait(await mcp.call("search_facets", FACETS))
-        seen = kns.requests[before:]
-    proxied_now = kns.gateway.count(kind) - proxied_before
-
-    assert view["status"] == "completed", message_of(view)[:3000]
-    for facet in FIELDS:
-        assert view["result"]["facets"][facet] == oracle(kns, WIDE_ORACLE, facet), facet
-    assert endpoints(seen).count("search") == 1, [r.url for r in seen]  # the look at the page
-    assert endpoints(seen).count("group") == 1, [r.url for r in seen]  # the second asking; the reset one never reached CNKI
-    assert proxied_now == len(seen) + 1, [r.url for r in seen]
-    assert view["requests"] == proxied_now, (view["requests"], [r.url for r in seen])
-
-
-async def issues_through(mcp: Any, kns: KnsSimulator, kind: str) -> tuple[str, int, int]:
-    """Log in at the gateway, then the busiest issue's journal's years: the navi tab shows its journal page."""
+async def issues_ready(mcp: McpSession, kns: KnsSimulator) -> Ready:
+    """The busiest issue's journal's years first: the navi tab shows its journal page (the watched call asks
+    the journal search, yearList up to the year, the issue's papers)."""
     key, year, number = busiest_issue(kns)
-    await login_through(mcp, kns, kind)
     years = await mcp.wait(await mcp.call("journal_issues", {"issn": kns.corpus.journals[key].issn}))
     assert years["status"] == "completed", message_of(years)[:3000]
     assert years["result"]["years"] == listed_years(kns, key)
-    return key, year, number
+    arguments = {"journal": kns.corpus.journals[key].name, "year": year, "issue": str(number)}
+    return arguments, [p.title for p in navi.toc(kns.corpus, key, year, number)]
 
 
-def issue_of(kns: KnsSimulator, key: str, year: int, number: int) -> dict[str, Any]:
-    return {"journal": kns.corpus.journals[key].name, "year": year, "issue": str(number)}
+def issues_answer(view: dict[str, Any]) -> Any:
+    return [r["title"] for r in view["result"]["records"]]
+
+
+@dataclass(frozen=True)
+class Case:
+    """A tool through the gateway: the request its session ends before, the one reset, the page looked at."""
+
+    tool: str
+    ready: Callable[[McpSession, KnsSimulator], Awaitable[Ready]]
+    answer: Callable[[dict[str, Any]], Any]
+    ends_before: str  # a piece of the path (the gateway's expire_at)
+    reset: str  # drop_only
+    look: str  # the simulator's endpoint of the page the tab shows
+
+
+CASES = [
+    Case("search_facets", facets_ready, facets_answer, "/kns8s/group/result", "/kns8s/group/result", "search"),
+    Case("journal_issues", issues_ready, issues_answer, "/papers", "/yearList", "journal"),
+]
+
+
+async def watched(
+    mcp: McpSession, kns: KnsSimulator, case: Case, kind: str, *, person: bool
+) -> tuple[Any, dict[str, Any], list[SimRequest], list[gw.Proxied]]:
+    """Log in at the gateway, get ``case`` ready, set the fault, then the call: (the answer it must give, its
+    final view, what reached CNKI meanwhile, what the gateway saw meanwhile). ``person``: the person is asked
+    to log in at the gateway again and does."""
+    await login_through(mcp, kns, kind)
+    arguments, expected = await case.ready(mcp, kns)
+    if person:
+        kns.configure_gateway(expire_at=case.ends_before)
+    else:
+        kns.configure_gateway(drop_fetches=1, drop_only=case.reset)  # the session lives
+    before, logged = len(kns.requests), len(kns.gateway.log)
+    view = await mcp.call(case.tool, arguments)
+    view = await (gateway_login(mcp, kns, view) if person else mcp.wait(view))
+    return expected, view, kns.requests[before:], kns.gateway.log[logged:]
 
 
 @pytest.mark.parametrize(("kind", "failure"), ENDINGS)
-async def test_journal_issues_the_gateway_session_ends_before_the_papers_and_the_person_logs_in_again(
-    kind: str, failure: str, kns: KnsSimulator, isolated_data_dir: Path
+@pytest.mark.parametrize("case", CASES, ids=[c.tool for c in CASES])
+async def test_the_gateway_session_ends_before_a_fragment_and_the_person_logs_in_again(
+    case: Case, kind: str, failure: str, kns: KnsSimulator, isolated_data_dir: Path
 ) -> None:
     kns.configure(login="institution")
     kns.configure_gateway(fetch_failure=failure)
     async with serving(isolated_data_dir, kns) as mcp:
-        key, year, number = await issues_through(mcp, kns, kind)
-        kns.configure_gateway(expire_at="/papers")  # the search and yearList pass; the issue meets the ended session
-        before, logged = len(kns.requests), len(kns.gateway.log)
-        view = await gateway_login(mcp, kns, await mcp.call("journal_issues", issue_of(kns, key, year, number)))
-        seen, log = kns.requests[before:], kns.gateway.log[logged:]
+        expected, view, seen, log = await watched(mcp, kns, case, kind, person=True)
 
     assert view["status"] == "completed", message_of(view)[:3000]
-    assert [r["title"] for r in view["result"]["records"]] == [p.title for p in navi.toc(kns.corpus, key, year, number)]
+    assert case.answer(view) == expected
     assert kns.gateway.counts[("own", "/do-login")] == 2  # the person logged in at the gateway twice
-    assert [r.path.endswith("/papers") for r in seen].count(True) == 1, [r.url for r in seen]
+    assert [case.ends_before in r.path for r in seen].count(True) == 1, [r.url for r in seen]  # asked again once
     assert sent_back(log) == 1, log
     assert view["requests"] == operation_requests(log), (view["requests"], log)
 
 
 @pytest.mark.parametrize("kind", ["wrdvpn", "host_rewrite"])
-async def test_journal_issues_a_fragment_without_an_answer_is_looked_into_and_asked_again_every_request_charged(
-    kind: str, kns: KnsSimulator, isolated_data_dir: Path
+@pytest.mark.parametrize("case", CASES, ids=[c.tool for c in CASES])
+async def test_a_fragment_without_an_answer_is_looked_into_and_asked_again_every_request_charged(
+    case: Case, kind: str, kns: KnsSimulator, isolated_data_dir: Path
 ) -> None:
     kns.configure(login="institution")
     async with serving(isolated_data_dir, kns) as mcp:
-        key, year, number = await issues_through(mcp, kns, kind)
-        kns.configure_gateway(drop_fetches=1, drop_only="/yearList")  # the session lives
-        before, proxied_before = len(kns.requests), kns.gateway.count(kind)
-        view = await mcp.wait(await mcp.call("journal_issues", issue_of(kns, key, year, number)))
-        seen = kns.requests[before:]
-    proxied_now = kns.gateway.count(kind) - proxied_before
+        expected, view, seen, log = await watched(mcp, kns, case, kind, person=False)
 
+    # The gateway saw every request the call made (the reset one never reached CNKI); the look at the page and
+    # the second asking are charged like every other request.
     assert view["status"] == "completed", message_of(view)[:3000]
-    assert [r["title"] for r in view["result"]["records"]] == [p.title for p in navi.toc(kns.corpus, key, year, number)]
-    assert endpoints(seen).count("journal") == 1, [r.url for r in seen]  # the look at the journal page
-    assert proxied_now == len(seen) + 1, [r.url for r in seen]
-    assert view["requests"] == proxied_now, (view["requests"], [r.url for r in seen])
+    assert case.answer(view) == expected
+    assert [r.endpoint for r in seen].count(case.look) == 1, [r.url for r in seen]  # the look at the page
+    assert [case.reset in r.path for r in seen].count(True) == 1, [r.url for r in seen]  # the second asking
+    assert len(log) == len(seen) + 1, [r.url for r in seen]
+    assert view["requests"] == len(log), (view["requests"], [r.url for r in seen])
