@@ -57,7 +57,7 @@ def message_of(view: dict[str, Any]) -> str:
 async def gateway_login(mcp: McpSession, kns: KnsSimulator, view: dict[str, Any]) -> dict[str, Any]:
     """The operation asks the person at the gateway; the person logs in there; the operation goes on."""
     waiting = await mcp.wait(view, until=AWAITING)
-    assert waiting["status"] == "awaiting_user", waiting
+    assert waiting["status"] == "awaiting_user", message_of(waiting)[:3000]
     assert "学校 VPN" in message_of(waiting), waiting
     kns.gateway_login()
     return await mcp.wait(waiting)

@@ -131,6 +131,31 @@ def test_drop_fetches_resets_in_page_requests_mid_answer_while_the_session_lives
     assert kns.gateway.count("host_rewrite") == 2
 
 
+def test_expire_at_and_drop_only_put_the_faults_at_one_request(kns: KnsSimulator) -> None:
+    kns.configure_gateway(expire_at="/kns8s/defaultresult/", drop_fetches=1, drop_only="/kns8s/group/result")
+    cookie = ticket_cookie(kns)
+    results = REWRITE_SEARCH.replace("/kns8s/AdvSearch", "/kns8s/defaultresult/index?korder=SU&kw=" + quote("研究"))
+    panel = REWRITE_SEARCH.replace("/kns8s/AdvSearch", "/kns8s/group/result")
+
+    first = fetch(kns, REWRITE_SEARCH, headers={**cookie, "Sec-Fetch-Mode": "cors"})  # no fault falls here
+    ended = fetch(kns, results, headers=cookie)
+    after = fetch(kns, REWRITE_SEARCH, headers=cookie)
+    fresh = ticket_cookie(kns)
+    again = fetch(kns, results, headers=fresh)  # the session ended once: a new ticket is served there
+    with pytest.raises(http.client.IncompleteRead):
+        fetch(kns, panel, "POST", form={"queryJson": "{}"}, headers={**fresh, "Sec-Fetch-Mode": "cors"})
+
+    assert first.status == 200
+    assert ended.status == 302 and ended.headers["location"].startswith(f"https://{gw.WEBVPN}/login?service=")
+    assert after.status == 302
+    assert again.status == 200
+    assert kns.gateway.drop_fetches == 0
+    assert kns.count("group") == 0  # the reset request never reached CNKI
+    assert [(e.path, e.answer) for e in kns.gateway.log] == [
+        ("/kns8s/AdvSearch", "served"), ("/kns8s/defaultresult/index", "login"), ("/kns8s/AdvSearch", "login"),
+        ("/kns8s/defaultresult/index", "served"), ("/kns8s/group/result", "reset")]
+
+
 def test_expire_now_ends_every_ticket(kns: KnsSimulator) -> None:
     cookie = ticket_cookie(kns)
     before = fetch(kns, PREFIX_SEARCH, headers=ticket_cookie(kns, gw.PREFIX_HOST)).status

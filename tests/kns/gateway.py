@@ -90,6 +90,18 @@ def cookie_name(gateway_host: str) -> str:
 
 
 @dataclass
+class Proxied:
+    """One proxied request as the gateway saw it (``Gateway.log``)."""
+
+    kind: str
+    host: str  # the target host
+    path: str
+    dest: str  # Sec-Fetch-Dest: document (a page), empty (fetch, XHR, a network-stack load), image…
+    referer: str  # in public form: a gateway's own page (its login sending the browser back) keeps its host
+    answer: str = "served"  # · login (the session had ended) · dropped (closed, no answer) · reset · challenge · failed
+
+
+@dataclass
 class Gateway:
     """Switches (set attributes, or ``sim.configure_gateway(**fields)``) and what the gateway saw."""
 
@@ -100,10 +112,16 @@ class Gateway:
     require_visit: bool = False  # a host's first proxied request must carry wrdrecordvisit (else /wengine-vpn/failed)
     fetch_failure: str = "redirect"  # expired in-page fetch (Sec-Fetch-Mode cors): redirect to login | drop (network error)
     drop_fetches: int = 0  # the next N in-page requests (Sec-Fetch-Mode cors) dropped while the session lives (a reset)
+    # Where the two faults above fall, by a piece of the proxied path ("" = anywhere): a real gateway ends its
+    # session on an idle or absolute timeout, and resets a connection, under whatever request comes next; these
+    # put that moment at one request (the facet panel's group/result, a navi yearList or papers fragment).
+    expire_at: str = ""  # the session ends as the first proxied request whose path holds this arrives (once)
+    drop_only: str = ""  # drop_fetches counts only in-page requests whose path holds this
     idp_name: str = UNIVERSITY  # the institution CARSI logs CNKI in as
     tickets: dict[str, int] = field(default_factory=dict)  # ticket → proxied requests served
     visited: set[tuple[str, str]] = field(default_factory=set)  # (ticket, target host) opened with wrdrecordvisit
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, target host or "login"/"idp"…) → n
+    log: list[Proxied] = field(default_factory=list)  # every proxied request, in order
     seen: int = 0
     challenged: bool = False
     solved: bool = False
@@ -197,8 +215,13 @@ class Gateway:
         if kind == "":
             return self._own(sim, method, gateway_host, parts.path, query, headers, raw)
         ticket = self._ticket(headers.get("cookie", ""), gateway_host)
+        entry = Proxied(kind, target_host, rest, headers.get("sec-fetch-dest", ""), self.public(headers.get("referer", "")))
         with self.lock:
             self.counts[(kind, target_host)] += 1
+            self.log.append(entry)
+            if self.expire_at and self.expire_at in rest:
+                self.tickets.clear()
+                self.expire_at = ""
             valid = ticket in self.tickets and (self.expire_after is None or self.tickets[ticket] < self.expire_after)
             if valid:
                 self.tickets[ticket] += 1
@@ -207,13 +230,16 @@ class Gateway:
         here = self.base(kind, target_host) + rest + (f"?{parts.query}" if parts.query else "")
         if not valid:
             if headers.get("sec-fetch-mode") == "cors" and self.fetch_failure == "drop":
+                entry.answer = "dropped"
                 return _Resp(502, b"", abort=True)
+            entry.answer = "login"
             return _Resp(302, pages.simple_page("Found", "登录已过期"),
                          headers={"Location": f"https://{gateway_host}/login?service={quote(here, safe='')}"})
-        if headers.get("sec-fetch-mode") == "cors":
+        if headers.get("sec-fetch-mode") == "cors" and self.drop_only in rest:
             with self.lock:
                 dropped, self.drop_fetches = self.drop_fetches > 0, max(0, self.drop_fetches - 1)
             if dropped:
+                entry.answer = "reset"
                 return _Resp(200, b"", reset_mid_body=True)
         with self.lock:
             self.seen += 1
@@ -224,10 +250,12 @@ class Gateway:
             if "wrdrecordvisit" in query:
                 self.visited.add((ticket, target_host))
         if challenge:
+            entry.answer = "challenge"
             root = f"https://{host}" if kind == "host_rewrite" else f"https://{gateway_host}"
             return _Resp(302, pages.simple_page("Found", "安全验证"), headers={
                 "Location": f"{root}/verify/home?captchaType={self.challenge}&returnUrl={quote(here, safe='')}"})
         if kind == "wrdvpn" and self.require_visit and not visited:
+            entry.answer = "failed"
             return _Resp(302, pages.simple_page("Found", "访问失败"),
                          headers={"Location": f"https://{WEBVPN}/wengine-vpn/failed?reason=DNS_RECORD_NOT_FOUND"})
         inner = dict(headers)

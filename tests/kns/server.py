@@ -451,7 +451,7 @@ class KnsSimulator:
     def configure_gateway(self, **fields: Any) -> gateway.Gateway:
         """Change the gateway's switches (see gateway.Gateway); unknown names raise TypeError."""
         names = {"expire_after", "challenge", "challenge_after", "two_factor", "require_visit", "fetch_failure", "idp_name",
-                 "drop_fetches"}
+                 "drop_fetches", "expire_at", "drop_only"}
         if set(fields) - names:
             raise TypeError(f"unknown gateway fields: {sorted(set(fields) - names)}")
         if fields.get("fetch_failure", "redirect") not in gateway.FETCH_FAILURES:
