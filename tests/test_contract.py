@@ -29,7 +29,6 @@ from cnki_mcp import __version__
 from cnki_mcp.core import tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Problem
-from cnki_mcp.core.tool_args import ToolName
 from cnki_mcp.surface import server
 from cnki_mcp.surface.tools import REGISTRY
 from cnki_mcp.tools import _searching, operation_control, search_results
@@ -185,7 +184,7 @@ def test_schema_properties_match_the_argument_structs() -> None:
     """What the schema advertises is exactly what tools.parse_arguments accepts."""
     for name, tool in by_name().items():
         properties = tool["inputSchema"].get("properties", {})
-        assert set(properties) == _struct_shape(REGISTRY[ToolName(name)].arguments), name
+        assert set(properties) == _struct_shape(REGISTRY[name].arguments), name
         if "options" in properties:
             # Only search expands through the citation graph; the others' validators refuse options.expand.
             expected = _struct_shape(_searching.SearchOptions) - ({"expand"} if name != "search" else set())

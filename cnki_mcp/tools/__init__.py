@@ -1,7 +1,7 @@
 """The tools: one module per tool, discovered (``cnki_mcp.tools.<tool_name>``), never listed by hand.
 
-How to add a tool — write ``cnki_mcp/tools/<tool_name>.py`` (the module's name is the tool's name, a
-``core.tool_args.ToolName`` member) holding, in this order:
+How to add a tool — write ``cnki_mcp/tools/<tool_name>.py`` (the module's name is the tool's name; no list
+of tools is kept anywhere else) holding, in this order:
 
 ``Args``
     The argument Struct, a subclass of ``core.tool_args.ToolArgs`` (unknown fields refused). Each field is
@@ -56,7 +56,7 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core import model
-from cnki_mcp.core.tool_args import ToolArgs, ToolName
+from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools._parse import Validator, parse
 from cnki_mcp.tools._schema import input_schema, output_schema
 
@@ -80,7 +80,7 @@ Run = Callable[[Any, Any, Any], Awaitable[Any]]
 class ToolSpec:
     """Everything about one tool, read from its module."""
 
-    name: ToolName
+    name: str
     title: str
     description: str
     arguments: type[ToolArgs]
@@ -100,7 +100,7 @@ class ToolSpec:
 def spec_of(module: ModuleType) -> ToolSpec:
     """The spec a tool module declares (see the module docstring for the names read)."""
     return ToolSpec(
-        name=ToolName(module.__name__.rpartition(".")[2]),
+        name=module.__name__.rpartition(".")[2],
         title=module.TITLE,
         description=module.DESCRIPTION,
         arguments=module.Args,
@@ -114,13 +114,13 @@ def spec_of(module: ModuleType) -> ToolSpec:
     )
 
 
-def _discover() -> dict[ToolName, ToolSpec]:
+def _discover() -> dict[str, ToolSpec]:
     """Every tool module of this package (a name starting with ``_`` is the framework's)."""
     names = [info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")]
     return {spec.name: spec for spec in (spec_of(importlib.import_module(f"{__name__}.{name}")) for name in names)}
 
 
-REGISTRY: dict[ToolName, ToolSpec] = _discover()
+REGISTRY: dict[str, ToolSpec] = _discover()
 
 
 def parse_arguments(spec: ToolSpec, raw: Any) -> ToolArgs:

@@ -18,7 +18,7 @@ from msgspec import Meta
 from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import SearchSummary
-from cnki_mcp.core.tool_args import FACET_CODES_MAX, FACETS, LIMIT_DEFAULT, LIMIT_MAX, OPTION_RANGES, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import FACET_CODES_MAX, FACETS, LIMIT_DEFAULT, LIMIT_MAX, OPTION_RANGES, ToolArgs
 from cnki_mcp.tools._fields import Limit, OnVerification, Sort, YearFrom, YearTo, check_years
 
 if TYPE_CHECKING:
@@ -46,12 +46,12 @@ def _range(maximum: int, default: int) -> str:
 # An integer option: 0 means the default, else 1..its maximum.
 _OPTION = {"code": "INVALID_OPTION", "empty_means_default": True, "message": "{field} 须在 1–{le} 之间（0 表示默认值），收到的是 {value}。"}
 _CANDIDATES = (
-    f"候选文献数量目标，1–{_CANDIDATES_MAX}；{ToolName.SEARCH} 默认 {_CANDIDATES_DEFAULT}，"
-    f"{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认等于 limit"
+    f"候选文献数量目标，1–{_CANDIDATES_MAX}；search 默认 {_CANDIDATES_DEFAULT}，"
+    f"structured_search 和 expert_search 默认等于 limit"
 )
 _METADATA = Meta(
-    description=f"读取详情页的范围：ranked（{ToolName.SEARCH} 默认，按初步排序选一部分）、all（全部）、"
-    f"basic（只用列表信息，{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认）",
+    description="读取详情页的范围：ranked（search 默认，按初步排序选一部分）、all（全部）、"
+    "basic（只用列表信息，structured_search 和 expert_search 默认）",
     extra={"code": "INVALID_METADATA", "empty_means_default": True},
 )
 
@@ -120,14 +120,14 @@ class NativeOptions(SearchOptions):
             extra={
                 "code": "INVALID_OPTION",
                 "unlisted": True,
-                "message": f"{{field}} 只用于 {ToolName.SEARCH}；{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 保持知网自己的结果，不做引文扩展。",
+                "message": "{field} 只用于 search；structured_search 和 expert_search 保持知网自己的结果，不做引文扩展。",
             },
         ),
     ] = 0
 
 
 def _codes(facet: str) -> str:
-    return f"{FACETS[facet]}：{ToolName.SEARCH_FACETS} 给出的 code，最多 {FACET_CODES_MAX} 个"
+    return f"{FACETS[facet]}：search_facets 给出的 code，最多 {FACET_CODES_MAX} 个"
 
 
 class FacetFilters(msgspec.Struct, forbid_unknown_fields=False, kw_only=True):
@@ -152,7 +152,7 @@ class FacetFilters(msgspec.Struct, forbid_unknown_fields=False, kw_only=True):
 FacetFiltersField = Annotated[
     FacetFilters,
     Meta(
-        description=f"按知网左侧分组筛选（如同在结果页左栏勾选）：分组名 → {ToolName.SEARCH_FACETS} 给出的 code 列表；"
+        description="按知网左侧分组筛选（如同在结果页左栏勾选）：分组名 → search_facets 给出的 code 列表；"
         "同一分组的多个 code 为“或”，不同分组为“且”。例：{\"year\":[\"YE=2024\"],\"subject\":[\"CCL=I140\"]}"
     ),
 ]

@@ -11,7 +11,7 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import refuse_existing, validate_filename
 from cnki_mcp.core.model import OperationView
-from cnki_mcp.core.tool_args import BATCH_MAX, CITATION_FORMATS, TEMPLATE_FIELDS, CitationFormat, Scope, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import BATCH_MAX, CITATION_FORMATS, TEMPLATE_FIELDS, CitationFormat, Scope, ToolArgs
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Offset, documents_given
@@ -24,7 +24,7 @@ class Args(ToolArgs):
     references_of: Annotated[
         str,
         Meta(
-            description=f"导出这篇文献（record_ref）的参考文献表：先用 {ToolName.RELATED_PAPERS} 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
+            description="导出这篇文献（record_ref）的参考文献表：先用 related_papers 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
         ),
     ] = ""
     titles: Annotated[list[str], Meta(description=f"完整题名列表，会访问知网定位并读取详情，最多 {BATCH_MAX} 个")] = []

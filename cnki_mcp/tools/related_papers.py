@@ -8,7 +8,7 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, progress_of
 from cnki_mcp.core.call import ToolCall, seconds_since
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, STATUS_WAIT_MAX, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, STATUS_WAIT_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Limit, OnVerification, exactly_one_document, given
 
@@ -35,7 +35,7 @@ class Args(ToolArgs):
             ge=1,
             le=STATUS_WAIT_MAX,
             description=f"本次调用最多等待的秒数，1–{STATUS_WAIT_MAX}，默认 {RELATED_WAIT_DEFAULT}；未完成时返回 operation_id，"
-            f"用 {ToolName.OPERATION_STATUS} 继续等待",
+            f"用 operation_status 继续等待",
             extra={
                 "code": "INVALID_WAIT",
                 "empty_means_default": True,
