@@ -194,7 +194,16 @@ def test_explicit_values_are_kept() -> None:
     )
     assert (args.mode, args.limit, args.year_from, args.year_to) == ("precise", 100, 2020, 2020)
     assert args.concept_groups == [["竞业限制"], ["违约金", "违约责任"]]
-    assert args.options == SearchOptions("skip", "cited_desc", 3000, 100, 5000, 7200, "all", "live")
+    assert args.options == SearchOptions(
+        on_verification="skip",
+        sort="cited_desc",
+        candidate_target=3000,
+        max_pages=100,
+        max_requests=5000,
+        timeout_seconds=7200,
+        metadata="all",
+        freshness="live",
+    )
 
 
 # --- structured_search: sort merge, basic metadata, candidate target from limit ------------------

@@ -27,6 +27,10 @@ of tools is kept anywhere else) holding, in this order:
     a count over two lists): run on the converted arguments before the Meta rules, so ``args`` is the
     Struct without its rules (``_parse.shape``); it may normalise ``args`` in place (what it trims is what
     the Meta rules then check).
+``AFTER`` (optional)
+    ``{field: rule}``: rules between fields that the documented order checks right after ``field``'s own rules
+    and before the next field's (the years' order after ``year_to`` …); ``rule(args, raw)`` sees the fields
+    checked so far and the later ones as given, and may normalise them in place.
 ``validate(args, raw)`` (optional)
     Rules ``Meta`` cannot express (one of two fields, a URL read by a lower layer …), run after the Meta
     rules; it raises ``CnkiError`` with the precise code and may normalise ``args`` in place.
@@ -48,7 +52,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -85,6 +89,7 @@ class ToolSpec:
     description: str
     arguments: type[ToolArgs]
     validate_first: Validator | None
+    after: Mapping[str, Validator]
     validate: Validator | None
     run: Run
     read_only: bool
@@ -105,6 +110,7 @@ def spec_of(module: ModuleType) -> ToolSpec:
         description=module.DESCRIPTION,
         arguments=module.Args,
         validate_first=getattr(module, "validate_first", None),
+        after=getattr(module, "AFTER", {}),
         validate=getattr(module, "validate", None),
         run=module.run,
         read_only=module.READ_ONLY,
@@ -125,5 +131,5 @@ REGISTRY: dict[str, ToolSpec] = _discover()
 
 def parse_arguments(spec: ToolSpec, raw: Any) -> ToolArgs:
     """The arguments of a call to ``spec``'s tool, converted, checked and with every default filled."""
-    args: ToolArgs = parse(spec.arguments, spec.validate, raw, spec.validate_first)
+    args: ToolArgs = parse(spec.arguments, spec.validate, raw, spec.validate_first, spec.after)
     return args

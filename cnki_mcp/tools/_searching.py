@@ -17,9 +17,10 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import SearchSummary
 from cnki_mcp.core.tool_args import FACET_CODES_MAX, FACETS, LIMIT_DEFAULT, LIMIT_MAX, OPTION_RANGES, ToolArgs
-from cnki_mcp.tools._fields import Limit, OnVerification, Sort, YearFrom, YearTo, check_years
+from cnki_mcp.tools._fields import Limit, OnVerification, Sort, YearFrom, YearTo, years_in_order
 
 if TYPE_CHECKING:
     from cnki_mcp.ops.jobs import OperationContext, Work
@@ -56,9 +57,9 @@ _METADATA = Meta(
 )
 
 
-class SearchOptions(ToolArgs):
-    """search's options; the field order is the order their rules are checked in (expand last but for
-    metadata and freshness, as documented)."""
+class SearchOptions(ToolArgs, kw_only=True):
+    """search's options; the field order is the order their rules are checked in (expand before metadata and
+    freshness, as documented)."""
 
     on_verification: OnVerification = "ask"
     sort: Annotated[
@@ -84,14 +85,6 @@ class SearchOptions(ToolArgs):
             extra=_OPTION,
         ),
     ] = _SECONDS_DEFAULT
-    metadata: Annotated[Metadata, _METADATA] = "ranked"
-    freshness: Annotated[
-        Freshness,
-        Meta(
-            description="prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索",
-            extra={"code": "INVALID_FRESHNESS", "empty_means_default": True},
-        ),
-    ] = "prefer_cache"
     expand: Annotated[
         int,
         Meta(
@@ -102,9 +95,17 @@ class SearchOptions(ToolArgs):
             extra={"code": "INVALID_OPTION", "message": "{field} 须在 {ge}–{le} 之间（0 表示不做引文扩展），收到的是 {value}。"},
         ),
     ] = 0
+    metadata: Annotated[Metadata, _METADATA] = "ranked"
+    freshness: Annotated[
+        Freshness,
+        Meta(
+            description="prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索",
+            extra={"code": "INVALID_FRESHNESS", "empty_means_default": True},
+        ),
+    ] = "prefer_cache"
 
 
-class NativeOptions(SearchOptions):
+class NativeOptions(SearchOptions, kw_only=True):
     """The options of the searches that keep CNKI's own results: candidates default to the limit (0 here,
     filled by ``validate_native``), list data only by default, no citation expansion (refused, not listed)."""
 
@@ -112,18 +113,7 @@ class NativeOptions(SearchOptions):
         int, Meta(ge=0, le=_CANDIDATES_MAX, description=_CANDIDATES, extra={"code": "INVALID_OPTION", "message": _OPTION["message"]})
     ] = 0
     metadata: Annotated[Metadata, _METADATA] = "basic"
-    expand: Annotated[
-        int,
-        Meta(
-            ge=0,
-            le=0,
-            extra={
-                "code": "INVALID_OPTION",
-                "unlisted": True,
-                "message": "{field} 只用于 search；structured_search 和 expert_search 保持知网自己的结果，不做引文扩展。",
-            },
-        ),
-    ] = 0
+    expand: Annotated[int, Meta(extra={"unlisted": True})] = 0  # refused by validate_native_first
 
 
 def _codes(facet: str) -> str:
@@ -183,10 +173,21 @@ class NativeSearchArgs(ToolArgs):
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
 
 
+def validate_native_first(args: Any, raw: dict[str, Any]) -> None:
+    """options.expand, refused before any other rule."""
+    if args.options.expand:
+        raise CnkiError(
+            "INVALID_OPTION", "options.expand 只用于 search；structured_search 和 expert_search 保持知网自己的结果，不做引文扩展。",
+            details={"field": "options.expand"},
+        )
+
+
+NATIVE_AFTER = {"year_to": years_in_order}
+
+
 def validate_native(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
-    """The years' order; the top-level sort applies unless options.sort was given; candidates default to the
-    limit; the facet filters. The expression itself is read when the search starts."""
-    check_years(args.year_from, args.year_to)
+    """The top-level sort applies unless options.sort was given; candidates default to the limit; the facet
+    filters. The expression itself is read when the search starts."""
     if not (raw.get("options") or {}).get("sort"):
         args.options.sort = args.sort
     args.options.candidate_target = args.options.candidate_target or args.limit

@@ -64,8 +64,8 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=300, seconds=900)
 
 
-def validate(args: Args, raw: dict[str, Any]) -> None:
-    """The batch limits, at least one source of documents, a custom format's template, the file's name."""
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """The batch limits and at least one source of documents, before any other rule."""
     if len(args.record_refs) > EXPORT_MAX:
         raise CnkiError(
             "BATCH_TOO_LARGE",
@@ -79,6 +79,10 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
             details={"count": len(args.titles)},
         )
     documents_given(args, also="references_of")
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """A custom format's template, the file's name."""
     if args.format == "custom":
         if not args.template:
             raise CnkiError("INVALID_TEMPLATE", "format=custom 需要 template，例如 {authors}. {title}[J]. {journal}, {year}.", details={"field": "template"})

@@ -17,7 +17,7 @@ RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answerin
 
 
 class Args(ToolArgs):
-    # The paper is record_ref or title, exactly one, unless cursor alone carries on (validate).
+    # The paper is record_ref or title, exactly one, unless cursor alone carries on (validate_first).
     cursor: Annotated[str, Meta(description="翻页：传入上一页结果中的 next_cursor（其余参数可省略）")] = ""
     record_ref: Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")] = ""
     title: Annotated[str, Meta(description="论文的完整题名（与 record_ref 二选一）")] = ""
@@ -59,8 +59,8 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=200, seconds=900)
 
 
-def validate(args: Args, raw: dict[str, Any]) -> None:
-    """A cursor alone carries on; otherwise record_ref or title, exactly one (all trimmed in place)."""
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """Before any other rule: a cursor alone carries on; otherwise record_ref or title, exactly one (all trimmed in place)."""
     args.cursor = given(args.cursor)
     args.record_ref, args.title = given(args.record_ref), given(args.title)
     if not args.cursor or args.record_ref or args.title:

@@ -45,8 +45,8 @@ OPEN_WORLD = True  # Zotero is outside the server: its library changes
 Result = ZoteroReply
 
 
-def validate(args: Args, raw: dict[str, Any]) -> None:
-    """``record_refs`` or ``search_id`` (blank entries dropped), at most ZOTERO_MAX records, the tags' form."""
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """``record_refs`` or ``search_id`` (blank entries dropped), at most ZOTERO_MAX records, before any other rule."""
     args.record_refs = [ref for ref in map(given, args.record_refs) if ref]
     args.search_id = given(args.search_id)
     if not (args.record_refs or args.search_id):
@@ -56,6 +56,10 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
             "BATCH_TOO_LARGE", f"record_refs 最多 {ZOTERO_MAX} 个，收到 {len(args.record_refs)} 个；请分批保存。",
             details={"field": "record_refs"},
         )
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """The collection and the tags' form (trimmed in place)."""
     args.collection = given(args.collection)
     args.tags = [tag for tag in map(given, args.tags) if tag]
     bad = [tag for tag in args.tags if "," in tag or len(tag) > TAG_CHARS]

@@ -10,7 +10,7 @@ from msgspec import Meta
 from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, PLAN_GROUPS_MAX, PLAN_TERM_CHARS, PLAN_TERMS_MAX, ToolArgs
-from cnki_mcp.tools._fields import Limit, YearFrom, YearTo, check_years
+from cnki_mcp.tools._fields import Limit, YearFrom, YearTo, years_in_order
 from cnki_mcp.tools._searching import SearchOptions, start_search
 
 if TYPE_CHECKING:
@@ -64,9 +64,11 @@ READ_ONLY = True
 OPEN_WORLD = True
 
 
+AFTER = {"year_to": years_in_order}
+
+
 def validate(args: Args, raw: dict[str, Any]) -> None:
-    """The years' order; the caller's concept groups (INVALID_PLAN)."""
-    check_years(args.year_from, args.year_to)
+    """The caller's concept groups (INVALID_PLAN)."""
     if args.concept_groups:
         from cnki_mcp.research.query import validate_plan  # the rules' home: loaded with the first search
 

@@ -14,7 +14,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import SearchRecord
 from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS, ToolArgs
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, check_years, given
+from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, given, years_in_order
 from cnki_mcp.tools._searching import FacetFilters, FacetFiltersField, Freshness, check_facet_filters
 
 if TYPE_CHECKING:
@@ -70,8 +70,8 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=30, seconds=600)  # grid page 1, the panel, a group asked again alone, challenges
 
 
-def validate(args: Args, raw: dict[str, Any]) -> None:
-    """A stored search or an expression (with years); known facets, each once; the facet filters."""
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """A stored search or an expression (years only with an expression), before any other rule."""
     args.search_id = given(args.search_id)
     if bool(args.search_id) == bool(args.expression):
         raise CnkiError("INVALID_INPUT", "search_id 与 expression 须给出且只给出一个。", details={"field": "search_id"})
@@ -80,13 +80,23 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
             "INVALID_INPUT", "year_from、year_to 只和 expression 一起用；search_id 沿用那次检索的年份。",
             details={"field": "year_from"},
         )
-    check_years(args.year_from, args.year_to)
+
+
+def _known_facets(args: Any, raw: dict[str, Any]) -> None:
+    """Known facets, each once, right after the facets' own rule."""
     unknown = [name for name in args.facets if name not in FACET_NAMES]
     if unknown:
         raise CnkiError(
             "INVALID_FACET", f"未知的分组：{unknown[0]}；可选 {'、'.join(FACET_NAMES)}。", details={"facet": unknown[0]}
         )
     args.facets = list(dict.fromkeys(args.facets))
+
+
+AFTER = {"year_to": years_in_order, "facets": _known_facets}
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """The facet filters."""
     check_facet_filters(raw)
 
 

@@ -8,7 +8,7 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core.call import ToolCall
-from cnki_mcp.tools._searching import NativeSearchArgs, run_native, validate_native
+from cnki_mcp.tools._searching import NATIVE_AFTER, NativeSearchArgs, run_native, validate_native, validate_native_first
 
 if TYPE_CHECKING:
     from cnki_mcp.research.query import SentenceQuery, StructuredQuery
@@ -49,6 +49,8 @@ DESCRIPTION = (
 )
 READ_ONLY = True
 OPEN_WORLD = True
+validate_first = validate_native_first
+AFTER = NATIVE_AFTER
 validate = validate_native
 
 
