@@ -54,7 +54,7 @@ def tool_rows() -> list[ToolRow]:
     for name in sorted(REGISTRY):
         spec = REGISTRY[name]
         budget = (spec.budget.requests, spec.budget.seconds) if spec.budget else None
-        rows.append(ToolRow(str(spec.name.value), spec.title, spec.read_only, spec.open_world, budget))
+        rows.append(ToolRow(spec.name, spec.title, spec.read_only, spec.open_world, budget))
     return rows
 
 

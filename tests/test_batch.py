@@ -17,7 +17,6 @@ from cnki_mcp.core import settings
 from cnki_mcp.core.clock import local_day, next_local_midnight
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, BatchItem, Budget, DownloadResult, Paper
-from cnki_mcp.core.tool_args import ToolName
 from cnki_mcp.documents import batch
 from cnki_mcp.documents.download_files import DownloadRequest, artifact_key
 from cnki_mcp.ops.jobs import Jobs, OperationContext
@@ -28,7 +27,7 @@ from cnki_mcp.tools.download_papers import INTERVAL_DEFAULT, PAPERS_LIMIT_DEFAUL
 
 
 def args(**given: Any) -> download_papers.Args:
-    parsed = parse_arguments(REGISTRY[ToolName.DOWNLOAD_PAPERS], given)
+    parsed = parse_arguments(REGISTRY["download_papers"], given)
     assert isinstance(parsed, download_papers.Args)
     return parsed
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,10 +27,10 @@ from mcp.types import (
 )
 
 from cnki_mcp import __version__
-from cnki_mcp.core import tool_args
+from cnki_mcp.core import model, tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Problem
-from cnki_mcp.core.tool_args import ToolName
+from cnki_mcp.site import grid_query
 from cnki_mcp.surface import server
 from cnki_mcp.surface.tools import REGISTRY
 from cnki_mcp.tools import _searching, operation_control, search_results
@@ -125,7 +126,7 @@ def test_contract_check_reports_no_mismatch(tmp_path: Path) -> None:
     dump.write_text(json.dumps(tools_document(), ensure_ascii=False), encoding="utf-8")
     run = subprocess.run([sys.executable, str(CHECKER), str(dump)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "21 served, 0 mismatches" in run.stdout
+    assert f"{len(REGISTRY)} served, 0 mismatches" in run.stdout
 
 
 async def test_schema_document_is_what_tools_list_serves() -> None:
@@ -140,7 +141,65 @@ async def test_schema_document_is_what_tools_list_serves() -> None:
 def test_tools_sorted_by_name() -> None:
     names = [t.name for t in server.TOOLS]
     assert names == sorted(names) == sorted(REGISTRY)
-    assert len(names) == 21
+
+
+def test_the_tools_named_here_exist() -> None:
+    """The hints and required lists above name real tools (a renamed or removed tool fails here)."""
+    assert READ_ONLY | CLOSED_WORLD | set(REQUIRED) <= set(REGISTRY)
+
+
+def _described(schema: Any, names: set[str], texts: list[str], enums: set[str]) -> None:
+    """Every property name, description and enum value within ``schema``."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "properties" and isinstance(value, dict):
+                names |= set(value)
+            elif key == "description" and isinstance(value, str):
+                texts.append(value)
+            elif key == "enum":
+                enums |= {str(v) for v in value}
+            _described(value, names, texts, enums)
+    elif isinstance(schema, list):
+        for item in schema:
+            _described(item, names, texts, enums)
+
+
+def test_every_name_a_description_writes_is_defined() -> None:
+    """A description names another tool as plain text: every snake_case name in a description or an argument's
+    description is a tool, an argument, an enum value, a result field or a structured-search field, so a renamed
+    or removed tool cannot linger in another tool's text."""
+    names: set[str] = set()
+    texts: list[str] = []
+    enums: set[str] = set()
+    for spec in REGISTRY.values():
+        texts.append(spec.description)
+        _described(spec.schema, names, texts, enums)
+    modules = [model, *(sys.modules[f"cnki_mcp.tools.{name}"] for name in REGISTRY)]
+    results = {
+        f.encode_name
+        for module in modules
+        for kind in vars(module).values()
+        if isinstance(kind, type) and issubclass(kind, msgspec.Struct)
+        for f in msgspec.structs.fields(kind)
+    }
+    known = set(REGISTRY) | names | enums | results | set(grid_query.FIELDS)
+    written = {name for text in texts for name in re.findall(r"(?<![\w.=])[a-z][a-z0-9]*(?:_[a-z0-9]+)+", text)}
+    assert written - known == set()
+    assert {"search_facets", "operation_status", "structured_search"} <= written  # the cross-references are read
+
+
+def _readme_section(name: str, heading: str) -> str:
+    text = (Path(__file__).resolve().parents[1] / name).read_text(encoding="utf-8")
+    return text.split(heading, 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readmes_list_every_tool() -> None:
+    """README.md's table and README.en.md's list of tools are written by hand: they name exactly the registry."""
+    section = _readme_section("README.md", "## 工具\n")
+    assert f"共 {len(REGISTRY)} 个工具" in section
+    assert set(re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE)) == set(REGISTRY)
+    english = _readme_section("README.en.md", "## Tools\n")
+    assert set(REGISTRY) <= set(re.findall(r"`([a-z_]+)`", english))
 
 
 def test_annotations_carry_all_four_hints() -> None:
@@ -185,7 +244,7 @@ def test_schema_properties_match_the_argument_structs() -> None:
     """What the schema advertises is exactly what tools.parse_arguments accepts."""
     for name, tool in by_name().items():
         properties = tool["inputSchema"].get("properties", {})
-        assert set(properties) == _struct_shape(REGISTRY[ToolName(name)].arguments), name
+        assert set(properties) == _struct_shape(REGISTRY[name].arguments), name
         if "options" in properties:
             # Only search expands through the citation graph; the others' validators refuse options.expand.
             expected = _struct_shape(_searching.SearchOptions) - ({"expand"} if name != "search" else set())

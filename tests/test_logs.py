@@ -10,7 +10,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from cnki_mcp.core import logs
-from cnki_mcp.core.tool_args import ToolName
+from cnki_mcp.tools import REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,7 @@ async def test_server_with_an_invalid_level_runs_and_says_so_in_its_log(tmp_path
     async with Client(_params(tmp_path / "data", CNKI_LOG_LEVEL="loud", CNKI_LOG_FILE=str(log_file)),
                       read_timeout_seconds=30) as client:
         tools = (await client.list_tools()).tools
-    assert len(tools) == len(ToolName)
+    assert len(tools) == len(REGISTRY)
     assert "CNKI_LOG_LEVEL='loud' 不是日志级别" in log_file.read_text("utf-8")
 
 

@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 import yaml
 
-from cnki_mcp.core.tool_args import ToolName
+from cnki_mcp.tools import REGISTRY
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALLERS = REPO / "installers"
 POSIX_SCRIPTS = ("安装设置.sh", "安装设置.command")
-TOOL_COUNT = len(ToolName)  # the frozen server serves every tool of the source registry
+TOOL_COUNT = len(REGISTRY)  # the frozen server serves every tool of the source registry
 
 
 def _load(name: str, path: Path) -> ModuleType:

@@ -1,10 +1,9 @@
-"""What each tool is asked: one msgspec Struct per tool's arguments, with the contract's limits, enums and
-documented defaults. Pure data (the input half of the JSON contract, as ``model`` is the output half); the
-rules that check them live with the MCP surface (``surface.arguments``)."""
+"""What the tools are asked: the contract's limits, enums and documented defaults, and ``ToolArgs``, the base of
+every tool's argument Struct. Pure data (the input half of the JSON contract, as ``model`` is the output half);
+each tool's Struct and its rules live in its module (``cnki_mcp.tools.<tool_name>``), whose name is the tool's."""
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Literal, get_args
 
 import msgspec
@@ -95,32 +94,8 @@ OPTION_RANGES: dict[str, tuple[int, int]] = {
 }
 
 
-# --- the Structs -----------------------------------------------------------------------------------
+# --- the base Struct --------------------------------------------------------------------------------
 
 
 class ToolArgs(msgspec.Struct, forbid_unknown_fields=True):
     """Base of every tool's arguments."""
-
-
-class ToolName(StrEnum):
-    AUTHOR_PAPERS = "author_papers"
-    CHECK_REFERENCES = "check_references"
-    DIAGNOSTICS = "diagnostics"
-    DOWNLOAD_PAPER = "download_paper"
-    DOWNLOAD_PAPERS = "download_papers"
-    EXPERT_SEARCH = "expert_search"
-    EXPORT_CITATIONS = "export_citations"
-    GET_METADATA = "get_metadata"
-    JOURNAL_ISSUES = "journal_issues"
-    LINK_REFERENCES = "link_references"
-    LOGIN = "login"
-    OPERATION_CONTROL = "operation_control"
-    OPERATION_STATUS = "operation_status"
-    READ_ONLINE_HTML = "read_online_html"
-    RELATED_PAPERS = "related_papers"
-    SAVE_TO_ZOTERO = "save_to_zotero"
-    SEARCH = "search"
-    SEARCH_FACETS = "search_facets"
-    SEARCH_RESULTS = "search_results"
-    SESSION_STATUS = "session_status"
-    STRUCTURED_SEARCH = "structured_search"

@@ -59,7 +59,6 @@ from mcp.types import (
 from cnki_mcp import __version__
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
-from cnki_mcp.core.tool_args import ToolName
 from cnki_mcp.surface.tools import ToolApp, dispatch, listed_tools, parse_arguments
 from cnki_mcp.surface.wire import stdio_streams
 
@@ -408,7 +407,7 @@ async def _probe(command: list[str], data_dir: Path, child_log: Any) -> dict[str
             prompts_listed = {p.name for p in (await session.list_prompts()).prompts}
             if not set(PROMPTS) <= prompts_listed:
                 raise _probe_failure("子进程缺少提示词 research_topic 或 literature_review", child_log)
-            result = await session.call_tool(ToolName.DIAGNOSTICS, {})
+            result = await session.call_tool("diagnostics", {})
             if result.is_error:
                 text = result.content[0].text if result.content and isinstance(result.content[0], TextContent) else ""
                 raise _probe_failure(f"diagnostics 返回错误 {text}", child_log)

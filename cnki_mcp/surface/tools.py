@@ -13,7 +13,7 @@ from mcp.types import Tool, ToolAnnotations
 
 from cnki_mcp.app import Reply
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.tool_args import ToolArgs, ToolName
+from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools import REGISTRY, ToolSpec
 from cnki_mcp.tools import parse_arguments as parse_tool_arguments
 
@@ -29,8 +29,8 @@ class ToolApp(Protocol):
 def spec_of(name: str) -> ToolSpec:
     """The tool called ``name``; UNKNOWN_TOOL otherwise."""
     try:
-        return REGISTRY[ToolName(name)]
-    except ValueError:
+        return REGISTRY[name]
+    except KeyError:
         raise CnkiError("UNKNOWN_TOOL", f"没有名为 {name!r} 的工具。", details={"tool": name}) from None
 
 

@@ -1,7 +1,7 @@
 """The tools: one module per tool, discovered (``cnki_mcp.tools.<tool_name>``), never listed by hand.
 
-How to add a tool — write ``cnki_mcp/tools/<tool_name>.py`` (the module's name is the tool's name, a
-``core.tool_args.ToolName`` member) holding, in this order:
+How to add a tool — write ``cnki_mcp/tools/<tool_name>.py`` (the module's name is the tool's name; no list
+of tools is kept anywhere else) holding, in this order:
 
 ``Args``
     The argument Struct, a subclass of ``core.tool_args.ToolArgs`` (unknown fields refused). Each field is
@@ -27,6 +27,10 @@ How to add a tool — write ``cnki_mcp/tools/<tool_name>.py`` (the module's name
     a count over two lists): run on the converted arguments before the Meta rules, so ``args`` is the
     Struct without its rules (``_parse.shape``); it may normalise ``args`` in place (what it trims is what
     the Meta rules then check).
+``AFTER`` (optional)
+    ``{field: rule}``: rules between fields that the documented order checks right after ``field``'s own rules
+    and before the next field's (the years' order after ``year_to`` …); ``rule(args, raw)`` sees the fields
+    checked so far and the later ones as given, and may normalise them in place.
 ``validate(args, raw)`` (optional)
     Rules ``Meta`` cannot express (one of two fields, a URL read by a lower layer …), run after the Meta
     rules; it raises ``CnkiError`` with the precise code and may normalise ``args`` in place.
@@ -48,7 +52,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -56,7 +60,7 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core import model
-from cnki_mcp.core.tool_args import ToolArgs, ToolName
+from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools._parse import Validator, parse
 from cnki_mcp.tools._schema import input_schema, output_schema
 
@@ -80,11 +84,12 @@ Run = Callable[[Any, Any, Any], Awaitable[Any]]
 class ToolSpec:
     """Everything about one tool, read from its module."""
 
-    name: ToolName
+    name: str
     title: str
     description: str
     arguments: type[ToolArgs]
     validate_first: Validator | None
+    after: Mapping[str, Validator]
     validate: Validator | None
     run: Run
     read_only: bool
@@ -100,11 +105,12 @@ class ToolSpec:
 def spec_of(module: ModuleType) -> ToolSpec:
     """The spec a tool module declares (see the module docstring for the names read)."""
     return ToolSpec(
-        name=ToolName(module.__name__.rpartition(".")[2]),
+        name=module.__name__.rpartition(".")[2],
         title=module.TITLE,
         description=module.DESCRIPTION,
         arguments=module.Args,
         validate_first=getattr(module, "validate_first", None),
+        after=getattr(module, "AFTER", {}),
         validate=getattr(module, "validate", None),
         run=module.run,
         read_only=module.READ_ONLY,
@@ -114,16 +120,16 @@ def spec_of(module: ModuleType) -> ToolSpec:
     )
 
 
-def _discover() -> dict[ToolName, ToolSpec]:
+def _discover() -> dict[str, ToolSpec]:
     """Every tool module of this package (a name starting with ``_`` is the framework's)."""
     names = [info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")]
     return {spec.name: spec for spec in (spec_of(importlib.import_module(f"{__name__}.{name}")) for name in names)}
 
 
-REGISTRY: dict[ToolName, ToolSpec] = _discover()
+REGISTRY: dict[str, ToolSpec] = _discover()
 
 
 def parse_arguments(spec: ToolSpec, raw: Any) -> ToolArgs:
     """The arguments of a call to ``spec``'s tool, converted, checked and with every default filled."""
-    args: ToolArgs = parse(spec.arguments, spec.validate, raw, spec.validate_first)
+    args: ToolArgs = parse(spec.arguments, spec.validate, raw, spec.validate_first, spec.after)
     return args

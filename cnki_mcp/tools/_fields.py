@@ -61,8 +61,10 @@ YearFrom = Annotated[int, _YEAR_RULE, Meta(description="起始发表年份（含
 YearTo = Annotated[int, _YEAR_RULE, Meta(description="截止发表年份（含）；0 或省略表示不限")]
 
 
-def check_years(year_from: int, year_to: int) -> None:
-    """The range's order (each bound's own range is the fields' Meta rule)."""
+def years_in_order(args: Any, raw: dict[str, Any]) -> None:
+    """The range's order, checked right after ``year_to`` (each bound's own range is the fields' Meta rule):
+    a tool's ``AFTER = {"year_to": years_in_order}``."""
+    year_from, year_to = args.year_from, args.year_to
     if year_from > 0 and year_to > 0 and year_from > year_to:
         raise CnkiError("INVALID_YEAR", f"year_from（{year_from}）不能大于 year_to（{year_to}）。", details={"field": "year_from"})
 

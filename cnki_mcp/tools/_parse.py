@@ -1,6 +1,6 @@
 """A tool's arguments from its Struct: convert, check the ``Meta`` rules in field order, fill defaults.
 
-``parse(args_type, validate, raw, validate_first)``:
+``parse(args_type, validate, raw, validate_first, after)``:
 
 1. ``raw`` must be an object; null on an optional field counts as not given.
 2. Types, unknown and missing fields are checked against the Struct with its rules stripped (``shape``), so
@@ -16,6 +16,8 @@
    and a field that is a Struct has its own fields checked the same way (named ``<field>.<name>``),
    ``"message"`` (a format string with ``{field}``, ``{value}``, ``{size}`` (a length), ``{ge}``, ``{le}``
    replacing the generated one).
+   Right after a field's own rules, the tool's rule ``after[<field>](args, raw)`` if it has one: a rule between
+   fields that the documented order checks there (it sees the fields checked so far, the later ones as given).
 5. The tool's own ``validate(args, raw)`` for what ``Meta`` cannot say (it may normalise ``args`` in place).
 """
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Annotated, Any, Literal, cast, get_args, get_origin
 
@@ -36,7 +38,13 @@ from cnki_mcp.core.text import is_blank
 Validator = Callable[[Any, dict[str, Any]], None]
 
 
-def parse(kind: type[msgspec.Struct], validate: Validator | None, raw: Any, validate_first: Validator | None = None) -> Any:
+def parse(
+    kind: type[msgspec.Struct],
+    validate: Validator | None,
+    raw: Any,
+    validate_first: Validator | None = None,
+    after: Mapping[str, Validator] | None = None,
+) -> Any:
     """``raw`` converted to ``kind``, checked, with every default filled; CnkiError with the precise code otherwise."""
     given = without_nulls(an_object(raw), kind)
     try:
@@ -45,24 +53,30 @@ def parse(kind: type[msgspec.Struct], validate: Validator | None, raw: Any, vali
         raise structural_error(str(exc), _structs(kind)) from None
     if validate_first is not None:
         validate_first(loose, given)
-    args = _checked_struct(kind, loose, "")
+    args = _checked_struct(kind, loose, "", after or {}, given)
     if validate is not None:
         validate(args, given)
     return args
 
 
-def _checked_struct(kind: type[msgspec.Struct], loose: msgspec.Struct, prefix: str) -> Any:
-    """``kind`` from its ``shape`` instance once each field's rules hold; a nested Struct's fields are named
+def _checked_struct(
+    kind: type[msgspec.Struct], loose: msgspec.Struct, prefix: str, after: Mapping[str, Validator], raw: dict[str, Any]
+) -> Any:
+    """``kind`` from its ``shape`` instance once each field's rules (and the ``after`` rule following it) hold;
+    each checked value replaces the given one in ``loose`` as it goes. A nested Struct's fields are named
     ``<field>.<name>`` in messages."""
-    values = msgspec.structs.asdict(loose)
     enums = _enums(kind)
     for field in cast(mi.StructType, mi.type_info(kind)).fields:
         meta = field.type if isinstance(field.type, mi.Metadata) else mi.Metadata(field.type, None, None)
+        value = getattr(loose, field.name)
         if isinstance(meta.type, mi.StructType):
-            values[field.name] = _checked_struct(meta.type.cls, values[field.name], f"{prefix}{field.encode_name}.")
+            value = _checked_struct(meta.type.cls, value, f"{prefix}{field.encode_name}.", {}, raw)
         elif isinstance(meta.type, mi.LiteralType | mi.IntType | mi.StrType | mi.ListType):
-            values[field.name] = _checked(field, meta, values[field.name], enums.get(field.name, ()), prefix)
-    return kind(**values)
+            value = _checked(field, meta, value, enums.get(field.name, ()), prefix)
+        setattr(loose, field.name, value)
+        if field.name in after:
+            after[field.name](loose, raw)
+    return kind(**msgspec.structs.asdict(loose))
 
 
 def _nested(kind: type[msgspec.Struct]) -> dict[str, type[msgspec.Struct]]:

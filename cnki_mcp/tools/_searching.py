@@ -17,9 +17,10 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import SearchSummary
-from cnki_mcp.core.tool_args import FACET_CODES_MAX, FACETS, LIMIT_DEFAULT, LIMIT_MAX, OPTION_RANGES, ToolArgs, ToolName
-from cnki_mcp.tools._fields import Limit, OnVerification, Sort, YearFrom, YearTo, check_years
+from cnki_mcp.core.tool_args import FACET_CODES_MAX, FACETS, LIMIT_DEFAULT, LIMIT_MAX, OPTION_RANGES, ToolArgs
+from cnki_mcp.tools._fields import Limit, OnVerification, Sort, YearFrom, YearTo, years_in_order
 
 if TYPE_CHECKING:
     from cnki_mcp.ops.jobs import OperationContext, Work
@@ -46,19 +47,19 @@ def _range(maximum: int, default: int) -> str:
 # An integer option: 0 means the default, else 1..its maximum.
 _OPTION = {"code": "INVALID_OPTION", "empty_means_default": True, "message": "{field} 须在 1–{le} 之间（0 表示默认值），收到的是 {value}。"}
 _CANDIDATES = (
-    f"候选文献数量目标，1–{_CANDIDATES_MAX}；{ToolName.SEARCH} 默认 {_CANDIDATES_DEFAULT}，"
-    f"{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认等于 limit"
+    f"候选文献数量目标，1–{_CANDIDATES_MAX}；search 默认 {_CANDIDATES_DEFAULT}，"
+    f"structured_search 和 expert_search 默认等于 limit"
 )
 _METADATA = Meta(
-    description=f"读取详情页的范围：ranked（{ToolName.SEARCH} 默认，按初步排序选一部分）、all（全部）、"
-    f"basic（只用列表信息，{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 默认）",
+    description="读取详情页的范围：ranked（search 默认，按初步排序选一部分）、all（全部）、"
+    "basic（只用列表信息，structured_search 和 expert_search 默认）",
     extra={"code": "INVALID_METADATA", "empty_means_default": True},
 )
 
 
-class SearchOptions(ToolArgs):
-    """search's options; the field order is the order their rules are checked in (expand last but for
-    metadata and freshness, as documented)."""
+class SearchOptions(ToolArgs, kw_only=True):
+    """search's options; the field order is the order their rules are checked in (expand before metadata and
+    freshness, as documented)."""
 
     on_verification: OnVerification = "ask"
     sort: Annotated[
@@ -84,14 +85,6 @@ class SearchOptions(ToolArgs):
             extra=_OPTION,
         ),
     ] = _SECONDS_DEFAULT
-    metadata: Annotated[Metadata, _METADATA] = "ranked"
-    freshness: Annotated[
-        Freshness,
-        Meta(
-            description="prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索",
-            extra={"code": "INVALID_FRESHNESS", "empty_means_default": True},
-        ),
-    ] = "prefer_cache"
     expand: Annotated[
         int,
         Meta(
@@ -102,9 +95,17 @@ class SearchOptions(ToolArgs):
             extra={"code": "INVALID_OPTION", "message": "{field} 须在 {ge}–{le} 之间（0 表示不做引文扩展），收到的是 {value}。"},
         ),
     ] = 0
+    metadata: Annotated[Metadata, _METADATA] = "ranked"
+    freshness: Annotated[
+        Freshness,
+        Meta(
+            description="prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索",
+            extra={"code": "INVALID_FRESHNESS", "empty_means_default": True},
+        ),
+    ] = "prefer_cache"
 
 
-class NativeOptions(SearchOptions):
+class NativeOptions(SearchOptions, kw_only=True):
     """The options of the searches that keep CNKI's own results: candidates default to the limit (0 here,
     filled by ``validate_native``), list data only by default, no citation expansion (refused, not listed)."""
 
@@ -112,22 +113,11 @@ class NativeOptions(SearchOptions):
         int, Meta(ge=0, le=_CANDIDATES_MAX, description=_CANDIDATES, extra={"code": "INVALID_OPTION", "message": _OPTION["message"]})
     ] = 0
     metadata: Annotated[Metadata, _METADATA] = "basic"
-    expand: Annotated[
-        int,
-        Meta(
-            ge=0,
-            le=0,
-            extra={
-                "code": "INVALID_OPTION",
-                "unlisted": True,
-                "message": f"{{field}} 只用于 {ToolName.SEARCH}；{ToolName.STRUCTURED_SEARCH} 和 {ToolName.EXPERT_SEARCH} 保持知网自己的结果，不做引文扩展。",
-            },
-        ),
-    ] = 0
+    expand: Annotated[int, Meta(extra={"unlisted": True})] = 0  # refused by validate_native_first
 
 
 def _codes(facet: str) -> str:
-    return f"{FACETS[facet]}：{ToolName.SEARCH_FACETS} 给出的 code，最多 {FACET_CODES_MAX} 个"
+    return f"{FACETS[facet]}：search_facets 给出的 code，最多 {FACET_CODES_MAX} 个"
 
 
 class FacetFilters(msgspec.Struct, forbid_unknown_fields=False, kw_only=True):
@@ -152,7 +142,7 @@ class FacetFilters(msgspec.Struct, forbid_unknown_fields=False, kw_only=True):
 FacetFiltersField = Annotated[
     FacetFilters,
     Meta(
-        description=f"按知网左侧分组筛选（如同在结果页左栏勾选）：分组名 → {ToolName.SEARCH_FACETS} 给出的 code 列表；"
+        description="按知网左侧分组筛选（如同在结果页左栏勾选）：分组名 → search_facets 给出的 code 列表；"
         "同一分组的多个 code 为“或”，不同分组为“且”。例：{\"year\":[\"YE=2024\"],\"subject\":[\"CCL=I140\"]}"
     ),
 ]
@@ -183,10 +173,21 @@ class NativeSearchArgs(ToolArgs):
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
 
 
+def validate_native_first(args: Any, raw: dict[str, Any]) -> None:
+    """options.expand, refused before any other rule."""
+    if args.options.expand:
+        raise CnkiError(
+            "INVALID_OPTION", "options.expand 只用于 search；structured_search 和 expert_search 保持知网自己的结果，不做引文扩展。",
+            details={"field": "options.expand"},
+        )
+
+
+NATIVE_AFTER = {"year_to": years_in_order}
+
+
 def validate_native(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
-    """The years' order; the top-level sort applies unless options.sort was given; candidates default to the
-    limit; the facet filters. The expression itself is read when the search starts."""
-    check_years(args.year_from, args.year_to)
+    """The top-level sort applies unless options.sort was given; candidates default to the limit; the facet
+    filters. The expression itself is read when the search starts."""
     if not (raw.get("options") or {}).get("sort"):
         args.options.sort = args.sort
     args.options.candidate_target = args.options.candidate_target or args.limit

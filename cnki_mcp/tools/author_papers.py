@@ -10,7 +10,7 @@ from msgspec import Meta
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Limit, Offset, OnVerification, given
 
@@ -19,7 +19,7 @@ AUTHOR_OFFSET_MAX = 150  # listing pages read at most hold 200 rows
 
 
 class Args(ToolArgs):
-    # author, record_ref and institution are trimmed before their rules: those live in validate.
+    # author, record_ref and institution are trimmed before their rules: those live in validate_first.
     author: Annotated[str, Meta(description="作者姓名（与知网的写法一致）")]
     record_ref: Annotated[str, Meta(description="该作者一篇论文的 record_ref（可选，与 institution 二选一）")] = ""
     institution: Annotated[str, Meta(description="作者单位（可选，与 record_ref 二选一）")] = ""
@@ -33,7 +33,7 @@ DESCRIPTION = (
     "一位作者在知网的其他论文（作者 AND 作者单位的检索，按发表时间从新到旧）：给出 author 和该作者一篇论文的 record_ref 时，"
     "按那篇论文详情页上这位作者的单位检索，从而区分同名作者；或给出 author 和 institution（作者单位）；只给姓名时同名作者的论文"
     "可能混在一起，结果带 ambiguous: true 和说明。结果 records（存入本地并带 record_ref，可用于 "
-    f"{ToolName.GET_METADATA}、{ToolName.DOWNLOAD_PAPERS}、{ToolName.EXPORT_CITATIONS}），institutions（知网写法的单位），"
+    "get_metadata、download_papers、export_citations），institutions（知网写法的单位），"
     "years（覆盖的年份），用 limit/offset 分页。"
 )
 READ_ONLY = True
@@ -41,8 +41,8 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=20, seconds=600)  # the paper's page, listing pages, a few detail pages
 
 
-def validate(args: Args, raw: dict[str, Any]) -> None:
-    """The name, the one way of telling namesakes apart, and how far the listing pages reach."""
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """The name and the one way of telling namesakes apart, before the page's rules (all trimmed in place)."""
     args.author, args.record_ref, args.institution = map(given, (args.author, args.record_ref, args.institution))
     if not 1 <= len(args.author) <= AUTHOR_CHARS_MAX:
         raise CnkiError("INVALID_INPUT", f"author 须为 1–{AUTHOR_CHARS_MAX} 字的作者姓名。", details={"field": "author"})
@@ -51,8 +51,15 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
                         details={"field": "institution"})
     if len(args.institution) > AUTHOR_CHARS_MAX * 2:
         raise CnkiError("INVALID_INPUT", f"institution 最多 {AUTHOR_CHARS_MAX * 2} 字。", details={"field": "institution"})
+
+
+def _offset_reached(args: Any, raw: dict[str, Any]) -> None:
+    """How far the listing pages reach, right after the offset's own rule."""
     if args.offset > AUTHOR_OFFSET_MAX:
         raise CnkiError("INVALID_OFFSET", f"offset 最多 {AUTHOR_OFFSET_MAX}，收到的是 {args.offset}。", details={"field": "offset"})
+
+
+AFTER = {"offset": _offset_reached}
 
 
 async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:

@@ -56,8 +56,9 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=300, seconds=900)
 
 
-def validate(args: Args, raw: dict[str, Any]) -> None:
-    """``text`` or ``references`` (one of them); afterwards ``references`` holds the entries to check."""
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """``text`` or ``references`` (one of them), within the size and count limits, before the style and the policy;
+    afterwards ``references`` holds the entries to check."""
     text = "" if is_blank(args.text) else args.text
     given = [item for item in args.references if not is_blank(item)]
     if bool(text) == bool(given):

@@ -9,7 +9,7 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core.call import ToolCall
-from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Format, OnVerification, defaulted, exactly_one_document
 
@@ -32,7 +32,7 @@ class Args(ToolArgs):
 TITLE = "下载论文"
 DESCRIPTION = (
     "把一篇论文的 PDF 或 CAJ 文件下载到数据目录 downloads/ 下，并校验文件。只在用户明确要文件时使用；"
-    f"只想了解内容请用 {ToolName.READ_ONLINE_HTML}。点击前先登记，结果不明确的点击不会自动重放，确需再点时传 retry=true。"
+    "只想了解内容请用 read_online_html。点击前先登记，结果不明确的点击不会自动重放，确需再点时传 retry=true。"
 )
 READ_ONLY = False
 OPEN_WORLD = True

@@ -10,7 +10,7 @@ from cnki_mcp.app.core import AppCore, Reply, stored_refs
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import DAILY_DOWNLOAD_LIMIT_DEFAULT
-from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, INTERVAL_JITTER, RIGHTS_STREAK, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, INTERVAL_JITTER, RIGHTS_STREAK, ToolArgs
 from cnki_mcp.tools._batch import start_batch
 from cnki_mcp.tools._fields import Format, OnVerification, SearchScope, defaulted, given
 
@@ -57,16 +57,16 @@ class Args(ToolArgs):
 
 TITLE = "批量下载论文"
 DESCRIPTION = (
-    f"批量下载一组论文的 PDF/CAJ（后台任务，与 {ToolName.SEARCH} 一样先等待一段时间再返回 operation_id，用 "
-    f"{ToolName.OPERATION_STATUS} 跟进）：record_refs，或某次检索 search_id 的 scope 中从 offset 起的 limit 篇"
-    f"（默认 {PAPERS_LIMIT_DEFAULT} 篇，一次最多 {PAPERS_MAX} 篇）。每篇走 {ToolName.DOWNLOAD_PAPER} 的同一流程，"
+    f"批量下载一组论文的 PDF/CAJ（后台任务，与 search 一样先等待一段时间再返回 operation_id，用 "
+    f"operation_status 跟进）：record_refs，或某次检索 search_id 的 scope 中从 offset 起的 limit 篇"
+    f"（默认 {PAPERS_LIMIT_DEFAULT} 篇，一次最多 {PAPERS_MAX} 篇）。每篇走 download_paper 的同一流程，"
     f"轮到它时才打开详情页；两次下载点击之间至少间隔 interval_seconds（默认 {INTERVAL_DEFAULT} 秒，上下浮动 "
-    f"{_JITTER}%）。已下载过的论文不再点击；服务中断后用 {ToolName.OPERATION_CONTROL} 的 continue "
+    f"{_JITTER}%）。已下载过的论文不再点击；服务中断后用 operation_control 的 continue "
     "接着下载，已点击的论文先检查文件，不会重复点击；cancel 在当前这篇结束后停止。遇到验证码时整批暂停等你处理。"
     f"连续 {RIGHTS_STREAK} 篇因没有全文权限被拒绝时停止（DOWNLOAD_RIGHTS_MISSING）；"
     f"当天成功下载达到每日上限（默认 {DAILY_DOWNLOAD_LIMIT_DEFAULT} 篇，"
     "config.json 的 daily_download_limit 或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT，0 表示不限）时停止（DAILY_LIMIT_REACHED）。"
-    f"结果逐篇给出状态、文件路径和 SHA-256，remaining 是没有轮到的论文。下载完可用 {ToolName.SAVE_TO_ZOTERO} 传同一个 search_id 连同附件存入 Zotero。"
+    f"结果逐篇给出状态、文件路径和 SHA-256，remaining 是没有轮到的论文。下载完可用 save_to_zotero 传同一个 search_id 连同附件存入 Zotero。"
 )
 READ_ONLY = False
 OPEN_WORLD = True

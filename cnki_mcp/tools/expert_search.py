@@ -8,8 +8,8 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core.call import ToolCall
-from cnki_mcp.core.tool_args import EXPRESSION_MAX_CHARS, ToolName
-from cnki_mcp.tools._searching import NativeSearchArgs, run_native, validate_native
+from cnki_mcp.core.tool_args import EXPRESSION_MAX_CHARS
+from cnki_mcp.tools._searching import NATIVE_AFTER, NativeSearchArgs, run_native, validate_native, validate_native_first
 
 if TYPE_CHECKING:
     from cnki_mcp.research.query import ExpertQuery
@@ -41,11 +41,13 @@ DESCRIPTION = (
     "知网专业检索：直接使用知网的专业检索表达式，如 SU=('数字经济'+'数字化转型') AND AU='张三' NOT TI='综述'。"
     "表达式先在本地检查，有误时返回 INVALID_EXPRESSION（details.position 为出错的第几个字符），不访问知网；"
     "混用 OR 与 AND/NOT 而没有括号时按知网帮助从左到右组合并给出提示。"
-    f"年份、排序、结果形式、翻页与 {ToolName.STRUCTURED_SEARCH} 相同，结果保持知网原有顺序；"
+    "年份、排序、结果形式、翻页与 structured_search 相同，结果保持知网原有顺序；"
     "expert_expression 是实际发给知网的规范写法。用户给出或从知网帮助复制了检索式时使用。"
 )
 READ_ONLY = True
 OPEN_WORLD = True
+validate_first = validate_native_first
+AFTER = NATIVE_AFTER
 validate = validate_native
 
 

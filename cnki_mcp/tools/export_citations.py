@@ -11,7 +11,7 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import refuse_existing, validate_filename
 from cnki_mcp.core.model import OperationView
-from cnki_mcp.core.tool_args import BATCH_MAX, CITATION_FORMATS, TEMPLATE_FIELDS, CitationFormat, Scope, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import BATCH_MAX, CITATION_FORMATS, TEMPLATE_FIELDS, CitationFormat, Scope, ToolArgs
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Offset, documents_given
@@ -24,7 +24,7 @@ class Args(ToolArgs):
     references_of: Annotated[
         str,
         Meta(
-            description=f"导出这篇文献（record_ref）的参考文献表：先用 {ToolName.RELATED_PAPERS} 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
+            description="导出这篇文献（record_ref）的参考文献表：先用 related_papers 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
         ),
     ] = ""
     titles: Annotated[list[str], Meta(description=f"完整题名列表，会访问知网定位并读取详情，最多 {BATCH_MAX} 个")] = []
@@ -64,8 +64,8 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=300, seconds=900)
 
 
-def validate(args: Args, raw: dict[str, Any]) -> None:
-    """The batch limits, at least one source of documents, a custom format's template, the file's name."""
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """The batch limits and at least one source of documents, before any other rule."""
     if len(args.record_refs) > EXPORT_MAX:
         raise CnkiError(
             "BATCH_TOO_LARGE",
@@ -79,6 +79,10 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
             details={"count": len(args.titles)},
         )
     documents_given(args, also="references_of")
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """A custom format's template, the file's name."""
     if args.format == "custom":
         if not args.template:
             raise CnkiError("INVALID_TEMPLATE", "format=custom 需要 template，例如 {authors}. {title}[J]. {journal}, {year}.", details={"field": "template"})

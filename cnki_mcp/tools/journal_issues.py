@@ -10,13 +10,13 @@ from msgspec import Meta
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, YEAR_MAX, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, YEAR_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Limit, Offset, OnVerification, given
 
 
 class Args(ToolArgs):
-    # The journal is named by exactly one of journal, issn, cn and record_ref (validate).
+    # The journal is named by exactly one of journal, issn, cn and record_ref (validate_first).
     journal: Annotated[str, Meta(description="期刊名称（须与知网的刊名完全一致；重名时改用 issn 或 cn）")] = ""
     issn: Annotated[str, Meta(description="期刊的 ISSN，如 1000-1234")] = ""
     cn: Annotated[str, Meta(description="期刊的国内统一刊号，如 11-1234/D")] = ""
@@ -41,25 +41,32 @@ DESCRIPTION = (
     "一种期刊在知网的刊期与目录（期刊导航的刊期浏览）：用 journal（刊名）、issn、cn 或其中一篇论文的 record_ref "
     "指明期刊（四者取一）。不带 year 时返回知网列出的全部年份与各期（years：[{year, issues:[{issue, code}]}]，新的在前）；"
     "带 year 和 issue（取 years 中的 issue 或 code）时返回这一期的目录：records 按刊内顺序给出题名、作者、页码和所在栏目"
-    f"（section），用 limit/offset 分页。目录中的论文都存入本地并带 record_ref，可直接用于 {ToolName.GET_METADATA}、"
-    f"{ToolName.DOWNLOAD_PAPERS}、{ToolName.EXPORT_CITATIONS} 和 {ToolName.SAVE_TO_ZOTERO}。"
+    "（section），用 limit/offset 分页。目录中的论文都存入本地并带 record_ref，可直接用于 get_metadata、"
+    "download_papers、export_citations 和 save_to_zotero。"
 )
 READ_ONLY = True
 OPEN_WORLD = True
 BUDGET = Budget(requests=20, seconds=600)  # a search, the journal page, yearList pages, one issue
 
 
-def validate(args: Args, raw: dict[str, Any]) -> None:
-    """One way of naming the journal; year and issue together or neither (all trimmed in place)."""
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """One way of naming the journal, before any other rule (all trimmed in place)."""
     args.journal, args.issn, args.cn, args.record_ref = map(given, (args.journal, args.issn, args.cn, args.record_ref))
     named = [field for field, value in (("journal", args.journal), ("issn", args.issn), ("cn", args.cn),
                                         ("record_ref", args.record_ref)) if value]
     if len(named) != 1:
         why = f"只能提供其中一个，收到了 {'、'.join(named)}" if named else "须提供其中一个"
         raise CnkiError("INVALID_INPUT", f"journal、issn、cn 与 record_ref {why}。", details={"field": "journal"})
+
+
+def _issue_with_year(args: Any, raw: dict[str, Any]) -> None:
+    """Year and issue together or neither (issue trimmed in place), right after the year's range."""
     args.issue = given(args.issue)
     if bool(args.year) != bool(args.issue):
         raise CnkiError("INVALID_INPUT", "year 与 issue 须一起提供（读一期的目录），或都不提供（列出年份与刊期）。", details={"field": "issue"})
+
+
+AFTER = {"issue": _issue_with_year}
 
 
 async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:

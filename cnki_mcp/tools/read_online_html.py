@@ -8,7 +8,7 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core.call import ToolCall
-from cnki_mcp.core.tool_args import ToolArgs, ToolName
+from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, defaulted, exactly_one_document
 
@@ -31,7 +31,7 @@ class Args(ToolArgs):
     source: Annotated[
         Source,
         Meta(
-            description=f"online（默认，知网在线阅读）；download（读已用 {ToolName.DOWNLOAD_PAPER} 下载的 PDF 或内含 PDF 的 CAJ，"
+            description="online（默认，知网在线阅读）；download（读已用 download_paper 下载的 PDF 或内含 PDF 的 CAJ，"
             "不访问知网）；auto（有可读的下载文件时读文件，没有或读不出文字时在线阅读）",
             extra={"code": "INVALID_SOURCE", "empty_means_default": True},
         ),

@@ -8,7 +8,7 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, progress_of
 from cnki_mcp.core.call import ToolCall, seconds_since
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, STATUS_WAIT_MAX, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, STATUS_WAIT_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Limit, OnVerification, exactly_one_document, given
 
@@ -17,7 +17,7 @@ RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answerin
 
 
 class Args(ToolArgs):
-    # The paper is record_ref or title, exactly one, unless cursor alone carries on (validate).
+    # The paper is record_ref or title, exactly one, unless cursor alone carries on (validate_first).
     cursor: Annotated[str, Meta(description="翻页：传入上一页结果中的 next_cursor（其余参数可省略）")] = ""
     record_ref: Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")] = ""
     title: Annotated[str, Meta(description="论文的完整题名（与 record_ref 二选一）")] = ""
@@ -35,7 +35,7 @@ class Args(ToolArgs):
             ge=1,
             le=STATUS_WAIT_MAX,
             description=f"本次调用最多等待的秒数，1–{STATUS_WAIT_MAX}，默认 {RELATED_WAIT_DEFAULT}；未完成时返回 operation_id，"
-            f"用 {ToolName.OPERATION_STATUS} 继续等待",
+            f"用 operation_status 继续等待",
             extra={
                 "code": "INVALID_WAIT",
                 "empty_means_default": True,
@@ -59,8 +59,8 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=200, seconds=900)
 
 
-def validate(args: Args, raw: dict[str, Any]) -> None:
-    """A cursor alone carries on; otherwise record_ref or title, exactly one (all trimmed in place)."""
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """Before any other rule: a cursor alone carries on; otherwise record_ref or title, exactly one (all trimmed in place)."""
     args.cursor = given(args.cursor)
     args.record_ref, args.title = given(args.record_ref), given(args.title)
     if not args.cursor or args.record_ref or args.title:

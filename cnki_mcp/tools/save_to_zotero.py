@@ -10,7 +10,7 @@ from cnki_mcp.app.core import AppCore, scoped, stored_search
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import ZoteroReply
-from cnki_mcp.core.tool_args import ZOTERO_MAX, Scope, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import ZOTERO_MAX, Scope, ToolArgs
 from cnki_mcp.tools._fields import given
 
 TAG_CHARS = 100
@@ -36,7 +36,7 @@ DESCRIPTION = (
     "把文献存入 Zotero 桌面版（通过它在本机的连接器，与 Zotero 浏览器插件的方式相同，不经过系统代理）："
     "题名、作者（中文姓名不拆分）、日期、来源、卷期页、DOI、摘要、关键词（作为标签）、语言、网址、中图分类号（在 extra 中），"
     "期刊论文、学位论文（学校与博士/硕士）、会议论文、报纸文章各用对应的条目类型；attach=true（默认）时把已用 "
-    f"{ToolName.DOWNLOAD_PAPER} 下载的 PDF/CAJ 作为附件一并存入（不会自行下载）。同一分类中已存过的文献不重复保存；"
+    f"download_paper 下载的 PDF/CAJ 作为附件一并存入（不会自行下载）。同一分类中已存过的文献不重复保存；"
     f"一条失败不影响其他条目，结果逐条给出状态。需要先打开 Zotero。一次最多 {ZOTERO_MAX} 篇。"
 )
 READ_ONLY = False
@@ -45,8 +45,8 @@ OPEN_WORLD = True  # Zotero is outside the server: its library changes
 Result = ZoteroReply
 
 
-def validate(args: Args, raw: dict[str, Any]) -> None:
-    """``record_refs`` or ``search_id`` (blank entries dropped), at most ZOTERO_MAX records, the tags' form."""
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """``record_refs`` or ``search_id`` (blank entries dropped), at most ZOTERO_MAX records, before any other rule."""
     args.record_refs = [ref for ref in map(given, args.record_refs) if ref]
     args.search_id = given(args.search_id)
     if not (args.record_refs or args.search_id):
@@ -56,6 +56,10 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
             "BATCH_TOO_LARGE", f"record_refs 最多 {ZOTERO_MAX} 个，收到 {len(args.record_refs)} 个；请分批保存。",
             details={"field": "record_refs"},
         )
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """The collection and the tags' form (trimmed in place)."""
     args.collection = given(args.collection)
     args.tags = [tag for tag in map(given, args.tags) if tag]
     bad = [tag for tag in args.tags if "," in tag or len(tag) > TAG_CHARS]

@@ -9,8 +9,8 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core.call import ToolCall
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, PLAN_GROUPS_MAX, PLAN_TERM_CHARS, PLAN_TERMS_MAX, ToolArgs, ToolName
-from cnki_mcp.tools._fields import Limit, YearFrom, YearTo, check_years
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, PLAN_GROUPS_MAX, PLAN_TERM_CHARS, PLAN_TERMS_MAX, ToolArgs
+from cnki_mcp.tools._fields import Limit, YearFrom, YearTo, years_in_order
 from cnki_mcp.tools._searching import SearchOptions, start_search
 
 if TYPE_CHECKING:
@@ -58,15 +58,17 @@ TITLE = "研究检索"
 DESCRIPTION = (
     "研究检索：只需给出研究问题。自动规划检索概念，在主题、篇名、关键词三个字段并发检索，去重后读取详情与期刊信息，"
     "再按相关文献的共同关键词补充检索，最后按相关性和来源质量排序筛选。适合开放的主题调研与综述准备；"
-    f"有明确的字段、作者、来源或排序要求时改用 {ToolName.STRUCTURED_SEARCH}。limit 只决定返回条数，不影响检索范围。"
+    "有明确的字段、作者、来源或排序要求时改用 structured_search。limit 只决定返回条数，不影响检索范围。"
 )
 READ_ONLY = True
 OPEN_WORLD = True
 
 
+AFTER = {"year_to": years_in_order}
+
+
 def validate(args: Args, raw: dict[str, Any]) -> None:
-    """The years' order; the caller's concept groups (INVALID_PLAN)."""
-    check_years(args.year_from, args.year_to)
+    """The caller's concept groups (INVALID_PLAN)."""
     if args.concept_groups:
         from cnki_mcp.research.query import validate_plan  # the rules' home: loaded with the first search
 

@@ -12,9 +12,9 @@ from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import SearchRecord
-from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS, ToolArgs
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, check_years, given
+from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, given, years_in_order
 from cnki_mcp.tools._searching import FacetFilters, FacetFiltersField, Freshness, check_facet_filters
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ Facet = Literal["year", "subject", "topic", "source", "author", "institution", "
 class Args(ToolArgs):
     search_id: Annotated[str, Meta(description="复用这次检索的条件、年份和分组筛选（与 expression 二选一）")] = ""
     expression: Annotated[
-        dict[str, Any], Meta(description=f"条件树，写法同 {ToolName.STRUCTURED_SEARCH} 的 expression（与 search_id 二选一）")
+        dict[str, Any], Meta(description="条件树，写法同 structured_search 的 expression（与 search_id 二选一）")
     ] = {}
     year_from: YearFrom = 0
     year_to: YearTo = 0
@@ -60,8 +60,8 @@ TITLE = "检索分组分布"
 DESCRIPTION = (
     "一个检索在知网左侧分组中的分布：发表年度、学科、主题、文献来源（期刊/学位授予单位）、作者、机构、基金、文献类型，"
     "每项给出 value（名称）、code（用于 facet_filters 筛选）和 count（篇数），按知网的顺序（年度按年份升序）；total 是结果总数。"
-    f"用 search_id 复用 {ToolName.SEARCH}、{ToolName.STRUCTURED_SEARCH} 或 {ToolName.EXPERT_SEARCH} 的检索条件，"
-    f"或给 expression（与 {ToolName.STRUCTURED_SEARCH} 相同的条件树）加 year_from/year_to。"
+    f"用 search_id 复用 search、structured_search 或 expert_search 的检索条件，"
+    f"或给 expression（与 structured_search 相同的条件树）加 year_from/year_to。"
     "chart=true 时另附一张 PNG 图（每年发文量，以及其他分组的前 "
     f"{CHART_BARS} 项），chart_table 给出图中的同样数字。想知道某领域逐年增长、谁在研究、哪些期刊在发时使用。"
 )
@@ -70,8 +70,8 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=30, seconds=600)  # grid page 1, the panel, a group asked again alone, challenges
 
 
-def validate(args: Args, raw: dict[str, Any]) -> None:
-    """A stored search or an expression (with years); known facets, each once; the facet filters."""
+def validate_first(args: Any, raw: dict[str, Any]) -> None:
+    """A stored search or an expression (years only with an expression), before any other rule."""
     args.search_id = given(args.search_id)
     if bool(args.search_id) == bool(args.expression):
         raise CnkiError("INVALID_INPUT", "search_id 与 expression 须给出且只给出一个。", details={"field": "search_id"})
@@ -80,13 +80,23 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
             "INVALID_INPUT", "year_from、year_to 只和 expression 一起用；search_id 沿用那次检索的年份。",
             details={"field": "year_from"},
         )
-    check_years(args.year_from, args.year_to)
+
+
+def _known_facets(args: Any, raw: dict[str, Any]) -> None:
+    """Known facets, each once, right after the facets' own rule."""
     unknown = [name for name in args.facets if name not in FACET_NAMES]
     if unknown:
         raise CnkiError(
             "INVALID_FACET", f"未知的分组：{unknown[0]}；可选 {'、'.join(FACET_NAMES)}。", details={"facet": unknown[0]}
         )
     args.facets = list(dict.fromkeys(args.facets))
+
+
+AFTER = {"year_to": years_in_order, "facets": _known_facets}
+
+
+def validate(args: Args, raw: dict[str, Any]) -> None:
+    """The facet filters."""
     check_facet_filters(raw)
 
 

@@ -10,7 +10,7 @@ from msgspec import Meta
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import Paper, TitleRow, public_paper
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, Scope, ToolArgs, ToolName
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, Scope, ToolArgs
 
 View = Literal["titles", "compact", "records"]
 COMPACT_FIELDS = ("record_ref", "title", "authors", "year", "source", "abstract")
@@ -18,7 +18,7 @@ COMPACT_FIELDS = ("record_ref", "title", "authors", "year", "source", "abstract"
 
 class Args(ToolArgs):
     search_id: Annotated[
-        str, Meta(description=f"{ToolName.SEARCH}、{ToolName.STRUCTURED_SEARCH} 或 {ToolName.EXPERT_SEARCH} 返回的 search_id")
+        str, Meta(description="search、structured_search 或 expert_search 返回的 search_id")
     ]
     scope: Annotated[
         Scope, Meta(description="selected（默认）、eligible、candidates", extra={"code": "INVALID_SCOPE", "empty_means_default": True})

@@ -8,8 +8,7 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, Reply
 from cnki_mcp.core.call import ToolCall
-from cnki_mcp.core.tool_args import ToolName
-from cnki_mcp.tools._searching import NativeSearchArgs, run_native, validate_native
+from cnki_mcp.tools._searching import NATIVE_AFTER, NativeSearchArgs, run_native, validate_native, validate_native_first
 
 if TYPE_CHECKING:
     from cnki_mcp.research.query import SentenceQuery, StructuredQuery
@@ -46,10 +45,12 @@ DESCRIPTION = (
     "知网高级检索：用字段条件和 and/or/not 精确组合（主题、篇名、关键词、摘要、作者、第一作者、通讯作者、单位、来源、"
     "DOI、基金、全文、参考文献、分类号、小标题、篇关摘），可限定年份，按相关度、发表时间、被引或下载排序。"
     "条件明确时使用，例如某作者某年以后篇名含某词的论文；结果保持知网原有顺序。"
-    f"结果中的 expert_expression 是同一检索的知网专业检索式（不含年份），可粘贴到知网或交给 {ToolName.EXPERT_SEARCH}。"
+    "结果中的 expert_expression 是同一检索的知网专业检索式（不含年份），可粘贴到知网或交给 expert_search。"
 )
 READ_ONLY = True
 OPEN_WORLD = True
+validate_first = validate_native_first
+AFTER = NATIVE_AFTER
 validate = validate_native
 
 
