@@ -22,6 +22,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget, Paper
 from cnki_mcp.ops.jobs import Job, Jobs, OperationContext
 from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.research.backend import grid_page
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.grid_query import GridQuery, compile_expression
 from cnki_mcp.site.limiter import Limiter
@@ -377,7 +378,7 @@ async def test_a_sort_the_site_never_applies_is_said(env: Env, kns: KnsSimulator
     query = GridQuery(compile_expression({"field": "subject", "value": "研究"}), sort="date_desc")
     await warm(env, kns)
     kns.configure(sort_honoured="never")
-    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, query, 1))  # the caller records what the site said
     (error,) = job.record.errors
     assert job.record.status == "partial"
     assert error.code == "SORT_NOT_APPLIED"

@@ -33,7 +33,8 @@ class SiteBackend(Protocol):
     # -- listings, detail and journal pages (the engine) ------------------------------------
 
     async def grid(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
-        """One page (1-based) of a listing; keeps its own paging cursor and handles challenges."""
+        """One page (1-based) of a listing; keeps its own paging cursor and handles challenges. What the
+        site says beside the rows is in its ``problems`` (``grid_page`` records them)."""
         ...
 
     async def detail(self, op: OperationContext, paper: Paper) -> Paper:
@@ -146,3 +147,11 @@ class SiteBackend(Protocol):
     ) -> str: ...
 
     async def tab_snapshot(self, kind: str, tab: Tab) -> str: ...
+
+
+async def grid_page(site: SiteBackend, op: OperationContext, query: GridQuery, page: int) -> GridPage:
+    """``site.grid`` with what the site said beside the rows (a sort it did not apply) recorded on ``op``."""
+    grid = await site.grid(op, query, page)
+    for problem in grid.problems:
+        op.add_error(problem)
+    return grid

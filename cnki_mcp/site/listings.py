@@ -12,7 +12,8 @@ CNKI's empty shell (抱歉，暂无数据，请稍后重试, bare or beside a to
 zero and throttling: on page 2 or later no empty answer, whatever it says, is the end of a listing; on
 page 1 a control listing decides, its answer reused for a minute (``page``). A refusal is
 QUERY_REJECTED; a sort the page does not mark as active is asked again the way its sort links ask,
-then SORT_NOT_APPLIED; the grid's challenges (an in-page vericode form, a redirect, or the JSON
+then said beside the rows (a SORT_NOT_APPLIED problem in ``GridPage.problems``: the caller records
+it); the grid's challenges (an in-page vericode form, a redirect, or the JSON
 ``{"code":-403,"message":"…/verify/home?…"}``) go to the person and page 1 is then asked again as a
 continuation (``boolSearch=false``).
 """
@@ -374,9 +375,10 @@ class GridExchange(Exchange[GridPage]):
                 f"请求第 {page} 页，知网返回了第 {value.page} 页。",
                 details={"requested": page, "returned": value.page},
             )
+        kept = filter_years(value, self.query.year_from, self.query.year_to)
         if page == 1 and shown and shown != self.wanted_sort:
-            op.add_error(_sort_not_applied(self.wanted_sort, shown))
-        return filter_years(value, self.query.year_from, self.query.year_to)
+            return msgspec.structs.replace(kept, problems=[_sort_not_applied(self.wanted_sort, shown).problem()])
+        return kept
 
 
 class Listings:
