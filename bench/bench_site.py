@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cnki_mcp.core.model import Budget, Paper
 from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.pages.parse import parse_grid
+from cnki_mcp.research.backend import grid_page
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.grid_query import GridQuery, compile_expression
 from cnki_mcp.site.limiter import Limiter
@@ -102,7 +103,7 @@ class DirectPoster:
 async def grid_overhead(sim: KnsSimulator, browser: Browser, jobs: Jobs, diagnostics: Path, fetches: int) -> dict[str, float]:
     site = Site(browser, Limiter(interval_ms=0), diagnostics)
     query = GridQuery(compile_expression({"field": "title", "value": "的"}))
-    await in_operation(jobs, lambda op: site.grid(op, query, 1))  # captures the template
+    await in_operation(jobs, lambda op: grid_page(site, op, query, 1))  # captures the template
     ours = [r for r in sim.requests if r.endpoint == "grid" and r.method == "POST" and r.form.get("pageSize") == "50"]
     body = urlencode(ours[-1].form)
     tab = await browser.new_tab(ADVANCED_SEARCH_URL)
@@ -124,7 +125,7 @@ async def grid_overhead(sim: KnsSimulator, browser: Browser, jobs: Jobs, diagnos
             samples["in_page"].append(time.perf_counter() - started)
             assert result.status == 200 and len(result.text) == len(answer), (result.status, len(result.text), len(answer))
             started = time.perf_counter()
-            await site.grid(op, query, 1)
+            await grid_page(site, op, query, 1)
             samples["site_grid"].append(time.perf_counter() - started)
 
     await in_operation(jobs, measure)
@@ -185,7 +186,7 @@ async def spacing(sim: KnsSimulator, browser: Browser, jobs: Jobs, diagnostics: 
     sim.clear_log()
 
     async def work(op: OperationContext) -> None:
-        items: list[Callable[[], Awaitable[Any]]] = [lambda q=q: site.grid(op, q, 1) for q in queries]
+        items: list[Callable[[], Awaitable[Any]]] = [lambda q=q: grid_page(site, op, q, 1) for q in queries]
         items += [lambda p=p: site.detail(op, Paper(title=p.title, locator=sim.detail_url(p))) for p in papers]
 
         async def worker() -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import msgspec
 
@@ -28,6 +28,7 @@ from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.parse import GridPage
 from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.limiter import Limiter
+from cnki_mcp.site.listings import Waiting
 
 PAGE_SIZE = 20
 ABSTRACT = "自动驾驶产品责任的归责与风险分配"
@@ -121,13 +122,13 @@ class FakeSite:
 
     # -- SiteBackend --
 
-    async def grid(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
+    async def grid(self, op: OperationContext, query: GridQuery, page: int) -> AsyncIterator[Waiting | GridPage]:
         name, listing = self._listing(query)
         self.queries.append(query)
         await self._request(op, "grid", f"{name}#{page}")
         start = (page - 1) * self.page_size
         numbers = listing[start : start + self.page_size]
-        return GridPage(
+        yield GridPage(
             rows=[sim_paper(i) for i in numbers],
             total=len(listing),
             page=page,
@@ -167,7 +168,9 @@ class FakeSite:
         numbers = sorted({i for listing in (*self.lists.values(), *self.feedback_lists) for i in listing})
         return [sim_paper(i) for i in numbers]
 
-    async def locate(self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None) -> dict[str, list[Paper]]:
+    async def locate(
+        self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
+    ) -> AsyncIterator[Waiting | dict[str, list[Paper]]]:
         assert 1 <= len(titles) <= 10
         await self._request(op, "locate", "|".join(titles))
         grouped: dict[str, list[Paper]] = {t: [] for t in titles}
@@ -175,4 +178,4 @@ class FakeSite:
             for title in titles:
                 if related(title, paper.title) if related is not None else title_key(title) == title_key(paper.title):
                     grouped[title].append(paper)
-        return grouped
+        yield grouped

@@ -22,6 +22,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget, Paper
 from cnki_mcp.ops.jobs import Job, Jobs, OperationContext
 from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.research.backend import grid_page, waited_out
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.grid_query import GridQuery, compile_expression
 from cnki_mcp.site.limiter import Limiter
@@ -81,7 +82,7 @@ async def until_awaiting(job: Job, timeout: float = 30) -> None:
 async def warm(env: Env, kns: KnsSimulator) -> None:
     """Capture the search template before a test arms grid faults, so the faults meet our requests."""
     query = GridQuery(compile_expression({"field": "title", "value": "知识图谱"}))
-    assert (await run(env, lambda op: env.site.grid(op, query, 1))).record.status == "completed"
+    assert (await run(env, lambda op: grid_page(env.site, op, query, 1))).record.status == "completed"
     kns.clear_log()
 
 
@@ -102,12 +103,12 @@ TOPIC = {
 @pytest.mark.asyncio(loop_scope="module")
 async def test_template_capture_and_three_pages_with_cursor_years_and_sort(env: Env, kns: KnsSimulator) -> None:
     query = GridQuery(compile_expression(TOPIC), year_from=2020, year_to=2024, sort="date_desc")
-    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, query, 1))
     assert job.record.status == "completed", job.record.errors
     first = job.record.result
 
     async def pages(op: OperationContext) -> list[Any]:
-        return [await env.site.grid(op, query, page) for page in (2, 3)]
+        return [await grid_page(env.site, op, query, page) for page in (2, 3)]
 
     job = await run(env, pages)
     assert job.record.status == "completed", job.record.errors
@@ -141,7 +142,7 @@ async def test_template_capture_and_three_pages_with_cursor_years_and_sort(env: 
     # a lost cursor (after a restart: template and cursors gone) costs a capture and page 1 first
     env.site.listings.forget()
     kns.clear_log()
-    job = await run(env, lambda op: env.site.grid(op, query, 2))
+    job = await run(env, lambda op: grid_page(env.site, op, query, 2))
     ours = [p for p in grid_posts(kns) if p.form["pageSize"] == "50"]
     assert job.record.status == "completed"
     assert job.record.requests == 4  # the search page, the template click, page 1, page 2
@@ -170,7 +171,7 @@ async def test_detail_journal_render_fallback_expiry_and_locate(env: Env, kns: K
             await env.site.detail(op, requested(moved, stale))
         except CnkiError as exc:
             expired = exc.code
-        located = await env.site.locate(op, [moved.title, "不存在的题名"])
+        located = await waited_out(op, env.site.locate(op, [moved.title, "不存在的题名"]))
         return {"paper": paper, "quality": quality, "late": late, "expired": expired, "located": located}
 
     job = await run(env, work)
@@ -223,7 +224,7 @@ async def test_a_broken_grid_answer_is_reported_and_saved_for_diagnosis(env: Env
     await warm(env, kns)
     kns.fault("grid", "truncate", fraction=0.01, times=1)
     before = set(env.store.diagnostics_dir.glob("grid-*.html"))
-    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, query, 1))
     assert [e.code for e in job.record.errors] == ["PARSER_UNSUPPORTED"]
     saved = set(env.store.diagnostics_dir.glob("grid-*.html")) - before
     assert len(saved) == 1
@@ -246,7 +247,7 @@ async def test_a_shell_on_page_1_and_on_the_control_is_asked_again_after_a_wait(
     await warm(env, kns)
     kns.fault("grid", "empty", empty_style=style, times=2)  # the query and the control: the site is throttling
     started = time.monotonic()
-    job = await run(env, lambda op: env.site.grid(op, FOUND, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, FOUND, 1))
     assert job.record.status == "completed", job.record.errors
     assert job.record.result["rows"] and job.record.result["zero"] == ""
     assert [subject_of(p) for p in grid_posts(kns)] == ["语义检索", "研究", "语义检索"]
@@ -260,7 +261,7 @@ async def test_a_zero_beside_the_throttle_text_is_confirmed_by_a_control_listing
 ) -> None:
     await warm(env, kns)
     kns.configure(empty_style=style)  # the bare shell one scraper captured, or 共找到 0 条结果 beside it
-    job = await run(env, lambda op: env.site.grid(op, NOTHING, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, NOTHING, 1))
     assert job.record.status == "completed", job.record.errors
     assert (job.record.result["total"], job.record.result["exhausted"]) == (0, True)
     assert job.record.result["zero"] == "control"
@@ -275,7 +276,7 @@ async def test_one_control_answer_stands_for_a_burst_of_zeros(env: Env, kns: Kns
     env.site.listings.control_reuse = 60.0
 
     async def zeros(op: OperationContext) -> list[GridPage]:
-        return [await env.site.grid(op, GridQuery(compile_expression({"field": "title", "value": t})), 1) for t in titles]
+        return [await grid_page(env.site, op, GridQuery(compile_expression({"field": "title", "value": t})), 1) for t in titles]
 
     try:
         job = await run(env, zeros)
@@ -290,7 +291,7 @@ async def test_one_control_answer_stands_for_a_burst_of_zeros(env: Env, kns: Kns
 async def test_a_zero_the_page_states_without_the_throttle_text_needs_no_second_look(env: Env, kns: KnsSimulator) -> None:
     await warm(env, kns)
     kns.configure(empty_style="not_found")  # 未检索到相关文献
-    job = await run(env, lambda op: env.site.grid(op, NOTHING, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, NOTHING, 1))
     assert job.record.result["zero"] == "stated"
     assert job.record.requests == 1
 
@@ -302,7 +303,7 @@ async def test_throttling_from_page_3_is_waited_out_and_the_listing_completes(en
     kns.fault("grid", "empty", min_page=3, duration=0.5)  # every page ≥ 3 answers the shell for half a second
 
     async def pages(op: OperationContext) -> list[GridPage]:
-        return [await env.site.grid(op, query, page) for page in (1, 2, 3, 4)]
+        return [await grid_page(env.site, op, query, page) for page in (1, 2, 3, 4)]
 
     job = await run(env, pages)
     assert job.record.status == "completed", job.record.errors
@@ -321,7 +322,7 @@ async def test_a_zero_on_page_2_whatever_it_says_is_waited_out(env: Env, kns: Kn
     kns.fault("grid", "empty", empty_style=style, min_page=2, times=1)  # 共找到 0 条结果 + shell, or 未检索到
 
     async def pages(op: OperationContext) -> list[GridPage]:
-        return [await env.site.grid(op, query, page) for page in (1, 2)]
+        return [await grid_page(env.site, op, query, page) for page in (1, 2)]
 
     job = await run(env, pages)
     assert job.record.status == "completed", job.record.errors
@@ -336,7 +337,7 @@ async def test_throttling_that_outlasts_the_waits_is_temporary_never_zero(env: E
     await warm(env, kns)
     kns.fault("grid", "empty")  # the control listing gets the shell too: the site is throttling
     before = set(env.store.diagnostics_dir.glob("grid-empty-*.html"))
-    job = await run(env, lambda op: env.site.grid(op, FOUND, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, FOUND, 1))
     (error,) = job.record.errors
     assert job.record.status == "partial"
     assert error.code == "SITE_TEMPORARILY_EMPTY"
@@ -350,7 +351,7 @@ async def test_throttling_that_outlasts_the_waits_is_temporary_never_zero(env: E
 async def test_a_refusal_in_a_hidden_input_is_reported_with_its_words(env: Env, kns: KnsSimulator) -> None:
     await warm(env, kns)
     kns.fault("grid", "reject", reason="查询对象结构错误！", where="input", times=1)
-    job = await run(env, lambda op: env.site.grid(op, FOUND, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, FOUND, 1))
     (error,) = job.record.errors
     assert error.code == "QUERY_REJECTED"
     assert error.details["reason"] == "查询对象结构错误！"
@@ -363,7 +364,7 @@ async def test_a_sort_the_first_answer_ignored_is_asked_the_way_the_sort_links_a
     query = GridQuery(compile_expression({"field": "subject", "value": "研究"}), sort="cited_desc")
     await warm(env, kns)
     kns.configure(sort_honoured="sort_request")
-    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, query, 1))
     posts = grid_posts(kns)
     cited = [row["cited"] or 0 for row in job.record.result["rows"]]
     assert job.record.status == "completed", job.record.errors
@@ -377,7 +378,7 @@ async def test_a_sort_the_site_never_applies_is_said(env: Env, kns: KnsSimulator
     query = GridQuery(compile_expression({"field": "subject", "value": "研究"}), sort="date_desc")
     await warm(env, kns)
     kns.configure(sort_honoured="never")
-    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, query, 1))  # the caller records what the site said
     (error,) = job.record.errors
     assert job.record.status == "partial"
     assert error.code == "SORT_NOT_APPLIED"
@@ -392,7 +393,7 @@ async def test_pages_after_the_first_echo_products_and_view_where_the_site_requi
     query = GridQuery(compile_expression({"field": "subject", "value": "研究"}))
     await warm(env, kns)
     kns.configure(paging_echo="required")
-    job = await run(env, lambda op: env.site.grid(op, query, 2))
+    job = await run(env, lambda op: grid_page(env.site, op, query, 2))
     assert job.record.status == "completed", job.record.errors
     assert len(job.record.result["rows"]) == 50
 
@@ -406,7 +407,7 @@ async def test_rate_limit_and_server_errors_back_off_then_succeed(env: Env, kns:
     query = GridQuery(compile_expression({"field": "keywords", "value": "知识图谱", "match": "exact"}))
 
     async def work(op: OperationContext) -> Any:
-        page = await env.site.grid(op, query, 1)
+        page = await grid_page(env.site, op, query, 1)
         detail = await env.site.detail(op, Paper(title=paper.title, locator=kns.detail_url(paper)))
         return [len(page.rows), detail.title]
 
@@ -427,7 +428,7 @@ async def test_grid_captcha_waits_for_a_person_then_completes(env: Env, kns: Kns
     kns.captcha("grid", style=style)
     query = GridQuery(compile_expression({"field": "title", "value": "大语言模型"}), sort="cited_desc")
     epoch = env.site.epoch
-    job = env.jobs.start("search", get_metadata.BUDGET.of(), lambda op: env.site.grid(op, query, 1))
+    job = env.jobs.start("search", get_metadata.BUDGET.of(), lambda op: grid_page(env.site, op, query, 1))
     await until_awaiting(job)
     assert "验证" in job.record.message and env.site.person.page(job.record.operation_id) is not None
     assert env.site.limiter.held
@@ -450,7 +451,7 @@ async def test_the_grids_json_challenge_is_shown_on_its_verify_page_and_page_1_i
     kns.configure(rechallenge_new_search=True)  # a new search right after a solve is challenged again
     query = GridQuery(compile_expression({"field": "title", "value": "大语言模型"}))
     epoch = env.site.epoch
-    job = env.jobs.start("search", get_metadata.BUDGET.of(), lambda op: env.site.grid(op, query, 1))
+    job = env.jobs.start("search", get_metadata.BUDGET.of(), lambda op: grid_page(env.site, op, query, 1))
     await until_awaiting(job)
     shown = env.site.person.page(job.record.operation_id)
     assert shown is not None
@@ -470,7 +471,7 @@ async def test_a_challenge_that_keeps_coming_back_stops_after_four_attempts(env:
     await warm(env, kns)
     kns.captcha("grid", style="vericode")
     query = GridQuery(compile_expression({"field": "keywords", "value": "幻觉"}))
-    job = env.jobs.start("metadata", get_metadata.BUDGET.of(), lambda op: env.site.grid(op, query, 1))
+    job = env.jobs.start("metadata", get_metadata.BUDGET.of(), lambda op: grid_page(env.site, op, query, 1))
     for _ in range(3):  # the person says "done" three times, the site asks again each time
         await until_awaiting(job)
         await env.jobs.resume(job.record.operation_id)
@@ -484,7 +485,7 @@ async def test_skip_policy_skips_the_challenge(env: Env, kns: KnsSimulator) -> N
     await warm(env, kns)
     kns.captcha("grid")
     query = GridQuery(compile_expression({"field": "subject", "value": "碳排放"}))
-    job = await run(env, lambda op: env.site.grid(op, query, 1), on_verification="skip")
+    job = await run(env, lambda op: grid_page(env.site, op, query, 1), on_verification="skip")
     assert job.record.status == "skipped"
     assert [e.code for e in job.record.errors] == ["VERIFICATION_SKIPPED"]
     assert not env.site.limiter.held
@@ -551,10 +552,10 @@ async def test_killed_browser_is_unavailable_until_recover(env: Env, kns: KnsSim
     while browser.running and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     query = GridQuery(compile_expression({"field": "subject", "value": "碳排放"}))
-    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, query, 1))
     assert job.record.status == "partial" and job.record.errors[0].code == "BROWSER_UNAVAILABLE"
     await env.site.recover()
-    job = await run(env, lambda op: env.site.grid(op, query, 1))
+    job = await run(env, lambda op: grid_page(env.site, op, query, 1))
     assert job.record.status == "completed", job.record.errors
     assert job.record.result["rows"] and browser.connection_generation == generation + 1
 

@@ -20,6 +20,7 @@ import pytest_asyncio
 
 from cnki_mcp.core.model import Paper
 from cnki_mcp.ops.jobs import Jobs, OperationContext
+from cnki_mcp.research.backend import grid_page
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.grid_query import GridQuery, compile_expression
 from cnki_mcp.site.limiter import Limiter
@@ -245,7 +246,7 @@ async def test_request_starts_stay_an_interval_apart_around_the_template_click(
 
     async def work(op: OperationContext) -> None:
         await asyncio.gather(
-            site.grid(op, query, 1),
+            grid_page(site, op, query, 1),
             *(site.detail(op, Paper(title=p.title, locator=kns.detail_url(p))) for p in papers),
         )
 

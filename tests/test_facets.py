@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -262,8 +263,8 @@ class _Site:
         self.answers = answers
         self.asked: list[list[str]] = []
 
-    async def grid(self, op: Any, query: GridQuery, page: int) -> GridPage:
-        return GridPage(rows=[], total=self.total, exhausted=self.total == 0, zero="stated" if self.total == 0 else "")
+    async def grid(self, op: Any, query: GridQuery, page: int) -> AsyncIterator[GridPage]:
+        yield GridPage(rows=[], total=self.total, exhausted=self.total == 0, zero="stated" if self.total == 0 else "")
 
     async def facet_panel(self, op: Any, query: GridQuery, idents: list[str]) -> dict[str, FacetGroup]:
         self.asked.append(idents)

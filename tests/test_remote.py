@@ -14,10 +14,12 @@ import pytest
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config, Route
 from cnki_mcp.core.redact import client_url, redact_markup, redact_url
+from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import classify_response, gateway_page, inspect_live_page
 from cnki_mcp.site import page_io
 from cnki_mcp.site.cdp import FetchResult
 from cnki_mcp.site.door import Door
+from cnki_mcp.site.exchange import Exchange, Request, Spec
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.remote import (
     GATEWAY_LOGIN_URL,
@@ -198,6 +200,47 @@ async def test_a_tab_already_on_the_gateway_page_needs_no_look() -> None:
     assert isinstance(answer, CnkiError) and answer.code == "LOGIN_REQUIRED" and gateway_problem(answer)
     assert browser.calls == ["fetch"]
     assert op.requests == 1
+
+
+class ShownExchange(Exchange[str]):
+    """A request from a CNKI page that got no answer once; it records the challenges it is asked to show."""
+
+    spec = Spec("shown", "shown", classify=lambda answer: None, parse=lambda text, url: text)
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[str, str, str]] = []
+
+    async def build(self, op: OperationContext) -> Request:
+        return Request(GatewayTab("https://navi.cnki.net/knavi/journals/ABCD/detail"), GRID, "POST")  # type: ignore[arg-type]
+
+    async def challenge(
+        self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+    ) -> None:
+        self.shown.append((problem.code, answer.url, answer.text))
+
+
+async def test_the_gateway_login_met_while_asking_is_shown_by_the_exchange_and_the_request_asked_again() -> None:
+    # Every exchange alike (a navi fragment has no turned_away of its own): the look found the gateway's login.
+    browser = UnansweredBrowser(login_shown=True)
+    asked = 0
+
+    async def fetch_in_page(tab: object, url: str, **options: object) -> FetchResult:
+        nonlocal asked
+        asked += 1
+        if asked == 1:
+            return await browser.fetch_in_page(tab, url)
+        return FetchResult(status=200, url=url, text="answer")
+
+    door = Door(browser, Limiter(interval_ms=0), Path("unused"))  # type: ignore[arg-type]
+    op, exchange = CountingOp(), ShownExchange()
+    with (
+        mock.patch.object(page_io, "fetch_in_page", lambda _browser, *a, **k: fetch_in_page(*a, **k)),
+        mock.patch.object(page_io, "gateway_login_shown", lambda _browser, *a: browser.gateway_login_shown(*a)),
+    ):
+        answer = await door.exchange(op, exchange)  # type: ignore[arg-type]
+    assert answer == "answer"
+    assert exchange.shown == [("LOGIN_REQUIRED", GATEWAY_LOGIN_URL, "")]
+    assert op.requests == 3  # the request, the look at the page, the request asked again
 
 
 def test_no_answer_elsewhere_is_resource_failed() -> None:

@@ -14,6 +14,8 @@ import pytest
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import PARSER_VERSION, Budget, Paper, Quality
 from cnki_mcp.ops.jobs import Jobs, OperationContext
+from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.research.backend import grid_page
 from cnki_mcp.research.enrich import Enrichment, JournalFlights
 from cnki_mcp.research.pipeline import (
     SearchInput,
@@ -24,6 +26,8 @@ from cnki_mcp.research.pipeline import (
 )
 from cnki_mcp.research.pipeline import run_search as search_operation
 from cnki_mcp.research.query import plan_explicit
+from cnki_mcp.site.grid_query import GridQuery, compile_expression
+from cnki_mcp.site.listings import Waiting
 from cnki_mcp.store.catalog import Catalog, merge
 from cnki_mcp.store.library import Store
 from cnki_mcp.tools import export_citations, get_metadata
@@ -317,8 +321,8 @@ async def test_page_ones_total_stands_when_a_later_page_states_another(
     listed = site.grid
 
     async def restated(op: OperationContext, query: Any, page: int) -> Any:
-        answer = await listed(op, query, page)
-        return msgspec.structs.replace(answer, total=7) if page > 1 else answer
+        async for answer in listed(op, query, page):
+            yield msgspec.structs.replace(answer, total=7) if page > 1 else answer
 
     monkeypatch.setattr(site, "grid", restated)
     view, _ = await run_search(jobs, store, site, search_request(max_pages=2, metadata="basic"))
@@ -575,3 +579,29 @@ async def test_a_sampling_timeout_falls_back_to_lexical_and_says_so(monkeypatch:
     assert plan.concepts == [["自动驾驶"], ["产品责任"]]
     assert "4 秒内没有回复" in plan.warnings[0]
     assert ctx.asked[0][3] == 4.0
+
+
+async def test_a_wait_for_a_throttled_site_is_shown_until_the_next_step_and_a_problem_beside_the_rows_recorded(
+    jobs: Jobs,
+) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    class Throttled:
+        async def grid(self, op: OperationContext, query: GridQuery, page: int) -> Any:
+            yield Waiting(page, 5.0, 0.0)
+            seen.append((job.record.stage, dict(job.record.progress)))  # the site waits here
+            yield GridPage(problems=[CnkiError("SORT_NOT_APPLIED").problem()])
+
+    async def work(op: OperationContext) -> GridPage:
+        op.stage("retrieval", {"round": 1})
+        page = await grid_page(Throttled(), op, GridQuery(compile_expression({"field": "title", "value": "x"})), 2)  # type: ignore[arg-type]
+        seen.append((job.record.stage, dict(job.record.progress)))
+        return page
+
+    job = jobs.start("search", Budget(), work)
+    await asyncio.wait_for(job.done.wait(), 5)
+    assert seen == [
+        ("waiting_for_site", {"page": 2, "wait_seconds": 5.0, "waited_seconds": 0.0}),
+        ("retrieval", {"round": 1}),
+    ]
+    assert [e.code for e in job.record.errors] == ["SORT_NOT_APPLIED"]

@@ -37,7 +37,7 @@ from cnki_mcp.pages.page_state import PageState
 from cnki_mcp.pages.parse import GridPage, parse_detail, parse_journal
 from cnki_mcp.pages.reader import ReaderDocument
 from cnki_mcp.pages.urls import is_site_url
-from cnki_mcp.research.backend import SiteBackend
+from cnki_mcp.research.backend import SiteBackend, grid_page
 from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation
 from cnki_mcp.site.exchange import Spec
@@ -382,7 +382,7 @@ class Tour:
             raise _Skip("第 1 页没有读到结果行")
         self.site.listings.last_answer = ("", "")
         try:
-            page = await self.site.grid(self.op, query, number)
+            page = await grid_page(self.site, self.op, query, number)
         finally:
             self.seen.html, self.seen.url = self.site.listings.last_answer
         gaps = grid_gaps(page, number)

@@ -29,6 +29,7 @@ from cnki_mcp.core.identity import detail_matches, record_ref_for
 from cnki_mcp.core.model import (
     PARSER_VERSION,
     Paper,
+    Problem,
     Quality,
     TierEvidence,
 )
@@ -81,6 +82,7 @@ class GridPage(msgspec.Struct):
     view: str = ""
     sort_shown: str = ""  # the sort code the page marks as active (#orderList li.cur), "" when unmarked
     zero: str = ""  # why an empty page is a real zero: "stated" by the page, or "control" (site.py)
+    problems: list[Problem] = []  # what the site says beside the rows (SORT_NOT_APPLIED), for the caller to record
 
 
 # --------------------------------------------------------------------------------------------

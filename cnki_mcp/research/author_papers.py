@@ -17,7 +17,7 @@ from cnki_mcp.core.text import unique_strings
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.author_parse import affiliations
 from cnki_mcp.pages.parse import parse_detail
-from cnki_mcp.research.backend import SiteBackend
+from cnki_mcp.research.backend import SiteBackend, grid_page
 from cnki_mcp.site.grid_query import PAGE_SIZE, GridQuery, combine, compile_expression, leaf
 from cnki_mcp.site.site import bind_detail
 from cnki_mcp.store.catalog import Catalog
@@ -96,7 +96,7 @@ class AuthorPapers:
         rows: list[Paper] = []
         total: int | None = None
         for page in range(1, PAGES_MAX + 1):
-            part = await self.site.grid(op, query, page)
+            part = await grid_page(self.site, op, query, page)
             total = part.total if part.total is not None else total
             rows += part.rows
             if part.exhausted or not part.rows or len(rows) >= wanted or (total is not None and len(rows) >= total) \

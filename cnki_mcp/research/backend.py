@@ -7,7 +7,8 @@ and the field check hold a ``SiteBackend`` and use nothing else of the site.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -20,7 +21,7 @@ from cnki_mcp.site.browser import DownloadEvent, Tab
 from cnki_mcp.site.cdp import FetchResult, NavigationResult
 from cnki_mcp.site.door import Observation
 from cnki_mcp.site.grid_query import GridQuery
-from cnki_mcp.site.listings import Listings
+from cnki_mcp.site.listings import Listings, Waiting
 from cnki_mcp.site.page_actions import CALL_TIMEOUT
 
 T = TypeVar("T")
@@ -32,8 +33,10 @@ class SiteBackend(Protocol):
 
     # -- listings, detail and journal pages (the engine) ------------------------------------
 
-    async def grid(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
-        """One page (1-based) of a listing; keeps its own paging cursor and handles challenges."""
+    def grid(self, op: OperationContext, query: GridQuery, page: int) -> AsyncIterator[Waiting | GridPage]:
+        """One page (1-based) of a listing; keeps its own paging cursor and handles challenges. Its steps
+        are the waits for a throttled site, then the page; what the site says beside the rows is in its
+        ``problems`` (``grid_page`` shows the waits and records the problems)."""
         ...
 
     async def detail(self, op: OperationContext, paper: Paper) -> Paper:
@@ -44,11 +47,12 @@ class SiteBackend(Protocol):
         """Always fetches ``paper.source_url``; SOURCE_IDENTITY_UNCONFIRMED when the names disagree."""
         ...
 
-    async def locate(
+    def locate(
         self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
-    ) -> dict[str, list[Paper]]:
-        """At most 10 exact titles in one grid request; rows grouped under the given titles (by title key,
-        or where ``related(title, row title)`` holds)."""
+    ) -> AsyncIterator[Waiting | dict[str, list[Paper]]]:
+        """At most 10 exact titles in one grid request (its waits for a throttled site first, see
+        ``waited_out``); rows grouped under the given titles (by title key, or where ``related(title, row
+        title)`` holds)."""
         ...
 
     async def facet_panel(self, op: OperationContext, query: GridQuery, idents: list[str]) -> dict[str, FacetGroup]:
@@ -146,3 +150,27 @@ class SiteBackend(Protocol):
     ) -> str: ...
 
     async def tab_snapshot(self, kind: str, tab: Tab) -> str: ...
+
+
+async def waited_out(op: OperationContext, steps: AsyncIterator[Waiting | T]) -> T:
+    """The result of a listing call; each of its waits for a throttled site is shown as the
+    ``waiting_for_site`` stage until the call's next step."""
+    found: list[T] = []
+    with contextlib.ExitStack() as shown:
+        async for step in steps:
+            shown.close()
+            if isinstance(step, Waiting):
+                shown.enter_context(op.stage_while("waiting_for_site", step.progress()))
+            else:
+                found.append(step)
+    (result,) = found
+    return result
+
+
+async def grid_page(site: SiteBackend, op: OperationContext, query: GridQuery, page: int) -> GridPage:
+    """``site.grid`` waited out, with what the site said beside the rows (a sort it did not apply)
+    recorded on ``op``."""
+    grid = await waited_out(op, site.grid(op, query, page))
+    for problem in grid.problems:
+        op.add_error(problem)
+    return grid

@@ -35,7 +35,7 @@ from cnki_mcp.core.model import (
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.research import chart
-from cnki_mcp.research.backend import SiteBackend
+from cnki_mcp.research.backend import SiteBackend, grid_page
 from cnki_mcp.site.facet_query import facet_code, facet_of_group, facet_picks, group_ids
 from cnki_mcp.site.grid_query import CompiledQuery, GridQuery, compile_channel
 from cnki_mcp.site.listings import query_key
@@ -115,7 +115,7 @@ def _by_facet(groups: Mapping[str, FacetGroup], wanted: Sequence[str]) -> dict[s
 async def read_facets(op: OperationContext, site: SiteBackend, query: GridQuery, wanted: Sequence[str]) -> FacetRecord:
     """The listing's total and the wanted facets, from the grid's page 1 and the panel."""
     op.stage("listing")
-    page = await site.grid(op, query, 1)
+    page = await grid_page(site, op, query, 1)
     record = FacetRecord(key=facet_key(query), observed_at=utc_now_iso(), total=page.total)
     if page.total == 0 and not page.rows:
         record.facets = {name: [] for name in wanted}  # a real zero (stated or confirmed): no panel to ask

@@ -44,6 +44,7 @@ from cnki_mcp.core.model import (
 from cnki_mcp.core.text import source_key
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.parse import GridPage
+from cnki_mcp.research.backend import grid_page
 from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.research.expert import plan_expression
 from cnki_mcp.research.facets import year_trend
@@ -385,7 +386,7 @@ class Research:
             if waiting is not None:
                 return waiting
             page = run.coverage[channel.name].pages + 1
-            grid = await self.enrichment.site.grid(op, self._query(channel, request), page)
+            grid = await grid_page(self.enrichment.site, op, self._query(channel, request), page)
             run.state.pending[channel.name] = grid
             op.checkpoint(run.state)
             return grid

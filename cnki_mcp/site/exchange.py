@@ -5,7 +5,8 @@ answer (``classify``, by default its registry entry's, ``registry.Spec``), how t
 the person (``challenge``) and how to parse it (``parse``, ``accept``). ``Engine.exchange`` runs every
 one the same way: budget and pacing (``request``: the operation is charged, then a limiter slot), the
 route (``fetch``: through a university gateway a request that got no answer makes us look at the page
-and ask once more), the answer classified, a challenge to the person, a rate limit or a 5xx backed off
+and ask once more), the answer classified, a challenge to the person (one an answer shows, or one met
+while asking, such as the gateway's login that look found), a rate limit or a 5xx backed off
 (``Attempts``), a broken connection recovered once, the answer parsed, and a page that cannot be parsed
 kept as a redacted snapshot whose name goes into the error (``note_snapshot``).
 
@@ -165,7 +166,8 @@ class Exchange(abc.ABC, Generic[T]):
         """The engine dropped the cached tabs after a broken connection."""
 
     async def turned_away(self, op: OperationContext, exc: CnkiError, epoch: int, final: bool) -> Turn | None:
-        """A request (or building it) raised ``exc``: what to do (None: it is raised)."""
+        """A request (or building it) raised ``exc``: what to do (None: it is raised, or, a challenge,
+        shown by ``challenge`` like one an answer shows)."""
         return None
 
     def heard(self, answer: FetchResult) -> None:
@@ -181,7 +183,8 @@ class Exchange(abc.ABC, Generic[T]):
     async def challenge(
         self, op: OperationContext, problem: CnkiError, answer: FetchResult, epoch: int, final: bool
     ) -> None:
-        """Show a challenge in ``answer`` to the person; returns once it is cleared (then asked again)."""
+        """Show a challenge in ``answer`` to the person; returns once it is cleared (then asked again).
+        For one met while asking, ``answer`` is the page the problem names, without a body."""
         raise problem
 
     def parse(self, answer: FetchResult) -> T:
@@ -209,13 +212,32 @@ class Exchange(abc.ABC, Generic[T]):
 # --------------------------------------------------------------------------------------------
 
 
+def _met(problem: CnkiError) -> FetchResult:
+    """A challenge raised while asking as the answer ``Exchange.challenge`` reads: the page its details
+    name (the gateway's login …), no body."""
+    url = problem.details.get("url") if isinstance(problem.details, dict) else None
+    return FetchResult(status=0, url=str(url or ""), text="")
+
+
 class Attempts:
-    """What one read's retry loop has spent: its one recovery of a broken connection and its back-offs."""
+    """What one read's retry loop has spent: its one recovery of a broken connection, its back-offs and
+    the challenges shown to the person."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.recovered = False
         self.backoffs = 0
+        self.challenges = 0
+
+    async def challenge(
+        self, op: OperationContext, ex: Exchange[Any], problem: CnkiError, answer: FetchResult, epoch: int, final: bool
+    ) -> None:
+        """``ex`` shows the challenge ``problem`` to the person (then it is asked again); its
+        ``challenges``-th is VERIFICATION_REPEATED."""
+        self.challenges += 1
+        if self.challenges >= ex.challenges:
+            raise CnkiError("VERIFICATION_REPEATED", "人工处理后站点仍要求验证，已停止重试")
+        await ex.challenge(op, problem, answer, epoch, final)
 
     async def recover(self, exc: CnkiError) -> bool:
         """True when ``exc`` is a broken connection with a live browser, met for the first time: the
@@ -259,7 +281,6 @@ class Engine(abc.ABC):
     async def exchange(self, op: OperationContext, ex: Exchange[T]) -> T:
         """Run ``ex``: build → fetch → classify → the person / back-off → parse → accept (see the module doc)."""
         attempts = Attempts(self)
-        challenged = 0
         last: CnkiError | None = None
         try:
             for round_ in range(ex.rounds):
@@ -273,11 +294,17 @@ class Engine(abc.ABC):
                         last = exc
                         continue
                     turn = await ex.turned_away(op, exc, epoch, final)
+                    if turn is None and exc.code in CHALLENGE_CODES:
+                        # Met while asking (the gateway's login ``fetch`` found): the person clears it as
+                        # one an answer shows.
+                        last = exc
+                        await attempts.challenge(op, ex, exc, _met(exc), epoch, final)
+                        continue
                     if turn is None:
                         raise
                     if turn == "fallback":
                         raise Fallback from None
-                    challenged += turn == "challenge"
+                    attempts.challenges += turn == "challenge"
                     last = exc
                     continue
                 ex.heard(answer)
@@ -285,10 +312,7 @@ class Engine(abc.ABC):
                 if problem is not None:
                     last = problem
                     if problem.code in CHALLENGE_CODES:
-                        challenged += 1
-                        if challenged >= ex.challenges:
-                            raise CnkiError("VERIFICATION_REPEATED", "人工处理后站点仍要求验证，已停止重试")
-                        await ex.challenge(op, problem, answer, epoch, final)
+                        await attempts.challenge(op, ex, problem, answer, epoch, final)
                         continue
                     ex.noted(problem)
                     if await attempts.back_off(problem):

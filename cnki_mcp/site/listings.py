@@ -12,7 +12,8 @@ CNKI's empty shell (抱歉，暂无数据，请稍后重试, bare or beside a to
 zero and throttling: on page 2 or later no empty answer, whatever it says, is the end of a listing; on
 page 1 a control listing decides, its answer reused for a minute (``page``). A refusal is
 QUERY_REJECTED; a sort the page does not mark as active is asked again the way its sort links ask,
-then SORT_NOT_APPLIED; the grid's challenges (an in-page vericode form, a redirect, or the JSON
+then said beside the rows (a SORT_NOT_APPLIED problem in ``GridPage.problems``: the caller records
+it); the grid's challenges (an in-page vericode form, a redirect, or the JSON
 ``{"code":-403,"message":"…/verify/home?…"}``) go to the person and page 1 is then asked again as a
 continuation (``boolSearch=false``).
 """
@@ -23,7 +24,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urljoin
 
@@ -100,6 +101,18 @@ class _Listing(msgspec.Struct):
     cursor: str = ""
     products: str = ""
     view: str = ""
+
+
+class Waiting(msgspec.Struct, frozen=True):
+    """A step of a listing call: the site is throttling and page ``page`` is asked again after ``seconds``
+    (``waited`` seconds so far); the caller shows it until the call's next step (``research.backend``)."""
+
+    page: int
+    seconds: float
+    waited: float
+
+    def progress(self) -> dict[str, Any]:
+        return {"page": self.page, "wait_seconds": self.seconds, "waited_seconds": self.waited}
 
 
 class _EmptyShell(Exception):
@@ -374,9 +387,10 @@ class GridExchange(Exchange[GridPage]):
                 f"请求第 {page} 页，知网返回了第 {value.page} 页。",
                 details={"requested": page, "returned": value.page},
             )
+        kept = filter_years(value, self.query.year_from, self.query.year_to)
         if page == 1 and shown and shown != self.wanted_sort:
-            op.add_error(_sort_not_applied(self.wanted_sort, shown))
-        return filter_years(value, self.query.year_from, self.query.year_to)
+            return msgspec.structs.replace(kept, problems=[_sort_not_applied(self.wanted_sort, shown).problem()])
+        return kept
 
 
 class Listings:
@@ -514,18 +528,22 @@ class Listings:
 
     # -- the result grid ------------------------------------------------------------------------
 
-    async def page(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
-        """One page of a listing. Pages after the first need page 1's cursor: fetched first when missing."""
+    async def page(self, op: OperationContext, query: GridQuery, page: int) -> AsyncIterator[Waiting | GridPage]:
+        """One page of a listing: its waits for a throttled site, then the page. Pages after the first
+        need page 1's cursor: fetched first when missing."""
         if page < 1:
             raise ValueError("pages start at 1")
         key = query_key(query)
         if page > 1 and key not in self._listings:
-            await self._grid_page(op, query, 1, key)
+            async for step in self._grid_page(op, query, 1, key):
+                if isinstance(step, Waiting):
+                    yield step
             if key not in self._listings:
                 raise CnkiError(
                     "PAGINATION_MISMATCH", "知网第 1 页没有给出翻页标记，无法读取后面的页。", details={"page": page}
                 )
-        return await self._grid_page(op, query, page, key)
+        async for step in self._grid_page(op, query, page, key):
+            yield step
 
     def _remember(self, key: str, page: GridPage) -> None:
         known = self._listings.get(key)
@@ -537,8 +555,10 @@ class Listings:
             view=page.view or (known.view if known else ""),
         )
 
-    async def _grid_page(self, op: OperationContext, query: GridQuery, page: int, key: str) -> GridPage:
-        """One page, with CNKI's empty shell (抱歉，暂无数据，请稍后重试) told apart from a real zero.
+    async def _grid_page(
+        self, op: OperationContext, query: GridQuery, page: int, key: str
+    ) -> AsyncIterator[Waiting | GridPage]:
+        """One page (its waits first), with CNKI's empty shell (抱歉，暂无数据，请稍后重试) told apart from a real zero.
 
         The site answers both a real zero and throttling with that shell, also beside a toolbar 共找到 0
         条结果. On page 2 or later no empty answer is the end of a listing whose earlier pages had rows:
@@ -551,15 +571,18 @@ class Listings:
         waited = 0.0
         while True:
             try:
-                return await self._grid_request(op, query, page, key)
+                yield await self._grid_request(op, query, page, key)
+                return
             except _EmptyShell as shell:
                 if page == 1 and await self._site_answers(op):
-                    return GridPage(rows=[], total=0, exhausted=True, zero="control")
+                    yield GridPage(rows=[], total=0, exhausted=True, zero="control")
+                    return
                 self._throttled()
                 if not waits or not _can_wait(op, waits[0]):
                     raise await self._still_empty(shell, page, waited) from None
             wait = waits.pop(0)
-            await self._pause(op, wait, {"page": page, "wait_seconds": wait, "waited_seconds": waited})
+            yield Waiting(page, wait, waited)
+            await self._pause(op, wait)
             waited += wait
 
     async def _site_answers(self, op: OperationContext) -> bool:
@@ -583,15 +606,14 @@ class Listings:
         """The site was seen throttling: an earlier control answer no longer says it is answering."""
         self._control_answered = None
 
-    async def _pause(self, op: OperationContext, seconds: float, progress: dict[str, Any]) -> None:
-        """Wait out a throttled site, shown as its own stage; a cancel ends the wait at once."""
+    async def _pause(self, op: OperationContext, seconds: float) -> None:
+        """Wait out a throttled site; a cancel ends the wait at once."""
         self.door.limiter.slow()
-        with op.stage_while("waiting_for_site", progress):
-            deadline = Deadline(seconds)
-            while not deadline.passed:
-                if op.cancelled:
-                    raise CnkiError("CANCELLED")
-                await asyncio.sleep(min(PAUSE_POLL, deadline.remaining()))
+        deadline = Deadline(seconds)
+        while not deadline.passed:
+            if op.cancelled:
+                raise CnkiError("CANCELLED")
+            await asyncio.sleep(min(PAUSE_POLL, deadline.remaining()))
 
     async def _still_empty(self, shell: _EmptyShell, page: int, waited: float) -> CnkiError:
         snapshot = await self.door.snapshot("grid-empty", shell.body, shell.url)
@@ -668,8 +690,9 @@ class Listings:
 
     async def locate(
         self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
-    ) -> dict[str, list[Paper]]:
-        """Up to 10 titles in one exact-title grid request; rows grouped under the given titles.
+    ) -> AsyncIterator[Waiting | dict[str, list[Paper]]]:
+        """Up to 10 titles in one exact-title grid request (its waits for a throttled site first); rows
+        grouped under the given titles.
 
         CNKI's exact 篇名 match finds the phrase inside a title. A row belongs to every given title with
         the same title key, or, with ``related``, to every given title for which ``related(title, row
@@ -679,11 +702,16 @@ class Listings:
             raise ValueError(f"locate takes 1–{TITLES_PER_LOCATE} titles")
         groups: dict[str, list[Paper]] = {title: [] for title in titles}
         query = GridQuery(branches=compile_expression(title_expression(titles)))
-        page = await self._grid_page(op, query, 1, query_key(query))
+        page = GridPage()
+        async for step in self._grid_page(op, query, 1, query_key(query)):
+            if isinstance(step, Waiting):
+                yield step
+            else:
+                page = step
         for row in page.rows:
             key = title_key(row.title)
             for title, bucket in groups.items():
                 belongs = related(title, row.title) if related is not None else title_key(title) == key
                 if belongs:
                     bucket.append(row)
-        return groups
+        yield groups

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -46,7 +46,7 @@ from cnki_mcp.site.facet_panel import FacetPanel
 from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.json_api import JsonApi
 from cnki_mcp.site.limiter import Limiter
-from cnki_mcp.site.listings import Listings
+from cnki_mcp.site.listings import Listings, Waiting
 from cnki_mcp.site.navi import Navi
 from cnki_mcp.site.registry import DETAIL, REGISTRY
 
@@ -138,15 +138,15 @@ class Site(Door):
 
     # -- listings ----------------------------------------------------------------------------
 
-    async def grid(self, op: OperationContext, query: GridQuery, page: int) -> GridPage:
-        """One page (1-based) of a listing; see ``listings.Listings.page``."""
-        return await self.listings.page(op, query, page)
+    def grid(self, op: OperationContext, query: GridQuery, page: int) -> AsyncIterator[Waiting | GridPage]:
+        """One page (1-based) of a listing, its waits first; see ``listings.Listings.page``."""
+        return self.listings.page(op, query, page)
 
-    async def locate(
+    def locate(
         self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
-    ) -> dict[str, list[Paper]]:
-        """Up to 10 titles in one exact-title grid request; see ``listings.Listings.locate``."""
-        return await self.listings.locate(op, titles, related)
+    ) -> AsyncIterator[Waiting | dict[str, list[Paper]]]:
+        """Up to 10 titles in one exact-title grid request, its waits first; see ``listings.Listings.locate``."""
+        return self.listings.locate(op, titles, related)
 
     async def facet_panel(self, op: OperationContext, query: GridQuery, idents: list[str]) -> dict[str, FacetGroup]:
         """The left facet panel's groups ``idents`` of a listing; see ``facet_panel.FacetPanel.groups``."""
