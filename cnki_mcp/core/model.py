@@ -712,6 +712,13 @@ class CitationResult(msgspec.Struct, omit_defaults=True):
     unlinked: list[str] = []  # with references_of: the items CNKI links to no record, as CNKI gives them
 
 
+class ExportReply(msgspec.Struct, kw_only=True):
+    """export_citations' answer (inline, or the result of the operation that first located titles)."""
+
+    status: str = "completed"
+    data: CitationResult
+
+
 class LocalReply(msgspec.Struct, kw_only=True):
     """An answer that needed no operation: from the cache or the local store, no request made."""
 

@@ -6,11 +6,15 @@ no ranges or defaults (the rules live in the Struct's ``Meta`` and are checked b
 ``additionalProperties: false``, properties sorted by name, ``required`` for the fields without a default.
 A field whose ``Meta.extra`` has ``"unlisted": True`` is accepted but not advertised (it exists only to be
 refused with a precise code, as ``options.expand`` of the searches that keep CNKI's order).
-``output_schema`` gives the plain JSON Schema of a result Struct.
+``output_schema`` gives the JSON Schema (draft 2020-12) of a tool's ``Result``: a Struct, or a union of Structs
+(and ``dict[str, Any]`` for an answer a lower layer still builds as a dict) written as ``anyOf`` under
+``"type": "object"`` (``structuredContent`` is always an object). Nested Structs are inlined; ``required`` lists
+the fields always encoded (no default, or a default a Struct without ``omit_defaults`` still writes).
 """
 
 from __future__ import annotations
 
+import types
 import typing
 from typing import Any, Literal, get_args, get_origin
 
@@ -23,9 +27,23 @@ def input_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     return _object(mi.type_info(struct), nullable_lists=True)
 
 
-def output_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
-    """The JSON Schema of a result Struct (nested Structs inlined)."""
-    return _object(mi.type_info(struct), nullable_lists=False)
+def output_schema(result: Any) -> dict[str, Any]:
+    """The JSON Schema of a tool's ``Result``: one object, or ``anyOf`` the objects of a union's members
+    (msgspec cannot inspect a union of untagged Structs as one type, so each member is read alone)."""
+    members = get_args(result) if isinstance(result, types.UnionType) or get_origin(result) is typing.Union else (result,)
+    schemas = [_plain(mi.type_info(member), False, False) for member in members]
+    if any(schema.get("type") != "object" for schema in schemas):
+        raise TypeError(f"a tool's result must encode as a JSON object: {result!r}")
+    return schemas[0] if len(schemas) == 1 else {"anyOf": schemas, "type": "object"}
+
+
+def _always_encoded(info: mi.StructType, field: mi.Field) -> bool:
+    """Whether an output field is in every answer: required, or defaulted in a Struct that writes defaults
+    (an ``UNSET`` default, read as no default, is never written)."""
+    if field.required:
+        return True
+    has_default = field.default is not msgspec.NODEFAULT or field.default_factory is not msgspec.NODEFAULT
+    return has_default and not info.cls.__struct_config__.omit_defaults
 
 
 def _object(info: mi.Type, *, nullable_lists: bool) -> dict[str, Any]:
@@ -38,7 +56,7 @@ def _object(info: mi.Type, *, nullable_lists: bool) -> dict[str, Any]:
             continue
         value = _property(field.type, nullable_list=nullable_lists and not field.required, nullable_lists=nullable_lists)
         properties[field.encode_name] = _in_declared_order(value, hints[field.name])
-        if field.required:
+        if field.required if nullable_lists else _always_encoded(info, field):
             required.append(field.encode_name)
     # An input refuses unknown arguments.
     schema: dict[str, Any] = {"additionalProperties": False, "type": "object"} if nullable_lists else {"type": "object"}
