@@ -48,13 +48,13 @@ def test_answers_in_progress_and_from_the_cache_validate(name: str) -> None:
         conforms(name, {**msgspec.to_builtins(RUNNING), "warnings": [msgspec.to_builtins(Problem(code="STORE_SAVE_FAILED", message="未保存"))]})
 
 
-def test_a_union_is_any_of_its_objects_and_required_means_always_written() -> None:
+def test_a_union_is_any_of_its_objects() -> None:
     schema = output_schema(OperationView | LocalReply)
     view, local = schema["anyOf"]
     assert schema["type"] == "object"
     assert view["required"] == ["operation_id", "kind", "status", "requests", "active_seconds", "budget"]
     assert view["properties"]["budget"]["required"] == ["max_requests", "timeout_seconds"]
-    assert local["required"] == ["status", "source", "result"]  # written unless UNSET: requests may be absent
+    assert local["required"] == ["source", "result"]
     assert local["properties"]["requests"] == {"type": "integer"}
     with pytest.raises(jsonschema.ValidationError):
         conforms("search", {"status": "running"})

@@ -9,7 +9,7 @@ refused with a precise code, as ``options.expand`` of the searches that keep CNK
 ``output_schema`` gives the JSON Schema (draft 2020-12) of a tool's ``Result``: a Struct, or a union of Structs
 (and ``dict[str, Any]`` for an answer a lower layer still builds as a dict) written as ``anyOf`` under
 ``"type": "object"`` (``structuredContent`` is always an object). Nested Structs are inlined; ``required`` lists
-the fields always encoded (no default, or a default a Struct without ``omit_defaults`` still writes).
+the fields without a default.
 """
 
 from __future__ import annotations
@@ -37,15 +37,6 @@ def output_schema(result: Any) -> dict[str, Any]:
     return schemas[0] if len(schemas) == 1 else {"anyOf": schemas, "type": "object"}
 
 
-def _always_encoded(info: mi.StructType, field: mi.Field) -> bool:
-    """Whether an output field is in every answer: required, or defaulted in a Struct that writes defaults
-    (an ``UNSET`` default, read as no default, is never written)."""
-    if field.required:
-        return True
-    has_default = field.default is not msgspec.NODEFAULT or field.default_factory is not msgspec.NODEFAULT
-    return has_default and not info.cls.__struct_config__.omit_defaults
-
-
 def _object(info: mi.Type, *, nullable_lists: bool) -> dict[str, Any]:
     assert isinstance(info, mi.StructType)
     properties: dict[str, Any] = {}
@@ -56,7 +47,7 @@ def _object(info: mi.Type, *, nullable_lists: bool) -> dict[str, Any]:
             continue
         value = _property(field.type, nullable_list=nullable_lists and not field.required, nullable_lists=nullable_lists)
         properties[field.encode_name] = _in_declared_order(value, hints[field.name])
-        if field.required if nullable_lists else _always_encoded(info, field):
+        if field.required:
             required.append(field.encode_name)
     # An input refuses unknown arguments.
     schema: dict[str, Any] = {"additionalProperties": False, "type": "object"} if nullable_lists else {"type": "object"}
