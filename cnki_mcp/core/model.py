@@ -726,6 +726,7 @@ class LocalReply(msgspec.Struct, kw_only=True):
     source: str  # cache | local | download (a downloaded file read)
     requests: int | msgspec.UnsetType = msgspec.UNSET  # 0 where the tool's reply counts requests
     result: Any
+    errors: list[Problem] | msgspec.UnsetType = msgspec.UNSET  # a partial answer (status "partial"): what is missing
 
 
 class ReadResult(msgspec.Struct, omit_defaults=True, kw_only=True):

@@ -55,7 +55,7 @@ def validate_first(args: Any, raw: dict[str, Any]) -> None:
     exactly_one_document(args)
 
 
-Result = OperationView | LocalReply | dict[str, Any]
+Result = OperationView | LocalReply
 
 
 async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
