@@ -41,8 +41,8 @@ How to add a tool — write ``cnki_mcp/tools/<tool_name>.py`` (the module's name
     import every tool module and must stay light.
 
 The input schema is generated from ``Args`` (``_schema.input_schema``), the output schema from ``Result``
-(``_schema.output_schema``; not served yet). ``REGISTRY`` maps each name to its ``ToolSpec``; ``parse`` (``_parse``) converts
-and checks a call's arguments.
+(``_schema.output_schema``; not served yet). ``REGISTRY`` maps each name to its ``ToolSpec``; ``parse``
+(``_parse``) converts and checks a call's arguments.
 
 May import: app, fieldcheck, references, documents, research, ops, site, pages, store, core (fieldcheck,
 references, documents, research, site and pages inside ``run`` or ``validate`` only).
