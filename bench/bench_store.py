@@ -195,7 +195,7 @@ async def _saves_and_pages(root: Path, saves: int, pages: int) -> dict[str, floa
         began = time.perf_counter()
         reply = await search_results.run(app, args, None)
         page_ms.append((time.perf_counter() - began) * 1000)
-        assert len(reply["results"]) == 20
+        assert len(reply.results) == 20
     rss = process.memory_info().rss
     await app.close()
     return {

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal, Self
 
+import jsonschema
 import msgspec
 import psutil
 import pytest
@@ -26,7 +27,7 @@ from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from cnki_mcp.app import App
-from cnki_mcp.surface.tools import dispatch, parse_arguments
+from cnki_mcp.surface.tools import dispatch, parse_arguments, spec_of
 
 FINAL = ("completed", "partial", "failed", "skipped", "cancelled", "interrupted")
 AWAITING = ("awaiting_user", *FINAL)  # a person is asked, or the operation ended
@@ -37,6 +38,12 @@ SERVE = (sys.executable, "-m", "cnki_mcp", "serve")
 async def call_tool(app: App, tool: str, raw: dict[str, Any], ctx: Any = None) -> Any:
     """One tool call on an in-process App, its answer as JSON values (what the client receives)."""
     return msgspec.to_builtins(await dispatch(app, tool, parse_arguments(tool, raw), ctx))
+
+
+def conforms(tool: str, answer: Any) -> Any:
+    """``answer`` (JSON values) once checked against the output schema generated from ``tool``'s ``Result``."""
+    jsonschema.validate(answer, spec_of(tool).output_schema, cls=jsonschema.Draft202012Validator)
+    return answer
 
 
 # --- the browser ------------------------------------------------------------------------------------

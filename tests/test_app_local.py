@@ -14,7 +14,7 @@ from cnki_mcp.store.library import Store
 from cnki_mcp.surface.tools import parse_arguments
 from cnki_mcp.tools import export_citations
 from tests.fake_site import FakeSite
-from tests.harness import call_tool
+from tests.harness import call_tool, conforms
 
 
 def _papers() -> list[Paper]:
@@ -61,6 +61,25 @@ async def test_diagnostics_does_not_open_the_store(isolated_data_dir: Path) -> N
     assert "store" not in report
     assert not (isolated_data_dir / "cnki.lock").exists()
     assert not (isolated_data_dir / "browser").exists()
+
+
+async def test_diagnostics_answers_in_its_keys_order(app: App, isolated_data_dir: Path) -> None:
+    runtime = ["status", "version", "runtime", "platform", "browser_configured", "data_dir", "process_id", "owner_pid",
+               "heap_bytes", "request_interval_ms", "max_inflight", "workers", "inline_wait_seconds", "route"]
+    report = conforms("diagnostics", await call_tool(app, "diagnostics", {}))
+    assert list(report) == runtime and report["owner_pid"] is None
+    await call_tool(app, "operation_status", {})  # opens the store and the jobs
+    loaded = conforms("diagnostics", await call_tool(app, "diagnostics", {}))
+    assert list(loaded) == [*runtime, "store", "downloads_today", "daily_download_limit", "browser"]
+    assert loaded["browser"] == {"running": False}
+
+
+async def test_search_results_answers_in_its_keys_order(app: App) -> None:
+    last = conforms("search_results", await call_tool(app, "search_results", {"search_id": "op_search", "offset": 4}))
+    assert list(last) == ["search_id", "status", "scope", "total", "offset", "next_offset", "results"]
+    assert last["next_offset"] is None
+    for view in ("compact", "records"):
+        conforms("search_results", await call_tool(app, "search_results", {"search_id": "op_search", "view": view}))
 
 
 async def test_search_results_scopes_views_and_paging(app: App) -> None:
@@ -126,6 +145,8 @@ async def test_export_citations_from_a_search_and_to_a_file(app: App, seeded: Pa
     saved = await call_tool(app, "export_citations", {"record_refs": [f"rec_{1:024x}", f"rec_{1:024x}"], "format": "bibtex", "filename": "refs.bib"})
     assert saved["data"]["count"] == 1
     assert Path(saved["data"]["path"]) == seeded / "exports" / "refs.bib"
+    assert list(conforms("export_citations", saved)) == ["status", "data"]
+    assert list(saved["data"]) == ["format", "count", "text", "path"]
     with pytest.raises(CnkiError) as exists:
         await call_tool(app, "export_citations", {"record_refs": [f"rec_{1:024x}"], "filename": "refs.bib"})
     assert exists.value.code == "FILE_EXISTS"
@@ -177,6 +198,7 @@ async def test_operation_status_idle_and_control(app: App) -> None:
     assert show.value.code == "VERIFICATION_NOT_FOUND"
     recovered = await call_tool(app, "operation_control", {"action": "recover"})
     assert recovered["status"] == "completed"
+    assert list(conforms("operation_control", recovered)) == ["status", "message"]
 
 
 async def test_second_server_on_the_same_directory_is_refused(app: App, seeded: Path) -> None:

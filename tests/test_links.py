@@ -13,7 +13,7 @@ from cnki_mcp.references.links import Match, find_spans, render
 from cnki_mcp.store.library import Store
 from cnki_mcp.surface.tools import dispatch, parse_arguments
 from tests.fake_site import FakeSite, sim_paper
-from tests.harness import call_tool
+from tests.harness import call_tool, conforms
 
 
 def test_nested_titles_links_and_code_spans() -> None:
@@ -82,6 +82,7 @@ async def test_tool_links_local_records(app: App) -> None:
     assert reply["text"].startswith("参见[《再论违约金调整 ——以民法典第585条为中心》](https://kns.cnki.net/kcms2/article/abstract?v=abc)")
     assert [r["status"] for r in reply["references"]] == ["linked", "matched_without_link", "unresolved"]
     assert reply["references"][0]["record_refs"] == ["rec_1"]
+    assert list(conforms("link_references", reply)) == ["status", "text", "references"]
 
 
 async def test_tool_limits(app: App) -> None:
@@ -105,6 +106,7 @@ async def test_lookup_missing_locates_titles_on_cnki(app: App, site: FakeSite) -
     assert f"[《{known.title}》](https://kns.cnki.net/kcms2/article/abstract?v=7)" in result["text"]
     assert [e["code"] for e in reply["errors"]] == ["DOCUMENT_NOT_FOUND"]
     assert site.counts["locate"] == 1  # both missing titles in one exact-title search
+    conforms("link_references", reply)  # an operation, the linked text its result
 
-    again = await dispatch(app, "link_references", parse_arguments("link_references", {"text": text}), None)
+    again = await call_tool(app, "link_references", {"text": text})
     assert [r["status"] for r in again["references"]] == ["matched_without_link", "linked", "unresolved"]

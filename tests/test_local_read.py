@@ -22,6 +22,7 @@ from cnki_mcp.documents.pdf_layout import drop_furniture, layout
 from cnki_mcp.documents.pdf_text import MAX_PAGES, Budget, Line, Stopped, pdf_bytes_of, read_pdf
 from cnki_mcp.store.library import Store
 from tests import pdfs
+from tests.harness import conforms
 
 REF = "rec_0123456789abcdef01234567"
 TITLE = "数字经济背景下违约金调整规则研究"
@@ -202,6 +203,7 @@ async def test_scanned_pages_make_the_reply_partial(store: Store) -> None:
     ledger(store, pdfs.article_pdf(scanned=True))
     data = msgspec.to_builtins(await LocalFiles().read(store, REF, "download", PAGE))
     assert data["status"] == "partial"
+    assert list(conforms("read_online_html", data)) == ["status", "source", "requests", "result", "errors"]
     assert data["errors"][0]["code"] == "NO_TEXT_LAYER"
     assert data["errors"][0]["details"]["pages"] == [4]
     assert data["result"]["complete_article"] is False

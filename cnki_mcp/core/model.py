@@ -712,6 +712,13 @@ class CitationResult(msgspec.Struct, omit_defaults=True):
     unlinked: list[str] = []  # with references_of: the items CNKI links to no record, as CNKI gives them
 
 
+class ExportReply(msgspec.Struct, kw_only=True):
+    """export_citations' answer (inline, or the result of the operation that first located titles)."""
+
+    status: str = "completed"
+    data: CitationResult
+
+
 class LocalReply(msgspec.Struct, kw_only=True):
     """An answer that needed no operation: from the cache or the local store, no request made."""
 
@@ -719,6 +726,7 @@ class LocalReply(msgspec.Struct, kw_only=True):
     source: str  # cache | local | download (a downloaded file read)
     requests: int | msgspec.UnsetType = msgspec.UNSET  # 0 where the tool's reply counts requests
     result: Any
+    errors: list[Problem] | msgspec.UnsetType = msgspec.UNSET  # a partial answer (status "partial"): what is missing
 
 
 class ReadResult(msgspec.Struct, omit_defaults=True, kw_only=True):

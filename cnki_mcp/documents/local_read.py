@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -168,7 +167,7 @@ class LocalFiles:
 
     async def read(
         self, store: Store, record_ref: str, source: str, window: TextWindow
-    ) -> LocalReply | dict[str, Any] | None:
+    ) -> LocalReply | None:
         """The reply from the downloaded file; None for ``auto`` without a usable file (read online
         then); NOT_DOWNLOADED for ``download`` without one."""
         artifact = ledger_entry(store, record_ref) if record_ref else None
@@ -199,4 +198,4 @@ class LocalFiles:
             f"下载的文件有 {len(empty)} 页没有文字层（扫描图像），这些页的内容不在正文中。",
             details={"pages": empty},
         ).problem()
-        return {**msgspec.to_builtins(reply), "status": "partial", "errors": [msgspec.to_builtins(problem)]}
+        return msgspec.structs.replace(reply, status="partial", errors=[problem])

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgspec
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import CitationResult
+from cnki_mcp.core.model import CitationResult, ExportReply
 from cnki_mcp.references import citations
 from cnki_mcp.research.relations import with_unlinked
 from cnki_mcp.store.library import Store
@@ -44,12 +44,12 @@ async def write_export(
     args: Asked,
     part: ExportPart | None,
     unlinked: list[str] | None = None,
-) -> dict[str, Any]:
+) -> ExportReply:
     """The papers ``refs`` names, exported in the call's format; a part of a search says where the rest begins,
     and items without a record (a reference list's books) are listed, never dropped."""
     papers = [store.data.papers[ref] for ref in dict.fromkeys(refs) if ref in store.data.papers]
     if not papers and unlinked:
-        return {"status": "completed", "data": msgspec.to_builtins(with_unlinked(CitationResult(args.format, 0), unlinked))}
+        return ExportReply(data=with_unlinked(CitationResult(args.format, 0), unlinked))
     unknown = [ref for ref in dict.fromkeys(args.record_refs) if ref not in store.data.papers]
     if not papers and unknown:
         raise CnkiError(
@@ -73,4 +73,4 @@ async def write_export(
                 f"检索 {part.search_id} 共 {part.total} 篇，本次导出第 {part.start + 1}–{part.end} 篇；"
                 f"用 offset={part.end} 再调用一次导出其余部分。"
             )
-    return {"status": "completed", "data": msgspec.to_builtins(result)}
+    return ExportReply(data=result)

@@ -34,15 +34,19 @@ of tools is kept anywhere else) holding, in this order:
 ``validate(args, raw)`` (optional)
     Rules ``Meta`` cannot express (one of two fields, a URL read by a lower layer …), run after the Meta
     rules; it raises ``CnkiError`` with the precise code and may normalise ``args`` in place.
+``Result``
+    What ``run`` answers: a msgspec Struct, or a union of them (``OperationView`` for an answer given while an
+    operation runs, ``LocalReply`` for one from the cache or the store). ``ToolSpec.output_schema`` is generated
+    from it. A Struct of a layer that ``tools/list`` must not load lives in ``core.model``.
 ``async def run(deps, args, call)``
     The handler: ``deps`` is the composition root (``app.core.AppCore``: ``store()``, ``jobs()``, ``site()``,
     ``sessions()`` …), ``args`` the parsed ``Args``, ``call`` the ``core.call.ToolCall`` (or None). It imports
     the site, research, documents and references layers inside its body: ``initialize`` and ``tools/list``
     import every tool module and must stay light.
 
-The input schema is generated from ``Args`` (``_schema.input_schema``); ``_schema.output_schema`` does the
-same for a result Struct. ``REGISTRY`` maps each name to its ``ToolSpec``; ``parse`` (``_parse``) converts
-and checks a call's arguments.
+The input schema is generated from ``Args`` (``_schema.input_schema``), the output schema from ``Result``
+(``_schema.output_schema``; not served yet). ``REGISTRY`` maps each name to its ``ToolSpec``; ``parse``
+(``_parse``) converts and checks a call's arguments.
 
 May import: app, fieldcheck, references, documents, research, ops, site, pages, store, core (fieldcheck,
 references, documents, research, site and pages inside ``run`` or ``validate`` only).
@@ -96,10 +100,15 @@ class ToolSpec:
     open_world: bool
     needs_config: bool
     budget: Budget | None
+    result: Any  # a Struct type or a union of them: ``Result``
 
     @property
     def schema(self) -> dict[str, Any]:
         return input_schema(self.arguments)
+
+    @property
+    def output_schema(self) -> dict[str, Any]:
+        return output_schema(self.result)
 
 
 def spec_of(module: ModuleType) -> ToolSpec:
@@ -117,6 +126,7 @@ def spec_of(module: ModuleType) -> ToolSpec:
         open_world=module.OPEN_WORLD,
         needs_config=getattr(module, "NEEDS_CONFIG", True),
         budget=getattr(module, "BUDGET", None),
+        result=module.Result,
     )
 
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.app.core import AppCore
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
-from cnki_mcp.core.model import Budget, Operation
+from cnki_mcp.core.model import Budget, Operation, OperationView
 
 if TYPE_CHECKING:
     from cnki_mcp.documents.batch import BatchState
 
 
-async def start_batch(deps: AppCore, fresh: BatchState | None, budget: Budget, call: ToolCall | None, prior: Operation | None = None) -> Reply:
+async def start_batch(deps: AppCore, fresh: BatchState | None, budget: Budget, call: ToolCall | None, prior: Operation | None = None) -> OperationView:
     """A batch download: ``fresh`` for a new one, None to go on from ``prior``'s checkpoint."""
     from cnki_mcp.documents import batch
 

@@ -6,11 +6,15 @@ no ranges or defaults (the rules live in the Struct's ``Meta`` and are checked b
 ``additionalProperties: false``, properties sorted by name, ``required`` for the fields without a default.
 A field whose ``Meta.extra`` has ``"unlisted": True`` is accepted but not advertised (it exists only to be
 refused with a precise code, as ``options.expand`` of the searches that keep CNKI's order).
-``output_schema`` gives the plain JSON Schema of a result Struct.
+``output_schema`` gives the JSON Schema (draft 2020-12) of a tool's ``Result``: a Struct, or a union of Structs
+(and ``dict[str, Any]`` for an answer a lower layer still builds as a dict) written as ``anyOf`` under
+``"type": "object"`` (``structuredContent`` is always an object). Nested Structs are inlined; ``required`` lists
+the fields without a default.
 """
 
 from __future__ import annotations
 
+import types
 import typing
 from typing import Any, Literal, get_args, get_origin
 
@@ -23,9 +27,14 @@ def input_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     return _object(mi.type_info(struct), nullable_lists=True)
 
 
-def output_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
-    """The JSON Schema of a result Struct (nested Structs inlined)."""
-    return _object(mi.type_info(struct), nullable_lists=False)
+def output_schema(result: Any) -> dict[str, Any]:
+    """The JSON Schema of a tool's ``Result``: one object, or ``anyOf`` the objects of a union's members
+    (msgspec cannot inspect a union of untagged Structs as one type, so each member is read alone)."""
+    members = get_args(result) if isinstance(result, types.UnionType) or get_origin(result) is typing.Union else (result,)
+    schemas = [_plain(mi.type_info(member), False, False) for member in members]
+    if any(schema.get("type") != "object" for schema in schemas):
+        raise TypeError(f"a tool's result must encode as a JSON object: {result!r}")
+    return schemas[0] if len(schemas) == 1 else {"anyOf": schemas, "type": "object"}
 
 
 def _object(info: mi.Type, *, nullable_lists: bool) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 import msgspec
 from msgspec import Meta
 
-from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import SearchSummary
+from cnki_mcp.core.model import LocalReply, OperationView, SearchSummary
 from cnki_mcp.core.tool_args import FACET_CODES_MAX, FACETS, LIMIT_DEFAULT, LIMIT_MAX, OPTION_RANGES, ToolArgs
 from cnki_mcp.tools._fields import Limit, OnVerification, Sort, YearFrom, YearTo, years_in_order
 
@@ -195,7 +195,7 @@ def validate_native(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
     check_facet_filters(raw)
 
 
-async def run_native(deps: AppCore, args: NativeSearchArgs, query: Query, call: ToolCall | None) -> Reply:
+async def run_native(deps: AppCore, args: NativeSearchArgs, query: Query, call: ToolCall | None) -> OperationView | LocalReply:
     """A structured or expert search: a precise search whose name is its expression's fingerprint."""
     from cnki_mcp.research.pipeline import SearchSettings, search_input
 
@@ -206,7 +206,7 @@ async def run_native(deps: AppCore, args: NativeSearchArgs, query: Query, call: 
     return await start_search(deps, request, query, call)
 
 
-async def start_search(deps: AppCore, request: SearchInput, query: Query, call: ToolCall | None) -> Reply:
+async def start_search(deps: AppCore, request: SearchInput, query: Query, call: ToolCall | None) -> OperationView | LocalReply:
     """A search after validation: planned, then the prefer_cache answer or a new operation."""
     from cnki_mcp.research.pipeline import SearchState, cache_key, cached_reply, plan_search, search_budget
 

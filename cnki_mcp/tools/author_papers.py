@@ -10,6 +10,7 @@ from msgspec import Meta
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import OperationView
 from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Limit, Offset, OnVerification, given
@@ -60,9 +61,10 @@ def _offset_reached(args: Any, raw: dict[str, Any]) -> None:
 
 
 AFTER = {"offset": _offset_reached}
+Result = OperationView
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.research.author_papers import KIND, AuthorAsked, AuthorPapers
 
     asked = AuthorAsked(author=args.author, record_ref=args.record_ref, institution=args.institution,

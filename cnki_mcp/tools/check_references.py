@@ -91,7 +91,10 @@ def validate_first(args: Any, raw: dict[str, Any]) -> None:
     args.text, args.references = text, entries
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> OperationView:
+Result = OperationView
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.references import refcheck
 
     jobs, engine = await deps.jobs(), await deps.enrichment()

@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
-from msgspec import Meta
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
 from cnki_mcp import __version__
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.model import OperationView, Problem
 from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools import Budget
 
@@ -40,33 +41,87 @@ OPEN_WORLD = False
 NEEDS_CONFIG = False  # it reports a config.json that cannot be read instead of failing on it
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+class Browser(msgspec.Struct, kw_only=True):
+    """The browser this process drives: whether it runs, and (once started) its process and profile."""
+
+    running: bool
+    process_id: int | None | UnsetType = UNSET
+    profile_directory: str | UnsetType = UNSET
+    connection_generation: int | UnsetType = UNSET
+
+
+class Report(msgspec.Struct, kw_only=True):
+    """diagnostics' account of this process: version, platform, data directory, memory and pacing settings,
+    then what is loaded (store, browser, operations), each only once it is."""
+
+    status: str = "completed"
+    version: str
+    runtime: str
+    platform: str
+    browser_configured: bool
+    data_dir: str
+    process_id: int
+    owner_pid: int | None
+    heap_bytes: int
+    request_interval_ms: int
+    max_inflight: int
+    workers: int
+    inline_wait_seconds: int
+    route: dict[str, Any]
+    gateway_session: str | UnsetType = UNSET
+    config_error: Problem | UnsetType = UNSET
+    store_error: Problem | UnsetType = UNSET
+    store: dict[str, Any] | UnsetType = UNSET
+    downloads_today: int | UnsetType = UNSET
+    daily_download_limit: int | UnsetType = UNSET
+    browser: Browser | UnsetType = UNSET
+    active_operations: list[OperationView] | UnsetType = UNSET
+
+
+Result = OperationView | Report
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     if args.site_check:
         jobs = await deps.jobs()
         return await jobs.inline(await deps.start_site_check(BUDGET.of()), call)
-    report = _runtime_report(deps.root, os.environ.get("CNKI_BROWSER_PATH") or deps.config.browser_path, deps.owner_pid)
-    report["route"] = deps.config.route.view()
+    browser_path = os.environ.get("CNKI_BROWSER_PATH") or deps.config.browser_path
+    report = Report(
+        version=__version__,
+        runtime=f"Python {platform.python_version()}",
+        platform=_platform(),
+        browser_configured=bool(browser_path),
+        data_dir=str(deps.root),
+        process_id=os.getpid(),
+        owner_pid=deps.owner_pid,
+        heap_bytes=_rss(),
+        request_interval_ms=settings.request_interval_ms(),
+        max_inflight=settings.max_inflight(),
+        workers=settings.workers(),
+        inline_wait_seconds=settings.inline_wait_seconds(),
+        route=deps.config.route.view(),
+    )
     # What is loaded is reported as it is, never loaded to be reported: AppCore's slots are read directly.
     if deps._sessions is not None and deps._sessions.gateway_session:
-        report["gateway_session"] = deps._sessions.gateway_session
+        report.gateway_session = deps._sessions.gateway_session
     if deps.config_error is not None:
-        report["config_error"] = deps.config_error.problem()
+        report.config_error = deps.config_error.problem()
     if deps._store is None and deps._store_error is not None:
-        report["store_error"] = deps._store_error.problem()
+        report.store_error = deps._store_error.problem()
     if deps._store is not None and deps._jobs is not None:
-        report["store"] = deps._store.stats()
-        report["downloads_today"] = deps._store.downloads_on()
-        report["daily_download_limit"] = settings.daily_download_limit(deps.config.daily_download_limit)
+        report.store = deps._store.stats()
+        report.downloads_today = deps._store.downloads_on()
+        report.daily_download_limit = settings.daily_download_limit(deps.config.daily_download_limit)
         browser = deps._browser
-        report["browser"] = {"running": False} if browser is None else {
-            "running": browser.running,
-            "process_id": browser.process_id,
-            "profile_directory": str(browser.profile_directory),
-            "connection_generation": browser.connection_generation,
-        }
+        report.browser = Browser(running=False) if browser is None else Browser(
+            running=browser.running,
+            process_id=browser.process_id,
+            profile_directory=str(browser.profile_directory),
+            connection_generation=browser.connection_generation,
+        )
         active = deps._jobs.live_jobs()
         if active:
-            report["active_operations"] = [deps._jobs.view(job) for job in active]
+            report.active_operations = [deps._jobs.view(job) for job in active]
     return report
 
 
@@ -74,25 +129,6 @@ def _platform() -> str:
     system = {"darwin": "darwin", "win32": "windows"}.get(sys.platform, sys.platform)
     machine = platform.machine().lower()
     return f"{system}/{GO_ARCH.get(machine, machine)}"
-
-
-def _runtime_report(root: Path, browser_path: str, owner_pid: int | None) -> dict[str, Any]:
-    """diagnostics' account of this process: version, platform, data directory, memory and pacing settings."""
-    return {
-        "status": "completed",
-        "version": __version__,
-        "runtime": f"Python {platform.python_version()}",
-        "platform": _platform(),
-        "browser_configured": bool(browser_path),
-        "data_dir": str(root),
-        "process_id": os.getpid(),
-        "owner_pid": owner_pid,
-        "heap_bytes": _rss(),
-        "request_interval_ms": settings.request_interval_ms(),
-        "max_inflight": settings.max_inflight(),
-        "workers": settings.workers(),
-        "inline_wait_seconds": settings.inline_wait_seconds(),
-    }
 
 
 def _rss() -> int:

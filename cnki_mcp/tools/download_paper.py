@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 from msgspec import Meta
 
-from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.model import LocalReply, OperationView
 from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Format, OnVerification, defaulted, exactly_one_document
@@ -43,7 +44,10 @@ def validate_first(args: Any, raw: dict[str, Any]) -> None:
     exactly_one_document(args)
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+Result = OperationView | LocalReply
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.core.files import remove_empty_folders
     from cnki_mcp.core.model import DownloadResult
     from cnki_mcp.documents.download import prior

@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 from msgspec import Meta
 
-from cnki_mcp.app.core import AppCore, Reply, stored_refs
+from cnki_mcp.app.core import AppCore, stored_refs
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import DAILY_DOWNLOAD_LIMIT_DEFAULT
+from cnki_mcp.core.model import DAILY_DOWNLOAD_LIMIT_DEFAULT, OperationView
 from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, INTERVAL_JITTER, RIGHTS_STREAK, ToolArgs
 from cnki_mcp.tools._batch import start_batch
 from cnki_mcp.tools._fields import Format, OnVerification, SearchScope, defaulted, given
@@ -87,7 +87,10 @@ def validate_first(args: Any, raw: dict[str, Any]) -> None:
         )
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+Result = OperationView
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.documents import batch
     from cnki_mcp.documents.download_files import DownloadRequest
 

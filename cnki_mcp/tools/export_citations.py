@@ -10,7 +10,7 @@ from cnki_mcp.app.core import AppCore, scoped, stored_search
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import refuse_existing, validate_filename
-from cnki_mcp.core.model import OperationView
+from cnki_mcp.core.model import ExportReply, OperationView
 from cnki_mcp.core.tool_args import BATCH_MAX, CITATION_FORMATS, TEMPLATE_FIELDS, CitationFormat, Scope, ToolArgs
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.tools import Budget
@@ -93,7 +93,10 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
         validate_filename(args.filename)
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> OperationView | dict[str, Any]:
+Result = OperationView | ExportReply
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.references.exports import ExportPart, write_export
     from cnki_mcp.research.relations import stored_references
 
@@ -113,7 +116,7 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> OperationView
     if not args.titles:
         return await write_export(deps.root, store, refs, args, part, unlinked)
 
-    async def work(op: OperationContext) -> dict[str, Any]:
+    async def work(op: OperationContext) -> ExportReply:
         engine = await deps.enrichment()
         op.stage("locate")
         found, problems = await engine.resolve_titles(op, args.titles)

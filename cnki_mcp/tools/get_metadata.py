@@ -7,10 +7,10 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
-from cnki_mcp.app.core import AppCore, Reply, stored_refs
+from cnki_mcp.app.core import AppCore, stored_refs
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import PRIVATE_PAPER_FIELDS, LocalReply, Paper, public_paper
+from cnki_mcp.core.model import PRIVATE_PAPER_FIELDS, LocalReply, OperationView, Paper, public_paper
 from cnki_mcp.core.tool_args import BATCH_MAX, LIMIT_DEFAULT, LIMIT_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import SearchScope, documents_given
@@ -76,7 +76,10 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
     args.fields = [f.strip() for f in args.fields]
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+Result = OperationView | LocalReply
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.ops.jobs import OperationContext
 
     store = await deps.store()

@@ -10,6 +10,7 @@ from msgspec import Meta
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import OperationView
 from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, YEAR_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Limit, Offset, OnVerification, given
@@ -67,9 +68,10 @@ def _issue_with_year(args: Any, raw: dict[str, Any]) -> None:
 
 
 AFTER = {"issue": _issue_with_year}
+Result = OperationView
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.research.journal_issues import KIND, IssuesAsked, JournalIssues
 
     asked = IssuesAsked(journal=args.journal, issn=args.issn, cn=args.cn, record_ref=args.record_ref,

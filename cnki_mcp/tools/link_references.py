@@ -44,7 +44,18 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
         )
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> OperationView | dict[str, Any]:
+class Linked(msgspec.Struct, kw_only=True):
+    """The text with each 《题名》 that names a stored paper linked, and what each title matched."""
+
+    status: str = "completed"
+    text: str
+    references: list[dict[str, Any]]
+
+
+Result = OperationView | Linked
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.references.links import Match, find_spans, render
 
     spans = find_spans(args.text)
@@ -56,15 +67,15 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> OperationView
     def lookup(title: str) -> list[Match]:
         return [Match(record_ref=ref, url=store.data.papers[ref].url) for ref in catalog.by_title(title)]
 
-    def linked() -> dict[str, Any]:
+    def linked() -> Linked:
         text, references = render(args.text, spans, lookup)
-        return {"status": "completed", "text": text, "references": msgspec.to_builtins(references)}
+        return Linked(text=text, references=msgspec.to_builtins(references))
 
     missing = [span.title for span in spans if not lookup(span.title)]
     if not (args.lookup_missing and missing):
         return linked()
 
-    async def work(op: OperationContext) -> dict[str, Any]:
+    async def work(op: OperationContext) -> Linked:
         op.stage("locate")
         _, problems = await (await deps.enrichment()).resolve_titles(op, missing)
         for problem in problems:

@@ -8,6 +8,7 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.model import OperationView
 from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools import Budget
 
@@ -44,7 +45,10 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
         recognise(args.remote_access_url)
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+Result = OperationView
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.ops.jobs import OperationContext
 
     jobs = await deps.jobs()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
+import msgspec
 from msgspec import Meta
 
 from cnki_mcp.app import App
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.model import OperationView
 from cnki_mcp.core.tool_args import CONTINUE_REQUESTS, CONTINUE_SECONDS, OPTION_RANGES, ToolArgs
 from cnki_mcp.tools._searching import search_work
 
@@ -48,7 +50,17 @@ READ_ONLY = False
 OPEN_WORLD = True
 
 
-async def run(deps: App, args: Args, call: ToolCall | None) -> Any:
+class Done(msgspec.Struct, omit_defaults=True):
+    """An action that is no operation: show (``shown``) and recover (``completed``, with what happens next)."""
+
+    status: str
+    message: str = ""
+
+
+Result = OperationView | Done
+
+
+async def run(deps: App, args: Args, call: ToolCall | None) -> Result:
     jobs = await deps.jobs()
     if args.action == "cancel":
         return await jobs.cancel(args.operation_id)
@@ -68,7 +80,7 @@ async def run(deps: App, args: Args, call: ToolCall | None) -> Any:
     if args.action == "show":
         if deps._site is None:
             raise CnkiError("VERIFICATION_NOT_FOUND")
-        return await deps._site.person.show(args.operation_id or None)
+        return Done(**await deps._site.person.show(args.operation_id or None))
     if deps._site is not None:
         await deps._site.recover()
-    return {"status": "completed", "message": "浏览器将在下一次需要访问知网时重新启动；登录状态保存在浏览器配置中，不受影响。"}
+    return Done("completed", "浏览器将在下一次需要访问知网时重新启动；登录状态保存在浏览器配置中，不受影响。")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, progress_of
 from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.model import OperationView
 from cnki_mcp.core.tool_args import STATUS_WAIT_MAX, ToolArgs
 
 
@@ -34,6 +35,9 @@ READ_ONLY = True
 OPEN_WORLD = False
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+Result = OperationView
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     jobs = await deps.jobs()
     return await jobs.status(args.operation_id, args.wait_seconds, progress_of(call))

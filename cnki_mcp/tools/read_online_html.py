@@ -6,8 +6,9 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta
 
-from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.model import LocalReply, OperationView
 from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, defaulted, exactly_one_document
@@ -54,7 +55,10 @@ def validate_first(args: Any, raw: dict[str, Any]) -> None:
     exactly_one_document(args)
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+Result = OperationView | LocalReply
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.core.model import ReadResult
     from cnki_mcp.documents.online_reader import TextWindow
     from cnki_mcp.ops.jobs import OperationContext

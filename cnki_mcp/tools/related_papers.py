@@ -8,6 +8,7 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, progress_of
 from cnki_mcp.core.call import ToolCall, seconds_since
+from cnki_mcp.core.model import LocalReply, OperationView
 from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, STATUS_WAIT_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Limit, OnVerification, exactly_one_document, given
@@ -67,7 +68,10 @@ def validate_first(args: Any, raw: dict[str, Any]) -> None:
         exactly_one_document(args)
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+Result = OperationView | LocalReply
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     relations = await deps.relations()
     asked = relations.request(args.record_ref, args.title, args.cursor, args.relation)
     hit = None if args.refresh else relations.cached(asked, args.limit)

@@ -69,7 +69,7 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
         )
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> ZoteroReply:
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     store = await deps.store()
     refs = list(args.record_refs)
     if args.search_id:

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 import msgspec
 from msgspec import Meta
 
-from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.model import LocalReply, OperationView
 from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, PLAN_GROUPS_MAX, PLAN_TERM_CHARS, PLAN_TERMS_MAX, ToolArgs
 from cnki_mcp.tools._fields import Limit, YearFrom, YearTo, years_in_order
 from cnki_mcp.tools._searching import SearchOptions, start_search
@@ -75,7 +76,10 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
         args.concept_groups = validate_plan(args.concept_groups)
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+Result = OperationView | LocalReply
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.research.pipeline import SearchSettings, search_input
 
     query = args.asked()

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import SearchRecord
+from cnki_mcp.core.model import LocalReply, OperationView, SearchRecord
 from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, given, years_in_order
@@ -100,7 +100,10 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
     check_facet_filters(raw)
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+Result = OperationView | LocalReply
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.app.core import stored_search
     from cnki_mcp.research import facets
 

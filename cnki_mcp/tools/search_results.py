@@ -46,7 +46,20 @@ READ_ONLY = True
 OPEN_WORLD = False
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> dict[str, Any]:
+class Result(msgspec.Struct, kw_only=True):
+    """A page of a stored search; ``next_offset`` is null on the last page. A row is a ``TitleRow`` (titles) or
+    the paper's public fields with its score (compact), or the whole record with the score's evidence (records)."""
+
+    search_id: str
+    status: str
+    scope: str
+    total: int
+    offset: int
+    next_offset: int | None
+    results: list[Any]  # TitleRow (titles) or a dict (compact, records): msgspec cannot type a Struct-or-dict union
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.app.core import scoped, stored_search
 
     store = await deps.store()
@@ -54,15 +67,15 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> dict[str, Any
     entries = scoped(record, args.scope)
     page = entries[args.offset : args.offset + args.limit]
     end = args.offset + len(page)
-    return {
-        "search_id": record.search_id,
-        "status": record.status,
-        "scope": args.scope,
-        "total": len(entries),
-        "offset": args.offset,
-        "next_offset": end if end < len(entries) else None,
-        "results": [_row(store.data.papers.get(e.record_ref), e, args.view) for e in page],
-    }
+    return Result(
+        search_id=record.search_id,
+        status=record.status,
+        scope=args.scope,
+        total=len(entries),
+        offset=args.offset,
+        next_offset=end if end < len(entries) else None,
+        results=[_row(store.data.papers.get(e.record_ref), e, args.view) for e in page],
+    )
 
 
 def _row(paper: Paper | None, entry: Any, view: str) -> dict[str, Any] | TitleRow:

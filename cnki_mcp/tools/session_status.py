@@ -6,7 +6,7 @@ from typing import Any
 
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
-from cnki_mcp.core.model import SessionState
+from cnki_mcp.core.model import OperationView, SessionState
 from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools import Budget
 
@@ -25,7 +25,10 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=10, seconds=60)
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Any:
+Result = OperationView | dict[str, Any]
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     if not args.refresh:
         from cnki_mcp.site.session import session_view
 

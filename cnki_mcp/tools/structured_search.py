@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from msgspec import Meta
 
-from cnki_mcp.app.core import AppCore, Reply
+from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.model import LocalReply, OperationView
 from cnki_mcp.tools._searching import NATIVE_AFTER, NativeSearchArgs, run_native, validate_native, validate_native_first
 
 if TYPE_CHECKING:
@@ -54,5 +55,8 @@ AFTER = NATIVE_AFTER
 validate = validate_native
 
 
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Reply:
+Result = OperationView | LocalReply
+
+
+async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     return await run_native(deps, args, args.asked(), call)
