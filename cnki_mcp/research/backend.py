@@ -3,6 +3,11 @@
 ``site.Site`` is the implementation; ``tests/fake_site.py`` gives the listing part (grid, detail,
 journal, locate) to tests of the engine. Enrichment, relations, the detail tab, the reader, downloads
 and the field check hold a ``SiteBackend`` and use nothing else of the site.
+
+The site reports through what it returns, never into the operation: a listing call yields its waits for a
+throttled site (``Waiting``) before its result, a login or a status check its stages (``Stage``), and a
+grid page carries what the site said beside its rows (``GridPage.problems``); ``followed`` and
+``grid_page`` show and record them on the operation.
 """
 
 from __future__ import annotations
