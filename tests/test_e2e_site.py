@@ -22,7 +22,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget, Paper
 from cnki_mcp.ops.jobs import Job, Jobs, OperationContext
 from cnki_mcp.pages.parse import GridPage
-from cnki_mcp.research.backend import grid_page, waited_out
+from cnki_mcp.research.backend import followed, grid_page
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.grid_query import GridQuery, compile_expression
 from cnki_mcp.site.limiter import Limiter
@@ -171,7 +171,7 @@ async def test_detail_journal_render_fallback_expiry_and_locate(env: Env, kns: K
             await env.site.detail(op, requested(moved, stale))
         except CnkiError as exc:
             expired = exc.code
-        located = await waited_out(op, env.site.locate(op, [moved.title, "不存在的题名"]))
+        located = await followed(op, env.site.locate(op, [moved.title, "不存在的题名"]))
         return {"paper": paper, "quality": quality, "late": late, "expired": expired, "located": located}
 
     job = await run(env, work)
@@ -514,19 +514,19 @@ async def test_login_wall_on_a_detail_page_is_handed_to_a_person(env: Env, kns: 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_login_polls_the_tabs_and_session_refresh_reads_the_header(env: Env, kns: KnsSimulator) -> None:
     kns.configure(login="institution", institution_name="华东政法大学")
-    job = await run(env, env.sessions.refresh, kind="session", budget=session_status.BUDGET.of())
+    job = await run(env, lambda op: followed(op, env.sessions.refresh(op)), kind="session", budget=session_status.BUDGET.of())
     assert job.record.status == "completed", job.record.errors
     assert job.record.result == {
         "personal": "not_observed", "institution": "observed", "institution_evidence": ["华东政法大学"],
         "permission_scope": "unknown", "evidence_source": "kns_header", "observed_at": job.record.result["observed_at"],
     }
     # already logged in: login returns at once without a person
-    job = await run(env, lambda op: env.sessions.login(op), kind="login", budget=login.BUDGET.of())
+    job = await run(env, lambda op: followed(op, env.sessions.login(op)), kind="login", budget=login.BUDGET.of())
     assert job.record.status == "completed" and job.record.result["institution"] == "observed"
     assert env.sessions.cached()["cached"] is True
 
     kns.configure(login="none")
-    job = env.jobs.start("login", login.BUDGET.of(), lambda op: env.sessions.login(op))
+    job = env.jobs.start("login", login.BUDGET.of(), lambda op: followed(op, env.sessions.login(op)))
     await until_awaiting(job)
     assert "登录" in job.record.message and env.site.person.page(job.record.operation_id) is not None
     tab = env.site.person.page(job.record.operation_id)

@@ -3,6 +3,11 @@
 ``site.Site`` is the implementation; ``tests/fake_site.py`` gives the listing part (grid, detail,
 journal, locate) to tests of the engine. Enrichment, relations, the detail tab, the reader, downloads
 and the field check hold a ``SiteBackend`` and use nothing else of the site.
+
+The site reports through what it returns, never into the operation: a listing call yields its waits for a
+throttled site (``Waiting``) before its result, a login or a status check its stages (``Stage``), and a
+grid page carries what the site said beside its rows (``GridPage.problems``); ``followed`` and
+``grid_page`` show and record them on the operation.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from cnki_mcp.site.door import Observation
 from cnki_mcp.site.grid_query import GridQuery
 from cnki_mcp.site.listings import Listings, Waiting
 from cnki_mcp.site.page_actions import CALL_TIMEOUT
+from cnki_mcp.site.session import Stage
 
 T = TypeVar("T")
 
@@ -51,7 +57,7 @@ class SiteBackend(Protocol):
         self, op: OperationContext, titles: list[str], related: Callable[[str, str], bool] | None = None
     ) -> AsyncIterator[Waiting | dict[str, list[Paper]]]:
         """At most 10 exact titles in one grid request (its waits for a throttled site first, see
-        ``waited_out``); rows grouped under the given titles (by title key, or where ``related(title, row
+        ``followed``); rows grouped under the given titles (by title key, or where ``related(title, row
         title)`` holds)."""
         ...
 
@@ -152,15 +158,18 @@ class SiteBackend(Protocol):
     async def tab_snapshot(self, kind: str, tab: Tab) -> str: ...
 
 
-async def waited_out(op: OperationContext, steps: AsyncIterator[Waiting | T]) -> T:
-    """The result of a listing call; each of its waits for a throttled site is shown as the
-    ``waiting_for_site`` stage until the call's next step."""
+async def followed(op: OperationContext, steps: AsyncIterator[Waiting | Stage | T]) -> T:
+    """The result of a site call that reports its steps, shown on ``op``: a wait for a throttled site as
+    the ``waiting_for_site`` stage until the call's next step, a login's or a status check's ``Stage``
+    from then on."""
     found: list[T] = []
     with contextlib.ExitStack() as shown:
         async for step in steps:
             shown.close()
             if isinstance(step, Waiting):
                 shown.enter_context(op.stage_while("waiting_for_site", step.progress()))
+            elif isinstance(step, Stage):
+                op.stage(step.name)
             else:
                 found.append(step)
     (result,) = found
@@ -170,7 +179,7 @@ async def waited_out(op: OperationContext, steps: AsyncIterator[Waiting | T]) ->
 async def grid_page(site: SiteBackend, op: OperationContext, query: GridQuery, page: int) -> GridPage:
     """``site.grid`` waited out, with what the site said beside the rows (a sort it did not apply)
     recorded on ``op``."""
-    grid = await waited_out(op, site.grid(op, query, page))
+    grid = await followed(op, site.grid(op, query, page))
     for problem in grid.problems:
         op.add_error(problem)
     return grid

@@ -27,7 +27,7 @@ from cnki_mcp.core.identity import identity_keys, same_paper
 from cnki_mcp.core.model import Paper, Problem, Quality, public_paper
 from cnki_mcp.core.text import source_key, title_key
 from cnki_mcp.ops.jobs import OperationContext
-from cnki_mcp.research.backend import SiteBackend, waited_out
+from cnki_mcp.research.backend import SiteBackend, followed
 from cnki_mcp.site.grid_query import TITLES_PER_LOCATE
 from cnki_mcp.store.catalog import Catalog, merge
 from cnki_mcp.store.library import detail_is_fresh, journal_is_fresh
@@ -145,7 +145,7 @@ class Enrichment:
 
     async def relocate(self, op: OperationContext, paper: Paper) -> Paper:
         """Find ``paper`` again by its exact title (one grid request) and store the fresh locator."""
-        rows = (await waited_out(op, self.site.locate(op, [paper.title]))).get(paper.title, [])
+        rows = (await followed(op, self.site.locate(op, [paper.title]))).get(paper.title, [])
         anonymous = not identity_keys(paper)
         accepted = [row for row in rows if anonymous or same_paper(paper, row)]
         if len(accepted) > 1:
@@ -292,7 +292,7 @@ class Enrichment:
 
         async def locate(batch: list[str]) -> None:
             try:
-                grouped = await waited_out(op, self.site.locate(op, batch, related))
+                grouped = await followed(op, self.site.locate(op, batch, related))
             except Exception as exc:  # noqa: BLE001
                 error = as_cnki_error(exc)
                 if error.fatal:

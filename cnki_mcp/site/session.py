@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+
+import msgspec
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Route, SessionState
@@ -25,6 +27,13 @@ from cnki_mcp.site.route import DIRECT, discover, recognise
 from cnki_mcp.site.site import Site
 
 log = logging.getLogger(__name__)
+
+
+class Stage(msgspec.Struct, frozen=True):
+    """A step of a login or a status check: the stage its caller shows from now on (``research.backend``)."""
+
+    name: str
+
 
 IDENTITY_TIMEOUT = 12.0
 NEGATIVE_STABLE = 0.75  # a "not logged in" header must stay settled this long
@@ -140,22 +149,27 @@ class Sessions:
         self._observed(state)
         return state
 
-    async def refresh(self, op: OperationContext) -> dict[str, Any]:
-        """session_status(refresh=true): read the header of the search page in a background tab."""
-        op.stage("checking_identity")
+    async def refresh(self, op: OperationContext) -> AsyncIterator[Stage | dict[str, Any]]:
+        """session_status(refresh=true): read the header of the search page in a background tab (its
+        stage, then the view)."""
+        yield Stage("checking_identity")
         tab = await self._open(op, ADVANCED_SEARCH_URL)
         try:
             if not self.site.browser.routing.direct:
                 seen = await self.site.observe(tab)
                 self.gateway_session = "expired" if seen is not None and gateway_page(seen.url) else "alive"
                 if self.gateway_session == "expired":  # a status check does not wait for a person
-                    return self._view(self.last or SessionState())
-            return self._view(await self._identity(op, tab))
+                    yield self._view(self.last or SessionState())
+                    return
+            yield self._view(await self._identity(op, tab))
         finally:
             await self.site.close_tab(tab)
 
-    async def login(self, op: OperationContext, remote_access_url: str = "", force: bool = False) -> dict[str, Any]:
-        """Open the login entry for a person and wait until an identity shows (or resume, or 20 minutes).
+    async def login(
+        self, op: OperationContext, remote_access_url: str = "", force: bool = False
+    ) -> AsyncIterator[Stage | dict[str, Any]]:
+        """Open the login entry for a person and wait until an identity shows (or resume, or 20 minutes);
+        its stages, then the view.
 
         A ``remote_access_url`` sets the route first (``route.recognise``; CARSI and public CNKI pages: direct,
         a portal whose scheme its URL does not tell: read from where the person lands, ``discover``);
@@ -166,12 +180,12 @@ class Sessions:
             await self._set_route(recognition.route)
         elif recognition is None and force and self.route.kind != "direct":
             await self._set_route(DIRECT)
-        op.stage("opening_login")
+        yield Stage("opening_login")
         tab = await self._open(op, remote_access_url or ADVANCED_SEARCH_URL)
         try:
             before: SessionState | None = None
             if recognition is not None and recognition.route is None:
-                op.stage("waiting_for_gateway")
+                yield Stage("waiting_for_gateway")
                 await self.site.person.attend(
                     op, tab, GATEWAY_WAIT_MESSAGE, self._portal_route(tab),
                     timeout=LOGIN_TIMEOUT, poll=LOGIN_POLL, expired=_login_expired,
@@ -180,16 +194,17 @@ class Sessions:
             if not remote_access_url:
                 before = await self._identity(op, tab)
                 if identified(before) and not force:
-                    return self._view(before)
-            op.stage("waiting_for_login")
+                    yield self._view(before)
+                    return
+            yield Stage("waiting_for_login")
             message = LOGIN_MESSAGES.get(recognition.login if recognition is not None else "cnki", LOGIN_WAIT_MESSAGE)
             await self.wait_for_login(op, tab, before if force else None, message)
-            op.stage("confirming_login")
+            yield Stage("confirming_login")
             await self.site.navigate(op, tab, ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT)
             state = await self._identity(op, tab)
             if not self.site.browser.routing.direct:
                 self.gateway_session = "alive"
-            return self._view(state)
+            yield self._view(state)
         finally:
             await self.site.close_tab(tab)
 

@@ -50,11 +50,12 @@ Result = OperationView
 
 async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.ops.jobs import OperationContext
+    from cnki_mcp.research.backend import followed
 
     jobs = await deps.jobs()
     sessions = deps.sessions()
 
     async def work(op: OperationContext) -> dict[str, Any]:
-        return await sessions.login(op, args.remote_access_url, args.force)
+        return await followed(op, sessions.login(op, args.remote_access_url, args.force))
 
     return await jobs.inline(jobs.start("login", BUDGET.of(), work), call)

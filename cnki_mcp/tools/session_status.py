@@ -36,5 +36,13 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
         if deps._sessions is not None:
             return deps._sessions.cached()
         return session_view(SessionState(), cached=True, route=deps.config.route)
+    from cnki_mcp.ops.jobs import OperationContext
+    from cnki_mcp.research.backend import followed
+
     jobs = await deps.jobs()
-    return await jobs.inline(jobs.start("session", BUDGET.of(), deps.sessions().refresh), call)
+    sessions = deps.sessions()
+
+    async def work(op: OperationContext) -> dict[str, Any]:
+        return await followed(op, sessions.refresh(op))
+
+    return await jobs.inline(jobs.start("session", BUDGET.of(), work), call)
