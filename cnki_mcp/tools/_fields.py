@@ -72,8 +72,9 @@ def given(value: str) -> str:
     return "" if is_blank(value) else value.strip()
 
 
-def exactly_one_document(args: Any) -> None:
-    """``record_ref`` or ``title``, exactly one of them (both trimmed in place)."""
+def exactly_one_document(args: Any, raw: dict[str, Any] | None = None) -> None:
+    """``record_ref`` or ``title``, exactly one of them (both trimmed in place); a tool's ``validate_first``
+    where that is its only rule before the fields' own."""
     args.record_ref, args.title = given(args.record_ref), given(args.title)
     named = [name for name, value in (("record_ref", args.record_ref), ("title", args.title)) if value]
     if len(named) != 1:

@@ -172,6 +172,10 @@ class NativeSearchArgs(ToolArgs):
     options: NativeOptions = msgspec.field(default_factory=NativeOptions)
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
 
+    def asked(self) -> Query:
+        """The expression read once, by each search's own ``Args``: a bad one is reported before anything else."""
+        raise NotImplementedError
+
 
 def validate_native_first(args: Any, raw: dict[str, Any]) -> None:
     """options.expand, refused before any other rule."""
@@ -195,10 +199,14 @@ def validate_native(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
     check_facet_filters(raw)
 
 
-async def run_native(deps: AppCore, args: NativeSearchArgs, query: Query, call: ToolCall | None) -> OperationView | LocalReply:
+NativeResult = OperationView | LocalReply
+
+
+async def run_native(deps: AppCore, args: NativeSearchArgs, call: ToolCall | None) -> NativeResult:
     """A structured or expert search: a precise search whose name is its expression's fingerprint."""
     from cnki_mcp.research.pipeline import SearchSettings, search_input
 
+    query = args.asked()
     request = search_input(
         query, limit=args.limit, year_from=args.year_from, year_to=args.year_to,
         options=SearchSettings.of(args.options), facet_filters=args.facet_filters.picked(),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated
 
 from msgspec import Meta
 
@@ -36,8 +36,7 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=30, seconds=1800)
 
 
-def validate_first(args: Any, raw: dict[str, Any]) -> None:
-    exactly_one_document(args)
+validate_first = exactly_one_document
 
 
 Result = OperationView | LocalReply

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from msgspec import Meta
 
@@ -45,8 +45,7 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=60, seconds=900)
 
 
-def validate_first(args: Any, raw: dict[str, Any]) -> None:
-    exactly_one_document(args)
+validate_first = exactly_one_document
 
 
 Result = OperationView | LocalReply
