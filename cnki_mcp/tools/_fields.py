@@ -18,6 +18,7 @@ from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, LI
 Policy = Literal["ask", "skip"]
 Sort = Literal["relevance", "date_desc", "cited_desc", "downloaded_desc"]
 
+
 def choice(code: str, description: str | None = None) -> Meta:
     """The rule of an enum whose empty value ("") reads as its default; ``code`` names a value outside it."""
     return Meta(description=description, extra={"code": code, "empty_means_default": True})
