@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from cnki_mcp.core.errors import CnkiError
@@ -39,21 +40,19 @@ FRAGMENT_HEADERS = {
 }
 
 
+@dataclass(eq=False)
 class FragmentExchange(Exchange[T]):
     """One navi fragment POSTed from the navi tab (see ``Navi.post``)."""
 
     rounds = FRAGMENT_ATTEMPTS + 2
     challenges = FRAGMENT_ATTEMPTS
 
-    def __init__(
-        self, navi: Navi, page_url: str, url: str, form: str, parse: Callable[[str, str], T], spec: Spec
-    ) -> None:
-        self.navi = navi
-        self.page_url = page_url
-        self.url = url
-        self.form = form
-        self.parser = parse
-        self.spec = spec
+    navi: Navi
+    page_url: str
+    url: str
+    form: str
+    parser: Callable[[str, str], T]
+    spec: Spec
 
     async def build(self, op: OperationContext) -> Request:
         if self.page_url or not self.navi.shown:

@@ -103,12 +103,7 @@ FACETS = Spec(
     parse=lambda body, _url: parse_facet_panel(body),
     samples=(Sample(_SAMPLES + "azazo1-group-facets-fragment.trimmed.html", "https://kns.cnki.net/kns8s/group/result"),),
 )
-API = Spec(
-    name="api",
-    label="知网的 JSON 接口（参考文献、引证、相似文献）",
-    classify=api_problem,
-    parse=_text,
-)
+API = Spec(name="api", label="知网的 JSON 接口（参考文献、引证、相似文献）", classify=api_problem, parse=_text)
 DETAIL = Spec(
     name="detail",
     label="文献详情页",
@@ -142,12 +137,7 @@ NAVI_JOURNAL = Spec(
     parse=lambda body, _url: parse_keys(body),
     samples=(Sample(_NAVI_EXCERPTS, JOURNAL_URL, "PARSER_UNSUPPORTED"),),  # excerpts: no #pykm
 )
-NAVI_SEARCH = Spec(
-    name="navi_search",
-    label="导航的期刊检索",
-    classify=fragment_problem,
-    parse=parse_search,
-)
+NAVI_SEARCH = Spec(name="navi_search", label="导航的期刊检索", classify=fragment_problem, parse=parse_search)
 NAVI_YEARS = Spec(
     name="navi_years",
     label="期刊的年卷期列表（yearList）",

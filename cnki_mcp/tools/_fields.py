@@ -13,39 +13,36 @@ from msgspec import Meta
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.text import is_blank
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, YEAR_MAX, DownloadFormat, Scope
+from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, LIMIT_DEFAULT, LIMIT_MAX, YEAR_MAX, DownloadFormat, Scope
 
 Policy = Literal["ask", "skip"]
 Sort = Literal["relevance", "date_desc", "cited_desc", "downloaded_desc"]
 
-OnVerification = Annotated[
-    Policy,
-    Meta(
-        description="遇到验证码等人工验证时：ask（默认）弹出窗口等你处理；skip 跳过该资源",
-        extra={"code": "INVALID_POLICY", "empty_means_default": True},
-    ),
-]
+
+def choice(code: str, description: str | None = None) -> Meta:
+    """The rule of an enum whose empty value ("") reads as its default; ``code`` names a value outside it."""
+    return Meta(description=description, extra={"code": code, "empty_means_default": True})
+
+
+OnVerification = Annotated[Policy, choice("INVALID_POLICY", "遇到验证码等人工验证时：ask（默认）弹出窗口等你处理；skip 跳过该资源")]
 Limit = Annotated[
-    int,
-    Meta(
-        ge=1,
-        le=LIMIT_MAX,
-        description=f"1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}",
-        extra={"code": "INVALID_LIMIT", "empty_means_default": True},
-    ),
+    int, Meta(ge=1, le=LIMIT_MAX, description=f"1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra={"code": "INVALID_LIMIT", "empty_means_default": True})
 ]
+PageLimit = Annotated[Limit, Meta(description=f"每页条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}")]
 Offset = Annotated[int, Meta(ge=0, extra={"code": "INVALID_OFFSET"})]
-SearchScope = Annotated[
-    Scope,
-    Meta(
-        description="search_id 取哪一部分：selected（默认，筛选结果）、eligible（相关文献）、candidates（全部候选）",
-        extra={"code": "INVALID_SCOPE", "empty_means_default": True},
-    ),
-]
-Format = Annotated[
-    DownloadFormat,
-    Meta(description="auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj", extra={"code": "INVALID_FORMAT", "empty_means_default": True}),
-]
+SortField = Annotated[Sort, choice("INVALID_SORT")]
+# A search's part: the rule, the wording of search_results (where search_id is the subject) and of the tools
+# that take search_id beside other ways to name papers.
+ScopeRule = Annotated[Scope, choice("INVALID_SCOPE")]
+SearchScope = Annotated[ScopeRule, Meta(description="search_id 取哪一部分：selected（默认，筛选结果）、eligible（相关文献）、candidates（全部候选）")]
+WithSearchScope = Annotated[ScopeRule, Meta(description="配合 search_id：selected（默认）、eligible 或 candidates")]
+Format = Annotated[DownloadFormat, choice("INVALID_FORMAT", "auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj")]
+# One paper named by record_ref or title, exactly one (``exactly_one_document``).
+RecordRef = Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")]
+Title = Annotated[str, Meta(description="论文的完整题名（与 record_ref 二选一）")]
+Subdirectory = Annotated[str, Meta(description="保存到 downloads/ 下的这个子目录")]
+
+
 def defaulted(default: int, maximum: int, code: str, unit: str = "") -> Meta:
     """The rule of an integer where 0 means ``default``, else 1..``maximum`` (``unit`` follows the bound in the
     message: "秒")."""
@@ -56,6 +53,8 @@ def defaulted(default: int, maximum: int, code: str, unit: str = "") -> Meta:
     )
 
 
+DOWNLOAD_WAIT = f"点击后等待文件下载完成的秒数，1–{DOWNLOAD_WAIT_MAX}，默认 {DOWNLOAD_WAIT_DEFAULT}；人工验证的时间不计入"
+DownloadWait = Annotated[int, defaulted(DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "秒"), Meta(description=DOWNLOAD_WAIT)]
 _YEAR_RULE = Meta(ge=0, le=YEAR_MAX, extra={"code": "INVALID_YEAR", "message": "{field} 须在 {ge}–{le} 之间（0 表示不限），收到的是 {value}。"})
 YearFrom = Annotated[int, _YEAR_RULE, Meta(description="起始发表年份（含）；0 或省略表示不限")]
 YearTo = Annotated[int, _YEAR_RULE, Meta(description="截止发表年份（含）；0 或省略表示不限")]
@@ -74,8 +73,9 @@ def given(value: str) -> str:
     return "" if is_blank(value) else value.strip()
 
 
-def exactly_one_document(args: Any) -> None:
-    """``record_ref`` or ``title``, exactly one of them (both trimmed in place)."""
+def exactly_one_document(args: Any, raw: dict[str, Any] | None = None) -> None:
+    """``record_ref`` or ``title``, exactly one of them (both trimmed in place); a tool's ``validate_first``
+    where that is its only rule before the fields' own."""
     args.record_ref, args.title = given(args.record_ref), given(args.title)
     named = [name for name, value in (("record_ref", args.record_ref), ("title", args.title)) if value]
     if len(named) != 1:

@@ -20,7 +20,7 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import LocalReply, OperationView, SearchSummary
 from cnki_mcp.core.tool_args import FACET_CODES_MAX, FACETS, LIMIT_DEFAULT, LIMIT_MAX, OPTION_RANGES, ToolArgs
-from cnki_mcp.tools._fields import Limit, OnVerification, Sort, YearFrom, YearTo, years_in_order
+from cnki_mcp.tools._fields import Limit, OnVerification, Sort, SortField, YearFrom, YearTo, choice, years_in_order
 
 if TYPE_CHECKING:
     from cnki_mcp.ops.jobs import OperationContext, Work
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 Metadata = Literal["ranked", "all", "basic"]
 Freshness = Literal["prefer_cache", "live"]
+FreshnessRule = Annotated[Freshness, choice("INVALID_FRESHNESS")]
 METADATA: tuple[str, ...] = get_args(Metadata)
 FRESHNESS: tuple[str, ...] = get_args(Freshness)
 SORTS: tuple[str, ...] = get_args(Sort)
@@ -50,11 +51,19 @@ _CANDIDATES = (
     f"候选文献数量目标，1–{_CANDIDATES_MAX}；search 默认 {_CANDIDATES_DEFAULT}，"
     f"structured_search 和 expert_search 默认等于 limit"
 )
-_METADATA = Meta(
-    description="读取详情页的范围：ranked（search 默认，按初步排序选一部分）、all（全部）、"
-    "basic（只用列表信息，structured_search 和 expert_search 默认）",
-    extra={"code": "INVALID_METADATA", "empty_means_default": True},
+_METADATA = choice(
+    "INVALID_METADATA",
+    "读取详情页的范围：ranked（search 默认，按初步排序选一部分）、all（全部）、basic（只用列表信息，structured_search 和 expert_search 默认）",
 )
+_PAGES = f"每个检索通道最多翻几页，{_range(_PAGES_MAX, _PAGES_DEFAULT)}"
+_REQUESTS = f"本次任务最多发出的请求数，{_range(_REQUESTS_MAX, _REQUESTS_DEFAULT)}"
+_SECONDS = f"任务运行时间上限（秒），{_range(_SECONDS_MAX, _SECONDS_DEFAULT)}；等待你人工处理的时间不计入"
+_EXPAND = (
+    f"引文扩展：0–{EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
+    "作为 citation 通道的候选一起排序，被多篇筛选结果引用的文献得到加分；请求计入 max_requests"
+)
+_FRESHNESS = "prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索"
+_EXPAND_RULE = {"code": "INVALID_OPTION", "message": "{field} 须在 {ge}–{le} 之间（0 表示不做引文扩展），收到的是 {value}。"}
 
 
 class SearchOptions(ToolArgs, kw_only=True):
@@ -62,47 +71,14 @@ class SearchOptions(ToolArgs, kw_only=True):
     freshness, as documented)."""
 
     on_verification: OnVerification = "ask"
-    sort: Annotated[
-        Sort,
-        Meta(
-            description="知网列表排序：relevance、date_desc（发表时间）、cited_desc（被引）、downloaded_desc（下载）",
-            extra={"code": "INVALID_SORT", "empty_means_default": True},
-        ),
-    ] = "relevance"
+    sort: Annotated[SortField, Meta(description="知网列表排序：relevance、date_desc（发表时间）、cited_desc（被引）、downloaded_desc（下载）")] = "relevance"
     candidate_target: Annotated[int, Meta(ge=1, le=_CANDIDATES_MAX, description=_CANDIDATES, extra=_OPTION)] = _CANDIDATES_DEFAULT
-    max_pages: Annotated[
-        int, Meta(ge=1, le=_PAGES_MAX, description=f"每个检索通道最多翻几页，{_range(_PAGES_MAX, _PAGES_DEFAULT)}", extra=_OPTION)
-    ] = _PAGES_DEFAULT
-    max_requests: Annotated[
-        int, Meta(ge=1, le=_REQUESTS_MAX, description=f"本次任务最多发出的请求数，{_range(_REQUESTS_MAX, _REQUESTS_DEFAULT)}", extra=_OPTION)
-    ] = _REQUESTS_DEFAULT
-    timeout_seconds: Annotated[
-        int,
-        Meta(
-            ge=1,
-            le=_SECONDS_MAX,
-            description=f"任务运行时间上限（秒），{_range(_SECONDS_MAX, _SECONDS_DEFAULT)}；等待你人工处理的时间不计入",
-            extra=_OPTION,
-        ),
-    ] = _SECONDS_DEFAULT
-    expand: Annotated[
-        int,
-        Meta(
-            ge=0,
-            le=EXPAND_MAX,
-            description=f"引文扩展：0–{EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
-            "作为 citation 通道的候选一起排序，被多篇筛选结果引用的文献得到加分；请求计入 max_requests",
-            extra={"code": "INVALID_OPTION", "message": "{field} 须在 {ge}–{le} 之间（0 表示不做引文扩展），收到的是 {value}。"},
-        ),
-    ] = 0
+    max_pages: Annotated[int, Meta(ge=1, le=_PAGES_MAX, description=_PAGES, extra=_OPTION)] = _PAGES_DEFAULT
+    max_requests: Annotated[int, Meta(ge=1, le=_REQUESTS_MAX, description=_REQUESTS, extra=_OPTION)] = _REQUESTS_DEFAULT
+    timeout_seconds: Annotated[int, Meta(ge=1, le=_SECONDS_MAX, description=_SECONDS, extra=_OPTION)] = _SECONDS_DEFAULT
+    expand: Annotated[int, Meta(ge=0, le=EXPAND_MAX, description=_EXPAND, extra=_EXPAND_RULE)] = 0
     metadata: Annotated[Metadata, _METADATA] = "ranked"
-    freshness: Annotated[
-        Freshness,
-        Meta(
-            description="prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索",
-            extra={"code": "INVALID_FRESHNESS", "empty_means_default": True},
-        ),
-    ] = "prefer_cache"
+    freshness: Annotated[FreshnessRule, Meta(description=_FRESHNESS)] = "prefer_cache"
 
 
 class NativeOptions(SearchOptions, kw_only=True):
@@ -166,11 +142,13 @@ class NativeSearchArgs(ToolArgs):
     year_from: YearFrom = 0
     year_to: YearTo = 0
     # After parse: the effective sort, equal to options.sort.
-    sort: Annotated[
-        Sort, Meta(description="relevance（默认）、date_desc、cited_desc、downloaded_desc", extra={"code": "INVALID_SORT", "empty_means_default": True})
-    ] = "relevance"
+    sort: Annotated[SortField, Meta(description="relevance（默认）、date_desc、cited_desc、downloaded_desc")] = "relevance"
     options: NativeOptions = msgspec.field(default_factory=NativeOptions)
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
+
+    def asked(self) -> Query:
+        """The expression read once, by each search's own ``Args``: a bad one is reported before anything else."""
+        raise NotImplementedError
 
 
 def validate_native_first(args: Any, raw: dict[str, Any]) -> None:
@@ -195,10 +173,14 @@ def validate_native(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
     check_facet_filters(raw)
 
 
-async def run_native(deps: AppCore, args: NativeSearchArgs, query: Query, call: ToolCall | None) -> OperationView | LocalReply:
+NativeResult = OperationView | LocalReply
+
+
+async def run_native(deps: AppCore, args: NativeSearchArgs, call: ToolCall | None) -> NativeResult:
     """A structured or expert search: a precise search whose name is its expression's fingerprint."""
     from cnki_mcp.research.pipeline import SearchSettings, search_input
 
+    query = args.asked()
     request = search_input(
         query, limit=args.limit, year_from=args.year_from, year_to=args.year_to,
         options=SearchSettings.of(args.options), facet_filters=args.facet_filters.picked(),

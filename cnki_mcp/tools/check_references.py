@@ -14,31 +14,21 @@ from cnki_mcp.core.model import OperationView
 from cnki_mcp.core.text import is_blank
 from cnki_mcp.core.tool_args import CHECK_STYLES, TEXT_BYTES_MAX, CheckStyle, ToolArgs
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import OnVerification
+from cnki_mcp.tools._fields import OnVerification, choice
 
 CHECK_ENTRIES_MAX = 200  # entries in one call
+_TEXT = (
+    "粘贴的参考文献列表（与 references 二选一）：带 [1]、1.、1、、（1）编号或不带编号（可混用），一行一条或空行分隔，"
+    f"折行的条目自动接回，不成条目的行单独列为 unparsed；最大 {TEXT_BYTES_MAX // 1024} KB、最多 {CHECK_ENTRIES_MAX} 条"
+)
+_STYLE = f"corrected 条目使用的格式：{'、'.join(CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）"
 
 
 class Args(ToolArgs):
-    text: Annotated[
-        str,
-        Meta(
-            description=f"粘贴的参考文献列表（与 references 二选一）：带 [1]、1.、1、、（1）编号或不带编号（可混用），一行一条或空行分隔，"
-            "折行的条目自动接回，不成条目的行单独列为 unparsed；"
-            f"最大 {TEXT_BYTES_MAX // 1024} KB、最多 {CHECK_ENTRIES_MAX} 条"
-        ),
-    ] = ""
+    text: Annotated[str, Meta(description=_TEXT)] = ""
     # After parse: the entries to check, in order (split from text when given).
-    references: Annotated[
-        list[str], Meta(description=f"参考文献条目列表，每条一个字符串（与 text 二选一），最多 {CHECK_ENTRIES_MAX} 条")
-    ] = []
-    style: Annotated[
-        CheckStyle,
-        Meta(
-            description=f"corrected 条目使用的格式：{'、'.join(CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）",
-            extra={"code": "INVALID_FORMAT", "empty_means_default": True},
-        ),
-    ] = "gbt7714"
+    references: Annotated[list[str], Meta(description=f"参考文献条目列表，每条一个字符串（与 text 二选一），最多 {CHECK_ENTRIES_MAX} 条")] = []
+    style: Annotated[CheckStyle, choice("INVALID_FORMAT", _STYLE)] = "gbt7714"
     on_verification: OnVerification = "ask"
 
 

@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated
 
 from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import LocalReply, OperationView
-from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, ToolArgs
+from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, ToolArgs
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import Format, OnVerification, defaulted, exactly_one_document
+from cnki_mcp.tools._fields import DownloadWait, Format, OnVerification, RecordRef, Subdirectory, Title, exactly_one_document
 
 
 class Args(ToolArgs):
-    record_ref: Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")] = ""
-    title: Annotated[str, Meta(description="论文的完整题名（与 record_ref 二选一）")] = ""
+    record_ref: RecordRef = ""
+    title: Title = ""
     format: Format = "auto"
     filename: Annotated[str, Meta(description="保存的文件名，扩展名须与格式一致；省略时用“题名_编号前 8 位”")] = ""
-    subdirectory: Annotated[str, Meta(description="保存到 downloads/ 下的这个子目录")] = ""
-    wait_seconds: Annotated[
-        int,
-        defaulted(DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "秒"),
-        Meta(description=f"点击后等待文件下载完成的秒数，1–{DOWNLOAD_WAIT_MAX}，默认 {DOWNLOAD_WAIT_DEFAULT}；人工验证的时间不计入"),
-    ] = DOWNLOAD_WAIT_DEFAULT
+    subdirectory: Subdirectory = ""
+    wait_seconds: DownloadWait = DOWNLOAD_WAIT_DEFAULT
     retry: Annotated[bool, Meta(description="上次下载结果不明确（SIDE_EFFECT_UNCERTAIN）时，确认允许再点击一次")] = False
     on_verification: OnVerification = "ask"
 
@@ -40,8 +36,7 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=30, seconds=1800)
 
 
-def validate_first(args: Any, raw: dict[str, Any]) -> None:
-    exactly_one_document(args)
+validate_first = exactly_one_document
 
 
 Result = OperationView | LocalReply

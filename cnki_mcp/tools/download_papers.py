@@ -10,9 +10,9 @@ from cnki_mcp.app.core import AppCore, stored_refs
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import DAILY_DOWNLOAD_LIMIT_DEFAULT, OperationView
-from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, INTERVAL_JITTER, RIGHTS_STREAK, ToolArgs
+from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, INTERVAL_JITTER, RIGHTS_STREAK, ToolArgs
 from cnki_mcp.tools._batch import start_batch
-from cnki_mcp.tools._fields import Format, OnVerification, SearchScope, defaulted, given
+from cnki_mcp.tools._fields import DOWNLOAD_WAIT, DownloadWait, Format, Offset, OnVerification, SearchScope, Subdirectory, defaulted, given
 
 PAPERS_MAX = 200  # record_refs, or entries of a search, in one batch
 PAPERS_LIMIT_DEFAULT = 20
@@ -20,38 +20,28 @@ INTERVAL_DEFAULT = 12  # the least seconds between two download orders (peers pa
 INTERVAL_MIN = 5
 INTERVAL_MAX = 600
 _JITTER = round(INTERVAL_JITTER * 100)
+_INTERVAL = f"两次下载点击之间至少间隔的秒数，{INTERVAL_MIN}–{INTERVAL_MAX}，默认 {INTERVAL_DEFAULT}；每次在 ±{_JITTER}% 内随机浮动"
+_INTERVAL_RULE = {
+    "code": "INVALID_INTERVAL",
+    "empty_means_default": True,
+    "message": f"{{field}} 须在 {{ge}}–{{le}} 秒之间（0 表示默认 {INTERVAL_DEFAULT}），收到的是 {{value}}。",
+}
 
 
 class Args(ToolArgs):
     record_refs: Annotated[list[str], Meta(description=f"要下载的 record_ref 列表（与 search_id 二选一），最多 {PAPERS_MAX} 个")] = []
     search_id: Annotated[str, Meta(description="下载某次检索的结果（与 record_refs 二选一）")] = ""
     scope: SearchScope = "selected"
-    offset: Annotated[int, Meta(ge=0, description="配合 search_id：从第几条开始，默认 0", extra={"code": "INVALID_OFFSET"})] = 0
+    offset: Annotated[Offset, Meta(description="配合 search_id：从第几条开始，默认 0")] = 0
     limit: Annotated[
         int,
         defaulted(PAPERS_LIMIT_DEFAULT, PAPERS_MAX, "INVALID_LIMIT", " 篇"),
         Meta(description=f"配合 search_id：下载多少篇，1–{PAPERS_MAX}，默认 {PAPERS_LIMIT_DEFAULT}"),
     ] = PAPERS_LIMIT_DEFAULT
     format: Format = "auto"
-    subdirectory: Annotated[str, Meta(description="保存到 downloads/ 下的这个子目录")] = ""
-    interval_seconds: Annotated[
-        int,
-        Meta(
-            ge=INTERVAL_MIN,
-            le=INTERVAL_MAX,
-            description=f"两次下载点击之间至少间隔的秒数，{INTERVAL_MIN}–{INTERVAL_MAX}，默认 {INTERVAL_DEFAULT}；每次在 ±{_JITTER}% 内随机浮动",
-            extra={
-                "code": "INVALID_INTERVAL",
-                "empty_means_default": True,
-                "message": f"{{field}} 须在 {{ge}}–{{le}} 秒之间（0 表示默认 {INTERVAL_DEFAULT}），收到的是 {{value}}。",
-            },
-        ),
-    ] = INTERVAL_DEFAULT
-    wait_seconds: Annotated[
-        int,
-        defaulted(DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "秒"),
-        Meta(description=f"每篇点击后等待文件下载完成的秒数，1–{DOWNLOAD_WAIT_MAX}，默认 {DOWNLOAD_WAIT_DEFAULT}；人工验证的时间不计入"),
-    ] = DOWNLOAD_WAIT_DEFAULT
+    subdirectory: Subdirectory = ""
+    interval_seconds: Annotated[int, Meta(ge=INTERVAL_MIN, le=INTERVAL_MAX, description=_INTERVAL, extra=_INTERVAL_RULE)] = INTERVAL_DEFAULT
+    wait_seconds: Annotated[DownloadWait, Meta(description="每篇" + DOWNLOAD_WAIT)] = DOWNLOAD_WAIT_DEFAULT
     on_verification: OnVerification = "ask"
 
 

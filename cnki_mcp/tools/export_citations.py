@@ -11,44 +11,26 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import refuse_existing, validate_filename
 from cnki_mcp.core.model import ExportReply, OperationView
-from cnki_mcp.core.tool_args import BATCH_MAX, CITATION_FORMATS, TEMPLATE_FIELDS, CitationFormat, Scope, ToolArgs
+from cnki_mcp.core.tool_args import BATCH_MAX, CITATION_FORMATS, TEMPLATE_FIELDS, CitationFormat, ToolArgs
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import Offset, documents_given
+from cnki_mcp.tools._fields import Offset, WithSearchScope, choice, documents_given
 
 EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
+_REFERENCES_OF = "导出这篇文献（record_ref）的参考文献表：先用 related_papers 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
+_OFFSET = f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
+_TEMPLATE = f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
 
 
 class Args(ToolArgs):
     record_refs: Annotated[list[str], Meta(description=f"要导出的 record_ref 列表，最多 {EXPORT_MAX} 个")] = []
-    references_of: Annotated[
-        str,
-        Meta(
-            description="导出这篇文献（record_ref）的参考文献表：先用 related_papers 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
-        ),
-    ] = ""
+    references_of: Annotated[str, Meta(description=_REFERENCES_OF)] = ""
     titles: Annotated[list[str], Meta(description=f"完整题名列表，会访问知网定位并读取详情，最多 {BATCH_MAX} 个")] = []
     search_id: Annotated[str, Meta(description=f"导出某次检索的结果（每次最多 {EXPORT_MAX} 篇）")] = ""
-    scope: Annotated[
-        Scope,
-        Meta(description="配合 search_id：selected（默认）、eligible 或 candidates", extra={"code": "INVALID_SCOPE", "empty_means_default": True}),
-    ] = "selected"
-    offset: Annotated[
-        Offset,
-        Meta(
-            description=f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
-        ),
-    ] = 0
-    format: Annotated[
-        CitationFormat,
-        Meta(description=f"{'、'.join(CITATION_FORMATS)}；默认 gbt7714", extra={"code": "INVALID_FORMAT", "empty_means_default": True}),
-    ] = "gbt7714"
-    template: Annotated[
-        str,
-        Meta(
-            description=f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
-        ),
-    ] = ""
+    scope: WithSearchScope = "selected"
+    offset: Annotated[Offset, Meta(description=_OFFSET)] = 0
+    format: Annotated[CitationFormat, choice("INVALID_FORMAT", f"{'、'.join(CITATION_FORMATS)}；默认 gbt7714")] = "gbt7714"
+    template: Annotated[str, Meta(description=_TEMPLATE)] = ""
     filename: Annotated[str, Meta(description="保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖")] = ""
 
 

@@ -13,10 +13,11 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import PRIVATE_PAPER_FIELDS, LocalReply, OperationView, Paper, public_paper
 from cnki_mcp.core.tool_args import BATCH_MAX, LIMIT_DEFAULT, LIMIT_MAX, ToolArgs
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import SearchScope, documents_given
+from cnki_mcp.tools._fields import Offset, SearchScope, documents_given
 
 # Names ``fields`` may select: the public Paper fields.
 METADATA_FIELDS = frozenset(f.encode_name for f in msgspec.structs.fields(Paper) if f.encode_name not in PRIVATE_PAPER_FIELDS)
+_LIMIT_RULE = {"code": "INVALID_LIMIT", "empty_means_default": True, "message": f"{{field}} 须在 {{ge}}–{LIMIT_MAX} 之间，收到的是 {{value}}。"}
 
 
 class Args(ToolArgs):
@@ -24,16 +25,9 @@ class Args(ToolArgs):
     titles: Annotated[list[str], Meta(description="完整题名列表，先查本地，本地没有的到知网按篇名精确查找")] = []
     search_id: Annotated[str, Meta(description="取某次检索的结果")] = ""
     scope: SearchScope = "selected"
-    offset: Annotated[int, Meta(ge=0, description="配合 search_id：从第几篇开始，默认 0", extra={"code": "INVALID_OFFSET"})] = 0
+    offset: Annotated[Offset, Meta(description="配合 search_id：从第几篇开始，默认 0")] = 0
     # Only the low bound here: above BATCH_MAX is BATCH_TOO_LARGE (validate).
-    limit: Annotated[
-        int,
-        Meta(
-            ge=1,
-            description=f"配合 search_id：最多取几篇，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}",
-            extra={"code": "INVALID_LIMIT", "empty_means_default": True, "message": f"{{field}} 须在 {{ge}}–{LIMIT_MAX} 之间，收到的是 {{value}}。"},
-        ),
-    ] = LIMIT_DEFAULT
+    limit: Annotated[int, Meta(ge=1, description=f"配合 search_id：最多取几篇，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra=_LIMIT_RULE)] = LIMIT_DEFAULT
     fields: Annotated[list[str], Meta(description="只返回这些字段，如 abstract、keywords、doi、clc_codes、quality；record_ref 和 title 总会返回")] = []
     quality: Annotated[bool, Meta(description="同时读取来源期刊的收录情况与影响因子")] = False
     refresh: Annotated[bool, Meta(description="忽略 30 天内读取过的详情，重新读取")] = False

@@ -15,6 +15,8 @@ from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, YEAR_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Limit, Offset, OnVerification, given
 
+_YEAR_RULE = {"code": "INVALID_YEAR", "message": "{field} 须在 {ge}–{le} 之间（0 表示列出年份与刊期），收到的是 {value}。"}
+
 
 class Args(ToolArgs):
     # The journal is named by exactly one of journal, issn, cn and record_ref (validate_first).
@@ -22,15 +24,7 @@ class Args(ToolArgs):
     issn: Annotated[str, Meta(description="期刊的 ISSN，如 1000-1234")] = ""
     cn: Annotated[str, Meta(description="期刊的国内统一刊号，如 11-1234/D")] = ""
     record_ref: Annotated[str, Meta(description="该刊一篇论文的 record_ref")] = ""
-    year: Annotated[
-        int,
-        Meta(
-            ge=0,
-            le=YEAR_MAX,
-            description="读哪一年的一期目录（与 issue 一起给出）；省略时列出年份与刊期",
-            extra={"code": "INVALID_YEAR", "message": "{field} 须在 {ge}–{le} 之间（0 表示列出年份与刊期），收到的是 {value}。"},
-        ),
-    ] = 0
+    year: Annotated[int, Meta(ge=0, le=YEAR_MAX, description="读哪一年的一期目录（与 issue 一起给出）；省略时列出年份与刊期", extra=_YEAR_RULE)] = 0
     issue: Annotated[str, Meta(description="配合 year：哪一期，取 years 中的 issue（如 06）或 code")] = ""
     limit: Annotated[Limit, Meta(description=f"配合 year 和 issue：每页条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}")] = LIMIT_DEFAULT
     offset: Annotated[Offset, Meta(description="配合 year 和 issue：从目录的第几篇开始（取上次返回的 next_offset）")] = 0

@@ -11,19 +11,13 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import OperationView
 from cnki_mcp.core.tool_args import STATUS_WAIT_MAX, ToolArgs
 
+_WAIT = f"最多等待的秒数，0–{STATUS_WAIT_MAX}（超出按边界处理）；完成或需要人工操作时提前返回"
+
 
 class Args(ToolArgs):
     operation_id: Annotated[str, Meta(description="任务编号；省略时返回唯一在运行的任务（有多个时须指定），没有任务时返回 idle")] = ""
     # Clamped, not refused (the specification's choice): a client asking for a longer wait gets the longest.
-    wait_seconds: Annotated[
-        int,
-        Meta(
-            ge=0,
-            le=STATUS_WAIT_MAX,
-            description=f"最多等待的秒数，0–{STATUS_WAIT_MAX}（超出按边界处理）；完成或需要人工操作时提前返回",
-            extra={"clamp": "both"},
-        ),
-    ] = 0
+    wait_seconds: Annotated[int, Meta(ge=0, le=STATUS_WAIT_MAX, description=_WAIT, extra={"clamp": "both"})] = 0
 
 
 TITLE = "任务进度"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from msgspec import Meta
 
@@ -11,32 +11,26 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import LocalReply, OperationView
 from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import OnVerification, defaulted, exactly_one_document
+from cnki_mcp.tools._fields import Offset, OnVerification, RecordRef, Title, choice, defaulted, exactly_one_document
 
 Source = Literal["online", "download", "auto"]
 CHARACTERS_DEFAULT = 20_000
 CHARACTERS_MAX = 200_000
+_CHARACTERS = f"本次最多返回的字符数，1–{CHARACTERS_MAX}，默认 {CHARACTERS_DEFAULT}"
+_SOURCE = (
+    "online（默认，知网在线阅读）；download（读已用 download_paper 下载的 PDF 或内含 PDF 的 CAJ，"
+    "不访问知网）；auto（有可读的下载文件时读文件，没有或读不出文字时在线阅读）"
+)
 
 
 class Args(ToolArgs):
-    record_ref: Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")] = ""
-    title: Annotated[str, Meta(description="论文的完整题名（与 record_ref 二选一）")] = ""
+    record_ref: RecordRef = ""
+    title: Title = ""
     section: Annotated[str, Meta(description="只读这一章节（取返回的 sections 中的标题）")] = ""
-    offset: Annotated[int, Meta(ge=0, description="从第几个字符开始，用于翻页（取上次返回的 next_offset）", extra={"code": "INVALID_OFFSET"})] = 0
-    max_characters: Annotated[
-        int,
-        defaulted(CHARACTERS_DEFAULT, CHARACTERS_MAX, "INVALID_LIMIT"),
-        Meta(description=f"本次最多返回的字符数，1–{CHARACTERS_MAX}，默认 {CHARACTERS_DEFAULT}"),
-    ] = CHARACTERS_DEFAULT
+    offset: Annotated[Offset, Meta(description="从第几个字符开始，用于翻页（取上次返回的 next_offset）")] = 0
+    max_characters: Annotated[int, defaulted(CHARACTERS_DEFAULT, CHARACTERS_MAX, "INVALID_LIMIT"), Meta(description=_CHARACTERS)] = CHARACTERS_DEFAULT
     on_verification: OnVerification = "ask"
-    source: Annotated[
-        Source,
-        Meta(
-            description="online（默认，知网在线阅读）；download（读已用 download_paper 下载的 PDF 或内含 PDF 的 CAJ，"
-            "不访问知网）；auto（有可读的下载文件时读文件，没有或读不出文字时在线阅读）",
-            extra={"code": "INVALID_SOURCE", "empty_means_default": True},
-        ),
-    ] = "online"
+    source: Annotated[Source, choice("INVALID_SOURCE", _SOURCE)] = "online"
 
 
 TITLE = "阅读论文全文"
@@ -51,8 +45,7 @@ OPEN_WORLD = True
 BUDGET = Budget(requests=60, seconds=900)
 
 
-def validate_first(args: Any, raw: dict[str, Any]) -> None:
-    exactly_one_document(args)
+validate_first = exactly_one_document
 
 
 Result = OperationView | LocalReply

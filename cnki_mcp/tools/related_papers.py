@@ -9,41 +9,23 @@ from msgspec import Meta
 from cnki_mcp.app.core import AppCore, progress_of
 from cnki_mcp.core.call import ToolCall, seconds_since
 from cnki_mcp.core.model import LocalReply, OperationView
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, STATUS_WAIT_MAX, ToolArgs
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, STATUS_WAIT_MAX, ToolArgs
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import Limit, OnVerification, exactly_one_document, given
+from cnki_mcp.tools._fields import OnVerification, PageLimit, RecordRef, Title, choice, defaulted, exactly_one_document, given
 
 Relation = Literal["references", "citing", "similar"]
 RELATED_WAIT_DEFAULT = 40  # seconds the call waits for the list before answering with the operation
+_WAIT = f"本次调用最多等待的秒数，1–{STATUS_WAIT_MAX}，默认 {RELATED_WAIT_DEFAULT}；未完成时返回 operation_id，用 operation_status 继续等待"
 
 
 class Args(ToolArgs):
     # The paper is record_ref or title, exactly one, unless cursor alone carries on (validate_first).
     cursor: Annotated[str, Meta(description="翻页：传入上一页结果中的 next_cursor（其余参数可省略）")] = ""
-    record_ref: Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")] = ""
-    title: Annotated[str, Meta(description="论文的完整题名（与 record_ref 二选一）")] = ""
-    relation: Annotated[
-        Relation,
-        Meta(
-            description="references（默认，参考文献）、citing（引证文献）、similar（相似文献）",
-            extra={"code": "INVALID_RELATION", "empty_means_default": True},
-        ),
-    ] = "references"
-    limit: Annotated[Limit, Meta(description=f"每页条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}")] = LIMIT_DEFAULT
-    wait_seconds: Annotated[
-        int,
-        Meta(
-            ge=1,
-            le=STATUS_WAIT_MAX,
-            description=f"本次调用最多等待的秒数，1–{STATUS_WAIT_MAX}，默认 {RELATED_WAIT_DEFAULT}；未完成时返回 operation_id，"
-            f"用 operation_status 继续等待",
-            extra={
-                "code": "INVALID_WAIT",
-                "empty_means_default": True,
-                "message": f"{{field}} 须在 {{ge}}–{{le}}秒 之间（0 表示默认 {RELATED_WAIT_DEFAULT}），收到的是 {{value}}。",
-            },
-        ),
-    ] = RELATED_WAIT_DEFAULT
+    record_ref: RecordRef = ""
+    title: Title = ""
+    relation: Annotated[Relation, choice("INVALID_RELATION", "references（默认，参考文献）、citing（引证文献）、similar（相似文献）")] = "references"
+    limit: PageLimit = LIMIT_DEFAULT
+    wait_seconds: Annotated[int, defaulted(RELATED_WAIT_DEFAULT, STATUS_WAIT_MAX, "INVALID_WAIT", "秒"), Meta(description=_WAIT)] = RELATED_WAIT_DEFAULT
     refresh: Annotated[bool, Meta(description="忽略本地保存的列表，重新从知网读取")] = False
     on_verification: OnVerification = "ask"
 

@@ -10,23 +10,18 @@ from cnki_mcp.app.core import AppCore, scoped, stored_search
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import ZoteroReply
-from cnki_mcp.core.tool_args import ZOTERO_MAX, Scope, ToolArgs
-from cnki_mcp.tools._fields import given
+from cnki_mcp.core.tool_args import ZOTERO_MAX, ToolArgs
+from cnki_mcp.tools._fields import WithSearchScope, given
 
 TAG_CHARS = 100
+_COLLECTION = "存入的 Zotero 分类：唯一的分类名，或从文库根开始的路径（如 法学/2024）；省略时存入 Zotero 当前选中的分类"
 
 
 class Args(ToolArgs):
     record_refs: Annotated[list[str], Meta(description=f"要保存的 record_ref 列表，最多 {ZOTERO_MAX} 个")] = []
     search_id: Annotated[str, Meta(description=f"保存某次检索的结果（最多 {ZOTERO_MAX} 篇）")] = ""
-    scope: Annotated[
-        Scope,
-        Meta(description="配合 search_id：selected（默认）、eligible 或 candidates", extra={"code": "INVALID_SCOPE", "empty_means_default": True}),
-    ] = "selected"
-    collection: Annotated[
-        str,
-        Meta(description="存入的 Zotero 分类：唯一的分类名，或从文库根开始的路径（如 法学/2024）；省略时存入 Zotero 当前选中的分类"),
-    ] = ""
+    scope: WithSearchScope = "selected"
+    collection: Annotated[str, Meta(description=_COLLECTION)] = ""
     attach: Annotated[bool, Meta(description="附上已下载的 PDF/CAJ 文件（默认 true）；没有下载过的文献只存题录")] = True
     tags: Annotated[list[str], Meta(description=f"给这些条目加上的标签，每个 1–{TAG_CHARS} 字，不含英文逗号")] = []
 

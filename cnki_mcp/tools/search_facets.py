@@ -15,13 +15,15 @@ from cnki_mcp.core.model import LocalReply, OperationView, SearchRecord
 from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, given, years_in_order
-from cnki_mcp.tools._searching import FacetFilters, FacetFiltersField, Freshness, check_facet_filters
+from cnki_mcp.tools._searching import FacetFilters, FacetFiltersField, FreshnessRule, check_facet_filters
 
 if TYPE_CHECKING:
     from cnki_mcp.research.facets import FacetsRequest
 
 LIMIT_DEFAULT = 10  # entries per facet
 LIMIT_MAX = 50
+_LIMIT_RULE = {"code": "INVALID_LIMIT", "empty_means_default": True}
+_FRESHNESS = "prefer_cache（默认）：10 分钟内同一检索的分组结果直接复用，不访问知网；live：重新读取"
 Facet = Literal["year", "subject", "topic", "source", "author", "institution", "fund", "doc_type"]  # FACETS' names
 
 
@@ -36,23 +38,9 @@ class Args(ToolArgs):
     facets: Annotated[
         list[Facet], Meta(description="要哪些分组（默认全部）：" + "、".join(f"{name}（{label}）" for name, label in FACETS.items()))
     ] = []  # empty = every facet
-    limit: Annotated[
-        int,
-        Meta(
-            ge=1,
-            le=LIMIT_MAX,
-            description=f"每个分组返回几项，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}",
-            extra={"code": "INVALID_LIMIT", "empty_means_default": True},
-        ),
-    ] = LIMIT_DEFAULT
+    limit: Annotated[int, Meta(ge=1, le=LIMIT_MAX, description=f"每个分组返回几项，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra=_LIMIT_RULE)] = LIMIT_DEFAULT
     chart: Annotated[bool, Meta(description="同时画图（PNG，作为图片内容返回并保存在数据目录 charts/ 下）")] = False
-    freshness: Annotated[
-        Freshness,
-        Meta(
-            description="prefer_cache（默认）：10 分钟内同一检索的分组结果直接复用，不访问知网；live：重新读取",
-            extra={"code": "INVALID_FRESHNESS", "empty_means_default": True},
-        ),
-    ] = "prefer_cache"
+    freshness: Annotated[FreshnessRule, Meta(description=_FRESHNESS)] = "prefer_cache"
     on_verification: OnVerification = "ask"
 
 

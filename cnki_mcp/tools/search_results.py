@@ -10,31 +10,19 @@ from msgspec import Meta
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import Paper, TitleRow, public_paper
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, Scope, ToolArgs
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, ToolArgs
+from cnki_mcp.tools._fields import Offset, PageLimit, ScopeRule, choice
 
 View = Literal["titles", "compact", "records"]
 COMPACT_FIELDS = ("record_ref", "title", "authors", "year", "source", "abstract")
 
 
 class Args(ToolArgs):
-    search_id: Annotated[
-        str, Meta(description="search、structured_search 或 expert_search 返回的 search_id")
-    ]
-    scope: Annotated[
-        Scope, Meta(description="selected（默认）、eligible、candidates", extra={"code": "INVALID_SCOPE", "empty_means_default": True})
-    ] = "selected"
-    view: Annotated[
-        View,
-        Meta(
-            description="titles（默认）、compact（加作者、年份、来源、摘要、评分）、records（完整题录与评分明细）",
-            extra={"code": "INVALID_VIEW", "empty_means_default": True},
-        ),
-    ] = "titles"
-    offset: Annotated[int, Meta(ge=0, description="从第几条开始，默认 0；取上次返回的 next_offset 翻页", extra={"code": "INVALID_OFFSET"})] = 0
-    limit: Annotated[
-        int,
-        Meta(ge=1, le=LIMIT_MAX, description=f"每页条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra={"code": "INVALID_LIMIT", "empty_means_default": True}),
-    ] = LIMIT_DEFAULT
+    search_id: Annotated[str, Meta(description="search、structured_search 或 expert_search 返回的 search_id")]
+    scope: Annotated[ScopeRule, Meta(description="selected（默认）、eligible、candidates")] = "selected"
+    view: Annotated[View, choice("INVALID_VIEW", "titles（默认）、compact（加作者、年份、来源、摘要、评分）、records（完整题录与评分明细）")] = "titles"
+    offset: Annotated[Offset, Meta(description="从第几条开始，默认 0；取上次返回的 next_offset 翻页")] = 0
+    limit: PageLimit = LIMIT_DEFAULT
 
 
 TITLE = "读取检索结果"

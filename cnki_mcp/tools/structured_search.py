@@ -6,10 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from msgspec import Meta
 
-from cnki_mcp.app.core import AppCore
-from cnki_mcp.core.call import ToolCall
-from cnki_mcp.core.model import LocalReply, OperationView
-from cnki_mcp.tools._searching import NATIVE_AFTER, NativeSearchArgs, run_native, validate_native, validate_native_first
+from cnki_mcp.tools._searching import NATIVE_AFTER, NativeResult, NativeSearchArgs, run_native, validate_native, validate_native_first
 
 if TYPE_CHECKING:
     from cnki_mcp.research.query import SentenceQuery, StructuredQuery
@@ -50,13 +47,5 @@ DESCRIPTION = (
 )
 READ_ONLY = True
 OPEN_WORLD = True
-validate_first = validate_native_first
-AFTER = NATIVE_AFTER
-validate = validate_native
-
-
-Result = OperationView | LocalReply
-
-
-async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
-    return await run_native(deps, args, args.asked(), call)
+# The rules, the result and the handler are the native searches' own (tools/_searching).
+validate_first, AFTER, validate, Result, run = validate_native_first, NATIVE_AFTER, validate_native, NativeResult, run_native
