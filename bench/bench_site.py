@@ -42,6 +42,7 @@ from cnki_mcp.core.model import Budget, Paper
 from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.pages.parse import parse_grid
 from cnki_mcp.research.backend import grid_page
+from cnki_mcp.site import page_io  # noqa: E402  (the raw in-page fetch, measured beside the engine's)
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.grid_query import GridQuery, compile_expression
 from cnki_mcp.site.limiter import Limiter
@@ -121,7 +122,7 @@ async def grid_overhead(sim: KnsSimulator, browser: Browser, jobs: Jobs, diagnos
             parse_grid(answer, GRID_URL)
             samples["parse"].append(time.perf_counter() - started)
             started = time.perf_counter()
-            result = await browser.fetch_in_page(tab, GRID_URL, method="POST", body=body, headers=GRID_HEADERS)
+            result = await page_io.fetch_in_page(browser, tab, GRID_URL, method="POST", body=body, headers=GRID_HEADERS)
             samples["in_page"].append(time.perf_counter() - started)
             assert result.status == 200 and len(result.text) == len(answer), (result.status, len(result.text), len(answer))
             started = time.perf_counter()
