@@ -1,6 +1,5 @@
-"""The MCP surface: the tool registry (``tools``: name, description, schema, Struct, validator,
-annotations and handler in one ``register`` call), the argument rules (``arguments``), the server (list,
-dispatch, resources, prompts) and the stdio line layer (``wire``).
+"""The MCP surface: the discovered tools served (``tools``: listed as MCP tools, arguments parsed, runs
+dispatched on the ``App``), the server (list, dispatch, resources, prompts) and the stdio line layer (``wire``).
 
-May import: app and everything below it.
+May import: tools, app and everything below them.
 """
