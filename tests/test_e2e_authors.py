@@ -134,6 +134,8 @@ async def test_author_papers_from_the_author_page(kns: KnsSimulator, isolated_da
         first = await session.wait(await session.call("author_papers", {"author": person.name, "record_ref": ref, "limit": 1}))
         assert [r["title"] for r in first["result"]["records"]] == everything[:1]
         assert first["result"]["next_offset"] == 1
+        # the template captured: the detail page, the author page, one grid page
+        assert first["requests"] == 3 and (kns.count("detail"), kns.count("author"), kns.count("grid")) == (1, 1, 1)
         second = await session.wait(await session.call(
             "author_papers", {"author": person.name, "record_ref": ref, "limit": 1, "offset": 1}))
         assert [r["title"] for r in second["result"]["records"]] == everything[1:2]
