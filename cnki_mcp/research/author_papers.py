@@ -67,6 +67,7 @@ class AuthorPapers:
         institutions: list[str] = []
         method = BY_INSTITUTION if asked.institution else BY_NAME
         message = ""
+        person: AuthorPage | None = None
         if asked.record_ref:
             op.stage("paper")
             line = await self._byline(op, self._stored(asked.record_ref), asked.author)
@@ -80,8 +81,7 @@ class AuthorPapers:
         elif asked.institution:
             institutions = [asked.institution]
         op.stage("listing")
-        if method == BY_AUTHOR_PAGE:
-            assert person is not None
+        if person is not None:
             query = GridQuery([], sort="date_desc", expert=author_code_expression(person.code))
         else:
             query = GridQuery(compile_expression(author_expression(asked.author, institutions)), sort="date_desc")
