@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.pages.author_parse import affiliations, bylines
-from cnki_mcp.research.author_papers import author_expression
-from tests.kns import pages
+from cnki_mcp.pages.author_parse import affiliations, bylines, is_author_page, parse_author_page
+from cnki_mcp.research.author_papers import author_code_expression, author_expression
+from tests.kns import authors, pages
 from tests.kns.corpus import build_corpus
 from tests.kns.server import Scenario
 
@@ -49,3 +49,32 @@ def test_author_expression() -> None:
         {"field": "authors", "value": "王伟", "match": "exact"},
         {"op": "or", "items": [{"field": "institutions", "value": "北江大学", "match": "phrase"},
                                {"field": "institutions", "value": "东湖大学", "match": "phrase"}]}]}
+
+
+AUTHOR_PAGES = Path(__file__).parent / "fixtures" / "pages"
+
+
+def test_author_pages_of_each_generation() -> None:
+    kcms2 = parse_author_page((AUTHOR_PAGES / "author-kcms2.html").read_text("utf-8"), "https://kns.cnki.net/kcms2/author/detail?v=x")
+    legacy = parse_author_page((AUTHOR_PAGES / "author-legacy.html").read_text("utf-8"),
+                               "https://kns.cnki.net/kcms/detail/knetsearch.aspx?sfield=au&skey=&code=000042423923")
+    assert kcms2 == legacy
+    assert (kcms2.name, kcms2.code, len(kcms2.institutions)) == ("高远", "000042423923", 2)
+    with pytest.raises(CnkiError) as raised:
+        parse_author_page((AUTHOR_PAGES / "author-redesigned.html").read_text("utf-8"), "https://kns.cnki.net/kcms2/author/detail?v=x")
+    assert raised.value.code == "PARSER_UNSUPPORTED"
+
+
+def test_which_links_are_author_pages() -> None:
+    assert is_author_page("https://kns.cnki.net/kcms2/author/detail?v=abc&uniplatform=NZKPT")
+    assert is_author_page("https://kns.cnki.net/kcms/detail/knetsearch.aspx?sfield=au&skey=王伟&code=000012345678")
+    assert not is_author_page("https://kns.cnki.net/kcms/detail/knetsearch.aspx?sfield=in&skey=北江大学")
+    assert not is_author_page("https://kns.cnki.net/kcms2/organ/detail?v=abc")
+    assert author_code_expression("000012345678") == "AUC=000012345678"
+
+
+def test_every_simulated_person_is_read_from_their_page() -> None:
+    corpus = build_corpus()
+    for person in list(corpus.people.values())[:20]:
+        page = parse_author_page(authors.author_page(person, Scenario()), "https://kns.cnki.net/kcms2/author/detail?v=x")
+        assert (page.name, page.code, sorted(page.institutions)) == (person.name, person.code, sorted(person.institutions))

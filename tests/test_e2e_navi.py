@@ -154,3 +154,48 @@ async def test_journal_issues_of_a_paper(kns: KnsSimulator, isolated_data_dir: P
     finally:
         store.close_sync()
     assert source_url == reply["result"]["source_url"] and source_url
+
+
+def formerly_named(sim: KnsSimulator) -> tuple[str, str, int, int]:
+    """(journal key, a former name no current title contains, year, issue number) of a journal with issues."""
+    current = [j.name for j in sim.corpus.journals.values()]
+    for key, journal in sim.corpus.journals.items():
+        years = navi.issues(sim.corpus, key)
+        names = [n for n in journal.former if not any(n in c for c in current)]
+        if journal.kind == "journal" and names and years:
+            year, numbers = next(iter(years.items()))
+            return key, names[-1], year, numbers[0]
+    raise AssertionError("no journal with a former name")
+
+
+async def test_journal_by_a_former_name_and_issues_as_people_type_them(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    key, former, year, number = formerly_named(kns)
+    journal = kns.corpus.journals[key]
+    toc = [p.title for p in navi.toc(kns.corpus, key, year, number)]
+    async with serve(isolated_data_dir, kns) as session:
+        # A former title (刊名(曾用刊名)): the search finds the journal, its page confirms the former name.
+        reply = await session.wait(await session.call("journal_issues", {"journal": former}))
+        assert reply["status"] == "completed", reply
+        assert (reply["result"]["journal"], reply["result"]["years"]) == (journal.name, listed_years(kns, key))
+        search = next(r for r in kns.requests if r.endpoint == "navi" and r.path.endswith("searchbaseinfo"))
+        assert search.form["searchType"] == "刊名(曾用刊名)"
+
+        # The issue as people type it: a number, a padded string, No.N, 第N期.
+        for typed in (number, f"{number:02d}", f"No.{number}", f"第{number}期"):
+            got = await session.wait(await session.call(
+                "journal_issues", {"journal": former, "year": year, "issue": typed}))
+            assert got["status"] == "completed", (typed, got)
+            assert [r["title"] for r in got["result"]["records"]] == toc, typed
+
+        # A name CNKI does not know: JOURNAL_NOT_FOUND with the closest names CNKI offered, never LOCATOR_EXPIRED.
+        typo = journal.name[:-1] + "言"
+        unknown = await session.wait(await session.call("journal_issues", {"journal": typo}))
+        assert error_code(unknown) == "JOURNAL_NOT_FOUND", unknown
+        assert unknown["errors"][0]["details"]["listed"][0] == journal.name, unknown
+
+        # Entries that show 曾用刊名 themselves: no journal page is read to confirm it, only the one chosen.
+        kns.configure(navi_hit_former=True)
+        kns.clear_log()
+        shown = await session.wait(await session.call("journal_issues", {"journal": former}))
+        assert shown["result"]["journal"] == journal.name
+        assert kns.count("journal") <= 1

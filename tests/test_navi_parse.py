@@ -12,8 +12,9 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import IssueYear, JournalIssue
 from cnki_mcp.pages import navi_parse
 from cnki_mcp.research.journal_issues import IssuesAsked, find_issue, pick_journal
-from tests.kns import navi
+from tests.kns import navi, pages
 from tests.kns.corpus import build_corpus
+from tests.kns.server import Scenario
 
 SAMPLE = Path(__file__).parent / "fixtures" / "cnki-samples" / "mariozzj-knavi-yearList-papers-and-detail.excerpts.html"
 BASE = "https://navi.cnki.net/knavi/journals/ZGTS/papers"
@@ -105,3 +106,26 @@ def test_find_issue() -> None:
         with pytest.raises(CnkiError) as raised:
             find_issue(years, year, issue)
         assert raised.value.code == "ISSUE_NOT_FOUND"
+
+
+def test_former_names_on_entries_and_journal_pages() -> None:
+    corpus = build_corpus()
+    journal = corpus.journals["ZGFX"]
+    form = dict(parse_qsl(navi_parse.search_form("journal", journal.former[-1])))
+    assert form["searchType"] == "刊名(曾用刊名)"
+    (hidden,) = navi_parse.parse_search(navi.search_fragment(corpus, form), "https://navi.cnki.net/knavi")
+    (shown,) = navi_parse.parse_search(navi.search_fragment(corpus, form, former_shown=True), "https://navi.cnki.net/knavi")
+    assert (hidden.name, hidden.former, shown.former) == (journal.name, [], list(journal.former))
+    assert pick_journal([shown], IssuesAsked(journal=journal.former[-1])).name == journal.name
+    for issn in ("plain", "host_unit"):
+        page = pages.journal_page(journal, Scenario(journal_issn=issn), [])
+        assert navi_parse.parse_keys(page).former == list(journal.former)
+
+
+def test_journal_not_found_offers_the_closest_names() -> None:
+    with pytest.raises(CnkiError) as missing:
+        pick_journal([*HITS, navi_parse.JournalHit(name="经济研究", url="https://navi.cnki.net/knavi/detail?p=d")],
+                     IssuesAsked(journal="法学评伦"))
+    assert missing.value.code == "JOURNAL_NOT_FOUND"
+    assert missing.value.details["listed"][:2] == ["法学评论", "法学评论（英文版）"]
+    assert "法学评论" in missing.value.message

@@ -519,6 +519,9 @@ class AuthorPapersResult(msgspec.Struct, omit_defaults=True, kw_only=True):
 
     status: str = "completed"
     author: str
+    # how the papers were found: author_page (the person's code, every institution) | author_and_institution
+    # (作者 AND 作者单位: papers written elsewhere may be missing) | author_name (namesakes may mix)
+    method: str = ""
     institutions: list[str] = []
     years: list[int] = []
     ambiguous: bool  # always said: a bare name may mix namesakes

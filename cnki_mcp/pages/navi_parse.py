@@ -2,7 +2,8 @@
 
 navi.cnki.net answers these as HTML fragments to POSTs from a navi page (MarioZZJ's account of the
 endpoints, 2026): ``knavi/all/searchbaseinfo`` (the journal search: ``a[href*=knavi/detail]`` per journal,
-ISSN：/CN： in its text), ``knavi/journals/{pykm}/yearList`` (``dl#2025_Year_Issue`` → ``dd a#yq202506[value]``
+ISSN：/CN： and sometimes 曾用刊名： in its text; a name is asked as 刊名(曾用刊名), ``TI %``, which CNKI matches
+against current and former titles), ``knavi/journals/{pykm}/yearList`` (``dl#2025_Year_Issue`` → ``dd a#yq202506[value]``
 No.06; ``#totalCnt`` years, about 20 a page) and ``knavi/journals/{pykm}/papers?yearIssue=<value>`` (``dt.tit``
 column headings, ``dd.row`` rows: ``span.name a`` title link, ``b[name=encrypt][id]`` the file name,
 ``span.author[title]``, ``span.company[title]`` the page range). A fragment that is none of these is
@@ -23,15 +24,15 @@ from cnki_mcp.core.identity import record_ref_for
 from cnki_mcp.core.model import IssueYear, JournalIssue, Paper
 from cnki_mcp.core.text import clean, trim
 from cnki_mcp.pages.markup import first_match, input_value, load_page, page_text, split_values, text_of, text_without
-from cnki_mcp.pages.parse import _author_names, _clean_title, cn_value, issn_value, now
+from cnki_mcp.pages.parse import _author_names, _clean_title, cn_value, former_names, issn_value, now
 from cnki_mcp.pages.urls import is_site_url, public_url, resolve_href
 
 NAVI = "https://navi.cnki.net"
 NAVI_HOME = f"{NAVI}/knavi"
 SEARCH_URL = f"{NAVI}/knavi/all/searchbaseinfo"
 PCODE = "CJFD,CCJD"
-# What each look-up field is called in the navi search's QNode (刊名, ISSN, CN).
-SEARCH_FIELDS = {"journal": ("LY", "%", "来源名称"), "issn": ("SN", "=", "ISSN"), "cn": ("CN", "=", "CN")}
+# What each look-up field is called in the navi search's QNode: 刊名(曾用刊名) (current and former titles), ISSN, CN.
+SEARCH_FIELDS = {"journal": ("TI", "%", "刊名(曾用刊名)"), "issn": ("SN", "=", "ISSN"), "cn": ("CN", "=", "CN")}
 _PYKM = re.compile(r"^[A-Za-z0-9]{2,12}$")
 _ISSUE_TEXT = re.compile(r"(?:No\.?\s*)?(\d{1,3}|S\d|Z\d|增刊\d?)", re.I)
 _ISSUE_ID = re.compile(r"^yq(\d{4})(\w+)$")
@@ -48,14 +49,17 @@ class JournalHit(msgspec.Struct):
     url: str
     issn: str = ""
     cn: str = ""
+    former: list[str] = []  # 曾用刊名 when the entry shows them
 
 
 class JournalKeys(msgspec.Struct):
-    """What a journal's detail page gives the issue fragments: its pykm, the session token and its name."""
+    """What a journal's detail page gives the issue fragments: its pykm, the session token and its name
+    (with its former names, 曾用刊名)."""
 
     pykm: str
     time: str
     name: str
+    former: list[str] = []
 
 
 class YearList(msgspec.Struct):
@@ -114,6 +118,11 @@ def papers_url(pykm: str, code: str, page: int = 0) -> str:
 # -- answers ----------------------------------------------------------------------------------
 
 
+def _former_in(el: lxml.html.HtmlElement) -> list[str]:
+    """The former names (曾用刊名：a;b lines) under ``el``, once each."""
+    return list(dict.fromkeys(n for line in el.cssselect("p, li") for n in former_names(text_of(line))))
+
+
 def parse_search(html: str, base_url: str) -> list[JournalHit]:
     """The journals a navi search lists; [] only for an answer that says it found nothing."""
     root = load_page(html)
@@ -134,14 +143,14 @@ def parse_search(html: str, base_url: str) -> list[JournalHit]:
         text = text_of(box)
         raw_issn = _ISSN_LINE.search(text)
         hits.append(JournalHit(name=clean(name), url=url, issn=issn_value(text) or (raw_issn[1].upper() if raw_issn else ""),
-                               cn=cn_value(text)))
+                               cn=cn_value(text), former=_former_in(box)))
     if hits or _EMPTY.search(page_text(root)):
         return hits
     raise _unsupported("检索结果", html)
 
 
 def parse_keys(html: str) -> JournalKeys:
-    """The journal page's ``#pykm``, ``#time`` and name (``#shareChName`` or ``h3.titbox``)."""
+    """The journal page's ``#pykm``, ``#time``, name (``#shareChName`` or ``h3.titbox``) and 曾用刊名 lines."""
     root = load_page(html)
     pykm = input_value(root, "#pykm")
     name = input_value(root, "#shareChName")
@@ -150,7 +159,7 @@ def parse_keys(html: str) -> JournalKeys:
         name = text_without(head, "p") if head is not None else ""
     if not _PYKM.match(pykm):
         raise _unsupported("期刊页", html)
-    return JournalKeys(pykm=pykm.upper(), time=input_value(root, "#time"), name=name)
+    return JournalKeys(pykm=pykm.upper(), time=input_value(root, "#time"), name=name, former=_former_in(root))
 
 
 def _issue_label(anchor: lxml.html.HtmlElement) -> str:

@@ -723,6 +723,11 @@ def _title_lines(head: lxml.html.HtmlElement) -> list[str]:
     return [line for line in (clean(line) for line in lines) if line]
 
 
+def former_names(line: str) -> list[str]:
+    """The journal names a ``曾用刊名：a;b`` line gives ([] for any other line)."""
+    return split_values(_FORMER.sub("", line), ";；") if _FORMER.match(line) else []
+
+
 def issn_value(text: str) -> str:
     """The first ISSN in ``text`` as ``NNNN-NNNC``, or "" when none has a valid check digit (a misread)."""
     for match in _ISSN.finditer(unicodedata.normalize("NFKC", text)):
@@ -781,9 +786,7 @@ def parse_journal(html: str, url: str, expected_source: str) -> Quality:
     names += [(line, "translated_title") for line in lines[1:]]
     names += [(text_of(p), "translated_title") for p in head.cssselect("p")]
     for el in box.cssselect("p, li"):
-        text = text_of(el)
-        if _FORMER.match(text):
-            names += [(name, "former_title") for name in split_values(_FORMER.sub("", text), ";；")]
+        names += [(name, "former_title") for name in former_names(text_of(el))]
     wanted = source_key(expected_source)
     basis = next((basis for name, basis in names if wanted and source_key(name) == wanted), "")
     if not basis:

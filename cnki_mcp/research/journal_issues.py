@@ -1,8 +1,11 @@
 """``journal_issues``: a journal's years and issues, or one issue's table of contents, from its navi pages.
 
 The journal is named by a paper of it (``record_ref``: its source link, from the stored record or its
-detail page), or by its name, ISSN or CN: first the journal evidence already stored (no request), then
-the navi search (``knavi/all/searchbaseinfo``), where exactly one journal must match. Its page gives the
+detail page), or by its name, ISSN or CN: first the journal evidence already stored (no request; a stored
+page that no longer answers is looked up again), then the navi search (``knavi/all/searchbaseinfo``, a name
+asked as 刊名(曾用刊名)), where exactly one journal must match: by its current name, else by a former one
+its entry or (for the first few hits) its page shows. A name CNKI does not know is JOURNAL_NOT_FOUND with
+the closest names CNKI offered (a shorter search when the name found nothing). Its page gives the
 ``pykm`` and token the fragments are asked with; ``yearList`` (paged, about 20 years a page) the years
 and issues; ``papers`` one issue's rows, which become catalogue records (``record_ref``) so every tool
 that takes a record works on them. Every request goes through the site's door (``SiteBackend.navi_page``
@@ -11,6 +14,7 @@ that takes a record works on them. Every request goes through the site's door (`
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 
@@ -34,11 +38,14 @@ from cnki_mcp.pages.navi_parse import (
     year_list_form,
     year_list_url,
 )
+from cnki_mcp.pages.urls import is_site_url
 from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.store.catalog import Catalog
 
 KIND = "issues"
 YEAR_PAGES_MAX = 5  # yearList pages read at most (about 100 years)
+FORMER_PAGES = 3  # journal pages of a name search read at most to find the journal by a former title
+CLOSEST = 10  # names a JOURNAL_NOT_FOUND offers
 # An issue given by its yearIssue code rather than its label (No.06 → "06"): codes are long and opaque.
 _CODE_CHARS = 9
 
@@ -60,8 +67,20 @@ def _norm_code(value: str) -> str:
     return re.sub(r"[\s\-－]", "", value).upper()
 
 
+def closest_names(hits: list[JournalHit], name: str) -> list[str]:
+    """The names of a navi search's journals, closest to ``name`` first."""
+    key = title_key(name)
+    names = list(dict.fromkeys(h.name for h in hits))
+    return sorted(names, key=lambda n: -difflib.SequenceMatcher(None, key, title_key(n)).ratio())[:CLOSEST]
+
+
+def named_formerly(former: list[str], name: str) -> bool:
+    return any(title_key(f) == title_key(name) for f in former)
+
+
 def pick_journal(hits: list[JournalHit], asked: IssuesAsked) -> JournalHit:
-    """The one journal of a navi search that ``asked`` names exactly (name, ISSN or CN)."""
+    """The one journal of a navi search that ``asked`` names exactly (ISSN, CN, or a name: the current title,
+    else a former one the entry shows)."""
     if asked.issn:
         found = [h for h in hits if h.issn and _norm_code(h.issn) == _norm_code(asked.issn)]
         named = f"ISSN {asked.issn}"
@@ -69,7 +88,8 @@ def pick_journal(hits: list[JournalHit], asked: IssuesAsked) -> JournalHit:
         found = [h for h in hits if h.cn and _norm_code(h.cn) == _norm_code(asked.cn)]
         named = f"CN {asked.cn}"
     else:
-        found = [h for h in hits if title_key(h.name) == title_key(asked.journal)]
+        found = [h for h in hits if title_key(h.name) == title_key(asked.journal)] \
+            or [h for h in hits if named_formerly(h.former, asked.journal)]
         named = f"《{asked.journal}》"
     unique = list({h.url: h for h in found}.values())
     if len(unique) == 1:
@@ -79,10 +99,18 @@ def pick_journal(hits: list[JournalHit], asked: IssuesAsked) -> JournalHit:
             "JOURNAL_AMBIGUOUS", f"知网有 {len(unique)} 种期刊与 {named} 相符，请改用 ISSN、CN 或其中一篇论文的 record_ref。",
             details={"journals": [{"name": h.name, "issn": h.issn, "cn": h.cn} for h in unique]},
         )
-    raise CnkiError(
-        "JOURNAL_NOT_FOUND", f"知网期刊导航中没有找到 {named}。",
-        details={"listed": [h.name for h in hits[:10]]},
-    )
+    raise journal_not_found(hits, asked)
+
+
+def journal_not_found(hits: list[JournalHit], asked: IssuesAsked) -> CnkiError:
+    """No journal of a navi search is the one asked for: the names CNKI offered, the closest first."""
+    if not asked.journal:
+        named = f"ISSN {asked.issn}" if asked.issn else f"CN {asked.cn}"
+        return CnkiError("JOURNAL_NOT_FOUND", f"知网期刊导航中没有找到 {named}。", details={"listed": [h.name for h in hits[:CLOSEST]]})
+    listed = closest_names(hits, asked.journal)
+    offered = f"知网给出的相近刊名：{'、'.join(listed)}。" if listed else "知网没有给出相近的刊名。"
+    return CnkiError("JOURNAL_NOT_FOUND", f"知网期刊导航中没有刊名或曾用刊名为《{asked.journal}》的期刊；{offered}请核对刊名，或改用 ISSN、CN。",
+                     details={"listed": listed})
 
 
 def find_issue(years: list[IssueYear], year: int, issue: str) -> JournalIssue:
@@ -113,7 +141,13 @@ class JournalIssues:
     async def run(self, op: OperationContext, asked: IssuesAsked) -> JournalIssuesResult:
         op.stage("journal")
         url = await self._journal_url(op, asked)
-        keys = await self.site.navi_page(op, url, lambda html, _url: parse_keys(html), "navi_journal")
+        try:
+            keys = await self._keys(op, url)
+        except CnkiError as exc:
+            if exc.code != "LOCATOR_EXPIRED" or asked.record_ref:
+                raise
+            url = await self._searched(op, asked)  # a stored journal page that no longer answers
+            keys = await self._keys(op, url)
         if asked.year is None:
             op.stage("years")
             return JournalIssuesResult(journal=keys.name, source_url=url, years=await self._years(op, url, keys))
@@ -146,20 +180,38 @@ class JournalIssues:
                 break
         return years
 
+    async def _keys(self, op: OperationContext, url: str) -> JournalKeys:
+        return await self.site.navi_page(op, url, lambda html, _url: parse_keys(html), "navi_journal")
+
     async def _journal_url(self, op: OperationContext, asked: IssuesAsked) -> str:
         if asked.record_ref:
             return await self._source_of(op, asked.record_ref)
-        known = self._stored_journal(asked)
-        if known:
-            return known
+        return self._stored_journal(asked) or await self._searched(op, asked)
+
+    async def _search(self, op: OperationContext, field: str, value: str) -> list[JournalHit]:
+        return await self.site.navi_post(op, "", SEARCH_URL, search_form(field, value), parse_search, "navi_search")
+
+    async def _searched(self, op: OperationContext, asked: IssuesAsked) -> str:
+        """The journal page the navi search finds for ``asked`` (see the module's docstring)."""
         field, value = ("issn", asked.issn) if asked.issn else ("cn", asked.cn) if asked.cn else ("journal", asked.journal)
-        hits = await self.site.navi_post(op, "", SEARCH_URL, search_form(field, value), parse_search, "navi_search")
-        return pick_journal(hits, asked).url
+        hits = await self._search(op, field, value)
+        try:
+            return pick_journal(hits, asked).url
+        except CnkiError as exc:
+            if exc.code != "JOURNAL_NOT_FOUND" or not asked.journal:
+                raise
+        if not any(h.former for h in hits):  # the entries do not say: the first journal pages do
+            for hit in hits[:FORMER_PAGES]:
+                if named_formerly((await self._keys(op, hit.url)).former, asked.journal):
+                    return hit.url
+        if not hits and len(asked.journal) > 2:  # nothing offered: the names a shorter search offers
+            hits = await self._search(op, "journal", asked.journal[: max(2, len(asked.journal) // 2)])
+        raise journal_not_found(hits, asked)
 
     def _stored_journal(self, asked: IssuesAsked) -> str:
         """The journal page of stored journal evidence that names the journal asked for (no request)."""
         for quality in self.catalog.store.data.sources.values():
-            if not quality.source_url:
+            if not is_site_url(quality.source_url):
                 continue
             if asked.issn and quality.issn and _norm_code(quality.issn) == _norm_code(asked.issn):
                 return quality.source_url

@@ -14,6 +14,7 @@ import json
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.redact import endpoint_url
+from cnki_mcp.pages.author_parse import parse_author_page
 from cnki_mcp.pages.facet_parse import parse_facet_panel
 from cnki_mcp.pages.navi_parse import NAVI_HOME, parse_keys, parse_papers, parse_search, parse_year_list
 from cnki_mcp.pages.page_state import challenge_url, classify_response, gateway_page
@@ -25,6 +26,8 @@ from cnki_mcp.site.exchange import Sample, Spec
 GRID_URL = "https://kns.cnki.net/kns8s/brief/grid"
 DETAIL_URL = "https://kns.cnki.net/kcms2/article/abstract?v=sample"
 JOURNAL_URL = "https://navi.cnki.net/knavi/journals/sample/detail"
+AUTHOR_URL = "https://kns.cnki.net/kcms2/author/detail?v=sample&uniplatform=NZKPT&language=CHS"
+LEGACY_AUTHOR_URL = "https://kns.cnki.net/kcms/detail/knetsearch.aspx?sfield=au&skey=&code=000042423923"
 _SAMPLES = "fixtures/cnki-samples/"
 _PAGES = "fixtures/pages/"
 
@@ -129,6 +132,17 @@ JOURNAL = Spec(
         Sample(_PAGES + "journal-missing.html", JOURNAL_URL, "SOURCE_SCHEMA_UNSUPPORTED"),
     ),
 )
+AUTHOR = Spec(
+    name="author",
+    label="作者页（kcms2/author/detail，或旧版 knetsearch.aspx?sfield=au）",
+    classify=answer_problem,
+    parse=parse_author_page,
+    samples=(
+        Sample(_PAGES + "author-kcms2.html", AUTHOR_URL),
+        Sample(_PAGES + "author-legacy.html", LEGACY_AUTHOR_URL),
+        Sample(_PAGES + "author-redesigned.html", AUTHOR_URL, "PARSER_UNSUPPORTED"),
+    ),
+)
 _NAVI_EXCERPTS = _SAMPLES + "mariozzj-knavi-yearList-papers-and-detail.excerpts.html"
 NAVI_JOURNAL = Spec(
     name="navi_journal",
@@ -154,7 +168,8 @@ NAVI_PAPERS = Spec(
 )
 
 REGISTRY: dict[str, Spec] = {
-    spec.name: spec for spec in (GRID, FACETS, API, DETAIL, JOURNAL, NAVI_JOURNAL, NAVI_SEARCH, NAVI_YEARS, NAVI_PAPERS)
+    spec.name: spec
+    for spec in (GRID, FACETS, API, DETAIL, JOURNAL, AUTHOR, NAVI_JOURNAL, NAVI_SEARCH, NAVI_YEARS, NAVI_PAPERS)
 }
 
 

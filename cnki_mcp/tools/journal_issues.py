@@ -20,12 +20,12 @@ _YEAR_RULE = {"code": "INVALID_YEAR", "message": "{field} 须在 {ge}–{le} 之
 
 class Args(ToolArgs):
     # The journal is named by exactly one of journal, issn, cn and record_ref (validate_first).
-    journal: Annotated[str, Meta(description="期刊名称（须与知网的刊名完全一致；重名时改用 issn 或 cn）")] = ""
+    journal: Annotated[str, Meta(description="期刊名称：知网的现刊名或曾用刊名（重名时改用 issn 或 cn）")] = ""
     issn: Annotated[str, Meta(description="期刊的 ISSN，如 1000-1234")] = ""
     cn: Annotated[str, Meta(description="期刊的国内统一刊号，如 11-1234/D")] = ""
     record_ref: Annotated[str, Meta(description="该刊一篇论文的 record_ref")] = ""
     year: Annotated[int, Meta(ge=0, le=YEAR_MAX, description="读哪一年的一期目录（与 issue 一起给出）；省略时列出年份与刊期", extra=_YEAR_RULE)] = 0
-    issue: Annotated[str, Meta(description="配合 year：哪一期，取 years 中的 issue（如 06）或 code")] = ""
+    issue: Annotated[int | str, Meta(description="配合 year：哪一期，如 4、\"04\"、\"No.4\"、\"第4期\"，或 years 中的 code")] = ""
     limit: Annotated[Limit, Meta(description=f"配合 year 和 issue：每页条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}")] = LIMIT_DEFAULT
     offset: Annotated[Offset, Meta(description="配合 year 和 issue：从目录的第几篇开始（取上次返回的 next_offset）")] = 0
     on_verification: OnVerification = "ask"
@@ -33,9 +33,10 @@ class Args(ToolArgs):
 
 TITLE = "期刊刊期与目录"
 DESCRIPTION = (
-    "一种期刊在知网的刊期与目录（期刊导航的刊期浏览）：用 journal（刊名）、issn、cn 或其中一篇论文的 record_ref "
-    "指明期刊（四者取一）。不带 year 时返回知网列出的全部年份与各期（years：[{year, issues:[{issue, code}]}]，新的在前）；"
-    "带 year 和 issue（取 years 中的 issue 或 code）时返回这一期的目录：records 按刊内顺序给出题名、作者、页码和所在栏目"
+    "一种期刊在知网的刊期与目录（期刊导航的刊期浏览）：用 journal（现刊名或曾用刊名）、issn、cn 或其中一篇论文的 record_ref "
+    "指明期刊（四者取一；知网不认识的刊名返回 JOURNAL_NOT_FOUND 和知网给出的相近刊名）。不带 year 时返回知网列出的全部年份与各期"
+    "（years：[{year, issues:[{issue, code}]}]，新的在前）；带 year 和 issue（4、\"04\"、\"No.4\"、\"第4期\" 或 years 中的 code）"
+    "时返回这一期的目录：records 按刊内顺序给出题名、作者、页码和所在栏目"
     "（section），用 limit/offset 分页。目录中的论文都存入本地并带 record_ref，可直接用于 get_metadata、"
     "download_papers、export_citations 和 save_to_zotero。"
 )
@@ -55,8 +56,8 @@ def validate_first(args: Any, raw: dict[str, Any]) -> None:
 
 
 def _issue_with_year(args: Any, raw: dict[str, Any]) -> None:
-    """Year and issue together or neither (issue trimmed in place), right after the year's range."""
-    args.issue = given(args.issue)
+    """Year and issue together or neither (issue as text, trimmed in place), right after the year's range."""
+    args.issue = given(str(args.issue))
     if bool(args.year) != bool(args.issue):
         raise CnkiError("INVALID_INPUT", "year 与 issue 须一起提供（读一期的目录），或都不提供（列出年份与刊期）。", details={"field": "issue"})
 
@@ -69,7 +70,7 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.research.journal_issues import KIND, IssuesAsked, JournalIssues
 
     asked = IssuesAsked(journal=args.journal, issn=args.issn, cn=args.cn, record_ref=args.record_ref,
-                        year=args.year or None, issue=args.issue, limit=args.limit, offset=args.offset)
+                        year=args.year or None, issue=str(args.issue), limit=args.limit, offset=args.offset)
     issues = JournalIssues(await deps.catalog(), deps.site())
     jobs = await deps.jobs()
     job = jobs.start(KIND, BUDGET.of(args.on_verification), functools.partial(issues.run, asked=asked))

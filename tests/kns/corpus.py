@@ -8,6 +8,7 @@ yields the same corpus, so tests can compute expected answers from it.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass, field
 
@@ -84,6 +85,7 @@ class Paper:
     size_k: int = 0
     sections: list[Section] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
+    author_codes: list[str] = field(default_factory=list)  # the person (author page) behind each author
     _lowered: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -143,6 +145,8 @@ class Paper:
             return [self.supervisor] if self.supervisor else []
         if code == "XF":
             return [self.major] if self.major else []
+        if code == "AUC":
+            return list(self.author_codes)
         return []
 
 
@@ -303,6 +307,17 @@ def _sections(rng: random.Random, topic: str, kws: list[str], title: str) -> lis
 
 
 @dataclass
+class Person:
+    """One author as CNKI's author page knows them: a code, a name, the institutions they wrote at (in the
+    order they first did) and their papers."""
+
+    code: str
+    name: str
+    institutions: list[str]
+    papers: list[Paper]
+
+
+@dataclass
 class Corpus:
     papers: list[Paper]
     journals: dict[str, Journal]
@@ -315,6 +330,7 @@ class Corpus:
 
     def __post_init__(self) -> None:
         self._files = {p.filename.upper(): p for p in self.papers}
+        self.people = _people(self.papers)
 
     def __len__(self) -> int:
         return len(self.papers)
@@ -461,3 +477,30 @@ def _add_special_cases(papers: list[Paper], rng: random.Random) -> None:
     translated = [p for p in papers if p.resource == "JOURNAL" and not p.online_first and p.language == "zh"][12:14]
     for paper, english in zip(translated, TRANSLATED_TITLES):
         paper.title_en = english
+
+
+def _own(p: Paper, i: int) -> str:
+    """The institution the byline gives the i-th author ("" for a paper without institutions)."""
+    return p.institutions[p.author_orgs[i][0] - 1] if p.institutions and p.author_orgs[i] else ""
+
+
+def _people(papers: list[Paper]) -> dict[str, Person]:
+    """Every author's person: the papers of one name, oldest first, split by the institutions they were
+    written at, two institutions a person (someone who moved once; namesakes are the next pairs). A paper
+    without institutions goes to the name's first person. Sets each paper's ``author_codes``."""
+    by_name: dict[str, list[tuple[Paper, int]]] = {}
+    for p in sorted(papers, key=lambda p: (p.date, p.filename)):
+        p.author_codes = [""] * len(p.authors)
+        for i, name in enumerate(p.authors):
+            by_name.setdefault(name, []).append((p, i))
+    people: dict[str, Person] = {}
+    for name, written in by_name.items():
+        places = list(dict.fromkeys(_own(p, i) for p, i in written if _own(p, i)))
+        for p, i in written:
+            own = _own(p, i)
+            k = places.index(own) // 2 if own else 0
+            code = f"{int(hashlib.sha1(f'{name}|{k}'.encode()).hexdigest()[:12], 16) % 10**12:012d}"
+            person = people.setdefault(code, Person(code, name, places[2 * k:2 * k + 2], []))
+            person.papers.append(p)
+            p.author_codes[i] = code
+    return people

@@ -23,9 +23,10 @@ _TOKENS = re.compile(
     r"(?P<quoted>'[^']*'|\"[^\"]*\")|(?P<compare>%=|>=|<=|[=%<>])|(?P<mark>[(),*+\-])|(?P<bare>[^\s()'\"=%<>,*+\-]+)|(?P<space>\s+)"
 )
 LOGIC = {"AND", "OR", "NOT"}
-# Field codes the simulator indexes (JN is the journal name, read as LY); others CNKI lists are refused.
+# Field codes the simulator indexes (JN is the journal name, read as LY; AUC an author's code, as the author
+# page and the grid's author facet know it); others CNKI lists are refused.
 CODES = {"SU", "TKA", "KY", "TI", "FT", "AU", "FI", "RP", "AF", "FU", "AB", "CO", "RF", "CLC", "LY", "DOI", "FAF",
-         "JN", "YE", "CF"}
+         "JN", "YE", "CF", "AUC"}
 NOT_INDEXED = {"SN", "CN", "IB", "QKLM"}
 NUMBERS = {"YE": "year", "CF": "cited"}
 RELEVANCE_CODES = {"SU", "TI", "TKA", "KY"}

@@ -42,8 +42,9 @@ def section(n: int) -> str:
     return "特稿" if n == 0 else "学术研究"
 
 
-def search_fragment(corpus: Corpus, form: dict[str, str]) -> str:
-    """The navi search's answer: journals whose name contains (LY) or whose ISSN/CN equals the value."""
+def search_fragment(corpus: Corpus, form: dict[str, str], former_shown: bool = False) -> str:
+    """The navi search's answer: journals whose name contains the value (LY 来源名称; TI 刊名(曾用刊名) also
+    their former names) or whose ISSN/CN equals it. ``former_shown``: entries also show 曾用刊名."""
     try:
         item = json.loads(form.get("searchStateJson", ""))["QNode"]["QGroup"][0]["ChildItems"][0]["Items"][0]
         name, value = item["Name"], str(item["Value"]).strip("'")
@@ -54,19 +55,22 @@ def search_fragment(corpus: Corpus, form: dict[str, str]) -> str:
         hits = [j for j in journals if j.issn.upper() == value.upper()]
     elif name == "CN":
         hits = [j for j in journals if j.cn.upper() == value.upper()]
+    elif name == "TI":
+        hits = [j for j in journals if value and any(value in n for n in (j.name, *j.former))]
     else:
         hits = [j for j in journals if value and value in j.name]
     if not hits:
         return '<div class="result"><p class="no-content">没有找到相关出版物</p><input type="hidden" id="totalCnt" value="0"/></div>'
-    items = "".join(_search_item(j) for j in hits)
+    items = "".join(_search_item(j, former_shown) for j in hits)
     return f'<div class="result"><input type="hidden" id="totalCnt" value="{len(hits)}"/><ul class="list_tab">{items}</ul></div>'
 
 
-def _search_item(j: Journal) -> str:
+def _search_item(j: Journal, former_shown: bool) -> str:
+    former = f'<p>曾用刊名：{esc(";".join(j.former))}</p>' if former_shown and j.former else ""
     return (f'<li><div class="re_bookCover"><a href="{esc(source_url(j.key))}" target="_blank" title="{esc(j.name)}">'
             f'<img src="https://c61.cnki.net/cjfd/small/{j.key}.jpg"></a></div>'
             f'<div class="detials"><a href="{esc(source_url(j.key))}" target="_blank"><h1>{esc(j.name)}</h1></a>'
-            f'<p>ISSN：{esc(j.issn)}</p><p>CN：{esc(j.cn)}</p><p>主办单位：{esc(j.sponsor)}</p></div></li>')
+            f'<p>ISSN：{esc(j.issn)}</p><p>CN：{esc(j.cn)}</p>{former}<p>主办单位：{esc(j.sponsor)}</p></div></li>')
 
 
 def year_list_fragment(corpus: Corpus, key: str, page: int, per_page: int) -> str:
@@ -113,7 +117,7 @@ def answer(corpus: Corpus, method: str, path: str, query: dict[str, str], form: 
         return 404, "<html><body>404 页面不存在</body></html>"
     parts = path.strip("/").split("/")
     if path.rstrip("/").lower() == "/knavi/all/searchbaseinfo":
-        return 200, search_fragment(corpus, form)
+        return 200, search_fragment(corpus, form, sc.navi_hit_former)
     if len(parts) == 4 and parts[1] == "journals":
         key, what = parts[2].upper(), parts[3].lower()
         if corpus.journal(key) is None:

@@ -68,6 +68,21 @@ def author_url(name: str) -> str:
     return f"{KNS}/kcms2/author/detail?v={encode_token('a', name)}"
 
 
+def person_url(code: str, style: str) -> str:
+    """Where a detail page's byline links the person ``code``: the author page of the scenario's generation
+    (tests/kns/authors.py)."""
+    if style == "legacy":
+        return f"{KNS}/kcms/detail/knetsearch.aspx?sfield=au&skey=&code={code}"
+    return f"{KNS}/kcms2/author/detail?v={encode_token('a', code)}&uniplatform=NZKPT&language=CHS"
+
+
+def byline_href(p: Paper, i: int, sc: Scenario) -> str:
+    """The i-th author's link on ``p``'s detail page: their author page, or none (``plain_bylines``)."""
+    if sc.plain_bylines:
+        return "javascript:void(0)"
+    return person_url(p.author_codes[i], sc.author_page) if p.author_codes and p.author_codes[i] else author_url(p.authors[i])
+
+
 # ---------------------------------------------------------------- shared bits
 
 def header_html(sc: Scenario) -> str:
@@ -567,7 +582,7 @@ def detail_page(p: Paper, sc: Scenario, epoch: int) -> str:
         return book_page(p, sc)
     title_icons = ' <i class="icon icon-shoufa"></i>' if p.online_first else ""
     authors = "".join(
-        f'<span><a target="_blank" href="{esc(author_url(a))}">{esc(shown_name(p, a, sc))}'
+        f'<span><a target="_blank" href="{esc(byline_href(p, i, sc))}">{esc(shown_name(p, a, sc))}'
         f'{"<sup>" + ",".join(map(str, p.author_orgs[i])) + "</sup>" if len(p.institutions) > 1 else ""}</a>'
         f'{"<i class=" + chr(34) + "icon-email" + chr(34) + "></i>" if a == p.corresponding else ""}'
         f'<input class="authorcode" type="hidden" value="{int(hashlib.md5(a.encode()).hexdigest()[:8], 16)}"></span>'

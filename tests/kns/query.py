@@ -28,7 +28,7 @@ from . import facets
 from .corpus import Corpus, Paper
 from .expert import Compiled, ExpertRefused, compile_expert
 
-LIST_FIELDS = {"AU", "FI", "RP", "KY", "LY", "DOI", "CLC", "AF", "FAF", "FU", "TU", "XF"}
+LIST_FIELDS = {"AUC", "AU", "FI", "RP", "KY", "LY", "DOI", "CLC", "AF", "FAF", "FU", "TU", "XF"}
 TEXT_FIELDS = {"SU", "TKA", "TI", "AB", "FT", "RF", "ST", "CO"}
 KNOWN_FIELDS = LIST_FIELDS | TEXT_FIELDS
 TIER_FLAGS = {"CSI": "CSSCI", "HX": "北大核心", "SI": "SCI", "EI": "EI", "CSD": "CSCD", "AMI": "AMI"}

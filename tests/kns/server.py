@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import changes, citations, downloads, facets, gateway, navi, pages, senquery
+from . import authors, changes, citations, downloads, facets, gateway, navi, pages, senquery
 from .corpus import Corpus, Paper, build_corpus
 from .expert import unsupported
 from .query import ParsedQuery, QueryRejected, parse_query_json, search
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 CERT_DIR = Path(__file__).parent / "certs"
 ENDPOINTS = ("search", "grid", "group", "detail", "journal", "reader", "reader_part", "reader_data", "download", "file", "login",
-             "home", "verify", "error", "other", "citation", "navi", "senquery")
+             "home", "verify", "error", "other", "citation", "navi", "senquery", "author")
 FAULT_KINDS = ("status", "delay", "truncate", "empty", "reject", "denied", "login", "captcha", "close")
 EMPTY_STYLES = ("zero", "no_content", "not_found")
 CAPTCHA_STYLES = ("redirect", "vericode", "json403", "json200", "tencent", "title", "timeout", "bar", "bar_words", "decoy")
@@ -57,6 +57,7 @@ CHOICES = {
     "citation_start": ("page", "record"),
     "empty_style": EMPTY_STYLES,
     "facet_panel": facets.PANEL_STYLES,
+    "author_page": ("kcms2", "legacy", "redesigned"),
 }
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
@@ -127,6 +128,10 @@ class Scenario:
     navi_years_per_page: int = 20  # years one yearList page lists (its pIdx pages on)
     navi_columns: bool = True  # an issue's papers fragment: column headings (dt.tit 专栏:…) | False: none
     citation_rendered: bool = False  # detail pages fill in their 参考文献/引证文献 lists by script (off: other tests cut pages by size)
+    # author pages and journals by name (issue 39 items 4 and 5)
+    author_page: str = "kcms2"  # kcms2 (#kcms-author-info, #au-code) | legacy (knetsearch.aspx?code=) | redesigned (unknown)
+    plain_bylines: bool = False  # detail bylines link no author page (names only, as on some older pages)
+    navi_hit_former: bool = False  # the navi journal search's entries also show 曾用刊名 (else only the journal page does)
 
 
 @dataclass
@@ -198,6 +203,8 @@ def classify(host: str, path: str) -> str:
             return "search"
         if p.startswith("/kcms2/article/abstract") or p.startswith("/kcms/detail/detail.aspx"):
             return "detail"
+        if p.startswith("/kcms2/author/detail") or p.startswith("/kcms/detail/knetsearch.aspx"):
+            return "author"
         if p.startswith("/nzkhtml/xmlread/chapter"):
             return "reader_part"
         if p.startswith("/ossapi/kreader-api/"):
@@ -714,6 +721,9 @@ class KnsSimulator:
             return self._detail(rec, sc)
         if ep == "journal":
             return self._journal(rec, sc)
+        if ep == "author":
+            status, body = authors.answer(self.corpus, rec.query, sc)
+            return _Resp(status, body)
         if ep == "senquery":
             if rec.method != "POST":
                 return _redirect("https://kns.cnki.net/kns8s/AdvSearch")
