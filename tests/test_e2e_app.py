@@ -27,7 +27,7 @@ import pytest_asyncio
 from PIL import Image
 
 from cnki_mcp.surface.apps import APP_URI
-from tests.harness import McpSession, chromium_or_skip, serve_params
+from tests.harness import FINAL, McpSession, chromium_or_skip, serve_params
 from tests.kns.server import KnsSimulator
 from tests.test_kns_simulator import _launch_chromium
 
@@ -200,6 +200,7 @@ class Case:
     def __init__(self, mcp: McpSession, host: HostServer, browser: Browser) -> None:
         self.mcp, self.host, self.browser = mcp, host, browser
         self.calls: list[dict[str, Any]] = []
+        self.answers: list[dict[str, Any]] = []  # the server's structured answers, in the order of ``calls``
         self._relay: asyncio.Task[None] | None = None
 
     async def show(self, tool: str, arguments: dict[str, Any], *, theme: str = "light") -> dict[str, Any]:
@@ -224,11 +225,20 @@ class Case:
                 self.calls.append(call)
                 answer = await self.mcp.result(call["name"], call["arguments"])
                 dumped = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+                self.answers.append(answer.structured_content or {})
                 await self.browser.js(f"answer({json.dumps(call['id'])}, {json.dumps(dumped, ensure_ascii=False)})")
             await asyncio.sleep(0.1)
 
     def called(self, name: str) -> list[dict[str, Any]]:
         return [call["arguments"] for call in self.calls if call["name"] == name]
+
+    async def answered(self, name: str, timeout: float = 60) -> list[dict[str, Any]]:
+        """The arguments of the calls to ``name`` once at least one has been forwarded and answered."""
+        for _ in range(int(timeout / 0.1)):
+            if any(call["name"] == name for call in self.calls[: len(self.answers)]):
+                return self.called(name)
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"the app did not call {name}")
 
     async def close(self) -> None:
         if self._relay is not None:
@@ -236,10 +246,18 @@ class Case:
             await asyncio.gather(self._relay, return_exceptions=True)
 
 
+async def assert_drawn(browser: Browser, path: Path) -> None:
+    """A screenshot of the host page (kept at ``path``) that is not one colour."""
+    image = await browser.screenshot()
+    image.save(path)
+    assert image.width > 0 and image.height > 0
+    assert len(image.convert("RGB").getcolors(maxcolors=1 << 24) or []) > 1, "the screenshot is one colour"
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def mcp(kns_server: KnsSimulator, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[McpSession]:
     data = tmp_path_factory.mktemp("app") / "data"
-    async with McpSession.serving(serve_params(data, kns_server.browser_args, CNKI_INLINE_WAIT_SECONDS="5")) as session:
+    async with McpSession.serving(serve_params(data, kns_server.browser_args, CNKI_INLINE_WAIT_SECONDS="90")) as session:
         yield session
 
 
@@ -312,11 +330,11 @@ async def test_the_table_shows_the_rows_and_two_ticked_rows_go_to_one_download_c
     await browser.click("#download")
     await browser.until("/下载任务|下载：/.test(document.getElementById('status').textContent)", timeout=60)
     assert case.called("download_papers") == [{"record_refs": [expected[0]["record_ref"], expected[1]["record_ref"]]}]
+    (download,) = [a for c, a in zip(case.calls, case.answers, strict=True) if c["name"] == "download_papers"]
+    if download.get("status") not in FINAL:  # the simulator asks for a login: the browser is freed for the next test
+        await mcp.call("operation_control", {"action": "cancel", "operation_id": download["operation_id"]})
 
-    image = await browser.screenshot()
-    image.save(tmp_path / "app.png")
-    assert image.width > 0 and image.height > 0
-    assert len(image.convert("RGB").getcolors(maxcolors=1 << 24) or []) > 1, "the screenshot is one colour"
+    await assert_drawn(browser, tmp_path / "table.png")
 
     light = await browser.js("getComputedStyle(document.body).backgroundColor", in_app=True)
     await browser.js("setTheme('dark')")
@@ -340,12 +358,13 @@ async def test_sorting_and_filtering_keep_to_the_rows(case: Case, browser: Brows
     assert browser.errors == []
 
 
-async def test_a_facet_bar_narrows_the_search(case: Case, browser: Browser) -> None:
+async def test_a_facet_bar_narrows_the_search(case: Case, browser: Browser, tmp_path: Path) -> None:
     expression = {"field": "title", "value": "知识图谱"}
     answer = await case.show("search_facets", {"expression": expression, "facets": ["year", "subject"]})
     facets = (answer.get("result") or answer)["facets"]
     first = facets["year"][0]
     await browser.until("document.querySelectorAll('#chart g.bar').length > 0")
+    await assert_drawn(browser, tmp_path / "facets.png")
     assert await browser.js("document.querySelectorAll('#chart g.bar').length", in_app=True) == min(len(facets["year"]), 30)
     await browser.click("#chart g.bar")
     await browser.until("document.querySelectorAll('#rows tr').length > 0", timeout=60)
@@ -354,12 +373,13 @@ async def test_a_facet_bar_narrows_the_search(case: Case, browser: Browser) -> N
     assert browser.errors == []
 
 
-async def test_related_papers_are_drawn_as_a_graph(case: Case, mcp: McpSession, browser: Browser) -> None:
+async def test_related_papers_are_drawn_as_a_graph(case: Case, mcp: McpSession, browser: Browser, tmp_path: Path) -> None:
     search = await mcp.call("structured_search", {"expression": {"field": "title", "value": "知识图谱"}, "limit": 5})
     ref = search["result"]["results"][0]["record_ref"]
     answer = await case.show("related_papers", {"record_ref": ref, "relation": "references", "limit": 10})
     references = (answer.get("result") or answer)["papers"]
     await browser.until(f"document.querySelectorAll('#relations g.node').length >= {min(len(references), 15) + 1}")
-    assert case.called("related_papers") == [{"record_ref": ref, "relation": "citing", "limit": 20}]
+    assert await case.answered("related_papers") == [{"record_ref": ref, "relation": "citing", "limit": 20}]
     assert await browser.js("document.querySelector('#relations g.node.center text').textContent", in_app=True)
+    await assert_drawn(browser, tmp_path / "graph.png")
     assert browser.errors == []
