@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
-import shutil
-import subprocess
-import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,9 +25,8 @@ import pytest_asyncio
 from PIL import Image
 
 from cnki_mcp.surface.apps import APP_URI
-from tests.harness import FINAL, McpSession, chromium_or_skip, serve_params
+from tests.harness import FINAL, McpSession, chromium_on_cdp, chromium_or_skip, serve_params
 from tests.kns.server import KnsSimulator
-from tests.test_kns_simulator import _launch_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -271,25 +268,18 @@ def host() -> Iterator[HostServer]:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser() -> AsyncIterator[Browser]:
     import nodriver as uc
+    from nodriver import cdp
 
     exe = chromium_or_skip()
-    profile = tempfile.mkdtemp(prefix="cnki-app-host-")
     # The sandboxed frame stays in the page's process, so the page's CDP session sees its console and can click in it.
     extra = ["--disable-features=IsolateSandboxedIframes", "--window-size=1100,900"]
-    proc, port = await asyncio.to_thread(_launch_chromium, exe, profile, extra)
-    try:
+    async with chromium_on_cdp(exe, extra, "cnki-app-host-") as port:
         driver = await uc.start(host="127.0.0.1", port=port, browser_executable_path=exe)
         watched = Browser(await driver.get("about:blank"))
         await watched.watch()
         yield watched
-    finally:
-        proc.terminate()
-        try:
-            await asyncio.to_thread(proc.wait, 5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            await asyncio.to_thread(proc.wait, 5)
-        shutil.rmtree(profile, ignore_errors=True)
+        with contextlib.suppress(Exception):  # the connection drops while Chromium closes
+            await asyncio.wait_for(watched.tab.send(cdp.browser.close()), 5)
 
 
 @pytest_asyncio.fixture(loop_scope="module")
