@@ -47,10 +47,13 @@ const send = (message) => frame.contentWindow.postMessage({jsonrpc: "2.0", ...me
 window.hostLog = log;
 window.answer = (id, result) => send({id, result});
 window.setTheme = (theme) => send({method: "ui/notifications/host-context-changed", params: {theme}});
+let asked;
+window.teardown = () => new Promise((resolve) => { asked = resolve; send({id: "bye", method: "ui/resource-teardown", params: {reason: "test"}}); });
 window.addEventListener("message", (event) => {
   if (!frame || event.source !== frame.contentWindow) return;
   const m = event.data;
   log.methods.push(m.method || "(answer)");
+  if (m.id === "bye" && !m.method) return asked(m);
   if (m.method === "ui/initialize") {
     send({id: m.id, result: {protocolVersion: m.params.protocolVersion, hostInfo: {name: "cnki-test-host", version: "1"},
       hostCapabilities: {serverTools: {}, openLinks: {}},
@@ -329,12 +332,14 @@ async def test_the_table_shows_the_rows_and_two_ticked_rows_go_to_one_download_c
     light = await browser.js("getComputedStyle(document.body).backgroundColor", in_app=True)
     await browser.js("setTheme('dark')")
     await browser.until(f"getComputedStyle(document.body).backgroundColor !== {json.dumps(light)}")
+    assert await browser.js("teardown()") == {"jsonrpc": "2.0", "id": "bye", "result": {}}
     assert browser.errors == []
 
 
 async def test_sorting_and_filtering_keep_to_the_rows(case: Case, browser: Browser) -> None:
     await case.show("structured_search", {"expression": {"field": "title", "value": "知识图谱"}, "limit": 8}, theme="dark")
     await browser.until("document.querySelectorAll('#rows tr').length > 2")
+    assert await browser.js("document.documentElement.dataset.theme", in_app=True) == "dark"
     await browser.click("th[data-key=year]")
     years = await browser.js("[...document.querySelectorAll('#rows tr')].map((tr) => Number(tr.cells[4].textContent))", in_app=True)
     assert years == sorted(years, reverse=True)
