@@ -350,6 +350,8 @@ async def test_sorting_and_filtering_keep_to_the_rows(case: Case, browser: Brows
         in_app=True,
     )
     assert await browser.js("[...document.querySelectorAll('#rows tr')].map((tr) => tr.cells[1].textContent)", in_app=True) == [title]
+    await browser.click("#rows tr td.title a")  # the host opens links: the frame itself never navigates
+    await browser.until("hostLog.methods.includes('ui/open-link')", in_app=False)
     assert browser.errors == []
 
 
