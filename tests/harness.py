@@ -11,7 +11,9 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -61,6 +63,44 @@ def chromium_or_skip() -> str:
     if not path:
         pytest.skip("没有可用的 Chromium（CI 会安装 Debian 的 chromium）")
     return path
+
+
+def launch_chromium(exe: str, profile: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    """``exe`` headless on the profile ``profile`` with ``extra`` arguments, CDP on a loopback port of its choosing."""
+    args = [exe, f"--user-data-dir={profile}", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
+            "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync", *extra, "about:blank"]
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    port_file = os.path.join(profile, "DevToolsActivePort")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"chromium exited early ({proc.returncode})")
+        try:
+            with open(port_file) as fh:
+                return proc, int(fh.read().splitlines()[0])
+        except (FileNotFoundError, IndexError, ValueError):
+            time.sleep(0.05)
+    proc.kill()
+    raise TimeoutError("DevToolsActivePort was not written")
+
+
+@contextlib.asynccontextmanager
+async def chromium_on_cdp(exe: str, extra: list[str], prefix: str) -> AsyncIterator[int]:
+    """A headless Chromium of its own (a fresh profile named ``prefix``…): its CDP port. The test closes it (CDP
+    Browser.close); on leaving, the process is waited for, killed after 5 s, and its profile removed."""
+    profile = tempfile.mkdtemp(prefix=prefix)
+    proc, port = await asyncio.to_thread(launch_chromium, exe, profile, extra)
+    try:
+        yield port
+    finally:
+        try:
+            await asyncio.to_thread(proc.wait, 5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            await asyncio.to_thread(proc.wait, 5)
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def processes_on(marker: Path | str) -> list[psutil.Process]:

@@ -8,17 +8,16 @@ import http.client
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
 from cnki_mcp.site import route
+from tests.harness import chromium_on_cdp
 from tests.kns import gateway as gw
 from tests.kns.server import KnsSimulator
-from tests.test_kns_simulator import _launch_chromium, fetch
+from tests.test_kns_simulator import fetch
 
 KNS_TOKEN = "77726476706e69737468656265737421fbf952d2243e635930068cb8"
 WRDVPN_SEARCH = f"https://{gw.WEBVPN}/https/{KNS_TOKEN}/kns8s/AdvSearch"
@@ -261,9 +260,7 @@ async def test_chromium_loads_a_proxied_search_page(kns: KnsSimulator) -> None:
     import nodriver as uc
     from nodriver import cdp
 
-    profile = tempfile.mkdtemp(prefix="kns-gw-profile-")
-    proc, port = await asyncio.to_thread(_launch_chromium, exe, profile, kns.browser_arg_list)
-    try:
+    async with chromium_on_cdp(exe, kns.browser_arg_list, "kns-gw-profile-") as port:
         browser = await uc.start(host="127.0.0.1", port=port, browser_executable_path=exe)
         tab = await browser.get(WRDVPN_SEARCH)
 
@@ -298,10 +295,3 @@ async def test_chromium_loads_a_proxied_search_page(kns: KnsSimulator) -> None:
         # the connection drops while Chromium closes; proc.wait below is the check
         with contextlib.suppress(Exception):
             await asyncio.wait_for(tab.send(cdp.browser.close()), 5)
-    finally:
-        try:
-            await asyncio.to_thread(proc.wait, 5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            await asyncio.to_thread(proc.wait, 5)
-        shutil.rmtree(profile, ignore_errors=True)

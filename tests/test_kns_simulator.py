@@ -8,8 +8,6 @@ import json
 import os
 import shutil
 import ssl
-import subprocess
-import tempfile
 import time
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -17,6 +15,7 @@ from urllib.parse import urlencode, urlsplit
 import lxml.html
 import pytest
 
+from tests.harness import chromium_on_cdp
 from tests.kns.corpus import Paper
 from tests.kns.server import KnsSimulator
 
@@ -705,26 +704,6 @@ def test_corpus_is_deterministic_and_varied(kns: KnsSimulator) -> None:
 # ---------------------------------------------------------------- one real browser
 
 
-def _launch_chromium(exe: str, profile: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], int]:
-    args = [exe, f"--user-data-dir={profile}", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
-            "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync", *extra, "about:blank"]
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    port_file = os.path.join(profile, "DevToolsActivePort")
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"chromium exited early ({proc.returncode})")
-        try:
-            with open(port_file) as fh:
-                return proc, int(fh.read().splitlines()[0])
-        except (FileNotFoundError, IndexError, ValueError):
-            time.sleep(0.05)
-    proc.kill()
-    raise TimeoutError("DevToolsActivePort was not written")
-
-
 @pytest.mark.browser
 async def test_chromium_advsearch_script_posts_the_grid_request(kns: KnsSimulator) -> None:
     exe = shutil.which("chromium") or "/usr/bin/chromium"
@@ -733,9 +712,7 @@ async def test_chromium_advsearch_script_posts_the_grid_request(kns: KnsSimulato
     import nodriver as uc
     from nodriver import cdp
 
-    profile = tempfile.mkdtemp(prefix="kns-sim-profile-")
-    proc, port = await asyncio.to_thread(_launch_chromium, exe, profile, kns.browser_arg_list)
-    try:
+    async with chromium_on_cdp(exe, kns.browser_arg_list, "kns-sim-profile-") as port:
         browser = await uc.start(host="127.0.0.1", port=port, browser_executable_path=exe)
         tab = await browser.get("https://kns.cnki.net/kns8s/AdvSearch")
 
@@ -774,10 +751,3 @@ async def test_chromium_advsearch_script_posts_the_grid_request(kns: KnsSimulato
             await asyncio.wait_for(tab.send(cdp.browser.close()), 5)
         except Exception:  # the connection drops while Chromium closes; proc.wait below is the check
             pass
-    finally:
-        try:
-            await asyncio.to_thread(proc.wait, 5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            await asyncio.to_thread(proc.wait, 5)
-        shutil.rmtree(profile, ignore_errors=True)

@@ -59,6 +59,7 @@ from mcp.types import (
 from cnki_mcp import __version__
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
+from cnki_mcp.surface.apps import APP_URI, app_contents, with_app
 from cnki_mcp.surface.tools import ToolApp, dispatch, listed_tools, parse_arguments
 from cnki_mcp.surface.wire import stdio_streams
 
@@ -75,7 +76,7 @@ def guide_text() -> str:
     return resources.files("cnki_mcp").joinpath("guide.md").read_text(encoding="utf-8").strip() + "\n"
 
 
-TOOLS: list[Tool] = listed_tools()
+TOOLS: list[Tool] = with_app(listed_tools())
 
 # Prompt name -> description; the message is the description, a full-width colon, then the topic.
 PROMPTS: dict[str, str] = {
@@ -278,8 +279,10 @@ def build_server(app: ToolApp | None) -> Server[Any]:
 
     async def read_resource(ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams) -> ReadResourceResult:
         uri = str(params.uri)
+        if uri == APP_URI:
+            return ReadResourceResult(contents=[app_contents()])
         if uri != GUIDE_URI:
-            raise MCPError(INVALID_PARAMS, f"没有这个资源：{uri}；可用资源只有 {GUIDE_URI}。", data={"uri": uri})
+            raise MCPError(INVALID_PARAMS, f"没有这个资源：{uri}；可用资源只有 {GUIDE_URI} 和 {APP_URI}。", data={"uri": uri})
         return ReadResourceResult(contents=[TextResourceContents(uri=uri, mime_type=GUIDE_MIME_TYPE, text=guide_text())])
 
     async def list_prompts(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> ListPromptsResult:
