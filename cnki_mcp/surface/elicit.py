@@ -1,0 +1,117 @@
+"""The person, asked in the client: a form elicitation when an operation waits for someone at the browser.
+
+When a captcha, a CNKI login or a remote-access login needs the person, the operation reads ``awaiting_user``
+(``site/human.py``). A client that supports form elicitation is asked too, in Chinese: what to do in the browser
+window, and one choice, 完成了 or 放弃 — never a password or anything else typed. 完成了 (accept) makes the
+operation look again and go on, 放弃 (or decline) cancels it, and a dismissed question or none at all leaves it
+``awaiting_user``, as for a client that cannot ask.
+
+In the 2025 era the question is an ``elicitation/create`` request on the tool call; in the 2026-07-28 era the
+call's answer is ``input_required`` with the question and a ``requestState`` (sealed by the SDK's boundary
+before it leaves) naming the operation; the client's retry carries the answer, and is answered as
+``operation_status`` would answer for that operation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.types import (
+    CallToolRequestParams,
+    ClientCapabilities,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+)
+
+from cnki_mcp.core.call import PersonAnswer
+from cnki_mcp.core.errors import CnkiError
+
+DONE = "完成了"
+ABANDON = "放弃"
+CHOICE = "choice"
+INPUT_KEY = "person"  # the key of the question in ``input_requests`` and of the answer in ``input_responses``
+# A person may take the whole wait for them (20 min) before answering; the state must outlive it.
+STATE_SECONDS = 30 * 60.0
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        CHOICE: {
+            "type": "string",
+            "title": "浏览器窗口里的操作",
+            "description": f"在浏览器窗口处理好之后选「{DONE}」；不想继续就选「{ABANDON}」，任务会被取消。",
+            "enum": [DONE, ABANDON],
+            "default": DONE,
+        }
+    },
+    "required": [CHOICE],
+}
+
+
+def question(message: str) -> str:
+    """What the person reads: the operation's message (what to do in the browser window) and the choices."""
+    return f"{message.rstrip('。')}。处理好之后请选「{DONE}」，任务会重新检查并继续；选「{ABANDON}」会取消这个任务。"
+
+
+def supports_form(caps: ClientCapabilities | None) -> bool:
+    """Whether the client declared form elicitation (an empty ``elicitation`` object means form)."""
+    elicitation = caps.elicitation if caps is not None else None
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
+def answer_of(result: ElicitResult) -> PersonAnswer | None:
+    """accept with 完成了: done; accept with 放弃, or decline: abandon; cancel (dismissed): no answer."""
+    if result.action == "decline":
+        return "abandon"
+    if result.action != "accept":
+        return None
+    return "abandon" if (result.content or {}).get(CHOICE) == ABANDON else "done"
+
+
+# --- the 2026-07-28 era: input_required and its retry ---------------------------------------------
+
+
+def boundary() -> RequestStateBoundary:
+    """The server middleware sealing our ``requestState`` (a key of this process: a retry after a change of
+    owner is refused, and the question is asked again by the next call)."""
+    return RequestStateBoundary(_security(), default_audience="cnki")
+
+
+_SECURITY: list[RequestStateSecurity] = []
+
+
+def _security() -> RequestStateSecurity:
+    if not _SECURITY:
+        _SECURITY.append(RequestStateSecurity.ephemeral(ttl=STATE_SECONDS))
+    return _SECURITY[0]
+
+
+def input_required(operation_id: str, message: str) -> InputRequiredResult:
+    """The call's answer while ``operation_id`` waits for the person: the question, and the state its retry
+    brings back (plain here; the boundary seals it)."""
+    ask = ElicitRequest(params=ElicitRequestFormParams(message=question(message), requested_schema=SCHEMA))
+    return InputRequiredResult(
+        input_requests={INPUT_KEY: ask}, request_state=json.dumps({"operation_id": operation_id})
+    )
+
+
+def retry(params: CallToolRequestParams) -> tuple[str, PersonAnswer | None]:
+    """The operation a retried call is about (from its unsealed state) and the person's answer in it."""
+    try:
+        operation_id = json.loads(params.request_state or "")["operation_id"]
+        if not isinstance(operation_id, str):
+            raise TypeError(operation_id)
+    except (ValueError, TypeError, KeyError):  # sealed by us, so only a state of an older version of ours
+        raise CnkiError("INVALID_INPUT", "requestState 不是本服务给出的；请重新调用工具。") from None
+    response = (params.input_responses or {}).get(INPUT_KEY)
+    if response is None:
+        return operation_id, None
+    try:
+        result = ElicitResult.model_validate(response.model_dump(by_alias=True) if hasattr(response, "model_dump") else response)
+    except ValueError:
+        return operation_id, None
+    return operation_id, answer_of(result)
