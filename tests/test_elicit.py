@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.types import (
+    METHOD_NOT_FOUND,
     CreateMessageRequestParams,
     CreateMessageResult,
     ElicitRequestFormParams,
     ElicitRequestParams,
     ElicitResult,
+    ErrorData,
     TextContent,
 )
 
@@ -128,6 +130,24 @@ async def test_a_status_call_asks_about_an_operation_already_waiting(jobs: Jobs)
     assert view.status == "completed"
 
 
+async def test_a_client_that_cannot_ask_after_all_waits_as_today(jobs: Jobs) -> None:
+    class Unable(Call):
+        async def ask_person(self, operation_id: str, message: str) -> PersonAnswer | None:
+            self.asked.append((operation_id, message))
+            self.client_supports_elicitation = False  # "Method not found"
+            return None
+
+    job = jobs.start("metadata", get_metadata.BUDGET.of(), waits_for_the_person([]))
+    while job.record.status != "awaiting_user":
+        await asyncio.sleep(0.01)
+    call = Unable()
+    begun = time.monotonic()
+    view = await jobs.status(job.record.operation_id, 1, None, call)
+    assert view.status == "awaiting_user" and len(call.asked) == 1
+    assert time.monotonic() - begun >= 0.9  # waited its wait, as for a client without elicitation
+    await jobs.cancel(job.record.operation_id)
+
+
 def test_the_form_asks_one_choice_and_never_a_password() -> None:
     assert list(elicit.SCHEMA["properties"]) == ["choice"] and elicit.SCHEMA["required"] == ["choice"]
     assert elicit.SCHEMA["properties"]["choice"]["enum"] == ["完成了", "放弃"]
@@ -176,6 +196,16 @@ async def test_the_person_is_asked_in_both_eras(mode: str, reply: ElicitResult, 
     # 2026: the retry is answered as operation_status for the operation its sealed state names.
     assert [tool for tool, _ in app.calls] == (["search", "operation_status"] if mode == "auto" else ["search"])
     assert data["tool"] == app.calls[-1][0]
+
+
+async def test_a_client_answering_method_not_found_is_treated_as_without_elicitation() -> None:
+    async def unable(context: Any, params: ElicitRequestParams) -> ErrorData:
+        return ErrorData(code=METHOD_NOT_FOUND, message="Method not found")
+
+    app = waiting_app()
+    async with Client(server.build_server(app), mode="legacy", elicitation_callback=unable) as client:
+        data = decoded(await client.call_tool("search", {"query": "违约金"}))
+    assert data["status"] == "awaiting_user" and app.contexts[0].client_supports_elicitation is False
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

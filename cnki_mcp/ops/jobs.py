@@ -407,7 +407,9 @@ class Jobs:
                 if job.record.status != "awaiting_user":
                     left_waiting = True
                     continue
-                break  # no answer: the view says what the person is asked to do, as without a client to ask
+                if call.client_supports_elicitation:
+                    break  # no answer: the view says what the person is asked to do, as without a client to ask
+                continue  # the client turned out unable to ask: the wait goes on as for any such client
             if status == "awaiting_user" and (not waiting_at_start or left_waiting):
                 break
             if status != "awaiting_user":

@@ -33,6 +33,7 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     CallToolRequestParams,
     CallToolResult,
     GetPromptRequestParams,
@@ -134,9 +135,16 @@ class CallContext:
                 return self.answered.pop()
             self.asking = (operation_id, message)
             return None
-        reply = await self._request.session.elicit_form(
-            elicit.question(message), elicit.SCHEMA, related_request_id=self._request.request_id
-        )
+        try:
+            reply = await self._request.session.elicit_form(
+                elicit.question(message), elicit.SCHEMA, related_request_id=self._request.request_id
+            )
+        except MCPError as exc:
+            if exc.error.code != METHOD_NOT_FOUND:
+                raise
+            # Declared, yet not implemented (some hosts answer so): this call goes on as one that cannot ask.
+            self.client_supports_elicitation = False
+            return None
         return elicit.answer_of(reply)
 
     def close(self) -> None:
