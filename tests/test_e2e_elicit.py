@@ -7,8 +7,8 @@ is asked about the same way."""
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest

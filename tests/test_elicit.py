@@ -237,3 +237,29 @@ async def test_a_2026_era_call_plans_without_sampling() -> None:
         async with Client(server.build_server(FakeApp(answer)), mode="auto", sampling_callback=sampling) as client:
             data = decoded(await client.call_tool("search", {"query": "违约金"}))
     assert data == {"supported": False, "reply": None} and not asked
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_other_requests_are_answered_while_the_person_is_asked(mode: str) -> None:
+    released = asyncio.Event()
+    asked: list[ElicitRequestParams] = []
+
+    async def slow_person(context: Any, params: ElicitRequestParams) -> ElicitResult:
+        asked.append(params)
+        await released.wait()
+        return ElicitResult(action="accept", content={"choice": "完成了"})
+
+    async def answer(tool: str, args: Any, ctx: server.CallContext) -> Any:
+        if tool == "diagnostics":
+            return {"status": "completed"}
+        said = await ctx.ask_person("op_1", "请在浏览器窗口完成验证")
+        return {"operation_id": "op_1", "status": "running" if said == "done" else "awaiting_user"}
+
+    async with Client(server.build_server(FakeApp(answer)), mode=mode, elicitation_callback=slow_person) as client:
+        asking = asyncio.create_task(client.call_tool("search", {"query": "违约金"}))
+        while not asked:
+            await asyncio.sleep(0.01)
+        other = await asyncio.wait_for(client.call_tool("diagnostics", {}), 5)
+        assert decoded(other) == {"status": "completed"} and not asking.done()
+        released.set()
+        assert decoded(await asyncio.wait_for(asking, 5))["status"] == "running"
