@@ -21,12 +21,13 @@ from mcp.types import (
     ElicitRequestParams,
     ElicitResult,
     ErrorData,
-    TextContent,
 )
 
 from cnki_mcp.core.call import PersonAnswer
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.ops.jobs import Jobs, OperationContext
+from cnki_mcp.research.pipeline import plan_search
+from cnki_mcp.research.query import ConceptQuery
 from cnki_mcp.store.library import Store
 from cnki_mcp.surface import elicit, server
 from cnki_mcp.tools import get_metadata
@@ -222,21 +223,27 @@ async def test_a_state_not_sealed_here_is_refused() -> None:
             await client.session.call_tool("search", {"query": "违约金"}, request_state="v1.forged")
 
 
-async def test_a_2026_era_call_plans_without_sampling() -> None:
+async def test_a_2026_era_search_is_planned_without_sampling() -> None:
+    """Sampling is deprecated in the 2026-07-28 era: the plan is the caller's groups or our own, at once."""
     asked: list[CreateMessageRequestParams] = []
 
     async def sampling(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
-        asked.append(params)
-        return CreateMessageResult(role="assistant", content=TextContent(type="text", text='[["违约金"]]'), model="m")
+        asked.append(params)  # never: the plan below would say "sampling"
+        raise AssertionError("sampling on a 2026-era call")
 
-    async def answer(tool: str, args: Any, ctx: server.CallContext) -> Any:
-        return {"supported": ctx.client_supports_sampling, "reply": await ctx.sample("s", "u", 10, 5.0)}
+    async def plan(tool: str, args: Any, ctx: server.CallContext) -> Any:
+        began = time.monotonic()
+        own, given = await plan_search(ConceptQuery(text="违约金 调整"), ctx), await plan_search(
+            ConceptQuery(text="违约金 调整", groups=[["违约金"], ["调整"]]), ctx
+        )
+        return {"methods": [own.method, given.method], "warnings": own.warnings, "seconds": time.monotonic() - began}
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no deprecation warning either
-        async with Client(server.build_server(FakeApp(answer)), mode="auto", sampling_callback=sampling) as client:
+        async with Client(server.build_server(FakeApp(plan)), mode="auto", sampling_callback=sampling) as client:
             data = decoded(await client.call_tool("search", {"query": "违约金"}))
-    assert data == {"supported": False, "reply": None} and not asked
+    assert data["methods"] == ["lexical", "explicit"] and data["seconds"] < 1 and not asked
+    assert not [w for w in data["warnings"] if "采样" in w or "客户端模型" in w]  # only the planner's own note
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
