@@ -131,6 +131,17 @@ async def test_a_status_call_asks_about_an_operation_already_waiting(jobs: Jobs)
     assert view.status == "completed"
 
 
+async def test_a_question_asked_later_ends_the_wait_at_once(jobs: Jobs) -> None:
+    """The 2026-07-28 era: the client is asked by the call's answer, so even a status wait returns now."""
+    job = jobs.start("metadata", get_metadata.BUDGET.of(), waits_for_the_person([]))
+    while job.record.status != "awaiting_user":
+        await asyncio.sleep(0.01)
+    begun = time.monotonic()
+    view = await jobs.status(job.record.operation_id, 30, None, Call("later"))
+    assert view.status == "awaiting_user" and time.monotonic() - begun < 1
+    await jobs.cancel(job.record.operation_id)
+
+
 async def test_a_client_that_cannot_ask_after_all_waits_as_today(jobs: Jobs) -> None:
     class Unable(Call):
         async def ask_person(self, operation_id: str, message: str) -> PersonAnswer | None:

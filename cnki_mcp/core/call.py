@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from typing import Literal, Protocol
 
-# The person's answer: the step in the browser is done (look again, go on), or the operation is abandoned.
-PersonAnswer = Literal["done", "abandon"]
+# The person's answer: the step in the browser is done (look again, go on), or the operation is abandoned; or
+# later: the client asks once the call has answered (the 2026-07-28 era's input_required), so the wait ends now.
+PersonAnswer = Literal["done", "abandon", "later"]
 
 
 class ToolCall(Protocol):
@@ -27,7 +28,8 @@ class ToolCall(Protocol):
 
     async def ask_person(self, operation_id: str, message: str) -> PersonAnswer | None:
         """The person's answer to ``message`` (what to do in the browser window), asked in the client; None when
-        the client cannot ask, the person dismissed it, or no answer came in time (the operation keeps waiting)."""
+        the client cannot ask, the person dismissed it, or no answer came in time (the wait goes on as for a
+        client that cannot ask)."""
         ...
 
 

@@ -383,8 +383,9 @@ class Jobs:
         A job already awaiting a person is not returned at once: that would make clients poll
         while the person works. It returns when the person is done and a new pause begins.
         With ``call``, a pause is first put to the person in the client (``ask_person``): done resumes the
-        job and the wait goes on (for ``RESUME_WAIT_SECONDS`` at least), abandon cancels it, no answer
-        returns the view as it is. The question is withdrawn when the job stops waiting first.
+        job and the wait goes on (for ``RESUME_WAIT_SECONDS`` at least), abandon cancels it, later (the client
+        asks after the answer) returns the view now, and no answer waits as without a client that asks. The
+        question is withdrawn when the job stops waiting first.
         """
         deadline = Deadline(seconds)
         waiting_at_start = job.record.status == "awaiting_user"
@@ -401,15 +402,13 @@ class Jobs:
                 answer = await self._ask(job, call)
                 if answer == "abandon":
                     return await self.cancel(job.record.operation_id)
+                if answer == "later":
+                    break
                 if answer == "done":
                     self._resume(job)
                     deadline = Deadline(max(deadline.remaining(), RESUME_WAIT_SECONDS))
-                if job.record.status != "awaiting_user":
-                    left_waiting = True
-                    continue
-                if call.client_supports_elicitation:
-                    break  # no answer: the view says what the person is asked to do, as without a client to ask
-                continue  # the client turned out unable to ask: the wait goes on as for any such client
+                left_waiting = left_waiting or job.record.status != "awaiting_user"
+                continue  # no answer: the wait goes on as for a client that cannot ask
             if status == "awaiting_user" and (not waiting_at_start or left_waiting):
                 break
             if status != "awaiting_user":
@@ -429,8 +428,8 @@ class Jobs:
 
     @staticmethod
     async def _ask(job: Job, call: ToolCall) -> PersonAnswer | None:
-        """The person's answer to this pause, asked through ``call``; None when none came, or when the job
-        stopped waiting first (its pause over: the question is withdrawn)."""
+        """The person's answer to this pause, asked through ``call``; None when none came (in ``ASK_SECONDS``),
+        the asking failed, or the job stopped waiting first (its pause over: the question is withdrawn)."""
         pause = job.pause_version
         asking = asyncio.ensure_future(call.ask_person(job.record.operation_id, job.record.message))
         deadline = Deadline(ASK_SECONDS)
@@ -443,15 +442,15 @@ class Jobs:
                     await asyncio.wait({asking, changed}, timeout=deadline.remaining(), return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     changed.cancel()
-            if not asking.done():
-                return None
-            return asking.result()
-        except Exception:  # noqa: BLE001 - a client that fails to ask leaves the operation waiting, as before
-            log.info("asking the person in the client failed", exc_info=True)
-            return None
         finally:
             if not asking.done():
                 asking.cancel()
+        if not asking.done() or asking.cancelled():
+            return None
+        if asking.exception() is not None:  # a client that fails to ask leaves the operation waiting, as before
+            log.info("asking the person in the client failed", exc_info=asking.exception())
+            return None
+        return asking.result()
 
     @staticmethod
     async def _report(job: Job, progress: ProgressSink) -> None:

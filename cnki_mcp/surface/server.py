@@ -126,7 +126,7 @@ class CallContext:
 
         2025 era: an ``elicitation/create`` on this request, awaited (``Jobs`` bounds the wait and withdraws the
         question when the operation stops waiting). 2026 era: the answer a retry brought, else the question is
-        kept in ``asking`` for the call's ``input_required`` answer, and None returned at once.
+        kept in ``asking`` for the call's ``input_required`` answer, and ``later`` returned at once.
         """
         if not self._open or self._request is None or not self.client_supports_elicitation:
             return None
@@ -134,7 +134,7 @@ class CallContext:
             if self.answered:
                 return self.answered.pop()
             self.asking = (operation_id, message)
-            return None
+            return "later"
         try:
             reply = await self._request.session.elicit_form(
                 elicit.question(message), elicit.SCHEMA, related_request_id=self._request.request_id
@@ -269,7 +269,8 @@ async def _dispatch(
             # A 2026 retry with the person's answer: answered as operation_status for the operation it names.
             operation_id, answer = elicit.retry(params)
             ctx.answered.append(answer)
-            wait = min(int(settings.inline_wait_seconds()), STATUS_WAIT_MAX)
+            # Dismissed: the view at once, as the first answer would have been without a question.
+            wait = 0 if answer is None else min(int(settings.inline_wait_seconds()), STATUS_WAIT_MAX)
             name, raw = "operation_status", {"operation_id": operation_id, "wait_seconds": wait}
         args = parse_arguments(name, raw)
         if app is None:
