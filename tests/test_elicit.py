@@ -1,7 +1,7 @@
 """The person asked in the client, without a browser: how an operation's wait acts on the answer (done resumes,
 abandon cancels, none leaves it waiting, a question withdrawn when the pause ends first), the form and its
 answers, the 2026-07-28 era's input_required round trip through an in-process client, and planning without
-sampling on that era."""
+sampling on that era, and the routing headers the relay gives a 2026-era request."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp.types import (
     METHOD_NOT_FOUND,
     CreateMessageRequestParams,
@@ -21,6 +22,7 @@ from mcp.types import (
     ElicitRequestParams,
     ElicitResult,
     ErrorData,
+    JSONRPCRequest,
 )
 
 from cnki_mcp.core.call import PersonAnswer
@@ -28,6 +30,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.research.pipeline import plan_search
 from cnki_mcp.research.query import ConceptQuery
+from cnki_mcp.serving import relay
 from cnki_mcp.store.library import Store
 from cnki_mcp.surface import elicit, server
 from cnki_mcp.tools import get_metadata
@@ -281,3 +284,18 @@ async def test_other_requests_are_answered_while_the_person_is_asked(mode: str) 
         assert decoded(other) == {"status": "completed"} and not asking.done()
         released.set()
         assert decoded(await asyncio.wait_for(asking, 5))["status"] == "running"
+
+
+def test_the_relay_gives_a_2026_request_its_routing_headers() -> None:
+    """A stdio client sends no headers: the relay takes them from the body, as the owner's endpoint requires."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    call = JSONRPCRequest(jsonrpc="2.0", id=3, method="tools/call", params={"name": "search", "arguments": {}, "_meta": meta})
+    stamped = relay.stamped(SessionMessage(call))
+    assert isinstance(stamped.metadata, ClientMessageMetadata) and stamped.message is call
+    assert stamped.metadata.headers == {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "search"}
+    discover = JSONRPCRequest(jsonrpc="2.0", id=1, method="server/discover", params={"_meta": meta})
+    assert relay.stamped(SessionMessage(discover)).metadata.headers == {  # type: ignore[union-attr]
+        "mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover",
+    }
+    legacy = SessionMessage(JSONRPCRequest(jsonrpc="2.0", id=2, method="tools/call", params={"name": "search"}))
+    assert relay.stamped(legacy) is legacy
