@@ -1,7 +1,7 @@
 """The person asked in the client, without a browser: how an operation's wait acts on the answer (done resumes,
 abandon cancels, none leaves it waiting, a question withdrawn when the pause ends first), the form and its
 answers, the 2026-07-28 era's input_required round trip through an in-process client, and planning without
-sampling on that era, and the routing headers the relay gives a 2026-era request."""
+sampling on that era; the routing headers the relay gives a 2026-era request."""
 
 from __future__ import annotations
 

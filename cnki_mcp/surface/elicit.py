@@ -20,6 +20,7 @@ from typing import Any
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.types import (
     CallToolRequestParams,
+    CallToolResult,
     ClientCapabilities,
     ElicitRequest,
     ElicitRequestFormParams,
@@ -27,8 +28,10 @@ from mcp.types import (
     InputRequiredResult,
 )
 
+from cnki_mcp.core import settings
 from cnki_mcp.core.call import PersonAnswer
 from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.tool_args import STATUS_WAIT_MAX
 
 DONE = "完成了"
 ABANDON = "放弃"
@@ -90,28 +93,38 @@ def _security() -> RequestStateSecurity:
     return _SECURITY[0]
 
 
-def input_required(operation_id: str, message: str) -> InputRequiredResult:
-    """The call's answer while ``operation_id`` waits for the person: the question, and the state its retry
-    brings back (plain here; the boundary seals it)."""
+def asked(result: CallToolResult, asking: tuple[str, str] | None) -> CallToolResult | InputRequiredResult:
+    """The call's answer: ``input_required`` with the question when the operation it names still waits for the
+    person (``asking``: the operation and its message), else ``result``."""
+    view = result.structured_content or {}
+    if asking is None or view.get("status") != "awaiting_user" or view.get("operation_id") != asking[0]:
+        return result
+    operation_id, message = asking
     ask = ElicitRequest(params=ElicitRequestFormParams(message=question(message), requested_schema=SCHEMA))
-    return InputRequiredResult(
-        input_requests={INPUT_KEY: ask}, request_state=json.dumps({"operation_id": operation_id})
-    )
+    # Plain here: the boundary seals it on the way out.
+    return InputRequiredResult(input_requests={INPUT_KEY: ask}, request_state=json.dumps({"operation_id": operation_id}))
 
 
-def retry(params: CallToolRequestParams) -> tuple[str, PersonAnswer | None]:
-    """The operation a retried call is about (from its unsealed state) and the person's answer in it."""
+def retried(params: CallToolRequestParams, answered: list[PersonAnswer | None]) -> tuple[str, dict[str, Any]]:
+    """What a retried call runs: ``operation_status`` for the operation its (unsealed) state names, the person's
+    answer in it appended to ``answered``; a dismissed question is answered at once, as without one."""
     try:
         operation_id = json.loads(params.request_state or "")["operation_id"]
         if not isinstance(operation_id, str):
             raise TypeError(operation_id)
     except (ValueError, TypeError, KeyError):  # sealed by us, so only a state of an older version of ours
         raise CnkiError("INVALID_INPUT", "requestState 不是本服务给出的；请重新调用工具。") from None
-    response = (params.input_responses or {}).get(INPUT_KEY)
-    if response is None:
-        return operation_id, None
+    answer = _answer_in(params.input_responses or {})
+    answered.append(answer)
+    wait = 0 if answer is None else min(int(settings.inline_wait_seconds()), STATUS_WAIT_MAX)
+    return "operation_status", {"operation_id": operation_id, "wait_seconds": wait}
+
+
+def _answer_in(responses: dict[str, Any]) -> PersonAnswer | None:
+    response = responses.get(INPUT_KEY)
+    if isinstance(response, ElicitResult):
+        return answer_of(response)
     try:
-        result = ElicitResult.model_validate(response.model_dump(by_alias=True) if hasattr(response, "model_dump") else response)
-    except ValueError:
-        return operation_id, None
-    return operation_id, answer_of(result)
+        return answer_of(ElicitResult.model_validate(response, by_name=False))
+    except ValueError:  # none, or not an elicitation's answer
+        return None

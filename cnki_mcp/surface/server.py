@@ -60,11 +60,9 @@ from mcp.types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from cnki_mcp import __version__
-from cnki_mcp.core import settings
 from cnki_mcp.core.call import PersonAnswer
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
-from cnki_mcp.core.tool_args import STATUS_WAIT_MAX
 from cnki_mcp.surface import elicit
 from cnki_mcp.surface.tools import ToolApp, dispatch, listed_tools, parse_arguments
 from cnki_mcp.surface.wire import stdio_streams
@@ -265,21 +263,12 @@ async def _dispatch(
     ctx = CallContext(request)
     name, raw = params.name, params.arguments
     try:
-        if params.request_state is not None:
-            # A 2026 retry with the person's answer: answered as operation_status for the operation it names.
-            operation_id, answer = elicit.retry(params)
-            ctx.answered.append(answer)
-            # Dismissed: the view at once, as the first answer would have been without a question.
-            wait = 0 if answer is None else min(int(settings.inline_wait_seconds()), STATUS_WAIT_MAX)
-            name, raw = "operation_status", {"operation_id": operation_id, "wait_seconds": wait}
+        if params.request_state is not None:  # a 2026 retry bringing the person's answer
+            name, raw = elicit.retried(params, ctx.answered)
         args = parse_arguments(name, raw)
         if app is None:
             raise CnkiError("OPERATION_FAILED", "这个服务实例只用于导出工具清单，不能执行工具。")
-        result = await with_images(_result(await dispatch(app, name, args, ctx)))
-        view = result.structured_content or {}
-        if ctx.asking is not None and view.get("status") == "awaiting_user" and view.get("operation_id") == ctx.asking[0]:
-            return elicit.input_required(*ctx.asking)
-        return result
+        return elicit.asked(await with_images(_result(await dispatch(app, name, args, ctx))), ctx.asking)
     except CnkiError as exc:
         return failure(exc)
     except Exception as exc:
