@@ -15,6 +15,7 @@ before it leaves) naming the operation; the client's retry carries the answer, a
 from __future__ import annotations
 
 import json
+from functools import cache
 from typing import Any
 
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -84,13 +85,10 @@ def boundary() -> RequestStateBoundary:
     return RequestStateBoundary(_security(), default_audience="cnki")
 
 
-_SECURITY: list[RequestStateSecurity] = []
-
-
+@cache
 def _security() -> RequestStateSecurity:
-    if not _SECURITY:
-        _SECURITY.append(RequestStateSecurity.ephemeral(ttl=STATE_SECONDS))
-    return _SECURITY[0]
+    """One key for the process: the stdio server and the endpoint others join seal alike."""
+    return RequestStateSecurity.ephemeral(ttl=STATE_SECONDS)
 
 
 def asked(result: CallToolResult, asking: tuple[str, str] | None) -> CallToolResult | InputRequiredResult:
