@@ -137,7 +137,8 @@ async def test_the_owner_killed_another_takes_over_and_continue_repeats_nothing(
 
 
 async def test_sampling_crosses_the_relay(kns: KnsSimulator, tmp_path: Path) -> None:
-    """The owner asks the joined client's model to plan the concepts; the request and its answer go through."""
+    """The owner asks the joined client's model to plan the concepts; the request and its answer go through (the
+    2025 era: a 2026-era connection plans without sampling)."""
     data = tmp_path / "data"
     asked: list[CreateMessageRequestParams] = []
 
@@ -150,7 +151,7 @@ async def test_sampling_crosses_the_relay(kns: KnsSimulator, tmp_path: Path) -> 
     with (tmp_path / "stderr.txt").open("w") as errlog:
         async with session(data, kns, errlog) as first:
             owner = (await first.call("diagnostics", {}))["owner_pid"]
-            async with Client(stdio_client(params, errlog=errlog), sampling_callback=sampling) as joined:
+            async with Client(stdio_client(params, errlog=errlog), mode="legacy", sampling_callback=sampling) as joined:
                 mcp = McpSession(joined, data)
                 assert (await mcp.call("diagnostics", {}))["owner_pid"] == owner
                 view = await mcp.call("search", {"query": "个人信息保护", "options": {"metadata": "basic", "freshness": "live"}})

@@ -19,7 +19,7 @@ import httpx2
 import psutil
 import pytest
 from click.testing import CliRunner
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -123,6 +123,18 @@ async def test_the_official_client_needs_the_token_and_a_local_host(tmp_path: Pa
                         await asyncio.wait_for(session.initialize(), 10)
     assert proc.returncode == 0, "".join(lines)
     assert not (data / "owner.json").exists()
+
+
+async def test_both_eras_are_served(tmp_path: Path) -> None:
+    """A 2026-07-28 client (``server/discover``, single exchanges) and a 2025 one (the handshake) on one endpoint."""
+    data = tmp_path / "data"
+    async with http_server(data) as (url, proc, _lines):
+        for mode, era in (("auto", "2026-07-28"), ("legacy", "2025-11-25")):
+            async with create_mcp_http_client(headers={"Authorization": f"Bearer {_token(data)}"}) as http:
+                async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+                    assert client.session.protocol_version == era
+                    diagnostics = await asyncio.wait_for(client.call_tool("diagnostics", {}), 20)
+            assert diagnostics.structured_content["owner_pid"] == proc.pid, mode
 
 
 async def test_a_rotated_token_takes_effect_at_once(tmp_path: Path) -> None:

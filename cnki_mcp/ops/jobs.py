@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core import settings
-from cnki_mcp.core.call import ToolCall, seconds_since
+from cnki_mcp.core.call import PersonAnswer, ToolCall, seconds_since
 from cnki_mcp.core.clock import Deadline, utc_now_iso
 from cnki_mcp.core.errors import UNREACHED_CODES, CnkiError, as_cnki_error
 from cnki_mcp.core.model import Budget, BudgetView, Operation, OperationView, Problem
@@ -33,6 +33,9 @@ LIVE_STATUSES = frozenset({"running", "awaiting_user"})
 MAX_WAIT_SECONDS = 55
 CANCEL_GRACE_SECONDS = 5.0
 RESUME_WAIT_SECONDS = 3.0
+# How long a question to the person in the client may stay open: the person's own wait (site/human.py, 20 min)
+# ends the pause before, which withdraws the question; this only bounds a client that never answers.
+ASK_SECONDS = 25 * 60.0
 INTERRUPTED_MESSAGE = "服务进程在任务运行中退出；检索任务和批量下载任务可以用 operation_control 的 continue 继续，其他任务请重新调用原工具。"
 
 # Kinds whose work keeps a checkpoint and so can continue (a caller may name more: the batch download).
@@ -53,6 +56,7 @@ class Job:
         self.paused_total = 0.0
         self.pause_started: float | None = None
         self.resume_signal: asyncio.Event | None = None
+        self.pause_version = 0  # counts the pauses for a person: each is asked about once
         self.version = 0
         # Replaced on every change: waiters hold the current one, so no wake-up is ever lost.
         self.changed = asyncio.Event()
@@ -175,6 +179,7 @@ class OperationContext:
         if job.pause_started is None:
             job.pause_started = time.monotonic()
         job.resume_signal = asyncio.Event()
+        job.pause_version += 1
         job.record.status = "awaiting_user"
         job.record.message = message
         self._jobs._touch(job)
@@ -370,21 +375,40 @@ class Jobs:
             operation_id="", kind="", status="idle", requests=0, active_seconds=0.0, budget=BudgetView(0, 0)
         )
 
-    async def wait(self, job: Job, seconds: float, progress: ProgressSink | None = None) -> OperationView:
+    async def wait(
+        self, job: Job, seconds: float, progress: ProgressSink | None = None, call: ToolCall | None = None
+    ) -> OperationView:
         """Wait until the job ends, newly needs a person, or ``seconds`` pass; return its view.
 
         A job already awaiting a person is not returned at once: that would make clients poll
         while the person works. It returns when the person is done and a new pause begins.
+        With ``call``, a pause is first put to the person in the client (``ask_person``): done resumes the
+        job and the wait goes on (for ``RESUME_WAIT_SECONDS`` at least), abandon cancels it, later (the client
+        asks after the answer) returns the view now, and no answer waits as without a client that asks. The
+        question is withdrawn when the job stops waiting first.
         """
         deadline = Deadline(seconds)
         waiting_at_start = job.record.status == "awaiting_user"
         left_waiting = False
+        asked = -1  # the pause (its version) last put to the person
         reported = -1
         while True:
             changed = job.changed
             status = job.record.status
             if job.done.is_set() or status in FINAL_STATUSES:
                 break
+            if status == "awaiting_user" and call is not None and call.client_supports_elicitation and asked < job.pause_version:
+                asked = job.pause_version
+                answer = await self._ask(job, call)
+                if answer == "abandon":
+                    return await self.cancel(job.record.operation_id)
+                if answer == "later":
+                    break
+                if answer == "done":
+                    self._resume(job)
+                    deadline = Deadline(max(deadline.remaining(), RESUME_WAIT_SECONDS))
+                left_waiting = left_waiting or job.record.status != "awaiting_user"
+                continue  # no answer: the wait goes on as for a client that cannot ask
             if status == "awaiting_user" and (not waiting_at_start or left_waiting):
                 break
             if status != "awaiting_user":
@@ -401,6 +425,32 @@ class Jobs:
         if job.done.is_set() or job.record.status in FINAL_STATUSES:
             await job.done.wait()
         return self.view(job)
+
+    @staticmethod
+    async def _ask(job: Job, call: ToolCall) -> PersonAnswer | None:
+        """The person's answer to this pause, asked through ``call``; None when none came (in ``ASK_SECONDS``),
+        the asking failed, or the job stopped waiting first (its pause over: the question is withdrawn)."""
+        pause = job.pause_version
+        asking = asyncio.ensure_future(call.ask_person(job.record.operation_id, job.record.message))
+        deadline = Deadline(ASK_SECONDS)
+        try:
+            while not asking.done() and not deadline.passed:
+                if job.record.status != "awaiting_user" or job.pause_version != pause:
+                    return None
+                changed = asyncio.ensure_future(job.changed.wait())
+                try:
+                    await asyncio.wait({asking, changed}, timeout=deadline.remaining(), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    changed.cancel()
+        finally:
+            if not asking.done():
+                asking.cancel()
+        if not asking.done() or asking.cancelled():
+            return None
+        if asking.exception() is not None:  # a client that fails to ask leaves the operation waiting, as before
+            log.info("asking the person in the client failed", exc_info=asking.exception())
+            return None
+        return asking.result()
 
     @staticmethod
     async def _report(job: Job, progress: ProgressSink) -> None:
@@ -420,19 +470,22 @@ class Jobs:
             log.debug("progress notification failed", exc_info=True)
 
     async def inline(self, job: Job, call: ToolCall | None) -> OperationView:
-        """A tool call's answer: the job's view up to CNKI_INLINE_WAIT_SECONDS after the call began, with progress.
+        """A tool call's answer: the job's view up to CNKI_INLINE_WAIT_SECONDS after the call began, with progress
+        (and the person asked in the client when it needs them).
 
         Counted from the call's ``started`` (when the context has one), so time spent before the
         operation started (planning with the client's model) is part of the inline wait.
         """
         progress = call.report_progress if call is not None else None
-        return await self.wait(job, settings.inline_wait_seconds() - seconds_since(call), progress)
+        return await self.wait(job, settings.inline_wait_seconds() - seconds_since(call), progress, call)
 
-    async def status(self, operation_id: str | None, wait_seconds: float, progress: ProgressSink | None = None) -> OperationView:
+    async def status(
+        self, operation_id: str | None, wait_seconds: float, progress: ProgressSink | None = None, call: ToolCall | None = None
+    ) -> OperationView:
         wait_seconds = min(max(wait_seconds, 0), MAX_WAIT_SECONDS)
         job = self.live(operation_id)
         if job is not None:
-            return await self.wait(job, wait_seconds, progress)
+            return await self.wait(job, wait_seconds, progress, call)
         if not operation_id:
             return self.idle_view()
         return self.view(self.stored(operation_id))
@@ -464,12 +517,16 @@ class Jobs:
             raise CnkiError("OPERATION_NOT_RUNNING")
         if job.resume_signal is None:
             raise CnkiError("OPERATION_STATE", "这个任务没有在等待人工处理。")
-        if job.record.status == "awaiting_user":
+        self._resume(job)
+        return await self.wait(job, RESUME_WAIT_SECONDS)
+
+    def _resume(self, job: Job) -> None:
+        """The person says the step is done: the job leaves ``awaiting_user`` and looks again."""
+        if job.record.status == "awaiting_user" and job.resume_signal is not None:
             job.record.status = "running"
             job.record.message = ""
             self._touch(job)
             job.resume_signal.set()
-        return await self.wait(job, RESUME_WAIT_SECONDS)
 
     def continuation(
         self, operation_id: str, additional_requests: int, additional_seconds: int, kinds: frozenset[str] = CONTINUABLE

@@ -11,6 +11,10 @@ interpreted but what a change of owner needs:
 - a request the owner never acknowledged (no answer to its POST began: the owner was already gone) is
   sent to the next owner; the others still unanswered when the owner goes are answered with
   ``OWNER_CHANGED`` (a tool call as an ``isError`` result), and a late answer to them is dropped;
+- a request of the 2026-07-28 era (its ``_meta`` names the version: no handshake, no session) goes as the
+  single exchange that era defines over HTTP, with the routing headers its body implies
+  (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``), so the owner answers it as it answers its own
+  stdio client; the SDK's transport turns the client's cancellation of it into closing its POST;
 - the relay watches ``owner.lock``: when it can take it, the owner is gone and this process becomes the
   owner itself (``shared.Shared.become_owner``), then connects to its own endpoint; when ``owner.json``
   names another process, another server took over and the relay re-joins it.
@@ -30,8 +34,24 @@ from typing import Any
 import anyio
 import httpx2
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.message import SessionMessage
-from mcp.types import INTERNAL_ERROR, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from mcp.shared.inbound import (
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
+    encode_header_value,
+)
+from mcp.shared.message import ClientMessageMetadata, SessionMessage
+from mcp.types import (
+    INTERNAL_ERROR,
+    PROTOCOL_VERSION_META_KEY,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from cnki_mcp.core.errors import CnkiError, ErrorCode
 from cnki_mcp.serving import endpoint
@@ -57,6 +77,24 @@ def _request_ids(body: bytes) -> list[Any]:
         return []
     messages = value if isinstance(value, list) else [value]
     return [m["id"] for m in messages if isinstance(m, dict) and "method" in m and "id" in m]
+
+
+def stamped(item: SessionMessage) -> SessionMessage:
+    """``item`` with the HTTP headers of its era: a 2026-07-28 request's routing headers, taken from its body
+    (a stdio client sends none); any other message as it is."""
+    message = item.message
+    if not isinstance(message, JSONRPCRequest):
+        return item
+    params = message.params or {}
+    meta = params.get("_meta")
+    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    if version not in MODERN_PROTOCOL_VERSIONS:
+        return item
+    headers = {MCP_PROTOCOL_VERSION_HEADER: version, MCP_METHOD_HEADER: message.method}
+    name_key = NAME_BEARING_METHODS.get(message.method)
+    if name_key is not None and isinstance(name := params.get(name_key), str):
+        headers[MCP_NAME_HEADER] = encode_header_value(name)
+    return SessionMessage(message, metadata=ClientMessageMetadata(headers=headers))
 
 
 class _Delivery(httpx2.AsyncBaseTransport):
@@ -137,7 +175,7 @@ class Relay:
                     await self._answer_failed(message.id, message.method, "OWNER_UNREACHABLE")
                 return
             try:
-                await self._down.send(item)
+                await self._down.send(stamped(item))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, AttributeError):
                 self._connected.clear()
                 await asyncio.sleep(POLL_SECONDS)

@@ -33,12 +33,14 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     CallToolRequestParams,
     CallToolResult,
     GetPromptRequestParams,
     GetPromptResult,
     ImageContent,
     Implementation,
+    InputRequiredResult,
     ListPromptsResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
@@ -55,10 +57,13 @@ from mcp.types import (
     TextResourceContents,
     Tool,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from cnki_mcp import __version__
+from cnki_mcp.core.call import PersonAnswer
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
+from cnki_mcp.surface import elicit
 from cnki_mcp.surface.apps import APP_URI, app_contents, with_app
 from cnki_mcp.surface.tools import ToolApp, dispatch, listed_tools, parse_arguments
 from cnki_mcp.surface.wire import stdio_streams
@@ -91,11 +96,13 @@ PROMPTS: dict[str, str] = {
 
 
 class CallContext:
-    """What a tool call may use of its MCP request: progress notifications and client sampling.
+    """What a tool call may use of its MCP request: progress notifications, client sampling, the person asked.
 
-    Both are tied to the request: once the call has returned (a job may outlive it), progress is
-    dropped and sampling answers None. ``CallContext(None)`` is a context without a client.
-    ``started`` (monotonic) is when the call arrived: the inline wait counts from it.
+    All are tied to the request: once the call has returned (a job may outlive it), progress is
+    dropped, sampling answers None and the person is not asked. ``CallContext(None)`` is a context without a
+    client. ``started`` (monotonic) is when the call arrived: the inline wait counts from it. In the 2026-07-28
+    era sampling is not used (deprecated there) and the person is asked by the call's ``input_required``
+    answer: ``asking`` holds the question, ``answered`` the answer a retry brought.
     """
 
     SAMPLING_PROGRESS_SECONDS = 3.0
@@ -106,9 +113,38 @@ class CallContext:
         self._last_progress: float | None = None
         self.started = time.monotonic()
         caps = request.session.client_capabilities if request is not None else None
-        self.client_supports_sampling: bool = bool(
-            request is not None and caps is not None and caps.sampling is not None and request.session.can_send_request
-        )
+        self.modern = request is not None and request.protocol_version in MODERN_PROTOCOL_VERSIONS
+        can_send = request is not None and request.session.can_send_request and not self.modern
+        self.client_supports_sampling: bool = bool(can_send and caps is not None and caps.sampling is not None)
+        self.client_supports_elicitation: bool = (can_send or self.modern) and elicit.supports_form(caps)
+        self.asking: tuple[str, str] | None = None  # (operation_id, message): the 2026 era's question to answer with
+        self.answered: list[PersonAnswer | None] = []  # a 2026 retry's answer, used by the first question
+
+    async def ask_person(self, operation_id: str, message: str) -> PersonAnswer | None:
+        """The person's answer, asked in the client (form elicitation); None when it cannot ask or no answer came.
+
+        2025 era: an ``elicitation/create`` on this request, awaited (``Jobs`` bounds the wait and withdraws the
+        question when the operation stops waiting). 2026 era: the answer a retry brought, else the question is
+        kept in ``asking`` for the call's ``input_required`` answer, and ``later`` returned at once.
+        """
+        if not self._open or self._request is None or not self.client_supports_elicitation:
+            return None
+        if self.modern:
+            if self.answered:
+                return self.answered.pop()
+            self.asking = (operation_id, message)
+            return "later"
+        try:
+            reply = await self._request.session.elicit_form(
+                elicit.question(message), elicit.SCHEMA, related_request_id=self._request.request_id
+            )
+        except MCPError as exc:
+            if exc.error.code != METHOD_NOT_FOUND:
+                raise
+            # Declared, yet not implemented (some hosts answer so): this call goes on as one that cannot ask.
+            self.client_supports_elicitation = False
+            return None
+        return elicit.answer_of(reply)
 
     def close(self) -> None:
         self._open = False
@@ -222,13 +258,18 @@ def failure(error: CnkiError) -> CallToolResult:
         return _result({"status": "failed", "errors": [{"code": error.code, "message": error.message}]}, is_error=True)
 
 
-async def _dispatch(app: ToolApp | None, request: ServerRequestContext[Any, Any], name: str, raw: Any) -> CallToolResult:
+async def _dispatch(
+    app: ToolApp | None, request: ServerRequestContext[Any, Any], params: CallToolRequestParams
+) -> CallToolResult | InputRequiredResult:
     ctx = CallContext(request)
+    name, raw = params.name, params.arguments
     try:
+        if params.request_state is not None:  # a 2026 retry bringing the person's answer
+            name, raw = elicit.retried(params, ctx.answered)
         args = parse_arguments(name, raw)
         if app is None:
             raise CnkiError("OPERATION_FAILED", "这个服务实例只用于导出工具清单，不能执行工具。")
-        return await with_images(_result(await dispatch(app, name, args, ctx)))
+        return elicit.asked(await with_images(_result(await dispatch(app, name, args, ctx))), ctx.asking)
     except CnkiError as exc:
         return failure(exc)
     except Exception as exc:
@@ -263,8 +304,10 @@ def build_server(app: ToolApp | None) -> Server[Any]:
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> ListToolsResult:
         return ListToolsResult(tools=TOOLS)
 
-    async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
-        return await _dispatch(app, ctx, params.name, params.arguments)
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams
+    ) -> CallToolResult | InputRequiredResult:
+        return await _dispatch(app, ctx, params)
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
@@ -319,6 +362,7 @@ def build_server(app: ToolApp | None) -> Server[Any]:
         on_get_prompt=get_prompt,
     )
     server.middleware.append(_initialize_first)
+    server.middleware.append(elicit.boundary())  # seals the 2026 era's requestState (the person asked)
     return server
 
 

@@ -34,4 +34,4 @@ Result = OperationView
 
 async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     jobs = await deps.jobs()
-    return await jobs.status(args.operation_id, args.wait_seconds, progress_of(call))
+    return await jobs.status(args.operation_id, args.wait_seconds, progress_of(call), call)
