@@ -211,6 +211,32 @@ class SearchSummary(msgspec.Struct, omit_defaults=True, kw_only=True):
     expert_expression: str = ""
     # publications per year of the search's first listing, when a facet answer for it is at hand (no request)
     year_trend: YearTrend | None = None
+    # source_categories: what CNKI's 来源类别 group applied
+    source_categories: SourceCategories | None = None
+    # sources the caller named exactly (a source leaf with match exact, LY= …): rows CNKI listed from others, dropped
+    excluded_other_sources: int = 0
+    other_sources: list[str] = []  # their names (the first few)
+
+
+class CategoryPick(msgspec.Struct, omit_defaults=True):
+    """One 来源类别 applied: its name, the facet code sent, and its papers in the first listing per the panel
+    (0: the panel did not list it there)."""
+
+    name: str
+    code: str
+    count: int = 0
+
+
+class SourceCategories(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """How a search's ``source_categories`` were applied through CNKI's 来源类别 group (``LYBSM``)."""
+
+    requested: list[str]
+    applied: list[CategoryPick] = []
+    not_applied: list[str] = []  # not in the panel and no known code: nothing of them in the first listing
+    # the listing's total fitted the panel's counts of the applied categories (CNKI narrowed it);
+    # False with ``note`` when CNKI's answer could not show it
+    confirmed: bool = False
+    note: str = ""
 
 
 class Coverage(msgspec.Struct, omit_defaults=True):
@@ -285,6 +311,9 @@ class SearchRecord(msgspec.Struct, omit_defaults=True):
     year_from: int = 0
     year_to: int = 0
     facet_filters: dict[str, list[str]] = {}
+    source_categories: SourceCategories | None = None
+    excluded_other_sources: int = 0
+    other_sources: list[str] = []
 
 
 class FacetValue(msgspec.Struct, omit_defaults=True):
