@@ -231,11 +231,11 @@ class SourceCategories(msgspec.Struct, omit_defaults=True, kw_only=True):
     """How a search's ``source_categories`` were applied through CNKI's 来源类别 group (``LYBSM``)."""
 
     requested: list[str]
+    # the listing's total fitted the panel's counts of the applied categories (CNKI narrowed it); False
+    # until checked, or with ``note`` when CNKI's answer could not show it (always written out)
+    confirmed: bool
     applied: list[CategoryPick] = []
     not_applied: list[str] = []  # not in the panel and no known code: nothing of them in the first listing
-    # the listing's total fitted the panel's counts of the applied categories (CNKI narrowed it);
-    # False with ``note`` when CNKI's answer could not show it
-    confirmed: bool = False
     note: str = ""
 
 

@@ -40,7 +40,7 @@ def categories_applied(names: Sequence[str], groups: Mapping[str, FacetGroup]) -
     entries = [
         entry for group in groups.values() if facet_of_group(group.ident) == CATEGORY_FACET for entry in group.entries
     ]
-    view = SourceCategories(requested=list(names))
+    view = SourceCategories(requested=list(names), confirmed=False)
     for name in names:
         known = SOURCE_CATEGORIES[name]
         entry = next((e for e in entries if names_category(e.name, name) or (known and e.value == known)), None)
