@@ -24,7 +24,7 @@ from tests.kns.corpus import Paper as SimPaper
 from tests.kns.query import similar_name
 from tests.kns.server import KnsSimulator
 from tests.test_e2e_facets import group_posts
-from tests.test_e2e_remote import login_through, message_of, serving
+from tests.test_e2e_remote import login_through, message_of, proxied, serving
 from tests.test_e2e_structured import _item, grid_posts, oracle_query
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
@@ -190,7 +190,7 @@ async def test_without_similar_names_nothing_is_dropped(mcp: McpSession, kns: Kn
 @pytest.mark.timeout(400)
 @pytest.mark.skipif(chromium_path() is None, reason="没有可用的 Chromium")
 async def test_categories_and_named_sources_through_a_gateway(kns: KnsSimulator, isolated_data_dir: Path) -> None:
-    kns.configure(ly_similar=True)
+    kns.configure(login="institution", ly_similar=True)
     own, similar = listed_from_similar(kns)
     async with serving(isolated_data_dir, kns) as mcp:
         await login_through(mcp, kns, "wrdvpn")
@@ -202,3 +202,4 @@ async def test_categories_and_named_sources_through_a_gateway(kns: KnsSimulator,
     assert sorted(titles(named)) == sorted(p.title for p in own)
     assert named["result"]["excluded_other_sources"] == len(similar)
     assert all(r.endpoint != "journal" for r in kns.requests)
+    assert proxied(kns, "wrdvpn") >= len(kns.requests) > 0  # every CNKI request went through the gateway
