@@ -101,6 +101,10 @@ async def test_structured_search_in_two_categories_is_cnkis_narrowed_listing(mcp
     assert sent["Key"] == "SCDBGroup" and [i["Value"] for i in sent["ChildItems"][0]["Items"]] == ["P0209", "P01"]
     # Requests per call: the 来源类别 panel once, grid page 1; no journal page.
     assert view["requests"] == 2 and len(kns.requests) == 2 and kns.count("journal") == 0
+    # search_facets of the search narrows its listing the same way.
+    facets = await mcp.wait(await mcp.call("search_facets", {"search_id": view["result"]["search_id"], "facets": ["year"]}))
+    assert facets["result"]["total"] == len(oracle)
+    assert facets["result"]["facet_filters"] == {"source_category": ["LYBSM=P0209", "LYBSM=P01"]}
 
 
 async def test_expert_search_finds_a_category_without_a_known_code_by_its_name(mcp: McpSession, kns: KnsSimulator) -> None:
