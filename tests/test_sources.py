@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import CategoryPick, SourceCategories
+from cnki_mcp.core.source_filters import CategoryPick, SourceCategories
 from cnki_mcp.pages.facet_parse import FacetEntry, FacetGroup
 from cnki_mcp.research.query import expert_query
 from cnki_mcp.research.sources import (

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from cnki_mcp.core.source_filters import SourceFindings
+
 STORE_VERSION = 5
 PARSER_VERSION = "6"
 
@@ -192,7 +194,7 @@ class CoverageView(msgspec.Struct, omit_defaults=True, kw_only=True):
         )
 
 
-class SearchSummary(msgspec.Struct, omit_defaults=True, kw_only=True):
+class SearchSummary(SourceFindings, omit_defaults=True, kw_only=True):
     """A search's answer: counts, why candidates were left out, coverage, the plan and the first results."""
 
     search_id: str
@@ -211,32 +213,6 @@ class SearchSummary(msgspec.Struct, omit_defaults=True, kw_only=True):
     expert_expression: str = ""
     # publications per year of the search's first listing, when a facet answer for it is at hand (no request)
     year_trend: YearTrend | None = None
-    # source_categories: what CNKI's 来源类别 group applied
-    source_categories: SourceCategories | None = None
-    # sources the caller named exactly (a source leaf with match exact, LY= …): rows CNKI listed from others, dropped
-    excluded_other_sources: int = 0
-    other_sources: list[str] = []  # their names (the first few)
-
-
-class CategoryPick(msgspec.Struct, omit_defaults=True):
-    """One 来源类别 applied: its name, the facet code sent, and its papers in the first listing per the panel
-    (0: the panel did not list it there)."""
-
-    name: str
-    code: str
-    count: int = 0
-
-
-class SourceCategories(msgspec.Struct, omit_defaults=True, kw_only=True):
-    """How a search's ``source_categories`` were applied through CNKI's 来源类别 group (``LYBSM``)."""
-
-    requested: list[str]
-    # the listing's total fitted the panel's counts of the applied categories (CNKI narrowed it); False
-    # until checked, or with ``note`` when CNKI's answer could not show it (always written out)
-    confirmed: bool
-    applied: list[CategoryPick] = []
-    not_applied: list[str] = []  # not in the panel and no known code: nothing of them in the first listing
-    note: str = ""
 
 
 class Coverage(msgspec.Struct, omit_defaults=True):
@@ -299,7 +275,7 @@ class SearchEntry(msgspec.Struct):
     evidence: Evidence = msgspec.field(default_factory=Evidence)
 
 
-class SearchRecord(msgspec.Struct, omit_defaults=True):
+class SearchRecord(SourceFindings, omit_defaults=True):
     search_id: str
     status: str
     query: str = ""
@@ -311,9 +287,6 @@ class SearchRecord(msgspec.Struct, omit_defaults=True):
     year_from: int = 0
     year_to: int = 0
     facet_filters: dict[str, list[str]] = {}
-    source_categories: SourceCategories | None = None
-    excluded_other_sources: int = 0
-    other_sources: list[str] = []
 
 
 class FacetValue(msgspec.Struct, omit_defaults=True):

@@ -39,9 +39,9 @@ from cnki_mcp.core.model import (
     Plan,
     SearchRecord,
     SearchSummary,
-    SourceCategories,
     TitleRow,
 )
+from cnki_mcp.core.source_filters import SourceCategories
 from cnki_mcp.core.text import source_key
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.parse import GridPage

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import CategoryPick, SourceCategories
+from cnki_mcp.core.source_filters import CategoryPick, SourceCategories
 from cnki_mcp.core.text import source_key
 from cnki_mcp.pages.facet_parse import FacetGroup
 from cnki_mcp.research.expert import Clause, Node, Word, WordOp, parse
