@@ -118,15 +118,18 @@ async def test_expert_search_finds_a_category_without_a_known_code_by_its_name(m
 
 async def test_research_search_keeps_to_the_categories_and_still_ranks(mcp: McpSession, kns: KnsSimulator) -> None:
     view = await mcp.wait(await mcp.call("search", {
-        "query": "数字经济", "source_categories": ["CSCD"], "options": {"freshness": "live", "metadata": "basic", "max_pages": 1},
+        "query": "知识图谱", "source_categories": ["CSCD"], "options": {"freshness": "live", "metadata": "basic", "max_pages": 1},
     }))
     result = view["result"]
     by_title = {p.title: p for p in kns.corpus.papers}
 
     assert view["status"] == "completed", message_of(view)[:3000]
-    assert result["results"] and all("CSCD" in categories(by_title[row["title"]]) for row in result["results"])
+    assert len(result["results"]) >= 10 and all("CSCD" in categories(by_title[row["title"]]) for row in result["results"])
     assert result["source_categories"]["confirmed"] is True
     assert [p.form["groupIds"] for p in group_posts(kns)] == ["LYBSM"]  # once, for every channel
+    # The panel once, then page 1 of q1 主题, q2 篇名, q3 关键词, each narrowed (a control listing may confirm a zero).
+    narrowed_pages = [p for p in grid_posts(kns) if json.loads(p.form["QueryJson"])["QNode"]["QGroup"][-1]["Key"] == "SCDBGroup"]
+    assert len(narrowed_pages) == 3 and kns.count("journal") == 0
 
 
 async def test_an_unknown_category_is_refused_naming_the_known_ones(mcp: McpSession, kns: KnsSimulator) -> None:
