@@ -141,6 +141,15 @@ async def test_an_unknown_category_is_refused_naming_the_known_ones(mcp: McpSess
     assert kns.requests == []
 
 
+async def test_a_sentence_search_refuses_categories_before_any_request(mcp: McpSession, kns: KnsSimulator) -> None:
+    sentence = {"field": "sentence", "value": "大语言模型", "value2": "医学影像"}
+    reply = await mcp.client.call_tool("structured_search", {"expression": sentence, "source_categories": ["CSSCI"]})
+    error = json.loads(reply.content[0].text)["errors"][0]  # type: ignore[union-attr]
+
+    assert reply.is_error and error["code"] == "INVALID_INPUT" and error["details"] == {"field": "source_categories"}
+    assert kns.requests == []
+
+
 async def test_a_listing_cnki_did_not_narrow_is_never_answered_as_narrowed(mcp: McpSession, kns: KnsSimulator) -> None:
     kns.configure(source_category_ignored=True)
 

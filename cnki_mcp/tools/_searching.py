@@ -202,8 +202,13 @@ NativeResult = OperationView | LocalReply
 async def run_native(deps: AppCore, args: NativeSearchArgs, call: ToolCall | None) -> NativeResult:
     """A structured or expert search: a precise search whose name is its expression's fingerprint."""
     from cnki_mcp.research.pipeline import SearchSettings, search_input
+    from cnki_mcp.research.query import SentenceQuery
 
     query = args.asked()
+    if args.source_categories and isinstance(query, SentenceQuery):
+        raise CnkiError(
+            "INVALID_INPUT", "句子检索没有知网的来源类别分组，不能与 source_categories 一起用。", details={"field": "source_categories"}
+        )
     request = search_input(
         query, limit=args.limit, year_from=args.year_from, year_to=args.year_to,
         options=SearchSettings.of(args.options), facet_filters=args.facet_filters.picked(),
