@@ -116,6 +116,8 @@ ErrorCode = Literal[
     "SITE_TEMPORARILY_EMPTY",
     "QUERY_REJECTED",
     "SORT_NOT_APPLIED",
+    "SOURCE_CATEGORY_NOT_APPLIED",
+    "SOURCE_CATEGORY_ABSENT",
     "RELATIONS_UNAVAILABLE",
     "RESPONSE_TOO_LARGE",
     "SOURCE_LOCATOR_MISSING",
@@ -208,7 +210,7 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "INVALID_OPERATOR": Code("op 只能是 and、or、not；and/or 需要 2–12 个子条件。"),
     "UNBOUNDED_QUERY": Code("展开后的每一组条件都必须至少有一个肯定条件。"),
     "QUERY_UNSUPPORTED": Code("知网不支持这个检索条件。"),
-    "INVALID_FACET": Code("分组名只能是 year、subject、topic、source、author、institution、fund、doc_type。"),
+    "INVALID_FACET": Code("分组名只能是 year、subject、topic、source、author、institution、fund、doc_type、source_category。"),
     "INVALID_FACET_FILTER": Code(
         "facet_filters 无效：每个分组给 1–20 个 code，取自 search_facets 结果中的 code（如 YE=2024）；请先调用 search_facets。"
     ),
@@ -299,6 +301,14 @@ CATALOGUE: dict[ErrorCode, Code] = {
     ),
     "QUERY_REJECTED": Code("知网拒绝了这次检索（检索条件的结构或长度不被接受）；请简化检索条件后重试。"),
     "SORT_NOT_APPLIED": Code("知网返回的结果没有按要求的方式排序。"),
+    "SOURCE_CATEGORY_NOT_APPLIED": Code(
+        "知网返回的结果比所选来源类别在分组中的篇数还多，说明知网没有按来源类别筛选；结果没有返回。"
+        "请稍后重试，或改用 search_facets 查看 source_category 分组后用 facet_filters 筛选。"
+    ),
+    "SOURCE_CATEGORY_ABSENT": Code(
+        "知网的来源类别分组中没有所选类别（该检索的结果里没有这类文献，或知网换了名称），没有检索；"
+        "可用 search_facets 的 source_category 分组查看知网给出的类别。"
+    ),
     "RELATIONS_UNAVAILABLE": Code(
         "知网没有给出可用的参考文献、引证文献或相似文献数据（接口和详情页都不可用），这不代表没有；"
         "请稍后重试，或调大 CNKI_REQUEST_INTERVAL_MS。",
@@ -425,6 +435,7 @@ FATAL_CODES = frozenset(
         "BROWSER_UNAVAILABLE",
         "NETWORK_UNREACHABLE",
         "CANCELLED",
+        "SOURCE_CATEGORY_NOT_APPLIED",
     }
 )
 

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from cnki_mcp.core.source_filters import SourceFindings
+
 STORE_VERSION = 5
 PARSER_VERSION = "6"
 
@@ -192,7 +194,7 @@ class CoverageView(msgspec.Struct, omit_defaults=True, kw_only=True):
         )
 
 
-class SearchSummary(msgspec.Struct, omit_defaults=True, kw_only=True):
+class SearchSummary(SourceFindings, omit_defaults=True, kw_only=True):
     """A search's answer: counts, why candidates were left out, coverage, the plan and the first results."""
 
     search_id: str
@@ -273,7 +275,7 @@ class SearchEntry(msgspec.Struct):
     evidence: Evidence = msgspec.field(default_factory=Evidence)
 
 
-class SearchRecord(msgspec.Struct, omit_defaults=True):
+class SearchRecord(SourceFindings, omit_defaults=True):
     search_id: str
     status: str
     query: str = ""

@@ -37,8 +37,12 @@ FACETS: dict[str, str] = {
     "institution": "机构",
     "fund": "基金",
     "doc_type": "文献类型",
+    "source_category": "来源类别",
 }
 FACET_NAMES = tuple(FACETS)
+# What search_facets answers when no facet is named: every facet but 来源类别 (named on request; the default
+# answer and its request stay what they were before that facet existed).
+FACETS_BY_DEFAULT = FACET_NAMES[:-1]
 FACET_CODES_MAX = 20  # picks of one facet in one listing
 PLAN_GROUPS_MAX = 8  # concept groups of one search (inner arrays of concept_groups)
 PLAN_TERMS_MAX = 6  # synonyms in one concept group

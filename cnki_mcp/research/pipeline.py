@@ -41,6 +41,7 @@ from cnki_mcp.core.model import (
     SearchSummary,
     TitleRow,
 )
+from cnki_mcp.core.source_filters import SourceCategories
 from cnki_mcp.core.text import source_key
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.parse import GridPage
@@ -76,6 +77,15 @@ from cnki_mcp.research.rank import (
     search_entries,
 )
 from cnki_mcp.research.relations import Relations
+from cnki_mcp.research.sources import (
+    CATEGORY_GROUP,
+    OTHER_SOURCES_SHOWN,
+    categories_applied,
+    category_filters,
+    confirm_categories,
+    from_named,
+    named_sources,
+)
 from cnki_mcp.site.facet_query import FacetPick, facet_picks
 from cnki_mcp.site.grid_query import CompiledQuery, GridQuery, compile_channel, in_years, sentence_of
 from cnki_mcp.store.library import Store
@@ -123,6 +133,7 @@ class SearchInput(msgspec.Struct, omit_defaults=True, kw_only=True):
     concept_groups: list[list[str]] = []
     options: SearchSettings
     facet_filters: dict[str, list[str]] = {}  # structured and expert searches: the left panel's picks
+    source_categories: list[str] = []  # 来源类别 names (facet_query.SOURCE_CATEGORIES), applied by CNKI's panel
 
 
 class SearchState(msgspec.Struct, omit_defaults=True):
@@ -158,6 +169,11 @@ class SearchState(msgspec.Struct, omit_defaults=True):
     links: dict[str, list[str]] = {}
     expanded: bool = False
     expand_enriched: bool = False
+    # source_categories: as the first listing's panel offered them (None until asked), and rows of sources the
+    # caller did not name (sources.from_named): how many were dropped, the first names
+    categories: SourceCategories | None = None
+    excluded_other_sources: int = 0
+    other_sources: list[str] = []
 
 
 def search_input(
@@ -169,6 +185,7 @@ def search_input(
     options: SearchSettings,
     mode: str = "precise",
     facet_filters: dict[str, list[str]] | None = None,
+    source_categories: list[str] | None = None,
 ) -> SearchInput:
     """The search as it will run; structured and expert searches are precise searches whose query names
     the expression (``mode`` is the concept search's)."""
@@ -180,7 +197,7 @@ def search_input(
         name, mode = f"{kind}:{fingerprint(query.expression)}", "precise"
     return SearchInput(
         query=name, mode=mode, limit=limit, concept_groups=groups, options=options, facet_filters=facet_filters or {},
-        year_from=year_from, year_to=year_to,
+        year_from=year_from, year_to=year_to, source_categories=source_categories or [],
     )
 
 
@@ -200,6 +217,7 @@ def cache_key(request: SearchInput, plan: Plan) -> str:
         PARSER_VERSION,
         *([f"expand={options.expand}"] if options.expand else []),
         *([["facets", request.facet_filters]] if request.facet_filters else []),
+        *([["source_categories", request.source_categories]] if request.source_categories else []),
     ])
 
 
@@ -263,6 +281,7 @@ class Research:
         self.year = year
         self._compiled: dict[str, CompiledQuery] = {}  # per channel, compiled once per run
         self._picks: tuple[FacetPick, ...] | None = None
+        self._named: frozenset[str] | None = None  # the sources the caller named exactly (sources.named_sources)
 
     async def run(self, op: OperationContext, state: SearchState) -> SearchSummary:
         """Run (or resume) a search; always stores a search record and returns its summary."""
@@ -270,6 +289,7 @@ class Research:
         listing = compiled_of(state.query) if state.query is not None else None
         if listing is not None:  # the one channel of a query that keeps CNKI's order, compiled at the entry
             self._compiled[state.plan.channels[0].name] = listing
+        self._named = named_sources(listing)
         op.checkpoint(state)
         error: CnkiError | None = None
         try:
@@ -299,6 +319,8 @@ class Research:
             run.coverage = {c.channel: c for c in state.coverage}
 
         async def retrieve() -> None:
+            if state.input.source_categories and state.categories is None:
+                await self._categories(op, state)
             await self._retrieve(op, run)
             state.pool = self._pool(state, state.refs)
 
@@ -341,10 +363,24 @@ class Research:
         if fatal is not None:
             raise fatal
 
-    def _query(self, channel: Channel, request: SearchInput) -> GridQuery:
+    def _query(self, channel: Channel, state: SearchState) -> GridQuery:
+        request = state.input
         if self._picks is None:
-            self._picks = facet_picks(request.facet_filters)
+            self._picks = facet_picks(category_filters(request.facet_filters, state.categories))
         return GridQuery.of(self._listing(channel), request.year_from, request.year_to, request.options.sort, self._picks)
+
+    async def _categories(self, op: OperationContext, state: SearchState) -> None:
+        """The 来源类别 of the first listing (the panel, one request) read into the categories to apply."""
+        request = state.input
+        op.stage("source_categories", {"categories": len(request.source_categories)})
+        first = GridQuery.of(
+            self._listing(state.plan.channels[0]), request.year_from, request.year_to,
+            facets=facet_picks(request.facet_filters),
+        )
+        groups = await self.enrichment.site.facet_panel(op, first, [CATEGORY_GROUP])
+        state.categories = categories_applied(request.source_categories, groups)
+        self._picks = None
+        op.checkpoint(state)
 
     def _listing(self, channel: Channel) -> CompiledQuery:
         """The channel compiled, once per run (the query's own channel was compiled at the tool's entry)."""
@@ -379,14 +415,17 @@ class Research:
 
     async def _round(self, op: OperationContext, run: _Run, channels: list[Channel], *, feedback: bool) -> CnkiError | None:
         """One page of each channel at once, collected in channel order; returns the first fatal error."""
-        request = run.state.input
+        first = run.state.plan.channels[0]
 
         async def fetch(channel: Channel) -> GridPage:
             waiting = run.state.pending.get(channel.name)
             if waiting is not None:
                 return waiting
             page = run.coverage[channel.name].pages + 1
-            grid = await grid_page(self.enrichment.site, op, self._query(channel, request), page)
+            grid = await grid_page(self.enrichment.site, op, self._query(channel, run.state), page)
+            categories = run.state.categories
+            if categories is not None and not categories.confirmed and not categories.note and channel is first:
+                confirm_categories(categories, grid.total)  # the first narrowed page, before any row is kept
             run.state.pending[channel.name] = grid
             op.checkpoint(run.state)
             return grid
@@ -417,8 +456,16 @@ class Research:
         state = run.state
         request = state.input
         coverage = run.coverage[channel.name]
-        # The one place the years narrow a search's rows: positions still count every row CNKI listed.
+        # The one place the years and the named sources narrow a search's rows: positions still count every
+        # row CNKI listed.
         kept = [(index, row) for index, row in enumerate(grid.rows) if in_years(row.year, request.year_from, request.year_to)]
+        others = [row.source for _, row in kept if not from_named(row.source, self._named)]
+        if others:
+            kept = [(index, row) for index, row in kept if from_named(row.source, self._named)]
+            state.excluded_other_sources += len(others)
+            for name in others:
+                if name not in state.other_sources and len(state.other_sources) < OTHER_SOURCES_SHOWN:
+                    state.other_sources.append(name)
         stored = self.catalog.upsert([row for _, row in kept])
         for (index, _), paper in zip(kept, stored):
             ref = paper.record_ref
@@ -548,7 +595,10 @@ class Research:
             created_at=utc_now_iso(),
             year_from=request.year_from,
             year_to=request.year_to,
-            facet_filters=request.facet_filters,
+            facet_filters=category_filters(request.facet_filters, state.categories),
+            source_categories=state.categories,
+            excluded_other_sources=state.excluded_other_sources,
+            other_sources=state.other_sources,
         )
         self.store.put_search(record, state.cache_key if status == "completed" and state.cache_key else None)
         enhanced = sum(1 for item in ranked if item.paper.abstract and item.paper.detail_observed_at)
@@ -575,6 +625,9 @@ class Research:
             results=[TitleRow.of(item.paper, sentence=sentences) for item in selected[: request.limit or DEFAULT_LIMIT]],
             expert_expression=plan_expression(state.plan, first),
             year_trend=year_trend(self.store, record, compiled=first),
+            source_categories=state.categories,
+            excluded_other_sources=state.excluded_other_sources,
+            other_sources=state.other_sources,
         )
 
     # -- get_metadata (network path) --
@@ -646,5 +699,8 @@ def cached_reply(store: Store, key: str, limit: int) -> LocalReply | None:
         results=results,
         expert_expression=plan_expression(record.plan),
         year_trend=year_trend(store, record),
+        source_categories=record.source_categories,
+        excluded_other_sources=record.excluded_other_sources,
+        other_sources=record.other_sources,
     )
     return LocalReply(source="cache", requests=0, result=summary)

@@ -33,6 +33,7 @@ _GROUP_IDS: dict[str, tuple[str, ...]] = {
     "institution": ("AFC",),
     "fund": ("FUC",),
     "doc_type": ("WXLX2", "WXLX"),
+    "source_category": ("LYBSM",),  # 来源类别 (azazo1/cnki-cli's group list)
 }
 # Facet name → (label, group ids), in the tools' order.
 FACET_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {name: (label, _GROUP_IDS[name]) for name, label in FACETS.items()}
@@ -41,6 +42,13 @@ SEARCH_FROM_GROUP = 2  # QueryJson SearchFrom of a listing narrowed in the left 
 MAX_CODES = FACET_CODES_MAX
 MAX_CODE_CHARS = 200
 GROUP_PATH = "/group/result"
+# 来源类别: the names a caller may give, each with the checkbox value public clients saw for it on the
+# professional/advanced forms and the results panel (hushiliang2009, cookjohn; none seen for SCI and EI: those
+# are found by name in the panel). Aliases a caller may write for a name, upper-cased.
+SOURCE_CATEGORIES: dict[str, str] = {
+    "北大核心": "P01", "CSSCI": "P0209", "CSCD": "P0210", "WJCI": "P12", "AMI": "P13", "SCI": "", "EI": "",
+}
+_CATEGORY_ALIASES = {"中文核心": "北大核心", "北大中文核心": "北大核心", "中文核心期刊": "北大核心"}
 
 
 class FacetPick(msgspec.Struct, frozen=True):
@@ -178,3 +186,25 @@ def group_form(template_form: Mapping[str, str], query_json: Mapping[str, Any], 
         "language": "",
         "uniplatform": "",
     }
+
+
+def source_category(name: str) -> str:
+    """The category ``name`` means (``SOURCE_CATEGORIES``' spelling; case and spaces aside, aliases
+    allowed); INVALID_INPUT naming the known ones otherwise."""
+    text = "".join(str(name).split()).upper()
+    for known in SOURCE_CATEGORIES:
+        if text == known.upper():
+            return known
+    if text in _CATEGORY_ALIASES:
+        return _CATEGORY_ALIASES[text]
+    raise CnkiError(
+        "INVALID_INPUT", f"未知的来源类别：{name}；可选 {'、'.join(SOURCE_CATEGORIES)}。",
+        details={"field": "source_categories", "value": str(name), "known": list(SOURCE_CATEGORIES)},
+    )
+
+
+def names_category(shown: str, category: str) -> bool:
+    """Whether a panel entry's name ``shown`` is ``category`` (``SCI`` is ``SCI`` or ``SCI来源期刊``, never
+    ``SCIE``)."""
+    text, want = "".join(shown.split()).upper(), category.upper()
+    return text == want or (text.startswith(want) and not text[len(want)].isascii())

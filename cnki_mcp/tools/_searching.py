@@ -105,6 +105,7 @@ class FacetFilters(msgspec.Struct, forbid_unknown_fields=False, kw_only=True):
     subject: Annotated[list[str], Meta(description=_codes("subject"))] = []
     topic: Annotated[list[str], Meta(description=_codes("topic"))] = []
     source: Annotated[list[str], Meta(description=_codes("source"))] = []
+    source_category: Annotated[list[str], Meta(description=_codes("source_category"))] = []
     author: Annotated[list[str], Meta(description=_codes("author"))] = []
     institution: Annotated[list[str], Meta(description=_codes("institution"))] = []
     fund: Annotated[list[str], Meta(description=_codes("fund"))] = []
@@ -132,6 +133,26 @@ def check_facet_filters(raw: dict[str, Any]) -> None:
     facet_picks(raw.get("facet_filters") or {})
 
 
+_CATEGORIES = (
+    "只要这些来源类别的文献（知网左侧“来源类别”分组，由知网筛选，不在本地过滤）："
+    "北大核心、CSSCI、CSCD、WJCI、AMI、SCI、EI；结果的 source_categories 说明知网实际应用了哪些类别"
+)
+SourceCategoriesField = Annotated[list[str], Meta(description=_CATEGORIES)]
+
+
+def check_source_categories(args: Any, raw: dict[str, Any]) -> None:
+    """``source_categories`` read into the known names, each once (INVALID_INPUT naming the known ones);
+    not together with ``facet_filters.source_category``, which narrows the same group."""
+    from cnki_mcp.site.facet_query import source_category
+
+    args.source_categories = list(dict.fromkeys(source_category(name) for name in args.source_categories))
+    if args.source_categories and ((raw.get("facet_filters") or {}).get("source_category")):
+        raise CnkiError(
+            "INVALID_INPUT", "source_categories 与 facet_filters.source_category 筛选的是同一分组，只用其一。",
+            details={"field": "source_categories"},
+        )
+
+
 class NativeSearchArgs(ToolArgs):
     """What structured_search and expert_search share beside their expressions (the field order is the order
     of the rules)."""
@@ -145,6 +166,7 @@ class NativeSearchArgs(ToolArgs):
     sort: Annotated[SortField, Meta(description="relevance（默认）、date_desc、cited_desc、downloaded_desc")] = "relevance"
     options: NativeOptions = msgspec.field(default_factory=NativeOptions)
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
+    source_categories: SourceCategoriesField = []
 
     def asked(self) -> Query:
         """The expression read once, by each search's own ``Args``: a bad one is reported before anything else."""
@@ -171,6 +193,7 @@ def validate_native(args: NativeSearchArgs, raw: dict[str, Any]) -> None:
     args.options.candidate_target = args.options.candidate_target or args.limit
     args.sort = args.options.sort
     check_facet_filters(raw)
+    check_source_categories(args, raw)
 
 
 NativeResult = OperationView | LocalReply
@@ -179,11 +202,17 @@ NativeResult = OperationView | LocalReply
 async def run_native(deps: AppCore, args: NativeSearchArgs, call: ToolCall | None) -> NativeResult:
     """A structured or expert search: a precise search whose name is its expression's fingerprint."""
     from cnki_mcp.research.pipeline import SearchSettings, search_input
+    from cnki_mcp.research.query import SentenceQuery
 
     query = args.asked()
+    if args.source_categories and isinstance(query, SentenceQuery):
+        raise CnkiError(
+            "INVALID_INPUT", "句子检索没有知网的来源类别分组，不能与 source_categories 一起用。", details={"field": "source_categories"}
+        )
     request = search_input(
         query, limit=args.limit, year_from=args.year_from, year_to=args.year_to,
         options=SearchSettings.of(args.options), facet_filters=args.facet_filters.picked(),
+        source_categories=args.source_categories,
     )
     return await start_search(deps, request, query, call)
 

@@ -12,7 +12,7 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import LocalReply, OperationView
 from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, PLAN_GROUPS_MAX, PLAN_TERM_CHARS, PLAN_TERMS_MAX, ToolArgs
 from cnki_mcp.tools._fields import Limit, YearFrom, YearTo, years_in_order
-from cnki_mcp.tools._searching import SearchOptions, start_search
+from cnki_mcp.tools._searching import SearchOptions, SourceCategoriesField, check_source_categories, start_search
 
 if TYPE_CHECKING:
     from cnki_mcp.research.query import ConceptQuery
@@ -47,6 +47,7 @@ class Args(ToolArgs):
         ),
     ] = []  # empty = plan automatically (checked by validate, after the options)
     options: SearchOptions = msgspec.field(default_factory=SearchOptions)
+    source_categories: SourceCategoriesField = []
 
     def asked(self) -> ConceptQuery:
         """The question as the search reads it."""
@@ -69,7 +70,8 @@ AFTER = {"year_to": years_in_order}
 
 
 def validate(args: Args, raw: dict[str, Any]) -> None:
-    """The caller's concept groups (INVALID_PLAN)."""
+    """The caller's concept groups (INVALID_PLAN), the source categories."""
+    check_source_categories(args, raw)
     if args.concept_groups:
         from cnki_mcp.research.query import validate_plan  # the rules' home: loaded with the first search
 
@@ -84,6 +86,7 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
 
     query = args.asked()
     request = search_input(
-        query, mode=args.mode, limit=args.limit, year_from=args.year_from, year_to=args.year_to, options=SearchSettings.of(args.options)
+        query, mode=args.mode, limit=args.limit, year_from=args.year_from, year_to=args.year_to,
+        options=SearchSettings.of(args.options), source_categories=args.source_categories,
     )
     return await start_search(deps, request, query, call)

@@ -12,7 +12,7 @@ from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import LocalReply, OperationView, SearchRecord
-from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS, ToolArgs
+from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS, FACETS_BY_DEFAULT, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, given, years_in_order
 from cnki_mcp.tools._searching import FacetFilters, FacetFiltersField, FreshnessRule, check_facet_filters
@@ -24,7 +24,7 @@ LIMIT_DEFAULT = 10  # entries per facet
 LIMIT_MAX = 50
 _LIMIT_RULE = {"code": "INVALID_LIMIT", "empty_means_default": True}
 _FRESHNESS = "prefer_cache（默认）：10 分钟内同一检索的分组结果直接复用，不访问知网；live：重新读取"
-Facet = Literal["year", "subject", "topic", "source", "author", "institution", "fund", "doc_type"]  # FACETS' names
+Facet = Literal["year", "subject", "topic", "source", "author", "institution", "fund", "doc_type", "source_category"]  # FACETS' names
 
 
 class Args(ToolArgs):
@@ -36,8 +36,12 @@ class Args(ToolArgs):
     year_to: YearTo = 0
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
     facets: Annotated[
-        list[Facet], Meta(description="要哪些分组（默认全部）：" + "、".join(f"{name}（{label}）" for name, label in FACETS.items()))
-    ] = []  # empty = every facet
+        list[Facet],
+        Meta(
+            description="要哪些分组（默认 source_category 以外的全部）："
+            + "、".join(f"{name}（{label}）" for name, label in FACETS.items())
+        ),
+    ] = []  # empty = every facet but source_category
     limit: Annotated[int, Meta(ge=1, le=LIMIT_MAX, description=f"每个分组返回几项，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra=_LIMIT_RULE)] = LIMIT_DEFAULT
     chart: Annotated[bool, Meta(description="同时画图（PNG，作为图片内容返回并保存在数据目录 charts/ 下）")] = False
     freshness: Annotated[FreshnessRule, Meta(description=_FRESHNESS)] = "prefer_cache"
@@ -111,7 +115,7 @@ def _request(args: Args, record: SearchRecord | None) -> FacetsRequest:
     from cnki_mcp.core.model import Channel
     from cnki_mcp.research.facets import FacetsRequest, channel_query
 
-    wanted: list[str] = [*args.facets] or list(FACET_NAMES)
+    wanted: list[str] = [*args.facets] or list(FACETS_BY_DEFAULT)
     filters = args.facet_filters.picked()
     if record is not None:
         if not record.plan.channels:

@@ -6,6 +6,7 @@ ids public clients send (azazo1/cnki-cli: YE, CCL, ZYZT|||CYZT, WXLY, AUC|||HWZZ
 scraper names 期刊 QK). The answer lists the groups of ``groupIds`` in the order asked (every group when it
 is empty), entries by count (most first), years newest first as CNKI shows them.
 
+LYBSM (来源类别, azazo1/cnki-cli's group list) counts a journal paper under its journal's tags (``CATEGORIES``).
 What a paper counts under, per dd field (value = the checkbox's code, text = the name shown):
 YE the year; CCL the 学科 of its first CLC class (letter → an invented CCL code and name); ZYZT its first
 two keywords, CYZT the others; WXLY its source (code = the source key); AUC its authors, AFC its
@@ -24,13 +25,13 @@ from collections.abc import Iterable
 from html import escape
 from typing import Any
 
-from .corpus import Paper
+from .corpus import JOURNALS, Paper
 
 PANEL_STYLES = ("full", "folded", "aliases", "hidden_more", "unknown", "no_funds")
 DEFAULT_GROUPS = ("YE", "CCL", "ZYZT|||CYZT", "WXLY", "AUC|||HWZZ", "AFC", "FUC", "WXLX2")
 TITLES = {
     "YE": "年度", "CCL": "学科", "ZYZT|||CYZT": "主题", "WXLY": "文献来源", "QK": "期刊", "AUC|||HWZZ": "作者",
-    "AFC": "机构", "FUC": "基金", "WXLX2": "文献类型", "WXLX": "文献类型",
+    "AFC": "机构", "FUC": "基金", "WXLX2": "文献类型", "WXLX": "文献类型", "LYBSM": "来源类别",
 }
 FIELD_TITLES = {"ZYZT": "主要主题", "CYZT": "次要主题", "AUC": "作者", "HWZZ": "海外作者"}
 # The "aliases" style answers these groups under the other ids clients report.
@@ -39,6 +40,14 @@ SUBJECTS = {
     "D": ("G115", "法学"), "F": ("J152", "经济学"), "G": ("H127", "教育学"), "Q": ("A006", "生物学"),
     "R": ("E057", "临床医学"), "T": ("I140", "自动化技术"), "U": ("C034", "交通运输"), "X": ("B027", "环境科学"),
 }
+# 来源类别 (LYBSM): a journal's tags as the category entries it counts under, (checkbox value, name). The values
+# public clients saw (hushiliang2009, cookjohn); SCI and EI values are invented (none seen: found by name).
+CATEGORY_FIELD = "LYBSM"
+_CATEGORY_OF_TAG = {
+    "北大核心": ("P01", "北大核心"), "CSSCI": ("P0209", "CSSCI"), "CSCD": ("P0210", "CSCD"), "WJCI": ("P12", "WJCI"),
+    "AMI核心": ("P13", "AMI"), "AMI顶级": ("P13", "AMI"), "AMI扩展": ("P13", "AMI"), "SCI": ("SIMSCI", "SCI"), "EI": ("SIMEI", "EI"),
+}
+CATEGORIES = {j.key: list(dict.fromkeys(_CATEGORY_OF_TAG[t] for t in j.tiers if t in _CATEGORY_OF_TAG)) for j in JOURNALS}
 HIDDEN_AFTER = 5  # hidden_more: entries after these sit behind 更多 (display:none)
 FOLDED_AFTER = 2  # folded: in a request for several groups, those after the first two come without entries
 
@@ -68,6 +77,8 @@ def values(paper: Paper, field: str) -> list[tuple[str, str]]:
         return [(_code(f), f) for f in paper.funds]
     if field in ("WXLX2", "WXLX"):
         return [(paper.resource, paper.doc_type)]
+    if field == CATEGORY_FIELD:
+        return CATEGORIES.get(paper.source_key, []) if paper.resource == "JOURNAL" else []
     return []
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ from . import facets
 from .corpus import Corpus, Paper
 from .expert import Compiled, ExpertRefused, compile_expert
 
+# Scenario ly_similar, set by the server around a listing's search (the matching below has no scenario).
+similar_sources: ContextVar[bool] = ContextVar("similar_sources", default=False)
 LIST_FIELDS = {"AUC", "AU", "FI", "RP", "KY", "LY", "DOI", "CLC", "AF", "FAF", "FU", "TU", "XF"}
 TEXT_FIELDS = {"SU", "TKA", "TI", "AB", "FT", "RF", "ST", "CO"}
 KNOWN_FIELDS = LIST_FIELDS | TEXT_FIELDS
@@ -178,12 +181,20 @@ def match_literal(paper: Paper, fld: str, op: str, literal: str) -> bool:
     return match_value(paper, fld, op, literal, True)
 
 
+def similar_name(name: str, wanted: str) -> bool:
+    """Scenario ``ly_similar``: a journal name CNKI's LY= also reaches (as long, the same last two characters:
+    软件工程学报 for 智能系统学报)."""
+    return len(name) == len(wanted) and len(wanted) >= 4 and name[-2:] == wanted[-2:]
+
+
 def match_value(paper: Paper, fld: str, op: str, value: str, quoted: bool) -> bool:
     if not value:
         return False
     texts = paper.lowered(fld)
     v = value.lower()
     if op in ("DEFAULT", "="):
+        if fld == "LY" and similar_sources.get():
+            return any(t == v or similar_name(t, v) for t in texts)
         if fld in LIST_FIELDS:
             return any(t == v for t in texts)
         return any(v in t for t in texts)

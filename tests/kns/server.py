@@ -21,7 +21,7 @@ import ssl
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 from . import authors, changes, citations, downloads, facets, gateway, navi, pages, senquery
 from .corpus import Corpus, Paper, build_corpus
 from .expert import unsupported
-from .query import ParsedQuery, QueryRejected, parse_query_json, search
+from .query import ParsedQuery, QueryRejected, parse_query_json, search, similar_sources
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,9 @@ class Scenario:
     author_page: str = "kcms2"  # kcms2 (#kcms-author-info, #au-code) | legacy (knetsearch.aspx?code=) | redesigned (unknown)
     plain_bylines: bool = False  # detail bylines link no author page (names only, as on some older pages)
     navi_hit_former: bool = False  # the navi journal search's entries also show 曾用刊名 (else only the journal page does)
+    # 来源类别 and named sources (issue 39 items 2, 3)
+    source_category_ignored: bool = False  # the grid and the panel ignore LYBSM picks (CNKI not narrowing by 来源类别)
+    ly_similar: bool = False  # LY= (a source leaf with match exact) also lists journals of similar names (query.similar_sources)
 
 
 @dataclass
@@ -798,7 +801,7 @@ class KnsSimulator:
             sc.sort_honoured == "sort_request" and page_num == 1 and rec.form.get("boolSortSearch") != "true"
         ):
             sort_field = ""
-        hits = listed(search(self.corpus, q, sort_field, rec.form.get("sortType", "") or "desc"), sc)
+        hits = listed(self._search(q, sc, sort_field, rec.form.get("sortType", "") or "desc"), sc)
         token = pages.encode_token("tp", q.fingerprint())
         if page_num > 1 and rec.form.get("turnpage", "") != token:
             if sc.turnpage == "strict":
@@ -819,6 +822,16 @@ class KnsSimulator:
         return _Resp(200, pages.grid_fragment(rows, len(hits), page_num, size, sort_field, sc, epoch, token,
                                               q.positive_terms, request))
 
+    def _search(self, q: ParsedQuery, sc: Scenario, sort_field: str, sort_type: str) -> list[Paper]:
+        """A listing as the scenario's CNKI answers it: 来源类别 picks ignored, LY= reaching similar names."""
+        if sc.source_category_ignored:
+            q = replace(q, picks=[g for g in q.picks if not all(field == facets.CATEGORY_FIELD for field, _ in g)])
+        token = similar_sources.set(sc.ly_similar)
+        try:
+            return search(self.corpus, q, sort_field, sort_type)
+        finally:
+            similar_sources.reset(token)
+
     def _group(self, rec: SimRequest, sc: Scenario) -> _Resp:
         """The left facet panel of a listing (POST kns8s/group/result): facets.py."""
         text = rec.form.get("queryJson") or rec.form.get("QueryJson")
@@ -828,7 +841,7 @@ class KnsSimulator:
             q = parse_query_json(text)
         except QueryRejected as exc:
             return _Resp(200, pages.grid_rejected(str(exc)))
-        hits = listed(search(self.corpus, q, "", "desc"), sc)
+        hits = listed(self._search(q, sc, "", "desc"), sc)
         return _Resp(200, facets.panel(hits, rec.form.get("groupIds", ""), sc.facet_panel, sc.count_style))
     def _senquery(self, rec: SimRequest, sc: Scenario) -> _Resp:
         """句子检索 (senquery.py): the one sentence item or a refusal; pages of 20."""
