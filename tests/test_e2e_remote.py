@@ -243,3 +243,29 @@ async def test_carsi_login_confirms_the_institution_and_stays_direct(kns: KnsSim
         found = await mcp.wait(await mcp.call("search", SEARCH))
         assert found["status"] == "completed", found
     assert proxied(kns, "wrdvpn") + proxied(kns, "host_rewrite") + proxied(kns, "prefix") == 0
+
+
+async def test_force_login_leaves_the_gateway_and_the_next_search_goes_directly(
+    kns: KnsSimulator, isolated_data_dir: Path
+) -> None:
+    """Issue 39 item 8: after searches through the gateway, ``login(force=true)`` without a URL leaves it for good:
+    the next search's grid goes to kns.cnki.net directly, not through a work tab still on the gateway's origin."""
+    kns.configure(login="institution")
+    async with serving(isolated_data_dir, kns) as mcp:
+        await login_through(mcp, kns, "wrdvpn")
+        first = await mcp.wait(await mcp.call("search", SEARCH))  # the work tab holds the proxied search page
+        assert first["status"] == "completed", first
+        assert kns.gateway.count("wrdvpn") > 0
+        direct = await mcp.wait(await mcp.call("login", {"force": True}), until=AWAITING)
+        assert direct["status"] == "awaiting_user", direct
+        direct = await mcp.wait(await mcp.call("operation_control", {"action": "resume", "operation_id": direct["operation_id"]}))
+        assert direct["status"] == "completed" and "route" not in direct["result"], direct
+        status = await mcp.call("session_status", {})
+        assert "route" not in status, status
+        through, before = kns.gateway.count("wrdvpn"), len(kns.requests)
+        again = await mcp.wait(await mcp.call("search", {**SEARCH, "query": "模型"}))
+        assert again["status"] == "completed", again
+        assert again["result"]["candidate_count"] > 0, again
+        grids = [r for r in kns.requests[before:] if r.endpoint == "grid"]
+    assert kns.gateway.count("wrdvpn") == through, kns.gateway.log[-5:]  # nothing more through the gateway
+    assert grids and all(r.host == "kns.cnki.net" for r in grids), [r.url for r in grids]
