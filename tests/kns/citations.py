@@ -41,6 +41,9 @@ DATABASE_NAMES = {
 MARKS = {"CJFD": "J", "CDFD": "D", "CMFD": "D", "CPFD": "C", "CCND": "N", "CBBD": "M", "WWJD": "J", "NLNK": "M"}
 LINKED = {"JOURNAL": (3, 8), "DISSERTATION": (10, 18), "CONFERENCE": (2, 5), "BOOK": (0, 2), "NEWSPAPER": (0, 0)}
 UNLINKED = {"JOURNAL": (1, 2), "DISSERTATION": (2, 4), "CONFERENCE": (0, 1), "BOOK": (0, 0), "NEWSPAPER": (0, 0)}
+# The detail page's citation area (``citation_area``): the lists inside it (up to 2025), the 2026 area whose
+# 参考文献/引证文献 are a.ReferLinkOn links to list pages, that area with nothing in it, or markup of no known kind.
+AREAS = ("lists", "link", "empty", "unknown")
 SIMILAR_COUNT = 15
 RENDERED_PER_DATABASE = 10
 FOREIGN_AUTHORS = ("Smith J", "Brown K", "Miller A", "Garcia M", "Tanaka H", "Müller F", "Dubois C")

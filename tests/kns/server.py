@@ -57,6 +57,7 @@ CHOICES = {
     "citation_start": ("page", "record"),
     "empty_style": EMPTY_STYLES,
     "facet_panel": facets.PANEL_STYLES,
+    "citation_area": citations.AREAS,
 }
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
@@ -127,6 +128,10 @@ class Scenario:
     navi_years_per_page: int = 20  # years one yearList page lists (its pIdx pages on)
     navi_columns: bool = True  # an issue's papers fragment: column headings (dt.tit 专栏:…) | False: none
     citation_rendered: bool = False  # detail pages fill in their 参考文献/引证文献 lists by script (off: other tests cut pages by size)
+    # issue 39 items 6, 7, 9: the 2026 citation area, more journal tags, the slider for sessions without login
+    citation_area: str = "lists"  # see CHOICES: lists (inside the page) | link (2026: a.ReferLinkOn to list pages) | empty | unknown
+    journal_tags_more: bool = False  # journal pages also carry CAS, JST, Scopus and 卓越期刊 (pages.EXTRA_TAGS)
+    anonymous_slider: bool = False  # a session without any login is sent to the blockPuzzle slider on kns pages
 
 
 @dataclass
