@@ -211,7 +211,8 @@ def classify(host: str, path: str) -> str:
             return "reader"
         if p.startswith("/verify/"):
             return "verify"
-        if p.startswith("/restapi/citation-api/") or p.startswith("/restapi/literature-api/"):
+        if p.startswith("/restapi/citation-api/") or p.startswith("/restapi/literature-api/") \
+                or p.startswith(citations.LIST_PATH):
             return "citation"
     elif host == "navi.cnki.net" and p.startswith("/knavi"):
         parts = p.strip("/").split("/")
@@ -735,6 +736,9 @@ class KnsSimulator:
         if ep == "citation":
             with self._lock:
                 epoch = self.epoch
+            if rec.path.lower().startswith(citations.LIST_PATH):
+                status, html = citations.list_page(self.graph, rec.query, epoch)
+                return _Resp(status, html)
             status, ctype, body = citations.answer(self.graph, rec.path.rstrip("/"), rec.query, sc, epoch)
             return _Resp(status, body, ctype)
         if ep in ("download", "file"):
@@ -882,7 +886,7 @@ class KnsSimulator:
         if sc.alert_refusal != "none":
             html = html.replace("</body>", downloads.alert_script(sc) + "</body>")
         if sc.citation_rendered and p.resource != "BOOK":
-            html = html.replace("</body>", citations.rendered(self.graph, p, epoch) + "</body>")
+            html = html.replace("</body>", citations.rendered(self.graph, p, epoch, sc.citation_area) + "</body>")
         return _Resp(200, html)
 
     def _journal(self, rec: SimRequest, sc: Scenario) -> _Resp:
