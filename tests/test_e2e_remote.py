@@ -20,6 +20,7 @@ from tests.kns import pages as sim_pages
 from tests.kns.server import KnsSimulator
 from tests.store_faults import persisted_raw
 from tests.test_e2e_documents import journal_papers, seed
+from tests.test_e2e_relations import expected, richest, same, seen
 
 pytestmark = [
     pytest.mark.browser,
@@ -269,3 +270,21 @@ async def test_force_login_leaves_the_gateway_and_the_next_search_goes_directly(
         grids = [r for r in kns.requests[before:] if r.endpoint == "grid"]
     assert kns.gateway.count("wrdvpn") == through, kns.gateway.log[-5:]  # nothing more through the gateway
     assert grids and all(r.host == "kns.cnki.net" for r in grids), [r.url for r in grids]
+
+
+async def test_the_2026_citation_area_is_followed_through_the_gateway(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    """Issue 39 item 6 off campus: the API refuses, the detail page's #MapArea link is followed through the gateway
+    (the list page in its form), and the list comes back with public links only."""
+    paper = richest(kns, "JOURNAL")
+    (ref,) = seed(isolated_data_dir, kns, [paper])
+    kns.configure(login="institution", citation_rendered=True, citation_api="gone", citation_area="link")
+    async with serving(isolated_data_dir, kns) as mcp:
+        await login_through(mcp, kns, "wrdvpn")
+        reply = await mcp.wait(await mcp.call("related_papers", {"record_ref": ref, "relation": "references"}))
+        assert reply["status"] == "completed", message_of(reply)[:3000]
+        assert reply["result"]["origin"] == "page"
+        same(seen(reply["result"]["papers"]), expected(kns.graph.references[paper.filename]))
+        assert not scan(message_of(without_route(reply)))
+    lists = [r for r in kns.gateway.log if "/kcms/detail/frame/list.aspx" in r.path]
+    assert lists, kns.gateway.log[-5:]
+    assert not any(r.host.endswith("sim-univ.edu.cn") for r in kns.requests)
