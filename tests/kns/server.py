@@ -435,7 +435,12 @@ class KnsSimulator:
     @property
     def challenge_pending(self) -> bool:
         with self._lock:
-            return any(f.kind == "captcha" and not f.solved and f.seen > f.after for f in self.faults)
+            return self._anonymous_slider(self.scenario) or any(
+                f.kind == "captcha" and not f.solved and f.seen > f.after for f in self.faults)
+
+    def _anonymous_slider(self, sc: Scenario) -> bool:
+        """``anonymous_slider``: a session without any login is sent to the slider until a person solves it once."""
+        return sc.anonymous_slider and sc.login == "none" and self.solves == 0
 
     def expire_locators(self) -> None:
         """Invalidate every v=/order id handed out so far (CNKI tokens are session-bound)."""
@@ -645,7 +650,10 @@ class KnsSimulator:
                     chosen = f
         if delay:
             time.sleep(delay)
-        resp = self._fault_response(chosen, rec, sc) if chosen else self._route(rec, sc)
+        if rec.endpoint == "grid" and self._anonymous_slider(sc):  # the grid's JSON naming verify/home?captchaType=blockPuzzle
+            resp = self._captcha_response("json403", rec, sc)
+        else:
+            resp = self._fault_response(chosen, rec, sc) if chosen else self._route(rec, sc)
         if isinstance(resp.body, str) and (sc.page_change or sc.page_extra):
             resource = ""
             if rec.endpoint == "detail":
