@@ -3,7 +3,8 @@
 Pure rules, no I/O: the databases a list is split into (one request each), the address of one
 request, an answer (``{"data":{"total":N,"data":[{"metadata":[{"name":"TI","value":…}…],
 "relations":[{"scope":"ABSTRACT","url":…}]}]}}``) read into entries, whether a set of answers can be
-data at all (a decoy record, totals that disagree), the lists a detail page renders itself, an
+data at all (a decoy record, totals that disagree), the lists a detail page renders itself (or, in
+the 2026 citation area, the link to the page that lists them, and that page), an
 entry as a catalogue record, and the cursor of ``related_papers``. CNKI's side is described in
 docs/site-notes.md ("References, citing and similar papers").
 """

@@ -6,7 +6,8 @@
 are needed and not read yet). An answer that cannot be the paper's data — a decoy record repeated
 across databases or papers, the paper listing itself — is treated as a challenge: never stored, the
 person is shown the detail page, the list is asked once more, and then the detail page's own rendered
-参考文献/引证文献 lists are read instead. Linked items become catalogue records (``record_ref``);
+参考文献/引证文献 lists are read instead (in the 2026 citation area, the list pages its links lead to; an
+area with neither is RELATIONS_UNAVAILABLE with a snapshot). Linked items become catalogue records (``record_ref``);
 items CNKI links to no record are kept as their citation text. ``Relations.edges`` serves the
 snowballing of ``search`` (research.py) and ``export_citations references_of``.
 
