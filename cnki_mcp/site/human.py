@@ -34,7 +34,7 @@ VERIFY_MESSAGE = "知网要求人工验证：请在弹出的浏览器窗口完�
 LOGIN_MESSAGE = "知网要求登录：请在弹出的浏览器窗口登录，完成后任务会自动继续"
 # A challenge met while the KNS header last showed no login at all: such sessions meet the slider far more often.
 ANONYMOUS_VERIFY_MESSAGE = (
-    VERIFY_MESSAGE + "。当前没有登录任何账号（匿名访问），知网对匿名访问更常要求这种滑块验证；"
+    VERIFY_MESSAGE + "。当前没有登录任何账号（匿名访问），知网对匿名访问更常要求这类验证（多为滑块）；"
     "登录个人账号或机构账号（调用 login，校外可经学校 VPN 或 CARSI）后就会少很多"
 )
 
