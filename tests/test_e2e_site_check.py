@@ -239,7 +239,7 @@ async def test_an_anonymous_session_meets_the_slider_and_is_told_that_logging_in
     kns.configure(anonymous_slider=True)
     params = serve_params(isolated_data_dir, kns.browser_args, CNKI_REQUEST_INTERVAL_MS="20")
     search = {"query": "研究", "options": {"freshness": "live", "metadata": "basic", "max_pages": 1}}
-    async with McpSession.serving(params) as mcp:
+    async with McpSession.serving(params, wait_timeout=180) as mcp:  # a busy machine: room for the browser's start
         waiting = await mcp.wait(await mcp.call("search", search), until=AWAITING)
         assert waiting["status"] == "awaiting_user", waiting
         assert "匿名访问" in waiting["message"] and "机构账号" in waiting["message"], waiting["message"]
