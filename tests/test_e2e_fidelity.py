@@ -142,3 +142,28 @@ async def test_smaller_page_variants_of_2026_reach_the_records(mcp: McpSession, 
     ris = await mcp.call("export_citations", {"record_refs": [refs[cited.title]], "format": "ris"})
     assert f"CN  - {'; '.join(cited.clc)}" in ris["data"]["text"].splitlines()
     assert json.dumps(records[cited.title], ensure_ascii=False).count("WJCI") >= 1
+
+
+async def test_journal_tags_cas_jst_scopus_and_excellence_are_read_and_ranked(mcp: McpSession, kns: KnsSimulator) -> None:
+    """Issue 39 item 7: the tags are read with the others; Scopus ranks as EI (0.90), 卓越期刊 as 北大核心/CSCD (0.94),
+    CAS and JST add no tier."""
+    kns.configure(journal_tags_more=True)
+    scopus = next(p for p in kns.corpus.papers if p.source_key == "KFDX")  # AMI入库 (no tier) + Scopus, CAS
+    excellent = next(p for p in kns.corpus.papers if p.source_key == "YXYX")  # 统计源期刊 (not a tag read) + 卓越期刊, JST
+    expression = {"op": "or", "items": [{"field": "title", "value": scopus.title},
+                                        {"field": "title", "value": excellent.title}]}
+    view = await structured(mcp, expression)
+    refs = {r["title"]: r["record_ref"] for r in view["result"]["results"]}
+    meta = await mcp.wait(await mcp.call("get_metadata", {
+        "record_refs": [refs[scopus.title], refs[excellent.title]], "quality": True}))
+    records = {r["title"]: r for r in meta["result"]["records"]}
+    assert records[scopus.title]["quality"]["tiers"] == ["AMI入库", "Scopus", "CAS"], records[scopus.title]
+    assert records[excellent.title]["quality"]["tiers"] == ["卓越期刊", "JST"], records[excellent.title]
+
+    tiers = {}
+    for paper in (scopus, excellent):  # ranked searches, with the journals' quality now kept
+        found = await mcp.wait(await mcp.call("search", {"query": paper.title, "options": {
+            "freshness": "live", "metadata": "basic", "max_pages": 1}}), timeout=300)
+        listed = await mcp.call("search_results", {"search_id": found["result"]["search_id"], "view": "records"})
+        tiers.update({row["record"]["title"]: row["evidence"]["source_tier"] for row in listed["results"]})
+    assert tiers[scopus.title] == 0.90 and tiers[excellent.title] == 0.94, tiers

@@ -242,6 +242,36 @@ async def test_api_variants(sim: KnsSimulator, isolated_data_dir: Path) -> None:
         print(f"API gone, the detail page's list: {reply['requests']} requests")
 
 
+async def test_the_2026_citation_area_is_followed_to_its_list_pages_and_an_empty_or_unknown_one_is_unavailable(
+    sim: KnsSimulator, isolated_data_dir: Path
+) -> None:
+    """Issue 39 item 6: the API refuses; the detail page's 2026 area holds only tabs and #MapArea, its 参考文献 /
+    引证文献 links (a.ReferLinkOn) lead to the lists. An empty or unknown area is RELATIONS_UNAVAILABLE with a snapshot."""
+    papers = [richest(sim, "JOURNAL", n) for n in range(3)]
+    graph = sim.graph
+    refs = seed(isolated_data_dir, sim, papers)
+    async with serve(isolated_data_dir, sim) as session:
+        sim.configure(citation_api="gone", citation_area="link")
+        for relation, lists in (("references", graph.references), ("citing", graph.citing)):
+            before = len(sim.requests)
+            reply = await session.wait(await session.call("related_papers", {"record_ref": refs[0], "relation": relation}))
+            assert reply["status"] == "completed", reply
+            assert reply["result"]["origin"] == "page"
+            same(seen(reply["result"]["papers"]), expected(lists[papers[0].filename]))
+            followed = [r for r in sim.requests[before:] if r.path.startswith("/kcms/detail/frame/list.aspx")]
+            assert [r.query["RefType"] for r in followed] == ["1" if relation == "references" else "3"], followed
+
+        for n, area in ((1, "empty"), (2, "unknown")):
+            sim.configure(citation_area=area)
+            reply = await session.wait(await session.call("related_papers", {"record_ref": refs[n], "relation": "citing"}))
+            assert reply["status"] != "completed" and not reply.get("result"), reply  # never an empty list
+            (error,) = reply["errors"]
+            assert error["code"] == "RELATIONS_UNAVAILABLE", error
+            snapshot = isolated_data_dir / "diagnostics" / error["details"]["snapshot"]
+            assert "relations-area" in snapshot.name and snapshot.is_file(), error
+            assert ("MapArea" if area == "empty" else "cite-network-v3") in snapshot.read_text(encoding="utf-8")
+
+
 async def test_search_expand_finds_what_no_query_term_reaches(sim: KnsSimulator, isolated_data_dir: Path) -> None:
     query = "实体链接"  # a keyword of the topic 知识图谱: many papers of the topic never use it
     by_title = {p.title: p for p in sim.corpus.papers}

@@ -20,6 +20,7 @@ from tests.kns import pages as sim_pages
 from tests.kns.server import KnsSimulator
 from tests.store_faults import persisted_raw
 from tests.test_e2e_documents import journal_papers, seed
+from tests.test_e2e_relations import expected, richest, same, seen
 
 pytestmark = [
     pytest.mark.browser,
@@ -243,3 +244,47 @@ async def test_carsi_login_confirms_the_institution_and_stays_direct(kns: KnsSim
         found = await mcp.wait(await mcp.call("search", SEARCH))
         assert found["status"] == "completed", found
     assert proxied(kns, "wrdvpn") + proxied(kns, "host_rewrite") + proxied(kns, "prefix") == 0
+
+
+async def test_force_login_leaves_the_gateway_and_the_next_search_goes_directly(
+    kns: KnsSimulator, isolated_data_dir: Path
+) -> None:
+    """Issue 39 item 8: after searches through the gateway, ``login(force=true)`` without a URL leaves it for good:
+    the next search's grid goes to kns.cnki.net directly, not through a work tab still on the gateway's origin."""
+    kns.configure(login="institution")
+    async with serving(isolated_data_dir, kns) as mcp:
+        await login_through(mcp, kns, "wrdvpn")
+        first = await mcp.wait(await mcp.call("search", SEARCH))  # the work tab holds the proxied search page
+        assert first["status"] == "completed", first
+        assert kns.gateway.count("wrdvpn") > 0
+        direct = await mcp.wait(await mcp.call("login", {"force": True}), until=AWAITING)
+        assert direct["status"] == "awaiting_user", direct
+        direct = await mcp.wait(await mcp.call("operation_control", {"action": "resume", "operation_id": direct["operation_id"]}))
+        assert direct["status"] == "completed" and "route" not in direct["result"], direct
+        status = await mcp.call("session_status", {})
+        assert "route" not in status, status
+        through, before = kns.gateway.count("wrdvpn"), len(kns.requests)
+        again = await mcp.wait(await mcp.call("search", {**SEARCH, "query": "模型"}))
+        assert again["status"] == "completed", again
+        assert again["result"]["candidate_count"] > 0, again
+        grids = [r for r in kns.requests[before:] if r.endpoint == "grid"]
+    assert kns.gateway.count("wrdvpn") == through, kns.gateway.log[-5:]  # nothing more through the gateway
+    assert grids and all(r.host == "kns.cnki.net" for r in grids), [r.url for r in grids]
+
+
+async def test_the_2026_citation_area_is_followed_through_the_gateway(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    """Issue 39 item 6 off campus: the API refuses, the detail page's #MapArea link is followed through the gateway
+    (the list page in its form), and the list comes back with public links only."""
+    paper = richest(kns, "JOURNAL")
+    (ref,) = seed(isolated_data_dir, kns, [paper])
+    kns.configure(login="institution", citation_rendered=True, citation_api="gone", citation_area="link")
+    async with serving(isolated_data_dir, kns) as mcp:
+        await login_through(mcp, kns, "wrdvpn")
+        reply = await mcp.wait(await mcp.call("related_papers", {"record_ref": ref, "relation": "references"}))
+        assert reply["status"] == "completed", message_of(reply)[:3000]
+        assert reply["result"]["origin"] == "page"
+        same(seen(reply["result"]["papers"]), expected(kns.graph.references[paper.filename]))
+        assert not scan(message_of(without_route(reply)))
+    lists = [r for r in kns.gateway.log if "/kcms/detail/frame/list.aspx" in r.path]
+    assert lists, kns.gateway.log[-5:]
+    assert not any(r.host.endswith("sim-univ.edu.cn") for r in kns.requests)

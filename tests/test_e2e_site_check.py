@@ -23,7 +23,7 @@ import pytest
 from cnki_mcp.core.errors import CATALOGUE
 from cnki_mcp.fieldcheck.tour import STEPS
 from cnki_mcp.store.library import peek_store
-from tests.harness import REPO, McpSession, chromium_path, serve_params
+from tests.harness import AWAITING, REPO, McpSession, chromium_path, serve_params
 from tests.kns.server import KnsSimulator
 
 pytestmark = [
@@ -228,3 +228,40 @@ def test_doctor_site_prints_each_step_and_doctor_report_packs_no_secret(kns: Kns
     assert "SITE_STRUCTURE_CHANGED" in archive.read("cnki-mcp-report/errors.json").decode()
     assert "✗ 期刊论文详情页" in archive.read("cnki-mcp-report/site-check.txt").decode()
     assert '"browser_version": "Chrome/' in archive.read("cnki-mcp-report/environment.json").decode()
+
+
+async def test_an_anonymous_session_meets_the_slider_and_is_told_that_logging_in_stops_it(
+    kns: KnsSimulator, isolated_data_dir: Path
+) -> None:
+    """Issue 39 item 9: without any login the grid sends the session to the blockPuzzle slider; the person is told
+    to solve it and that a personal or institution login is what makes it rare. Logged in, the same slider says
+    nothing of logging in."""
+    kns.configure(anonymous_slider=True)
+    params = serve_params(isolated_data_dir, kns.browser_args, CNKI_REQUEST_INTERVAL_MS="20")
+    search = {"query": "研究", "options": {"freshness": "live", "metadata": "basic", "max_pages": 1}}
+    async with McpSession.serving(params, wait_timeout=180) as mcp:  # a busy machine: room for the browser's start
+        waiting = await mcp.wait(await mcp.call("search", search), until=AWAITING)
+        assert waiting["status"] == "awaiting_user", waiting
+        assert "匿名访问" in waiting["message"] and "机构账号" in waiting["message"], waiting["message"]
+        kns.solve()
+        done = await mcp.wait(waiting)
+        assert done["status"] == "completed", done
+        assert done["result"]["candidate_count"] > 0, done
+
+        kns.configure(login="institution")
+        kns.captcha("grid", style="json403")
+        status = await mcp.wait(await mcp.call("session_status", {"refresh": True}))
+        assert status["result"]["institution"] == "observed", status
+        waiting = await mcp.wait(await mcp.call("search", {**search, "query": "模型"}), until=AWAITING)
+        assert waiting["status"] == "awaiting_user", waiting
+        assert "匿名" not in waiting["message"], waiting["message"]
+        kns.solve()
+        assert (await mcp.wait(waiting))["status"] == "completed"
+
+
+def test_doctor_site_reports_an_anonymous_session(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    """Issue 39 item 9: ``doctor --site`` says the session is anonymous when the header shows no login at all."""
+    kns.configure(login="none")
+    run = doctor(isolated_data_dir, kns, "--site")
+    login = next(line for line in run.stdout.splitlines() if "登录状态" in line)
+    assert login.startswith("✓") and "匿名访问" in login, run.stdout + run.stderr

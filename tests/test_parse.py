@@ -488,6 +488,14 @@ def test_journal_tags_in_their_2026_spelling() -> None:
     assert quality.tier_evidence[0].text == "北大核心期刊"
 
 
+def test_journal_tags_cas_jst_scopus_and_excellence_are_read_with_the_others() -> None:
+    extra = '<p class="journalType"><span>CAS</span><span>JST</span><span>Scopus</span><span>卓越期刊</span></p>'
+    quality = parse_journal(JOURNAL_2026_TAGS.format(extra=extra), JOURNAL_URL, "法学评论")
+    assert quality.tiers == ["北大核心", "WJCI", "AMI", "CSSCI", "CAS", "JST", "Scopus", "卓越期刊"]
+    # Whole tags only: a longer word that merely starts with one is no tag.
+    assert parse_journal(JOURNAL_2026_TAGS.format(extra="<p>CASE</p>"), JOURNAL_URL, "法学评论").tiers[-1] == "CSSCI"
+
+
 def test_journal_bare_ami_tag_gives_way_to_a_levelled_one() -> None:
     levelled = JOURNAL_2026_TAGS.format(extra="<ul><li>AMI核心</li></ul>")
     assert parse_journal(levelled, JOURNAL_URL, "法学评论").tiers == ["北大核心", "WJCI", "CSSCI", "AMI核心"]

@@ -220,6 +220,10 @@ def test_eligibility_needs_relevance_and_half_the_concepts() -> None:
         ("AMI扩展", 0.0),
         ("AMI入库", 0.0),
         ("WJCI", 0.0),
+        ("Scopus", 0.90),
+        ("卓越期刊", 0.94),
+        ("CAS", 0.0),
+        ("JST", 0.0),
         ("", 0.0),
     ],
 )

@@ -10,6 +10,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper
 from cnki_mcp.pages.relation_parse import (
     Ask,
+    ListLink,
     NotData,
     Signatures,
     decode_cursor,
@@ -17,6 +18,8 @@ from cnki_mcp.pages.relation_parse import (
     encode_cursor,
     page_problem,
     read_answer,
+    read_area,
+    read_list_page,
     read_rendered,
     request_url,
     v_token,
@@ -91,6 +94,42 @@ def test_rendered_lists_and_the_cursor() -> None:
         with pytest.raises(CnkiError) as caught:
             decode_cursor(bad)
         assert caught.value.code == "INVALID_CURSOR"
+
+
+# The 2026 citation area (a CDP citation proxy's notes, 2026-09-19): tabs and #MapArea, the lists behind links.
+AREA_2026 = (
+    '<html><body><div id="refpartdiv"><h5 class="module-title">引文网络</h5><ul class="module-tab"><li>参考文献</li>'
+    '<li>引证文献</li><li>二级参考文献</li></ul><div id="MapArea">{links}</div><div class="nxgp-references"></div>'
+    '<div id="ref_nodata" style="display:none">暂无数据</div></div></body></html>'
+)
+LIST_URL = "https://kns.cnki.net/kcms/detail/frame/list.aspx?dbcode=CJFQ&filename=FXYJ202101001&RefType=1"
+
+
+def test_the_2026_area_leads_to_its_list_pages_and_an_empty_or_unknown_one_is_never_a_list() -> None:
+    links = ('<a href="/kcms/detail/frame/list.aspx?RefType=2">二级参考文献</a>'
+             '<a class="ReferLinkOn" id="references" href="/kcms/detail/frame/list.aspx?dbcode=CJFQ&amp;'
+             'filename=FXYJ202101001&amp;RefType=1">参考文献</a><a id="citations" href="/kcms/detail/frame/'
+             'list.aspx?dbcode=CJFQ&amp;filename=FXYJ202101001&amp;RefType=3">引证文献(3)</a>')
+    assert read_area(AREA_2026.format(links=links), "references", DETAIL) == ListLink(LIST_URL)
+    assert read_area(AREA_2026.format(links=links), "citing", DETAIL) == ListLink(LIST_URL.replace("=1", "=3"))
+    # An empty area (its hidden 暂无 included), a link that leads nowhere, an unknown area: nothing, never a list.
+    for area in (AREA_2026.format(links=""), AREA_2026.format(links='<a class="ReferLinkOn" href="javascript:void(0)">参考文献</a>'),
+                 '<html><body><a class="ReferLinkOn" href="#MapArea">参考文献</a></body></html>'):
+        assert read_area(area, "references", DETAIL) is None, area
+    # Up to 2025 the lists sit in the page, an explicit 暂无 is an empty list as before.
+    assert read_area("<html><body><div id='reference-list'><p>暂无数据</p></div></body></html>", "references", DETAIL)
+
+
+def test_the_list_page_behind_the_link_is_read_by_its_blocks_or_its_numbered_items() -> None:
+    blocks = ('<html><body><div class="essayBox"><div class="dbTitle">中国学术期刊网络出版总库<b>(12)</b></div><ul>'
+              f'<li><em>[1]</em><a href="{DETAIL}">违约金的司法调整</a>[J].王伟.法学研究.2021</li></ul></div></body></html>')
+    rendered = read_list_page(blocks, "references", LIST_URL)
+    assert rendered is not None and rendered.parts[0][:2] == ("CJFD", 12)
+    numbered = ('<html><body><ul class="nav"><li>首页</li></ul><ol><li>[1] 合同法原理[M].张三.法律出版社.2010</li>'
+                f'<li>[2] <a href="{DETAIL}">违约金的司法调整</a>[J].王伟.法学研究.2021</li></ol></body></html>')
+    rendered = read_list_page(numbered, "references", LIST_URL)
+    assert rendered is not None and [e.title for e in rendered.parts[0][2]] == ["合同法原理", "违约金的司法调整"]
+    assert read_list_page("<html><body><p>暂无数据</p></body></html>", "references", LIST_URL) is None
 
 
 def test_links_in_the_citation_graph_are_evidence() -> None:

@@ -199,6 +199,8 @@ def reader_found(document: ReaderDocument) -> str:
 
 
 def login_found(page: PageState) -> str:
+    if not page.institutions and not page.personal:
+        return "匿名访问：没有个人或机构登录（知网对匿名访问更常要求滑块验证，登录个人或机构账号后会少很多）"
     institution = f"已识别（{len(page.institutions)} 个名称）" if page.institutions else "未识别"
     personal = "已登录" if page.personal else "未登录"
     return f"机构 {institution}；个人 {personal}"

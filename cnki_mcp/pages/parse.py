@@ -693,7 +693,8 @@ def check_identity(paper_expected: Paper, paper_seen: Paper) -> None:
 
 _TIER = re.compile(
     r"(?<![A-Za-z0-9])(?:CSSCI来源期刊|CSSCI扩展版|CSSCI|CSCD来源期刊|CSCD核心库|CSCD扩展库|CSCD|北大核心期刊|北大核心"
-    r"|SSCI|SCI-E|SCI|A&HCI|EI来源期刊|EI|WJCI|AMI(?:综合评价)?(?:顶级|权威|核心|扩展|入库)?)(?![A-Za-z0-9])",
+    r"|SSCI|SCI-E|SCI|A&HCI|EI来源期刊|EI|WJCI|AMI(?:综合评价)?(?:顶级|权威|核心|扩展|入库)?"
+    r"|CAS|JST|Scopus|卓越期刊)(?![A-Za-z0-9])",
     re.I,
 )
 # Tags written in a longer form on some pages, kept under the name the rest of the product uses.

@@ -3,7 +3,8 @@
 Pure rules, no I/O: the databases a list is split into (one request each), the address of one
 request, an answer (``{"data":{"total":N,"data":[{"metadata":[{"name":"TI","value":…}…],
 "relations":[{"scope":"ABSTRACT","url":…}]}]}}``) read into entries, whether a set of answers can be
-data at all (a decoy record, totals that disagree), the lists a detail page renders itself, an
+data at all (a decoy record, totals that disagree), the lists a detail page renders itself (or, in
+the 2026 citation area, the link to the page that lists them, and that page), an
 entry as a catalogue record, and the cursor of ``related_papers``. CNKI's side is described in
 docs/site-notes.md ("References, citing and similar papers").
 """
@@ -398,20 +399,14 @@ def _rendered_entry(li: lxml.html.HtmlElement, base_url: str, database: str) -> 
     return entry
 
 
-def read_rendered(html: str, relation: str, base_url: str) -> Rendered | None:
-    """The relation's list on a live detail page; None while the page has not filled it in.
-
-    Each block (``.essayBox``, else the whole list) names its database in a heading with a count
-    ``(N)``; every ``li`` is an item, linked when it holds a detail-page link. Hidden panels count
-    (a tab not shown still holds its list).
-    """
+def _content_root(html: str) -> lxml.html.HtmlElement:
     root = parse_markup(html)
     for junk in [el for el in root.iter() if isinstance(el.tag, str) and el.tag in NON_CONTENT_TAGS]:
         junk.drop_tree()
-    container = _container(root, relation)
-    if container is None:
-        return None
-    blocks = container.cssselect(".essayBox") or [container]
+    return root
+
+
+def _parts(blocks: list[lxml.html.HtmlElement], relation: str, base_url: str) -> list[tuple[str, int | None, list[Entry]]]:
     parts: list[tuple[str, int | None, list[Entry]]] = []
     for block in blocks:
         heading = text_of(block.cssselect(".dbTitle, h3, h4")[0]) if block.cssselect(".dbTitle, h3, h4") else ""
@@ -419,9 +414,91 @@ def read_rendered(html: str, relation: str, base_url: str) -> Rendered | None:
         database = _database_of(heading) if relation != "similar" else ""
         entries = [e for e in (_rendered_entry(li, base_url, database) for li in block.iter("li")) if e is not None]
         parts.append((database, int(count[1]) if count else None, entries))
-    if not any(entries for _, _, entries in parts) and not _EMPTY_NOTICE.search(text_of(container)):
+    return parts
+
+
+def _listed(parts: list[tuple[str, int | None, list[Entry]]]) -> bool:
+    return any(entries for _, _, entries in parts)
+
+
+def _rendered_in(root: lxml.html.HtmlElement, relation: str, base_url: str) -> Rendered | None:
+    container = _container(root, relation)
+    if container is None:
+        return None
+    parts = _parts(container.cssselect(".essayBox") or [container], relation, base_url)
+    if not _listed(parts) and not _EMPTY_NOTICE.search(text_of(container)):
         return None  # neither items nor "none": not filled in yet
     return Rendered(parts=parts)
+
+
+def read_rendered(html: str, relation: str, base_url: str) -> Rendered | None:
+    """The relation's list on a live detail page; None while the page has not filled it in.
+
+    Each block (``.essayBox``, else the whole list) names its database in a heading with a count
+    ``(N)``; every ``li`` is an item, linked when it holds a detail-page link. Hidden panels count
+    (a tab not shown still holds its list).
+    """
+    return _rendered_in(_content_root(html), relation, base_url)
+
+
+# The 2026 citation area: ``#refpartdiv`` holds only tabs and ``#MapArea``, whose 参考文献 / 引证文献 are links
+# (``a.ReferLinkOn`` the current one, as KCMS has marked it for years) to pages that list them.
+_AREA = "#refpartdiv, #MapArea"
+# Ids the links carry (2026: ``#references``; older KCMS numbered them rl1 参考文献, rl3 引证文献).
+_LINK_IDS = {"references": ("references", "rl1"), "citing": ("citations", "citing", "rl3")}
+
+
+class ListLink(msgspec.Struct, frozen=True):
+    """Where the 2026 area's link for a relation leads: the page that lists it."""
+
+    url: str
+
+
+def _list_link(anchors: Iterable[lxml.html.HtmlElement], relation: str, base_url: str) -> str:
+    """The first link named for ``relation`` (its words, 二级… excluded, or its id) that leads to another CNKI page."""
+    for anchor in anchors:
+        named = trim(text_of(anchor)).startswith(RELATION_NAMES[relation])
+        if not named and (anchor.get("id") or "").strip().lower() not in _LINK_IDS.get(relation, ()):
+            continue
+        href = (anchor.get("href") or "").strip()
+        if not href or href.startswith("#") or href.lower().startswith("javascript"):
+            continue
+        url = urljoin(base_url, href)
+        if is_site_url(url) and url.split("#", 1)[0] != base_url.split("#", 1)[0]:
+            return url
+    return ""
+
+
+def read_area(html: str, relation: str, base_url: str) -> Rendered | ListLink | None:
+    """The detail page's citation area: its own list (up to 2025, ``read_rendered``), or in the 2026 area the
+    link to the page that lists the relation; None while neither shows. In the 2026 area only items count:
+    an area with none and no usable link is never read as an empty list (it stays None, the caller gives up
+    with RELATIONS_UNAVAILABLE and a snapshot)."""
+    root = _content_root(html)
+    area = root.cssselect(_AREA)
+    current = root.cssselect("a.ReferLinkOn")
+    rendered = _rendered_in(root, relation, base_url)
+    if not area and not current:
+        return rendered
+    if rendered is not None and _listed(rendered.parts):
+        return rendered
+    link = _list_link([*current, *(a for element in area for a in element.iter("a"))], relation, base_url)
+    return ListLink(url=link) if link else None
+
+
+def read_list_page(html: str, relation: str, base_url: str) -> Rendered | None:
+    """The page an area link leads to: its database blocks (``.essayBox`` with a ``.dbTitle (N)`` heading, as
+    KCMS list pages write them), else the relation's container, else the ``li`` items numbered ``[N]``; None
+    while it lists no item."""
+    root = _content_root(html)
+    container = _container(root, relation)
+    blocks = root.cssselect(".essayBox") or ([container] if container is not None else [])
+    parts = _parts(blocks, relation, base_url)
+    if not _listed(parts):
+        items = [li for li in root.iter("li") if _INDEX.match(text_of(li))]
+        entries = [e for e in (_rendered_entry(li, base_url, "") for li in items) if e is not None]
+        parts = [("", None, entries)]
+    return Rendered(parts=parts) if _listed(parts) else None
 
 
 # --- entries as records ---------------------------------------------------------------------------

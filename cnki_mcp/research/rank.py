@@ -94,6 +94,12 @@ _EXACT_TOP = frozenset({"SSCI", "SCI", "SCI-E", "A&HCI"})
 # AMI ranks its journals 顶级 > 权威 > 核心; the reference scored only 核心, so the two higher
 # levels are placed just above it (still below 北大核心/CSCD, the lists the seed ranks higher).
 _AMI_LEVELS = (("顶级", 0.92), ("权威", 0.90), ("核心", 0.88))
+# Tags of 2026 journal pages the reference does not score, each on the tier of the list it is most like:
+# Scopus is a selective international index as EI is (0.90); 卓越期刊 (中国科技期刊卓越行动计划) are picked from
+# China's leading journals, the ones 北大核心/CSCD list (0.94). CAS and JST abstract journals broadly, so, as
+# WJCI, they say little of a journal's standing: no tier.
+_LIKE_CORE = "卓越期刊"
+_LIKE_EI = "SCOPUS"
 
 
 def _is_ei(tag: str) -> bool:
@@ -103,15 +109,16 @@ def _is_ei(tag: str) -> bool:
 
 
 def tier_score(tag: str) -> float:
-    """The inclusion tier of one journal tag (SCI 1.0, CSSCI 0.96, 北大核心/CSCD 0.94, EI 0.90, AMI …)."""
+    """The inclusion tier of one journal tag (SCI 1.0, CSSCI 0.96, 北大核心/CSCD/卓越期刊 0.94, EI/Scopus 0.90,
+    AMI …; CAS, JST and WJCI none)."""
     tag = tag.strip().upper()
     if "CSSCI" in tag:
         return 0.96
     if tag in _EXACT_TOP:
         return 1.0
-    if "北大核心" in tag or "CSCD" in tag:
+    if "北大核心" in tag or "CSCD" in tag or _LIKE_CORE in tag:
         return 0.94
-    if _is_ei(tag):
+    if _is_ei(tag) or tag == _LIKE_EI:
         return 0.90
     if "AMI" in tag:
         for level, score in _AMI_LEVELS:

@@ -6,7 +6,8 @@
 are needed and not read yet). An answer that cannot be the paper's data — a decoy record repeated
 across databases or papers, the paper listing itself — is treated as a challenge: never stored, the
 person is shown the detail page, the list is asked once more, and then the detail page's own rendered
-参考文献/引证文献 lists are read instead. Linked items become catalogue records (``record_ref``);
+参考文献/引证文献 lists are read instead (in the 2026 citation area, the list pages its links lead to; an
+area with neither is RELATIONS_UNAVAILABLE with a snapshot). Linked items become catalogue records (``record_ref``);
 items CNKI links to no record are kept as their citation text. ``Relations.edges`` serves the
 snowballing of ``search`` (research.py) and ``export_citations references_of``.
 
@@ -18,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -42,7 +44,9 @@ from cnki_mcp.pages.relation_parse import (
     Answer,
     Ask,
     Entry,
+    ListLink,
     NotData,
+    Rendered,
     Signatures,
     databases,
     decode_cursor,
@@ -51,7 +55,8 @@ from cnki_mcp.pages.relation_parse import (
     entry_paper,
     page_problem,
     read_answer,
-    read_rendered,
+    read_area,
+    read_list_page,
     repeated_keys,
     request_url,
     v_token,
@@ -59,9 +64,12 @@ from cnki_mcp.pages.relation_parse import (
 from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.detail_tab import local_ref, open_detail, resolve_paper
 from cnki_mcp.research.enrich import Enrichment
+from cnki_mcp.site.browser import Tab
+from cnki_mcp.site.exchange import Observation, note_snapshot
 from cnki_mcp.store.library import Store, relation_is_fresh, relation_key
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RENDERED_TIMEOUT = 15.0
 DECOY_ROUNDS = 2  # a list asked at most this often while its answers look like a decoy
@@ -383,19 +391,18 @@ class Relations:
         return self._entry_of(entry).key
 
     async def _from_page(self, op: OperationContext, paper: Paper, relation: str) -> RelationList:
-        """The detail page's own rendered list (references and citing papers; at most what it shows)."""
+        """The detail page's own list (references and citing papers; at most what it shows), or in the 2026
+        citation area the page its link leads to; RELATIONS_UNAVAILABLE with a snapshot when neither shows."""
         if relation == "similar":
             raise CnkiError("RELATIONS_UNAVAILABLE", details={"relation": relation})
         tab, bound = await open_detail(op, self.engine, self.site, paper)
         try:
-            try:
-                rendered = await self.site.wait_page(
-                    op, tab, lambda seen: read_rendered(seen.html, relation, seen.url), RENDERED_TIMEOUT
-                )
-            except CnkiError as exc:
-                if exc.code in ("CONTENT_NOT_READY", "PARSER_UNSUPPORTED"):
-                    raise CnkiError("RELATIONS_UNAVAILABLE", details={"relation": relation}) from None
-                raise
+            area: Rendered | ListLink = await self._shown(op, tab, relation, read_area, "relations-area")
+            if isinstance(area, ListLink):
+                await self.site.navigate(op, tab, area.url, RENDERED_TIMEOUT, until="commit")
+                rendered = await self._shown(op, tab, relation, read_list_page, "relations-list")
+            else:
+                rendered = area
         finally:
             with contextlib.suppress(CnkiError):
                 await self.site.close_tab(tab)
@@ -409,6 +416,27 @@ class Relations:
         stated = all(count is not None for _, count, _ in rendered.parts)
         return RelationList(source_ref=bound.record_ref or paper.record_ref, relation=relation, parts=parts,
                             origin="page", stated=stated, observed_at=now)
+
+    async def _shown(
+        self, op: OperationContext, tab: Tab, relation: str, read: Callable[[str, str, str], T | None], kind: str
+    ) -> T:
+        """What ``read`` finds on the live tab; RELATIONS_UNAVAILABLE (with the page as a snapshot) when it
+        finds nothing in time."""
+        last: list[Observation] = []
+
+        def accept(seen: Observation) -> T | None:
+            last[:] = [seen]
+            return read(seen.html, relation, seen.url)
+
+        try:
+            return await self.site.wait_page(op, tab, accept, RENDERED_TIMEOUT)
+        except CnkiError as exc:
+            if exc.code not in ("CONTENT_NOT_READY", "PARSER_UNSUPPORTED"):
+                raise
+            problem = CnkiError("RELATIONS_UNAVAILABLE", details={"relation": relation})
+            if last:
+                note_snapshot(problem, await self.site.snapshot(kind, last[0].html, last[0].url, tab))
+            raise problem from None
 
     # -- the graph for search and export ------------------------------------------------------------
 

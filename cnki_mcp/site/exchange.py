@@ -408,7 +408,7 @@ class Engine(abc.ABC):
             return None
         url = str(data.get("url") or "")
         html = str(data.get("html") or "")
-        return Observation(
+        seen = Observation(
             url=url,
             html=html,
             ready=bool(data.get("ready")),
@@ -417,6 +417,12 @@ class Engine(abc.ABC):
             condition=bool(data.get("condition")),
             page=await asyncio.to_thread(inspect_live_page, html, url),
         )
+        page = seen.page
+        if page.identity_ready and page.state == "ready":
+            signed_in = page.personal or bool(page.institutions)
+            if signed_in or (seen.complete and not seen.pending):  # a header still loading is no "none"
+                self.person.signed_in = signed_in
+        return seen
 
     async def glance(self, tab: Tab) -> Observation | None:
         """``observe`` for polling several tabs: one that is closed or cannot answer now is None; only a

@@ -32,6 +32,11 @@ MINIMIZE_TIMEOUT = 2.0
 
 VERIFY_MESSAGE = "知网要求人工验证：请在弹出的浏览器窗口完成验证，完成后任务会自动继续"
 LOGIN_MESSAGE = "知网要求登录：请在弹出的浏览器窗口登录，完成后任务会自动继续"
+# A challenge met while the KNS header last showed no login at all: such sessions meet the slider far more often.
+ANONYMOUS_VERIFY_MESSAGE = (
+    VERIFY_MESSAGE + "。当前没有登录任何账号（匿名访问），知网对匿名访问更常要求这类验证（多为滑块）；"
+    "登录个人账号或机构账号（调用 login，校外可经学校 VPN 或 CARSI）后就会少很多"
+)
 
 Check = Callable[[], Awaitable[bool]]
 Observe = Callable[[Tab], Awaitable[Any]]
@@ -70,6 +75,8 @@ class Person:
         self._lock = asyncio.Lock()
         self._epoch = 0
         self._pages: dict[str, Tab] = {}
+        # What the KNS header showed last: a personal or institution login (True), none (False), not seen (None).
+        self.signed_in: bool | None = None
 
     @property
     def epoch(self) -> int:
@@ -169,6 +176,8 @@ class Person:
             if epoch is not None and epoch != self._epoch:
                 return
             message = LOGIN_MESSAGE if reason.code == "LOGIN_REQUIRED" else VERIFY_MESSAGE
+            if reason.code != "LOGIN_REQUIRED" and self.signed_in is False:
+                message = ANONYMOUS_VERIFY_MESSAGE
             if gateway_problem(reason):
                 message = GATEWAY_MESSAGE
                 await show_gateway(self.browser, tab, lambda: self._request(op))

@@ -101,7 +101,12 @@ class Sessions:
         return self.site.browser.routing.route
 
     async def _set_route(self, route: Route) -> None:
+        changed = route != self.route
         self.site.browser.routing.route = route
+        if changed:
+            # The work and render tabs (and the search template captured on one) stay on the old route's
+            # origin: the next listing would still go that way. New tabs open by the new route.
+            await self.site.reset_tabs()
         if self._keep_route is not None:
             await self._keep_route(route)
 

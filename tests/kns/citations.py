@@ -41,6 +41,9 @@ DATABASE_NAMES = {
 MARKS = {"CJFD": "J", "CDFD": "D", "CMFD": "D", "CPFD": "C", "CCND": "N", "CBBD": "M", "WWJD": "J", "NLNK": "M"}
 LINKED = {"JOURNAL": (3, 8), "DISSERTATION": (10, 18), "CONFERENCE": (2, 5), "BOOK": (0, 2), "NEWSPAPER": (0, 0)}
 UNLINKED = {"JOURNAL": (1, 2), "DISSERTATION": (2, 4), "CONFERENCE": (0, 1), "BOOK": (0, 0), "NEWSPAPER": (0, 0)}
+# The detail page's citation area (``citation_area``): the lists inside it (up to 2025), the 2026 area whose
+# 参考文献/引证文献 are a.ReferLinkOn links to list pages, that area with nothing in it, or markup of no known kind.
+AREAS = ("lists", "link", "empty", "unknown")
 SIMILAR_COUNT = 15
 RENDERED_PER_DATABASE = 10
 FOREIGN_AUTHORS = ("Smith J", "Brown K", "Miller A", "Garcia M", "Tanaka H", "Müller F", "Dubois C")
@@ -214,9 +217,49 @@ def _section(kind: str, refs: list[Ref], epoch: int) -> str:
     return f'<div class="module-content" id="{kind}-list" data-relation="{kind}">{"".join(blocks)}{notice}</div>'
 
 
-def rendered(graph: Graph, p: Paper, epoch: int) -> str:
-    """The detail page's 参考文献 and 引证文献 lists, filled in by script 150 ms after load."""
-    html = (_section("reference", graph.references.get(p.filename, []), epoch)
-            + _section("citing", graph.citing.get(p.filename, []), epoch))
+LIST_PATH = "/kcms/detail/frame/list.aspx"
+REF_TYPES = {"1": "references", "3": "citing"}  # KCMS's RefType: 1 参考文献, 2 二级参考文献, 3 引证文献 …
+_TABS = ("参考文献", "引证文献", "共引文献", "同被引文献", "二级参考文献", "二级引证文献")
+
+
+def list_url(p: Paper, ref_type: str) -> str:
+    return f"{LIST_PATH}?dbcode={p.dbcode}&filename={p.filename}&dbname={p.dbcode}&RefType={ref_type}&vl="
+
+
+def _area_2026(p: Paper, area: str) -> str:
+    """The 2026 citation area: tabs and #MapArea (its links to the list pages, or nothing), the nxgp-* containers
+    empty, KCMS's hidden #ref_nodata notice; ``unknown``: a redesign with none of these."""
+    if area == "unknown":
+        return '<div class="cite-network-v3"><canvas width="600" height="300"></canvas><span>引文网络加载中</span></div>'
+    links = "" if area == "empty" else (
+        f'<a class="ReferLinkOn" id="references" href="{esc(list_url(p, "1"))}" target="_blank">参考文献</a>'
+        f'<a id="citations" href="{esc(list_url(p, "3"))}" target="_blank">引证文献</a>'
+        f'<a id="secondreferences" href="{esc(list_url(p, "2"))}" target="_blank">二级参考文献</a>')
+    tabs = "".join(f"<li>{t}</li>" for t in _TABS)
+    empty = "".join(f'<div class="nxgp-{kind}"></div>' for kind in ("references", "citations", "coreferences"))
+    return (f'<div id="refpartdiv"><h5 class="module-title">引文网络</h5><ul class="module-tab">{tabs}</ul>'
+            f'<div id="MapArea">{links}</div>{empty}<div id="ref_nodata" style="display:none">暂无数据</div></div>')
+
+
+def rendered(graph: Graph, p: Paper, epoch: int, area: str = "lists") -> str:
+    """The detail page's citation area, filled in by script 150 ms after load: the 参考文献 and 引证文献 lists
+    (``lists``) or the 2026 area (see AREAS)."""
+    if area == "lists":
+        html = (_section("reference", graph.references.get(p.filename, []), epoch)
+                + _section("citing", graph.citing.get(p.filename, []), epoch))
+    else:
+        html = _area_2026(p, area)
     return (f'<div class="relations-area"></div><script>setTimeout(function(){{'
             f'document.querySelector(".relations-area").innerHTML = {json.dumps(html, ensure_ascii=False)};}}, 150);</script>')
+
+
+def list_page(graph: Graph, query: dict[str, str], epoch: int) -> tuple[int, str]:
+    """(status, HTML) of the page an area link leads to: the list's database blocks as KCMS list pages write
+    them (first 10 items of each, a heading with the count)."""
+    p = graph.corpus.by_filename(query.get("filename", ""))
+    relation = REF_TYPES.get(query.get("RefType", ""))
+    if p is None or relation is None:
+        return 404, pages.simple_page("页面不存在", "404 页面不存在")
+    refs = graph.references if relation == "references" else graph.citing
+    body = _section("reference" if relation == "references" else "citing", refs.get(p.filename, []), epoch)
+    return 200, f"<!DOCTYPE html><html><head><title>{_TABS[0] if relation == 'references' else _TABS[1]}</title></head><body>{body}</body></html>"

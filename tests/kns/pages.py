@@ -707,14 +707,20 @@ def timeout_verify_page(solves: int) -> str:
 
 # ---------------------------------------------------------------- knavi
 
+# The other tags 2026 journal pages carry (cookjohn/cnki-skills cnki-journal-index), by journal (``journal_tags_more``).
+EXTRA_TAGS = {"KFDX": ("Scopus", "CAS"), "YXYX": ("卓越期刊", "JST"), "SCIS": ("CAS", "JST", "Scopus", "卓越期刊")}
+
+
 def journal_tags(j: Journal, sc: Scenario) -> list[str]:
-    """The tag spans of a journal page: as listed, or the 2026 spelling (北大核心期刊, a bare AMI, WJCI)."""
+    """The tag spans of a journal page: as listed, or the 2026 spelling (北大核心期刊, a bare AMI, WJCI); with
+    ``journal_tags_more`` also CAS, JST, Scopus and 卓越期刊 where EXTRA_TAGS has them."""
+    extra = list(EXTRA_TAGS.get(j.key, ())) if sc.journal_tags_more else []
     if sc.journal_tags != "2026":
-        return list(j.tiers)
+        return list(j.tiers) + extra
     tags = ["北大核心期刊" if t == "北大核心" else "AMI" if t.startswith("AMI") else t for t in j.tiers]
     if any(t in ("CSCD", "EI", "SCI") for t in j.tiers):
         tags.append("WJCI")
-    return tags
+    return tags + extra
 
 
 def journal_base_info(j: Journal, sc: Scenario) -> str:

@@ -58,6 +58,7 @@ CHOICES = {
     "empty_style": EMPTY_STYLES,
     "facet_panel": facets.PANEL_STYLES,
     "author_page": ("kcms2", "legacy", "redesigned"),
+    "citation_area": citations.AREAS,
 }
 STATUS_TEXT = {
     401: "请先登录", 403: "403 Forbidden 访问禁止", 404: "404 页面不存在", 429: "访问过于频繁，请稍后再试",
@@ -135,6 +136,10 @@ class Scenario:
     # 来源类别 and named sources (issue 39 items 2, 3)
     source_category_ignored: bool = False  # the grid and the panel ignore LYBSM picks (CNKI not narrowing by 来源类别)
     ly_similar: bool = False  # LY= (a source leaf with match exact) also lists journals of similar names (query.similar_sources)
+    # issue 39 items 6, 7, 9: the 2026 citation area, more journal tags, the slider for sessions without login
+    citation_area: str = "lists"  # see CHOICES: lists (inside the page) | link (2026: a.ReferLinkOn to list pages) | empty | unknown
+    journal_tags_more: bool = False  # journal pages also carry CAS, JST, Scopus and 卓越期刊 (pages.EXTRA_TAGS)
+    anonymous_slider: bool = False  # a session without any login is sent to the blockPuzzle slider on kns pages
 
 
 @dataclass
@@ -216,7 +221,8 @@ def classify(host: str, path: str) -> str:
             return "reader"
         if p.startswith("/verify/"):
             return "verify"
-        if p.startswith("/restapi/citation-api/") or p.startswith("/restapi/literature-api/"):
+        if p.startswith("/restapi/citation-api/") or p.startswith("/restapi/literature-api/") \
+                or p.startswith(citations.LIST_PATH):
             return "citation"
     elif host == "navi.cnki.net" and p.startswith("/knavi"):
         parts = p.strip("/").split("/")
@@ -439,7 +445,12 @@ class KnsSimulator:
     @property
     def challenge_pending(self) -> bool:
         with self._lock:
-            return any(f.kind == "captcha" and not f.solved and f.seen > f.after for f in self.faults)
+            return self._anonymous_slider(self.scenario) or any(
+                f.kind == "captcha" and not f.solved and f.seen > f.after for f in self.faults)
+
+    def _anonymous_slider(self, sc: Scenario) -> bool:
+        """``anonymous_slider``: a session without any login is sent to the slider until a person solves it once."""
+        return sc.anonymous_slider and sc.login == "none" and self.solves == 0
 
     def expire_locators(self) -> None:
         """Invalidate every v=/order id handed out so far (CNKI tokens are session-bound)."""
@@ -649,7 +660,10 @@ class KnsSimulator:
                     chosen = f
         if delay:
             time.sleep(delay)
-        resp = self._fault_response(chosen, rec, sc) if chosen else self._route(rec, sc)
+        if rec.endpoint == "grid" and self._anonymous_slider(sc):  # the grid's JSON naming verify/home?captchaType=blockPuzzle
+            resp = self._captcha_response("json403", rec, sc)
+        else:
+            resp = self._fault_response(chosen, rec, sc) if chosen else self._route(rec, sc)
         if isinstance(resp.body, str) and (sc.page_change or sc.page_extra):
             resource = ""
             if rec.endpoint == "detail":
@@ -743,6 +757,9 @@ class KnsSimulator:
         if ep == "citation":
             with self._lock:
                 epoch = self.epoch
+            if rec.path.lower().startswith(citations.LIST_PATH):
+                status, html = citations.list_page(self.graph, rec.query, epoch)
+                return _Resp(status, html)
             status, ctype, body = citations.answer(self.graph, rec.path.rstrip("/"), rec.query, sc, epoch)
             return _Resp(status, body, ctype)
         if ep in ("download", "file"):
@@ -900,7 +917,7 @@ class KnsSimulator:
         if sc.alert_refusal != "none":
             html = html.replace("</body>", downloads.alert_script(sc) + "</body>")
         if sc.citation_rendered and p.resource != "BOOK":
-            html = html.replace("</body>", citations.rendered(self.graph, p, epoch) + "</body>")
+            html = html.replace("</body>", citations.rendered(self.graph, p, epoch, sc.citation_area) + "</body>")
         return _Resp(200, html)
 
     def _journal(self, rec: SimRequest, sc: Scenario) -> _Resp:
