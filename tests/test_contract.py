@@ -27,7 +27,7 @@ from mcp.types import (
 )
 
 from cnki_mcp import __version__
-from cnki_mcp.core import model, tool_args
+from cnki_mcp.core import model, refcheck_model, tool_args
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Problem
 from cnki_mcp.site import grid_query
@@ -174,7 +174,7 @@ def test_every_name_a_description_writes_is_defined() -> None:
     for spec in REGISTRY.values():
         texts.append(spec.description)
         _described(spec.schema, names, texts, enums)
-    modules = [model, *(sys.modules[f"cnki_mcp.tools.{name}"] for name in REGISTRY)]
+    modules = [model, refcheck_model, *(sys.modules[f"cnki_mcp.tools.{name}"] for name in REGISTRY)]
     results = {
         f.encode_name
         for module in modules

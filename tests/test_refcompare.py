@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cnki_mcp.core.model import FieldDifference, Paper, ParsedReference
+from cnki_mcp.core.model import Paper
+from cnki_mcp.core.refcheck_model import FieldDifference, ParsedReference
 from cnki_mcp.references.refcheck import corrected_text, not_found_message, related, search_phrase
 from cnki_mcp.references.refcompare import (
     PARTIAL,

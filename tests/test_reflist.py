@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnki_mcp.core.model import ParsedReference
+from cnki_mcp.core.refcheck_model import ParsedReference
 from cnki_mcp.references.reflist import line_count, read_entry, split_entries
 
 # --- splitting ---------------------------------------------------------------------------------------

@@ -15,15 +15,8 @@ import unicodedata
 from collections.abc import Sequence
 
 from cnki_mcp.core.hanzi import has_han, simplified
-from cnki_mcp.core.model import (
-    CheckedReference,
-    CheckResult,
-    CheckSummary,
-    Paper,
-    ParsedReference,
-    Problem,
-    ReferenceCandidate,
-)
+from cnki_mcp.core.model import Paper, Problem
+from cnki_mcp.core.refcheck_model import CheckedReference, CheckResult, CheckSummary, ParsedReference, ReferenceCandidate
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.references.citations import prose_entries
 from cnki_mcp.references.refcompare import TRANSLATED, choose, differences, match_key, not_compared, title_relation

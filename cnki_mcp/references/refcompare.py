@@ -16,7 +16,8 @@ import unicodedata
 from collections.abc import Sequence
 
 from cnki_mcp.core.hanzi import has_han, readings, simplified, split_name
-from cnki_mcp.core.model import FieldDifference, Paper, ParsedReference
+from cnki_mcp.core.model import Paper
+from cnki_mcp.core.refcheck_model import FieldDifference, ParsedReference
 from cnki_mcp.core.text import doi_key
 
 # How a given title relates to a record's title.

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from cnki_mcp.core.hanzi import has_han
-from cnki_mcp.core.model import ParsedReference
+from cnki_mcp.core.refcheck_model import ParsedReference
 
 # Full-width ASCII forms and the ideographic space read as their half-width forms, one character for
 # one, so a position in the read text is the same position in the entry as written.
