@@ -40,7 +40,8 @@ of tools is kept anywhere else) holding, in this order:
 ``Result``
     What ``run`` answers: a msgspec Struct, or a union of them (``OperationView`` for an answer given while an
     operation runs, ``LocalReply`` for one from the cache or the store). ``ToolSpec.output_schema``, served as the
-    tool's ``outputSchema``, is generated from it and ``core.model.Failure`` (the ``isError`` answer). A Struct of a layer that ``tools/list`` must not load lives in ``core.model``.
+    tool's ``outputSchema``, is generated from it and ``core.model.Failure`` (the ``isError`` answer). A Struct
+    of a layer that ``tools/list`` must not load lives in ``core.model``.
 ``async def run(deps, args, call)``
     The handler: ``deps`` is the composition root (``app.core.AppCore``: ``store()``, ``jobs()``, ``site()``,
     ``sessions()`` …), ``args`` the parsed ``Args``, ``call`` the ``core.call.ToolCall`` (or None). It imports

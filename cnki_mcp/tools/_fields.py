@@ -24,7 +24,7 @@ def choice(code: str, description: str | None = None) -> Meta:
     return Meta(description=description, extra={"code": code, "empty_means_default": True})
 
 
-OnVerification = Annotated[Policy, choice("INVALID_POLICY", "遇到验证码等人工验证时：ask（默认）弹出窗口等你处理；skip 跳过该资源")]
+OnVerification = Annotated[Policy, choice("INVALID_POLICY", "遇到人工验证：ask（默认）弹窗等用户处理；skip 跳过")]
 Limit = Annotated[
     int, Meta(ge=1, le=LIMIT_MAX, description=f"1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra={"code": "INVALID_LIMIT", "empty_means_default": True})
 ]
@@ -56,8 +56,8 @@ def defaulted(default: int, maximum: int, code: str, unit: str = "") -> Meta:
 DOWNLOAD_WAIT = f"点击后等待文件下载完成的秒数，1–{DOWNLOAD_WAIT_MAX}，默认 {DOWNLOAD_WAIT_DEFAULT}；人工验证的时间不计入"
 DownloadWait = Annotated[int, defaulted(DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "秒"), Meta(description=DOWNLOAD_WAIT)]
 _YEAR_RULE = Meta(ge=0, le=YEAR_MAX, extra={"code": "INVALID_YEAR", "message": "{field} 须在 {ge}–{le} 之间（0 表示不限），收到的是 {value}。"})
-YearFrom = Annotated[int, _YEAR_RULE, Meta(description="起始发表年份（含）；0 或省略表示不限")]
-YearTo = Annotated[int, _YEAR_RULE, Meta(description="截止发表年份（含）；0 或省略表示不限")]
+YearFrom = Annotated[int, _YEAR_RULE, Meta(description="起始年份（含），0 不限")]
+YearTo = Annotated[int, _YEAR_RULE, Meta(description="截止年份（含），0 不限")]
 
 
 def years_in_order(args: Any, raw: dict[str, Any]) -> None:

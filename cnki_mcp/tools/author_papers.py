@@ -31,11 +31,9 @@ class Args(ToolArgs):
 
 TITLE = "作者的论文"
 DESCRIPTION = (
-    "一位作者在知网的其他论文（作者 AND 作者单位的检索，按发表时间从新到旧）：给出 author 和该作者一篇论文的 record_ref 时，"
-    "按那篇论文详情页上这位作者的单位检索，从而区分同名作者；或给出 author 和 institution（作者单位）；只给姓名时同名作者的论文"
-    "可能混在一起，结果带 ambiguous: true 和说明。结果 records（存入本地并带 record_ref，可用于 "
-    "get_metadata、download_papers、export_citations），institutions（知网写法的单位），"
-    "years（覆盖的年份），用 limit/offset 分页。"
+    "一位作者在知网的论文（作者 AND 单位检索，从新到旧）：author 加该作者一篇论文的 record_ref（按那篇论文上的单位区分同名"
+    "作者），或加 institution；只给姓名时同名作者可能混在一起，结果带 ambiguous: true。结果 records 带 record_ref，"
+    "另有 institutions（知网写法的单位）和 years，用 limit/offset 分页。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

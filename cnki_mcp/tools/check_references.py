@@ -34,12 +34,10 @@ class Args(ToolArgs):
 
 TITLE = "核对参考文献"
 DESCRIPTION = (
-    "核对参考文献列表：逐条拆分、识别（GB/T 7714 顺序编码制或著者-出版年制、APA、MLA、Chicago、Vancouver 或随手写的条目，"
-    "中英文混排均可），按题名到知网查找，逐项比对年份、页码、作者、题名、来源、卷、期、DOI。每条给出 verified（一致）、"
-    "differs（有出入，列出 differences）、not_found（知网没有，这不证明是编造的）、ambiguous（多篇同名，列出 candidates）、"
-    "unparsed（无法识别）之一，并给出按知网记录重写的 corrected 条目；summary.total 是读出的条目数，summary.lines 是"
-    "它们所在的行数。用户要检查论文、AI 草稿或手抄的参考文献时使用。"
-    f"一次最多 {CHECK_ENTRIES_MAX} 条。"
+    "核对用户的参考文献列表（论文、AI 草稿或手抄的条目；GB/T 7714、APA、MLA、Chicago、Vancouver 或随手写的，中英文均可）："
+    "逐条到知网查找并比对年份、页码、作者、题名、来源、卷期、DOI。每条的 status 为 verified、differs（differences 列出字段）、"
+    "not_found（知网没有，不证明是编造的）、ambiguous（candidates）或 unparsed，并附按知网记录重写的 corrected；"
+    f"summary.total 是读出的条数。一次最多 {CHECK_ENTRIES_MAX} 条。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

@@ -32,10 +32,9 @@ class Args(ToolArgs):
 
 TITLE = "参考、引证与相似文献"
 DESCRIPTION = (
-    "一篇论文的参考文献（references，默认）、引证文献（citing，引用它的论文）或相似文献（similar），按知网的顺序分页返回。"
-    "从关键论文出发扩展文献综述时使用。返回的论文都存入本地并带 record_ref，可直接用于 get_metadata、download_paper、"
-    "export_citations；知网没有链接到记录的参考文献（图书、外文等）以引文文本给出，record_ref 为 null。"
-    "读过的列表保存在本地（参考文献 30 天，引证与相似文献 7 天），再次调用和翻页不重复访问知网。"
+    "一篇论文的参考文献（references，默认）、引证文献（citing）或相似文献（similar），按知网的顺序分页；从关键论文扩展文献时使用。"
+    "论文都带 record_ref；知网没有链接的参考文献（图书、外文等）只有引文文本，record_ref 为 null。"
+    "读过的列表保存在本地（参考文献 30 天，其他 7 天），再次调用和翻页不重复访问知网。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

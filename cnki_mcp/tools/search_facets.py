@@ -46,12 +46,10 @@ class Args(ToolArgs):
 
 TITLE = "检索分组分布"
 DESCRIPTION = (
-    "一个检索在知网左侧分组中的分布：发表年度、学科、主题、文献来源（期刊/学位授予单位）、作者、机构、基金、文献类型，"
-    "每项给出 value（名称）、code（用于 facet_filters 筛选）和 count（篇数），按知网的顺序（年度按年份升序）；total 是结果总数。"
-    f"用 search_id 复用 search、structured_search 或 expert_search 的检索条件，"
-    f"或给 expression（与 structured_search 相同的条件树）加 year_from/year_to。"
-    "chart=true 时另附一张 PNG 图（每年发文量，以及其他分组的前 "
-    f"{CHART_BARS} 项），chart_table 给出图中的同样数字。想知道某领域逐年增长、谁在研究、哪些期刊在发时使用。"
+    "一个检索在知网左侧分组（年度、学科、主题、来源、作者、机构、基金、文献类型）中的分布：每项的 value、code（用于 "
+    "facet_filters）和 count，按知网的顺序；total 是结果总数。用 search_id 复用 search、structured_search 或 expert_search "
+    "的条件，或给 expression 加年份。chart=true 时附一张 PNG 图（每年发文量与其他分组的前 "
+    f"{CHART_BARS} 项），chart_table 是图中的数字。想知道某领域逐年增长、谁在研究、哪些期刊在发时使用。"
 )
 READ_ONLY = True
 OPEN_WORLD = True
