@@ -24,7 +24,8 @@ def choice(code: str, description: str | None = None) -> Meta:
     return Meta(description=description, extra={"code": code, "empty_means_default": True})
 
 
-OnVerification = Annotated[Policy, choice("INVALID_POLICY", "遇到人工验证：ask（默认）弹窗等用户处理；skip 跳过")]
+# Described once, in the instructions (awaiting_user): ask (the default) waits for the person, skip skips.
+OnVerification = Annotated[Policy, choice("INVALID_POLICY")]
 Limit = Annotated[
     int, Meta(ge=1, le=LIMIT_MAX, description=f"1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra={"code": "INVALID_LIMIT", "empty_means_default": True})
 ]
