@@ -8,10 +8,11 @@ from typing import Any, get_args
 
 import jsonschema
 import msgspec
+import msgspec.inspect as mi
 import pytest
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import BudgetView, LocalReply, OperationView, Problem
+from cnki_mcp.core.model import BudgetView, Failure, LocalReply, OperationView, Problem
 from cnki_mcp.surface import server
 from cnki_mcp.tools import REGISTRY, output_schema
 from tests.harness import SERVED_OUTPUT, conforms
@@ -91,3 +92,36 @@ def test_a_name_two_members_type_differently_accepts_both() -> None:
 def test_a_result_that_is_not_an_object_is_refused() -> None:
     with pytest.raises(TypeError):
         output_schema(list[str])
+
+
+def _example(kind: mi.Type, *, full: bool, option: int = 0) -> Any:
+    """A value of ``kind``: every field (``full``) or only the required ones, a union's ``option``-th type."""
+    if isinstance(kind, mi.Metadata):
+        return _example(kind.type, full=full, option=option)
+    scalars = {mi.StrType: "字", mi.IntType: 1, mi.FloatType: 1.5, mi.BoolType: True, mi.NoneType: None}
+    if type(kind) in scalars:
+        return scalars[type(kind)]
+    if isinstance(kind, mi.LiteralType):
+        return kind.values[option % len(kind.values)]
+    if isinstance(kind, mi.ListType | mi.VarTupleType | mi.SetType | mi.FrozenSetType):
+        return [_example(kind.item_type, full=full, option=option)]
+    if isinstance(kind, mi.DictType):
+        return {"k": _example(kind.value_type, full=full, option=option)}
+    if isinstance(kind, mi.StructType):
+        return {f.encode_name: _example(f.type, full=full, option=option) for f in kind.fields if full or f.required}
+    if isinstance(kind, mi.UnionType):
+        return _example(kind.types[option % len(kind.types)], full=full, option=option)
+    return {"any": ["value"]}
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_member_of_every_result_validates_with_all_or_only_its_required_fields(name: str) -> None:
+    """Answers made from each member's type (each union option in turn), checked by msgspec against the Struct
+    first so that they are answers ``run`` could give."""
+    for member in (*_members(REGISTRY[name].result), Failure):
+        info = mi.type_info(member)
+        for full in (True, False):
+            for option in range(3):
+                answer = _example(info, full=full, option=option)
+                msgspec.convert(answer, member)
+                conforms(name, answer)
