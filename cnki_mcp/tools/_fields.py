@@ -35,8 +35,8 @@ SortField = Annotated[Sort, choice("INVALID_SORT")]
 # A search's part: the rule, the wording of search_results (where search_id is the subject) and of the tools
 # that take search_id beside other ways to name papers.
 ScopeRule = Annotated[Scope, choice("INVALID_SCOPE")]
-SearchScope = Annotated[ScopeRule, Meta(description="search_id 取哪一部分：selected（默认，筛选结果）、eligible（相关文献）、candidates（全部候选）")]
-WithSearchScope = Annotated[ScopeRule, Meta(description="配合 search_id：selected（默认）、eligible 或 candidates")]
+SearchScope = Annotated[ScopeRule, Meta(description="search_id 的哪一部分（同 search_results 的 scope），默认 selected")]
+WithSearchScope = Annotated[ScopeRule, Meta(description="配合 search_id，默认 selected")]
 Format = Annotated[DownloadFormat, choice("INVALID_FORMAT", "auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj")]
 # One paper named by record_ref or title, exactly one (``exactly_one_document``).
 RecordRef = Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")]

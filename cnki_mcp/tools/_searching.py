@@ -138,7 +138,7 @@ class NativeSearchArgs(ToolArgs):
     year_from: YearFrom = 0
     year_to: YearTo = 0
     # After parse: the effective sort, equal to options.sort.
-    sort: Annotated[SortField, Meta(description="relevance（默认）、date_desc、cited_desc、downloaded_desc")] = "relevance"
+    sort: Annotated[SortField, Meta(description="知网列表的排序，默认 relevance")] = "relevance"
     options: NativeOptions = msgspec.field(default_factory=NativeOptions)
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
 

@@ -12,7 +12,7 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import OperationView
 from cnki_mcp.core.text import is_blank
-from cnki_mcp.core.tool_args import CHECK_STYLES, TEXT_BYTES_MAX, CheckStyle, ToolArgs
+from cnki_mcp.core.tool_args import TEXT_BYTES_MAX, CheckStyle, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, choice
 
@@ -21,7 +21,7 @@ _TEXT = (
     "粘贴的参考文献列表（与 references 二选一）：带 [1]、1.、1、、（1）编号或不带编号（可混用），一行一条或空行分隔，"
     f"折行的条目自动接回，不成条目的行单独列为 unparsed；最大 {TEXT_BYTES_MAX // 1024} KB、最多 {CHECK_ENTRIES_MAX} 条"
 )
-_STYLE = f"corrected 条目使用的格式：{'、'.join(CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）"
+_STYLE = "corrected 条目的格式，默认 gbt7714（GB/T 7714—2015 顺序编码制）"
 
 
 class Args(ToolArgs):

@@ -23,7 +23,7 @@ class Args(ToolArgs):
     cursor: Annotated[str, Meta(description="翻页：传入上一页结果中的 next_cursor（其余参数可省略）")] = ""
     record_ref: RecordRef = ""
     title: Title = ""
-    relation: Annotated[Relation, choice("INVALID_RELATION", "references（默认，参考文献）、citing（引证文献）、similar（相似文献）")] = "references"
+    relation: Annotated[Relation, choice("INVALID_RELATION", "默认 references")] = "references"
     limit: PageLimit = LIMIT_DEFAULT
     wait_seconds: Annotated[int, defaulted(RELATED_WAIT_DEFAULT, STATUS_WAIT_MAX, "INVALID_WAIT", "秒"), Meta(description=_WAIT)] = RELATED_WAIT_DEFAULT
     refresh: Annotated[bool, Meta(description="忽略本地保存的列表，重新从知网读取")] = False

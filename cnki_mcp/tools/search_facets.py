@@ -12,7 +12,7 @@ from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import LocalReply, OperationView, SearchRecord
-from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS, ToolArgs
+from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, given, years_in_order
 from cnki_mcp.tools._searching import FacetFilters, FacetFiltersField, FreshnessRule, check_facet_filters
@@ -36,7 +36,7 @@ class Args(ToolArgs):
     year_to: YearTo = 0
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
     facets: Annotated[
-        list[Facet], Meta(description="要哪些分组（默认全部）：" + "、".join(f"{name}（{label}）" for name, label in FACETS.items()))
+        list[Facet], Meta(description="要哪些分组，默认全部")
     ] = []  # empty = every facet
     limit: Annotated[int, Meta(ge=1, le=LIMIT_MAX, description=f"每个分组返回几项，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra=_LIMIT_RULE)] = LIMIT_DEFAULT
     chart: Annotated[bool, Meta(description="同时画图（PNG，作为图片内容返回并保存在数据目录 charts/ 下）")] = False
