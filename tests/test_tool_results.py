@@ -11,8 +11,8 @@ import msgspec
 import msgspec.inspect as mi
 import pytest
 
-from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import BudgetView, Failure, LocalReply, OperationView, Problem
+from cnki_mcp.core.errors import CnkiError, Failure
+from cnki_mcp.core.model import BudgetView, LocalReply, OperationView, Problem
 from cnki_mcp.surface import server
 from cnki_mcp.tools import REGISTRY, output_schema
 from tests.harness import SERVED_OUTPUT, conforms

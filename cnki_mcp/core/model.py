@@ -729,15 +729,6 @@ class LocalReply(msgspec.Struct, kw_only=True):
     errors: list[Problem] | msgspec.UnsetType = msgspec.UNSET  # a partial answer (status "partial"): what is missing
 
 
-class Failure(msgspec.Struct, kw_only=True):
-    """The ``isError`` answer of any tool: why no operation started or the call failed, with the store's warnings
-    (every tool's output schema admits it; other answers may carry ``warnings`` too)."""
-
-    status: str = "failed"
-    errors: list[Problem]
-    warnings: list[Problem] | msgspec.UnsetType = msgspec.UNSET
-
-
 class ReadResult(msgspec.Struct, omit_defaults=True, kw_only=True):
     """read_online_html's answer: one page of the text (or of one section) and the whole catalogue.
 

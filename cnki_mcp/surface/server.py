@@ -4,7 +4,7 @@ Built on mcp 2.x's low-level ``Server`` so the advertised input schemas are exac
 sends them unchanged and validates nothing). Every ``tools/call`` goes through
 ``tools.parse_arguments`` and then ``tools.dispatch(app, name, args, ctx)``. Results are one compact JSON text block
 plus the same object as structured content; any failure before an operation starts is answered
-with ``isError: true`` and ``{"status": "failed", "errors": [Problem]}`` (``core.model.Failure``, which every
+with ``isError: true`` and ``{"status": "failed", "errors": [Problem]}`` (``core.errors.Failure``, which every
 tool's ``outputSchema`` admits); a tool that does not exist is the JSON-RPC error -32602. The instructions are
 the head of ``guide.md``, the whole of it is the resource ``cnki://guide``. The server never dies on a bad call.
 """
@@ -59,8 +59,8 @@ from mcp.types import (
 
 from cnki_mcp import __version__
 from cnki_mcp.core.clock import Deadline
-from cnki_mcp.core.errors import CnkiError, as_cnki_error
-from cnki_mcp.core.model import Failure, Problem
+from cnki_mcp.core.errors import CnkiError, Failure, as_cnki_error
+from cnki_mcp.core.model import Problem
 from cnki_mcp.surface.tools import ICON, ToolApp, dispatch, listed_tools, parse_arguments
 from cnki_mcp.surface.wire import stdio_streams
 

@@ -40,7 +40,7 @@ of tools is kept anywhere else) holding, in this order:
 ``Result``
     What ``run`` answers: a msgspec Struct, or a union of them (``OperationView`` for an answer given while an
     operation runs, ``LocalReply`` for one from the cache or the store). ``ToolSpec.output_schema``, served as the
-    tool's ``outputSchema``, is generated from it and ``core.model.Failure`` (the ``isError`` answer). A Struct
+    tool's ``outputSchema``, is generated from it and ``core.errors.Failure`` (the ``isError`` answer). A Struct
     of a layer that ``tools/list`` must not load lives in ``core.model``.
 ``async def run(deps, args, call)``
     The handler: ``deps`` is the composition root (``app.core.AppCore``: ``store()``, ``jobs()``, ``site()``,
@@ -68,6 +68,7 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core import model
+from cnki_mcp.core.errors import Failure
 from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools._parse import Validator, parse
 from cnki_mcp.tools._schema import input_schema, output_schema
@@ -113,7 +114,7 @@ class ToolSpec:
     @property
     def output_schema(self) -> dict[str, Any]:
         """What every answer validates against: ``Result``, or the ``isError`` answer (``Failure``)."""
-        return output_schema(self.result | model.Failure)
+        return output_schema(self.result | Failure)
 
 
 def spec_of(module: ModuleType) -> ToolSpec:
