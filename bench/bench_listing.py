@@ -40,6 +40,8 @@ async def measure() -> dict[str, Any]:
         "instructions_chars": len(instructions),
         "tools": len(tools),
         "parts": {part: sum(size(tool[part]) for tool in tools if part in tool) for part in PARTS},
+        # What hosts usually put before the model (their tool definitions carry no output schema, icon or hints).
+        "model_facing_bytes": size([{k: tool[k] for k in ("name", "title", "description", "inputSchema") if k in tool} for tool in tools]),
         "per_tool": {tool["name"]: size(tool) for tool in tools},
     }
 
@@ -52,6 +54,7 @@ def main() -> int:
         print(json.dumps(figures, ensure_ascii=False))
     else:
         print(f"tools/list: {figures['tools_list_bytes']:,} bytes for {figures['tools']} tools (goal ≤ {GOALS['tools_list_bytes']:,})")
+        print(f"  name, title, description and inputSchema alone (what a model is shown): {figures['model_facing_bytes']:,}")
         for part, count in figures["parts"].items():
             print(f"  {part:<13}{count:>8,}")
         for name, count in sorted(figures["per_tool"].items(), key=lambda item: -item[1]):
