@@ -36,8 +36,9 @@ SERVE = (sys.executable, "-m", "cnki_mcp", "serve")
 
 
 async def call_tool(app: App, tool: str, raw: dict[str, Any], ctx: Any = None) -> Any:
-    """One tool call on an in-process App, its answer as JSON values (what the client receives)."""
-    return msgspec.to_builtins(await dispatch(app, tool, parse_arguments(tool, raw), ctx))
+    """One tool call on an in-process App, its answer as JSON values (what the client receives), checked against
+    the tool's served output schema."""
+    return conforms(tool, msgspec.to_builtins(await dispatch(app, tool, parse_arguments(tool, raw), ctx)))
 
 
 # Each tool's ``outputSchema`` as ``tools/list`` serves it.
