@@ -95,7 +95,10 @@ def render(document: dict[str, Any]) -> str:
         lines.append(f"| [`{tool['name']}`](#{tool['name']}) | " + " | ".join(_yes(hints.get(key)) for key, _ in _HINTS) + " |")
     for tool in tools:
         schema = tool.get("inputSchema") or {}
-        lines += ["", f"## {tool['name']}", "", _cell(tool.get("description", "")), ""]
+        lines += ["", f"## {tool['name']}", ""]
+        if tool.get("title"):
+            lines += [f"**{_cell(tool['title'])}**", ""]
+        lines += [_cell(tool.get("description", "")), ""]
         properties = schema.get("properties") or {}
         if not properties:
             lines.append("没有参数。")

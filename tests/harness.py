@@ -29,7 +29,7 @@ from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from cnki_mcp.app import App
-from cnki_mcp.surface.tools import dispatch, parse_arguments, spec_of
+from cnki_mcp.surface.tools import dispatch, listed_tools, parse_arguments
 
 FINAL = ("completed", "partial", "failed", "skipped", "cancelled", "interrupted")
 AWAITING = ("awaiting_user", *FINAL)  # a person is asked, or the operation ended
@@ -38,14 +38,27 @@ SERVE = (sys.executable, "-m", "cnki_mcp", "serve")
 
 
 async def call_tool(app: App, tool: str, raw: dict[str, Any], ctx: Any = None) -> Any:
-    """One tool call on an in-process App, its answer as JSON values (what the client receives)."""
-    return msgspec.to_builtins(await dispatch(app, tool, parse_arguments(tool, raw), ctx))
+    """One tool call on an in-process App, its answer as JSON values (what the client receives), checked against
+    the tool's served output schema."""
+    return conforms(tool, msgspec.to_builtins(await dispatch(app, tool, parse_arguments(tool, raw), ctx)))
+
+
+# Each tool's ``outputSchema`` as ``tools/list`` serves it.
+SERVED_OUTPUT = {tool.name: tool.output_schema for tool in listed_tools()}
 
 
 def conforms(tool: str, answer: Any) -> Any:
-    """``answer`` (JSON values) once checked against the output schema generated from ``tool``'s ``Result``."""
-    jsonschema.validate(answer, spec_of(tool).output_schema, cls=jsonschema.Draft202012Validator)
+    """``answer`` (JSON values) once checked against the output schema ``tools/list`` serves for ``tool``."""
+    jsonschema.validate(answer, SERVED_OUTPUT[tool], cls=jsonschema.Draft202012Validator)
     return answer
+
+
+def served_conforms(tool: str, result: CallToolResult) -> CallToolResult:
+    """``result`` once its structured content, an ``isError`` answer's too, is checked as a strict client would
+    (mcp's client checks only the others); a tool that does not exist has no schema."""
+    if result.structured_content is not None and tool in SERVED_OUTPUT:
+        conforms(tool, result.structured_content)
+    return result
 
 
 # --- the browser ------------------------------------------------------------------------------------
@@ -245,8 +258,9 @@ class McpSession(Operations):
             yield cls(client, Path(params.env["CNKI_DATA_DIR"]), check=check, wait_timeout=wait_timeout)
 
     async def result(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
-        """The answer as the client receives it (``is_error``, content, structured content), unread."""
-        return await self.client.call_tool(tool, arguments)
+        """The answer as the client receives it (``is_error``, content, structured content), unread but checked
+        against the tool's output schema."""
+        return served_conforms(tool, await self.client.call_tool(tool, arguments))
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return self.check(await self.result(tool, arguments))
@@ -280,7 +294,7 @@ class ThreadedClient:
     def call(self, name: str, args: Any, timeout: float = 60) -> CallToolResult:
         assert self.client is not None
         self.calls += 1
-        return self.run(self.client.call_tool(name, args), timeout)
+        return served_conforms(name, self.run(self.client.call_tool(name, args), timeout))
 
     def alive(self) -> bool:
         try:

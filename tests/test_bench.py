@@ -22,6 +22,11 @@ def run(script: str, *args: str, timeout: float = 300) -> str:
     return done.stdout
 
 
+def test_bench_listing_prints_its_figures() -> None:
+    out = run("bench_listing.py")
+    assert out.startswith("tools/list: ") and "outputSchema" in out and "instructions: " in out, out
+
+
 def test_bench_store_smoke() -> None:
     out = run("bench_store.py", "--smoke")
     for label in ("records              300 ", "research.db ", "open ", "save ", "on the event loop", "search_results page", "RSS "):

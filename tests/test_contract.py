@@ -132,7 +132,8 @@ def test_contract_check_reports_no_mismatch(tmp_path: Path) -> None:
 async def test_schema_document_is_what_tools_list_serves() -> None:
     document = await server.schema_document()
     assert document["tools"] == tools_document()["tools"]
-    assert document["_meta"]["io.modelcontextprotocol/serverInfo"] == {"name": "cnki", "version": __version__}
+    served_by = {"name": "cnki", "version": __version__, "icons": [server.ICON.model_dump(exclude_none=True)]}
+    assert document["_meta"]["io.modelcontextprotocol/serverInfo"] == served_by
 
 
 # --- the same rules, checked without the reference file --------------------------------------------
@@ -211,7 +212,14 @@ def test_annotations_carry_all_four_hints() -> None:
             "idempotentHint": False,
             "openWorldHint": name not in CLOSED_WORLD,
         }, name
-        assert "outputSchema" not in tool and "title" not in tool
+
+
+def test_every_tool_has_its_title_output_schema_and_icon() -> None:
+    for name, tool in by_name().items():
+        assert tool["title"] == REGISTRY[name].title and any("\u4e00" <= ch <= "\u9fff" for ch in tool["title"]), name
+        assert tool["outputSchema"] == REGISTRY[name].output_schema, name
+        assert tool["icons"] == [{"src": server.ICON.src}], name
+    assert server.ICON.src.startswith("data:image/svg+xml,<svg ")
 
 
 def _walk_objects(schema: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
@@ -282,7 +290,9 @@ async def test_identity_instructions_and_guide_resource() -> None:
     async with Client(server.build_server(None), mode="legacy") as client:
         assert client.server_info is not None
         assert (client.server_info.name, client.server_info.version) == ("cnki", __version__)
-        assert client.instructions == server.guide_text()
+        assert client.instructions == server.instructions_text()
+        assert server.guide_text().startswith(server.instructions_text().strip() + "\n\n---\n")
+        assert client.server_info.icons == [server.ICON]
         listed = (await client.list_resources()).resources
         assert [(str(r.uri), r.name, r.mime_type) for r in listed] == [("cnki://guide", "guide", "text/plain")]
         read = await client.read_resource("cnki://guide")
@@ -380,7 +390,8 @@ def decoded(result: Any) -> dict[str, Any]:
 
 async def test_success_is_compact_json_text_plus_the_same_structured_object() -> None:
     async def answer(tool: str, args: Any, ctx: Any) -> Any:
-        return {"status": "completed", "title": "论《民法典》违约金 <b>&", "n": 3, "args": msgspec.to_builtins(args)}
+        page = {"search_id": "op_1", "scope": "selected", "total": 0, "offset": 0, "next_offset": None, "results": []}
+        return {**page, "status": "completed", "title": "论《民法典》违约金 <b>&", "n": 3, "args": msgspec.to_builtins(args)}
 
     app = FakeApp(answer)
     async with Client(server.build_server(app)) as client:
@@ -399,8 +410,9 @@ async def test_struct_results_are_encoded_with_their_field_names() -> None:
     async def answer(tool: str, args: Any, ctx: Any) -> Any:
         return Problem(code="X", message="结构体")
 
+    # session_status may answer any object (a dict): the client's check of its output schema lets a Problem by.
     async with Client(server.build_server(FakeApp(answer))) as client:
-        result = await client.call_tool("diagnostics", {})
+        result = await client.call_tool("session_status", {})
     assert decoded(result) == {"code": "X", "message": "结构体"}
 
 
@@ -411,13 +423,16 @@ async def test_invalid_arguments_never_reach_the_app() -> None:
     app = FakeApp(answer)
     async with Client(server.build_server(app)) as client:
         result = await client.call_tool("search", {"query": "物理", "options": {"metadata": "full"}})
-        unknown = await client.call_tool("no_such_tool", {})
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("no_such_tool", {})
     assert result.is_error is True
     data = decoded(result)
     assert data["status"] == "failed"
     assert [e["code"] for e in data["errors"]] == ["INVALID_METADATA"]
     assert "options.metadata" in data["errors"][0]["message"]
-    assert decoded(unknown)["errors"][0]["code"] == "UNKNOWN_TOOL"
+    # An unknown tool is a JSON-RPC error (-32602), as the specification asks, not a tool result.
+    assert unknown.value.error.code == -32602
+    assert unknown.value.error.data == {"code": "UNKNOWN_TOOL", "details": {"tool": "no_such_tool"}}
     assert app.calls == []
 
 
@@ -496,7 +511,7 @@ async def test_progress_reaches_the_client_increasing_and_stops_after_the_call()
     for mode in ("auto", "legacy"):
         seen.clear()
         async with Client(server.build_server(app), mode=mode) as client:
-            await client.call_tool("diagnostics", {}, progress_callback=on_progress)
+            await client.call_tool("session_status", {}, progress_callback=on_progress)
         assert seen == [(1, 3, "列表"), (2, 3, "详情")], mode
     # A job that outlives its call must not write into a finished request.
     await app.contexts[-1].report_progress(3, 3, "之后")
@@ -519,10 +534,10 @@ async def test_sampling_through_a_legacy_client() -> None:
 
     async def answer(tool: str, args: Any, ctx: server.CallContext) -> Any:
         reply = await ctx.sample("你是检索规划助手", args.query, 1200, 5.0)
-        return {"supported": ctx.client_supports_sampling, "reply": reply}
+        return {"source": "cache", "result": {"supported": ctx.client_supports_sampling, "reply": reply}}
 
     async with Client(server.build_server(FakeApp(answer)), mode="legacy", sampling_callback=sampling) as client:
-        data = decoded(await client.call_tool("search", {"query": " 违约金调整 "}))
+        data = decoded(await client.call_tool("search", {"query": " 违约金调整 "}))["result"]
     assert data == {"supported": True, "reply": '[["违约金"]]'}
     (params,) = requests
     assert params.system_prompt == "你是检索规划助手" and params.max_tokens == 1200
@@ -539,9 +554,9 @@ async def test_sampling_falls_back_to_none() -> None:
 
     app = FakeApp(answer)
     async with Client(server.build_server(app), mode="legacy", sampling_callback=refuse) as client:
-        refused = decoded(await client.call_tool("diagnostics", {}))
+        refused = decoded(await client.call_tool("session_status", {}))
     async with Client(server.build_server(app), mode="legacy") as client:
-        undeclared = decoded(await client.call_tool("diagnostics", {}))
+        undeclared = decoded(await client.call_tool("session_status", {}))
     assert refused == {"supported": True, "reply": None}
     assert undeclared == {"supported": False, "reply": None}
 
@@ -565,7 +580,7 @@ async def test_sampling_that_is_never_answered_times_out_with_progress() -> None
         seen.append(message)
 
     async with Client(server.build_server(FakeApp(answer)), mode="legacy", sampling_callback=never) as client:
-        data = decoded(await asyncio.wait_for(client.call_tool("diagnostics", {}, progress_callback=on_progress), 10))
+        data = decoded(await asyncio.wait_for(client.call_tool("session_status", {}, progress_callback=on_progress), 10))
     assert data == {"timed_out": True}
     assert len(seen) >= 2
     assert all("等待客户端模型" in (message or "") for message in seen)

@@ -183,13 +183,19 @@ def person(*answers: ElicitResult, asked: list[ElicitRequestParams]) -> Any:
     return callback
 
 
+def operation(status: str, **more: Any) -> dict[str, Any]:
+    """A fake operation's view with the fields every tool's output schema requires of one."""
+    budget = {"max_requests": 1, "timeout_seconds": 1}
+    return {"operation_id": "op_1", "kind": "search", "status": status, "requests": 0, "active_seconds": 0, "budget": budget, **more}
+
+
 def waiting_app() -> FakeApp:
     """A tool whose operation waits for the person; operation_status says what the person's answer did."""
 
     async def answer(tool: str, args: Any, ctx: server.CallContext) -> Any:
         said = await ctx.ask_person("op_1", "知网要求人工验证：请在弹出的浏览器窗口完成验证")
         status = {"done": "running", "abandon": "cancelled"}.get(said or "", "awaiting_user")
-        return {"operation_id": "op_1", "status": status, "tool": tool}
+        return operation(status, tool=tool)
 
     return FakeApp(answer)
 
@@ -250,14 +256,14 @@ async def test_a_2026_era_search_is_planned_without_sampling() -> None:
         own, given = await plan_search(ConceptQuery(text="违约金 调整"), ctx), await plan_search(
             ConceptQuery(text="违约金 调整", groups=[["违约金"], ["调整"]]), ctx
         )
-        return {"methods": [own.method, given.method], "warnings": own.warnings, "seconds": time.monotonic() - began}
+        return {"methods": [own.method, given.method], "notes": own.warnings, "seconds": time.monotonic() - began}
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no deprecation warning either
         async with Client(server.build_server(FakeApp(plan)), mode="auto", sampling_callback=sampling) as client:
-            data = decoded(await client.call_tool("search", {"query": "违约金"}))
+            data = decoded(await client.call_tool("session_status", {}))  # a tool answering any object
     assert data["methods"] == ["lexical", "explicit"] and data["seconds"] < 1 and not asked
-    assert not [w for w in data["warnings"] if "采样" in w or "客户端模型" in w]  # only the planner's own note
+    assert not [w for w in data["notes"] if "采样" in w or "客户端模型" in w]  # only the planner's own note
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -271,16 +277,16 @@ async def test_other_requests_are_answered_while_the_person_is_asked(mode: str) 
         return ElicitResult(action="accept", content={"choice": "完成了"})
 
     async def answer(tool: str, args: Any, ctx: server.CallContext) -> Any:
-        if tool == "diagnostics":
+        if tool == "session_status":  # a tool answering any object
             return {"status": "completed"}
         said = await ctx.ask_person("op_1", "请在浏览器窗口完成验证")
-        return {"operation_id": "op_1", "status": "running" if said == "done" else "awaiting_user"}
+        return operation("running" if said == "done" else "awaiting_user")
 
     async with Client(server.build_server(FakeApp(answer)), mode=mode, elicitation_callback=slow_person) as client:
         asking = asyncio.create_task(client.call_tool("search", {"query": "违约金"}))
         while not asked:
             await asyncio.sleep(0.01)
-        other = await asyncio.wait_for(client.call_tool("diagnostics", {}), 5)
+        other = await asyncio.wait_for(client.call_tool("session_status", {}), 5)
         assert decoded(other) == {"status": "completed"} and not asking.done()
         released.set()
         assert decoded(await asyncio.wait_for(asking, 5))["status"] == "running"

@@ -588,7 +588,8 @@ async def test_garbage_on_stdin_never_stops_the_server(tmp_path: Path) -> None:
 
     assert answered["unknown method"][0]["error"]["code"] == -32601
     assert answered["arguments not an object"][0]["error"]["code"] == -32602
-    assert tool_code("unknown tool") == "UNKNOWN_TOOL"
+    assert answered["unknown tool"][0]["error"]["code"] == -32602  # the specification's answer to an unknown tool
+    assert answered["unknown tool"][0]["error"]["data"]["code"] == "UNKNOWN_TOOL"
     assert tool_code("nul escape") == "SEARCH_NOT_FOUND"
     assert tool_code("8 MB string argument") == "SEARCH_NOT_FOUND"
     assert len(answered["many lines at once"]) == 500

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, stdio_client
+from mcp import ClientSession, MCPError, stdio_client
 from mcp.types import CreateMessageRequestParams, CreateMessageResult
 
 from cnki_mcp import __version__
@@ -56,7 +56,6 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("session_status", {"refresh": "yes"}, "INVALID_INPUT"),
     ("structured_search", {"expression": "title=违约金"}, "INVALID_INPUT"),
     ("structured_search", {"expression": {"field": "title", "value": "违约金"}, "sort": "newest"}, "INVALID_SORT"),
-    ("no_such_tool", {}, "UNKNOWN_TOOL"),
 ]
 
 
@@ -81,7 +80,7 @@ async def test_legacy_handshake_round_trip_and_invalid_table(tmp_path: Path) -> 
         assert client.protocol_version.startswith("2025-")
         assert client.server_info is not None
         assert client.server_info.name == "cnki"
-        assert client.instructions == server.guide_text()
+        assert client.instructions == server.instructions_text()
 
         tools = (await client.list_tools()).tools
         assert [t.name for t in tools] == sorted(t.name for t in server.TOOLS)
@@ -104,6 +103,11 @@ async def test_legacy_handshake_round_trip_and_invalid_table(tmp_path: Path) -> 
             got = [e.get("code") for e in data.get("errors", [])]
             if not (result.is_error and data.get("status") == "failed" and got == [code]):
                 failures.append(f"{tool} {arguments!r:.80}: expected {code}, got isError={result.is_error} {got}")
+
+        # An unknown tool is a JSON-RPC error, not a tool result.
+        with pytest.raises(MCPError) as unknown:
+            await mcp.result("no_such_tool", {})
+        assert (unknown.value.error.code, (unknown.value.error.data or {}).get("code")) == (-32602, "UNKNOWN_TOOL")
 
         # Still serving after the whole table, and validation never launched the browser
         # (search_results did open the store, so diagnostics now reports it).
@@ -132,7 +136,7 @@ async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
             assert init["id"] == 1
             assert init["result"]["protocolVersion"] == "2025-06-18"
             assert init["result"]["serverInfo"]["name"] == "cnki"
-            assert init["result"]["instructions"] == server.guide_text()
+            assert init["result"]["instructions"] == server.instructions_text()
             assert {"tools", "resources", "prompts"} <= set(init["result"]["capabilities"])
 
             raw.send(b"this is not json {{{\n")

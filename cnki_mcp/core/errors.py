@@ -4,6 +4,7 @@ Hierarchy::
 
     CnkiError(Exception)          code + Chinese message + retryable + details
       -> model.Problem            the JSON shape clients see ({code, message, retryable?, details?})
+      -> Failure                  a tool's isError answer ({status: "failed", errors: [Problem], warnings?})
 
 Every code a user can meet is named in ``ErrorCode`` (so the type checker refuses an undeclared one) and has
 its default Chinese message, and whether it is retryable, in ``CATALOGUE``. ``problem_from`` turns any exception into a Problem: cancellation becomes
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any, Literal
+
+import msgspec
 
 from cnki_mcp.core.model import Problem
 
@@ -590,3 +593,12 @@ def is_fatal(exc: BaseException) -> bool:
 
 def problem_from(exc: BaseException) -> Problem:
     return as_cnki_error(exc).problem()
+
+
+class Failure(msgspec.Struct, kw_only=True):
+    """The ``isError`` answer of any tool: why no operation started or the call failed, with the store's warnings
+    (every tool's output schema admits it; other answers may carry ``warnings`` too)."""
+
+    status: str = "failed"
+    errors: list[Problem]
+    warnings: list[Problem] | msgspec.UnsetType = msgspec.UNSET

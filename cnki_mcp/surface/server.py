@@ -4,8 +4,9 @@ Built on mcp 2.x's low-level ``Server`` so the advertised input schemas are exac
 sends them unchanged and validates nothing). Every ``tools/call`` goes through
 ``tools.parse_arguments`` and then ``tools.dispatch(app, name, args, ctx)``. Results are one compact JSON text block
 plus the same object as structured content; any failure before an operation starts is answered
-with ``isError: true`` and ``{"status": "failed", "errors": [Problem]}``. The server never dies on
-a bad call.
+with ``isError: true`` and ``{"status": "failed", "errors": [Problem]}`` (``core.errors.Failure``, which every
+tool's ``outputSchema`` admits); a tool that does not exist is the JSON-RPC error -32602. The instructions are
+the head of ``guide.md``, the whole of it is the resource ``cnki://guide``. The server never dies on a bad call.
 """
 
 from __future__ import annotations
@@ -62,10 +63,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from cnki_mcp import __version__
 from cnki_mcp.core.call import PersonAnswer
 from cnki_mcp.core.clock import Deadline
-from cnki_mcp.core.errors import CnkiError, as_cnki_error
+from cnki_mcp.core.errors import CnkiError, Failure, as_cnki_error
+from cnki_mcp.core.model import Problem
 from cnki_mcp.surface import elicit
 from cnki_mcp.surface.apps import APP_URI, app_contents, with_app
-from cnki_mcp.surface.tools import ToolApp, dispatch, listed_tools, parse_arguments
+from cnki_mcp.surface.tools import ICON, ToolApp, dispatch, listed_tools, parse_arguments
 from cnki_mcp.surface.wire import stdio_streams
 
 log = logging.getLogger(__name__)
@@ -77,8 +79,13 @@ GUIDE_MIME_TYPE = "text/plain"
 
 @cache
 def guide_text() -> str:
-    """The Chinese guide (package resource ``guide.md``): server instructions and ``cnki://guide``."""
+    """The Chinese guide (package resource ``guide.md``), served whole as ``cnki://guide``."""
     return resources.files("cnki_mcp").joinpath("guide.md").read_text(encoding="utf-8").strip() + "\n"
+
+
+def instructions_text() -> str:
+    """The server's instructions: the guide up to its rule (``---``); the rest is read from ``cnki://guide``."""
+    return guide_text().split("\n---\n", 1)[0].strip() + "\n"
 
 
 TOOLS: list[Tool] = with_app(listed_tools())
@@ -248,14 +255,12 @@ async def with_images(result: CallToolResult) -> CallToolResult:
 
 def failure(error: CnkiError) -> CallToolResult:
     """The ``isError`` answer for a failure before (or instead of) an operation, with the app's warnings."""
-    body: dict[str, Any] = {"status": "failed", "errors": [error.problem()]}
-    if error.warnings:
-        body["warnings"] = error.warnings
+    body = Failure(errors=[error.problem()], warnings=error.warnings or msgspec.UNSET)
     try:
         return _result(body, is_error=True)
     except (TypeError, ValueError, msgspec.EncodeError):
         log.exception("error details of %s are not serialisable; dropping them", error.code)
-        return _result({"status": "failed", "errors": [{"code": error.code, "message": error.message}]}, is_error=True)
+        return _result(Failure(errors=[Problem(code=error.code, message=error.message)]), is_error=True)
 
 
 async def _dispatch(
@@ -271,6 +276,8 @@ async def _dispatch(
             raise CnkiError("OPERATION_FAILED", "这个服务实例只用于导出工具清单，不能执行工具。")
         return elicit.asked(await with_images(_result(await dispatch(app, name, args, ctx))), ctx.asking)
     except CnkiError as exc:
+        if exc.code == "UNKNOWN_TOOL":  # the spec answers an unknown tool with a JSON-RPC error, not a result
+            raise MCPError(INVALID_PARAMS, exc.message, data={"code": exc.code, "details": exc.details}) from None
         return failure(exc)
     except Exception as exc:
         log.exception("tool %s failed unexpectedly", name)
@@ -350,7 +357,8 @@ def build_server(app: ToolApp | None) -> Server[Any]:
     server = Server(
         SERVER_NAME,
         version=__version__,
-        instructions=guide_text(),
+        instructions=instructions_text(),
+        icons=[ICON],
         # The same lists for every caller.
         cache_hints={method: CacheHint(scope="public") for method in ("tools/list", "resources/list", "prompts/list")},
         on_list_tools=list_tools,

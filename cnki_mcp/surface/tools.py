@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from mcp.types import Tool, ToolAnnotations
+from mcp.types import Icon, Tool, ToolAnnotations
 
 from cnki_mcp.app import Reply
 from cnki_mcp.core.errors import CnkiError
@@ -17,7 +17,7 @@ from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools import REGISTRY, ToolSpec
 from cnki_mcp.tools import parse_arguments as parse_tool_arguments
 
-__all__ = ["REGISTRY", "ToolApp", "dispatch", "listed_tools", "parse_arguments", "spec_of"]
+__all__ = ["ICON", "REGISTRY", "ToolApp", "dispatch", "listed_tools", "parse_arguments", "spec_of"]
 
 
 class ToolApp(Protocol):
@@ -45,11 +45,18 @@ async def dispatch(app: ToolApp, name: str, args: ToolArgs, ctx: Any) -> Reply:
     return await app.call(spec.run, args, ctx, needs_config=spec.needs_config)
 
 
+# The server's and every tool's icon: the glyph 知 as an SVG, small since every listed tool repeats it.
+ICON = Icon(src="data:image/svg+xml,<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 8 8'><text y='7' font-size='8'>知</text></svg>")
+
+
 def _tool(spec: ToolSpec) -> Tool:
     return Tool(
         name=spec.name,
+        title=spec.title,
         description=spec.description,
         input_schema=spec.schema,
+        output_schema=spec.output_schema,
+        icons=[ICON],
         annotations=ToolAnnotations(
             read_only_hint=spec.read_only,
             destructive_hint=False,

@@ -14,9 +14,12 @@ of tools is kept anywhere else) holding, in this order:
     (accepted, only to be refused with a precise code, but not in the schema), ``"message"`` (a format string
     with ``{field}``, ``{value}``, ``{size}``, ``{ge}``, ``{le}`` replacing the generated message). A number a description quotes is the constant the Meta uses.
 ``TITLE``, ``DESCRIPTION``
-    Short Chinese title (kept in the spec, not served yet) and the Chinese description ``tools/list`` serves.
+    The short Chinese title and the Chinese description ``tools/list`` serves.
 ``READ_ONLY``, ``OPEN_WORLD``
-    The annotations (``readOnlyHint``, ``openWorldHint``; destructive and idempotent are always false).
+    The annotations (``readOnlyHint``, ``openWorldHint``): a tool that changes files, Zotero or the login is not
+    read-only; one that reads only this machine (the store, the operations) is not open-world. Destructive and
+    idempotent are always false: nothing deletes, and the tools that change something may do it again when
+    called again (a refused download is tried again, Zotero gets a second copy after a restart).
 ``NEEDS_CONFIG`` (optional, default True)
     False for a tool that must answer even when config.json cannot be read (diagnostics).
 ``BUDGET`` (optional)
@@ -36,8 +39,9 @@ of tools is kept anywhere else) holding, in this order:
     rules; it raises ``CnkiError`` with the precise code and may normalise ``args`` in place.
 ``Result``
     What ``run`` answers: a msgspec Struct, or a union of them (``OperationView`` for an answer given while an
-    operation runs, ``LocalReply`` for one from the cache or the store). ``ToolSpec.output_schema`` is generated
-    from it. A Struct of a layer that ``tools/list`` must not load lives in ``core.model``.
+    operation runs, ``LocalReply`` for one from the cache or the store). ``ToolSpec.output_schema``, served as the
+    tool's ``outputSchema``, is generated from it and ``core.errors.Failure`` (the ``isError`` answer). A Struct
+    of a layer that ``tools/list`` must not load lives in ``core.model``.
 ``async def run(deps, args, call)``
     The handler: ``deps`` is the composition root (``app.core.AppCore``: ``store()``, ``jobs()``, ``site()``,
     ``sessions()`` …), ``args`` the parsed ``Args``, ``call`` the ``core.call.ToolCall`` (or None). It imports
@@ -45,7 +49,7 @@ of tools is kept anywhere else) holding, in this order:
     import every tool module and must stay light.
 
 The input schema is generated from ``Args`` (``_schema.input_schema``), the output schema from ``Result``
-(``_schema.output_schema``; not served yet). ``REGISTRY`` maps each name to its ``ToolSpec``; ``parse``
+(``_schema.output_schema``). ``REGISTRY`` maps each name to its ``ToolSpec``; ``parse``
 (``_parse``) converts and checks a call's arguments.
 
 May import: app, fieldcheck, references, documents, research, ops, site, pages, store, core (fieldcheck,
@@ -64,6 +68,7 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core import model
+from cnki_mcp.core.errors import Failure
 from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools._parse import Validator, parse
 from cnki_mcp.tools._schema import input_schema, output_schema
@@ -108,7 +113,8 @@ class ToolSpec:
 
     @property
     def output_schema(self) -> dict[str, Any]:
-        return output_schema(self.result)
+        """What every answer validates against: ``Result``, or the ``isError`` answer (``Failure``)."""
+        return output_schema(self.result | Failure)
 
 
 def spec_of(module: ModuleType) -> ToolSpec:

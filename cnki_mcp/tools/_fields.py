@@ -24,7 +24,8 @@ def choice(code: str, description: str | None = None) -> Meta:
     return Meta(description=description, extra={"code": code, "empty_means_default": True})
 
 
-OnVerification = Annotated[Policy, choice("INVALID_POLICY", "遇到验证码等人工验证时：ask（默认）弹出窗口等你处理；skip 跳过该资源")]
+# Described once, in the instructions (awaiting_user): ask (the default) waits for the person, skip skips.
+OnVerification = Annotated[Policy, choice("INVALID_POLICY")]
 Limit = Annotated[
     int, Meta(ge=1, le=LIMIT_MAX, description=f"1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra={"code": "INVALID_LIMIT", "empty_means_default": True})
 ]
@@ -34,8 +35,8 @@ SortField = Annotated[Sort, choice("INVALID_SORT")]
 # A search's part: the rule, the wording of search_results (where search_id is the subject) and of the tools
 # that take search_id beside other ways to name papers.
 ScopeRule = Annotated[Scope, choice("INVALID_SCOPE")]
-SearchScope = Annotated[ScopeRule, Meta(description="search_id 取哪一部分：selected（默认，筛选结果）、eligible（相关文献）、candidates（全部候选）")]
-WithSearchScope = Annotated[ScopeRule, Meta(description="配合 search_id：selected（默认）、eligible 或 candidates")]
+SearchScope = Annotated[ScopeRule, Meta(description="search_id 的哪一部分（同 search_results 的 scope），默认 selected")]
+WithSearchScope = Annotated[ScopeRule, Meta(description="配合 search_id，默认 selected")]
 Format = Annotated[DownloadFormat, choice("INVALID_FORMAT", "auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj")]
 # One paper named by record_ref or title, exactly one (``exactly_one_document``).
 RecordRef = Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")]
@@ -56,8 +57,8 @@ def defaulted(default: int, maximum: int, code: str, unit: str = "") -> Meta:
 DOWNLOAD_WAIT = f"点击后等待文件下载完成的秒数，1–{DOWNLOAD_WAIT_MAX}，默认 {DOWNLOAD_WAIT_DEFAULT}；人工验证的时间不计入"
 DownloadWait = Annotated[int, defaulted(DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "秒"), Meta(description=DOWNLOAD_WAIT)]
 _YEAR_RULE = Meta(ge=0, le=YEAR_MAX, extra={"code": "INVALID_YEAR", "message": "{field} 须在 {ge}–{le} 之间（0 表示不限），收到的是 {value}。"})
-YearFrom = Annotated[int, _YEAR_RULE, Meta(description="起始发表年份（含）；0 或省略表示不限")]
-YearTo = Annotated[int, _YEAR_RULE, Meta(description="截止发表年份（含）；0 或省略表示不限")]
+YearFrom = Annotated[int, _YEAR_RULE, Meta(description="起始年份（含），0 不限")]
+YearTo = Annotated[int, _YEAR_RULE, Meta(description="截止年份（含），0 不限")]
 
 
 def years_in_order(args: Any, raw: dict[str, Any]) -> None:

@@ -53,7 +53,7 @@ _CANDIDATES = (
 )
 _METADATA = choice(
     "INVALID_METADATA",
-    "读取详情页的范围：ranked（search 默认，按初步排序选一部分）、all（全部）、basic（只用列表信息，structured_search 和 expert_search 默认）",
+    "读取详情页：ranked 按初步排序选一部分（search 默认）；all 全部；basic 只用列表（structured_search、expert_search 默认）",
 )
 _PAGES = f"每个检索通道最多翻几页，{_range(_PAGES_MAX, _PAGES_DEFAULT)}"
 _REQUESTS = f"本次任务最多发出的请求数，{_range(_REQUESTS_MAX, _REQUESTS_DEFAULT)}"
@@ -62,7 +62,7 @@ _EXPAND = (
     f"引文扩展：0–{EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
     "作为 citation 通道的候选一起排序，被多篇筛选结果引用的文献得到加分；请求计入 max_requests"
 )
-_FRESHNESS = "prefer_cache（默认）：10 分钟内参数相同且已完成的检索直接复用，不访问知网；live：重新检索"
+_FRESHNESS = "prefer_cache（默认）复用 10 分钟内参数相同的已完成检索，不访问知网；live 重新检索"
 _EXPAND_RULE = {"code": "INVALID_OPTION", "message": "{field} 须在 {ge}–{le} 之间（0 表示不做引文扩展），收到的是 {value}。"}
 
 
@@ -71,7 +71,7 @@ class SearchOptions(ToolArgs, kw_only=True):
     freshness, as documented)."""
 
     on_verification: OnVerification = "ask"
-    sort: Annotated[SortField, Meta(description="知网列表排序：relevance、date_desc（发表时间）、cited_desc（被引）、downloaded_desc（下载）")] = "relevance"
+    sort: Annotated[SortField, Meta(description="知网列表的排序，默认 relevance")] = "relevance"
     candidate_target: Annotated[int, Meta(ge=1, le=_CANDIDATES_MAX, description=_CANDIDATES, extra=_OPTION)] = _CANDIDATES_DEFAULT
     max_pages: Annotated[int, Meta(ge=1, le=_PAGES_MAX, description=_PAGES, extra=_OPTION)] = _PAGES_DEFAULT
     max_requests: Annotated[int, Meta(ge=1, le=_REQUESTS_MAX, description=_REQUESTS, extra=_OPTION)] = _REQUESTS_DEFAULT
@@ -92,24 +92,20 @@ class NativeOptions(SearchOptions, kw_only=True):
     expand: Annotated[int, Meta(extra={"unlisted": True})] = 0  # refused by validate_native_first
 
 
-def _codes(facet: str) -> str:
-    return f"{FACETS[facet]}：search_facets 给出的 code，最多 {FACET_CODES_MAX} 个"
-
-
 class FacetFilters(msgspec.Struct, forbid_unknown_fields=False, kw_only=True):
     """One list of codes per facet of CNKI's left panel (``core.tool_args.FACETS``). An unknown facet passes
     the conversion so that ``facet_picks`` refuses it with INVALID_FACET; an empty list given is refused as
     INVALID_FACET_FILTER."""
 
-    year: Annotated[list[str], Meta(description=_codes("year"))] = []
-    subject: Annotated[list[str], Meta(description=_codes("subject"))] = []
-    topic: Annotated[list[str], Meta(description=_codes("topic"))] = []
-    source: Annotated[list[str], Meta(description=_codes("source"))] = []
-    source_category: Annotated[list[str], Meta(description=_codes("source_category"))] = []
-    author: Annotated[list[str], Meta(description=_codes("author"))] = []
-    institution: Annotated[list[str], Meta(description=_codes("institution"))] = []
-    fund: Annotated[list[str], Meta(description=_codes("fund"))] = []
-    doc_type: Annotated[list[str], Meta(description=_codes("doc_type"))] = []
+    year: list[str] = []
+    subject: list[str] = []
+    topic: list[str] = []
+    source: list[str] = []
+    source_category: list[str] = []
+    author: list[str] = []
+    institution: list[str] = []
+    fund: list[str] = []
+    doc_type: list[str] = []
 
     def picked(self) -> dict[str, list[str]]:
         """The facets given, name → codes (after validation a given list is never empty)."""
@@ -119,8 +115,8 @@ class FacetFilters(msgspec.Struct, forbid_unknown_fields=False, kw_only=True):
 FacetFiltersField = Annotated[
     FacetFilters,
     Meta(
-        description="按知网左侧分组筛选（如同在结果页左栏勾选）：分组名 → search_facets 给出的 code 列表；"
-        "同一分组的多个 code 为“或”，不同分组为“且”。例：{\"year\":[\"YE=2024\"],\"subject\":[\"CCL=I140\"]}"
+        description=f"按知网左侧分组筛选，如同在结果页左栏勾选：分组 → search_facets 给出的 code（每组最多 {FACET_CODES_MAX} 个）；"
+        "同组为或，组间为且。例：{\"year\":[\"YE=2024\"]}"
     ),
 ]
 
@@ -163,7 +159,7 @@ class NativeSearchArgs(ToolArgs):
     year_from: YearFrom = 0
     year_to: YearTo = 0
     # After parse: the effective sort, equal to options.sort.
-    sort: Annotated[SortField, Meta(description="relevance（默认）、date_desc、cited_desc、downloaded_desc")] = "relevance"
+    sort: Annotated[SortField, Meta(description="知网列表的排序，默认 relevance")] = "relevance"
     options: NativeOptions = msgspec.field(default_factory=NativeOptions)
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
     source_categories: SourceCategoriesField = []

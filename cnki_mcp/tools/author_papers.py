@@ -32,12 +32,9 @@ class Args(ToolArgs):
 
 TITLE = "作者的论文"
 DESCRIPTION = (
-    "一位作者在知网的论文（按发表时间从新到旧）：给出 author 和该作者一篇论文的 record_ref 时，沿那篇论文详情页上的作者链接"
-    "进入知网的作者页，按作者代码列出此人在所有单位、所有年份的论文；详情页没有作者链接时改按"
-    "作者 AND 作者单位检索并说明其他单位的论文可能缺失（结果的 method 说明用了哪种方法）；或给出 author 和 institution"
-    "（作者单位）；只给姓名时同名作者的论文可能混在一起，结果带 ambiguous: true 和说明。结果 records（存入本地并带 "
-    "record_ref，可用于 get_metadata、download_papers、export_citations），institutions（见到的全部单位，知网写法），"
-    "years（覆盖的年份），用 limit/offset 分页。"
+    "一位作者在知网的论文（从新到旧）：author 加该作者一篇论文的 record_ref 时，沿详情页的作者链接进入作者页，列出此人在所有"
+    "单位、所有年份的论文（没有作者链接时改按作者 AND 单位检索，method 说明用了哪种方法）；或 author 加 institution；只给姓名时"
+    "同名作者可能混在一起，结果带 ambiguous: true。结果 records 带 record_ref，另有 institutions 和 years，用 limit/offset 分页。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

@@ -12,7 +12,7 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import OperationView
 from cnki_mcp.core.text import is_blank
-from cnki_mcp.core.tool_args import CHECK_STYLES, TEXT_BYTES_MAX, CheckStyle, ToolArgs
+from cnki_mcp.core.tool_args import TEXT_BYTES_MAX, CheckStyle, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, choice
 
@@ -21,7 +21,7 @@ _TEXT = (
     "粘贴的参考文献列表（与 references 二选一）：带 [1]、1.、1、、（1）编号或不带编号（可混用），一行一条或空行分隔，"
     f"折行的条目自动接回，不成条目的行单独列为 unparsed；最大 {TEXT_BYTES_MAX // 1024} KB、最多 {CHECK_ENTRIES_MAX} 条"
 )
-_STYLE = f"corrected 条目使用的格式：{'、'.join(CHECK_STYLES)}；默认 gbt7714（GB/T 7714—2015 顺序编码制）"
+_STYLE = "corrected 条目的格式，默认 gbt7714（GB/T 7714—2015 顺序编码制）"
 
 
 class Args(ToolArgs):
@@ -34,12 +34,10 @@ class Args(ToolArgs):
 
 TITLE = "核对参考文献"
 DESCRIPTION = (
-    "核对参考文献列表：逐条拆分、识别（GB/T 7714 顺序编码制或著者-出版年制、APA、MLA、Chicago、Vancouver 或随手写的条目，"
-    "中英文混排均可），按题名到知网查找，逐项比对年份、页码、作者、题名、来源、卷、期、DOI。每条给出 verified（一致）、"
-    "differs（有出入，列出 differences）、not_found（知网没有，这不证明是编造的）、ambiguous（多篇同名，列出 candidates）、"
-    "unparsed（无法识别）之一，并给出按知网记录重写的 corrected 条目；summary.total 是读出的条目数，summary.lines 是"
-    "它们所在的行数。用户要检查论文、AI 草稿或手抄的参考文献时使用。"
-    f"一次最多 {CHECK_ENTRIES_MAX} 条。"
+    "核对用户的参考文献列表（论文、AI 草稿或手抄的条目；GB/T 7714、APA、MLA、Chicago、Vancouver 或随手写的，中英文均可）："
+    "逐条到知网查找并比对年份、页码、作者、题名、来源、卷期、DOI。每条的 status 为 verified、differs（differences 列出字段）、"
+    "not_found（知网没有，不证明是编造的）、ambiguous（candidates）或 unparsed，并附按知网记录重写的 corrected；"
+    f"summary.total 是读出的条数。一次最多 {CHECK_ENTRIES_MAX} 条。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

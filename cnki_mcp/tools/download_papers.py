@@ -47,16 +47,11 @@ class Args(ToolArgs):
 
 TITLE = "批量下载论文"
 DESCRIPTION = (
-    f"批量下载一组论文的 PDF/CAJ（后台任务，与 search 一样先等待一段时间再返回 operation_id，用 "
-    f"operation_status 跟进）：record_refs，或某次检索 search_id 的 scope 中从 offset 起的 limit 篇"
-    f"（默认 {PAPERS_LIMIT_DEFAULT} 篇，一次最多 {PAPERS_MAX} 篇）。每篇走 download_paper 的同一流程，"
-    f"轮到它时才打开详情页；两次下载点击之间至少间隔 interval_seconds（默认 {INTERVAL_DEFAULT} 秒，上下浮动 "
-    f"{_JITTER}%）。已下载过的论文不再点击；服务中断后用 operation_control 的 continue "
-    "接着下载，已点击的论文先检查文件，不会重复点击；cancel 在当前这篇结束后停止。遇到验证码时整批暂停等你处理。"
-    f"连续 {RIGHTS_STREAK} 篇因没有全文权限被拒绝时停止（DOWNLOAD_RIGHTS_MISSING）；"
-    f"当天成功下载达到每日上限（默认 {DAILY_DOWNLOAD_LIMIT_DEFAULT} 篇，"
-    "config.json 的 daily_download_limit 或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT，0 表示不限）时停止（DAILY_LIMIT_REACHED）。"
-    f"结果逐篇给出状态、文件路径和 SHA-256，remaining 是没有轮到的论文。下载完可用 save_to_zotero 传同一个 search_id 连同附件存入 Zotero。"
+    f"批量下载一组论文的 PDF/CAJ（后台任务，用 operation_status 跟进）：record_refs，或 search_id 的 scope 中从 offset 起的 "
+    f"limit 篇（默认 {PAPERS_LIMIT_DEFAULT}，最多 {PAPERS_MAX}）。每篇走 download_paper 的流程，两次点击之间隔开 interval_seconds；"
+    "已下载的不再点击，中断后用 operation_control 的 continue 接着下载。"
+    f"连续 {RIGHTS_STREAK} 篇没有全文权限（DOWNLOAD_RIGHTS_MISSING）或当天达到每日上限（默认 {DAILY_DOWNLOAD_LIMIT_DEFAULT} 篇，"
+    "DAILY_LIMIT_REACHED）时停止。结果逐篇给出状态和文件，remaining 是没有轮到的论文。先和用户确认要下载哪些（流程见 cnki://guide）。"
 )
 READ_ONLY = False
 OPEN_WORLD = True

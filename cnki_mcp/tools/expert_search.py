@@ -36,11 +36,9 @@ class Args(NativeSearchArgs, kw_only=True):
 
 TITLE = "专业检索"
 DESCRIPTION = (
-    "知网专业检索：直接使用知网的专业检索表达式，如 SU=('数字经济'+'数字化转型') AND AU='张三' NOT TI='综述'。"
-    "表达式先在本地检查，有误时返回 INVALID_EXPRESSION（details.position 为出错的第几个字符），不访问知网；"
-    "混用 OR 与 AND/NOT 而没有括号时按知网帮助从左到右组合并给出提示。"
-    "年份、排序、结果形式、翻页与 structured_search 相同，结果保持知网原有顺序；"
-    "expert_expression 是实际发给知网的规范写法。用户给出或从知网帮助复制了检索式时使用。"
+    "知网专业检索：直接使用知网的专业检索表达式，如 SU=('数字经济'+'数字化转型') AND AU='张三'。表达式先在本地检查，"
+    "有误时返回 INVALID_EXPRESSION（details.position 是出错的位置），不访问知网；OR 与 AND/NOT 混用而无括号时从左到右组合并"
+    "给出提示。其他参数与 structured_search 相同，结果保持知网的顺序；expert_expression 是实际发出的规范写法。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

@@ -29,7 +29,7 @@ class Args(ToolArgs):
     search_id: Annotated[str, Meta(description=f"导出某次检索的结果（每次最多 {EXPORT_MAX} 篇）")] = ""
     scope: WithSearchScope = "selected"
     offset: Annotated[Offset, Meta(description=_OFFSET)] = 0
-    format: Annotated[CitationFormat, choice("INVALID_FORMAT", f"{'、'.join(CITATION_FORMATS)}；默认 gbt7714")] = "gbt7714"
+    format: Annotated[CitationFormat, choice("INVALID_FORMAT", "默认 gbt7714；custom 用 template")] = "gbt7714"
     template: Annotated[str, Meta(description=_TEMPLATE)] = ""
     filename: Annotated[str, Meta(description="保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖")] = ""
 

@@ -33,12 +33,9 @@ class Args(ToolArgs):
 
 TITLE = "期刊刊期与目录"
 DESCRIPTION = (
-    "一种期刊在知网的刊期与目录（期刊导航的刊期浏览）：用 journal（现刊名或曾用刊名）、issn、cn 或其中一篇论文的 record_ref "
-    "指明期刊（四者取一；知网不认识的刊名返回 JOURNAL_NOT_FOUND 和知网给出的相近刊名）。不带 year 时返回知网列出的全部年份与各期"
-    "（years：[{year, issues:[{issue, code}]}]，新的在前）；带 year 和 issue（4、\"04\"、\"No.4\"、\"第4期\" 或 years 中的 code）"
-    "时返回这一期的目录：records 按刊内顺序给出题名、作者、页码和所在栏目"
-    "（section），用 limit/offset 分页。目录中的论文都存入本地并带 record_ref，可直接用于 get_metadata、"
-    "download_papers、export_citations 和 save_to_zotero。"
+    "一种期刊在知网的刊期与目录：用 journal（现刊名或曾用刊名）、issn、cn 或其中一篇论文的 record_ref 指明期刊（四者取一）。"
+    "不带 year 时返回全部年份与各期（years，新的在前）；带 year 和 issue（4、\"04\"、\"第4期\" 或 years 中的 code）时返回这一期的"
+    "目录 records（按刊内顺序，含栏目 section），用 limit/offset 分页。目录中的论文存入本地并带 record_ref。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

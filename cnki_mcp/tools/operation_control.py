@@ -24,7 +24,7 @@ _ADDITION = {"code": "INVALID_OPTION", "clamp": "low"}
 class Args(ToolArgs):
     action: Annotated[
         Action,
-        Meta(description="cancel 取消；continue 继续检索；resume 人工步骤已完成；show 重新显示人工窗口；recover 重启浏览器", extra={"code": "INVALID_ACTION"}),
+        Meta(extra={"code": "INVALID_ACTION"}),  # each action is described in DESCRIPTION
     ]
     operation_id: Annotated[str, Meta(description="任务编号；省略时作用于唯一在运行的任务（有多个时须指定）")] = ""
     additional_requests: Annotated[

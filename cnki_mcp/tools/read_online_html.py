@@ -35,10 +35,9 @@ class Args(ToolArgs):
 
 TITLE = "阅读论文全文"
 DESCRIPTION = (
-    "读取论文的 HTML 全文，可按章节（section）或按字符分页（offset、max_characters）。需要核对论文的具体论证、"
-    "方法或数据时使用。全文在本地缓存 30 分钟，翻页和切换章节不再访问知网；试读或不完整的正文缓存 10 分钟，只供翻页和切换章节。"
-    "trial=true 表示只有试读内容，complete_article=true 表示已确认是完整全文。"
-    "source=download 读本地已下载的 PDF（章节取自书签或编号标题，去掉页眉页脚和页码），结果形式相同，coverage 给出页码。"
+    "读取论文的 HTML 全文，可按章节（section）或按字符分页（offset、max_characters）；需要核对论文的论证、方法或数据时使用。"
+    "全文缓存 30 分钟（试读或不完整的 10 分钟），翻页和换章节不再访问知网。trial=true 表示只有试读，complete_article=true "
+    "才表示已确认是完整全文。source=download 读已下载的 PDF，结果形式相同，coverage 给出页码。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

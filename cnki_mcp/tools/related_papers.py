@@ -23,7 +23,7 @@ class Args(ToolArgs):
     cursor: Annotated[str, Meta(description="翻页：传入上一页结果中的 next_cursor（其余参数可省略）")] = ""
     record_ref: RecordRef = ""
     title: Title = ""
-    relation: Annotated[Relation, choice("INVALID_RELATION", "references（默认，参考文献）、citing（引证文献）、similar（相似文献）")] = "references"
+    relation: Annotated[Relation, choice("INVALID_RELATION", "默认 references")] = "references"
     limit: PageLimit = LIMIT_DEFAULT
     wait_seconds: Annotated[int, defaulted(RELATED_WAIT_DEFAULT, STATUS_WAIT_MAX, "INVALID_WAIT", "秒"), Meta(description=_WAIT)] = RELATED_WAIT_DEFAULT
     refresh: Annotated[bool, Meta(description="忽略本地保存的列表，重新从知网读取")] = False
@@ -32,10 +32,9 @@ class Args(ToolArgs):
 
 TITLE = "参考、引证与相似文献"
 DESCRIPTION = (
-    "一篇论文的参考文献（references，默认）、引证文献（citing，引用它的论文）或相似文献（similar），按知网的顺序分页返回。"
-    "从关键论文出发扩展文献综述时使用。返回的论文都存入本地并带 record_ref，可直接用于 get_metadata、download_paper、"
-    "export_citations；知网没有链接到记录的参考文献（图书、外文等）以引文文本给出，record_ref 为 null。"
-    "读过的列表保存在本地（参考文献 30 天，引证与相似文献 7 天），再次调用和翻页不重复访问知网。"
+    "一篇论文的参考文献（references，默认）、引证文献（citing）或相似文献（similar），按知网的顺序分页；从关键论文扩展文献时使用。"
+    "论文都带 record_ref；知网没有链接的参考文献（图书、外文等）只有引文文本，record_ref 为 null。"
+    "读过的列表保存在本地（参考文献 30 天，其他 7 天），再次调用和翻页不重复访问知网。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

@@ -28,11 +28,9 @@ class Args(ToolArgs):
 
 TITLE = "存入 Zotero"
 DESCRIPTION = (
-    "把文献存入 Zotero 桌面版（通过它在本机的连接器，与 Zotero 浏览器插件的方式相同，不经过系统代理）："
-    "题名、作者（中文姓名不拆分）、日期、来源、卷期页、DOI、摘要、关键词（作为标签）、语言、网址、中图分类号（在 extra 中），"
-    "期刊论文、学位论文（学校与博士/硕士）、会议论文、报纸文章各用对应的条目类型；attach=true（默认）时把已用 "
-    f"download_paper 下载的 PDF/CAJ 作为附件一并存入（不会自行下载）。同一分类中已存过的文献不重复保存；"
-    f"一条失败不影响其他条目，结果逐条给出状态。需要先打开 Zotero。一次最多 {ZOTERO_MAX} 篇。"
+    "把文献的题录存入 Zotero 桌面版（经它在本机的连接器，需要先打开 Zotero）；attach=true（默认）时连同已用 download_paper "
+    "下载的 PDF/CAJ 作为附件，不会自行下载。同一分类中已存过的不重复保存，结果逐条给出状态。"
+    f"一次最多 {ZOTERO_MAX} 篇。"
 )
 READ_ONLY = False
 OPEN_WORLD = True  # Zotero is outside the server: its library changes

@@ -12,7 +12,7 @@ from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import LocalReply, OperationView, SearchRecord
-from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS, FACETS_BY_DEFAULT, ToolArgs
+from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS_BY_DEFAULT, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, given, years_in_order
 from cnki_mcp.tools._searching import FacetFilters, FacetFiltersField, FreshnessRule, check_facet_filters
@@ -36,11 +36,7 @@ class Args(ToolArgs):
     year_to: YearTo = 0
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
     facets: Annotated[
-        list[Facet],
-        Meta(
-            description="要哪些分组（默认 source_category 以外的全部）："
-            + "、".join(f"{name}（{label}）" for name, label in FACETS.items())
-        ),
+        list[Facet], Meta(description="要哪些分组，默认 source_category 以外的全部")
     ] = []  # empty = every facet but source_category
     limit: Annotated[int, Meta(ge=1, le=LIMIT_MAX, description=f"每个分组返回几项，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra=_LIMIT_RULE)] = LIMIT_DEFAULT
     chart: Annotated[bool, Meta(description="同时画图（PNG，作为图片内容返回并保存在数据目录 charts/ 下）")] = False
@@ -50,12 +46,10 @@ class Args(ToolArgs):
 
 TITLE = "检索分组分布"
 DESCRIPTION = (
-    "一个检索在知网左侧分组中的分布：发表年度、学科、主题、文献来源（期刊/学位授予单位）、作者、机构、基金、文献类型，"
-    "每项给出 value（名称）、code（用于 facet_filters 筛选）和 count（篇数），按知网的顺序（年度按年份升序）；total 是结果总数。"
-    f"用 search_id 复用 search、structured_search 或 expert_search 的检索条件，"
-    f"或给 expression（与 structured_search 相同的条件树）加 year_from/year_to。"
-    "chart=true 时另附一张 PNG 图（每年发文量，以及其他分组的前 "
-    f"{CHART_BARS} 项），chart_table 给出图中的同样数字。想知道某领域逐年增长、谁在研究、哪些期刊在发时使用。"
+    "一个检索在知网左侧分组（年度、学科、主题、来源、作者、机构、基金、文献类型）中的分布：每项的 value、code（用于 "
+    "facet_filters）和 count，按知网的顺序；total 是结果总数。用 search_id 复用 search、structured_search 或 expert_search "
+    "的条件，或给 expression 加年份。chart=true 时附一张 PNG 图（每年发文量与其他分组的前 "
+    f"{CHART_BARS} 项），chart_table 是图中的数字。想知道某领域逐年增长、谁在研究、哪些期刊在发时使用。"
 )
 READ_ONLY = True
 OPEN_WORLD = True
