@@ -404,6 +404,7 @@ class SiteCheck(msgspec.Struct, omit_defaults=True, kw_only=True):
     version: str = ""
     parser: str = ""
     browser: str = ""  # what the browser reports itself as (Chrome/131.0…)
+    site: str = ""  # the overseas host the tour went to ("": the mainland site)
     requests: int = 0
     seconds: float = 0.0
     steps: list[CheckStep] = []
@@ -623,6 +624,9 @@ class Route(msgspec.Struct, frozen=True, omit_defaults=True):
         return {"kind": "direct"} if self.kind == "direct" else {"kind": self.kind, "gateway": self.gateway}
 
 
+SiteSetting = Literal["auto", "mainland", "oversea"]
+
+
 class Config(msgspec.Struct, omit_defaults=True):
     """config.json; unknown keys are ignored so older and newer versions can share it."""
 
@@ -630,6 +634,9 @@ class Config(msgspec.Struct, omit_defaults=True):
     daily_download_limit: int = DAILY_DOWNLOAD_LIMIT_DEFAULT  # CNKI_DAILY_DOWNLOAD_LIMIT overrides it
     # Absent in config.json written before issue 29: direct access.
     route: Route = Route()
+    # Which CNKI site (issue 39): auto follows where CNKI sends the session (oversea.cnki.net outside mainland
+    # China); mainland / oversea: always that one. Absent: auto.
+    site: SiteSetting = "auto"
 
 
 class SessionState(msgspec.Struct, omit_defaults=True):

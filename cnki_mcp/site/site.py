@@ -205,6 +205,10 @@ class Site(Door):
         names its registry entry (``registry.NAVI_YEARS`` …)."""
         return await self.navi.post(op, page_url, url, form, parse, REGISTRY[kind])
 
+    def site_view(self) -> dict[str, str]:
+        """The CNKI site the session is on (``remote.Routing.site_view``)."""
+        return self.browser.routing.site_view()
+
     async def browser_version(self) -> str:
         """What the dedicated browser reports itself as (``Chrome/131.0…``); "" when it cannot say."""
         return await self.browser.version()
