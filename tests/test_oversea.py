@@ -154,3 +154,11 @@ def test_the_switch_is_off_by_default() -> None:
     assert served.status == 200
     assert (abroad.plays("/knavi/journals/X/detail"), abroad.plays("/"), abroad.plays("/kcms2/x")) == (
         "navi.cnki.net", "www.cnki.net", "kns.cnki.net")
+
+
+def test_doctor_names_a_fixed_site_beside_the_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cnki_mcp.setup.doctor import _route_check
+
+    monkeypatch.setenv("CNKI_LANG", "zh")
+    assert _route_check(Config(site="oversea")).message == "访问方式：直接访问知网；知网站点：海外站点（oversea.cnki.net）"
+    assert _route_check(Config()).message == "访问方式：直接访问知网"

@@ -624,9 +624,6 @@ class Route(msgspec.Struct, frozen=True, omit_defaults=True):
         return {"kind": "direct"} if self.kind == "direct" else {"kind": self.kind, "gateway": self.gateway}
 
 
-SiteSetting = Literal["auto", "mainland", "oversea"]
-
-
 class Config(msgspec.Struct, omit_defaults=True):
     """config.json; unknown keys are ignored so older and newer versions can share it."""
 
@@ -634,9 +631,7 @@ class Config(msgspec.Struct, omit_defaults=True):
     daily_download_limit: int = DAILY_DOWNLOAD_LIMIT_DEFAULT  # CNKI_DAILY_DOWNLOAD_LIMIT overrides it
     # Absent in config.json written before issue 29: direct access.
     route: Route = Route()
-    # Which CNKI site (issue 39): auto follows where CNKI sends the session (oversea.cnki.net outside mainland
-    # China); mainland / oversea: always that one. Absent: auto.
-    site: SiteSetting = "auto"
+    site: Literal["auto", "mainland", "oversea"] = "auto"  # auto: where CNKI sends the session (site/remote.py)
 
 
 class SessionState(msgspec.Struct, omit_defaults=True):

@@ -27,14 +27,15 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
 import click
+import msgspec
 import psutil
 
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Config, Route, SiteSetting
+from cnki_mcp.core.model import Config, Route
 from cnki_mcp.setup import clients
 from cnki_mcp.setup.cli_words import Command, say
 from cnki_mcp.setup.client_cli import install_with_cli
@@ -313,8 +314,8 @@ def run_setup(
     except CnkiError:
         before = Config()
     route = before.route if route is None else route  # the route a login set stays
-    config = Config(browser_path=str(path), route=kept(route))
-    config.site = before.site if site is None else cast(SiteSetting, site)  # click checked the value
+    chosen = before.site if site is None else msgspec.convert({"site": site}, Config).site
+    config = Config(browser_path=str(path), route=kept(route), site=chosen)
     save_config(root, config)
     changes.add(msg("setup.what_browser"), root / "config.json")
     click.echo(msg("setup.browser_saved", path=root / "config.json"))
