@@ -147,14 +147,16 @@ async def test_every_tool_answers_abroad_as_on_the_mainland(
 async def test_a_session_set_to_the_overseas_site_never_asks_the_mainland(
     kns: KnsSimulator, isolated_data_dir: Path
 ) -> None:
-    kns.configure(oversea=OVERSEA)
+    kns.configure(oversea=OVERSEA, login="institution")
     isolated_data_dir.mkdir(parents=True, exist_ok=True)
     (isolated_data_dir / "config.json").write_text('{"site": "oversea"}', encoding="utf-8")
     async with serving(isolated_data_dir, kns) as mcp:
         before = await mcp.call("session_status", {})
         found = completed(await mcp.wait(await mcp.call("search", SEARCH)))
         status = completed(await mcp.wait(await mcp.call("session_status", {"refresh": True})))
+        check = completed(await mcp.wait(await mcp.call("diagnostics", {"site_check": True})))
     assert before["site"] == status["site"] == {"kind": "oversea", "host": OVERSEA}
+    assert (check["status"], check["site"]) == ("passed", OVERSEA)  # doctor --site: every page read abroad
     assert found["results"] and all(r["url"].startswith(f"https://{OVERSEA}/kcms2/") for r in found["results"])
     assert not [r.url for r in kns.requests if r.host in abroad.MAINLAND]
 

@@ -162,3 +162,13 @@ def test_doctor_names_a_fixed_site_beside_the_route(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("CNKI_LANG", "zh")
     assert _route_check(Config(site="oversea")).message == "访问方式：直接访问知网；知网站点：海外站点（oversea.cnki.net）"
     assert _route_check(Config()).message == "访问方式：直接访问知网"
+
+
+def test_the_field_check_names_the_overseas_site_it_toured() -> None:
+    from cnki_mcp.core.model import SiteCheck
+    from cnki_mcp.fieldcheck.tour import render
+
+    abroad_line = render(SiteCheck(status="passed", started_at="2026-12-04T00:00:00Z", site=OVERSEA))[-1]
+    mainland_line = render(SiteCheck(status="passed", started_at="2026-12-04T00:00:00Z"))[-1]
+    assert "，海外站点 oversea.cnki.net；" in abroad_line
+    assert "海外" not in mainland_line
