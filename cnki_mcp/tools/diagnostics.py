@@ -103,10 +103,9 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
         route=deps.config.route.view(),
     )
     # What is loaded is reported as it is, never loaded to be reported: AppCore's slots are read directly.
-    from cnki_mcp.site.remote import configured_site
-
-    site = configured_site(deps.config) if deps._browser is None else deps._browser.routing.site_view()
-    if site["kind"] != "mainland" or deps.config.site != "auto":  # the usual case answers as it always did
+    # The site: config.json's choice and, once the browser runs, the one the session is on.
+    site = deps._browser.routing.site_view() if deps._browser is not None else {}
+    if site.get("kind") == "oversea" or deps.config.site != "auto":  # the usual case answers as it always did
         report.site = {"setting": deps.config.site, **site}
     if deps._sessions is not None and deps._sessions.gateway_session:
         report.gateway_session = deps._sessions.gateway_session
