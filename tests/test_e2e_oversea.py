@@ -62,6 +62,10 @@ def stable(value: Any) -> Any:
     return value
 
 
+def mainland_links(answer: Any) -> list[str]:
+    return re.findall(r"https://(?:kns|navi)\.cnki\.net/[^\"]{0,60}", json.dumps(answer, ensure_ascii=False))
+
+
 def differences(a: Any, b: Any, where: str = "") -> list[str]:
     """Where two answers differ (at most a few places), for a failure's message."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -132,6 +136,9 @@ async def test_every_tool_answers_abroad_as_on_the_mainland(
     assert paper.sections[0].title in json.dumps(overseas["read_online_html"], ensure_ascii=False)
     assert paper.title in json.dumps(overseas["export_citations"], ensure_ascii=False)
     assert overseas["journal_issues"]["years"]
+    assert mainland_links(mainland["search"]) and mainland_links(mainland["related_papers references"])
+    mentions = {tool: mainland_links(answer) for tool, answer in overseas.items()}
+    assert not any(mentions.values()), mentions  # every link names the overseas site
     for tool in mainland:
         assert stable(overseas[tool]) == stable(mainland[tool]), (tool, differences(stable(overseas[tool]), stable(mainland[tool])))
     assert status["site"] == {"kind": "oversea", "host": OVERSEA}

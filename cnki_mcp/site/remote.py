@@ -60,9 +60,13 @@ class Routing:
     def direct(self) -> bool:
         return self.route.kind == "direct"
 
+    def here(self, url: str) -> str:
+        """A public CNKI URL on the session's site (still public): what a page asked for by it is read against."""
+        return on_site(url, self.oversea)
+
     def out(self, url: str) -> str:
         """A public CNKI URL on the session's site, in the route's form; any other URL unchanged."""
-        return outward(self.route, on_site(url, self.oversea))
+        return outward(self.route, self.here(url))
 
     def landed(self, url: str) -> None:
         """A navigation ended on ``url`` (public form): with ``auto``, the site it shows is the session's."""
