@@ -13,22 +13,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cnki_mcp.pages.urls import on_site
-from tests.harness import McpSession, chromium_path, serve_params
+from tests.harness import McpSession, chromium_path
 from tests.kns import abroad
 from tests.kns import pages as sim_pages
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator
 from tests.test_e2e_documents import journal_papers, seed
 from tests.test_e2e_facets import WIDE
-from tests.test_e2e_remote import entry, gateway_login
+from tests.test_e2e_remote import entry, gateway_login, serving
 
 pytestmark = [
     pytest.mark.browser,
@@ -43,12 +41,6 @@ SEARCH = {"query": "研究", "options": {"freshness": "live", "metadata": "basic
 VOLATILE = {"operation_id", "search_id", "seconds", "elapsed_ms", "requests", "cursor", "next_cursor", "path",
             "progress", "site"}
 _ABROAD_URL = re.compile(r"https://(?:chn\.)?oversea\.cnki\.net/[^\s\"'<>]*")
-
-
-@asynccontextmanager
-async def serving(data: Path, kns: KnsSimulator) -> AsyncIterator[McpSession]:
-    async with McpSession.serving(serve_params(data, kns.browser_args, CNKI_REQUEST_INTERVAL_MS="20")) as session:
-        yield session
 
 
 def stable(value: Any) -> Any:
