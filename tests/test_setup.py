@@ -773,6 +773,23 @@ def test_setup_remote_access_keeps_the_route_and_a_later_setup_keeps_it_too(
 
 
 @posix_only
+def test_setup_site_keeps_the_choice_and_a_later_setup_keeps_it_too(
+    home: Path, isolated_data_dir: Path, checked: list[Path]
+) -> None:
+    result = run(["--client", "codex", "--skip-check", "--site", "oversea"])
+    assert result.exit_code == 0, result.output
+    assert read_config(isolated_data_dir)["site"] == "oversea"
+    assert "知网站点：海外站点（oversea.cnki.net）" in result.stdout
+    again = run(["--client", "codex", "--skip-check"])
+    assert again.exit_code == 0, again.output
+    assert read_config(isolated_data_dir)["site"] == "oversea"
+    auto = run(["--client", "codex", "--skip-check", "--site", "auto"])
+    assert auto.exit_code == 0, auto.output
+    assert "site" not in read_config(isolated_data_dir)
+    assert run(["--client", "codex", "--skip-check", "--site", "moon"]).exit_code == 2
+
+
+@posix_only
 def test_setup_remote_access_refuses_what_it_cannot_read_before_any_change(
     home: Path, isolated_data_dir: Path, checked: list[Path]
 ) -> None:

@@ -406,6 +406,7 @@ class SiteCheck(msgspec.Struct, omit_defaults=True, kw_only=True):
     version: str = ""
     parser: str = ""
     browser: str = ""  # what the browser reports itself as (Chrome/131.0…)
+    site: str = ""  # the overseas host the tour went to ("": the mainland site)
     requests: int = 0
     seconds: float = 0.0
     steps: list[CheckStep] = []
@@ -635,6 +636,7 @@ class Config(msgspec.Struct, omit_defaults=True):
     daily_download_limit: int = DAILY_DOWNLOAD_LIMIT_DEFAULT  # CNKI_DAILY_DOWNLOAD_LIMIT overrides it
     # Absent in config.json written before issue 29: direct access.
     route: Route = Route()
+    site: Literal["auto", "mainland", "oversea"] = "auto"  # auto: where CNKI sends the session (site/remote.py)
 
 
 class SessionState(msgspec.Struct, omit_defaults=True):

@@ -225,7 +225,9 @@ def render(check: SiteCheck) -> list[str]:
     unchecked = f"，{skipped} 项未检查（标 –）" if skipped else ""
     verdict = "页面结构与预期一致。" if check.status == "passed" else f"有页面与预期不符，见标 ✗ 的项目；{STRUCTURE_HINT}"
     browser = f"，浏览器 {check.browser}" if check.browser else ""
-    lines.append(f"{passed}/{len(check.steps)} 项通过{unchecked}，{check.requests} 次请求，{check.seconds:.1f} 秒{browser}；{verdict}")
+    site = f"，海外站点 {check.site}" if check.site else ""
+    lines.append(f"{passed}/{len(check.steps)} 项通过{unchecked}，{check.requests} 次请求，{check.seconds:.1f} 秒{browser}{site}；"
+                 f"{verdict}")
     return lines
 
 
@@ -312,6 +314,7 @@ class Tour:
             version=__version__,
             parser=PARSER_VERSION,
             browser=await self.site.browser_version() if self.site.browser_running else "",
+            site=self.site.site_view().get("host", ""),
             requests=self.op.requests,
             seconds=round(time.monotonic() - clock, 1),
             steps=self.steps,

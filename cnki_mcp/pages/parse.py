@@ -61,6 +61,9 @@ from cnki_mcp.pages.urls import public_url, resolve_href
 log = logging.getLogger(__name__)
 
 EMPTY_PREVIEW_CHARS = 160
+# A detail page's line of page range, page count and size: ``.total-inform`` on the mainland site,
+# ``.total-inform-oversea`` on the overseas one (docs/site-notes.md "Abroad").
+SUMMARY_BLOCK = ".total-inform, .total-inform-oversea"
 REFUSAL_SAMPLE_CHARS = 300
 
 
@@ -628,7 +631,7 @@ def parse_detail(html: str, url: str) -> Paper:
     if not pages:
         pages = "-".join(unique_strings(meta_all(meta, "citation_firstpage", "citation_lastpage")))
     if not pages:
-        printed = re.search(r"页码\s*[:：]\s*(\d+(?:\s*[-—–]\s*\d+)?)", spaced_text(first_match(root, ".total-inform")))
+        printed = re.search(r"页码\s*[:：]\s*(\d+(?:\s*[-—–]\s*\d+)?)", spaced_text(first_match(root, SUMMARY_BLOCK)))
         pages = re.sub(r"\s*[-—–]\s*", "-", printed[1]) if printed else ""
     if not date:
         date = text_of(first_match(root, ".top-tip .date, #catalog_PUBLISHDATE, #ndate"))

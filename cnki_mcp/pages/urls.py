@@ -1,13 +1,67 @@
 """Which URLs are CNKI's (pure): the one home of "is this CNKI" for hosts, pages the product may open, a paper's
 public url, and a link of a page resolved against it. Through a remote-access route the browser's doors
 (``site/remote.py``) map every URL back to its public form before these rules see it.
+
+Also which of CNKI's two sites a URL is on: the mainland one (``kns.cnki.net``, ``navi.cnki.net``) or the
+overseas one a session whose exit is outside mainland China is sent to (``oversea.cnki.net``: the same
+applications under the same paths, ``uniplatform=OVERSEA`` for ``NZKPT``; docs/site-notes.md "Abroad").
+``on_site`` writes a URL on either; the browser's doors use it so that every URL the product builds goes
+to the site the session is on.
 """
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urljoin, urlsplit
+import re
+from urllib.parse import parse_qsl, urljoin, urlsplit, urlunsplit
 
 from cnki_mcp.core.redact import is_secret_key
+
+OVERSEA_HOST = "oversea.cnki.net"  # the overseas site's usual host (``chn.oversea.cnki.net`` is seen too)
+# The mainland hosts whose applications the overseas site serves under the same paths.
+_MAINLAND_HOSTS = ("kns.cnki.net", "navi.cnki.net")
+_UNIPLATFORM = re.compile(r"(?<=[?&]uniplatform=)(?:NZKPT|OVERSEA)(?=&|$)", re.IGNORECASE)
+
+
+def is_oversea_host(host: str) -> bool:
+    """``oversea.cnki.net`` or a host under it (``chn.oversea.cnki.net``)."""
+    host = host.lower().rstrip(".")
+    return host == OVERSEA_HOST or host.endswith("." + OVERSEA_HOST)
+
+
+def landed_site(url: str) -> str | None:
+    """The site a page at ``url`` shows: its overseas host, "" for a mainland kns/navi page, None for any
+    other page (login, bar, a gateway's own page: they tell nothing about the site)."""
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return None
+    if is_oversea_host(host):
+        return host
+    return "" if host in _MAINLAND_HOSTS else None
+
+
+def on_site(url: str, oversea: str) -> str:
+    """``url`` on the site the session is on: ``oversea`` (an overseas host) or, when "", the mainland.
+
+    A kns/navi URL goes to the overseas host under the same path; an overseas URL goes back to navi
+    (``/knavi…``) or kns. ``uniplatform`` follows (NZKPT on the mainland, OVERSEA abroad). Any other URL
+    (bar, login, another site) is unchanged.
+    """
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+    except ValueError:
+        return url
+    if parts.scheme != "https" or "@" in parts.netloc or parts.port is not None:
+        return url
+    if oversea and host in _MAINLAND_HOSTS:
+        target, platform = oversea, "OVERSEA"
+    elif not oversea and is_oversea_host(host):
+        target, platform = ("navi.cnki.net" if parts.path.lower().startswith("/knavi") else "kns.cnki.net"), "NZKPT"
+    else:
+        return url
+    query = _UNIPLATFORM.sub(platform, "?" + parts.query)[1:] if parts.query else ""
+    return urlunsplit(("https", target, parts.path, query, parts.fragment))
 
 
 def is_cnki_host(host: str) -> bool:

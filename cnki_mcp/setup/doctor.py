@@ -90,11 +90,14 @@ def _config_check(root: Any) -> Check:
 
 
 def _route_check(config: Config) -> Check:
-    from cnki_mcp.site.remote import route_words
+    """How CNKI is reached: the route, and (when not left to CNKI) the site config.json fixes."""
+    from cnki_mcp.site.remote import route_words, setting_words
 
     words = route_words(config.route, english=english())
-    return Check("route", True, msg("doctor.route_direct" if config.route.kind == "direct" else "doctor.route_gateway",
-                                    route=words))
+    line = msg("doctor.route_direct" if config.route.kind == "direct" else "doctor.route_gateway", route=words)
+    if config.site != "auto":
+        line += msg("doctor.site", site=setting_words(config.site, english=english()))
+    return Check("route", True, line)
 
 
 def _browser_report(config: Config) -> dict[str, Any]:

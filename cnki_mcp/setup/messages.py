@@ -90,6 +90,7 @@ LINES: dict[str, tuple[str, str]] = {
     "setup.browser_ok": ("浏览器检查通过。", "The browser check passed."),
     "setup.browser_saved": ("已保存浏览器设置：{path}", "Browser setting saved: {path}"),
     "setup.route": ("访问方式：{route}", "Access: {route}"),
+    "setup.site": ("知网站点：{site}", "CNKI site: {site}"),
     "setup.snippet_saved": ("配置片段已保存：{path}", "Config snippet saved: {path}"),
     "setup.one_more_step": ("还差一步：{note}。", "One more step: {note}."),
     "setup.install_ok": (
@@ -388,6 +389,7 @@ LINES: dict[str, tuple[str, str]] = {
         "This data directory was never set up ({path} is missing): run cnki-mcp setup, which chooses and checks the "
         "browser and connects a client.",
     ),
+    "doctor.site": ("；知网站点：{site}", "; CNKI site: {site}"),
     "doctor.route_direct": ("访问方式：{route}", "Access: {route}"),
     "doctor.route_gateway": (
         "访问方式：{route}；学校 VPN 会话是否有效，用 doctor --site 检查",

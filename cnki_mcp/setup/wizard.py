@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+import msgspec
 import psutil
 
 from cnki_mcp.core.clock import Deadline
@@ -40,7 +41,7 @@ from cnki_mcp.setup.cli_words import Command, say
 from cnki_mcp.setup.client_cli import install_with_cli
 from cnki_mcp.setup.messages import english, msg
 from cnki_mcp.site.discovery import browser_candidates, probe_version
-from cnki_mcp.site.remote import kept, route_of, route_words
+from cnki_mcp.site.remote import kept, route_of, route_words, setting_words
 
 BROWSER_CHECK_SECONDS = 20.0
 _YES = ("", "y", "yes", "是")
@@ -177,6 +178,12 @@ def config_command(
     "校外访问：经学校 VPN 打开的知网页面网址（或 CARSI 登录网址），保存访问方式。",
     "Off campus: the URL of a CNKI page opened through the university's VPN (or the CARSI login URL); keeps the route.",
 ))
+@click.option("--site", type=click.Choice(["auto", "mainland", "oversea"]), help=say(
+    "知网站点：auto 跟随知网的跳转（在中国大陆以外会被送到海外站点 oversea.cnki.net），mainland 总用大陆站点，"
+    "oversea 总用海外站点。不写时保持原设置（初次为 auto）。",
+    "CNKI site: auto follows CNKI's redirect (outside mainland China it sends you to oversea.cnki.net), mainland always "
+    "uses the mainland site, oversea always the overseas one. Left out: the setting stays (auto at first).",
+))
 @click.option("--skip-check", is_flag=True, hidden=True, help=say("跳过最后的 MCP 通信检查。", "Skip the last MCP check."))
 def setup_command(
     browser: str | None,
@@ -187,6 +194,7 @@ def setup_command(
     port: int,
     skip_check: bool,
     remote_access: str | None = None,
+    site: str | None = None,
 ) -> None:
     interactive = browser is None and client_id is None and not install_client and not http
     changes = Changes()
@@ -206,6 +214,7 @@ def setup_command(
             protocol_check=not skip_check,
             changes=changes,
             route=route,
+            site=site,
         )
     except CnkiError as error:
         click.echo(f"{error.code}: {error.message}", err=True)
@@ -283,6 +292,7 @@ def run_setup(
     protocol_check: bool = True,
     changes: Changes | None = None,
     route: Route | None = None,
+    site: str | None = None,
 ) -> None:
     from cnki_mcp.store.library import load_config, save_config
 
@@ -299,15 +309,18 @@ def run_setup(
     click.echo(msg("setup.browser_ok"))
 
     root = _data_root()
-    if route is None:  # the route a login set stays
-        try:
-            route = load_config(root).route
-        except CnkiError:
-            route = Route()
-    save_config(root, Config(browser_path=str(path), route=kept(route)))
+    try:
+        before = load_config(root)
+    except CnkiError:
+        before = Config()
+    route = before.route if route is None else route  # the route a login set stays
+    chosen = before.site if site is None else msgspec.convert({"site": site}, Config).site
+    config = Config(browser_path=str(path), route=kept(route), site=chosen)
+    save_config(root, config)
     changes.add(msg("setup.what_browser"), root / "config.json")
     click.echo(msg("setup.browser_saved", path=root / "config.json"))
     click.echo(msg("setup.route", route=route_words(route, english=english())))
+    click.echo(msg("setup.site", site=setting_words(config.site, english=english())))
 
     client = client or clients.get_client(_choose_client(interactive))
     snippet_text = clients.snippet(client.id, root)

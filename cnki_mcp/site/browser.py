@@ -178,7 +178,7 @@ class Browser(PageActions):
         self._lock = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
         self.launch_seconds: float | None = None  # launch-to-attached time of the current browser
-        self.routing = Routing(config.route if config is not None else DIRECT)
+        self.routing = Routing(config.route, config.site) if config is not None else Routing(DIRECT)
     # -- diagnostics ---------------------------------------------------------------------------
 
     @property

@@ -69,7 +69,7 @@ class FragmentExchange(Exchange[T]):
         await self.navi.challenge(op, self.tab, problem, answer.url, answer.text, self.page_url or NAVI_HOME, epoch)
 
     def parse(self, answer: FetchResult) -> T:
-        return self.parser(answer.text, self.url)
+        return self.parser(answer.text, self.navi.door.browser.routing.here(self.url))  # the session's site
 
 
 class Navi:

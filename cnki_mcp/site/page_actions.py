@@ -198,6 +198,7 @@ class PageActions:
             condition = f"document.readyState {state}"
             await self._wait_for(tab, condition, deadline.remaining(), interval=0.05)
         final = await self._evaluate(tab, "location.href", max(1.0, deadline.remaining()))
+        self.routing.landed(str(final or ""))  # CNKI may have sent the session to its other site
         status = document[0] if document is not None else 0
         return NavigationResult(status=status, url=str(final or url), error=str(error_text or ""))
 

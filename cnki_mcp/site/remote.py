@@ -1,5 +1,11 @@
-"""The route at the browser's doors: what the product asks for goes out in the gateway's form, what a
-page says comes back in public form (``route.py`` holds the pure rules; this is where the browser uses them).
+"""The route at the browser's doors: what the product asks for goes out on the site the session is on and in
+the gateway's form, what a page says comes back in public form (``route.py`` and ``pages/urls.py`` hold the pure
+rules; this is where the browser uses them).
+
+The site: CNKI sends a session whose exit is outside mainland China to ``oversea.cnki.net`` (docs/site-notes.md
+"Abroad"). With ``site`` auto (config.json) the page a navigation lands on says which site the session is on
+(``landed``); from then on every kns/navi URL the product builds goes to that site (``out``), so its in-page
+requests stay on the page's own origin. ``mainland`` / ``oversea`` fix the site from the start.
 
 One ``Routing`` per ``Browser``: ``navigate``, ``fetch_in_page``, ``load_resource`` and downloads map their
 URL ``out``; every value a page script returns (``evaluate``: page HTML, ``location.href``, fetched text),
@@ -21,7 +27,7 @@ from urllib.parse import urlsplit
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import GATEWAY_PLACEHOLDER, Config, Route
-from cnki_mcp.pages.urls import is_site_url
+from cnki_mcp.pages.urls import OVERSEA_HOST, is_site_url, landed_site, on_site
 from cnki_mcp.site.route import DIRECT, inward, inward_text, outward, recognise
 from cnki_mcp.store.library import save_config
 
@@ -42,18 +48,36 @@ GATEWAY_LOGIN_URL = f"https://{GATEWAY_PLACEHOLDER}/login"
 
 
 class Routing:
-    """The route the dedicated browser goes by now (``login`` changes it; config.json keeps it)."""
+    """The route the dedicated browser goes by now (``login`` changes it; config.json keeps it), and the site."""
 
-    def __init__(self, route: Route = DIRECT) -> None:
+    def __init__(self, route: Route = DIRECT, site: str = "auto") -> None:
         self.route = route
+        self.site = site  # the person's choice: auto | mainland | oversea
+        # The overseas host the session is on ("": the mainland site).
+        self.oversea = OVERSEA_HOST if site == "oversea" else ""
 
     @property
     def direct(self) -> bool:
         return self.route.kind == "direct"
 
+    def here(self, url: str) -> str:
+        """A public CNKI URL on the session's site (still public): what a page asked for by it is read against."""
+        return on_site(url, self.oversea)
+
     def out(self, url: str) -> str:
-        """A public CNKI URL in the route's form; any other URL unchanged."""
-        return outward(self.route, url)
+        """A public CNKI URL on the session's site, in the route's form; any other URL unchanged."""
+        return outward(self.route, self.here(url))
+
+    def landed(self, url: str) -> None:
+        """A navigation ended on ``url`` (public form): with ``auto``, the site it shows is the session's."""
+        found = landed_site(url) if self.site == "auto" else None
+        if found is not None and found != self.oversea:
+            log.info("CNKI site now %s", found or "mainland")
+            self.oversea = found
+
+    def site_view(self) -> dict[str, str]:
+        """The site as session_status, diagnostics and doctor name it: mainland, or oversea and its host."""
+        return {"kind": "oversea", "host": self.oversea} if self.oversea else {"kind": "mainland"}
 
     def back(self, url: str) -> str:
         """A URL a page or an event reported, in public form (a gateway's own URL: its placeholder form)."""
@@ -145,6 +169,31 @@ def route_words(route: Route, *, english: bool = False) -> str:
     if route.kind == "direct":
         return name
     return f"{name} ({route.gateway})" if english else f"{name}（{route.gateway}）"
+
+
+def configured_site(config: Config) -> dict[str, str]:
+    """The site before any page was seen: the one config.json fixes, else the mainland (auto starts there)."""
+    return Routing(site=config.site).site_view()
+
+
+SITE_NAMES = {"mainland": ("大陆站点", "the mainland site"), "oversea": ("海外站点", "the overseas site")}
+SETTING_NAMES = {"auto": ("自动（跟随知网的跳转）", "automatic (follows CNKI's redirect)"),
+                 "mainland": ("大陆站点（kns.cnki.net）", "the mainland site (kns.cnki.net)"),
+                 "oversea": ("海外站点（oversea.cnki.net）", "the overseas site (oversea.cnki.net)")}
+
+
+def site_words(view: dict[str, str], *, english: bool = False) -> str:
+    """A site view as a person reads it: 大陆站点, 海外站点（oversea.cnki.net）; or in English."""
+    name = SITE_NAMES[view["kind"]][1 if english else 0]
+    host = view.get("host", "")
+    if not host:
+        return name
+    return f"{name} ({host})" if english else f"{name}（{host}）"
+
+
+def setting_words(setting: str, *, english: bool = False) -> str:
+    """config.json's ``site`` as a person reads it: 自动（跟随知网的跳转）, 海外站点（oversea.cnki.net）…"""
+    return SETTING_NAMES[setting][1 if english else 0]
 
 
 def route_of(url: str) -> Route:

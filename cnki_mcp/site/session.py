@@ -51,10 +51,12 @@ LOGIN_MESSAGES = {
 
 
 def session_view(
-    state: SessionState, *, cached: bool = False, route: Route = DIRECT, gateway_session: str = ""
+    state: SessionState, *, cached: bool = False, route: Route = DIRECT, gateway_session: str = "",
+    site: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The login / session_status answer: the seed's fields, never cookies or account names; the route
-    (kind and gateway host, never a ticket) and, through a gateway, whether its session was alive."""
+    (kind and gateway host, never a ticket) and, through a gateway, whether its session was alive; the
+    overseas site when the session is on it (``Routing.site_view``)."""
     data: dict[str, Any] = {"personal": state.personal, "institution": state.institution}
     if state.institution == "observed" and state.institution_evidence:
         data["institution_evidence"] = list(state.institution_evidence)
@@ -68,6 +70,8 @@ def session_view(
         data["route"] = route.view()
         if gateway_session:
             data["gateway_session"] = gateway_session
+    if site is not None and site["kind"] != "mainland":  # the mainland site answers as it always did
+        data["site"] = site
     return data
 
 
@@ -111,7 +115,8 @@ class Sessions:
             await self._keep_route(route)
 
     def _view(self, state: SessionState, *, cached: bool = False) -> dict[str, Any]:
-        return session_view(state, cached=cached, route=self.route, gateway_session=self.gateway_session)
+        return session_view(state, cached=cached, route=self.route, gateway_session=self.gateway_session,
+                            site=self.site.browser.routing.site_view())
 
     def _observed(self, state: SessionState) -> None:
         self.last = state

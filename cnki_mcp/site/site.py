@@ -205,6 +205,10 @@ class Site(Door):
         names its registry entry (``registry.NAVI_YEARS`` …)."""
         return await self.navi.post(op, page_url, url, form, parse, REGISTRY[kind])
 
+    def site_view(self) -> dict[str, str]:
+        """The CNKI site the session is on (``remote.Routing.site_view``)."""
+        return self.browser.routing.site_view()
+
     async def browser_version(self) -> str:
         """What the dedicated browser reports itself as (``Chrome/131.0…``); "" when it cannot say."""
         return await self.browser.version()
@@ -213,7 +217,8 @@ class Site(Door):
         """Read a page through Chrome's network stack; render it in a tab when that is not enough."""
         if not is_site_url(url):
             raise CnkiError("LOCATOR_EXPIRED", "文献入口不是知网地址，未访问。", details={"kind": kind})
-        return await self.exchange(op, PageExchange(self, url, parse, kind))
+        # Parsed as the page it is: on the session's site, so its links and the paper's url name that site.
+        return await self.exchange(op, PageExchange(self, self.browser.routing.here(url), parse, kind))
 
     async def render_page(self, op: OperationContext, url: str, parse: Callable[[str, str], T], kind: str) -> T:
         """The render fallback: load in the shared render tab and parse the live DOM until it works."""

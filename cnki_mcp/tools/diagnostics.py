@@ -68,6 +68,7 @@ class Report(msgspec.Struct, kw_only=True):
     workers: int
     inline_wait_seconds: int
     route: dict[str, Any]
+    site: dict[str, str] | UnsetType = UNSET
     gateway_session: str | UnsetType = UNSET
     config_error: Problem | UnsetType = UNSET
     store_error: Problem | UnsetType = UNSET
@@ -102,6 +103,10 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
         route=deps.config.route.view(),
     )
     # What is loaded is reported as it is, never loaded to be reported: AppCore's slots are read directly.
+    # The site: config.json's choice and, once the browser runs, the one the session is on.
+    site = deps._browser.routing.site_view() if deps._browser is not None else {}
+    if site.get("kind") == "oversea" or deps.config.site != "auto":  # the usual case answers as it always did
+        report.site = {"setting": deps.config.site, **site}
     if deps._sessions is not None and deps._sessions.gateway_session:
         report.gateway_session = deps._sessions.gateway_session
     if deps.config_error is not None:

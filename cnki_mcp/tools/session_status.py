@@ -30,12 +30,13 @@ Result = OperationView | dict[str, Any]
 
 async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     if not args.refresh:
+        from cnki_mcp.site.remote import configured_site
         from cnki_mcp.site.session import session_view
 
         # The sessions met so far, without starting them (nor the browser) to answer.
         if deps._sessions is not None:
             return deps._sessions.cached()
-        return session_view(SessionState(), cached=True, route=deps.config.route)
+        return session_view(SessionState(), cached=True, route=deps.config.route, site=configured_site(deps.config))
     from cnki_mcp.ops.jobs import OperationContext
     from cnki_mcp.research.backend import followed
 

@@ -21,9 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--login", choices=("none", "institution", "personal", "both"), default="none")
     ap.add_argument("--captcha", action="append", default=[], metavar="ENDPOINT:AFTER[:STYLE]",
                     help=f"challenge ENDPOINT after AFTER requests until solved; styles {', '.join(CAPTCHA_STYLES)}")
+    ap.add_argument("--oversea", default="", metavar="HOST",
+                    help="play the overseas site: kns/navi/www requests are redirected to HOST (oversea.cnki.net)")
     args = ap.parse_args(argv)
     sim = KnsSimulator(port=args.port).start()
-    sim.configure(login=args.login)
+    sim.configure(login=args.login, oversea=args.oversea)
     for spec in args.captcha:
         endpoint, after, *style = spec.split(":")
         sim.captcha(endpoint, after=int(after), style=style[0] if style else "redirect")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from . import authors, changes, citations, downloads, facets, gateway, navi, pages, senquery
+from . import abroad, authors, changes, citations, downloads, facets, gateway, navi, pages, senquery
 from .corpus import Corpus, Paper, build_corpus
 from .expert import unsupported
 from .query import ParsedQuery, QueryRejected, parse_query_json, search, similar_sources
@@ -140,6 +140,8 @@ class Scenario:
     citation_area: str = "lists"  # see CHOICES: lists (inside the page) | link (2026: a.ReferLinkOn to list pages) | empty | unknown
     journal_tags_more: bool = False  # journal pages also carry CAS, JST, Scopus and 卓越期刊 (pages.EXTRA_TAGS)
     anonymous_slider: bool = False  # a session without any login is sent to the blockPuzzle slider on kns pages
+    # issue 39, abroad: the overseas site (abroad.py)
+    oversea: str = ""  # "" off | an overseas host (oversea.cnki.net, chn.oversea.cnki.net): kns/navi/www requests 302 there
 
 
 @dataclass
@@ -570,7 +572,12 @@ class KnsSimulator:
         form: dict[str, str] = {}
         if raw and "x-www-form-urlencoded" in (headers.get("content-type") or ""):
             form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True).items()}
-        endpoint = classify(host, parts.path)
+        oversea = self.scenario.oversea
+        moved = abroad.moved(host, target, oversea)
+        if moved is not None:
+            endpoint = "moved"  # sent to the overseas site, never served here
+        else:
+            endpoint = classify(abroad.plays(parts.path) if abroad.is_abroad_host(host, oversea) else host, parts.path)
         keep = ("X-Requested-With", "Content-Type", "Origin", "User-Agent", "Sec-Fetch-Mode", "Sec-Fetch-Dest", "Cookie")
         rec = SimRequest(method, host, parts.path, query, form, headers.get("referer") or "", endpoint,
                          {k: headers[k.lower()] for k in keep if headers.get(k.lower())}, time.time())
@@ -578,10 +585,12 @@ class KnsSimulator:
             self._log.append(rec)
             sc = self.scenario
         try:
-            resp = self._respond(rec, sc)
+            resp = _redirect(moved) if moved is not None else self._respond(rec, sc)
         except Exception:  # a simulator bug must show up as a 500, not a hung client
             log.exception("kns-sim handler failed for %s", rec.url)
             resp = _Resp(500, pages.simple_page("错误", "模拟站点内部错误"))
+        if sc.oversea and moved is None:
+            _localise(resp, sc.oversea)
         rec.status = resp.status
         return resp
 
@@ -1088,6 +1097,16 @@ def _page_of(rec: SimRequest) -> int:
         return int(rec.form.get("pageNum") or rec.form.get("CurPage") or 1)
     except ValueError:
         return 1
+
+
+def _localise(resp: _Resp, oversea: str) -> None:
+    """An answer of the overseas site: its links, Location and markup (abroad.localise)."""
+    if "Location" in resp.headers:
+        resp.headers["Location"] = abroad.localise(resp.headers["Location"], oversea)
+    if isinstance(resp.body, str):
+        resp.body = abroad.localise(resp.body, oversea)
+    elif resp.ctype.startswith(("text/", "application/json")):
+        resp.body = abroad.localise(resp.body.decode("utf-8"), oversea).encode("utf-8")
 
 
 def _redirect(location: str) -> _Resp:
