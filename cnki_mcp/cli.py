@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -20,6 +20,10 @@ from cnki_mcp import __version__
 from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.setup.cli_words import Group, say, show_usage_error
+
+if TYPE_CHECKING:
+    from cnki_mcp.app import App
+    from cnki_mcp.core.watch_model import WatchRun
 
 T = TypeVar("T")
 SHUTDOWN_SECONDS = 20
@@ -273,6 +277,121 @@ def _counted(counts: dict[str, int]) -> str:
     from cnki_mcp.store import db
 
     return msg("clients.list_separator").join(msg("store.count", kind=msg(f"store.kind.{table}"), count=f"{counts.get(table, 0):,}") for table in db.TABLES)
+
+
+_SCHEDULE = (
+    """\b
+定时运行（每天 8:00；把 cnki-mcp 换成 `which cnki-mcp` 给出的完整路径）：
+  cron（Linux、macOS）：crontab -e，加入一行
+    0 8 * * * cnki-mcp watch run >> "$HOME/cnki-watch.log" 2>&1
+  launchd（macOS）：把下面三行存为 ~/Library/LaunchAgents/net.cnki-mcp.watch.plist，然后运行
+    launchctl load ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
+    <?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict><key>Label</key><string>net.cnki-mcp.watch</string>
+    <key>ProgramArguments</key><array><string>cnki-mcp</string><string>watch</string><string>run</string></array>
+    <key>StartCalendarInterval</key><dict><key>Hour</key><integer>8</integer><key>Minute</key><integer>0</integer></dict>
+    </dict></plist>
+  任务计划程序（Windows，命令提示符）：
+    schtasks /Create /SC DAILY /ST 08:00 /TN cnki-mcp-watch /TR "cnki-mcp watch run"
+""",
+    """\b
+Scheduling (daily at 8:00; replace cnki-mcp by the full path `which cnki-mcp` prints):
+  cron (Linux, macOS): crontab -e, then add the line
+    0 8 * * * cnki-mcp watch run >> "$HOME/cnki-watch.log" 2>&1
+  launchd (macOS): save these three lines as ~/Library/LaunchAgents/net.cnki-mcp.watch.plist, then run
+    launchctl load ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
+    <?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict><key>Label</key><string>net.cnki-mcp.watch</string>
+    <key>ProgramArguments</key><array><string>cnki-mcp</string><string>watch</string><string>run</string></array>
+    <key>StartCalendarInterval</key><dict><key>Hour</key><integer>8</integer><key>Minute</key><integer>0</integer></dict>
+    </dict></plist>
+  Task Scheduler (Windows, Command Prompt):
+    schtasks /Create /SC DAILY /ST 08:00 /TN cnki-mcp-watch /TR "cnki-mcp watch run"
+""",
+)
+
+
+@cli.group(name="watch", cls=Group, help=say(
+    "关注的主题：由定时任务运行（关注由 AI 客户端里的 watch 工具添加）。",
+    "Topic watches, for a scheduler (add them with the watch tool in your AI client).",
+))
+def watch_command() -> None:
+    """关注的主题。"""
+
+
+@watch_command.command(name="run", epilog=say(*_SCHEDULE), help=say(
+    "运行关注（不给名称时运行全部）：按发表时间从新到旧读知网列表，只报告上次以来的新论文，"
+    "摘要写入数据目录 exports/ 下的 Markdown 文件。有关注未完成时退出码为 1。"
+    "数据目录正由 MCP 服务使用时不能运行（DATA_DIRECTORY_IN_USE），请改在 AI 客户端里用 watch 的 run。",
+    "Run the watches (all when none is named): CNKI's listing newest first, reporting only papers new since the last run; "
+    "the digest goes to a Markdown file under exports/ in the data directory. Exit code 1 when a watch did not finish. "
+    "Refused while an MCP server uses the data directory (DATA_DIRECTORY_IN_USE): then run the watch from your AI client.",
+))
+@click.argument("names", nargs=-1, metavar=say("[名称]...", "[NAME]..."))
+def watch_run(names: tuple[str, ...]) -> None:
+    """运行关注，输出摘要。"""
+    from cnki_mcp.core import logs
+
+    logs.configure(settings.data_root())
+    try:
+        ok = _run(_watch_run(list(names)))
+    finally:
+        logs.shutdown()
+    sys.exit(0 if ok else 1)
+
+
+async def _watch_run(names: list[str]) -> bool:
+    """Each watch run in this process, one after the other; the digest printed and written. Whether all finished."""
+    from cnki_mcp.app import App
+    from cnki_mcp.research.watch import digest_file
+    from cnki_mcp.setup.messages import msg
+
+    app = App()
+    try:
+        store = await app.store()
+        chosen = names or list(store.data.watches)
+        if not chosen:
+            click.echo(msg("watch.none"))
+            return True
+        runs, failures = await _each_watch(app, chosen)
+        for run in runs:
+            click.echo(msg("watch.baseline", name=run.name, found=run.found) if run.baseline else msg("watch.new", name=run.name, count=run.found))
+            for paper in run.new:
+                click.echo(msg("watch.paper", title=paper.title, source=paper.source, date=paper.publication_date))
+        for name, why in failures.items():
+            click.echo(msg("watch.failed", name=name, why=why), err=True)
+        path = await asyncio.to_thread(digest_file, store.exports_dir, runs, failures)
+        click.echo(msg("watch.digest", path=path))
+        return not failures
+    finally:
+        await app.close()
+
+
+async def _each_watch(app: App, names: list[str]) -> tuple[list[WatchRun], dict[str, str]]:
+    """The runs that finished, and why the others did not (a run that needs the person is stopped)."""
+    import msgspec
+
+    from cnki_mcp.core.tool_args import OPTION_RANGES
+    from cnki_mcp.core.watch_model import WatchRun
+    from cnki_mcp.setup.messages import msg
+    from cnki_mcp.tools.watch import start_watch, stored_watch
+
+    store, jobs = await app.store(), await app.jobs()
+    runs: list[WatchRun] = []
+    failures: dict[str, str] = {}
+    for name in names:
+        try:
+            job = await start_watch(app, stored_watch(store.data.watches, name), None)
+        except CnkiError as error:
+            failures[name] = f"{error.code}: {error.message}"
+            continue
+        view = await jobs.wait(job, float(OPTION_RANGES["timeout_seconds"][1]))
+        if view.status == "awaiting_user":
+            await jobs.cancel(view.operation_id)
+            failures[name] = msg("watch.needs_person")
+        elif view.status == "completed" and view.result is not None:
+            runs.append(msgspec.convert(view.result, WatchRun))
+        else:
+            failures[name] = "; ".join(f"{problem.code}: {problem.message}" for problem in view.errors) or view.status
+    return runs, failures
 
 
 @cli.command(name=settings.GUARD_COMMAND, hidden=True)
