@@ -284,12 +284,12 @@ _SCHEDULE = (
 定时运行（每天 8:00；把 cnki-mcp 换成 `which cnki-mcp` 给出的完整路径）：
   cron（Linux、macOS）：crontab -e，加入一行
     0 8 * * * cnki-mcp watch run >> "$HOME/cnki-watch.log" 2>&1
-  launchd（macOS）：把下面三行存为 ~/Library/LaunchAgents/net.cnki-mcp.watch.plist，然后运行
-    launchctl load ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
+  launchd（macOS）：把下面四行存为 ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
     <?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict><key>Label</key><string>net.cnki-mcp.watch</string>
     <key>ProgramArguments</key><array><string>cnki-mcp</string><string>watch</string><string>run</string></array>
     <key>StartCalendarInterval</key><dict><key>Hour</key><integer>8</integer><key>Minute</key><integer>0</integer></dict>
     </dict></plist>
+    然后运行 launchctl load ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
   任务计划程序（Windows，命令提示符）：
     schtasks /Create /SC DAILY /ST 08:00 /TN cnki-mcp-watch /TR "cnki-mcp watch run"
 """,
@@ -297,12 +297,12 @@ _SCHEDULE = (
 Scheduling (daily at 8:00; replace cnki-mcp by the full path `which cnki-mcp` prints):
   cron (Linux, macOS): crontab -e, then add the line
     0 8 * * * cnki-mcp watch run >> "$HOME/cnki-watch.log" 2>&1
-  launchd (macOS): save these three lines as ~/Library/LaunchAgents/net.cnki-mcp.watch.plist, then run
-    launchctl load ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
+  launchd (macOS): save these four lines as ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
     <?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict><key>Label</key><string>net.cnki-mcp.watch</string>
     <key>ProgramArguments</key><array><string>cnki-mcp</string><string>watch</string><string>run</string></array>
     <key>StartCalendarInterval</key><dict><key>Hour</key><integer>8</integer><key>Minute</key><integer>0</integer></dict>
     </dict></plist>
+    then run launchctl load ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
   Task Scheduler (Windows, Command Prompt):
     schtasks /Create /SC DAILY /ST 08:00 /TN cnki-mcp-watch /TR "cnki-mcp watch run"
 """,

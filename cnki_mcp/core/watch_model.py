@@ -38,7 +38,7 @@ class WatchPaper(msgspec.Struct, omit_defaults=True, kw_only=True):
     matched: list[str] = []
 
 
-class WatchRun(msgspec.Struct, omit_defaults=True, kw_only=True):
+class WatchRun(msgspec.Struct, kw_only=True):
     """One run of one watch: on the first (``baseline``) how many papers it found, later the new ones."""
 
     name: str
@@ -46,7 +46,6 @@ class WatchRun(msgspec.Struct, omit_defaults=True, kw_only=True):
     found: int = 0
     total: int | None = None  # what CNKI's listing said it holds (its first listing)
     new: list[WatchPaper] = []
-    digest: str = ""  # the Markdown digest written beside the exports
 
 
 class WatchView(msgspec.Struct, omit_defaults=True, kw_only=True):
