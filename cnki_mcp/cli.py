@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -22,8 +22,8 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.setup.cli_words import Group, say, show_usage_error
 
 if TYPE_CHECKING:
-    from cnki_mcp.app import App
     from cnki_mcp.core.watch_model import WatchRun
+    from cnki_mcp.serving.owner import OwnerInfo
 
 T = TypeVar("T")
 SHUTDOWN_SECONDS = 20
@@ -339,59 +339,92 @@ def watch_run(names: tuple[str, ...]) -> None:
 
 
 async def _watch_run(names: list[str]) -> bool:
-    """Each watch run in this process, one after the other; the digest printed and written. Whether all finished."""
-    from cnki_mcp.app import App
+    """Each watch run, one after the other, through the server that owns the data directory or else in this
+    process; the digest printed and written beside the exports. Whether every run finished."""
     from cnki_mcp.research.watch import digest_file
+    from cnki_mcp.serving.owner_calls import live_owner
     from cnki_mcp.setup.messages import msg
+
+    root = settings.data_root()
+    owner = await asyncio.to_thread(live_owner, root)
+    runs: list[WatchRun] = []
+    failures: dict[str, str] = {}
+    ran = await (_through_owner(root, owner, names, runs, failures) if owner is not None else _in_process(names, runs, failures))
+    if not ran:
+        click.echo(msg("watch.none"))
+        return True
+    for run in runs:
+        click.echo(msg("watch.baseline", name=run.name, found=run.found) if run.baseline else msg("watch.new", name=run.name, count=run.found))
+        for paper in run.new:
+            click.echo(msg("watch.paper", title=paper.title, source=paper.source, date=paper.publication_date))
+    for name, why in failures.items():
+        click.echo(msg("watch.failed", name=name, why=why), err=True)
+    path = await asyncio.to_thread(digest_file, root / "exports", runs, failures)  # Store.exports_dir
+    click.echo(msg("watch.digest", path=path))
+    return not failures
+
+
+def _outcome(name: str, view: dict[str, Any], runs: list[WatchRun], failures: dict[str, str]) -> bool:
+    """A run's final view (or one that needs the person) read into ``runs`` or ``failures``; whether the
+    operation must be cancelled: from a scheduler nobody is there to handle CNKI's check."""
+    import msgspec
+
+    from cnki_mcp.core.watch_model import WatchRun
+    from cnki_mcp.setup.messages import msg
+
+    if view["status"] == "completed" and view.get("result") is not None:
+        runs.append(msgspec.convert(view["result"], WatchRun))
+    elif view["status"] == "awaiting_user":
+        failures[name] = msg("watch.needs_person")
+        return True
+    else:
+        failures[name] = "; ".join(f"{problem['code']}: {problem['message']}" for problem in view.get("errors", [])) or view["status"]
+    return False
+
+
+async def _in_process(names: list[str], runs: list[WatchRun], failures: dict[str, str]) -> bool:
+    """The runs in this process (nobody owns the data directory); whether there was any watch to run."""
+    import msgspec
+
+    from cnki_mcp.app import App
+    from cnki_mcp.core.tool_args import OPTION_RANGES
+    from cnki_mcp.tools.watch import start_watch, stored_watch
 
     app = App()
     try:
-        store = await app.store()
+        store, jobs = await app.store(), await app.jobs()
         chosen = names or list(store.data.watches)
-        if not chosen:
-            click.echo(msg("watch.none"))
-            return True
-        runs, failures = await _each_watch(app, chosen)
-        for run in runs:
-            click.echo(msg("watch.baseline", name=run.name, found=run.found) if run.baseline else msg("watch.new", name=run.name, count=run.found))
-            for paper in run.new:
-                click.echo(msg("watch.paper", title=paper.title, source=paper.source, date=paper.publication_date))
-        for name, why in failures.items():
-            click.echo(msg("watch.failed", name=name, why=why), err=True)
-        path = await asyncio.to_thread(digest_file, store.exports_dir, runs, failures)
-        click.echo(msg("watch.digest", path=path))
-        return not failures
+        for name in chosen:
+            try:
+                job = await start_watch(app, stored_watch(store.data.watches, name), None)
+            except CnkiError as error:
+                failures[name] = f"{error.code}: {error.message}"
+                continue
+            view = await jobs.wait(job, float(OPTION_RANGES["timeout_seconds"][1]))
+            if _outcome(name, msgspec.to_builtins(view), runs, failures):
+                await jobs.cancel(view.operation_id)
+        return bool(chosen)
     finally:
         await app.close()
 
 
-async def _each_watch(app: App, names: list[str]) -> tuple[list[WatchRun], dict[str, str]]:
-    """The runs that finished, and why the others did not (a run that needs the person is stopped)."""
-    import msgspec
+async def _through_owner(root: Path, owner: OwnerInfo, names: list[str], runs: list[WatchRun], failures: dict[str, str]) -> bool:
+    """The runs as tool calls to the owner, followed to their end (or to the person, then cancelled)."""
+    from cnki_mcp.serving.owner_calls import owner_session
 
-    from cnki_mcp.core.tool_args import OPTION_RANGES
-    from cnki_mcp.core.watch_model import WatchRun
-    from cnki_mcp.setup.messages import msg
-    from cnki_mcp.tools.watch import start_watch, stored_watch
-
-    store, jobs = await app.store(), await app.jobs()
-    runs: list[WatchRun] = []
-    failures: dict[str, str] = {}
-    for name in names:
-        try:
-            job = await start_watch(app, stored_watch(store.data.watches, name), None)
-        except CnkiError as error:
-            failures[name] = f"{error.code}: {error.message}"
-            continue
-        view = await jobs.wait(job, float(OPTION_RANGES["timeout_seconds"][1]))
-        if view.status == "awaiting_user":
-            await jobs.cancel(view.operation_id)
-            failures[name] = msg("watch.needs_person")
-        elif view.status == "completed" and view.result is not None:
-            runs.append(msgspec.convert(view.result, WatchRun))
-        else:
-            failures[name] = "; ".join(f"{problem.code}: {problem.message}" for problem in view.errors) or view.status
-    return runs, failures
+    async with owner_session(root, owner) as session:
+        chosen = names or [watch["name"] for watch in (await session.call("watch", {"action": "list"}))["watches"]]
+        for name in chosen:
+            try:
+                view = await session.call("watch", {"action": "run", "name": name})
+                while view["status"] == "running":
+                    view = await session.call("operation_status", {"operation_id": view["operation_id"], "wait_seconds": 50})
+            except CnkiError as error:
+                failures[name] = f"{error.code}: {error.message}"
+                continue
+            if _outcome(name, view, runs, failures):
+                await session.call("operation_control", {"action": "cancel", "operation_id": view["operation_id"]})
+        return bool(chosen)
 
 
 @cli.command(name=settings.GUARD_COMMAND, hidden=True)

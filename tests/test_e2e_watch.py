@@ -59,8 +59,19 @@ async def run_watch(mcp: McpSession, name: str) -> dict[str, Any]:
     return result
 
 
+def shell(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cnki_mcp", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
 async def test_a_watch_answers_exactly_the_papers_published_since_its_last_run(sim: KnsSimulator, tmp_path: Path) -> None:
     data = tmp_path / "data"
+    home = tmp_path / "home"  # a throwaway HOME, as a scheduler's environment
+    home.mkdir()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CNKI_")},
+        "HOME": str(home), "CNKI_DATA_DIR": str(data), "CNKI_LANG": "zh", "CNKI_HEADLESS": "1",
+        "CNKI_BROWSER_PATH": chromium_or_skip(), "CNKI_BROWSER_ARGS": sim.browser_args, "CNKI_REQUEST_INTERVAL_MS": "10",
+    }
     async with McpSession.serving(serve_params(data, sim.browser_args)) as mcp:
         added = await mcp.call("watch", {"action": "add", "name": "图谱", "tool": "structured_search", "arguments": STRUCTURED})
         assert [w["name"] for w in added["watches"]] == ["图谱"]
@@ -105,31 +116,27 @@ async def test_a_watch_answers_exactly_the_papers_published_since_its_last_run(s
         assert listed["图谱"]["known"] == baseline["found"] + 3
         assert listed["图谱"]["arguments"] == STRUCTURED and listed["概念"]["arguments"] == CONCEPTS
 
-    # The scheduler's way: a shell, a throwaway HOME, the server gone (the data directory is free).
+        # From a shell while the server owns the data directory: the run goes through the server.
+        sim.clear_log()
+        owned = await asyncio.to_thread(shell, ["watch", "run", "图谱"], env)
+        assert owned.returncode == 0, owned.stderr
+        assert owned.stdout.splitlines()[0] == "图谱：0 篇新论文。" and sim.counts == {"grid": 1}
+        assert [path.name for path in (data / "exports").glob("watch-*.md")] == [owned.stdout.splitlines()[-1].rsplit("/", 1)[1]]
+
+    # The scheduler's way with nobody serving: the run in the command's own process.
     later = fresh(sim, 1, 30)
     sim.publish(*later)
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("CNKI_")},
-        "HOME": str(home), "CNKI_DATA_DIR": str(data), "CNKI_LANG": "zh", "CNKI_HEADLESS": "1",
-        "CNKI_BROWSER_PATH": chromium_or_skip(), "CNKI_BROWSER_ARGS": sim.browser_args, "CNKI_REQUEST_INTERVAL_MS": "10",
-    }
-    done = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "cnki_mcp", "watch", "run"], env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
-    )
+    before = set((data / "exports").glob("watch-*.md"))
+    done = await asyncio.to_thread(shell, ["watch", "run"], env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "图谱：1 篇新论文。" in lines and "概念：1 篇新论文。" in lines, done.stdout
     assert any(later[0].title in line for line in lines)
-    digests = list((data / "exports").glob("watch-*.md"))
+    digests = list(set((data / "exports").glob("watch-*.md")) - before)
     assert len(digests) == 1 and lines[-1] == f"摘要已写入 {digests[0]}"
     text = digests[0].read_text("utf-8")
     assert "## 图谱：1 篇新论文" in text and later[0].title in text and "〔CSSCI、北大核心〕" in text
 
-    again = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "cnki_mcp", "watch", "run", "图谱", "无此关注"], env=env, cwd=REPO,
-        capture_output=True, text=True, timeout=300,
-    )
+    again = await asyncio.to_thread(shell, ["watch", "run", "图谱", "无此关注"], env)
     assert again.returncode == 1 and "图谱：0 篇新论文。" in again.stdout
     assert "无此关注：未完成：WATCH_NOT_FOUND" in again.stderr
