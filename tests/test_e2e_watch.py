@@ -140,3 +140,12 @@ async def test_a_watch_answers_exactly_the_papers_published_since_its_last_run(s
     again = await asyncio.to_thread(shell, ["watch", "run", "图谱", "无此关注"], env)
     assert again.returncode == 1 and "图谱：0 篇新论文。" in again.stdout
     assert "无此关注：未完成：WATCH_NOT_FOUND" in again.stderr
+
+    # CNKI asks for a check: a scheduled run does not wait for a person, says so, remembers nothing, exits 1.
+    sim.publish(*fresh(sim, 1, 31))
+    sim.captcha("grid")
+    blocked = await asyncio.to_thread(shell, ["watch", "run", "图谱"], env)
+    assert blocked.returncode == 1, blocked.stdout
+    assert "图谱：未完成：知网要求人工验证或登录" in blocked.stderr
+    sim.solve()
+    assert "图谱：1 篇新论文。" in (await asyncio.to_thread(shell, ["watch", "run", "图谱"], env)).stdout
