@@ -54,7 +54,7 @@ class WatchView(msgspec.Struct, omit_defaults=True, kw_only=True):
     name: str
     tool: str
     arguments: dict[str, Any] = {}
-    known: int = 0
+    known: int  # how many papers it remembers (always shown)
     baseline_at: str = ""
     last_run_at: str = ""
 
