@@ -41,7 +41,8 @@ async def run_watch(op: OperationContext, engine: Enrichment, store: Store, watc
     watch.known = ([paper.record_ref for paper in found] + watch.known)[:KNOWN_KEPT]
     watch.baseline_at = watch.baseline_at or now
     watch.last_run_at = now
-    store.data.watches[watch.name] = watch
+    if watch.name in store.data.watches:  # removed while it ran: not brought back
+        store.data.watches[watch.name] = watch
     total = _total(summary)
     if baseline:
         return WatchRun(name=watch.name, baseline=True, found=len(found), total=total)
