@@ -197,7 +197,7 @@ async def test_serve_with_an_unknown_log_level_starts(isolated_data_dir: Path) -
 _CLICK_ENGLISH = re.compile(r"Usage|Options|Commands|Show this message|default|Error|Try |No such|Did you mean|ARGS|COMMAND|OPTIONS|TEXT|INTEGER")
 
 
-@pytest.mark.parametrize("command", [(), ("serve",), ("setup",), ("config",), ("doctor",), ("store",), ("uninstall",)])
+@pytest.mark.parametrize("command", [(), ("serve",), ("setup",), ("config",), ("doctor",), ("store",), ("uninstall",), ("watch", "run")])
 def test_help_prints_no_english_under_a_chinese_locale(command: tuple[str, ...], isolated_data_dir: Path) -> None:
     done = run(*command, "--help", data_dir=isolated_data_dir)
     assert done.returncode == 0, done.stderr
