@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -20,6 +20,10 @@ from cnki_mcp import __version__
 from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.setup.cli_words import Group, say, show_usage_error
+
+if TYPE_CHECKING:
+    from cnki_mcp.core.watch_model import WatchRun
+    from cnki_mcp.serving.owner import OwnerInfo
 
 T = TypeVar("T")
 SHUTDOWN_SECONDS = 20
@@ -273,6 +277,154 @@ def _counted(counts: dict[str, int]) -> str:
     from cnki_mcp.store import db
 
     return msg("clients.list_separator").join(msg("store.count", kind=msg(f"store.kind.{table}"), count=f"{counts.get(table, 0):,}") for table in db.TABLES)
+
+
+_SCHEDULE = (
+    """\b
+定时运行（每天 8:00；把 cnki-mcp 换成 `which cnki-mcp` 给出的完整路径）：
+  cron（Linux、macOS）：crontab -e，加入一行
+    0 8 * * * cnki-mcp watch run >> "$HOME/cnki-watch.log" 2>&1
+  launchd（macOS）：把下面四行存为 ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
+    <?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict><key>Label</key><string>net.cnki-mcp.watch</string>
+    <key>ProgramArguments</key><array><string>cnki-mcp</string><string>watch</string><string>run</string></array>
+    <key>StartCalendarInterval</key><dict><key>Hour</key><integer>8</integer><key>Minute</key><integer>0</integer></dict>
+    </dict></plist>
+    然后运行 launchctl load ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
+  任务计划程序（Windows，命令提示符）：
+    schtasks /Create /SC DAILY /ST 08:00 /TN cnki-mcp-watch /TR "cnki-mcp watch run"
+""",
+    """\b
+Scheduling (daily at 8:00; replace cnki-mcp by the full path `which cnki-mcp` prints):
+  cron (Linux, macOS): crontab -e, then add the line
+    0 8 * * * cnki-mcp watch run >> "$HOME/cnki-watch.log" 2>&1
+  launchd (macOS): save these four lines as ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
+    <?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict><key>Label</key><string>net.cnki-mcp.watch</string>
+    <key>ProgramArguments</key><array><string>cnki-mcp</string><string>watch</string><string>run</string></array>
+    <key>StartCalendarInterval</key><dict><key>Hour</key><integer>8</integer><key>Minute</key><integer>0</integer></dict>
+    </dict></plist>
+    then run launchctl load ~/Library/LaunchAgents/net.cnki-mcp.watch.plist
+  Task Scheduler (Windows, Command Prompt):
+    schtasks /Create /SC DAILY /ST 08:00 /TN cnki-mcp-watch /TR "cnki-mcp watch run"
+""",
+)
+
+
+@cli.group(name="watch", cls=Group, help=say(
+    "关注的主题：由定时任务运行（关注由 AI 客户端里的 watch 工具添加）。",
+    "Topic watches, for a scheduler (add them with the watch tool in your AI client).",
+))
+def watch_command() -> None:
+    """关注的主题。"""
+
+
+@watch_command.command(name="run", epilog=say(*_SCHEDULE), help=say(
+    "运行关注（不给名称时运行全部）：按发表时间从新到旧读知网列表，只报告上次以来的新论文，"
+    "摘要写入数据目录 exports/ 下的 Markdown 文件。有关注未完成时退出码为 1。"
+    "数据目录正由 MCP 服务使用时不能运行（DATA_DIRECTORY_IN_USE），请改在 AI 客户端里用 watch 的 run。",
+    "Run the watches (all when none is named): CNKI's listing newest first, reporting only papers new since the last run; "
+    "the digest goes to a Markdown file under exports/ in the data directory. Exit code 1 when a watch did not finish. "
+    "Refused while an MCP server uses the data directory (DATA_DIRECTORY_IN_USE): then run the watch from your AI client.",
+))
+@click.argument("names", nargs=-1, metavar=say("[名称]...", "[NAME]..."))
+def watch_run(names: tuple[str, ...]) -> None:
+    """运行关注，输出摘要。"""
+    from cnki_mcp.core import logs
+
+    logs.configure(settings.data_root())
+    try:
+        ok = _run(_watch_run(list(names)))
+    finally:
+        logs.shutdown()
+    sys.exit(0 if ok else 1)
+
+
+async def _watch_run(names: list[str]) -> bool:
+    """Each watch run, one after the other, through the server that owns the data directory or else in this
+    process; the digest printed and written beside the exports. Whether every run finished."""
+    from cnki_mcp.research.watch import digest_file
+    from cnki_mcp.serving.owner_calls import live_owner
+    from cnki_mcp.setup.messages import msg
+
+    root = settings.data_root()
+    owner = await asyncio.to_thread(live_owner, root)
+    runs: list[WatchRun] = []
+    failures: dict[str, str] = {}
+    ran = await (_through_owner(root, owner, names, runs, failures) if owner is not None else _in_process(names, runs, failures))
+    if not ran:
+        click.echo(msg("watch.none"))
+        return True
+    for run in runs:
+        click.echo(msg("watch.baseline", name=run.name, found=run.found) if run.baseline else msg("watch.new", name=run.name, count=run.found))
+        for paper in run.new:
+            click.echo(msg("watch.paper", title=paper.title, source=paper.source, date=paper.publication_date))
+    for name, why in failures.items():
+        click.echo(msg("watch.failed", name=name, why=why), err=True)
+    path = await asyncio.to_thread(digest_file, root / "exports", runs, failures)  # Store.exports_dir
+    click.echo(msg("watch.digest", path=path))
+    return not failures
+
+
+def _outcome(name: str, view: dict[str, Any], runs: list[WatchRun], failures: dict[str, str]) -> bool:
+    """A run's final view (or one that needs the person) read into ``runs`` or ``failures``; whether the
+    operation must be cancelled: from a scheduler nobody is there to handle CNKI's check."""
+    import msgspec
+
+    from cnki_mcp.core.watch_model import WatchRun
+    from cnki_mcp.setup.messages import msg
+
+    if view["status"] == "completed" and view.get("result") is not None:
+        runs.append(msgspec.convert(view["result"], WatchRun))
+    elif view["status"] == "awaiting_user":
+        failures[name] = msg("watch.needs_person")
+        return True
+    else:
+        failures[name] = "; ".join(f"{problem['code']}: {problem['message']}" for problem in view.get("errors", [])) or view["status"]
+    return False
+
+
+async def _in_process(names: list[str], runs: list[WatchRun], failures: dict[str, str]) -> bool:
+    """The runs in this process (nobody owns the data directory); whether there was any watch to run."""
+    import msgspec
+
+    from cnki_mcp.app import App
+    from cnki_mcp.core.tool_args import OPTION_RANGES
+    from cnki_mcp.tools.watch import start_watch, stored_watch
+
+    app = App()
+    try:
+        store, jobs = await app.store(), await app.jobs()
+        chosen = names or list(store.data.watches)
+        for name in chosen:
+            try:
+                job = await start_watch(app, stored_watch(store.data.watches, name), None)
+            except CnkiError as error:
+                failures[name] = f"{error.code}: {error.message}"
+                continue
+            view = await jobs.wait(job, float(OPTION_RANGES["timeout_seconds"][1]))
+            if _outcome(name, msgspec.to_builtins(view), runs, failures):
+                await jobs.cancel(view.operation_id)
+        return bool(chosen)
+    finally:
+        await app.close()
+
+
+async def _through_owner(root: Path, owner: OwnerInfo, names: list[str], runs: list[WatchRun], failures: dict[str, str]) -> bool:
+    """The runs as tool calls to the owner, followed to their end (or to the person, then cancelled)."""
+    from cnki_mcp.serving.owner_calls import owner_session
+
+    async with owner_session(root, owner) as session:
+        chosen = names or [watch["name"] for watch in (await session.call("watch", {"action": "list"}))["watches"]]
+        for name in chosen:
+            try:
+                view = await session.call("watch", {"action": "run", "name": name})
+                while view["status"] == "running":
+                    view = await session.call("operation_status", {"operation_id": view["operation_id"], "wait_seconds": 50})
+            except CnkiError as error:
+                failures[name] = f"{error.code}: {error.message}"
+                continue
+            if _outcome(name, view, runs, failures):
+                await session.call("operation_control", {"action": "cancel", "operation_id": view["operation_id"]})
+        return bool(chosen)
 
 
 @cli.command(name=settings.GUARD_COMMAND, hidden=True)

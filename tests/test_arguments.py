@@ -33,6 +33,7 @@ from cnki_mcp.tools.search_facets import Args as SearchFacetsArgs
 from cnki_mcp.tools.search_results import Args as SearchResultsArgs
 from cnki_mcp.tools.session_status import Args as SessionStatusArgs
 from cnki_mcp.tools.structured_search import Args as StructuredSearchArgs
+from cnki_mcp.tools.watch import Args as WatchArgs
 
 EXPR = {"field": "title", "value": "违约金"}
 
@@ -108,6 +109,7 @@ DEFAULTS: list[tuple[str, dict[str, Any], msgspec.Struct]] = [
     ("session_status", {}, SessionStatusArgs(refresh=False)),
     ("operation_status", {}, OperationStatusArgs(operation_id="", wait_seconds=0)),
     ("operation_control", {"action": "cancel"}, OperationControlArgs(action="cancel")),
+    ("watch", {"action": "list"}, WatchArgs(action="list", name="", tool="search", arguments={})),
     (
         "check_references",
         {"text": "参考文献\n[1] 王利明. 论违约金[J]. 法学评论, 2021(3): 1-9.\n[2] 见第三章\n"},
@@ -459,6 +461,11 @@ INVALID: list[tuple[str, Any, str]] = [
     ("operation_control", {"action": ""}, "INVALID_ACTION"),
     ("operation_control", {"action": "continue", "additional_requests": 5001}, "INVALID_OPTION"),
     ("operation_control", {"action": "continue", "additional_seconds": 7201}, "INVALID_OPTION"),
+    # watch
+    ("watch", {"action": "watch"}, "INVALID_ACTION"),
+    ("watch", {"action": "run"}, "INVALID_INPUT"),
+    ("watch", {"action": "add", "name": "图谱"}, "INVALID_INPUT"),
+    ("watch", {"action": "add", "name": "图谱", "tool": "search_facets", "arguments": {"query": "x"}}, "INVALID_INPUT"),
 ]
 
 

@@ -197,7 +197,7 @@ async def test_serve_with_an_unknown_log_level_starts(isolated_data_dir: Path) -
 _CLICK_ENGLISH = re.compile(r"Usage|Options|Commands|Show this message|default|Error|Try |No such|Did you mean|ARGS|COMMAND|OPTIONS|TEXT|INTEGER")
 
 
-@pytest.mark.parametrize("command", [(), ("serve",), ("setup",), ("config",), ("doctor",), ("store",), ("uninstall",)])
+@pytest.mark.parametrize("command", [(), ("serve",), ("setup",), ("config",), ("doctor",), ("store",), ("uninstall",), ("watch", "run")])
 def test_help_prints_no_english_under_a_chinese_locale(command: tuple[str, ...], isolated_data_dir: Path) -> None:
     done = run(*command, "--help", data_dir=isolated_data_dir)
     assert done.returncode == 0, done.stderr
@@ -209,7 +209,7 @@ def test_help_prints_no_english_under_a_chinese_locale(command: tuple[str, ...],
 def test_top_help_lists_the_commands_under_a_chinese_heading(isolated_data_dir: Path) -> None:
     done = run("--help", data_dir=isolated_data_dir)
     commands = done.stdout.split("命令：\n", 1)[1].splitlines()
-    assert [line.split()[0] for line in commands] == ["config", "doctor", "help", "schema", "serve", "setup", "store", "uninstall", "version"]
+    assert [line.split()[0] for line in commands] == ["config", "doctor", "help", "schema", "serve", "setup", "store", "uninstall", "version", "watch"]
 
 
 def test_a_typo_command_gets_a_chinese_message_with_the_nearest_command(isolated_data_dir: Path) -> None:
@@ -218,7 +218,7 @@ def test_a_typo_command_gets_a_chinese_message_with_the_nearest_command(isolated
     assert done.stderr.splitlines() == [
         "用法：cnki-mcp [选项] [命令] [参数]...",
         "运行 cnki-mcp -h 查看帮助。",
-        "错误：没有 serch 这个命令。是不是 serve？全部命令：config、doctor、help、schema、serve、setup、store、uninstall、version。",
+        "错误：没有 serch 这个命令。是不是 serve？全部命令：config、doctor、help、schema、serve、setup、store、uninstall、version、watch。",
     ]
 
 
@@ -242,7 +242,7 @@ def test_an_english_locale_or_cnki_lang_gets_english(env: dict[str, str], isolat
     assert typo.stderr.splitlines() == [
         "Usage: cnki-mcp [OPTIONS] [COMMAND] [ARGS]...",
         "Try 'cnki-mcp -h' for help.",
-        "Error: No such command 'serch'. Did you mean 'serve'? Commands: config, doctor, help, schema, serve, setup, store, uninstall, version.",
+        "Error: No such command 'serch'. Did you mean 'serve'? Commands: config, doctor, help, schema, serve, setup, store, uninstall, version, watch.",
     ]
     assert helped.stdout.startswith("Usage: cnki-mcp serve [OPTIONS]\n")
     assert "Options:" in helped.stdout and "Show this message and exit." in helped.stdout

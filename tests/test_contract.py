@@ -66,6 +66,7 @@ REQUIRED = {
     "link_references": ["text"],
     "operation_control": ["action"],
     "author_papers": ["author"],
+    "watch": ["action"],
 }
 
 
@@ -234,7 +235,8 @@ def _walk_objects(schema: dict[str, Any], path: str) -> list[tuple[str, dict[str
 def test_objects_reject_unknown_properties_except_the_expression() -> None:
     for name, tool in by_name().items():
         for path, obj in _walk_objects(tool["inputSchema"], name):
-            expected = path in ("structured_search.expression", "search_facets.expression")
+            # watch.arguments: the watched tool's own arguments, checked by that tool's rules
+            expected = path in ("structured_search.expression", "search_facets.expression", "watch.arguments")
             assert obj["additionalProperties"] is expected, path
 
 

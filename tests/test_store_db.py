@@ -85,13 +85,26 @@ def test_migration_3_adds_the_facets_table_and_keeps_what_schema_2_held(tmp_path
     db_module.migrate(conn, target=2)
     paper = sim_paper(0)
     conn.execute("INSERT INTO papers (key, body) VALUES (?, ?)", (paper.record_ref, db_module.encode_body(paper)))
-    assert db_module.present_tables(conn) == tuple(table for table in db_module.TABLES if table != "facets")
-    assert db_module.migrate(conn) == [3]
-    assert db_module.present_tables(conn) == db_module.TABLES
+    assert db_module.present_tables(conn) == tuple(table for table in db_module.TABLES if table not in ("facets", "watches"))
+    assert db_module.migrate(conn, target=3) == [3]
+    assert db_module.present_tables(conn) == tuple(table for table in db_module.TABLES if table != "watches")
     columns = [row[1] for row in conn.execute("PRAGMA table_info(facets)")]
     assert columns == ["key", "stamp", "body"]
     assert conn.execute("SELECT key FROM papers").fetchall() == [(paper.record_ref,)]
-    assert db_module.schema_version(conn) == db_module.SCHEMA_VERSION == 3
+    assert db_module.schema_version(conn) == 3
+    conn.close()
+
+
+def test_migration_4_adds_the_watches_table_and_keeps_what_schema_3_held(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    db_module.migrate(conn, target=3)
+    paper = sim_paper(0)
+    conn.execute("INSERT INTO papers (key, body) VALUES (?, ?)", (paper.record_ref, db_module.encode_body(paper)))
+    assert db_module.migrate(conn) == [4]
+    assert db_module.present_tables(conn) == db_module.TABLES
+    assert [row[1] for row in conn.execute("PRAGMA table_info(watches)")] == ["key", "stamp", "body"]
+    assert conn.execute("SELECT key FROM papers").fetchall() == [(paper.record_ref,)]
+    assert db_module.schema_version(conn) == db_module.SCHEMA_VERSION == 4
     conn.close()
 
 
@@ -106,7 +119,7 @@ def test_a_store_of_schema_2_is_migrated_on_open_and_keeps_facet_answers_across_
     store.close_sync()
     again = Store.open(tmp_path)
     assert again.data.facets.get("k1") == record
-    assert again.stats()["database"]["schema_version"] == 3
+    assert again.stats()["database"]["schema_version"] == 4
     again.close_sync()
 
 
@@ -176,7 +189,7 @@ def test_research_json_is_carried_over_once_counted_and_kept(tmp_path: Path) -> 
     try:
         migration = store.migration
         assert migration is not None
-        assert migration.counts == {"papers": 30, "sources": 0, "searches": 1, "search_cache": 0, "operations": 1, "artifacts": 0, "relations": 0, "facets": 1}
+        assert migration.counts == {"papers": 30, "sources": 0, "searches": 1, "search_cache": 0, "operations": 1, "artifacts": 0, "relations": 0, "facets": 1, "watches": 0}
         assert migration.kept_as == str(tmp_path / "research.json.migrated")
         assert store.data == legacy
         assert store.warnings() == []
@@ -414,7 +427,7 @@ def test_the_store_command_speaks_english_when_asked(tmp_path: Path, monkeypatch
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"Written to {tmp_path / 'out.json'} (") and "papers: 3, journals: 0" in lines[0]
-    assert "passed the integrity check: papers: 3" in lines[1] and "schema version 3" in lines[1]
+    assert "passed the integrity check: papers: 3" in lines[1] and "schema version 4" in lines[1]
     assert HAN.findall(done.stdout) == []
 
 

@@ -89,6 +89,9 @@ ErrorCode = Literal[
     "OPERATION_STATE",
     "OPERATION_BUSY",
     "CONTINUE_UNAVAILABLE",
+    "WATCH_NOT_FOUND",
+    "WATCH_EXISTS",
+    "WATCH_INCOMPLETE",
     "VERIFICATION_NOT_FOUND",
     "BUDGET_EXHAUSTED",
     "CANCELLED",
@@ -254,6 +257,11 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "OPERATION_STATE": Code("任务当前的状态不允许这个操作。"),
     "OPERATION_BUSY": Code("任务仍在运行，不能继续。"),
     "CONTINUE_UNAVAILABLE": Code("只有中断、失败或预算用完的检索任务和批量下载任务可以继续；其他任务请重新调用原工具。"),
+    "WATCH_NOT_FOUND": Code("没有这个关注；用 watch 的 list 查看已有的关注。"),
+    "WATCH_EXISTS": Code("已有同名的关注；换一个名称，或先 remove 再 add。"),
+    "WATCH_INCOMPLETE": Code(
+        "这次关注运行没有读完知网的列表（见任务的 errors），没有记下任何论文；处理好问题后再次 run 会重新读取同一段。", True
+    ),
     "VERIFICATION_NOT_FOUND": Code("当前没有等待人工处理的页面。"),
     # --- operations -------------------------------------------------------------------------
     "BUDGET_EXHAUSTED": Code("任务预算已用完；可用 operation_control 的 continue 增加预算后继续。", True),

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import msgspec
 
 from cnki_mcp.core.source_filters import SourceFindings
+from cnki_mcp.core.watch_model import Watch
 
 STORE_VERSION = 5
 PARSER_VERSION = "6"
@@ -549,6 +550,7 @@ class StoreData(msgspec.Struct):
     relations: dict[str, RelationList] = {}
     # listing key → its facet answer (search_facets; also the year trend of a search's summary)
     facets: dict[str, FacetRecord] = {}
+    watches: dict[str, Watch] = {}  # name → topic watch (core.watch_model)
     # Ids retention removed (newest last), so a late lookup can say why the record is gone.
     retired_searches: list[str] = []
     retired_operations: list[str] = []

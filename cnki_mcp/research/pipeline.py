@@ -134,6 +134,9 @@ class SearchInput(msgspec.Struct, omit_defaults=True, kw_only=True):
     options: SearchSettings
     facet_filters: dict[str, list[str]] = {}  # structured and expert searches: the left panel's picks
     source_categories: list[str] = []  # 来源类别 names (facet_query.SOURCE_CATEGORIES), applied by CNKI's panel
+    # A watch's run (tools/watch): the papers it already knew. A listing (sorted newest first) stops at the page
+    # that shows one of them, and only the others get their details. None: an ordinary search.
+    seen: list[str] | None = None
 
 
 class SearchState(msgspec.Struct, omit_defaults=True):
@@ -282,10 +285,12 @@ class Research:
         self._compiled: dict[str, CompiledQuery] = {}  # per channel, compiled once per run
         self._picks: tuple[FacetPick, ...] | None = None
         self._named: frozenset[str] | None = None  # the sources the caller named exactly (sources.named_sources)
+        self._seen: frozenset[str] = frozenset()  # a watch's known papers (SearchInput.seen)
 
     async def run(self, op: OperationContext, state: SearchState) -> SearchSummary:
         """Run (or resume) a search; always stores a search record and returns its summary."""
         run = _Run(state)
+        self._seen = frozenset(state.input.seen or ())
         listing = compiled_of(state.query) if state.query is not None else None
         if listing is not None:  # the one channel of a query that keeps CNKI's order, compiled at the entry
             self._compiled[state.plan.channels[0].name] = listing
@@ -467,6 +472,8 @@ class Research:
                 if name not in state.other_sources and len(state.other_sources) < OTHER_SOURCES_SHOWN:
                     state.other_sources.append(name)
         stored = self.catalog.upsert([row for _, row in kept])
+        # A watch's listing is newest first: from a paper it already knew on, the rest is known too.
+        met_seen = not self._seen.isdisjoint(paper.record_ref for paper in stored)
         for (index, _), paper in zip(kept, stored):
             ref = paper.record_ref
             if ref not in run.known:
@@ -482,7 +489,7 @@ class Research:
             coverage.total = grid.total
         coverage.pages += 1
         coverage.rows += len(grid.rows)
-        coverage.exhausted = grid.exhausted
+        coverage.exhausted = grid.exhausted or met_seen
         coverage.zero = grid.zero
 
     async def _feedback(self, op: OperationContext, run: _Run) -> None:
@@ -571,6 +578,8 @@ class Research:
 
     def _pool(self, state: SearchState, refs: list[str]) -> list[str]:
         metadata = state.input.options.metadata
+        if state.input.seen is not None:
+            refs = [ref for ref in refs if ref not in self._seen]
         if metadata == "basic" or not refs:
             return []
         if metadata == "all":

@@ -296,6 +296,17 @@ LINES: dict[str, tuple[str, str]] = {
     "store.kind.artifacts": ("下载台账", "download ledger"),
     "store.kind.relations": ("引文列表", "relation lists"),
     "store.kind.facets": ("分组缓存", "cached facet panels"),
+    "store.kind.watches": ("关注", "watches"),
+    "watch.none": ("还没有关注；请在 AI 客户端里用 watch 工具的 add 添加。", "No watches yet; add one with the watch tool's add in your AI client."),
+    "watch.baseline": ("{name}：首次运行，建立基线，记下 {found} 篇。", "{name}: first run, a baseline of {found} papers."),
+    "watch.new": ("{name}：{count} 篇新论文。", "{name}: {count} new papers."),
+    "watch.paper": ("  · {title}（{source} {date}）", "  · {title} ({source} {date})"),
+    "watch.failed": ("{name}：未完成：{why}", "{name}: not done: {why}"),
+    "watch.needs_person": (
+        "知网要求人工验证或登录，这次没有等待；请在 AI 客户端里运行一次 watch 的 run，处理弹出的窗口。",
+        "CNKI asks for a check or a login, which this run did not wait for; run the watch once from your AI client and handle the window.",
+    ),
+    "watch.digest": ("摘要已写入 {path}", "Digest written: {path}"),
     "clients.list_separator": ("、", ", "),
     "clients.full_stop": ("。", "."),
     "clients.unavailable": (

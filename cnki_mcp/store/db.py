@@ -37,9 +37,9 @@ from cnki_mcp.core.text import title_key
 log = logging.getLogger(__name__)
 
 DB_FILE = "research.db"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # The map sections of the library, in the order of StoreData; each is a table (key, stamp, body).
-TABLES = ("papers", "sources", "searches", "search_cache", "operations", "artifacts", "relations", "facets")
+TABLES = ("papers", "sources", "searches", "search_cache", "operations", "artifacts", "relations", "facets", "watches")
 META_KEYS = ("retired_searches", "retired_operations", "recent_errors", "last_site_check", "known_names", "downloads_by_day")
 # After failed writes the next try waits 4, 8, 16 … s, at most this long.
 RETRY_MAX_SECONDS = 30.0
@@ -88,8 +88,13 @@ def _schema_3(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE facets (key TEXT PRIMARY KEY, stamp TEXT NOT NULL DEFAULT '', body BLOB NOT NULL)")
 
 
+def _schema_4(conn: sqlite3.Connection) -> None:
+    """The topic watches (issue 43), kept however old: a person removes them."""
+    conn.execute("CREATE TABLE watches (key TEXT PRIMARY KEY, stamp TEXT NOT NULL DEFAULT '', body BLOB NOT NULL)")
+
+
 # Migration n takes a database of schema version n-1 to version n; a new version appends one here (and a test).
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_1, _schema_2, _schema_3)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_schema_1, _schema_2, _schema_3, _schema_4)
 
 
 class NewerSchema(Exception):

@@ -27,6 +27,7 @@ from cnki_mcp.core.model import (
     SiteCheck,
     StoreData,
 )
+from cnki_mcp.core.watch_model import Watch
 from cnki_mcp.store.db import Put, Reader, Writer, body_json, paper_row
 
 V = TypeVar("V")
@@ -37,6 +38,7 @@ _JSON = msgspec.json.Encoder()
 SECTION_TYPES: dict[str, Any] = {
     "papers": Paper, "sources": Quality, "searches": SearchRecord, "search_cache": CacheEntry,
     "operations": Operation, "artifacts": Artifact, "relations": RelationList, "facets": FacetRecord,
+    "watches": Watch,
 }
 STAMPS: dict[str, Callable[[Any], str]] = {
     "searches": lambda record: record.created_at,
@@ -207,6 +209,7 @@ class Library:
         self.artifacts: Table[Artifact] = Table("artifacts", reader, writer)
         self.relations: Table[RelationList] = Table("relations", reader, writer)
         self.facets: Table[FacetRecord] = Table("facets", reader, writer)
+        self.watches: Table[Watch] = Table("watches", reader, writer)
         self.retired_searches: list[str] = _meta(meta, "retired_searches", list[str], [])
         self.retired_operations: list[str] = _meta(meta, "retired_operations", list[str], [])
         self.recent_errors: list[ErrorEvent] = _meta(meta, "recent_errors", list[ErrorEvent], [])
@@ -223,7 +226,7 @@ class Library:
     __hash__ = None  # type: ignore[assignment]
 
     def tables(self) -> list[Table[Any]]:
-        return [self.papers, self.sources, self.searches, self.search_cache, self.operations, self.artifacts, self.relations, self.facets]
+        return [self.papers, self.sources, self.searches, self.search_cache, self.operations, self.artifacts, self.relations, self.facets, self.watches]
 
 
 def _meta(meta: dict[str, bytes], key: str, kind: Any, default: Any) -> Any:

@@ -332,6 +332,14 @@ class Corpus:
         self._files = {p.filename.upper(): p for p in self.papers}
         self.people = _people(self.papers)
 
+    def add(self, paper: Paper) -> None:
+        self.papers.append(paper)
+        self._files[paper.filename.upper()] = paper
+
+    def withdraw(self, paper: Paper) -> None:
+        self.papers.remove(paper)
+        self._files.pop(paper.filename.upper(), None)
+
     def __len__(self) -> int:
         return len(self.papers)
 

@@ -328,6 +328,7 @@ class KnsSimulator:
         self.used_invoices: set[str] = set()
         self._graph: citations.Graph | None = None
         self.gateway = gateway.Gateway()  # the university gateway and CARSI IdP in front (tests/kns/gateway.py)
+        self.published: list[Paper] = []  # papers a test added to the corpus (publish), withdrawn by reset
 
     @property
     def graph(self) -> citations.Graph:
@@ -470,6 +471,9 @@ class KnsSimulator:
             self.solves = 0
             self.used_invoices = set()
             self.gateway = gateway.Gateway()
+            for paper in self.published:
+                self.corpus.withdraw(paper)
+            self.published = []
 
     def configure_gateway(self, **fields: Any) -> gateway.Gateway:
         """Change the gateway's switches (see gateway.Gateway); unknown names raise TypeError."""
@@ -524,6 +528,15 @@ class KnsSimulator:
             self._log = []
 
     # ------------------------------------------------------------ corpus helpers
+
+    def publish(self, *papers: Paper) -> None:
+        """New papers appear in every listing, detail page and journal from now on (a topic watch's test);
+        ``reset`` withdraws them."""
+        with self._lock:
+            for paper in papers:
+                self.corpus.add(paper)
+                self.published.append(paper)
+
 
     def paper(self, filename: str) -> Paper:
         p = self.corpus.by_filename(filename)
