@@ -32,7 +32,7 @@ class Args(ToolArgs):
 
 TITLE = "阅读论文全文"
 DESCRIPTION = (
-    "读论文全文（HTML），可按章节或字符分页；核对论证、方法或数据时使用。complete_article=true 才是确认的完整全文。"
+    "读论文全文（HTML），可按章节或字符分页；核对论证、方法或数据时使用。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

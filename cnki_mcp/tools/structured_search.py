@@ -19,8 +19,7 @@ class Args(NativeSearchArgs, kw_only=True):
             description=(
                 "条件 {field, value, match: phrase|exact} 或 {op: and|or|not, items}；field：subject title keywords abstract "
                 "title_keywords_abstract fulltext authors first_author corresponding_author institutions source doi funds "
-                "references classification subtitle；句子检索等见 cnki://guide。"
-                '例：{"op":"and","items":[{"field":"title","value":"违约金"},{"field":"authors","value":"王利明"}]}'
+                "references classification subtitle；例子与句子检索见 cnki://guide"
             )
         ),
     ]  # the tree, checked by research.query when the search starts
