@@ -5,8 +5,9 @@
 Fetches ``tools/list`` and ``initialize`` through an in-memory client (``surface.server.build_server(None)``), as a
 host sees them, and prints the ``tools/list`` result's size as compact UTF-8 JSON (the form a host forwards), its
 share per tool and per part (descriptions, input and output schemas, annotations, titles, icons), and the length of
-the instructions, beside the goals of issue 40: at most 20,000 bytes and 3,000 characters (said met or not; the
-exit status is 0 either way, so the smoke test in tests/test_bench.py runs it as it is).
+the instructions, beside the goals of issue 40: at most 20,000 bytes for the list and for its model-facing part, 3,000
+characters for the instructions (said met or not; the exit status is 0 either way, so the smoke test in
+tests/test_bench.py runs it as it is).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from mcp import Client
 
 from cnki_mcp.surface import server
 
-GOALS = {"tools_list_bytes": 20_000, "instructions_chars": 3_000}
+# The whole list's goal is out of reach with typed output schemas (their structure, the annotations and icons alone
+# pass it); the part a model is shown (name, title, description, inputSchema) holds it.
+GOALS = {"tools_list_bytes": 20_000, "model_facing_bytes": 20_000, "instructions_chars": 3_000}
 PARTS = ("description", "inputSchema", "outputSchema", "annotations", "title", "icons", "_meta")
 
 
@@ -54,7 +57,10 @@ def main() -> int:
         print(json.dumps(figures, ensure_ascii=False))
     else:
         print(f"tools/list: {figures['tools_list_bytes']:,} bytes for {figures['tools']} tools (goal ≤ {GOALS['tools_list_bytes']:,})")
-        print(f"  name, title, description and inputSchema alone (what a model is shown): {figures['model_facing_bytes']:,}")
+        print(
+            f"  name, title, description and inputSchema alone (what a model is shown): {figures['model_facing_bytes']:,}"
+            f" (goal ≤ {GOALS['model_facing_bytes']:,})"
+        )
         for part, count in figures["parts"].items():
             print(f"  {part:<13}{count:>8,}")
         for name, count in sorted(figures["per_tool"].items(), key=lambda item: -item[1]):

@@ -46,7 +46,7 @@ async def dispatch(app: ToolApp, name: str, args: ToolArgs, ctx: Any) -> Reply:
 
 
 # The server's and every tool's icon: the glyph 知 as an SVG, small since every listed tool repeats it.
-ICON = Icon(src="data:image/svg+xml,<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 8 8'><text y='7' font-size='8'>知</text></svg>")
+ICON = Icon(src="data:image/svg+xml,<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'><text y='14'>知</text></svg>")
 
 
 def _tool(spec: ToolSpec) -> Tool:

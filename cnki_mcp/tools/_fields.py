@@ -13,7 +13,7 @@ from msgspec import Meta
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.text import is_blank
-from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, LIMIT_DEFAULT, LIMIT_MAX, YEAR_MAX, DownloadFormat, Scope
+from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, LIMIT_MAX, YEAR_MAX, DownloadFormat, Scope
 
 Policy = Literal["ask", "skip"]
 Sort = Literal["relevance", "date_desc", "cited_desc", "downloaded_desc"]
@@ -27,21 +27,19 @@ def choice(code: str, description: str | None = None) -> Meta:
 # Described once, in the instructions (awaiting_user): ask (the default) waits for the person, skip skips.
 OnVerification = Annotated[Policy, choice("INVALID_POLICY")]
 Limit = Annotated[
-    int, Meta(ge=1, le=LIMIT_MAX, description=f"1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra={"code": "INVALID_LIMIT", "empty_means_default": True})
+    int, Meta(ge=1, le=LIMIT_MAX, description=f"1–{LIMIT_MAX}", extra={"code": "INVALID_LIMIT", "empty_means_default": True})
 ]
-PageLimit = Annotated[Limit, Meta(description=f"每页条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}")]
 Offset = Annotated[int, Meta(ge=0, extra={"code": "INVALID_OFFSET"})]
 SortField = Annotated[Sort, choice("INVALID_SORT")]
-# A search's part: the rule, the wording of search_results (where search_id is the subject) and of the tools
-# that take search_id beside other ways to name papers.
+# A search's part, beside search_id (how scope, offset and limit pick a search's papers is said once, in the
+# instructions).
 ScopeRule = Annotated[Scope, choice("INVALID_SCOPE")]
-SearchScope = Annotated[ScopeRule, Meta(description="search_id 的哪一部分（同 search_results 的 scope），默认 selected")]
-WithSearchScope = Annotated[ScopeRule, Meta(description="配合 search_id，默认 selected")]
-Format = Annotated[DownloadFormat, choice("INVALID_FORMAT", "auto（默认，有 PDF 用 PDF，否则 CAJ）、pdf、caj")]
-# One paper named by record_ref or title, exactly one (``exactly_one_document``).
-RecordRef = Annotated[str, Meta(description="论文的 record_ref（与 title 二选一）")]
-Title = Annotated[str, Meta(description="论文的完整题名（与 record_ref 二选一）")]
-Subdirectory = Annotated[str, Meta(description="保存到 downloads/ 下的这个子目录")]
+Format = Annotated[DownloadFormat, choice("INVALID_FORMAT", "auto：有 PDF 用 PDF，否则 CAJ")]
+# One paper named by record_ref or title, exactly one (``exactly_one_document``; said in the instructions).
+Title = Annotated[str, Meta(description="完整题名")]
+Subdirectory = Annotated[str, Meta(description="downloads/ 下的子目录")]
+# The operation a call names; none: the only one running.
+OperationId = Annotated[str, Meta(description="省略时为唯一在运行的任务")]
 
 
 def defaulted(default: int, maximum: int, code: str, unit: str = "") -> Meta:
@@ -54,11 +52,15 @@ def defaulted(default: int, maximum: int, code: str, unit: str = "") -> Meta:
     )
 
 
-DOWNLOAD_WAIT = f"点击后等待文件下载完成的秒数，1–{DOWNLOAD_WAIT_MAX}，默认 {DOWNLOAD_WAIT_DEFAULT}；人工验证的时间不计入"
-DownloadWait = Annotated[int, defaulted(DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "秒"), Meta(description=DOWNLOAD_WAIT)]
+DownloadWait = Annotated[
+    int,
+    defaulted(DOWNLOAD_WAIT_DEFAULT, DOWNLOAD_WAIT_MAX, "INVALID_WAIT", "秒"),
+    Meta(description=f"等下载完成的秒数，1–{DOWNLOAD_WAIT_MAX}"),
+]
 _YEAR_RULE = Meta(ge=0, le=YEAR_MAX, extra={"code": "INVALID_YEAR", "message": "{field} 须在 {ge}–{le} 之间（0 表示不限），收到的是 {value}。"})
-YearFrom = Annotated[int, _YEAR_RULE, Meta(description="起始年份（含），0 不限")]
-YearTo = Annotated[int, _YEAR_RULE, Meta(description="截止年份（含），0 不限")]
+# Inclusive, 0 for no bound: said in the instructions.
+YearFrom = Annotated[int, _YEAR_RULE]
+YearTo = Annotated[int, _YEAR_RULE]
 
 
 def years_in_order(args: Any, raw: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import LocalReply, OperationView, SearchSummary
-from cnki_mcp.core.tool_args import FACET_CODES_MAX, FACETS, LIMIT_DEFAULT, LIMIT_MAX, OPTION_RANGES, ToolArgs
+from cnki_mcp.core.tool_args import FACETS, LIMIT_DEFAULT, OPTION_RANGES, ToolArgs
 from cnki_mcp.tools._fields import Limit, OnVerification, Sort, SortField, YearFrom, YearTo, choice, years_in_order
 
 if TYPE_CHECKING:
@@ -41,28 +41,11 @@ _REQUESTS_DEFAULT, _REQUESTS_MAX = OPTION_RANGES["max_requests"]
 _SECONDS_DEFAULT, _SECONDS_MAX = OPTION_RANGES["timeout_seconds"]
 
 
-def _range(maximum: int, default: int) -> str:
-    return f"1–{maximum}，默认 {default}"
-
-
-# An integer option: 0 means the default, else 1..its maximum.
+# An integer option: 0 means the default, else 1..its maximum. The options are left undescribed in the schema (their
+# names say what they bound): how they work, their ranges and defaults, is said once, in cnki://guide.
 _OPTION = {"code": "INVALID_OPTION", "empty_means_default": True, "message": "{field} 须在 1–{le} 之间（0 表示默认值），收到的是 {value}。"}
-_CANDIDATES = (
-    f"候选文献数量目标，1–{_CANDIDATES_MAX}；search 默认 {_CANDIDATES_DEFAULT}，"
-    f"structured_search 和 expert_search 默认等于 limit"
-)
-_METADATA = choice(
-    "INVALID_METADATA",
-    "读取详情页：ranked 按初步排序选一部分（search 默认）；all 全部；basic 只用列表（structured_search、expert_search 默认）",
-)
-_PAGES = f"每个检索通道最多翻几页，{_range(_PAGES_MAX, _PAGES_DEFAULT)}"
-_REQUESTS = f"本次任务最多发出的请求数，{_range(_REQUESTS_MAX, _REQUESTS_DEFAULT)}"
-_SECONDS = f"任务运行时间上限（秒），{_range(_SECONDS_MAX, _SECONDS_DEFAULT)}；等待你人工处理的时间不计入"
-_EXPAND = (
-    f"引文扩展：0–{EXPAND_MAX}，默认 0 不扩展；取排名最前的这么多篇筛选结果的参考文献和引证文献，"
-    "作为 citation 通道的候选一起排序，被多篇筛选结果引用的文献得到加分；请求计入 max_requests"
-)
-_FRESHNESS = "prefer_cache（默认）复用 10 分钟内参数相同的已完成检索，不访问知网；live 重新检索"
+_METADATA = choice("INVALID_METADATA")
+_EXPAND = f"引文扩展的篇数，0–{EXPAND_MAX}"
 _EXPAND_RULE = {"code": "INVALID_OPTION", "message": "{field} 须在 {ge}–{le} 之间（0 表示不做引文扩展），收到的是 {value}。"}
 
 
@@ -71,14 +54,14 @@ class SearchOptions(ToolArgs, kw_only=True):
     freshness, as documented)."""
 
     on_verification: OnVerification = "ask"
-    sort: Annotated[SortField, Meta(description="知网列表的排序，默认 relevance")] = "relevance"
-    candidate_target: Annotated[int, Meta(ge=1, le=_CANDIDATES_MAX, description=_CANDIDATES, extra=_OPTION)] = _CANDIDATES_DEFAULT
-    max_pages: Annotated[int, Meta(ge=1, le=_PAGES_MAX, description=_PAGES, extra=_OPTION)] = _PAGES_DEFAULT
-    max_requests: Annotated[int, Meta(ge=1, le=_REQUESTS_MAX, description=_REQUESTS, extra=_OPTION)] = _REQUESTS_DEFAULT
-    timeout_seconds: Annotated[int, Meta(ge=1, le=_SECONDS_MAX, description=_SECONDS, extra=_OPTION)] = _SECONDS_DEFAULT
+    sort: SortField = "relevance"
+    candidate_target: Annotated[int, Meta(ge=1, le=_CANDIDATES_MAX, extra=_OPTION)] = _CANDIDATES_DEFAULT
+    max_pages: Annotated[int, Meta(ge=1, le=_PAGES_MAX, extra=_OPTION)] = _PAGES_DEFAULT
+    max_requests: Annotated[int, Meta(ge=1, le=_REQUESTS_MAX, extra=_OPTION)] = _REQUESTS_DEFAULT
+    timeout_seconds: Annotated[int, Meta(ge=1, le=_SECONDS_MAX, extra=_OPTION)] = _SECONDS_DEFAULT
     expand: Annotated[int, Meta(ge=0, le=EXPAND_MAX, description=_EXPAND, extra=_EXPAND_RULE)] = 0
     metadata: Annotated[Metadata, _METADATA] = "ranked"
-    freshness: Annotated[FreshnessRule, Meta(description=_FRESHNESS)] = "prefer_cache"
+    freshness: FreshnessRule = "prefer_cache"
 
 
 class NativeOptions(SearchOptions, kw_only=True):
@@ -86,7 +69,7 @@ class NativeOptions(SearchOptions, kw_only=True):
     filled by ``validate_native``), list data only by default, no citation expansion (refused, not listed)."""
 
     candidate_target: Annotated[
-        int, Meta(ge=0, le=_CANDIDATES_MAX, description=_CANDIDATES, extra={"code": "INVALID_OPTION", "message": _OPTION["message"]})
+        int, Meta(ge=0, le=_CANDIDATES_MAX, extra={"code": "INVALID_OPTION", "message": _OPTION["message"]})
     ] = 0
     metadata: Annotated[Metadata, _METADATA] = "basic"
     expand: Annotated[int, Meta(extra={"unlisted": True})] = 0  # refused by validate_native_first
@@ -113,11 +96,7 @@ class FacetFilters(msgspec.Struct, forbid_unknown_fields=False, kw_only=True):
 
 
 FacetFiltersField = Annotated[
-    FacetFilters,
-    Meta(
-        description=f"按知网左侧分组筛选，如同在结果页左栏勾选：分组 → search_facets 给出的 code（每组最多 {FACET_CODES_MAX} 个）；"
-        "同组为或，组间为且。例：{\"year\":[\"YE=2024\"]}"
-    ),
+    FacetFilters, Meta(description="分组 → search_facets 给出的 code")
 ]
 
 
@@ -129,10 +108,7 @@ def check_facet_filters(raw: dict[str, Any]) -> None:
     facet_picks(raw.get("facet_filters") or {})
 
 
-_CATEGORIES = (
-    "只要这些来源类别的文献（知网左侧“来源类别”分组，由知网筛选，不在本地过滤）："
-    "北大核心、CSSCI、CSCD、WJCI、AMI、SCI、EI；结果的 source_categories 说明知网实际应用了哪些类别"
-)
+_CATEGORIES = "北大核心、CSSCI、CSCD、WJCI、AMI、SCI、EI"
 SourceCategoriesField = Annotated[list[str], Meta(description=_CATEGORIES)]
 
 
@@ -153,13 +129,11 @@ class NativeSearchArgs(ToolArgs):
     """What structured_search and expert_search share beside their expressions (the field order is the order
     of the rules)."""
 
-    limit: Annotated[
-        Limit, Meta(description=f"返回条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}；未设置 options.candidate_target 时也决定抓取多少条")
-    ] = LIMIT_DEFAULT
+    limit: Limit = LIMIT_DEFAULT
     year_from: YearFrom = 0
     year_to: YearTo = 0
     # After parse: the effective sort, equal to options.sort.
-    sort: Annotated[SortField, Meta(description="知网列表的排序，默认 relevance")] = "relevance"
+    sort: SortField = "relevance"
     options: NativeOptions = msgspec.field(default_factory=NativeOptions)
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
     source_categories: SourceCategoriesField = []

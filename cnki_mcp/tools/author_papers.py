@@ -12,7 +12,7 @@ from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import OperationView
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, ToolArgs
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Limit, Offset, OnVerification, given
 
@@ -22,19 +22,17 @@ AUTHOR_OFFSET_MAX = 150  # listing pages read at most hold 200 rows
 
 class Args(ToolArgs):
     # author, record_ref and institution are trimmed before their rules: those live in validate_first.
-    author: Annotated[str, Meta(description="作者姓名（与知网的写法一致）")]
-    record_ref: Annotated[str, Meta(description="该作者一篇论文的 record_ref（可选，与 institution 二选一）")] = ""
-    institution: Annotated[str, Meta(description="作者单位（可选，与 record_ref 二选一）")] = ""
-    limit: Annotated[Limit, Meta(description=f"每页条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}")] = LIMIT_DEFAULT
-    offset: Annotated[Offset, Meta(description=f"从第几篇开始（取上次返回的 next_offset，最多 {AUTHOR_OFFSET_MAX}）")] = 0
+    author: str
+    record_ref: Annotated[str, Meta(description="该作者一篇论文")] = ""
+    institution: str = ""
+    limit: Limit = LIMIT_DEFAULT
+    offset: Annotated[Offset, Meta(description=f"至多 {AUTHOR_OFFSET_MAX}")] = 0
     on_verification: OnVerification = "ask"
 
 
 TITLE = "作者的论文"
 DESCRIPTION = (
-    "一位作者在知网的论文（从新到旧）：author 加该作者一篇论文的 record_ref 时，沿详情页的作者链接进入作者页，列出此人在所有"
-    "单位、所有年份的论文（没有作者链接时改按作者 AND 单位检索，method 说明用了哪种方法）；或 author 加 institution；只给姓名时"
-    "同名作者可能混在一起，结果带 ambiguous: true。结果 records 带 record_ref，另有 institutions 和 years，用 limit/offset 分页。"
+    "一位作者的论文（从新到旧）：author 加其一篇论文的 record_ref 最准，或加 institution；只给姓名时可能混入同名者。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

@@ -17,27 +17,22 @@ from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, choice
 
 CHECK_ENTRIES_MAX = 200  # entries in one call
-_TEXT = (
-    "粘贴的参考文献列表（与 references 二选一）：带 [1]、1.、1、、（1）编号或不带编号（可混用），一行一条或空行分隔，"
-    f"折行的条目自动接回，不成条目的行单独列为 unparsed；最大 {TEXT_BYTES_MAX // 1024} KB、最多 {CHECK_ENTRIES_MAX} 条"
-)
-_STYLE = "corrected 条目的格式，默认 gbt7714（GB/T 7714—2015 顺序编码制）"
+_TEXT = f"整段列表（或用 references），至多 {TEXT_BYTES_MAX // 1024} KB"
+_STYLE = "corrected 的格式"
 
 
 class Args(ToolArgs):
     text: Annotated[str, Meta(description=_TEXT)] = ""
     # After parse: the entries to check, in order (split from text when given).
-    references: Annotated[list[str], Meta(description=f"参考文献条目列表，每条一个字符串（与 text 二选一），最多 {CHECK_ENTRIES_MAX} 条")] = []
+    references: list[str] = []
     style: Annotated[CheckStyle, choice("INVALID_FORMAT", _STYLE)] = "gbt7714"
     on_verification: OnVerification = "ask"
 
 
 TITLE = "核对参考文献"
 DESCRIPTION = (
-    "核对用户的参考文献列表（论文、AI 草稿或手抄的条目；GB/T 7714、APA、MLA、Chicago、Vancouver 或随手写的，中英文均可）："
-    "逐条到知网查找并比对年份、页码、作者、题名、来源、卷期、DOI。每条的 status 为 verified、differs（differences 列出字段）、"
-    "not_found（知网没有，不证明是编造的）、ambiguous（candidates）或 unparsed，并附按知网记录重写的 corrected；"
-    f"summary.total 是读出的条数。一次最多 {CHECK_ENTRIES_MAX} 条。"
+    "核对用户的参考文献列表：逐条到知网比对，给出 status（not_found 不证明是编造的）和按知网记录重写的 corrected。"
+    f"至多 {CHECK_ENTRIES_MAX} 条。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

@@ -26,15 +26,12 @@ BUDGET = Budget(requests=12, seconds=600)
 
 
 class Args(ToolArgs):
-    site_check: Annotated[bool, Meta(description="现场检查知网页面结构（后台任务，与 cnki-mcp doctor --site 相同）")] = False
+    site_check: Annotated[bool, Meta(description=f"改为现场检查知网页面（至多 {BUDGET.requests} 次请求）")] = False
 
 
 TITLE = "本地自检"
 DESCRIPTION = (
-    "本地自检：版本、运行环境、数据目录、限速设置，数据已加载时还有数据量、浏览器状态和当前任务。"
-    "不启动浏览器，也不访问知网；安装后或排查问题时先调用它。"
-    f"site_check=true 时改为现场检查：按固定路线访问知网（至多 {BUDGET.requests} 次请求，不下载任何文件），"
-    "逐项报告检索页、结果列表、详情页、期刊页、阅读入口和登录状态是否仍如预期，作为后台任务运行。"
+    "本地自检：版本、环境、数据目录、浏览器与任务，不访问知网；安装后或出问题时先调用。"
 )
 READ_ONLY = True
 OPEN_WORLD = False

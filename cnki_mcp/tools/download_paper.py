@@ -12,24 +12,23 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import LocalReply, OperationView
 from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, ToolArgs
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import DownloadWait, Format, OnVerification, RecordRef, Subdirectory, Title, exactly_one_document
+from cnki_mcp.tools._fields import DownloadWait, Format, OnVerification, Subdirectory, Title, exactly_one_document
 
 
 class Args(ToolArgs):
-    record_ref: RecordRef = ""
+    record_ref: str = ""
     title: Title = ""
     format: Format = "auto"
-    filename: Annotated[str, Meta(description="保存的文件名，扩展名须与格式一致；省略时用“题名_编号前 8 位”")] = ""
+    filename: Annotated[str, Meta(description="扩展名须与格式一致")] = ""
     subdirectory: Subdirectory = ""
     wait_seconds: DownloadWait = DOWNLOAD_WAIT_DEFAULT
-    retry: Annotated[bool, Meta(description="上次下载结果不明确（SIDE_EFFECT_UNCERTAIN）时，确认允许再点击一次")] = False
+    retry: Annotated[bool, Meta(description="SIDE_EFFECT_UNCERTAIN 后经用户确认才传")] = False
     on_verification: OnVerification = "ask"
 
 
 TITLE = "下载论文"
 DESCRIPTION = (
-    "把一篇论文的 PDF 或 CAJ 文件下载到数据目录 downloads/ 下，并校验文件。只在用户明确要文件时使用；"
-    "只想了解内容请用 read_online_html。点击前先登记，结果不明确的点击不会自动重放，确需再点时传 retry=true。"
+    "把一篇论文的 PDF/CAJ 下载到 downloads/ 并校验。可能产生费用：只在用户明确要文件时使用，了解内容用 read_online_html。"
 )
 READ_ONLY = False
 OPEN_WORLD = True

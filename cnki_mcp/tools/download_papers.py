@@ -9,18 +9,17 @@ from msgspec import Meta
 from cnki_mcp.app.core import AppCore, stored_refs
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import DAILY_DOWNLOAD_LIMIT_DEFAULT, OperationView
-from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, INTERVAL_JITTER, RIGHTS_STREAK, ToolArgs
+from cnki_mcp.core.model import OperationView
+from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, ToolArgs
 from cnki_mcp.tools._batch import start_batch
-from cnki_mcp.tools._fields import DOWNLOAD_WAIT, DownloadWait, Format, Offset, OnVerification, SearchScope, Subdirectory, defaulted, given
+from cnki_mcp.tools._fields import DownloadWait, Format, Offset, OnVerification, ScopeRule, Subdirectory, defaulted, given
 
 PAPERS_MAX = 200  # record_refs, or entries of a search, in one batch
 PAPERS_LIMIT_DEFAULT = 20
 INTERVAL_DEFAULT = 12  # the least seconds between two download orders (peers pace 8–15 s)
 INTERVAL_MIN = 5
 INTERVAL_MAX = 600
-_JITTER = round(INTERVAL_JITTER * 100)
-_INTERVAL = f"两次下载点击之间至少间隔的秒数，{INTERVAL_MIN}–{INTERVAL_MAX}，默认 {INTERVAL_DEFAULT}；每次在 ±{_JITTER}% 内随机浮动"
+_INTERVAL = f"点击间隔秒数，{INTERVAL_MIN}–{INTERVAL_MAX}"
 _INTERVAL_RULE = {
     "code": "INVALID_INTERVAL",
     "empty_means_default": True,
@@ -29,29 +28,25 @@ _INTERVAL_RULE = {
 
 
 class Args(ToolArgs):
-    record_refs: Annotated[list[str], Meta(description=f"要下载的 record_ref 列表（与 search_id 二选一），最多 {PAPERS_MAX} 个")] = []
-    search_id: Annotated[str, Meta(description="下载某次检索的结果（与 record_refs 二选一）")] = ""
-    scope: SearchScope = "selected"
-    offset: Annotated[Offset, Meta(description="配合 search_id：从第几条开始，默认 0")] = 0
+    record_refs: Annotated[list[str], Meta(description=f"至多 {PAPERS_MAX} 个")] = []
+    search_id: str = ""
+    scope: ScopeRule = "selected"
+    offset: Offset = 0
     limit: Annotated[
         int,
         defaulted(PAPERS_LIMIT_DEFAULT, PAPERS_MAX, "INVALID_LIMIT", " 篇"),
-        Meta(description=f"配合 search_id：下载多少篇，1–{PAPERS_MAX}，默认 {PAPERS_LIMIT_DEFAULT}"),
+        Meta(description=f"1–{PAPERS_MAX}"),
     ] = PAPERS_LIMIT_DEFAULT
     format: Format = "auto"
     subdirectory: Subdirectory = ""
     interval_seconds: Annotated[int, Meta(ge=INTERVAL_MIN, le=INTERVAL_MAX, description=_INTERVAL, extra=_INTERVAL_RULE)] = INTERVAL_DEFAULT
-    wait_seconds: Annotated[DownloadWait, Meta(description="每篇" + DOWNLOAD_WAIT)] = DOWNLOAD_WAIT_DEFAULT
+    wait_seconds: DownloadWait = DOWNLOAD_WAIT_DEFAULT
     on_verification: OnVerification = "ask"
 
 
 TITLE = "批量下载论文"
 DESCRIPTION = (
-    f"批量下载一组论文的 PDF/CAJ（后台任务，用 operation_status 跟进）：record_refs，或 search_id 的 scope 中从 offset 起的 "
-    f"limit 篇（默认 {PAPERS_LIMIT_DEFAULT}，最多 {PAPERS_MAX}）。每篇走 download_paper 的流程，两次点击之间隔开 interval_seconds；"
-    "已下载的不再点击，中断后用 operation_control 的 continue 接着下载。"
-    f"连续 {RIGHTS_STREAK} 篇没有全文权限（DOWNLOAD_RIGHTS_MISSING）或当天达到每日上限（默认 {DAILY_DOWNLOAD_LIMIT_DEFAULT} 篇，"
-    "DAILY_LIMIT_REACHED）时停止。结果逐篇给出状态和文件，remaining 是没有轮到的论文。先和用户确认要下载哪些（流程见 cnki://guide）。"
+    "批量下载论文（后台任务，用 operation_status 跟进）。可能产生费用：先和用户确认要哪些（流程见 cnki://guide）。"
 )
 READ_ONLY = False
 OPEN_WORLD = True

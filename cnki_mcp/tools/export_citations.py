@@ -11,35 +11,31 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import refuse_existing, validate_filename
 from cnki_mcp.core.model import ExportReply, OperationView
-from cnki_mcp.core.tool_args import BATCH_MAX, CITATION_FORMATS, TEMPLATE_FIELDS, CitationFormat, ToolArgs
+from cnki_mcp.core.tool_args import BATCH_MAX, TEMPLATE_FIELDS, CitationFormat, ToolArgs
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import Offset, WithSearchScope, choice, documents_given
+from cnki_mcp.tools._fields import Offset, ScopeRule, choice, documents_given
 
 EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
-_REFERENCES_OF = "导出这篇文献（record_ref）的参考文献表：先用 related_papers 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
-_OFFSET = f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
-_TEMPLATE = f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
+_REFERENCES_OF = "这篇的参考文献表（先用 related_papers 读过）"
+_TEMPLATE = f"custom 的模板，占位符 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；花括号本身写 {{{{ }}}}"
 
 
 class Args(ToolArgs):
-    record_refs: Annotated[list[str], Meta(description=f"要导出的 record_ref 列表，最多 {EXPORT_MAX} 个")] = []
+    record_refs: Annotated[list[str], Meta(description=f"至多 {EXPORT_MAX} 个")] = []
     references_of: Annotated[str, Meta(description=_REFERENCES_OF)] = ""
-    titles: Annotated[list[str], Meta(description=f"完整题名列表，会访问知网定位并读取详情，最多 {BATCH_MAX} 个")] = []
-    search_id: Annotated[str, Meta(description=f"导出某次检索的结果（每次最多 {EXPORT_MAX} 篇）")] = ""
-    scope: WithSearchScope = "selected"
-    offset: Annotated[Offset, Meta(description=_OFFSET)] = 0
-    format: Annotated[CitationFormat, choice("INVALID_FORMAT", "默认 gbt7714；custom 用 template")] = "gbt7714"
+    titles: Annotated[list[str], Meta(description=f"完整题名，至多 {BATCH_MAX} 个")] = []
+    search_id: str = ""
+    scope: ScopeRule = "selected"
+    offset: Offset = 0
+    format: Annotated[CitationFormat, choice("INVALID_FORMAT", "gbt7714 为 2015 版，gbt7714_author_date 为著者-出版年制")] = "gbt7714"
     template: Annotated[str, Meta(description=_TEMPLATE)] = ""
-    filename: Annotated[str, Meta(description="保存到数据目录 exports/ 下的文件名；同名文件已存在时不覆盖")] = ""
+    filename: Annotated[str, Meta(description="不覆盖已有文件")] = ""
 
 
 TITLE = "导出参考文献"
 DESCRIPTION = (
-    "把文献导出为参考文献或题录数据：GB/T 7714（gbt7714 为 2015 顺序编码制，gbt7714_2025 为 2025 顺序编码制，"
-    "gbt7714_author_date 为著者-出版年制）、APA、MLA、Chicago、Vancouver、BibTeX、RIS、EndNote、CSL-JSON、"
-    f"JSON、CSV、Markdown 或自定义模板，共 {len(CITATION_FORMATS)} 种格式；缺少作者、来源、年份的文献会列出。"
-    "用户要参考文献列表或导入文献管理软件时使用；给 filename 时保存到 exports/ 目录。"
+    f"把文献导出为参考文献列表或文献管理软件的格式；一次至多 {EXPORT_MAX} 篇，给 filename 时存到 exports/。"
 )
 READ_ONLY = False
 OPEN_WORLD = True

@@ -13,7 +13,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import PRIVATE_PAPER_FIELDS, LocalReply, OperationView, Paper, public_paper
 from cnki_mcp.core.tool_args import BATCH_MAX, LIMIT_DEFAULT, LIMIT_MAX, ToolArgs
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import Offset, SearchScope, documents_given
+from cnki_mcp.tools._fields import Offset, ScopeRule, documents_given
 
 # Names ``fields`` may select: the public Paper fields.
 METADATA_FIELDS = frozenset(f.encode_name for f in msgspec.structs.fields(Paper) if f.encode_name not in PRIVATE_PAPER_FIELDS)
@@ -21,24 +21,22 @@ _LIMIT_RULE = {"code": "INVALID_LIMIT", "empty_means_default": True, "message": 
 
 
 class Args(ToolArgs):
-    record_refs: Annotated[list[str], Meta(description="record_ref 列表")] = []
-    titles: Annotated[list[str], Meta(description="完整题名列表，先查本地，本地没有的到知网按篇名精确查找")] = []
-    search_id: Annotated[str, Meta(description="取某次检索的结果")] = ""
-    scope: SearchScope = "selected"
-    offset: Annotated[Offset, Meta(description="配合 search_id：从第几篇开始，默认 0")] = 0
+    record_refs: list[str] = []
+    titles: Annotated[list[str], Meta(description="完整题名")] = []
+    search_id: str = ""
+    scope: ScopeRule = "selected"
+    offset: Offset = 0
     # Only the low bound here: above BATCH_MAX is BATCH_TOO_LARGE (validate).
-    limit: Annotated[int, Meta(ge=1, description=f"配合 search_id：最多取几篇，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra=_LIMIT_RULE)] = LIMIT_DEFAULT
-    fields: Annotated[list[str], Meta(description="只返回这些字段，如 abstract、keywords、doi、clc_codes、quality；record_ref 和 title 总会返回")] = []
-    quality: Annotated[bool, Meta(description="同时读取来源期刊的收录情况与影响因子")] = False
-    refresh: Annotated[bool, Meta(description="忽略 30 天内读取过的详情，重新读取")] = False
-    local_only: Annotated[bool, Meta(description="只用本地已有的数据，不访问知网")] = False
+    limit: Annotated[int, Meta(ge=1, description=f"1–{LIMIT_MAX}", extra=_LIMIT_RULE)] = LIMIT_DEFAULT
+    fields: Annotated[list[str], Meta(description="只要这些，如 abstract、doi、quality")] = []
+    quality: Annotated[bool, Meta(description="加期刊收录与影响因子")] = False
+    refresh: Annotated[bool, Meta(description="忽略 30 天内读过的详情")] = False
+    local_only: Annotated[bool, Meta(description="不访问知网")] = False
 
 
 TITLE = "取得完整题录"
 DESCRIPTION = (
-    "批量取得完整题录：作者、单位、来源、卷期页、DOI、摘要、关键词、基金、中图分类号；quality=true 时附带期刊收录（CSSCI、"
-    "北大核心等）与影响因子。检索后需要摘要、判断来源或核对书目信息时使用。"
-    f"用 record_refs、完整题名或 search_id 指定文献，一次最多 {BATCH_MAX} 篇。"
+    f"完整题录：作者、单位、来源、卷期页、DOI、摘要、关键词、基金；需要摘要、来源或核对书目时使用。至多 {BATCH_MAX} 篇。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

@@ -11,7 +11,7 @@ from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import OperationView
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, YEAR_MAX, ToolArgs
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, YEAR_MAX, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Limit, Offset, OnVerification, given
 
@@ -20,22 +20,20 @@ _YEAR_RULE = {"code": "INVALID_YEAR", "message": "{field} 须在 {ge}–{le} 之
 
 class Args(ToolArgs):
     # The journal is named by exactly one of journal, issn, cn and record_ref (validate_first).
-    journal: Annotated[str, Meta(description="期刊名称：知网的现刊名或曾用刊名（重名时改用 issn 或 cn）")] = ""
-    issn: Annotated[str, Meta(description="期刊的 ISSN，如 1000-1234")] = ""
-    cn: Annotated[str, Meta(description="期刊的国内统一刊号，如 11-1234/D")] = ""
-    record_ref: Annotated[str, Meta(description="该刊一篇论文的 record_ref")] = ""
-    year: Annotated[int, Meta(ge=0, le=YEAR_MAX, description="读哪一年的一期目录（与 issue 一起给出）；省略时列出年份与刊期", extra=_YEAR_RULE)] = 0
-    issue: Annotated[int | str, Meta(description="配合 year：哪一期，如 4、\"04\"、\"No.4\"、\"第4期\"，或 years 中的 code")] = ""
-    limit: Annotated[Limit, Meta(description=f"配合 year 和 issue：每页条数，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}")] = LIMIT_DEFAULT
-    offset: Annotated[Offset, Meta(description="配合 year 和 issue：从目录的第几篇开始（取上次返回的 next_offset）")] = 0
+    journal: Annotated[str, Meta(description="现刊名或曾用刊名")] = ""
+    issn: str = ""
+    cn: Annotated[str, Meta(description="统一刊号，如 11-1234/D")] = ""
+    record_ref: Annotated[str, Meta(description="该刊一篇论文")] = ""
+    year: Annotated[int, Meta(ge=0, le=YEAR_MAX, description="与 issue 一起给出", extra=_YEAR_RULE)] = 0
+    issue: Annotated[int | str, Meta(description="如 4 或 years 中的 code")] = ""
+    limit: Limit = LIMIT_DEFAULT
+    offset: Offset = 0
     on_verification: OnVerification = "ask"
 
 
 TITLE = "期刊刊期与目录"
 DESCRIPTION = (
-    "一种期刊在知网的刊期与目录：用 journal（现刊名或曾用刊名）、issn、cn 或其中一篇论文的 record_ref 指明期刊（四者取一）。"
-    "不带 year 时返回全部年份与各期（years，新的在前）；带 year 和 issue（4、\"04\"、\"第4期\" 或 years 中的 code）时返回这一期的"
-    "目录 records（按刊内顺序，含栏目 section），用 limit/offset 分页。目录中的论文存入本地并带 record_ref。"
+    "期刊的刊期与目录：用 journal、issn、cn 或一篇论文的 record_ref 指明；不带 year 时列出各期，带 year 和 issue 时返回目录。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

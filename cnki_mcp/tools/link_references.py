@@ -19,14 +19,13 @@ REFERENCES_MAX = 100  # 《题名》 spans in one text
 
 
 class Args(ToolArgs):
-    text: Annotated[str, Meta(description=f"含《完整论文题名》的文本，最大 {TEXT_BYTES_MAX // 1024} KB、最多 {REFERENCES_MAX} 个题名")]
-    lookup_missing: Annotated[bool, Meta(description="本地没有记录的题名到知网按篇名精确查找")] = False
+    text: Annotated[str, Meta(description=f"至多 {TEXT_BYTES_MAX // 1024} KB、{REFERENCES_MAX} 个题名")]
+    lookup_missing: Annotated[bool, Meta(description="本地没有的到知网查找")] = False
 
 
 TITLE = "为题名加知网链接"
 DESCRIPTION = (
-    "把文本里的《完整论文题名》改写为指向知网的 Markdown 链接；支持嵌套书名号，已有的链接和代码不改动。"
-    "用户给出草稿、综述需要补链接时使用。默认只用本地记录，lookup_missing=true 时才到知网查找。"
+    "把文本里的《完整论文题名》改为指向知网的 Markdown 链接；给草稿补链接时使用。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

@@ -17,17 +17,15 @@ class Args(ToolArgs):
     remote_access_url: Annotated[
         str,
         Meta(
-            description="校外访问入口（https，不含账号信息）：经学校 VPN 打开的任意知网页面网址、学校 VPN 的登录网址，"
-            "或 CARSI 登录网址；省略时使用知网的登录入口"
+            description="校外入口：学校 VPN 中的知网网址、VPN 或 CARSI 登录网址"
         ),
     ] = ""
-    force: Annotated[bool, Meta(description="已经识别到登录身份时也打开登录窗口，例如切换账号；不传 remote_access_url 时同时恢复直接访问知网")] = False
+    force: Annotated[bool, Meta(description="已登录也打开；不带网址时恢复直接访问")] = False
 
 
 TITLE = "登录知网"
 DESCRIPTION = (
-    "在专用浏览器窗口中打开知网登录页，由用户本人完成个人或机构登录，账号密码不经过 MCP。校外访问时传 remote_access_url，"
-    "访问方式保存下来，重启后仍有效；force=true 且不传网址时恢复直接访问。用户要求登录或任务提示需要登录时使用。"
+    "打开知网登录窗口，由用户本人登录；账号密码不经过 MCP，不要向用户索要。"
 )
 READ_ONLY = False
 OPEN_WORLD = True

@@ -11,7 +11,8 @@ from cnki_mcp.app import App
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import OperationView
-from cnki_mcp.core.tool_args import CONTINUE_REQUESTS, CONTINUE_SECONDS, OPTION_RANGES, ToolArgs
+from cnki_mcp.core.tool_args import OPTION_RANGES, ToolArgs
+from cnki_mcp.tools._fields import OperationId
 from cnki_mcp.tools._searching import search_work
 
 Action = Literal["cancel", "continue", "resume", "show", "recover"]
@@ -26,25 +27,25 @@ class Args(ToolArgs):
         Action,
         Meta(extra={"code": "INVALID_ACTION"}),  # each action is described in DESCRIPTION
     ]
-    operation_id: Annotated[str, Meta(description="任务编号；省略时作用于唯一在运行的任务（有多个时须指定）")] = ""
+    operation_id: OperationId = ""
     additional_requests: Annotated[
         int,
         Meta(
-            ge=0, le=REQUESTS_MAX, description=f"continue 时追加的请求数，最多 {REQUESTS_MAX}；省略且预算已用完时自动追加 {CONTINUE_REQUESTS}", extra=_ADDITION
+            ge=0, le=REQUESTS_MAX, description=f"至多 {REQUESTS_MAX}", extra=_ADDITION
         ),
     ] = 0
     additional_seconds: Annotated[
         int,
         Meta(
-            ge=0, le=SECONDS_MAX, description=f"continue 时追加的秒数，最多 {SECONDS_MAX}；省略且时间已用完时自动追加 {CONTINUE_SECONDS}", extra=_ADDITION
+            ge=0, le=SECONDS_MAX, description=f"至多 {SECONDS_MAX}", extra=_ADDITION
         ),
     ] = 0
 
 
 TITLE = "管理后台任务"
 DESCRIPTION = (
-    "管理后台任务：cancel 取消；continue 让预算用完、失败或中断的检索接着跑（可追加预算，已取得的内容不重复请求）；"
-    "resume 告诉任务人工步骤已完成；show 把等待人工处理的窗口重新放到前台；recover 在 BROWSER_UNAVAILABLE 后重启浏览器连接。"
+    "管理后台任务：cancel 取消；continue 接着跑中断或预算用完的任务；resume 人工步骤已完成；show 窗口放到前台；"
+    "recover 在 BROWSER_UNAVAILABLE 后重连浏览器。"
 )
 READ_ONLY = False
 OPEN_WORLD = True

@@ -10,20 +10,20 @@ from cnki_mcp.app.core import AppCore, progress_of
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import OperationView
 from cnki_mcp.core.tool_args import STATUS_WAIT_MAX, ToolArgs
+from cnki_mcp.tools._fields import OperationId
 
-_WAIT = f"最多等待的秒数，0–{STATUS_WAIT_MAX}（超出按边界处理）；完成或需要人工操作时提前返回"
+_WAIT = f"至多等待的秒数，0–{STATUS_WAIT_MAX}"
 
 
 class Args(ToolArgs):
-    operation_id: Annotated[str, Meta(description="任务编号；省略时返回唯一在运行的任务（有多个时须指定），没有任务时返回 idle")] = ""
+    operation_id: OperationId = ""
     # Clamped, not refused (the specification's choice): a client asking for a longer wait gets the longest.
     wait_seconds: Annotated[int, Meta(ge=0, le=STATUS_WAIT_MAX, description=_WAIT, extra={"clamp": "both"})] = 0
 
 
 TITLE = "任务进度"
 DESCRIPTION = (
-    f"查看后台任务的进度与结果。其他工具返回 operation_id 且状态为 running 时，用 wait_seconds={STATUS_WAIT_MAX} 继续等待；"
-    "任务完成或需要用户在浏览器中操作时会提前返回。"
+    f"后台任务的进度与结果；running 时用 wait_seconds={STATUS_WAIT_MAX} 等待。"
 )
 READ_ONLY = True
 OPEN_WORLD = False

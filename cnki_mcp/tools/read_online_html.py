@@ -11,23 +11,20 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import LocalReply, OperationView
 from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools import Budget
-from cnki_mcp.tools._fields import Offset, OnVerification, RecordRef, Title, choice, defaulted, exactly_one_document
+from cnki_mcp.tools._fields import Offset, OnVerification, Title, choice, defaulted, exactly_one_document
 
 Source = Literal["online", "download", "auto"]
 CHARACTERS_DEFAULT = 20_000
 CHARACTERS_MAX = 200_000
-_CHARACTERS = f"本次最多返回的字符数，1–{CHARACTERS_MAX}，默认 {CHARACTERS_DEFAULT}"
-_SOURCE = (
-    "online（默认，知网在线阅读）；download（读已用 download_paper 下载的 PDF 或内含 PDF 的 CAJ，"
-    "不访问知网）；auto（有可读的下载文件时读文件，没有或读不出文字时在线阅读）"
-)
+_CHARACTERS = f"1–{CHARACTERS_MAX}"
+_SOURCE = "download 读已下载的文件；auto 有则读文件"
 
 
 class Args(ToolArgs):
-    record_ref: RecordRef = ""
+    record_ref: str = ""
     title: Title = ""
-    section: Annotated[str, Meta(description="只读这一章节（取返回的 sections 中的标题）")] = ""
-    offset: Annotated[Offset, Meta(description="从第几个字符开始，用于翻页（取上次返回的 next_offset）")] = 0
+    section: Annotated[str, Meta(description="sections 中的标题")] = ""
+    offset: Offset = 0
     max_characters: Annotated[int, defaulted(CHARACTERS_DEFAULT, CHARACTERS_MAX, "INVALID_LIMIT"), Meta(description=_CHARACTERS)] = CHARACTERS_DEFAULT
     on_verification: OnVerification = "ask"
     source: Annotated[Source, choice("INVALID_SOURCE", _SOURCE)] = "online"
@@ -35,9 +32,7 @@ class Args(ToolArgs):
 
 TITLE = "阅读论文全文"
 DESCRIPTION = (
-    "读取论文的 HTML 全文，可按章节（section）或按字符分页（offset、max_characters）；需要核对论文的论证、方法或数据时使用。"
-    "全文缓存 30 分钟（试读或不完整的 10 分钟），翻页和换章节不再访问知网。trial=true 表示只有试读，complete_article=true "
-    "才表示已确认是完整全文。source=download 读已下载的 PDF，结果形式相同，coverage 给出页码。"
+    "读论文全文（HTML），可按章节或字符分页；核对论证、方法或数据时使用。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

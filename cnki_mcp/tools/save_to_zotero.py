@@ -11,26 +11,24 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import ZoteroReply
 from cnki_mcp.core.tool_args import ZOTERO_MAX, ToolArgs
-from cnki_mcp.tools._fields import WithSearchScope, given
+from cnki_mcp.tools._fields import ScopeRule, given
 
 TAG_CHARS = 100
-_COLLECTION = "存入的 Zotero 分类：唯一的分类名，或从文库根开始的路径（如 法学/2024）；省略时存入 Zotero 当前选中的分类"
+_COLLECTION = "分类名或路径（如 法学/2024），默认当前分类"
 
 
 class Args(ToolArgs):
-    record_refs: Annotated[list[str], Meta(description=f"要保存的 record_ref 列表，最多 {ZOTERO_MAX} 个")] = []
-    search_id: Annotated[str, Meta(description=f"保存某次检索的结果（最多 {ZOTERO_MAX} 篇）")] = ""
-    scope: WithSearchScope = "selected"
+    record_refs: list[str] = []
+    search_id: str = ""
+    scope: ScopeRule = "selected"
     collection: Annotated[str, Meta(description=_COLLECTION)] = ""
-    attach: Annotated[bool, Meta(description="附上已下载的 PDF/CAJ 文件（默认 true）；没有下载过的文献只存题录")] = True
-    tags: Annotated[list[str], Meta(description=f"给这些条目加上的标签，每个 1–{TAG_CHARS} 字，不含英文逗号")] = []
+    attach: Annotated[bool, Meta(description="附上已下载的文件")] = True
+    tags: Annotated[list[str], Meta(description=f"每个至多 {TAG_CHARS} 字，不含英文逗号")] = []
 
 
 TITLE = "存入 Zotero"
 DESCRIPTION = (
-    "把文献的题录存入 Zotero 桌面版（经它在本机的连接器，需要先打开 Zotero）；attach=true（默认）时连同已用 download_paper "
-    "下载的 PDF/CAJ 作为附件，不会自行下载。同一分类中已存过的不重复保存，结果逐条给出状态。"
-    f"一次最多 {ZOTERO_MAX} 篇。"
+    f"把题录存入 Zotero 桌面版（须已打开），可附上已下载的文件；已存过的不重复存。至多 {ZOTERO_MAX} 篇。"
 )
 READ_ONLY = False
 OPEN_WORLD = True  # Zotero is outside the server: its library changes

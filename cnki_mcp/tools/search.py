@@ -10,7 +10,7 @@ from msgspec import Meta
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import LocalReply, OperationView
-from cnki_mcp.core.tool_args import LIMIT_DEFAULT, LIMIT_MAX, PLAN_GROUPS_MAX, PLAN_TERM_CHARS, PLAN_TERMS_MAX, ToolArgs
+from cnki_mcp.core.tool_args import LIMIT_DEFAULT, PLAN_GROUPS_MAX, PLAN_TERMS_MAX, ToolArgs
 from cnki_mcp.tools._fields import Limit, YearFrom, YearTo, years_in_order
 from cnki_mcp.tools._searching import SearchOptions, SourceCategoriesField, check_source_categories, start_search
 
@@ -28,22 +28,20 @@ class Args(ToolArgs):
         Meta(
             min_length=1,
             max_length=QUERY_MAX,
-            description=f"研究问题或检索词，1–{QUERY_MAX} 字",
             extra={"code": "INVALID_QUERY", "trim": True, "message": "{field} 须为 {ge}–{le} 字，收到 {size} 字。"},
         ),
     ]
     mode: Annotated[
         Mode,
-        Meta(description="precise 不做补充检索；balanced（默认）；broad 目前与 balanced 相同", extra={"code": "INVALID_MODE", "empty_means_default": True}),
+        Meta(description="precise 不补充检索；broad 同 balanced", extra={"code": "INVALID_MODE", "empty_means_default": True}),
     ] = "balanced"
-    limit: Annotated[Limit, Meta(description=f"返回多少条筛选结果，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}；不影响检索与筛选本身")] = LIMIT_DEFAULT
+    limit: Annotated[Limit, Meta(description="返回条数，不影响检索范围")] = LIMIT_DEFAULT
     year_from: YearFrom = 0
     year_to: YearTo = 0
     concept_groups: Annotated[
         list[list[str]],
         Meta(
-            description=f"自己指定必要概念：组与组之间为 AND，组内同义词为 OR；最多 {PLAN_GROUPS_MAX} 组，"
-            f"每组 1–{PLAN_TERMS_MAX} 个词，每词不超过 {PLAN_TERM_CHARS} 字"
+            description=f"必要概念：组间 AND，组内同义词 OR；至多 {PLAN_GROUPS_MAX}×{PLAN_TERMS_MAX}"
         ),
     ] = []  # empty = plan automatically (checked by validate, after the options)
     options: SearchOptions = msgspec.field(default_factory=SearchOptions)
@@ -58,9 +56,7 @@ class Args(ToolArgs):
 
 TITLE = "研究检索"
 DESCRIPTION = (
-    "研究检索：只需给出研究问题。自动规划检索概念，在主题、篇名、关键词三个字段并发检索，去重后读取详情与期刊信息，"
-    "再按相关文献的共同关键词补充检索，最后按相关性和来源质量排序筛选。适合开放的主题调研与综述准备；"
-    "有明确的字段、作者、来源或排序要求时改用 structured_search。limit 只决定返回条数，不影响检索范围。"
+    "研究检索：给出研究问题，自动规划概念、检索并按相关性与来源质量筛选，适合开放的主题调研；条件明确时用 structured_search。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

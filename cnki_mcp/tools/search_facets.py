@@ -12,7 +12,7 @@ from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import LocalReply, OperationView, SearchRecord
-from cnki_mcp.core.tool_args import CHART_BARS, FACET_NAMES, FACETS_BY_DEFAULT, ToolArgs
+from cnki_mcp.core.tool_args import FACET_NAMES, FACETS_BY_DEFAULT, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, given, years_in_order
 from cnki_mcp.tools._searching import FacetFilters, FacetFiltersField, FreshnessRule, check_facet_filters
@@ -23,33 +23,29 @@ if TYPE_CHECKING:
 LIMIT_DEFAULT = 10  # entries per facet
 LIMIT_MAX = 50
 _LIMIT_RULE = {"code": "INVALID_LIMIT", "empty_means_default": True}
-_FRESHNESS = "prefer_cache（默认）：10 分钟内同一检索的分组结果直接复用，不访问知网；live：重新读取"
 Facet = Literal["year", "subject", "topic", "source", "author", "institution", "fund", "doc_type", "source_category"]  # FACETS' names
 
 
 class Args(ToolArgs):
-    search_id: Annotated[str, Meta(description="复用这次检索的条件、年份和分组筛选（与 expression 二选一）")] = ""
+    search_id: Annotated[str, Meta(description="与 expression 二选一")] = ""
     expression: Annotated[
-        dict[str, Any], Meta(description="条件树，写法同 structured_search 的 expression（与 search_id 二选一）")
+        dict[str, Any], Meta(description="写法同 structured_search 的 expression")
     ] = {}
     year_from: YearFrom = 0
     year_to: YearTo = 0
     facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
     facets: Annotated[
-        list[Facet], Meta(description="要哪些分组，默认 source_category 以外的全部")
+        list[Facet], Meta(description="默认 source_category 以外的全部")
     ] = []  # empty = every facet but source_category
-    limit: Annotated[int, Meta(ge=1, le=LIMIT_MAX, description=f"每个分组返回几项，1–{LIMIT_MAX}，默认 {LIMIT_DEFAULT}", extra=_LIMIT_RULE)] = LIMIT_DEFAULT
-    chart: Annotated[bool, Meta(description="同时画图（PNG，作为图片内容返回并保存在数据目录 charts/ 下）")] = False
-    freshness: Annotated[FreshnessRule, Meta(description=_FRESHNESS)] = "prefer_cache"
+    limit: Annotated[int, Meta(ge=1, le=LIMIT_MAX, description=f"每组项数，1–{LIMIT_MAX}", extra=_LIMIT_RULE)] = LIMIT_DEFAULT
+    chart: Annotated[bool, Meta(description="附 PNG 图，数字在 chart_table")] = False
+    freshness: FreshnessRule = "prefer_cache"
     on_verification: OnVerification = "ask"
 
 
 TITLE = "检索分组分布"
 DESCRIPTION = (
-    "一个检索在知网左侧分组（年度、学科、主题、来源、作者、机构、基金、文献类型）中的分布：每项的 value、code（用于 "
-    "facet_filters）和 count，按知网的顺序；total 是结果总数。用 search_id 复用 search、structured_search 或 expert_search "
-    "的条件，或给 expression 加年份。chart=true 时附一张 PNG 图（每年发文量与其他分组的前 "
-    f"{CHART_BARS} 项），chart_table 是图中的数字。想知道某领域逐年增长、谁在研究、哪些期刊在发时使用。"
+    "一个检索在知网左侧分组（年度、学科、来源、作者、机构等）的分布；看逐年增长、谁在研究、哪些期刊在发时使用。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

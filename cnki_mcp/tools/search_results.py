@@ -11,7 +11,7 @@ from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import Paper, TitleRow, public_paper
 from cnki_mcp.core.tool_args import LIMIT_DEFAULT, ToolArgs
-from cnki_mcp.tools._fields import Offset, PageLimit, ScopeRule, choice
+from cnki_mcp.tools._fields import Limit, Offset, ScopeRule, choice
 
 View = Literal["titles", "compact", "records"]
 COMPACT_FIELDS = ("record_ref", "title", "authors", "year", "source", "abstract")
@@ -19,15 +19,15 @@ COMPACT_FIELDS = ("record_ref", "title", "authors", "year", "source", "abstract"
 
 class Args(ToolArgs):
     search_id: Annotated[str, Meta(description="search、structured_search 或 expert_search 返回的 search_id")]
-    scope: Annotated[ScopeRule, Meta(description="selected（默认）筛选结果；eligible 相关文献；candidates 全部候选")] = "selected"
-    view: Annotated[View, choice("INVALID_VIEW", "titles（默认）、compact（加作者、年份、来源、摘要、评分）、records（完整题录与评分明细）")] = "titles"
-    offset: Annotated[Offset, Meta(description="从第几条开始，默认 0；取上次返回的 next_offset 翻页")] = 0
-    limit: PageLimit = LIMIT_DEFAULT
+    scope: Annotated[ScopeRule, Meta(description="selected 筛选结果；eligible 相关文献；candidates 全部候选")] = "selected"
+    view: Annotated[View, choice("INVALID_VIEW", "compact 加摘要与评分；records 完整题录")] = "titles"
+    offset: Offset = 0
+    limit: Limit = LIMIT_DEFAULT
 
 
 TITLE = "读取检索结果"
 DESCRIPTION = (
-    "按 search_id 分页读取已保存的检索结果，不访问知网；scope 选范围，view 选详细程度。"
+    "按 search_id 分页读取已保存的检索结果，不访问知网。"
 )
 READ_ONLY = True
 OPEN_WORLD = False

@@ -17,8 +17,7 @@ class Args(ToolArgs):
 
 TITLE = "登录状态"
 DESCRIPTION = (
-    "查看已识别到的个人或机构登录状态。默认返回最近一次的识别结果，不访问知网；refresh=true 时在后台页面重新识别。"
-    "显示机构名称不代表该机构订购了全部资源。"
+    "已识别的登录身份；默认用上次的结果，不访问知网。"
 )
 READ_ONLY = True
 OPEN_WORLD = True
