@@ -63,7 +63,7 @@ def test_output_schema_of_a_result_struct() -> None:
     assert schema["required"] == ["total", "items"]
     assert schema["properties"]["total"] == {"type": "integer"}
     assert schema["properties"]["items"] == {"items": {"properties": {"label": {"type": "string"}}, "required": ["label"], "type": "object"}, "type": "array"}
-    assert schema["properties"]["note"] == {"anyOf": [{"type": "string"}, {"type": "null"}]}
+    assert schema["properties"]["note"] == {"type": ["string", "null"]}  # nullable scalars as a type list
 
 
 def _error(raw: dict[str, object]) -> CnkiError:
