@@ -4,7 +4,7 @@ Built on mcp 2.x's low-level ``Server`` so the advertised input schemas are exac
 sends them unchanged and validates nothing). Every ``tools/call`` goes through
 ``tools.parse_arguments`` and then ``tools.dispatch(app, name, args, ctx)``. Results are one compact JSON text block
 plus the same object as structured content; any failure before an operation starts is answered
-with ``isError: true`` and ``{"status": "failed", "errors": [Problem]}``. The server never dies on
+with ``isError: true`` and ``{"status": "failed", "errors": [Problem]}``, as is an operation whose status is failed. The server never dies on
 a bad call.
 """
 
@@ -218,7 +218,8 @@ def _result(value: Any, *, is_error: bool = False) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=data.decode("utf-8"))],
         structured_content=structured,
-        is_error=is_error,
+        # An operation that failed is a failure to the client too (clients validate no output schema then).
+        is_error=is_error or structured.get("status") == "failed",
     )
 
 
