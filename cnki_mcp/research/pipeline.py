@@ -25,7 +25,7 @@ import msgspec
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.clock import utc_now_iso
-from cnki_mcp.core.errors import CnkiError, as_cnki_error, unreached_with_nothing
+from cnki_mcp.core.errors import CnkiError, as_cnki_error, for_a_list, unreached_with_nothing
 from cnki_mcp.core.identity import fingerprint
 from cnki_mcp.core.model import (
     PARSER_VERSION,
@@ -306,7 +306,7 @@ class Research:
         summary = self._finish(op, run, error)
         if error is not None:
             if error.code == "CANCELLED" and op.cancelled or unreached_with_nothing(error, summary.candidate_count):
-                raise error
+                raise for_a_list(error)
             op.add_error(error)
         return summary
 
@@ -585,9 +585,12 @@ class Research:
         ranked = self._rank(state, state.refs)
         selected = choose(ranked, method=state.plan.method, metadata=request.options.metadata)
         status = "partial" if error is not None or run.errors else "completed"
+        # The record says what the operation will: a site never reached with nothing found is a failure.
+        failed = unreached_with_nothing(error, len(ranked))
         record = SearchRecord(
             search_id=state.search_id,
-            status=status,
+            status="failed" if failed else status,
+            errors=[*op.errors, *([for_a_list(error).problem()] if error is not None else [])],
             query=request.query,
             plan=state.plan,
             coverage=[msgspec.structs.replace(c) for c in state.coverage],

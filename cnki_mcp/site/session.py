@@ -68,7 +68,17 @@ def session_view(
         data["route"] = route.view()
         if gateway_session:
             data["gateway_session"] = gateway_session
+    if not identified(state):
+        data["next_step"] = LOOK_FIRST if not state.observed_at else NONE_SEEN
     return data
+
+
+# What a client does next when no login is known: look first, then log in for what needs one.
+LOOK_FIRST = "还没有识别过登录状态：用 session_status（refresh=true）在后台页面识别一次；检索和题录不需要登录。"
+NONE_SEEN = (
+    "最近一次识别没有看到个人或机构登录：检索、题录和摘要照常可用；需要全文（阅读、下载）时用 login 登录"
+    "（个人账号，或机构 IP、学校 VPN），之后 session_status 会显示登录状态。"
+)
 
 
 def identified(state: SessionState) -> bool:
