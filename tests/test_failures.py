@@ -14,7 +14,7 @@ from cnki_mcp.app import App
 from cnki_mcp.core.errors import CATALOGUE, CnkiError, for_a_list, network_unreachable
 from cnki_mcp.core.model import CheckStep, Evidence, Paper, Problem, SearchEntry, SearchRecord, SessionState, SiteCheck
 from cnki_mcp.core.text import shortened
-from cnki_mcp.fieldcheck.tour import LOCAL_CODES, STRUCTURE_HINT, render, step_line
+from cnki_mcp.fieldcheck.tour import LOCAL_CODES, LOCAL_HINT, STRUCTURE_HINT, render, step_line
 from cnki_mcp.site.session import LOOK_FIRST, NONE_SEEN, session_view
 from cnki_mcp.store.library import Store
 from cnki_mcp.surface import server
@@ -141,8 +141,8 @@ def test_a_step_blocked_here_is_named_whole_and_asks_for_no_report(error: CnkiEr
     lines = render(check)
     assert lines[0] == f"! 检索页（高级检索的检索请求）：{error.code} {error.message}（0 次请求，0.0 秒）"
     assert lines[-1].startswith("0/2 项通过，1 项未检查（标 –），1 项没能检查（标 !）")
-    assert lines[-1].endswith("不是知网改版：按标 ! 的项目所说处理后，再运行一次检查。")
-    assert not any("改版；" in line or "issue" in line for line in lines)
+    assert lines[-1].endswith(LOCAL_HINT)
+    assert not any("改版" in line or "issue" in line or "--report" in line for line in lines)
 
 
 def test_a_changed_page_is_still_a_failure_that_asks_for_a_report() -> None:
