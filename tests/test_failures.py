@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from cnki_mcp.app import App
-from cnki_mcp.core.errors import CATALOGUE, CnkiError, for_a_list, network_unreachable
+from cnki_mcp.core.errors import CATALOGUE, CnkiError, for_a_search, network_unreachable
 from cnki_mcp.core.model import CheckStep, Evidence, Paper, Problem, SearchEntry, SearchRecord, SessionState, SiteCheck
 from cnki_mcp.core.text import shortened
 from cnki_mcp.fieldcheck.tour import LOCAL_CODES, LOCAL_HINT, STRUCTURE_HINT, render, step_line
@@ -100,11 +100,11 @@ async def test_export_of_a_search_without_records_is_nothing_to_export(app: App)
 # --- messages that fit their tool ---------------------------------------------------------------------
 
 
-def test_only_a_list_says_that_an_unreached_site_is_no_empty_answer() -> None:
+def test_only_a_search_says_that_an_unreached_site_is_no_empty_answer() -> None:
     error = network_unreachable("https://kns.cnki.net/", "proxy", net_error="net::ERR_PROXY_CONNECTION_FAILED")
-    assert "这不代表没有文献" not in error.message and "代理服务器连接失败" in error.message
-    assert for_a_list(for_a_list(error)).message.count("这不代表没有文献") == 1
-    assert "这不代表没有文献" not in for_a_list(CnkiError("RATE_LIMITED")).message
+    assert "这不代表没有文献" not in error.message and "continue" not in error.message and "代理服务器连接失败" in error.message
+    assert for_a_search(for_a_search(error)).message.count("这不代表没有文献") == 1
+    assert "这不代表没有文献" not in for_a_search(CnkiError("RATE_LIMITED")).message
 
 
 def test_session_status_without_a_login_says_what_to_do_next() -> None:

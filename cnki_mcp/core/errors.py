@@ -268,7 +268,7 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "NETWORK_UNREACHABLE": Code(
         "连不上知网（网络不通、域名解析失败、代理出错，或知网的 CDN 拒绝了这个网络）。"
         "请确认本机能在浏览器里打开 kns.cnki.net；用代理或 VPN 时让 cnki.net 直连（代理软件里设为直连，"
-        "或设置环境变量 NO_PROXY=cnki.net,.cnki.net），然后重试，或用 operation_control 的 continue 继续。",
+        "或设置环境变量 NO_PROXY=cnki.net,.cnki.net），然后重试。",
         True,
     ),
     "RATE_LIMITED": Code("知网限制了访问频率（HTTP 429）；请稍后再试，或调大 CNKI_REQUEST_INTERVAL_MS。", True),
@@ -508,11 +508,11 @@ def unreachable_kind(net_error: str) -> str:
     return ""
 
 
-_NOT_NONE = "这不代表没有文献。"
+_NOT_NONE = "这不代表没有文献；网络恢复后可以用 operation_control 的 continue 继续这次检索。"
 
 
-def for_a_list(error: CnkiError) -> CnkiError:
-    """``error`` as a tool that was asked for a list says it: a site never reached is no empty answer."""
+def for_a_search(error: CnkiError) -> CnkiError:
+    """``error`` as a search says it: a site never reached is no empty answer, and the search can go on."""
     if error.code in UNREACHED_CODES and _NOT_NONE not in error.message:
         error.message = _clip(f"{error.message}{_NOT_NONE}")
     return error

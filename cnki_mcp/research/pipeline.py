@@ -25,7 +25,7 @@ import msgspec
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.clock import utc_now_iso
-from cnki_mcp.core.errors import CnkiError, as_cnki_error, for_a_list, unreached_with_nothing
+from cnki_mcp.core.errors import CnkiError, as_cnki_error, for_a_search, unreached_with_nothing
 from cnki_mcp.core.identity import fingerprint
 from cnki_mcp.core.model import (
     PARSER_VERSION,
@@ -306,7 +306,7 @@ class Research:
         summary = self._finish(op, run, error)
         if error is not None:
             if error.code == "CANCELLED" and op.cancelled or unreached_with_nothing(error, summary.candidate_count):
-                raise for_a_list(error)
+                raise for_a_search(error)
             op.add_error(error)
         return summary
 
@@ -590,7 +590,7 @@ class Research:
         record = SearchRecord(
             search_id=state.search_id,
             status="failed" if failed else status,
-            errors=[*op.errors, *([for_a_list(error).problem()] if error is not None else [])],
+            errors=[*op.errors, *([for_a_search(error).problem()] if error is not None else [])],
             query=request.query,
             plan=state.plan,
             coverage=[msgspec.structs.replace(c) for c in state.coverage],
