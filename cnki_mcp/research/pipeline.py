@@ -299,14 +299,14 @@ class Research:
             self._finish(op, run, CnkiError("CANCELLED"))
             raise
         except Exception as exc:  # noqa: BLE001 - a phase error stops the phases, finish still runs
-            error = as_cnki_error(exc)
+            error = for_a_search(as_cnki_error(exc))
             if error.code == "OPERATION_FAILED":
                 log.exception("search %s failed", state.search_id)
         op.checkpoint(state)
         summary = self._finish(op, run, error)
         if error is not None:
             if error.code == "CANCELLED" and op.cancelled or unreached_with_nothing(error, summary.candidate_count):
-                raise for_a_search(error)
+                raise error
             op.add_error(error)
         return summary
 
@@ -590,7 +590,7 @@ class Research:
         record = SearchRecord(
             search_id=state.search_id,
             status="failed" if failed else status,
-            errors=[*op.errors, *([for_a_search(error).problem()] if error is not None else [])],
+            errors=[*op.errors, *([error.problem()] if error is not None else [])],
             query=request.query,
             plan=state.plan,
             coverage=[msgspec.structs.replace(c) for c in state.coverage],

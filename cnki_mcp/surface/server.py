@@ -4,8 +4,8 @@ Built on mcp 2.x's low-level ``Server`` so the advertised input schemas are exac
 sends them unchanged and validates nothing). Every ``tools/call`` goes through
 ``tools.parse_arguments`` and then ``tools.dispatch(app, name, args, ctx)``. Results are one compact JSON text block
 plus the same object as structured content; any failure before an operation starts is answered
-with ``isError: true`` and ``{"status": "failed", "errors": [Problem]}``, as is an operation whose status is failed. The server never dies on
-a bad call.
+with ``isError: true`` and ``{"status": "failed", "errors": [Problem]}``, and so is an operation whose status
+is failed (its view unchanged). The server never dies on a bad call.
 """
 
 from __future__ import annotations
