@@ -15,7 +15,7 @@ from cnki_mcp.core.errors import CATALOGUE, CnkiError, for_a_search, network_unr
 from cnki_mcp.core.model import CheckStep, Evidence, Paper, Problem, SearchEntry, SearchRecord, SessionState, SiteCheck
 from cnki_mcp.core.text import shortened
 from cnki_mcp.fieldcheck.tour import LOCAL_CODES, LOCAL_HINT, STRUCTURE_HINT, render, step_line
-from cnki_mcp.site.session import LOOK_FIRST, NONE_SEEN, session_view
+from cnki_mcp.site.session import LOOK_FIRST, NONE_SEEN, advised, session_view
 from cnki_mcp.store.library import Store
 from cnki_mcp.surface import server
 from tests.harness import call_tool, conforms
@@ -108,11 +108,16 @@ def test_only_a_search_says_that_an_unreached_site_is_no_empty_answer() -> None:
 
 
 def test_session_status_without_a_login_says_what_to_do_next() -> None:
-    assert session_view(SessionState(), cached=True)["next_step"] == LOOK_FIRST
-    seen = session_view(SessionState(evidence_source="kns_header", observed_at="2026-12-01T00:00:00Z"))
+    assert advised(session_view(SessionState(), cached=True))["next_step"] == LOOK_FIRST
+    seen = advised(session_view(SessionState(evidence_source="kns_header", observed_at="2026-12-01T00:00:00Z")))
     assert seen["next_step"] == NONE_SEEN and "login" in NONE_SEEN
     logged_in = SessionState(institution="observed", institution_evidence=["某大学"], observed_at="2026-12-01T00:00:00Z")
-    assert "next_step" not in session_view(logged_in)
+    assert "next_step" not in advised(session_view(logged_in))
+    assert "next_step" not in session_view(SessionState())  # login's own answer is left as it was
+
+
+async def test_session_status_answers_with_the_next_step(app: App) -> None:
+    assert (await call_tool(app, "session_status", {}))["next_step"] == LOOK_FIRST
 
 
 # --- the field check ----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from cnki_mcp.core.model import SessionState
 from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.pages.urls import is_cnki_url as _cnki_page
 from cnki_mcp.site.limiter import Limiter
-from cnki_mcp.site.session import LOOK_FIRST, Sessions, identified, session_view
+from cnki_mcp.site.session import Sessions, identified, session_view
 from cnki_mcp.site.site import Site
 from cnki_mcp.store.library import Store
 from cnki_mcp.tools import login
@@ -39,7 +39,7 @@ def test_answer_shape_never_names_the_account() -> None:
     }
     assert session_view(SessionState(), cached=True) == {
         "personal": "not_observed", "institution": "not_observed", "permission_scope": "unknown",
-        "evidence_source": "not_checked", "cached": True, "next_step": LOOK_FIRST,
+        "evidence_source": "not_checked", "cached": True,
     }
     assert identified(state) and not identified(SessionState())
 

@@ -68,9 +68,14 @@ def session_view(
         data["route"] = route.view()
         if gateway_session:
             data["gateway_session"] = gateway_session
-    if not identified(state):
-        data["next_step"] = LOOK_FIRST if not state.observed_at else NONE_SEEN
     return data
+
+
+def advised(view: dict[str, Any]) -> dict[str, Any]:
+    """session_status's answer with, when no login is known, what to do next (``next_step``)."""
+    if view.get("personal") != "authenticated" and view.get("institution") != "observed":
+        view["next_step"] = NONE_SEEN if view.get("observed_at") else LOOK_FIRST
+    return view
 
 
 # What a client does next when no login is known: look first, then log in for what needs one.
