@@ -265,7 +265,6 @@ def _sentence(message: str) -> str:
     return message + ("" if message.endswith(("。", "！", "？", ".", "…")) else "。")
 
 
-
 # --------------------------------------------------------------------------------------------
 # The tour
 
