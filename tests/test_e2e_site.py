@@ -26,7 +26,7 @@ from cnki_mcp.research.backend import followed, grid_page
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.grid_query import GridQuery, compile_expression
 from cnki_mcp.site.limiter import Limiter
-from cnki_mcp.site.session import Sessions
+from cnki_mcp.site.session import LOOK_FIRST, Sessions
 from cnki_mcp.site.site import Site
 from cnki_mcp.store.library import Store
 from cnki_mcp.tools import get_metadata, login, session_status
@@ -568,11 +568,11 @@ async def test_login_session_show_and_recover_over_mcp(kns: KnsSimulator, tmp_pa
     profile = tmp_path / "browser" / "profile"
     kns.configure(login="institution", institution_name="华东政法大学")
     async with McpSession.serving(serve_params(tmp_path, kns.browser_args), read_timeout=60) as mcp:
-        assert len((await mcp.client.list_tools()).tools) == 21
+        assert len((await mcp.client.list_tools()).tools) == 22
         report = await mcp.call("diagnostics", {})
         assert await mcp.call("session_status", {}) == {
             "personal": "not_observed", "institution": "not_observed", "permission_scope": "unknown",
-            "evidence_source": "not_checked", "cached": True,
+            "evidence_source": "not_checked", "cached": True, "next_step": LOOK_FIRST,
         }
         assert not report.get("browser", {}).get("running")
         assert processes_on(profile) == []

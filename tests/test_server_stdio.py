@@ -55,7 +55,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("search_results", {"search_id": "missing"}, "SEARCH_NOT_FOUND"),
     ("session_status", {"refresh": "yes"}, "INVALID_INPUT"),
     ("structured_search", {"expression": "title=违约金"}, "INVALID_INPUT"),
-    ("structured_search", {"expression": {"field": "title", "value": "违约金"}, "sort": "newest"}, "INVALID_SORT"),
+    ("structured_search", {"expression": {"field": "title", "value": "违约金"}, "sort": "newest"}, "INVALID_SORT"),    ("watch", {"action": "watch"}, "INVALID_ACTION"),
+    ("watch", {"action": "run"}, "INVALID_INPUT"),
 ]
 
 
@@ -67,7 +68,7 @@ async def test_default_sdk_handshake(tmp_path: Path) -> None:
     async with McpSession.serving(serve_params(tmp_path), read_timeout=20) as mcp:
         tools = (await mcp.client.list_tools()).tools
         diagnostics = await mcp.call("diagnostics", {})
-    assert len(tools) == 21
+    assert len(tools) == 22
     assert diagnostics["version"] == __version__
     assert diagnostics["data_dir"] == str(tmp_path)
     assert not (tmp_path / "browser").exists()
@@ -149,7 +150,7 @@ async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
                 if message.get("id") in (2, 3):
                     answers[message["id"]] = message
             listed = answers[2]["result"]["tools"]
-            assert len(listed) == 21
+            assert len(listed) == 22
             assert all(set(t["annotations"]) == {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} for t in listed)
             call = answers[3]["result"]
             assert call["isError"] is True
@@ -169,7 +170,7 @@ async def test_protocol_probe_passes_against_the_real_server() -> None:
     # The argv as a client configuration holds it (already ending with "serve"); the failing probe
     # below covers the form without it.
     report = await server.protocol_probe(list(SERVE), timeout=30)
-    assert report == {"passed": True, "transport": "stdio", "tools": 21, "version": __version__, "browser_started": False}
+    assert report == {"passed": True, "transport": "stdio", "tools": 22, "version": __version__, "browser_started": False}
 
 
 async def test_protocol_probe_reports_a_child_that_is_not_a_server() -> None:

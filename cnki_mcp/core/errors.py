@@ -19,6 +19,7 @@ from typing import Any, Literal
 import msgspec
 
 from cnki_mcp.core.model import Problem
+from cnki_mcp.core.text import shortened
 
 
 class Code:
@@ -80,6 +81,7 @@ ErrorCode = Literal[
     "INVALID_RELATION",
     "INVALID_CURSOR",
     "SEARCH_NOT_FOUND",
+    "NOTHING_TO_EXPORT",
     "RECORD_NOT_FOUND",
     "REFERENCES_NOT_READ",
     "DOCUMENT_NOT_FOUND",
@@ -248,6 +250,7 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "INVALID_CURSOR": Code("cursor 无效：请原样传入上一页结果中的 next_cursor，并使用同一篇文献和同一种 relation。"),
     # --- lookups ----------------------------------------------------------------------------
     "SEARCH_NOT_FOUND": Code("没有找到这个 search_id 对应的检索记录。"),
+    "NOTHING_TO_EXPORT": Code("这次检索还没有可以导出的文献（结果是空的）；请先用 search_results 查看检索的状态和原因。"),
     "RECORD_NOT_FOUND": Code("没有找到这个 record_ref 对应的本地记录。"),
     "REFERENCES_NOT_READ": Code("这篇文献的参考文献表还没有读取过；请先调用 related_papers（relation=references），再导出。"),
     "DOCUMENT_NOT_FOUND": Code("知网上没有找到这个完整题名的文献。"),
@@ -274,9 +277,9 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "BROWSER_NOT_FOUND": Code("没有找到 Chrome、Edge 或 Chromium；请用 cnki-mcp setup 或 CNKI_BROWSER_PATH 指定浏览器。"),
     # --- site ---------------------------------------------------------------------------------
     "NETWORK_UNREACHABLE": Code(
-        "连不上知网（网络不通、域名解析失败、代理出错，或知网的 CDN 拒绝了这个网络）；这不代表没有文献。"
+        "连不上知网（网络不通、域名解析失败、代理出错，或知网的 CDN 拒绝了这个网络）。"
         "请确认本机能在浏览器里打开 kns.cnki.net；用代理或 VPN 时让 cnki.net 直连（代理软件里设为直连，"
-        "或设置环境变量 NO_PROXY=cnki.net,.cnki.net），然后重试，或用 operation_control 的 continue 继续。",
+        "或设置环境变量 NO_PROXY=cnki.net,.cnki.net），然后重试。",
         True,
     ),
     "RATE_LIMITED": Code("知网限制了访问频率（HTTP 429）；请稍后再试，或调大 CNKI_REQUEST_INTERVAL_MS。", True),
@@ -469,9 +472,7 @@ MESSAGE_MAX_CHARS = 600
 
 
 def _clip(message: str) -> str:
-    if len(message) <= MESSAGE_MAX_CHARS:
-        return message
-    return message[: MESSAGE_MAX_CHARS - 1] + "…"
+    return shortened(message, MESSAGE_MAX_CHARS)
 
 
 # The site was never reached: an operation that ends so has failed (it looked at nothing), even though
@@ -516,6 +517,16 @@ def unreachable_kind(net_error: str) -> str:
         if any(name.startswith(prefix) for prefix in prefixes):
             return kind
     return ""
+
+
+_NOT_NONE = "这不代表没有文献；网络恢复后可以用 operation_control 的 continue 继续这次检索。"
+
+
+def for_a_search(error: CnkiError) -> CnkiError:
+    """``error`` as a search says it: a site never reached is no empty answer, and the search can go on."""
+    if error.code in UNREACHED_CODES and _NOT_NONE not in error.message:
+        error.message = _clip(f"{error.message}{_NOT_NONE}")
+    return error
 
 
 def network_unreachable(url: str, kind: str, *, net_error: str = "", status: int = 0) -> CnkiError:

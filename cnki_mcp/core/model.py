@@ -288,6 +288,7 @@ class SearchRecord(SourceFindings, omit_defaults=True):
     year_from: int = 0
     year_to: int = 0
     facet_filters: dict[str, list[str]] = {}
+    errors: list[Problem] = []  # why a search that failed or was cut short (status not completed) is so
 
 
 class FacetValue(msgspec.Struct, omit_defaults=True):
@@ -383,13 +384,14 @@ class Artifact(msgspec.Struct, omit_defaults=True):
 class CheckStep(msgspec.Struct, omit_defaults=True, kw_only=True):
     """One step of the field check (``doctor --site``): the page it looked at and what it found there.
 
-    ``status`` is ok, failed (``code``, ``message`` and the ``snapshot`` saved) or skipped (``message``
-    says why: an earlier step gave it nothing to look at, or the tour stopped).
+    ``status`` is ok, failed (``code``, ``message`` and the ``snapshot`` saved), blocked (``code`` and ``message``:
+    trouble here, not on CNKI's pages) or skipped (``message`` says why: an earlier step gave it nothing to look
+    at, or the tour stopped).
     """
 
     name: str
     label: str
-    status: str  # ok | failed | skipped
+    status: str  # ok | failed | blocked | skipped
     found: str = ""
     code: str = ""
     message: str = ""
@@ -401,7 +403,7 @@ class CheckStep(msgspec.Struct, omit_defaults=True, kw_only=True):
 class SiteCheck(msgspec.Struct, omit_defaults=True, kw_only=True):
     """One field check: its steps in tour order, the requests and seconds it took, the browser it used."""
 
-    status: str  # passed | failed
+    status: str  # passed | failed (a page changed) | blocked (trouble here kept a step from looking)
     started_at: str
     finished_at: str = ""
     version: str = ""

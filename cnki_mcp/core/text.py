@@ -167,3 +167,17 @@ def date_numbers(text: str) -> list[int]:
         except ValueError:
             return parts[:2]
     return parts
+
+
+def shortened(message: str, limit: int) -> str:
+    """``message`` within ``limit`` characters, "…" saying that more followed: cut after its last sentence that
+    keeps at least half, else after its last clause or word, never inside a word."""
+    if len(message) <= limit:
+        return message
+    room = limit - 1  # for the "…"
+    sentence = max(message.rfind(mark, 0, room) for mark in "。！？；") + 1
+    if sentence >= room // 2:
+        return message[:sentence] + "…"
+    clause = max(message.rfind(mark, 0, room) for mark in "，、：,;:") + 1
+    cut = max(sentence, clause, message.rfind(" ", 0, room + 1))  # a space: the cut goes before it
+    return (message[:cut].rstrip() if cut > 0 else message[:room]) + "…"

@@ -6,12 +6,14 @@ on the advanced-search page, page 1 and page 2 of a listing CNKI always fills, t
 journal paper and of a thesis from those rows, the journal's page, the reader of a paper that has an
 「HTML阅读」/「在线阅读」 entry, and the login state the page header shows. Every step says what it
 found; a step whose page no longer looks as the parsers expect is failed (✗) with its code and a
-redacted snapshot. A failure means the site changed, nothing else: what one paper lacks of its own is
-told apart by a second paper (a field, the reader entry: at most SPARE_DETAILS more detail pages), and a
-step with nothing to look at on a healthy site (no thesis in the rows, no paper with a reader entry, a
-reader CNKI refuses) is skipped (–) with the reason, as is a step an earlier failure left without
-input; only a ✗ fails the check. The result is kept in the store (the last one), with the names the
-header showed, so ``doctor --report`` can keep them out of a report.
+redacted snapshot, and one that could not look (no screen, browser or network, a proxy, the CDN's 418, a
+login or a check to pass: ``LOCAL_CODES``) is blocked (!) with what to do. A failure means the site
+changed, nothing else: what one paper lacks of its own is told apart by a second paper (a field, the
+reader entry: at most SPARE_DETAILS more detail pages), and a step with nothing to look at on a healthy
+site (no thesis in the rows, no paper with a reader entry, a reader CNKI refuses) is skipped (–) with the
+reason, as is a step an earlier failure left without input; only a ✗ fails the check (a ! leaves it
+blocked). The result is kept in the store (the last one), with the names the header showed, so
+``doctor --report`` can keep them out of a report.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from cnki_mcp import __version__
 from cnki_mcp.core.clock import utc_now_iso
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
 from cnki_mcp.core.model import PARSER_VERSION, CheckStep, Paper, Problem, SiteCheck
+from cnki_mcp.core.text import shortened
 from cnki_mcp.documents.online_reader import HTML_ENTRY, HTML_ENTRY_LINKS, read_document
 from cnki_mcp.ops.jobs import FINAL_STATUSES, Job, Jobs, OperationContext
 from cnki_mcp.pages.markup import load_page
@@ -104,8 +107,21 @@ STOP_CODES = frozenset(
 # the tour stays within its 12 requests.
 SPARE_DETAILS = 2
 READER_RESERVE = 3  # requests kept for the reader (its detail page and the click) and the login look
-MESSAGE_CHARS = 160  # a step line quotes this much of its error's message
+MESSAGE_CHARS = 160  # a ✗ step line quotes at most this much of its error's message, ending at a sentence
 STRUCTURE_HINT = "可能是知网改版；请运行 cnki-mcp doctor --report，把生成的报告附在 issue 中。"
+# Failures that say nothing of CNKI's pages: trouble on this machine or its network (no screen, no browser, no
+# network, a proxy, the CDN's 418), a login or a check the person must pass, a busy or throttling site. Such a
+# step is "blocked" (!): its message names the cause and what to do, and it asks for no report.
+LOCAL_CODES = frozenset(
+    {
+        "NETWORK_UNREACHABLE", "BROWSER_UNAVAILABLE", "BROWSER_NOT_FOUND", "BROWSER_PROFILE_IN_USE",
+        "DATA_DIRECTORY_IN_USE", "RESOURCE_FAILED", "LOGIN_REQUIRED", "LOGIN_TIMEOUT", "ACCESS_DENIED",
+        "VERIFICATION_REQUIRED", "VERIFICATION_SKIPPED", "VERIFICATION_TIMEOUT", "VERIFICATION_REPEATED",
+        "RATE_LIMITED", "SITE_UNAVAILABLE", "SITE_TEMPORARILY_EMPTY", "BUDGET_EXHAUSTED",
+    }
+)
+MARKS = {"ok": "✓", "failed": "✗", "blocked": "!", "skipped": "–"}
+LOCAL_HINT = "没能检查的原因在本机、网络或登录，与知网的页面无关：按标 ! 的项目所说处理后，再运行一次检查。"
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,15 +231,17 @@ def has_reader_entry(html: str) -> bool:
 
 
 def render(check: SiteCheck) -> list[str]:
-    """The check as lines for a person: one ✓ / ✗ / – line per step, then the totals."""
-    marks = {"ok": "✓", "failed": "✗", "skipped": "–"}
-    lines = []
-    for step in check.steps:
-        lines.append(step_line(step, marks))
+    """The check as lines for a person: one ✓ / ✗ / ! / – line per step, then the totals."""
+    lines = [step_line(step) for step in check.steps]
     passed = sum(1 for step in check.steps if step.status == "ok")
     skipped = sum(1 for step in check.steps if step.status == "skipped")
+    blocked = sum(1 for step in check.steps if step.status == "blocked")
     unchecked = f"，{skipped} 项未检查（标 –）" if skipped else ""
-    verdict = "页面结构与预期一致。" if check.status == "passed" else f"有页面与预期不符，见标 ✗ 的项目；{STRUCTURE_HINT}"
+    unchecked += f"，{blocked} 项没能检查（标 !）" if blocked else ""
+    verdict = {
+        "passed": "页面结构与预期一致。",
+        "blocked": LOCAL_HINT,
+    }.get(check.status, f"有页面与预期不符，见标 ✗ 的项目；{STRUCTURE_HINT}")
     browser = f"，浏览器 {check.browser}" if check.browser else ""
     site = f"，海外站点 {check.site}" if check.site else ""
     lines.append(f"{passed}/{len(check.steps)} 项通过{unchecked}，{check.requests} 次请求，{check.seconds:.1f} 秒{browser}{site}；"
@@ -231,18 +249,22 @@ def render(check: SiteCheck) -> list[str]:
     return lines
 
 
-def step_line(step: CheckStep, marks: dict[str, str] | None = None) -> str:
-    mark = (marks or {"ok": "✓", "failed": "✗", "skipped": "–"})[step.status]
+def step_line(step: CheckStep) -> str:
+    mark = MARKS[step.status]
     cost = f"（{step.requests} 次请求，{step.seconds:.1f} 秒）"
     if step.status == "ok":
         return f"{mark} {step.label}：{step.found}{cost}"
     if step.status == "skipped":
         return f"{mark} {step.label}：未检查，{step.message}"
+    if step.status == "blocked":  # the whole message: what to do is its end
+        return f"{mark} {step.label}：{step.code} {_sentence(step.message)}{cost}"
     found = f"已{step.found}。" if step.found.startswith("读到") else (f"已读到：{step.found}。" if step.found else "")
     saved = f"快照 diagnostics/{step.snapshot}" if step.snapshot else "没有保存快照"
-    message = step.message if len(step.message) <= MESSAGE_CHARS else step.message[: MESSAGE_CHARS - 1] + "…"
-    message += "" if message.endswith(("。", "！", "？", ".", "…")) else "。"
-    return f"{mark} {step.label}：{step.code} {message}{found}{saved}{cost}"
+    return f"{mark} {step.label}：{step.code} {_sentence(shortened(step.message, MESSAGE_CHARS))}{found}{saved}{cost}"
+
+
+def _sentence(message: str) -> str:
+    return message + ("" if message.endswith(("。", "！", "？", ".", "…")) else "。")
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,9 +328,9 @@ class Tour:
         await self._step("reader", self._reader)
         await self._step("login", self._login)
         # A skipped step ("–") had nothing to look at on a healthy site; only a failed one says the site changed.
-        failed = any(step.status == "failed" for step in self.steps)
+        statuses = {step.status for step in self.steps}
         return SiteCheck(
-            status="failed" if failed else "passed",
+            status="failed" if "failed" in statuses else "blocked" if "blocked" in statuses else "passed",
             started_at=started,
             finished_at=utc_now_iso(),
             version=__version__,
@@ -343,13 +365,16 @@ class Tour:
                 raise
             if error.code == "OPERATION_FAILED":
                 log.exception("field check step %s failed", name)
-            step.status, step.code, step.message = "failed", error.code, error.message
-            step.snapshot = await self._snapshot(name, error)
+            step.code, step.message = error.code, error.message
+            if error.code in LOCAL_CODES:
+                step.status = "blocked"
+            else:
+                step.status, step.snapshot = "failed", await self._snapshot(name, error)
             if error.fatal or error.code in STOP_CODES:
                 self.stopped = f"检查在「{label}」停止（{error.code}）"
         step.requests = self.op.requests - requests
         step.seconds = round(time.monotonic() - clock, 1)
-        if step.status == "failed":
+        if step.status in ("failed", "blocked"):
             details = {"step": name, "snapshot": step.snapshot} if step.snapshot else {"step": name}
             if name in STEP_EXCHANGES:
                 details["exchange"] = STEP_EXCHANGES[name].name
@@ -360,8 +385,6 @@ class Tour:
         """The failed step's snapshot: the one its error names, else the page its parser saw, else the work tab."""
         if error is not None and isinstance(error.details, dict) and error.details.get("snapshot"):
             return str(error.details["snapshot"])
-        if error is not None and error.code in ("BROWSER_UNAVAILABLE", "BUDGET_EXHAUSTED"):
-            return ""
         kind = f"check-{name}"
         try:
             if self.seen.html:
@@ -543,7 +566,7 @@ async def run_in_terminal(jobs: Jobs, job: Job, echo: Callable[[str], None]) -> 
             break
     if not isinstance(view.result, dict):
         for problem in view.errors:
-            echo(f"✗ {problem.code}: {problem.message}")
+            echo(f"{MARKS['blocked'] if problem.code in LOCAL_CODES else MARKS['failed']} {problem.code}: {problem.message}")
         return None
     check = msgspec.convert(view.result, SiteCheck)
     for step in check.steps[shown:]:

@@ -25,7 +25,7 @@ import msgspec
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.clock import utc_now_iso
-from cnki_mcp.core.errors import CnkiError, as_cnki_error, unreached_with_nothing
+from cnki_mcp.core.errors import CnkiError, as_cnki_error, for_a_search, unreached_with_nothing
 from cnki_mcp.core.identity import fingerprint
 from cnki_mcp.core.model import (
     PARSER_VERSION,
@@ -304,7 +304,7 @@ class Research:
             self._finish(op, run, CnkiError("CANCELLED"))
             raise
         except Exception as exc:  # noqa: BLE001 - a phase error stops the phases, finish still runs
-            error = as_cnki_error(exc)
+            error = for_a_search(as_cnki_error(exc))
             if error.code == "OPERATION_FAILED":
                 log.exception("search %s failed", state.search_id)
         op.checkpoint(state)
@@ -594,9 +594,12 @@ class Research:
         ranked = self._rank(state, state.refs)
         selected = choose(ranked, method=state.plan.method, metadata=request.options.metadata)
         status = "partial" if error is not None or run.errors else "completed"
+        # The record says what the operation will: a site never reached with nothing found is a failure.
+        failed = unreached_with_nothing(error, len(ranked))
         record = SearchRecord(
             search_id=state.search_id,
-            status=status,
+            status="failed" if failed else status,
+            errors=[*op.errors, *([error.problem()] if error is not None else [])],
             query=request.query,
             plan=state.plan,
             coverage=[msgspec.structs.replace(c) for c in state.coverage],

@@ -75,6 +75,21 @@ def session_view(
     return data
 
 
+def advised(view: dict[str, Any]) -> dict[str, Any]:
+    """session_status's answer with, when no login is known, what to do next (``next_step``)."""
+    if view.get("personal") != "authenticated" and view.get("institution") != "observed":
+        view["next_step"] = NONE_SEEN if view.get("observed_at") else LOOK_FIRST
+    return view
+
+
+# What a client does next when no login is known: look first, then log in for what needs one.
+LOOK_FIRST = "还没有识别过登录状态：用 session_status（refresh=true）在后台页面识别一次；检索和题录不需要登录。"
+NONE_SEEN = (
+    "最近一次识别没有看到个人或机构登录：检索、题录和摘要照常可用；需要全文（阅读、下载）时用 login 登录"
+    "（个人账号，或机构 IP、学校 VPN），之后 session_status 会显示登录状态。"
+)
+
+
 def identified(state: SessionState) -> bool:
     return state.personal == "authenticated" or state.institution == "observed"
 

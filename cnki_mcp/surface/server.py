@@ -5,8 +5,9 @@ sends them unchanged and validates nothing). Every ``tools/call`` goes through
 ``tools.parse_arguments`` and then ``tools.dispatch(app, name, args, ctx)``. Results are one compact JSON text block
 plus the same object as structured content; any failure before an operation starts is answered
 with ``isError: true`` and ``{"status": "failed", "errors": [Problem]}`` (``core.errors.Failure``, which every
-tool's ``outputSchema`` admits); a tool that does not exist is the JSON-RPC error -32602. The instructions are
-the head of ``guide.md``, the whole of it is the resource ``cnki://guide``. The server never dies on a bad call.
+tool's ``outputSchema`` admits), and so is an operation whose status is failed (its view unchanged); a tool that
+does not exist is the JSON-RPC error -32602. The instructions are the head of ``guide.md``, the whole of it is the
+resource ``cnki://guide``. The server never dies on a bad call.
 """
 
 from __future__ import annotations
@@ -225,7 +226,8 @@ def _result(value: Any, *, is_error: bool = False) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=data.decode("utf-8"))],
         structured_content=structured,
-        is_error=is_error,
+        # An operation that failed is a failure to the client too (clients validate no output schema then).
+        is_error=is_error or structured.get("status") == "failed",
     )
 
 

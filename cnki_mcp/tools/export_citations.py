@@ -86,7 +86,10 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
         listed, unlinked = stored_references(store, args.references_of)
         refs += listed
     if args.search_id:
-        entries = scoped(stored_search(store, args.search_id), args.scope)
+        record = stored_search(store, args.search_id)
+        entries = scoped(record, args.scope)
+        if not entries and not (refs or args.titles):
+            raise _nothing_to_export(record.search_id, record.status, args.scope)
         part = ExportPart(args.search_id, args.offset, min(args.offset + EXPORT_MAX, len(entries)), len(entries))
         refs += [e.record_ref for e in entries[part.start : part.end]]
     if args.filename:
@@ -108,3 +111,15 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
 
     jobs = await deps.jobs()
     return await jobs.inline(jobs.start("export", BUDGET.of(), work), call)
+
+
+def _nothing_to_export(search_id: str, status: str, scope: str) -> CnkiError:
+    """NOTHING_TO_EXPORT for a search whose ``scope`` holds no paper, saying whether the search ended."""
+    if status != "completed":
+        why = (
+            f"检索 {search_id} 没有完成（状态 {status}），{scope} 范围里还没有文献可导出；"
+            "请先用 search_results 查看原因，排除后用 operation_control 的 continue 继续，再导出。"
+        )
+    else:
+        why = f"检索 {search_id} 的 {scope} 范围里没有文献，没有可导出的内容；可以改用 scope=eligible 或 candidates，或换检索条件重新检索。"
+    return CnkiError("NOTHING_TO_EXPORT", why, details={"search_id": search_id, "status": status, "scope": scope})

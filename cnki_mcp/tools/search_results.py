@@ -9,7 +9,7 @@ from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core.call import ToolCall
-from cnki_mcp.core.model import Paper, TitleRow, public_paper
+from cnki_mcp.core.model import Paper, Problem, TitleRow, public_paper
 from cnki_mcp.core.tool_args import LIMIT_DEFAULT, ToolArgs
 from cnki_mcp.tools._fields import Limit, Offset, ScopeRule, choice
 
@@ -44,6 +44,13 @@ class Result(msgspec.Struct, kw_only=True):
     offset: int
     next_offset: int | None
     results: list[Any]  # TitleRow (titles) or a dict (compact, records): msgspec cannot type a Struct-or-dict union
+    # A search that failed or was cut short: why, and that the list is not CNKI's whole answer.
+    errors: list[Problem] | msgspec.UnsetType = msgspec.UNSET
+    message: str | msgspec.UnsetType = msgspec.UNSET
+
+
+_FAILED = "这次检索失败了，列表不是知网的答复，不代表没有文献；原因见 errors。排除原因后用 operation_control 的 continue 继续，或重新检索。"
+_CUT_SHORT = "这次检索没有完成（{status}），列表只含已取得的部分，不是知网的完整答复；原因见 errors。可以用 operation_control 的 continue 继续。"
 
 
 async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
@@ -54,7 +61,7 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     entries = scoped(record, args.scope)
     page = entries[args.offset : args.offset + args.limit]
     end = args.offset + len(page)
-    return Result(
+    result = Result(
         search_id=record.search_id,
         status=record.status,
         scope=args.scope,
@@ -63,6 +70,10 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
         next_offset=end if end < len(entries) else None,
         results=[_row(store.data.papers.get(e.record_ref), e, args.view) for e in page],
     )
+    if record.status != "completed":
+        result.errors = record.errors
+        result.message = _FAILED if record.status == "failed" else _CUT_SHORT.format(status=record.status)
+    return result
 
 
 def _row(paper: Paper | None, entry: Any, view: str) -> dict[str, Any] | TitleRow:

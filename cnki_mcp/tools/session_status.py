@@ -28,14 +28,16 @@ Result = OperationView | dict[str, Any]
 
 
 async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
+    from cnki_mcp.site.session import advised
+
     if not args.refresh:
         from cnki_mcp.site.remote import configured_site
         from cnki_mcp.site.session import session_view
 
         # The sessions met so far, without starting them (nor the browser) to answer.
         if deps._sessions is not None:
-            return deps._sessions.cached()
-        return session_view(SessionState(), cached=True, route=deps.config.route, site=configured_site(deps.config))
+            return advised(deps._sessions.cached())
+        return advised(session_view(SessionState(), cached=True, route=deps.config.route, site=configured_site(deps.config)))
     from cnki_mcp.ops.jobs import OperationContext
     from cnki_mcp.research.backend import followed
 
@@ -43,6 +45,6 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     sessions = deps.sessions()
 
     async def work(op: OperationContext) -> dict[str, Any]:
-        return await followed(op, sessions.refresh(op))
+        return advised(await followed(op, sessions.refresh(op)))
 
     return await jobs.inline(jobs.start("session", BUDGET.of(), work), call)
