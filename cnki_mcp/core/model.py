@@ -596,7 +596,7 @@ class SaveState(msgspec.Struct, kw_only=True):
     failing_since: str = ""
     unsaved_since: str = ""
     failed_writes: int = 0
-    cause: str = ""  # of the failing writes: disk_full | read_only | corrupt | io_error
+    cause: str = ""  # of the failing writes: disk_full | read_only | corrupt | io_error | rejected | writer_stopped
 
 
 # Successful downloads per local day before a batch stops (peers stay under about 100 a day); 0 = no cap.

@@ -11,7 +11,6 @@ is accepted.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import unicodedata
@@ -35,6 +34,7 @@ from cnki_mcp.core.model import (
 )
 from cnki_mcp.core.text import (
     clean,
+    loads_site_json,
     normalize,
     source_key,
     strip_source_tail,
@@ -317,9 +317,9 @@ def _brief_request(root: lxml.html.HtmlElement) -> tuple[str, str]:
     """(Products, View) of the query as the site echoes it in ``#briefRequest``; ("", "") when absent."""
     raw = input_value(root, "#briefRequest")
     try:
-        request = json.loads(raw) if raw else {}
+        request = loads_site_json(raw) if raw else {}
         inner = (request.get("queryJson") or request.get("QueryJson")) if isinstance(request, dict) else None
-        query = json.loads(inner) if isinstance(inner, str) else inner
+        query = loads_site_json(inner) if isinstance(inner, str) else inner
     except ValueError:
         return "", ""
     if not isinstance(query, dict):

@@ -9,7 +9,9 @@ last field check, known names, the daily download count) are rows of ``meta``.
 Writes go through :class:`Writer`: one thread with its own connection applies what was submitted, in one
 short transaction per batch (the later of two writes of a key wins), commits, and then drops those keys
 from the readers' pending view. Reads use a second connection (WAL: a reader never waits for the writer).
-A batch that fails (disk full, a read-only directory) stays queued and is tried again with back-off.
+A batch that fails (disk full, a read-only directory) stays queued and is tried again with back-off. A
+write that fails by itself (a value that cannot be encoded) is dropped alone and reported; the rest commit.
+Should the thread ever end on its own, every wait returns at once and every answer says so (STORE_NOT_SAVED).
 """
 
 from __future__ import annotations
@@ -234,8 +236,13 @@ def retry_delay(failures: int) -> float:
 
 
 class SaveFailure(msgspec.Struct):
-    kind: str  # disk_full | read_only | corrupt | io_error
+    kind: str  # disk_full | read_only | corrupt | io_error; rejected (one write dropped) | writer_stopped
     error: str
+
+
+# The kinds of failure that are not the disk's: nothing to retry.
+REJECTED = "rejected"
+WRITER_STOPPED = "writer_stopped"
 
 
 class Writer:
@@ -259,6 +266,7 @@ class Writer:
         self._force = False
         self._stop = False
         self.failure: SaveFailure | None = None
+        self._gone = False  # the thread ended on its own: nothing will be committed any more
         self._next_try = 0.0
         self.pending_since = ""  # when the oldest change not committed yet was submitted
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
@@ -300,8 +308,8 @@ class Writer:
         return self._committed
 
     def settled(self, target: int) -> bool:
-        """Whether every write up to ``target`` is committed, or the writer is failing (the caller is told)."""
-        return self._committed >= target or self.failure is not None
+        """Whether every write up to ``target`` is committed, or the writer is failing or gone (the caller is told)."""
+        return self._committed >= target or self.failure is not None or self._gone
 
     def wait(self, target: int | None = None, timeout: float = 10.0, *, force: bool = False) -> bool:
         """Block until the writes up to ``target`` (all so far) are committed or the writer is failing; with
@@ -368,6 +376,20 @@ class Writer:
         return retry_delay(self._failures)
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - whatever ended it, no one may wait for it any more
+            log.exception("the writer of research.db stopped")
+            failure = SaveFailure(kind=WRITER_STOPPED, error=f"{type(exc).__name__}: {exc}")
+            with self._cond:
+                self._gone = True
+                self.failure = failure
+                self._cond.notify_all()
+                self._wake()
+            with contextlib.suppress(Exception):
+                self._on_result(failure)
+
+    def _loop(self) -> None:
         while True:
             with self._cond:
                 while True:
@@ -385,7 +407,7 @@ class Writer:
                 self._force = False
                 batch = list(self._queue)
                 last = batch[-1][0]
-            result = self._commit([put for _seq, put in batch])
+            result, rejected = self._commit([put for _seq, put in batch])
             with self._cond:
                 self._attempts += 1
                 self._attempted = max(self._attempted, last)
@@ -407,31 +429,63 @@ class Writer:
                 stopping = self._stop
                 self._cond.notify_all()
                 self._wake()
-            self._on_result(result)
+            self._on_result(result or rejected)
             if stopping and result is not None:
                 return  # the last attempt failed: close() says what is lost
 
-    def _commit(self, puts: list[Put]) -> SaveFailure | None:
+    def _commit(self, puts: list[Put]) -> tuple[SaveFailure | None, SaveFailure | None]:
+        """One transaction of ``puts``: (the disk's failure, which leaves them queued; the writes dropped
+        alone because they failed by themselves — each then tried in a savepoint of its own)."""
         latest: dict[tuple[str, str], Put] = {}
         for put in puts:
             latest.pop((put.table, put.key), None)
             latest[(put.table, put.key)] = put
+        rows = list(latest.values())
         began = time.perf_counter()
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                apply(self._conn, list(latest.values()))
-                self._conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
+                self._transaction(lambda: apply(self._conn, rows))
+                rejected = None
+            except (sqlite3.Error, OSError):
                 raise
+            except Exception:  # noqa: BLE001 - a value of the batch, not the disk: find it, keep the rest
+                rejected = self._transaction(lambda: self._apply_each(rows))
         except (sqlite3.Error, OSError) as exc:
             log.error("could not write research.db (will retry): %s", exc)
-            return SaveFailure(kind=failure_kind(exc), error=f"{type(exc).__name__}: {exc}")
+            return SaveFailure(kind=failure_kind(exc), error=f"{type(exc).__name__}: {exc}"), None
         self.commit_ms.append((time.perf_counter() - began) * 1000)
         del self.commit_ms[:-10000]
-        return None
+        return None, rejected
+
+    def _transaction(self, body: Callable[[], SaveFailure | None]) -> SaveFailure | None:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = body()
+            self._conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise
+        return result
+
+    def _apply_each(self, rows: list[Put]) -> SaveFailure | None:
+        """Each row in a savepoint of its own; those that fail by themselves are dropped (logged, and told
+        as one failure of kind ``rejected``)."""
+        dropped: list[str] = []
+        for put in rows:
+            self._conn.execute("SAVEPOINT one")
+            try:
+                apply(self._conn, [put])
+            except (sqlite3.Error, OSError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - this value cannot be stored; the others can
+                self._conn.execute("ROLLBACK TO one")
+                log.error("dropped a write of %s/%r that cannot be stored: %s", put.table, put.key, exc)
+                dropped.append(f"{put.table}/{put.key!a}: {type(exc).__name__}: {exc}")
+            self._conn.execute("RELEASE one")
+        if not dropped:
+            return None
+        return SaveFailure(kind=REJECTED, error=f"{len(dropped)} 条更改无法保存，已丢弃（{'；'.join(dropped[:3])}）")
 
 
 # --- reads -------------------------------------------------------------------------------------------------

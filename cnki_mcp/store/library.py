@@ -763,6 +763,16 @@ def _oldest(stamps: dict[str, str], keep: int) -> list[str]:
 
 
 def _not_saved(path: Path, save: SaveState) -> Problem:
+    details = {"path": str(path), **msgspec.to_builtins(save)}
+    if save.cause == db.REJECTED:
+        message = f"{save.failing_since} 有更改无法写入 {path}（{save.error}）；其余更改照常保存。这类更改来自无法保存的数据，请把这条提示告诉开发者。"
+        return CnkiError("STORE_NOT_SAVED", message, details=details).problem()
+    if save.cause == db.WRITER_STOPPED:
+        message = (
+            f"{path} 的写入线程自 {save.failing_since} 起已停止（{save.error}），之后的更改都只在内存中，不会再保存。"
+            "请重新启动服务；重启前的这些更改会丢失。"
+        )
+        return CnkiError("STORE_NOT_SAVED", message, details=details).problem()
     what = {
         "disk_full": "磁盘已满",
         "read_only": "数据目录或数据库文件只读",
@@ -777,7 +787,6 @@ def _not_saved(path: Path, save: SaveState) -> Problem:
         f"{what}：自 {save.failing_since} 起 {path} 写入失败（{save.error}，已失败 {save.failed_writes} 次），"
         f"{save.unsaved_since or save.failing_since} 以来的更改只在内存中；服务会自动重试。{advice}，保存成功之前不要关闭服务，否则这些更改会丢失。"
     )
-    details = {"path": str(path), **msgspec.to_builtins(save)}
     return CnkiError("STORE_NOT_SAVED", message, details=details).problem()
 
 
