@@ -571,8 +571,9 @@ class DroppedEntry(msgspec.Struct, omit_defaults=True):
 class StoreRecovery(msgspec.Struct, omit_defaults=True, kw_only=True):
     """What opening the store left out, and where the original bytes were kept.
 
-    ``kind`` is ``set_aside`` (nothing could be read: the file was renamed) or ``entries_dropped``
-    (the readable entries were loaded; ``dropped`` lists the first of the others).
+    ``kind`` is ``set_aside`` (nothing could be read: the file was renamed), ``entries_dropped``
+    (the readable entries were loaded; ``dropped`` lists the first of the others) or ``foreign`` (a
+    research.db holding what cnki-mcp did not create, set aside and its rows of our own tables carried over).
     """
 
     kind: str

@@ -48,6 +48,15 @@ RETRY_MAX_SECONDS = 30.0
 RETRY_FIRST_SECONDS = 2.0
 # Pages of the readers' cache (negative: KiB), so a large library does not fill the memory.
 READ_CACHE_KIB = 16384
+# The largest value a row may hold (SQLite's length limit on every connection: a bigger one is not read) and
+# the most a body may decompress to (a 2 MB zlib bomb would otherwise become gigabytes in memory).
+ROW_BYTES = 32 * 1024 * 1024
+BODY_BYTES = 64 * 1024 * 1024
+# The longest one statement of the readers' connection may run (an endless view, a runaway sort's temp file).
+STATEMENT_SECONDS = 20.0
+# The WAL is cut back to this size whenever it is reset (SQLite keeps it at its largest otherwise), and a
+# commit that finds it larger asks for a checkpoint that does not wait for readers.
+WAL_KEEP_BYTES = 4 * 1024 * 1024
 
 _BODY = msgspec.json.Encoder()
 
@@ -56,9 +65,17 @@ def encode_body(value: Any) -> bytes:
     return zlib.compress(_BODY.encode(value), 1)
 
 
+class BodyTooLarge(ValueError):
+    """A body that decompresses past BODY_BYTES (not one we wrote)."""
+
+
 def body_json(blob: bytes) -> bytes:
-    """A stored body as the JSON text of its value."""
-    return zlib.decompress(blob)
+    """A stored body as the JSON text of its value; BodyTooLarge past BODY_BYTES, zlib.error when not zlib."""
+    inflate = zlib.decompressobj()
+    out = inflate.decompress(blob, BODY_BYTES)
+    if inflate.unconsumed_tail:
+        raise BodyTooLarge(f"a stored value decompresses to more than {BODY_BYTES} bytes")
+    return out
 
 
 # --- schema and migrations ---------------------------------------------------------------------------
@@ -133,18 +150,76 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> list[int]
 
 
 def connect(path: Path, *, read_only: bool = False, wal: bool = True) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit); WAL, full sync, a bounded cache."""
+    """A connection in autocommit mode (transactions are explicit); WAL, full sync, a bounded cache. The
+    file may be anyone's: no function the schema names runs unless SQLite deems it harmless (``trusted_schema``
+    off), and no value longer than ROW_BYTES is read."""
     if read_only:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
     else:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, ROW_BYTES)
+    conn.execute("PRAGMA trusted_schema = OFF")
     conn.execute("PRAGMA busy_timeout = 5000")
     conn.execute(f"PRAGMA cache_size = -{READ_CACHE_KIB}")
     if not read_only:
         if wal:
             conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_KEEP_BYTES}")
         conn.execute("PRAGMA synchronous = FULL")
     return conn
+
+
+def _schema_of(conn: sqlite3.Connection) -> set[tuple[str, str, str, str]]:
+    return {(str(kind), str(name), str(table), str(sql)) for kind, name, table, sql in
+            conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")}
+
+
+def expected_schema(version: int) -> set[tuple[str, str, str, str]]:
+    """Every table, index, view and trigger our migrations create up to ``version``, as sqlite_master lists them."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        migrate(conn, version)
+        return _schema_of(conn)
+    finally:
+        conn.close()
+
+
+def foreign_schema(conn: sqlite3.Connection) -> list[str]:
+    """What the file's schema has that our migrations did not create (a trigger, a view, a table changed or
+    added) or lacks, read from sqlite_master only (nothing of the file runs); [] when it is ours."""
+    version = schema_version(conn)
+    if version > SCHEMA_VERSION:
+        return []  # refused as newer, untouched
+    found, ours = _schema_of(conn), expected_schema(version)
+    problems = [f"{kind} {name} 不是 cnki-mcp 建立的" for kind, name, _table, _sql in sorted(found - ours)]
+    problems += [f"缺少 {kind} {name}" for kind, name, _table, _sql in sorted(ours - found)
+                 if (kind, name) not in {(k, n) for k, n, _t, _s in found}]
+    return problems
+
+
+def oversized_rows(conn: sqlite3.Connection, tables: Sequence[str]) -> list[str]:
+    """Rows of ``tables`` (and meta) with a value longer than ROW_BYTES, which no connection of ours reads."""
+    found = []
+    for table in (*tables, "meta"):
+        columns = [row[0] for row in conn.execute("SELECT name FROM pragma_table_info(?)", (table,))]
+        if not columns:
+            continue  # not there yet (a new file, one of an older schema)
+        total = " + ".join(f"length(CAST({column} AS BLOB))" for column in columns)
+        try:
+            rows = conn.execute(f"SELECT rowid FROM {table} WHERE {total} > ? LIMIT 3", (ROW_BYTES,)).fetchall()
+        except sqlite3.Error as exc:
+            if not _disk_error(exc):  # a value past the limit may be refused even to length()
+                found.append(f"{table}：{exc}")
+            continue  # damaged pages: the start's check tells them
+        found += [f"{table} 第 {rowid} 行超过 {ROW_BYTES // (1024 * 1024)} MB" for (rowid,) in rows]
+    return found
+
+
+def sound_tables(conn: sqlite3.Connection) -> tuple[str, ...]:
+    """The sections whose table is exactly ours (the rows a hostile file's other tables hold are not read)."""
+    ours = {name: sql for kind, name, _table, sql in expected_schema(SCHEMA_VERSION) if kind == "table"}
+    found = {name: sql for kind, name, _table, sql in _schema_of(conn) if kind == "table"}
+    return tuple(table for table in (*TABLES, "meta") if table in found and found[table] == ours.get(table))
 
 
 def quick_check(conn: sqlite3.Connection) -> list[str]:
@@ -167,7 +242,7 @@ def failure_kind(exc: BaseException) -> str:
         return "disk_full"
     if primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_CANTOPEN):
         return "read_only"
-    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_TOOBIG):  # TOOBIG: a row we never wrote
         return "corrupt"
     return "io_error"
 
@@ -193,6 +268,14 @@ def paper_row(paper: Paper) -> tuple[str, tuple[str, ...]]:
     return (title_key(paper.title) if paper.title else ""), tuple(identity_keys(paper))
 
 
+def _stored(value: Any) -> bytes:
+    """``value``'s body, refused (ValueError: that write alone is dropped) past what a reader would read back."""
+    body = encode_body(value)
+    if len(body) > ROW_BYTES:
+        raise ValueError(f"a value of {len(body)} bytes, over the {ROW_BYTES} a row may hold")
+    return body
+
+
 def apply(conn: sqlite3.Connection, puts: Sequence[Put]) -> None:
     """Write ``puts`` in the open transaction of ``conn``."""
     for put in puts:
@@ -201,7 +284,7 @@ def apply(conn: sqlite3.Connection, puts: Sequence[Put]) -> None:
                 conn.execute("DELETE FROM meta WHERE key = ?", (put.key,))
             else:
                 conn.execute(
-                    "INSERT INTO meta (key, body) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET body = excluded.body", (put.key, encode_body(put.body))
+                    "INSERT INTO meta (key, body) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET body = excluded.body", (put.key, _stored(put.body))
                 )
             continue
         if put.table == "papers":
@@ -213,15 +296,21 @@ def apply(conn: sqlite3.Connection, puts: Sequence[Put]) -> None:
             conn.execute(
                 "INSERT INTO papers (key, stamp, title_key, body) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
                 "stamp = excluded.stamp, title_key = excluded.title_key, body = excluded.body",
-                (put.key, put.stamp, put.title_key, encode_body(put.body)),
+                (put.key, put.stamp, put.title_key, _stored(put.body)),
             )
             conn.executemany("INSERT OR IGNORE INTO paper_keys VALUES (?, ?)", [(key, put.key) for key in put.paper_keys])
         else:
             conn.execute(
                 f"INSERT INTO {put.table} (key, stamp, body) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
                 "stamp = excluded.stamp, body = excluded.body",
-                (put.key, put.stamp, encode_body(put.body)),
+                (put.key, put.stamp, _stored(put.body)),
             )
+
+
+def _disk_error(exc: BaseException) -> bool:
+    """An error of the disk or the database (retried), not of one value (SQLITE_TOOBIG, an encoding error)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.Error | OSError) and not (isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_TOOBIG)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -446,10 +535,10 @@ class Writer:
             try:
                 self._transaction(lambda: apply(self._conn, rows))
                 rejected = None
-            except (sqlite3.Error, OSError):
-                raise
-            except Exception:  # noqa: BLE001 - a value of the batch, not the disk: find it, keep the rest
-                rejected = self._transaction(lambda: self._apply_each(rows))
+            except Exception as exc:
+                if _disk_error(exc):
+                    raise
+                rejected = self._transaction(lambda: self._apply_each(rows))  # a value of the batch: find it
         except (sqlite3.Error, OSError) as exc:
             log.error("could not write research.db (will retry): %s", exc)
             return SaveFailure(kind=failure_kind(exc), error=f"{type(exc).__name__}: {exc}"), None
@@ -476,10 +565,10 @@ class Writer:
             self._conn.execute("SAVEPOINT one")
             try:
                 apply(self._conn, [put])
-            except (sqlite3.Error, OSError):
-                raise
-            except Exception as exc:  # noqa: BLE001 - this value cannot be stored; the others can
-                self._conn.execute("ROLLBACK TO one")
+            except Exception as exc:
+                if _disk_error(exc):
+                    raise
+                self._conn.execute("ROLLBACK TO one")  # this value cannot be stored; the others can
                 log.error("dropped a write of %s/%r that cannot be stored: %s", put.table, put.key, exc)
                 dropped.append(f"{put.table}/{put.key!a}: {type(exc).__name__}: {exc}")
             self._conn.execute("RELEASE one")
@@ -498,13 +587,19 @@ class Reader:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self._lock = threading.Lock()
+        self._deadline = 0.0
+        # Checked every 10,000 steps of SQLite's machine: a statement past STATEMENT_SECONDS is interrupted, so
+        # nothing in the file (an endless view, a sort spilling gigabytes to a temporary file) holds a call.
+        conn.set_progress_handler(lambda: time.monotonic() > self._deadline, 10000)
 
     def one(self, sql: str, args: Sequence[Any] = ()) -> Any:
         with self._lock, _read_errors():
+            self._deadline = time.monotonic() + STATEMENT_SECONDS
             return self._conn.execute(sql, args).fetchone()
 
     def all(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         with self._lock, _read_errors():
+            self._deadline = time.monotonic() + STATEMENT_SECONDS
             return self._conn.execute(sql, args).fetchall()
 
     def close(self) -> None:
