@@ -72,10 +72,19 @@ class BodyTooLarge(ValueError):
 def body_json(blob: bytes) -> bytes:
     """A stored body as the JSON text of its value; BodyTooLarge past BODY_BYTES, zlib.error when not zlib."""
     inflate = zlib.decompressobj()
-    out = inflate.decompress(blob, BODY_BYTES)
-    if inflate.unconsumed_tail:
-        raise BodyTooLarge(f"a stored value decompresses to more than {BODY_BYTES} bytes")
-    return out
+    parts, size, rest = [], 0, blob
+    while not inflate.eof:
+        part = inflate.decompress(rest, 1 << 20)  # a megabyte at a time: a bomb stops at the limit
+        rest = inflate.unconsumed_tail
+        if not part and not rest:
+            break  # the stream ends early
+        size += len(part)
+        if size > BODY_BYTES:
+            raise BodyTooLarge(f"a stored value decompresses to more than {BODY_BYTES} bytes")
+        parts.append(part)
+    if not inflate.eof:
+        raise zlib.error("incomplete or truncated stream")
+    return b"".join(parts)
 
 
 # --- schema and migrations ---------------------------------------------------------------------------

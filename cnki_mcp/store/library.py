@@ -380,7 +380,9 @@ class Store:
             except _Damaged as damaged:
                 recovery = migrate.salvage(path, str(damaged))
                 if isinstance(damaged, _Foreign):
-                    recovery = msgspec.structs.replace(recovery, kind="foreign")
+                    lost = [entry for entry in recovery.dropped if entry.section != "database"]  # not the placeholder
+                    recovery = msgspec.structs.replace(recovery, kind="foreign", reason=str(damaged), dropped=lost,
+                                                       dropped_count=recovery.dropped_count if lost else 0)
                 marker.unlink(missing_ok=True)
                 conns = _connect(path)
             store = cls(root, *conns, lock)
