@@ -59,10 +59,15 @@ HAN_RANGES: tuple[tuple[int, int], ...] = (
 )
 
 
+def has_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a surrogate code point (in a Python str: half of a pair, so not valid text)."""
+    return _SURROGATE.search(text) is not None
+
+
 def without_lone_surrogates(text: str) -> str:
     """``text`` with surrogate halves paired into their character and unpaired ones replaced by U+FFFD, so
     it can be encoded (a lone ``\\ud83d`` in CNKI's JSON would otherwise fail every later save)."""
-    if not _SURROGATE.search(text):
+    if not has_surrogate(text):
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
