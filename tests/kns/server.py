@@ -140,6 +140,8 @@ class Scenario:
     citation_area: str = "lists"  # see CHOICES: lists (inside the page) | link (2026: a.ReferLinkOn to list pages) | empty | unknown
     journal_tags_more: bool = False  # journal pages also carry CAS, JST, Scopus and 卓越期刊 (pages.EXTRA_TAGS)
     anonymous_slider: bool = False  # a session without any login is sent to the blockPuzzle slider on kns pages
+    # store hardening (issue 42)
+    citation_lone_surrogate: bool = False  # every abstract of the citation API ends with half a surrogate pair (\ud83d)
 
 
 @dataclass
