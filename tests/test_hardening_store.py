@@ -17,7 +17,8 @@ import pytest
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.text import loads_site_json, without_lone_surrogates
 from cnki_mcp.store import db as db_module
-from cnki_mcp.store.library import Store
+from cnki_mcp.store import migrate
+from cnki_mcp.store.library import Store, peek_store
 from tests.fake_site import sim_paper
 from tests.store_faults import ENDLESS_VIEW, WIPING_TRIGGER, plant, stored_keys, zlib_bomb
 
@@ -221,3 +222,17 @@ def test_the_wal_is_cut_back_once_a_reader_that_held_it_lets_go(tmp_path: Path) 
     finally:
         other.close()
         store.close_sync()
+
+
+def test_the_lockless_readers_neither_run_nor_inflate_what_the_file_holds(tmp_path: Path) -> None:
+    """``doctor --report`` (peek_store) and ``store --dump`` read the file without the store: a view in place of
+    a table is not read, and a zlib bomb is STORE_CORRUPT, not gigabytes."""
+    _library(tmp_path)
+    plant(tmp_path, "UPDATE papers SET body = ? WHERE key = ?", args=(zlib_bomb(db_module.BODY_BYTES * 2), sim_paper(7).record_ref))
+    with pytest.raises(CnkiError) as bad:
+        migrate.dump(tmp_path / "research.db", tmp_path / "dump.json")
+    assert bad.value.code == "STORE_CORRUPT" and not (tmp_path / "dump.json").exists()
+    plant(tmp_path, "DROP TABLE meta", "CREATE VIEW meta AS " + ENDLESS_VIEW[1].split(" AS ", 1)[1].replace("CAST(n AS TEXT) AS key, '' AS stamp, '' AS title_key", "CAST(n AS TEXT) AS key"))
+    began = time.monotonic()
+    assert peek_store(tmp_path) is None
+    assert time.monotonic() - began < 2.0

@@ -196,18 +196,18 @@ def peek_store(root: Path) -> StoreData | None:
     try:
         conn = db.connect(path, read_only=True)
         try:
+            if db.foreign_schema(conn):
+                return None  # not read: the next start sets it aside
             meta = dict(conn.execute("SELECT key, body FROM meta").fetchall())
         finally:
             conn.close()
     except sqlite3.Error:
         return None
-    fields = {}
-    for name in ("recent_errors", "last_site_check", "known_names"):
-        if name in meta:
-            fields[name] = msgspec.json.decode(db.body_json(meta[name]))
     try:
+        fields = {name: msgspec.json.decode(db.body_json(meta[name]))
+                  for name in ("recent_errors", "last_site_check", "known_names") if name in meta}
         return msgspec.convert(fields, StoreData)
-    except msgspec.ValidationError:
+    except (ValueError, zlib.error):  # msgspec's errors and BodyTooLarge are ValueErrors
         return None
 
 

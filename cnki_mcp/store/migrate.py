@@ -370,9 +370,11 @@ def dump(path: Path, target: Path) -> dict[str, int]:
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, target)
-    except (OSError, sqlite3.Error) as exc:
+    except (OSError, sqlite3.Error, ValueError, zlib.error) as exc:
         with contextlib.suppress(OSError):
             os.unlink(temp)
+        if isinstance(exc, ValueError | zlib.error):  # a row we never wrote (a zlib bomb, garbage)
+            raise CnkiError("STORE_CORRUPT", f"research.db 中有无法读取的记录（{exc}），未写出 {target}。", details={"path": str(path)}) from exc
         raise CnkiError("DISK_WRITE_FAILED", f"无法写出 {target}：{exc}。", details={"path": str(target)}) from exc
     finally:
         conn.close()
