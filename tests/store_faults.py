@@ -94,3 +94,35 @@ def persisted(root: Path) -> Any:
     from cnki_mcp.core.model import StoreData
 
     return msgspec.convert(persisted_raw(root), StoreData)
+
+
+# --- a hostile research.db (issue 42): what another program could leave in the file ---------------------------
+
+# Every insert into papers empties it.
+WIPING_TRIGGER = "CREATE TRIGGER wipe AFTER INSERT ON papers BEGIN DELETE FROM papers; END"
+# papers replaced by a view that never ends and sorts (its temporary file grows while it runs).
+ENDLESS_VIEW = (
+    "ALTER TABLE papers RENAME TO papers_kept",
+    "CREATE VIEW papers AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+    "SELECT CAST(n AS TEXT) AS key, '' AS stamp, '' AS title_key, randomblob(2000) AS body FROM r ORDER BY body LIMIT 1000000000000",
+)
+
+
+def plant(root: Path, *statements: str, args: Sequence[Any] = ()) -> None:
+    """Run ``statements`` on research.db of ``root`` through a connection of its own (the last one with ``args``)."""
+    conn = sqlite3.connect(root / "research.db", isolation_level=None)
+    try:
+        for n, statement in enumerate(statements):
+            conn.execute(statement, args if n == len(statements) - 1 else ())
+    finally:
+        conn.close()
+
+
+def zlib_bomb(inflated: int) -> bytes:
+    """A zlib stream of ``inflated`` spaces: about a thousandth of that on disk."""
+    import zlib
+
+    deflate = zlib.compressobj(9)
+    chunk = b" " * (1 << 20)
+    parts = [deflate.compress(chunk) for _ in range(inflated >> 20)]
+    return b"".join(parts) + deflate.flush()

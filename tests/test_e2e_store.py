@@ -7,6 +7,7 @@ still has what the first one answered, and diagnostics says how many records the
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ import pytest
 from cnki_mcp.core.model import Paper, StoreData
 from tests.harness import McpSession, RawServer, serve_params
 from tests.store_faults import persisted
-from tests.test_e2e_documents import journal_papers
+from tests.test_e2e_documents import journal_papers, serve
+from tests.test_e2e_relations import reset, richest, seed
 
 
 def legacy_library(data: Path, sim: Any, count: int) -> list[str]:
@@ -66,3 +68,38 @@ async def test_a_carried_over_library_keeps_what_a_killed_server_answered(kns: A
     assert store["records"] == 3
     assert 0 < (data / "research.db").stat().st_size <= store["database"]["size_bytes"]  # the WAL was folded in at close
     assert store["migration"]["counts"]["papers"] == 3  # told by every later start too
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(300)
+async def test_half_a_surrogate_pair_from_the_citation_api_never_stops_the_saves(kns: Any, tmp_path: Path) -> None:
+    """Issue 42: an abstract of CNKI's citation API ending with ``\\ud83d`` (JSON's escape of half a pair) used
+    to kill the writer thread — every later answer waited 10 s and nothing acknowledged afterwards was on disk.
+    Now the text is cleaned where it enters (U+FFFD), every answer is quick and without STORE_NOT_SAVED, and
+    research.db holds every record the client was told of."""
+    reset(kns)
+    kns.configure(citation_lone_surrogate=True)
+    data = tmp_path / "data"
+    thesis = richest(kns, "DISSERTATION")
+    (ref,) = seed(data, kns, [thesis])
+    times = []
+    async with serve(data, kns) as session:
+        replies = []
+        for relation in ("references", "citing"):
+            began = time.monotonic()
+            replies.append(await session.wait(await session.call("related_papers", {"record_ref": ref, "relation": relation, "limit": 50})))
+            times.append(time.monotonic() - began)
+        began = time.monotonic()
+        listed = await session.call("operation_status", {"limit": 5})
+        times.append(time.monotonic() - began)
+    for reply in (*replies, listed):
+        assert not [w for w in reply.get("warnings", []) if w["code"] == "STORE_NOT_SAVED"], reply
+    assert all(reply["status"] == "completed" for reply in replies), replies
+    assert times[-1] < 5.0, times  # before: 10 s (the wait for a writer that was gone)
+    linked = [p["record_ref"] for reply in replies for p in reply["result"]["papers"] if p["record_ref"]]
+    assert linked
+    on_disk = persisted(data)
+    assert set(linked) <= set(on_disk.papers)  # before: none of them (the writer died on the first)
+    abstracts = [on_disk.papers[r].abstract for r in linked if on_disk.papers[r].abstract]
+    assert abstracts and all(text.endswith("\ufffd") for text in abstracts)
+    assert {op.kind for op in on_disk.operations.values()} >= {"related"}

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from cnki_mcp.app import App
 from cnki_mcp.core import files
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Paper
+from cnki_mcp.core.model import Paper, Quality
 from cnki_mcp.documents.download_files import DownloadRequest, check_target
 from cnki_mcp.pages.parse import parse_detail
 from cnki_mcp.pages.urls import is_site_url, resolve_href
@@ -332,6 +332,35 @@ def test_csv_never_starts_a_cell_with_a_formula(formula: str, tail: str, field: 
     rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
     for cell in rows[1]:
         assert not cell.lstrip(" \t\r\n").startswith(("=", "+", "-", "@")) or cell.startswith("'"), cell
+
+
+UNICODE_FORMULAS = ["\u3000=1+1", "\xa0+1", "\u2003-2+3", "\u200b@SUM(A1)", "\ufeff=1", "\u2028=1", "＝1+1", "＋1", "－2", "＠SUM(A1)", "\u3000＝HYPERLINK(1)"]
+
+
+@pytest.mark.parametrize("formula", UNICODE_FORMULAS)
+@pytest.mark.parametrize("field", ["title", "source", "doi", "url", "authors"])
+def test_csv_quotes_formulas_behind_unicode_spaces_or_in_full_width(formula: str, field: str) -> None:
+    paper = Paper(record_ref="r", title="题名", authors=["张三"], source="法学研究", year=2024)
+    paper = msgspec.structs.replace(paper, **{field: [formula] if field == "authors" else formula})
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(citations.render([paper], "csv").text.lstrip("\ufeff"))))
+    cell = rows[1][list(citations.CSV_COLUMNS).index(field)]
+    assert cell.startswith("'"), cell  # before: left as it was
+
+
+def test_the_issn_cannot_break_out_of_its_bibtex_field_or_ris_line() -> None:
+    quality = Quality(issn="1000-0000}, note = {injected\r\nTY  - JOUR\r\nTI  - forged", observed_at="2026-11-01T00:00:00.000Z")
+    paper = Paper(record_ref="r", title="题名", authors=["张三"], source="法学研究", year=2024, quality=quality)
+    bib = citations.render([paper], "bibtex").text
+    assert "note = {injected" not in bib and bib.count("@") == 1
+    (issn_line,) = [line for line in bib.splitlines() if line.strip().startswith("issn")]
+    assert issn_line.count("{") - issn_line.count("\\{") == issn_line.count("}") - issn_line.count("\\}")
+    for fmt, record_start in (("ris", "TY  - "), ("endnote", "%0 ")):
+        text = citations.render([paper], fmt).text
+        assert sum(line.startswith(record_start) for line in text.splitlines()) == 1, fmt  # before: a forged record
+        assert not any(line.startswith("TI  - forged") for line in text.splitlines())
 
 
 # --- client configs keep the user's other entries -----------------------------------------------------------

@@ -239,3 +239,35 @@ async def test_a_thousand_idle_connections_without_the_token_never_keep_a_real_c
     assert "Traceback" not in text
     assert len(lines) < 40, text[-2000:]
     print(f"real call behind 1,000 idle connections: {FIGURES['real_call_seconds'] * 1000:.0f} ms")
+
+
+def _answers(response: httpx2.Response) -> list[dict[str, object]]:
+    """The JSON-RPC messages of a streamable-HTTP answer (a JSON body or server-sent events)."""
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return [response.json()]
+    return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+
+
+async def test_a_lone_surrogate_in_http_arguments_is_invalid_input(tmp_path: Path) -> None:
+    """JSON over HTTP may escape half a surrogate pair (stdio's line layer refuses such a line): the tool
+    answers INVALID_INPUT naming the field, and the server goes on answering."""
+    data = tmp_path / "data"
+    async with http_server(data) as (url, proc, lines):
+        auth = {**ACCEPT, "authorization": f"Bearer {_token(data)}", "mcp-protocol-version": "2025-06-18"}
+        async with httpx2.AsyncClient(timeout=20) as http:
+            opened = await http.post(url, json=INIT, headers=auth)
+            session = {**auth, "mcp-session-id": opened.headers["mcp-session-id"]}
+            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            answers = []
+            for args in ('{"search_id": "s_\\ud83d"}', '{"search_id": "s_1", "view": "x\\udc00y"}'):
+                body = '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search_results", "arguments": ' + args + "}}"
+                answers.append(_answers(await http.post(url, content=body.encode(), headers=session))[-1])
+            after = await http.post(url, json={"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                                               "params": {"name": "diagnostics", "arguments": {}}}, headers=session)
+        for answer, field in zip(answers, ("search_id", "view")):
+            result = answer.get("result")
+            assert isinstance(result, dict) and result["isError"], answer
+            (error,) = result["structuredContent"]["errors"]
+            assert error["code"] == "INVALID_INPUT" and error["details"]["field"] == field  # before: SEARCH_NOT_FOUND, INVALID_VIEW
+        assert "error" not in _answers(after)[-1]
+    assert proc.returncode == 0, "".join(lines)

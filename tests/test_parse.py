@@ -771,3 +771,10 @@ def test_download_refusal_texts_of_every_generation() -> None:
     for text in ("对不起，本刊只收录题录信息，暂不提供原文下载", "对不起，贵单位没有订购该专辑，请您与贵单位图书馆联系订购！",
                  "产品不在有效期范围之内！", "对不起，您的操作太过频繁！请退出后重新登录。"):
         assert parse_download_refusal(f"<body><p>{text}</p></body>") == text
+
+
+@pytest.mark.parametrize("digits", [16, 29, 40, 4000])
+def test_a_count_of_too_many_digits_is_unsupported_not_a_crash(digits: int) -> None:
+    assert error_of(parse_count, "9" * digits).code == "PARSER_UNSUPPORTED"  # before: decimal.InvalidOperation from 29
+    assert error_of(parse_count, "1" * digits + ".5万").code == "PARSER_UNSUPPORTED"
+    assert parse_count("9" * 15) == 10**15 - 1

@@ -576,8 +576,9 @@ class DroppedEntry(msgspec.Struct, omit_defaults=True):
 class StoreRecovery(msgspec.Struct, omit_defaults=True, kw_only=True):
     """What opening the store left out, and where the original bytes were kept.
 
-    ``kind`` is ``set_aside`` (nothing could be read: the file was renamed) or ``entries_dropped``
-    (the readable entries were loaded; ``dropped`` lists the first of the others).
+    ``kind`` is ``set_aside`` (nothing could be read: the file was renamed), ``entries_dropped``
+    (the readable entries were loaded; ``dropped`` lists the first of the others) or ``foreign`` (a
+    research.db holding what cnki-mcp did not create, set aside and its rows of our own tables carried over).
     """
 
     kind: str
@@ -601,7 +602,7 @@ class SaveState(msgspec.Struct, kw_only=True):
     failing_since: str = ""
     unsaved_since: str = ""
     failed_writes: int = 0
-    cause: str = ""  # of the failing writes: disk_full | read_only | corrupt | io_error
+    cause: str = ""  # of the failing writes: disk_full | read_only | corrupt | io_error | rejected | writer_stopped
 
 
 # Successful downloads per local day before a batch stops (peers stay under about 100 a day); 0 = no cap.

@@ -8,9 +8,11 @@ lower-casing, the exact punctuation set of the title key).
 from __future__ import annotations
 
 import datetime
+import json
 import re
 import unicodedata
 from collections.abc import Iterable
+from typing import Any
 
 # Go's unicode.IsSpace set (what strings.Fields splits on). Python's str.split() would also split on
 # the information separators U+001C–U+001F, which Go keeps.
@@ -23,6 +25,9 @@ _SPACE_CHARS = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".jo
 _TITLE_PUNCT = "—–：:，,；;。！!？?（()）“”「」《》"
 _SPACE_BEFORE_PUNCT = re.compile(f" (?=[{re.escape(_TITLE_PUNCT)}])")
 _SPACE_AFTER_PUNCT = re.compile(f"(?<=[{re.escape(_TITLE_PUNCT)}]) ")
+
+# A UTF-16 surrogate code point: in a Python str it can only be half of a pair JSON's \uXXXX escapes split.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _DOI_PREFIXES = ("https://doi.org/", "http://doi.org/", "doi:")
 
@@ -52,6 +57,36 @@ HAN_RANGES: tuple[tuple[int, int], ...] = (
     (0x30000, 0x3134A),
     (0x31350, 0x323AF),
 )
+
+
+def has_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a surrogate code point (in a Python str: half of a pair, so not valid text)."""
+    return _SURROGATE.search(text) is not None
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with surrogate halves paired into their character and unpaired ones replaced by U+FFFD, so
+    it can be encoded (a lone ``\\ud83d`` in CNKI's JSON would otherwise fail every later save)."""
+    if not has_surrogate(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def clean_strings(value: Any) -> Any:
+    """A decoded JSON value with every string (keys too) passed through :func:`without_lone_surrogates`."""
+    if isinstance(value, str):
+        return without_lone_surrogates(value)
+    if isinstance(value, list):
+        return [clean_strings(item) for item in value]
+    if isinstance(value, dict):
+        return {without_lone_surrogates(key) if isinstance(key, str) else key: clean_strings(item) for key, item in value.items()}
+    return value
+
+
+def loads_site_json(body: str) -> Any:
+    """JSON text from CNKI (an API answer, a value read from a page) decoded with no lone surrogate left in
+    it: where the site's text enters, so nothing unencodable reaches the store. ValueError when not JSON."""
+    return clean_strings(json.loads(body))
 
 
 def is_format_char(char: str) -> bool:

@@ -11,7 +11,6 @@ is accepted.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import unicodedata
@@ -35,6 +34,7 @@ from cnki_mcp.core.model import (
 )
 from cnki_mcp.core.text import (
     clean,
+    loads_site_json,
     normalize,
     source_key,
     strip_source_tail,
@@ -92,17 +92,23 @@ class GridPage(msgspec.Struct):
 # Small value rules shared by grid and detail
 
 _COUNT = re.compile(r"(\d+(?:\.\d+)?)(万?)")
+# More digits than any count CNKI shows (its whole catalogue has under 10⁹ records): not a count we read
+# (29 and more would not even round in Decimal's default precision).
+COUNT_DIGITS = 15
 _YEAR = re.compile(r"(?<!\d)(?:18|19|20|21)\d{2}(?!\d)")
 _ROLE_SUFFIX = re.compile(r"\s*[(（]\s*(?:主编|编著|编译|撰文|执笔|整理|口述|供稿|文|著|编|译|撰|摄|图)\s*[)）]\s*$")
 _TITLE_MARKERS = re.compile(r"(?:\s*(?:附视频|网络首发|MT翻译))+\s*$")
 
 
 def parse_count(text: str) -> int | None:
-    """A count cell: digits with optional decimals and 万; anything else is unknown (None)."""
+    """A count cell: digits with optional decimals and 万; anything else is unknown (None); PARSER_UNSUPPORTED
+    past COUNT_DIGITS digits."""
     value = trim(text.replace(",", "").replace("，", ""))
     match = _COUNT.fullmatch(value)
     if not match:
         return None
+    if len(match[1].partition(".")[0]) > COUNT_DIGITS:
+        raise CnkiError("PARSER_UNSUPPORTED", f"页面上的计数位数过多（{value[:40]}…），不是能读取的计数。", details={"count_text": value[:40]})
     number = Decimal(match[1]) * (10000 if match[2] else 1)
     return int(number.quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
@@ -320,9 +326,9 @@ def _brief_request(root: lxml.html.HtmlElement) -> tuple[str, str]:
     """(Products, View) of the query as the site echoes it in ``#briefRequest``; ("", "") when absent."""
     raw = input_value(root, "#briefRequest")
     try:
-        request = json.loads(raw) if raw else {}
+        request = loads_site_json(raw) if raw else {}
         inner = (request.get("queryJson") or request.get("QueryJson")) if isinstance(request, dict) else None
-        query = json.loads(inner) if isinstance(inner, str) else inner
+        query = loads_site_json(inner) if isinstance(inner, str) else inner
     except ValueError:
         return "", ""
     if not isinstance(query, dict):

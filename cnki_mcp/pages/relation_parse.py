@@ -26,7 +26,7 @@ import msgspec
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.identity import fingerprint
 from cnki_mcp.core.model import Paper
-from cnki_mcp.core.text import clean, normalize, title_key, trim
+from cnki_mcp.core.text import clean, loads_site_json, normalize, title_key, trim
 from cnki_mcp.pages.markup import NON_CONTENT_TAGS, parse_markup, text_of
 from cnki_mcp.pages.parse import year_of
 from cnki_mcp.pages.urls import is_site_url
@@ -139,7 +139,7 @@ def _number(value: Any) -> int | None:
 def read_answer(body: str, database: str) -> Answer:
     """The answer to one request as data; NotData when it is anything else."""
     try:
-        answer = json.loads(body)
+        answer = loads_site_json(body)
     except ValueError:
         raise NotData("回答不是 JSON") from None
     if not isinstance(answer, dict):

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import atomic_replace, make_private_dir
 from cnki_mcp.store import library
+from cnki_mcp.surface.server import lone_surrogate_answer
 
 if TYPE_CHECKING:
     import uvicorn
@@ -214,7 +215,33 @@ class Guard:
             await _plain(send, 401, "需要访问令牌：Authorization: Bearer <令牌>（cnki-mcp config <客户端> --http 输出带令牌的配置）。",
                          [(b"www-authenticate", b'Bearer realm="cnki-mcp"')])
             return
+        if scope.get("method") == "POST":  # a call whose arguments hold half a surrogate pair: INVALID_INPUT
+            body = await _whole_body(receive)
+            if (answer := lone_surrogate_answer(body)) is not None:
+                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": answer})
+                return
+            receive = _replay(body, receive)
         await self.app(scope, receive, send)
+
+
+async def _whole_body(receive: Receive) -> bytes:
+    parts = []
+    while True:
+        message = await receive()
+        parts.append(message.get("body", b""))
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with the body already read given back first."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Any:
+        return pending.pop() if pending else await receive()
+
+    return replayed
 
 
 async def _plain(send: Send, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from cnki_mcp.core.clock import Deadline, poll
 from cnki_mcp.core.errors import BLOCKED_STATUS, CnkiError, net_failure, network_unreachable
+from cnki_mcp.core.text import loads_site_json
 from cnki_mcp.site.cdp import NavigationResult, PageScriptError, Tab
 from cnki_mcp.site.cdp import cdp as cdp_module
 from cnki_mcp.site.remote import Routing
@@ -118,7 +119,7 @@ class PageActions:
             detail = exc.exception.description if exc.exception is not None and exc.exception.description else exc.text
             raise PageScriptError(str(detail))
         value = remote.value
-        return None if value is None else json.loads(self.routing.text(value))
+        return None if value is None else loads_site_json(self.routing.text(value))
 
     async def page_html(self, tab: Tab, timeout: float = CALL_TIMEOUT) -> str:
         html = await self._evaluate(

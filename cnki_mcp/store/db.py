@@ -9,7 +9,9 @@ last field check, known names, the daily download count) are rows of ``meta``.
 Writes go through :class:`Writer`: one thread with its own connection applies what was submitted, in one
 short transaction per batch (the later of two writes of a key wins), commits, and then drops those keys
 from the readers' pending view. Reads use a second connection (WAL: a reader never waits for the writer).
-A batch that fails (disk full, a read-only directory) stays queued and is tried again with back-off.
+A batch that fails (disk full, a read-only directory) stays queued and is tried again with back-off. A
+write that fails by itself (a value that cannot be encoded) is dropped alone and reported; the rest commit.
+Should the thread ever end on its own, every wait returns at once and every answer says so (STORE_NOT_SAVED).
 """
 
 from __future__ import annotations
@@ -46,6 +48,15 @@ RETRY_MAX_SECONDS = 30.0
 RETRY_FIRST_SECONDS = 2.0
 # Pages of the readers' cache (negative: KiB), so a large library does not fill the memory.
 READ_CACHE_KIB = 16384
+# The largest value a row may hold (SQLite's length limit on every connection: a bigger one is not read) and
+# the most a body may decompress to (a 2 MB zlib bomb would otherwise become gigabytes in memory).
+ROW_BYTES = 32 * 1024 * 1024
+BODY_BYTES = 64 * 1024 * 1024
+# The longest one statement of the readers' connection may run (an endless view, a runaway sort's temp file).
+STATEMENT_SECONDS = 20.0
+# The WAL is cut back to this size whenever it is reset (SQLite keeps it at its largest otherwise), and a
+# commit that finds it larger asks for a checkpoint that does not wait for readers.
+WAL_KEEP_BYTES = 4 * 1024 * 1024
 
 _BODY = msgspec.json.Encoder()
 
@@ -54,9 +65,26 @@ def encode_body(value: Any) -> bytes:
     return zlib.compress(_BODY.encode(value), 1)
 
 
+class BodyTooLarge(ValueError):
+    """A body that decompresses past BODY_BYTES (not one we wrote)."""
+
+
 def body_json(blob: bytes) -> bytes:
-    """A stored body as the JSON text of its value."""
-    return zlib.decompress(blob)
+    """A stored body as the JSON text of its value; BodyTooLarge past BODY_BYTES, zlib.error when not zlib."""
+    inflate = zlib.decompressobj()
+    parts, size, rest = [], 0, blob
+    while not inflate.eof:
+        part = inflate.decompress(rest, 1 << 20)  # a megabyte at a time: a bomb stops at the limit
+        rest = inflate.unconsumed_tail
+        if not part and not rest:
+            break  # the stream ends early
+        size += len(part)
+        if size > BODY_BYTES:
+            raise BodyTooLarge(f"a stored value decompresses to more than {BODY_BYTES} bytes")
+        parts.append(part)
+    if not inflate.eof:
+        raise zlib.error("incomplete or truncated stream")
+    return b"".join(parts)
 
 
 # --- schema and migrations ---------------------------------------------------------------------------
@@ -136,18 +164,76 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> list[int]
 
 
 def connect(path: Path, *, read_only: bool = False, wal: bool = True) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit); WAL, full sync, a bounded cache."""
+    """A connection in autocommit mode (transactions are explicit); WAL, full sync, a bounded cache. The
+    file may be anyone's: no function the schema names runs unless SQLite deems it harmless (``trusted_schema``
+    off), and no value longer than ROW_BYTES is read."""
     if read_only:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
     else:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, ROW_BYTES)
+    conn.execute("PRAGMA trusted_schema = OFF")
     conn.execute("PRAGMA busy_timeout = 5000")
     conn.execute(f"PRAGMA cache_size = -{READ_CACHE_KIB}")
     if not read_only:
         if wal:
             conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_KEEP_BYTES}")
         conn.execute("PRAGMA synchronous = FULL")
     return conn
+
+
+def _schema_of(conn: sqlite3.Connection) -> set[tuple[str, str, str, str]]:
+    return {(str(kind), str(name), str(table), str(sql)) for kind, name, table, sql in
+            conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")}
+
+
+def expected_schema(version: int) -> set[tuple[str, str, str, str]]:
+    """Every table, index, view and trigger our migrations create up to ``version``, as sqlite_master lists them."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        migrate(conn, version)
+        return _schema_of(conn)
+    finally:
+        conn.close()
+
+
+def foreign_schema(conn: sqlite3.Connection) -> list[str]:
+    """What the file's schema has that our migrations did not create (a trigger, a view, a table changed or
+    added) or lacks, read from sqlite_master only (nothing of the file runs); [] when it is ours."""
+    version = schema_version(conn)
+    if version > SCHEMA_VERSION:
+        return []  # refused as newer, untouched
+    found, ours = _schema_of(conn), expected_schema(version)
+    problems = [f"{kind} {name} 不是 cnki-mcp 建立的" for kind, name, _table, _sql in sorted(found - ours)]
+    problems += [f"缺少 {kind} {name}" for kind, name, _table, _sql in sorted(ours - found)
+                 if (kind, name) not in {(k, n) for k, n, _t, _s in found}]
+    return problems
+
+
+def oversized_rows(conn: sqlite3.Connection, tables: Sequence[str]) -> list[str]:
+    """Rows of ``tables`` (and meta) with a value longer than ROW_BYTES, which no connection of ours reads."""
+    found = []
+    for table in (*tables, "meta"):
+        columns = [row[0] for row in conn.execute("SELECT name FROM pragma_table_info(?)", (table,))]
+        if not columns:
+            continue  # not there yet (a new file, one of an older schema)
+        total = " + ".join(f"length(CAST({column} AS BLOB))" for column in columns)
+        try:
+            rows = conn.execute(f"SELECT rowid FROM {table} WHERE {total} > ? LIMIT 3", (ROW_BYTES,)).fetchall()
+        except sqlite3.Error as exc:
+            if not _disk_error(exc):  # a value past the limit may be refused even to length()
+                found.append(f"{table}：{exc}")
+            continue  # damaged pages: the start's check tells them
+        found += [f"{table} 第 {rowid} 行超过 {ROW_BYTES // (1024 * 1024)} MB" for (rowid,) in rows]
+    return found
+
+
+def sound_tables(conn: sqlite3.Connection) -> tuple[str, ...]:
+    """The sections whose table is exactly ours (the rows a hostile file's other tables hold are not read)."""
+    ours = {name: sql for kind, name, _table, sql in expected_schema(SCHEMA_VERSION) if kind == "table"}
+    found = {name: sql for kind, name, _table, sql in _schema_of(conn) if kind == "table"}
+    return tuple(table for table in (*TABLES, "meta") if table in found and found[table] == ours.get(table))
 
 
 def quick_check(conn: sqlite3.Connection) -> list[str]:
@@ -170,7 +256,7 @@ def failure_kind(exc: BaseException) -> str:
         return "disk_full"
     if primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_CANTOPEN):
         return "read_only"
-    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_TOOBIG):  # TOOBIG: a row we never wrote
         return "corrupt"
     return "io_error"
 
@@ -196,6 +282,14 @@ def paper_row(paper: Paper) -> tuple[str, tuple[str, ...]]:
     return (title_key(paper.title) if paper.title else ""), tuple(identity_keys(paper))
 
 
+def _stored(value: Any) -> bytes:
+    """``value``'s body, refused (ValueError: that write alone is dropped) past what a reader would read back."""
+    body = encode_body(value)
+    if len(body) > ROW_BYTES:
+        raise ValueError(f"a value of {len(body)} bytes, over the {ROW_BYTES} a row may hold")
+    return body
+
+
 def apply(conn: sqlite3.Connection, puts: Sequence[Put]) -> None:
     """Write ``puts`` in the open transaction of ``conn``."""
     for put in puts:
@@ -204,7 +298,7 @@ def apply(conn: sqlite3.Connection, puts: Sequence[Put]) -> None:
                 conn.execute("DELETE FROM meta WHERE key = ?", (put.key,))
             else:
                 conn.execute(
-                    "INSERT INTO meta (key, body) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET body = excluded.body", (put.key, encode_body(put.body))
+                    "INSERT INTO meta (key, body) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET body = excluded.body", (put.key, _stored(put.body))
                 )
             continue
         if put.table == "papers":
@@ -216,15 +310,21 @@ def apply(conn: sqlite3.Connection, puts: Sequence[Put]) -> None:
             conn.execute(
                 "INSERT INTO papers (key, stamp, title_key, body) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
                 "stamp = excluded.stamp, title_key = excluded.title_key, body = excluded.body",
-                (put.key, put.stamp, put.title_key, encode_body(put.body)),
+                (put.key, put.stamp, put.title_key, _stored(put.body)),
             )
             conn.executemany("INSERT OR IGNORE INTO paper_keys VALUES (?, ?)", [(key, put.key) for key in put.paper_keys])
         else:
             conn.execute(
                 f"INSERT INTO {put.table} (key, stamp, body) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
                 "stamp = excluded.stamp, body = excluded.body",
-                (put.key, put.stamp, encode_body(put.body)),
+                (put.key, put.stamp, _stored(put.body)),
             )
+
+
+def _disk_error(exc: BaseException) -> bool:
+    """An error of the disk or the database (retried), not of one value (SQLITE_TOOBIG, an encoding error)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.Error | OSError) and not (isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_TOOBIG)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -239,8 +339,13 @@ def retry_delay(failures: int) -> float:
 
 
 class SaveFailure(msgspec.Struct):
-    kind: str  # disk_full | read_only | corrupt | io_error
+    kind: str  # disk_full | read_only | corrupt | io_error; rejected (one write dropped) | writer_stopped
     error: str
+
+
+# The kinds of failure that are not the disk's: nothing to retry.
+REJECTED = "rejected"
+WRITER_STOPPED = "writer_stopped"
 
 
 class Writer:
@@ -264,6 +369,7 @@ class Writer:
         self._force = False
         self._stop = False
         self.failure: SaveFailure | None = None
+        self._gone = False  # the thread ended on its own: nothing will be committed any more
         self._next_try = 0.0
         self.pending_since = ""  # when the oldest change not committed yet was submitted
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
@@ -305,8 +411,8 @@ class Writer:
         return self._committed
 
     def settled(self, target: int) -> bool:
-        """Whether every write up to ``target`` is committed, or the writer is failing (the caller is told)."""
-        return self._committed >= target or self.failure is not None
+        """Whether every write up to ``target`` is committed, or the writer is failing or gone (the caller is told)."""
+        return self._committed >= target or self.failure is not None or self._gone
 
     def wait(self, target: int | None = None, timeout: float = 10.0, *, force: bool = False) -> bool:
         """Block until the writes up to ``target`` (all so far) are committed or the writer is failing; with
@@ -373,6 +479,20 @@ class Writer:
         return retry_delay(self._failures)
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - whatever ended it, no one may wait for it any more
+            log.exception("the writer of research.db stopped")
+            failure = SaveFailure(kind=WRITER_STOPPED, error=f"{type(exc).__name__}: {exc}")
+            with self._cond:
+                self._gone = True
+                self.failure = failure
+                self._cond.notify_all()
+                self._wake()
+            with contextlib.suppress(Exception):
+                self._on_result(failure)
+
+    def _loop(self) -> None:
         while True:
             with self._cond:
                 while True:
@@ -390,7 +510,7 @@ class Writer:
                 self._force = False
                 batch = list(self._queue)
                 last = batch[-1][0]
-            result = self._commit([put for _seq, put in batch])
+            result, rejected = self._commit([put for _seq, put in batch])
             with self._cond:
                 self._attempts += 1
                 self._attempted = max(self._attempted, last)
@@ -412,31 +532,63 @@ class Writer:
                 stopping = self._stop
                 self._cond.notify_all()
                 self._wake()
-            self._on_result(result)
+            self._on_result(result or rejected)
             if stopping and result is not None:
                 return  # the last attempt failed: close() says what is lost
 
-    def _commit(self, puts: list[Put]) -> SaveFailure | None:
+    def _commit(self, puts: list[Put]) -> tuple[SaveFailure | None, SaveFailure | None]:
+        """One transaction of ``puts``: (the disk's failure, which leaves them queued; the writes dropped
+        alone because they failed by themselves — each then tried in a savepoint of its own)."""
         latest: dict[tuple[str, str], Put] = {}
         for put in puts:
             latest.pop((put.table, put.key), None)
             latest[(put.table, put.key)] = put
+        rows = list(latest.values())
         began = time.perf_counter()
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                apply(self._conn, list(latest.values()))
-                self._conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-                raise
+                self._transaction(lambda: apply(self._conn, rows))
+                rejected = None
+            except Exception as exc:
+                if _disk_error(exc):
+                    raise
+                rejected = self._transaction(lambda: self._apply_each(rows))  # a value of the batch: find it
         except (sqlite3.Error, OSError) as exc:
             log.error("could not write research.db (will retry): %s", exc)
-            return SaveFailure(kind=failure_kind(exc), error=f"{type(exc).__name__}: {exc}")
+            return SaveFailure(kind=failure_kind(exc), error=f"{type(exc).__name__}: {exc}"), None
         self.commit_ms.append((time.perf_counter() - began) * 1000)
         del self.commit_ms[:-10000]
-        return None
+        return None, rejected
+
+    def _transaction(self, body: Callable[[], SaveFailure | None]) -> SaveFailure | None:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = body()
+            self._conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise
+        return result
+
+    def _apply_each(self, rows: list[Put]) -> SaveFailure | None:
+        """Each row in a savepoint of its own; those that fail by themselves are dropped (logged, and told
+        as one failure of kind ``rejected``)."""
+        dropped: list[str] = []
+        for put in rows:
+            self._conn.execute("SAVEPOINT one")
+            try:
+                apply(self._conn, [put])
+            except Exception as exc:
+                if _disk_error(exc):
+                    raise
+                self._conn.execute("ROLLBACK TO one")  # this value cannot be stored; the others can
+                log.error("dropped a write of %s/%r that cannot be stored: %s", put.table, put.key, exc)
+                dropped.append(f"{put.table}/{put.key!a}: {type(exc).__name__}: {exc}")
+            self._conn.execute("RELEASE one")
+        if not dropped:
+            return None
+        return SaveFailure(kind=REJECTED, error=f"{len(dropped)} 条更改无法保存，已丢弃（{'；'.join(dropped[:3])}）")
 
 
 # --- reads -------------------------------------------------------------------------------------------------
@@ -449,13 +601,19 @@ class Reader:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self._lock = threading.Lock()
+        self._deadline = 0.0
+        # Checked every 10,000 steps of SQLite's machine: a statement past STATEMENT_SECONDS is interrupted, so
+        # nothing in the file (an endless view, a sort spilling gigabytes to a temporary file) holds a call.
+        conn.set_progress_handler(lambda: time.monotonic() > self._deadline, 10000)
 
     def one(self, sql: str, args: Sequence[Any] = ()) -> Any:
         with self._lock, _read_errors():
+            self._deadline = time.monotonic() + STATEMENT_SECONDS
             return self._conn.execute(sql, args).fetchone()
 
     def all(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         with self._lock, _read_errors():
+            self._deadline = time.monotonic() + STATEMENT_SECONDS
             return self._conn.execute(sql, args).fetchall()
 
     def close(self) -> None:

@@ -31,6 +31,7 @@ import sqlite3
 import stat
 import sys
 import threading
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -195,18 +196,18 @@ def peek_store(root: Path) -> StoreData | None:
     try:
         conn = db.connect(path, read_only=True)
         try:
+            if db.foreign_schema(conn):
+                return None  # not read: the next start sets it aside
             meta = dict(conn.execute("SELECT key, body FROM meta").fetchall())
         finally:
             conn.close()
     except sqlite3.Error:
         return None
-    fields = {}
-    for name in ("recent_errors", "last_site_check", "known_names"):
-        if name in meta:
-            fields[name] = msgspec.json.decode(db.body_json(meta[name]))
     try:
+        fields = {name: msgspec.json.decode(db.body_json(meta[name]))
+                  for name in ("recent_errors", "last_site_check", "known_names") if name in meta}
         return msgspec.convert(fields, StoreData)
-    except msgspec.ValidationError:
+    except (ValueError, zlib.error):  # msgspec's errors and BodyTooLarge are ValueErrors
         return None
 
 
@@ -319,6 +320,10 @@ class _Damaged(Exception):
     """research.db failed SQLite's check (or is not a database at all)."""
 
 
+class _Foreign(_Damaged):
+    """research.db holds what we did not create (a trigger, a view, a changed table) or a row too large to read."""
+
+
 class Store:
     """The library of one locked data directory: ``data`` (its sections over research.db), the writer thread
     that commits every change, retention, and what every tool result is told of the store.
@@ -340,7 +345,8 @@ class Store:
         self._meta_json = {name: msgspec.json.encode(getattr(self.data, name)) for name in META_KEYS}
         self.migration: Migration | None = None
         if "migration" in meta:
-            self.migration = msgspec.json.decode(db.body_json(meta["migration"]), type=Migration)
+            with contextlib.suppress(ValueError, zlib.error):  # a record of the past: never worth failing the open
+                self.migration = msgspec.json.decode(db.body_json(meta["migration"]), type=Migration)
         # What opening had to leave out or set aside; told in every tool result of this process.
         self.recovered: list[StoreRecovery] = []
         # What this start's integrity check found (it runs in a thread: check_done).
@@ -373,6 +379,10 @@ class Store:
                 conns = _connect(path)
             except _Damaged as damaged:
                 recovery = migrate.salvage(path, str(damaged))
+                if isinstance(damaged, _Foreign):
+                    lost = [entry for entry in recovery.dropped if entry.section != "database"]  # not the placeholder
+                    recovery = msgspec.structs.replace(recovery, kind="foreign", reason=str(damaged), dropped=lost,
+                                                       dropped_count=recovery.dropped_count if lost else 0)
                 marker.unlink(missing_ok=True)
                 conns = _connect(path)
             store = cls(root, *conns, lock)
@@ -727,6 +737,11 @@ def _connect(path: Path) -> tuple[sqlite3.Connection, sqlite3.Connection]:
     conn: sqlite3.Connection | None = None
     try:
         conn = db.connect(path)
+        # Before anything of the file is used: a schema that is not ours, or a row too large, sets it aside.
+        foreign = db.foreign_schema(conn) or db.oversized_rows(conn, db.present_tables(conn))
+        if foreign:
+            conn.close()
+            raise _Foreign("；".join(foreign[:5]))
         db.migrate(conn)
         reader = db.connect(path)
         reader.execute("PRAGMA query_only = 1")
@@ -763,6 +778,16 @@ def _oldest(stamps: dict[str, str], keep: int) -> list[str]:
 
 
 def _not_saved(path: Path, save: SaveState) -> Problem:
+    details = {"path": str(path), **msgspec.to_builtins(save)}
+    if save.cause == db.REJECTED:
+        message = f"{save.failing_since} 有更改无法写入 {path}（{save.error}）；其余更改照常保存。这类更改来自无法保存的数据，请把这条提示告诉开发者。"
+        return CnkiError("STORE_NOT_SAVED", message, details=details).problem()
+    if save.cause == db.WRITER_STOPPED:
+        message = (
+            f"{path} 的写入线程自 {save.failing_since} 起已停止（{save.error}），之后的更改都只在内存中，不会再保存。"
+            "请重新启动服务；重启前的这些更改会丢失。"
+        )
+        return CnkiError("STORE_NOT_SAVED", message, details=details).problem()
     what = {
         "disk_full": "磁盘已满",
         "read_only": "数据目录或数据库文件只读",
@@ -777,7 +802,6 @@ def _not_saved(path: Path, save: SaveState) -> Problem:
         f"{what}：自 {save.failing_since} 起 {path} 写入失败（{save.error}，已失败 {save.failed_writes} 次），"
         f"{save.unsaved_since or save.failing_since} 以来的更改只在内存中；服务会自动重试。{advice}，保存成功之前不要关闭服务，否则这些更改会丢失。"
     )
-    details = {"path": str(path), **msgspec.to_builtins(save)}
     return CnkiError("STORE_NOT_SAVED", message, details=details).problem()
 
 
@@ -805,6 +829,14 @@ def _probe_writable(root: Path) -> None:
 def _recovery_problem(db_path: Path, recovery: StoreRecovery) -> Problem:
     # The file that was read: research.db, or the research.json of an earlier version on first start.
     research = re.sub(r"\.(unreadable|damaged)-[0-9-]+$", "", recovery.path) or str(db_path)
+    if recovery.kind == "foreign":
+        message = (
+            f"{research} 含有不是 cnki-mcp 建立的内容或无法读取的超大条目（{recovery.reason}），为安全起见没有使用：已改名保留为 "
+            f"{recovery.path}，其中能读出的记录已搬到新的数据库（跳过 {recovery.dropped_count} 个条目）。这个文件可能被其他程序改动过；"
+            "需要找回其中的记录时，请保留它并联系开发者。"
+        )
+        return CnkiError("STORE_CORRUPT", message, details={"path": recovery.path, "reason": recovery.reason,
+                                                            "dropped_count": recovery.dropped_count}).problem()
     if recovery.kind == "set_aside":
         message = (
             f"{research} 无法读取（{recovery.reason}），已改名保留为 {recovery.path}，本次从空的本地数据开始。"

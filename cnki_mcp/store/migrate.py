@@ -279,10 +279,10 @@ def salvage(path: Path, reason: str) -> StoreRecovery:
         return StoreRecovery(kind="set_aside", path=str(target), reason=f"{reason}; {exc}", at=utc_now_iso())
     try:
         try:
-            present = db.present_tables(source)
+            present = db.sound_tables(source)  # only tables exactly ours: a view or a changed table is not read
         except sqlite3.Error:
-            present = TABLES  # the schema itself unreadable: each table is tried (and its loss listed)
-        for table in (*present, "meta"):
+            present = (*TABLES, "meta")  # the schema itself unreadable: each table is tried (and its loss listed)
+        for table in present:
             found, lost = _readable_rows(source, table)
             dropped.extend(lost)
             kind = SECTION_TYPES.get(table)
@@ -290,7 +290,7 @@ def salvage(path: Path, reason: str) -> StoreRecovery:
                 try:
                     value = msgspec.json.decode(body_json(blob), type=kind) if kind else msgspec.json.decode(body_json(blob))
                     rows.append(make_row(table, key, value) if kind else Put("meta", key, value))
-                except (msgspec.DecodeError, ValueError, TypeError, zlib.error) as exc:
+                except (ValueError, TypeError, zlib.error) as exc:  # BodyTooLarge and msgspec's errors are ValueErrors
                     dropped.append(DroppedEntry(section=table, key=str(key), reason=str(exc)))
     finally:
         source.close()
@@ -370,9 +370,11 @@ def dump(path: Path, target: Path) -> dict[str, int]:
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, target)
-    except (OSError, sqlite3.Error) as exc:
+    except (OSError, sqlite3.Error, ValueError, zlib.error) as exc:
         with contextlib.suppress(OSError):
             os.unlink(temp)
+        if isinstance(exc, ValueError | zlib.error):  # a row we never wrote (a zlib bomb, garbage)
+            raise CnkiError("STORE_CORRUPT", f"research.db 中有无法读取的记录（{exc}），未写出 {target}。", details={"path": str(path)}) from exc
         raise CnkiError("DISK_WRITE_FAILED", f"无法写出 {target}：{exc}。", details={"path": str(target)}) from exc
     finally:
         conn.close()

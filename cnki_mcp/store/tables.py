@@ -8,11 +8,13 @@ but not yet committed is read from the writer's pending view, so a write is seen
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import (
     STORE_VERSION,
     Artifact,
@@ -72,7 +74,15 @@ class Table(MutableMapping[str, V], Generic[V]):
             self.stamps = {key: value for key, value in reader.all(f"SELECT key, stamp FROM {name} ORDER BY rowid")}
 
     def decode(self, blob: bytes) -> V:
-        return self._decoder.decode(body_json(blob))
+        """A stored value; STORE_CORRUPT for a body that is not one we wrote (too large once inflated, not
+        zlib, not the section's JSON), so one bad row fails the call that reads it and nothing else."""
+        try:
+            return self._decoder.decode(body_json(blob))
+        except (ValueError, zlib.error) as exc:
+            raise CnkiError(
+                "STORE_CORRUPT", f"本地数据库 research.db 中 {self.name} 的一条记录无法读取（{exc}）。",
+                details={"section": self.name, "reason": str(exc)},
+            ) from exc
 
     def row(self, key: str, value: V) -> Put:
         return make_row(self.name, key, value)
@@ -235,5 +245,5 @@ def _meta(meta: dict[str, bytes], key: str, kind: Any, default: Any) -> Any:
         return default
     try:
         return msgspec.json.decode(body_json(blob), type=kind)
-    except (msgspec.DecodeError, ValueError):
+    except (ValueError, zlib.error):  # msgspec's errors and BodyTooLarge are ValueErrors
         return default

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -69,7 +71,8 @@ from cnki_mcp.core.model import Problem
 from cnki_mcp.surface import elicit
 from cnki_mcp.surface.apps import APP_URI, app_contents, with_app
 from cnki_mcp.surface.tools import ICON, ToolApp, dispatch, listed_tools, parse_arguments
-from cnki_mcp.surface.wire import stdio_streams
+from cnki_mcp.surface.wire import stdio_streams, usable_id
+from cnki_mcp.tools._parse import an_object
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +266,31 @@ def failure(error: CnkiError) -> CallToolResult:
     except (TypeError, ValueError, msgspec.EncodeError):
         log.exception("error details of %s are not serialisable; dropping them", error.code)
         return _result(Failure(errors=[Problem(code=error.code, message=error.message)]), is_error=True)
+
+
+# A JSON escape of a surrogate (``\\ud83d``): only then may a body hold half a pair.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def lone_surrogate_answer(body: bytes) -> bytes | None:
+    """The JSON-RPC answer to an HTTP body that is a ``tools/call`` whose arguments hold half a surrogate pair:
+    the transport's own parser would refuse the whole body (``-32700``, id null), so the call is answered
+    INVALID_INPUT naming the field, as a tool's refusal. None for every other body (the transport reads it)."""
+    if not _SURROGATE_ESCAPE.search(body):
+        return None
+    try:
+        message = json.loads(body)  # Python's parser keeps lone surrogates
+    except (ValueError, RecursionError):
+        return None
+    if not (isinstance(message, dict) and message.get("method") == "tools/call" and usable_id(message.get("id"))):
+        return None
+    params = message.get("params")
+    try:
+        an_object(params.get("arguments") if isinstance(params, dict) else None)
+        return None
+    except CnkiError as exc:
+        result = failure(exc).model_dump(mode="json", by_alias=True, exclude_none=True)
+    return json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}, ensure_ascii=False).encode("utf-8")
 
 
 async def _dispatch(

@@ -2,7 +2,8 @@
 
 ``parse(args_type, validate, raw, validate_first, after)``:
 
-1. ``raw`` must be an object; null on an optional field counts as not given.
+1. ``raw`` must be an object holding no lone surrogate (``\\ud83d`` escaped in JSON: stdio refuses such a line,
+   HTTP decodes it); null on an optional field counts as not given.
 2. Types, unknown and missing fields are checked against the Struct with its rules stripped (``shape``), so
    every structural problem is ``INVALID_INPUT`` whatever field it is in.
 3. The tool's own ``validate_first(args, raw)``, on the converted arguments, for the rules between fields
@@ -33,7 +34,7 @@ import msgspec
 import msgspec.inspect as mi
 
 from cnki_mcp.core.errors import CnkiError, ErrorCode
-from cnki_mcp.core.text import is_blank
+from cnki_mcp.core.text import has_surrogate, is_blank, without_lone_surrogates
 
 Validator = Callable[[Any, dict[str, Any]], None]
 
@@ -103,7 +104,25 @@ def an_object(raw: Any) -> dict[str, Any]:
         return {}
     if not isinstance(raw, dict):
         raise CnkiError("INVALID_INPUT", "参数必须是一个 JSON 对象。")
+    if (found := _lone_surrogate_at(raw, "")) is not None:
+        field = without_lone_surrogates(found)  # a key may hold it too: the message must stay encodable
+        message = f"参数 {field or '名'} 含有不成对的 UTF-16 代理码元（如 \\ud83d），不是有效的文本。请去掉这个字符后重试。"
+        raise CnkiError("INVALID_INPUT", message, details={"field": field})
     return raw
+
+
+def _lone_surrogate_at(value: Any, at: str) -> str | None:
+    """The path of the first string (a value or a key) holding a surrogate code point; None when there is none."""
+    if isinstance(value, str):
+        return at if has_surrogate(value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        path = f"{at}.{key}" if at and isinstance(key, str) else f"{at}[{key}]" if at else str(key)
+        if isinstance(key, str) and has_surrogate(key):
+            return path
+        if (found := _lone_surrogate_at(item, path)) is not None:
+            return found
+    return None
 
 
 def without_nulls(raw: dict[str, Any], kind: type[msgspec.Struct]) -> dict[str, Any]:

@@ -184,6 +184,12 @@ def answer(graph: Graph, path: str, query: dict[str, str], sc: Scenario, epoch: 
     page = [item_json(ref, epoch) for ref in items[offset: offset + size]]
     if sc.citation_api == "bad_shape":
         return 200, "application/json; charset=utf-8", _body({"count": len(items), "list": page})
+    if sc.citation_lone_surrogate:  # JSON may escape half a pair: \ud83d with nothing after it
+        for item in page:
+            for entry in item["metadata"]:
+                if entry["name"] == "AB":
+                    entry["value"] += "\ud83d"
+        return 200, "application/json; charset=utf-8", json.dumps({"code": 200, "message": "success", "data": {"total": len(items), "data": page}})
     return 200, "application/json; charset=utf-8", _body({"total": len(items), "data": page})
 
 

@@ -142,6 +142,8 @@ class Scenario:
     anonymous_slider: bool = False  # a session without any login is sent to the blockPuzzle slider on kns pages
     # issue 39, abroad: the overseas site (abroad.py)
     oversea: str = ""  # "" off | an overseas host (oversea.cnki.net, chn.oversea.cnki.net): kns/navi/www requests 302 there
+    # store hardening (issue 42)
+    citation_lone_surrogate: bool = False  # every abstract of the citation API ends with half a surrogate pair (\ud83d)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from typing import Any
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper
+from cnki_mcp.core.text import is_format_char
 from cnki_mcp.core.tool_args import TEMPLATE_FIELDS
 from cnki_mcp.references.citations._common import (
     AUTHOR_PLACEHOLDER,
@@ -116,7 +117,7 @@ def bibtex(papers: list[Paper]) -> str:
             ("type", tex_escape(genre(paper, kind)) if kind.key == "thesis" else ""),
             ("note", "网络首发" if kind.key == "online_first" else ""),
             ("doi", _tex_url(paper.doi)),
-            ("issn", issn(paper)),
+            ("issn", tex_escape(issn(paper))),
             ("url", _tex_url(paper.url)),
             ("abstract", tex_escape(paper.abstract)),
             ("keywords", tex_escape(", ".join(k.strip() for k in paper.keywords if k.strip()))),
@@ -162,7 +163,7 @@ _ENDNOTE_CLOSING = _ClosingTags("%9", "%R", "%@", "%U", "%X", "%K", "%L", "%Z")
 
 def _closing(paper: Paper, kind: DocType, tags: _ClosingTags) -> list[tuple[str, str]]:
     """A tagged record's last lines: genre, DOI, ISSN, URL, abstract, one line per keyword, CLC, the online-first note."""
-    lines = [(tags.genre, genre(paper, kind)), (tags.doi, _clean(paper.doi)), (tags.issn, issn(paper))]
+    lines = [(tags.genre, genre(paper, kind)), (tags.doi, _clean(paper.doi)), (tags.issn, _clean(issn(paper)))]
     lines += [(tags.url, _clean(paper.url)), (tags.abstract, _clean(paper.abstract))]
     lines += [(tags.keyword, _clean(k)) for k in paper.keywords if k.strip()]
     lines.append((tags.clc, _clean(clc_text(paper))))
@@ -221,13 +222,16 @@ def json_text(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2)
 
 
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# What a spreadsheet may read as the start of a formula; the full-width forms too (an IME turns them into
+# the ASCII ones, and some spreadsheets do when they read the cell).
+_FORMULA_CHARS = "=+-@＝＋－＠"
 
 
 def csv_cell(value: str) -> str:
-    """A spreadsheet opens cells starting with = + - @ (also after tabs/CRs) as formulas: quote them."""
-    stripped = value.lstrip(" \t\r\n")
-    if value.startswith(_FORMULA_START) or stripped.startswith(_FORMULA_START[:4]):
+    """A spreadsheet opens cells starting with = + - @ (also full-width, and after any spaces, tabs, CRs or
+    invisible format characters) as formulas: quote them."""
+    start = next((char for char in value if not (char.isspace() or is_format_char(char))), "")
+    if value.startswith(("\t", "\r")) or (start and start in _FORMULA_CHARS):
         return "'" + value
     return value
 
