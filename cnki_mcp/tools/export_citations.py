@@ -17,8 +17,12 @@ from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Offset, WithSearchScope, choice, documents_given
 
 EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
+# CNKI's own tagged formats, read by bibliometric tools (CiteSpace): with search_id they take every candidate,
+# and saved to a file, all of them in that one file.
+WHOLE_SET_FORMATS = ("refworks", "noteexpress")
 _REFERENCES_OF = "导出这篇文献（record_ref）的参考文献表：先用 related_papers 读取过；知网没有链接到记录的条目原样列在 unlinked 中"
 _OFFSET = f"配合 search_id：从第几篇开始导出，默认 0；一次最多导出 {EXPORT_MAX} 篇，结果的 next_offset 给出下一批的起点"
+_SEARCH_ID = f"导出某次检索的结果（每次最多 {EXPORT_MAX} 篇；refworks/noteexpress 默认全部候选，给 filename 时全部存入一个文件）"
 _TEMPLATE = f"format=custom 时的模板，占位符有 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；字面花括号写成 {{{{ }}}}"
 
 
@@ -26,7 +30,7 @@ class Args(ToolArgs):
     record_refs: Annotated[list[str], Meta(description=f"要导出的 record_ref 列表，最多 {EXPORT_MAX} 个")] = []
     references_of: Annotated[str, Meta(description=_REFERENCES_OF)] = ""
     titles: Annotated[list[str], Meta(description=f"完整题名列表，会访问知网定位并读取详情，最多 {BATCH_MAX} 个")] = []
-    search_id: Annotated[str, Meta(description=f"导出某次检索的结果（每次最多 {EXPORT_MAX} 篇）")] = ""
+    search_id: Annotated[str, Meta(description=_SEARCH_ID)] = ""
     scope: WithSearchScope = "selected"
     offset: Annotated[Offset, Meta(description=_OFFSET)] = 0
     format: Annotated[CitationFormat, choice("INVALID_FORMAT", f"{'、'.join(CITATION_FORMATS)}；默认 gbt7714")] = "gbt7714"
@@ -64,7 +68,9 @@ def validate_first(args: Any, raw: dict[str, Any]) -> None:
 
 
 def validate(args: Args, raw: dict[str, Any]) -> None:
-    """A custom format's template, the file's name."""
+    """A custom format's template, the file's name; CNKI's tagged formats take a search's candidates by default."""
+    if args.format in WHOLE_SET_FORMATS and "scope" not in raw:
+        args.scope = "candidates"
     if args.format == "custom":
         if not args.template:
             raise CnkiError("INVALID_TEMPLATE", "format=custom 需要 template，例如 {authors}. {title}[J]. {journal}, {year}.", details={"field": "template"})
@@ -91,7 +97,9 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
         refs += listed
     if args.search_id:
         entries = scoped(stored_search(store, args.search_id), args.scope)
-        part = ExportPart(args.search_id, args.offset, min(args.offset + EXPORT_MAX, len(entries)), len(entries))
+        whole = args.format in WHOLE_SET_FORMATS and bool(args.filename)
+        end = len(entries) if whole else min(args.offset + EXPORT_MAX, len(entries))
+        part = ExportPart(args.search_id, args.offset, end, len(entries))
         refs += [e.record_ref for e in entries[part.start : part.end]]
     if args.filename:
         refuse_existing(store.exports_dir / args.filename, "请换一个文件名")
