@@ -72,11 +72,12 @@ def refworks(papers: list[Paper]) -> str:
 
 def _noteexpress_record(paper: Paper, kind: DocType) -> list[tuple[str, str]]:
     rows = [("Reference Type", _NOTEEXPRESS_TYPE.get(kind.key, "Journal Article"))]
+    rows += [("Title", paper.title), ("Author", _joined(paper.authors, trailing=True))]
     if kind.csl == "thesis":
-        rows += [("Type of Work", _DEGREE.get(kind.key, "")), ("Title", paper.title)]
-        rows += [("Author", _joined(paper.authors, trailing=True)), ("Publisher", paper.source)]
+        rows += [("Publisher", paper.source), ("Type of Work", _DEGREE.get(kind.key, ""))]
+    elif kind.key == "newspaper":
+        rows += [("Secondary Title", paper.source), ("Date", paper.publication_date.split(" ")[0])]
     else:
-        rows += [("Title", paper.title), ("Author", _joined(paper.authors, trailing=True))]
         rows += [("Author Address", _joined(paper.institutions, trailing=True))]
         rows += [("Secondary Title" if kind.key == "conference" else "Journal", paper.source)]
     rows += [("Year", _year(paper)), ("Volume", paper.volume), ("Issue", paper.issue), ("Pages", paper.pages)]
