@@ -97,6 +97,6 @@ async def find_in_library(getter: Getter, papers: list[Paper]) -> LibraryCheck:
 def unchecked_warning(why: str) -> str:
     return (
         f"没有检查整个 Zotero 文库里是否已有这些文献（{why}）；只避免了本次运行中向同一分类重复保存。"
-        "要按 DOI 或题名+年份查重，请在 Zotero 设置的“高级”中勾选允许本机其他应用与 Zotero 通信（本地 API）。"
+        "要按 DOI 或题名+年份查重，请在 Zotero 设置的“高级”中勾选“允许此计算机上的其他应用程序与 Zotero 通讯”（本地 API）。"
     )
 
