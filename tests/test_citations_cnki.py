@@ -107,3 +107,16 @@ def test_every_fixture_record_is_one_block(fmt: str) -> None:
     text = render(papers, fmt).text
     marker = "RT " if fmt == "refworks" else "{Reference Type}: "
     assert sum(1 for line in text.split("\r\n") if line.startswith(marker)) == len(papers)
+
+
+@pytest.mark.parametrize("fmt, raw_scope, scope", [
+    ("refworks", None, "candidates"), ("noteexpress", None, "candidates"), ("refworks", "selected", "selected"),
+    ("ris", None, "selected"),
+])
+def test_cnki_formats_take_a_searchs_candidates_unless_a_scope_is_given(fmt: str, raw_scope: str | None, scope: str) -> None:
+    from cnki_mcp.tools import export_citations
+
+    raw = {"search_id": "op_1", "format": fmt} | ({"scope": raw_scope} if raw_scope else {})
+    args = export_citations.Args(search_id="op_1", format=fmt, scope=raw_scope or "selected")  # type: ignore[arg-type]
+    export_citations.validate(args, raw)
+    assert args.scope == scope

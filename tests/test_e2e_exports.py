@@ -8,6 +8,7 @@ The real MCP client over stdio, ``python -m cnki_mcp serve``, a real headless Ch
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -33,14 +34,19 @@ WIDE = {"op": "and", "items": [
 
 async def test_a_40_paper_search_as_cnki_refworks_read_back_record_by_record(kns: KnsSimulator, isolated_data_dir: Path) -> None:
     async with serve(isolated_data_dir, kns) as session:
-        found = await session.wait(await session.call("structured_search", {
-            "expression": WIDE, "limit": 10, "options": {"candidate_target": 40, "freshness": "live", "metadata": "basic"}}))
+        titles = [p.title for p in kns.corpus.papers]
+        plain = [p for p in kns.corpus.papers if p.is_journal and titles.count(p.title) == 1 and re.fullmatch(r"\w+", p.title)]
+        forty = [p for p in plain if not any(p.title != q.title and p.title in q.title for q in kns.corpus.papers)][:40]
+        expression = "TI=(" + "+".join(f"'{p.title}'" for p in forty) + ")"
+        found = await session.wait(await session.call("expert_search", {
+            "expression": expression, "limit": 40, "options": {"freshness": "live", "metadata": "basic"}}))
         assert found["status"] == "completed", found
         search_id = found["result"]["search_id"]
         listed = await session.call("search_results", {
             "search_id": search_id, "scope": "candidates", "view": "records", "limit": 100})
         records = [row["record"] for row in listed["results"]]
-        assert len(records) == found["result"]["candidate_count"] >= 40, found["result"]
+        assert len(records) == found["result"]["candidate_count"] == 40, found["result"]
+        assert {r["title"] for r in records} == {p.title for p in forty}
         # Three of them read in full: their keywords and affiliations come with the detail page.
         detailed = await session.wait(await session.call("get_metadata", {"record_refs": [r["record_ref"] for r in records[:3]]}))
         assert detailed["status"] == "completed", detailed
@@ -48,7 +54,7 @@ async def test_a_40_paper_search_as_cnki_refworks_read_back_record_by_record(kns
         records = [full.get(r["record_ref"], r) for r in records]
         assert all(len(r["keywords"]) > 1 for r in records[:3])
 
-        # No scope given: CNKI's formats take every candidate, not only the selected, into one file.
+        # No scope given: CNKI's formats take every candidate (not only the selected), all in one file.
         exported = await session.call("export_citations", {
             "search_id": search_id, "format": "refworks", "filename": "download_cnki.txt"})
         data = exported["data"]
@@ -66,6 +72,10 @@ async def test_a_40_paper_search_as_cnki_refworks_read_back_record_by_record(kns
             assert block["JF" if "PB" not in block else "PB"] == [record["source"]]
 
         # The selected ones only, when asked; and NoteExpress likewise, one block per record.
+        # A name CiteSpace's conversion would pass over is told so.
+        elsewhere = await session.call("export_citations", {"search_id": search_id, "format": "refworks", "filename": "cnki.txt"})
+        assert any("download" in w for w in elsewhere["data"]["warnings"]), elsewhere
+
         chosen = found["result"]["selected_count"]
         selected = await session.call("export_citations", {"search_id": search_id, "format": "noteexpress", "scope": "selected"})
         assert selected["data"]["count"] == chosen
