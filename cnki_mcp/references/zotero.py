@@ -257,7 +257,7 @@ class ZoteroSaves:
                 row.status = "already_saved"
             else:
                 papers.append(paper)
-        check = LibraryCheck({}, "按要求允许重复保存，未查重") if duplicates else await find_in_library(connector, papers)
+        check = LibraryCheck({}) if duplicates else await find_in_library(connector, papers)
         for ref, keys in check.matches.items():
             rows[ref].status, rows[ref].zotero_keys = "already_in_library", keys
         papers = [paper for paper in papers if paper.record_ref not in check.matches]
