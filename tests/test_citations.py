@@ -120,10 +120,10 @@ GOLDEN = {
 # --- formats and shape ------------------------------------------------------------------------
 
 
-def test_formats_are_the_contracts_thirteen_and_the_two_gbt_additions() -> None:
+def test_formats_are_the_contracts_thirteen_the_two_gbt_additions_and_cnkis_two() -> None:
     assert FORMATS == (
         "gbt7714", "gbt7714_2025", "gbt7714_author_date", "apa", "mla", "chicago", "vancouver", "bibtex", "ris", "endnote",
-        "csl_json", "json", "csv", "markdown", "custom",
+        "csl_json", "json", "csv", "markdown", "custom", "refworks", "noteexpress",
     )
 
 

@@ -28,10 +28,11 @@ UNREACHED = Problem(code="NETWORK_UNREACHABLE", message="连不上知网", detai
 
 
 async def test_an_operation_that_failed_is_an_error_with_its_structured_content_unchanged() -> None:
+    spent = {"requests": 3, "active_seconds": 1.5, "budget": {"max_requests": 90, "timeout_seconds": 300}}  # always in a view
     views = {
-        "op_failed": {"operation_id": "op_failed", "kind": "search", "status": "failed", "errors": [{"code": "NETWORK_UNREACHABLE", "message": "连不上知网"}]},
-        "op_partial": {"operation_id": "op_partial", "kind": "search", "status": "partial", "errors": [{"code": "RATE_LIMITED", "message": "限流"}]},
-        "op_running": {"operation_id": "op_running", "kind": "search", "status": "running"},
+        "op_failed": {"operation_id": "op_failed", "kind": "search", "status": "failed", **spent, "errors": [{"code": "NETWORK_UNREACHABLE", "message": "连不上知网"}]},
+        "op_partial": {"operation_id": "op_partial", "kind": "search", "status": "partial", **spent, "errors": [{"code": "RATE_LIMITED", "message": "限流"}]},
+        "op_running": {"operation_id": "op_running", "kind": "search", "status": "running", **spent},
     }
 
     async def answer(tool: str, args: Any, ctx: Any) -> Any:

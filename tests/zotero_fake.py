@@ -8,10 +8,17 @@ Written from how Zotero's connector endpoints behave (request shapes, status cod
 - ``POST /connector/saveItems`` ``{sessionID, items}``: a session id already known is 409
   ``SESSION_EXISTS``; a read-only library 500 ``{libraryEditable: false}``; an item that cannot be saved
   fails the whole batch with 500 (nothing kept from it); else 201 and the items go to the current target.
-- ``POST /connector/updateSession`` ``{sessionID, target, tags}``: 400 ``SESSION_ID_NOT_PROVIDED`` /
+  An item's ``notes`` (``[{note: html}]``) become its child notes (Zotero 7 and 8 alike).
+- ``POST /connector/updateSession`` ``{sessionID, target, tags, note}``: 400 ``SESSION_ID_NOT_PROVIDED`` /
   ``SESSION_NOT_FOUND`` / ``COLLECTION_NOT_FOUND``; no ``target`` is 500 (Zotero indexes it unchecked);
-  else the session's items move to ``target`` and their tags become the comma-separated ``tags`` (none
-  when it is absent); 200 ``{}``. Every body is kept in ``updates``, in order.
+  else the session's items move to ``target`` and their tags become ``tags`` (none when it is absent);
+  200 ``{}``. By ``major`` version: 7 splits ``tags`` as a comma-separated string (an array throws: 500)
+  and ignores ``note``; 8 takes a string or an array, and adds ``note`` as a child note of every item of
+  the session. Every body is kept in ``updates``, in order.
+- ``GET /api/users/0/items?q=…&qmode=…`` (the local API, Zotero 7+): 403 "Local API is not enabled" unless
+  ``local_api``; a ``Zotero-API-Version`` other than 3 is 501; else every item of the library (``existing``
+  and those saved) that the quick search finds: ``titleCreatorYear`` (title, creators, year) or
+  ``everything`` (any field), case-insensitive "contains", as ``[{key, version, library, data}]``.
 - ``POST /connector/saveAttachment``: body = file bytes, ``Content-Type`` its type, ``X-Metadata`` JSON
   ``{parentItemID, title, url, sessionID}``: 400 ``METADATA_NOT_PROVIDED`` / ``SESSION_ID_NOT_PROVIDED`` /
   ``SESSION_NOT_FOUND``; files not editable → 200 "Library files are not editable."; else 201.
@@ -34,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 ENDLESS_SECONDS = 60.0
 
@@ -44,11 +52,16 @@ class Saved:
     target: str
     tags: list[str] = field(default_factory=list)
     attachments: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # child notes (HTML)
+    key: str = ""
 
 
 class FakeZotero:
-    def __init__(self, collections: list[tuple[int, str, int]] | None = None) -> None:
-        """``collections``: (id, name, level) in tree order under My Library (level 1 = top)."""
+    def __init__(self, collections: list[tuple[int, str, int]] | None = None, major: int = 7, local_api: bool = False) -> None:
+        """``collections``: (id, name, level) in tree order under My Library (level 1 = top); ``major``: Zotero 7 or
+        8 (see the module's text); ``local_api``: the person enabled the local API in Zotero's settings."""
+        self.major = major
+        self.local_api = local_api
         self.collections = collections or [(1, "法学", 1), (2, "2024", 2), (3, "经济学", 1), (4, "2024", 2)]
         self.selected: int | None = None  # the collection selected in Zotero's pane (None: the library)
         self.editable = True
@@ -56,6 +69,7 @@ class FakeZotero:
         self.fail_titles: set[str] = set()  # items that make saveItems fail
         self.sessions: dict[str, list[Saved]] = {}
         self.items: list[Saved] = []
+        self.searches: list[dict[str, str]] = []  # local API queries as asked
         self.requests: list[tuple[str, str]] = []  # (method, path)
         self.updates: list[dict[str, Any]] = []  # updateSession bodies as sent
         self.hostile = ""  # "" | endless | not_zotero | garbage_201 | int_targets (see the module's text)
@@ -78,6 +92,12 @@ class FakeZotero:
 
     def current(self) -> str:
         return f"C{self.selected}" if self.selected else "L1"
+
+    def add_existing(self, data: dict[str, Any], target: str = "C3") -> str:
+        """An item already in the library (saved by the person earlier); its key."""
+        saved = Saved(item=data, session="", target=target, key=f"OLD{len(self.items):05d}")
+        self.items.append(saved)
+        return saved.key
 
     def by_title(self, title: str) -> list[Saved]:
         return [saved for saved in self.items if saved.item.get("title") == title]
@@ -106,7 +126,8 @@ class FakeZotero:
             del self.sessions[session]  # Zotero removes the session of a failed save
             return 500, None
         for item in items:
-            saved = Saved(item=item, session=session, target=self.current())
+            notes = [str(n.get("note") if isinstance(n, dict) else n) for n in item.get("notes") or []]
+            saved = Saved(item=item, session=session, target=self.current(), notes=notes, key=f"NEW{len(self.items):05d}")
             self.sessions[session].append(saved)
             self.items.append(saved)
         return 201, None
@@ -123,10 +144,35 @@ class FakeZotero:
         target = str(data["target"])
         if target.startswith("C") and int(target[1:]) not in {i for i, _, _ in self.collections}:
             return 400, {"error": "COLLECTION_NOT_FOUND"}
-        tags = [t.strip() for t in str(data.get("tags") or "").split(",") if t.strip()]
+        raw = data.get("tags") or ""
+        if isinstance(raw, list) and self.major < 8:
+            return 500, None  # Zotero 7 calls split() on it
+        tags = [t.strip() for t in (raw if isinstance(raw, list) else str(raw).split(",")) if t.strip()]
         for saved in self.sessions[session]:
             saved.target, saved.tags = target, tags
+            if self.major >= 8 and data.get("note"):
+                saved.notes.append(str(data["note"]))
         return 200, {}
+
+    def local_items(self, query: dict[str, str], version: str | None) -> tuple[int, Any]:
+        if not self.local_api:
+            return 403, "Local API is not enabled"
+        if version not in (None, "3"):
+            return 501, f"API version not implemented: {version}"
+        self.searches.append(query)
+        q, mode = query.get("q", "").casefold(), query.get("qmode") or "titleCreatorYear"
+        found = []
+        for saved in self.items:
+            data = saved.item
+            if mode == "everything":
+                text = json.dumps(data, ensure_ascii=False)
+            else:
+                names = " ".join(f"{c.get('firstName', '')} {c.get('lastName', '')}" for c in data.get("creators") or [])
+                text = f"{data.get('title', '')} {names} {str(data.get('date', ''))[:4]}"
+            if q in text.casefold():
+                found.append({"key": saved.key, "version": 1, "library": {"type": "user", "id": 0},
+                              "data": {**data, "key": saved.key}})
+        return 200, found
 
     def save_attachment(self, headers: Any, body: bytes) -> tuple[int, Any]:
         if self.hostile == "garbage_201":
@@ -180,8 +226,13 @@ class FakeZotero:
 
             def do_GET(self) -> None:  # noqa: N802
                 fake.requests.append(("GET", self.path))
+                url = urlsplit(self.path)
                 if fake.hostile == "endless":
                     self._endless()
+                elif url.path == "/api/users/0/items":
+                    with fake.lock:
+                        query = dict(parse_qsl(url.query))
+                        self._send(*fake.local_items(query, self.headers.get("Zotero-API-Version")))
                 elif fake.hostile == "not_zotero" and self.path == "/connector/ping":
                     self._send(200, "<html><title>Jupyter</title></html>")
                 elif self.path == "/connector/ping":

@@ -12,6 +12,7 @@ import msgspec
 
 from cnki_mcp.core.source_filters import SourceFindings
 from cnki_mcp.core.watch_model import Watch
+from cnki_mcp.core.zotero_model import ZoteroNote
 
 STORE_VERSION = 5
 PARSER_VERSION = "6"
@@ -824,11 +825,13 @@ class ZoteroItem(msgspec.Struct, omit_defaults=True, kw_only=True):
     """One record of save_to_zotero's answer, in the order asked."""
 
     record_ref: str
-    status: str = ""  # saved | already_saved | failed
+    status: str = ""  # saved | already_saved | already_in_library | failed
     title: str = ""
     item_type: str = ""
+    zotero_keys: list[str] = []  # already_in_library: the library's items it matched (DOI, or title and year)
     error: Problem | None = None
     attachment: ZoteroAttachment | None = None
+    note: ZoteroNote | None = None
 
 
 class ZoteroTarget(msgspec.Struct):
@@ -841,4 +844,6 @@ class ZoteroReply(msgspec.Struct, omit_defaults=True, kw_only=True):
     target: ZoteroTarget
     items: list[ZoteroItem]
     summary: dict[str, int]
+    library_checked: bool = False  # Zotero's local API answered: the whole library was looked at for these records
+    warnings: list[str] = []
     errors: list[Problem] = []

@@ -67,6 +67,8 @@ CitationFormat = Literal[
     "csv",
     "markdown",
     "custom",
+    "refworks",
+    "noteexpress",
 ]
 CITATION_FORMATS: tuple[str, ...] = get_args(CitationFormat)
 # The formats written as prose: the styles check_references can correct an entry into.

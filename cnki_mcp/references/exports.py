@@ -65,6 +65,9 @@ async def write_export(
     with_unlinked(result, unlinked or [])
     if unknown:
         result.warnings.append(f"本地没有这些记录，未导出：{'、'.join(unknown[:10])}。")
+    if args.format == "refworks" and args.filename and not args.filename.lower().startswith("download"):
+        # CiteSpace's CNKI conversion only picks up files whose names begin with "download".
+        result.warnings.append("CiteSpace 的知网格式转换只读取以 download 开头的文件；用于 CiteSpace 时请改名为 download_….txt。")
     if part is not None:
         result.search_total = part.total
         if part.end < part.total:

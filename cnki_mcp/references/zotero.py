@@ -24,8 +24,12 @@ Every read from the connector is bounded in size (``ANSWER_MAX``) and time, on t
 left reading after a timeout): whoever binds the port while Zotero is closed cannot flood the server. An
 answer that is not the connector's (garbage, a ``201`` with a body that is not JSON) is never a success.
 
-A record already saved to the same target by this server process is not sent again. Nothing is
-ever downloaded here: an attachment is the download ledger's file, when it is there and unchanged.
+A record already saved to the same target by this server process is not sent again; one already anywhere in
+the library (by DOI, or title and year, asked of Zotero's local API when the person has enabled it: see
+zotero_library) is ``already_in_library`` and not sent unless duplicates are asked for. A record's note goes
+with its item in ``saveItems`` (``notes``), which Zotero 7 and 8 both store as a child note; updateSession's
+``note`` (8 only, one note for every item of the session) is never used. Nothing is ever downloaded here: an
+attachment is the download ledger's file, when it is there and unchanged.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, Paper, ZoteroAttachment, ZoteroItem, ZoteroReply, ZoteroTarget
 from cnki_mcp.core.tool_args import ZOTERO_MAX
+from cnki_mcp.core.zotero_model import ZoteroNote
 from cnki_mcp.documents.download_files import unchanged
 from cnki_mcp.documents.local_read import ledger_entry
 from cnki_mcp.references.zotero_items import (
@@ -52,6 +57,7 @@ from cnki_mcp.references.zotero_items import (
     item_type,
     zotero_item,
 )
+from cnki_mcp.references.zotero_library import LibraryCheck, find_in_library, unchecked_warning
 from cnki_mcp.store.library import Store
 
 DEFAULT_URL = "http://127.0.0.1:23119"
@@ -137,6 +143,10 @@ class Connector:
         except (TimeoutError, OSError, ValueError, httpx2.HTTPError) as exc:
             raise _unavailable(self.base, type(exc).__name__ if not str(exc) else str(exc)[:120]) from None
 
+    async def get_json(self, path: str, headers: dict[str, str]) -> tuple[int, Any]:
+        answer = await self.call(path, None, headers)
+        return answer.status, answer.json()
+
     async def post_json(self, path: str, payload: Any) -> Answer:
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         return await self.call(path, body, {"Content-Type": "application/json"})
@@ -216,7 +226,8 @@ class ZoteroSaves:
         self.saved: set[tuple[str, str]] = set()  # (target, record_ref)
 
     async def save(
-        self, store: Store, refs: list[str], *, collection: str, attach: bool, tags: list[str]
+        self, store: Store, refs: list[str], *, collection: str, attach: bool, tags: list[str],
+        notes: dict[str, str] | None = None, duplicates: bool = False,
     ) -> ZoteroReply:
         refs = list(dict.fromkeys(refs))
         if len(refs) > ZOTERO_MAX:
@@ -246,7 +257,12 @@ class ZoteroSaves:
                 row.status = "already_saved"
             else:
                 papers.append(paper)
-        for paper, session, error in await self._save_items(connector, papers, session_update):
+        check = LibraryCheck({}) if duplicates else await find_in_library(connector, papers)
+        for ref, keys in check.matches.items():
+            rows[ref].status, rows[ref].zotero_keys = "already_in_library", keys
+        papers = [paper for paper in papers if paper.record_ref not in check.matches]
+        notes = {ref: text for ref, text in (notes or {}).items() if text.strip()}
+        for paper, session, error in await self._save_items(connector, papers, session_update, notes):
             row = rows[paper.record_ref]
             if error is not None:
                 row.error = error.problem()
@@ -257,15 +273,23 @@ class ZoteroSaves:
             self.saved.add((target, paper.record_ref))
             if attach:
                 row.attachment = await _attach(connector, store, paper, session)
-        return _reply(list(rows.values()), target, place)
+        warnings = [] if duplicates or not check.unchecked else [unchecked_warning(check.unchecked)]
+        for ref in notes:
+            if ref in rows:
+                rows[ref].note = _note(rows[ref])
+            else:
+                warnings.append(f"笔记对应的 {ref} 不在这次要保存的文献中，未存入。")
+        reply = _reply(list(rows.values()), target, place)
+        reply.library_checked, reply.warnings = not duplicates and not check.unchecked, warnings
+        return reply
 
     async def _save_items(
-        self, connector: Connector, papers: list[Paper], update: _SessionUpdate
+        self, connector: Connector, papers: list[Paper], update: _SessionUpdate, notes: dict[str, str]
     ) -> list[tuple[Paper, str, CnkiError | None]]:
-        """Every paper with the session it was saved in, or why not: one batch, then one by one."""
+        """Every paper (with its note) and the session it was saved in, or why not: one batch, then one by one."""
         if not papers:
             return []
-        session, answer = await _save(connector, papers)
+        session, answer = await _save(connector, papers, notes)
         if answer.created():
             problem = await _update(connector, session, update)
             return [(paper, session, problem) for paper in papers]
@@ -274,7 +298,7 @@ class ZoteroSaves:
             return [(papers[0], session, _failure(answer, "这条记录"))]
         out = []
         for paper in papers:
-            out += await self._save_items(connector, [paper], update)
+            out += await self._save_items(connector, [paper], update, notes)
         return out
 
 
@@ -284,13 +308,12 @@ def _read_only(answer: Answer) -> None:
         raise CnkiError("ZOTERO_READ_ONLY", "Zotero 当前选中的文库是只读的；请在 Zotero 里选中“我的文库”或可编辑的分类后重试。")
 
 
-async def _save(connector: Connector, papers: list[Paper]) -> tuple[str, Answer]:
+async def _save(connector: Connector, papers: list[Paper], notes: dict[str, str]) -> tuple[str, Answer]:
     """``saveItems`` in a new session (a session id Zotero already has is tried once more with another)."""
+    items = [zotero_item(paper, notes.get(paper.record_ref, "")) for paper in papers]
     for _ in range(2):
         session = secrets.token_hex(8)
-        answer = await connector.post_json(
-            "/connector/saveItems", {"sessionID": session, "items": [zotero_item(paper) for paper in papers]}
-        )
+        answer = await connector.post_json("/connector/saveItems", {"sessionID": session, "items": items})
         if answer.status != 409:
             return session, answer
     return session, answer
@@ -323,6 +346,20 @@ async def _update(connector: Connector, session: str, update: _SessionUpdate) ->
         return None
     return CnkiError("ZOTERO_SESSION_FAILED", f"条目已存入 Zotero，但没能放进指定分类或加上标签：HTTP {answer.status} {answer.words}",
                      details={"status": answer.status})
+
+
+_NOTE_LOST = {
+    "already_saved": "本次运行已把这篇存入同一分类，没有再存，笔记也未存入；请在 Zotero 里给已有条目添加笔记。",
+    "already_in_library": "文库中已有这篇（见 zotero_keys），没有再存，笔记也未存入；请在 Zotero 里给已有条目添加笔记。",
+    "failed": "条目没有存入 Zotero，笔记也未存入。",
+}
+
+
+def _note(row: ZoteroItem) -> ZoteroNote:
+    """The note went with its saved item (Zotero saves an item's ``notes`` with it, 7 and 8 alike), or why not."""
+    if row.status == "saved":
+        return ZoteroNote(status="stored")
+    return ZoteroNote(status="not_stored", message=_NOTE_LOST.get(row.status, "条目没有存入 Zotero，笔记也未存入。"))
 
 
 _TYPES = {"pdf": "application/pdf", "caj": "application/octet-stream"}

@@ -11,7 +11,9 @@ ISSN its journal page gave.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from typing import Any
 
 from cnki_mcp.core.model import Paper
@@ -77,8 +79,26 @@ def item_type(paper: Paper) -> str:
     return _TYPES.get(doc_type(paper).key, "document")
 
 
-def zotero_item(paper: Paper) -> dict[str, Any]:
-    """One item for ``saveItems``: every field the record has, in the fields its type has."""
+# A note given as HTML is kept when it uses only these tags (no attributes but a link's http(s) href);
+# anything else is text.
+_SIMPLE_TAG = re.compile(r"</?(?:p|br|b|strong|i|em|u|s|sub|sup|ul|ol|li|h[1-6]|blockquote|code|pre)\s*/?>|<a href=\"https?://[^\"<>]*\">|</a>", re.I)
+_ANY_TAG = re.compile(r"<[^>]*>")
+
+
+def note_html(text: str) -> str:
+    """A note as Zotero stores it (HTML): simple HTML as given, plain text escaped, its blank-line-separated
+    paragraphs as ``<p>`` and its other line breaks as ``<br/>``."""
+    text = text.strip()
+    tags = _ANY_TAG.findall(text)
+    if tags and all(_SIMPLE_TAG.fullmatch(tag) for tag in tags):
+        return text
+    paragraphs = [p for p in re.split(r"\n\s*\n", text.replace("\r\n", "\n")) if p.strip()]
+    return "".join("<p>" + "<br/>".join(html.escape(line.strip()) for line in p.strip().split("\n")) + "</p>" for p in paragraphs)
+
+
+def zotero_item(paper: Paper, note: str = "") -> dict[str, Any]:
+    """One item for ``saveItems``: every field the record has, in the fields its type has; ``note`` (given) as
+    its child note (``notes``, which Zotero 7 and 8 both save with the item)."""
     kind = item_type(paper)
     item: dict[str, Any] = {"id": connector_id(paper.record_ref), "itemType": kind, "title": paper.title}
     named = creators(paper)
@@ -116,6 +136,8 @@ def zotero_item(paper: Paper) -> dict[str, Any]:
     item["libraryCatalog"] = "CNKI"
     item["tags"] = [{"tag": tag} for tag in clean_tags(paper.keywords)]
     item["attachments"] = []
+    if note.strip():
+        item["notes"] = [{"note": note_html(note)}]
     return item
 
 

@@ -17,6 +17,9 @@ from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import Offset, ScopeRule, choice, documents_given
 
 EXPORT_MAX = 1000  # records in one export: record_refs, and entries of a search per call (offset pages on)
+# CNKI's own tagged formats, read by bibliometric tools (CiteSpace): with search_id they take every candidate,
+# and saved to a file, all of them in that one file.
+WHOLE_SET_FORMATS = ("refworks", "noteexpress")
 _REFERENCES_OF = "这篇的参考文献表（先用 related_papers 读过）"
 _TEMPLATE = f"custom 的模板，占位符 {' '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}；花括号本身写 {{{{ }}}}"
 
@@ -25,7 +28,7 @@ class Args(ToolArgs):
     record_refs: Annotated[list[str], Meta(description=f"至多 {EXPORT_MAX} 个")] = []
     references_of: Annotated[str, Meta(description=_REFERENCES_OF)] = ""
     titles: Annotated[list[str], Meta(description=f"完整题名，至多 {BATCH_MAX} 个")] = []
-    search_id: str = ""
+    search_id: Annotated[str, Meta(description="refworks/noteexpress 默认全部候选，给 filename 时存入一个文件")] = ""
     scope: ScopeRule = "selected"
     offset: Offset = 0
     format: Annotated[CitationFormat, choice("INVALID_FORMAT", "gbt7714 为 2015 版，gbt7714_author_date 为著者-出版年制")] = "gbt7714"
@@ -60,7 +63,9 @@ def validate_first(args: Any, raw: dict[str, Any]) -> None:
 
 
 def validate(args: Args, raw: dict[str, Any]) -> None:
-    """A custom format's template, the file's name."""
+    """A custom format's template, the file's name; CNKI's tagged formats take a search's candidates by default."""
+    if args.format in WHOLE_SET_FORMATS and "scope" not in raw:
+        args.scope = "candidates"
     if args.format == "custom":
         if not args.template:
             raise CnkiError("INVALID_TEMPLATE", "format=custom 需要 template，例如 {authors}. {title}[J]. {journal}, {year}.", details={"field": "template"})
@@ -90,7 +95,9 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
         entries = scoped(record, args.scope)
         if not entries and not (refs or args.titles):
             raise _nothing_to_export(record.search_id, record.status, args.scope)
-        part = ExportPart(args.search_id, args.offset, min(args.offset + EXPORT_MAX, len(entries)), len(entries))
+        whole = args.format in WHOLE_SET_FORMATS and bool(args.filename)
+        end = len(entries) if whole else min(args.offset + EXPORT_MAX, len(entries))
+        part = ExportPart(args.search_id, args.offset, end, len(entries))
         refs += [e.record_ref for e in entries[part.start : part.end]]
     if args.filename:
         refuse_existing(store.exports_dir / args.filename, "请换一个文件名")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import msgspec
 from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore, scoped, stored_search
@@ -14,7 +15,13 @@ from cnki_mcp.core.tool_args import ZOTERO_MAX, ToolArgs
 from cnki_mcp.tools._fields import ScopeRule, given
 
 TAG_CHARS = 100
+NOTE_CHARS = 20000
 _COLLECTION = "分类名或路径（如 法学/2024），默认当前分类"
+
+
+class RecordNote(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    record_ref: Annotated[str, Meta(description="要加笔记的文献")]
+    text: Annotated[str, Meta(description=f"笔记：纯文本或简单 HTML，至多 {NOTE_CHARS} 字")]
 
 
 class Args(ToolArgs):
@@ -24,11 +31,13 @@ class Args(ToolArgs):
     collection: Annotated[str, Meta(description=_COLLECTION)] = ""
     attach: Annotated[bool, Meta(description="附上已下载的文件")] = True
     tags: Annotated[list[str], Meta(description=f"每个至多 {TAG_CHARS} 字，不含英文逗号")] = []
+    notes: Annotated[list[RecordNote], Meta(description="每篇一条笔记，存为子笔记")] = []
+    allow_duplicates: Annotated[bool, Meta(description="文库中已有时仍保存")] = False
 
 
 TITLE = "存入 Zotero"
 DESCRIPTION = (
-    f"把题录存入 Zotero 桌面版（须已打开），可附上已下载的文件；已存过的不重复存。至多 {ZOTERO_MAX} 篇。"
+    f"把题录存入 Zotero 桌面版（须已打开），可附上已下载的文件；已存过的不重复存；启用本地 API 时先查整个文库。至多 {ZOTERO_MAX} 篇。"
 )
 READ_ONLY = False
 OPEN_WORLD = True  # Zotero is outside the server: its library changes
@@ -50,7 +59,7 @@ def validate_first(args: Any, raw: dict[str, Any]) -> None:
 
 
 def validate(args: Args, raw: dict[str, Any]) -> None:
-    """The collection and the tags' form (trimmed in place)."""
+    """The collection, the tags' form (trimmed in place), the notes' size."""
     args.collection = given(args.collection)
     args.tags = [tag for tag in map(given, args.tags) if tag]
     bad = [tag for tag in args.tags if "," in tag or len(tag) > TAG_CHARS]
@@ -58,6 +67,10 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
         raise CnkiError(
             "INVALID_TAGS", f"标签须为 1–{TAG_CHARS} 字且不含英文逗号：{'、'.join(bad)}", details={"tags": bad}
         )
+    long = [note.record_ref for note in args.notes if len(note.text) > NOTE_CHARS]
+    if long:
+        raise CnkiError("INVALID_INPUT", f"笔记最多 {NOTE_CHARS} 字，这些超过了：{'、'.join(long[:10])}；请缩短后重试。",
+                        details={"field": "notes", "record_refs": long})
 
 
 async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
@@ -65,4 +78,7 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     refs = list(args.record_refs)
     if args.search_id:
         refs += [e.record_ref for e in scoped(stored_search(store, args.search_id), args.scope)]
-    return await deps._zotero.save(store, refs, collection=args.collection, attach=args.attach, tags=args.tags)
+    return await deps._zotero.save(
+        store, refs, collection=args.collection, attach=args.attach, tags=args.tags,
+        notes={given(note.record_ref): note.text for note in args.notes}, duplicates=args.allow_duplicates,
+    )

@@ -6,6 +6,7 @@
   APA 7, MLA 9, Chicago author-date, Vancouver/NLM) that follow the published rules as the official CSL
   styles encode them (checked against citeproc-js);
 * exchange formats for reference managers (BibTeX, RIS, EndNote tagged, CSL-JSON);
+* CNKI's own tagged exports (RefWorks, which CiteSpace's CNKI converter reads, and NoteExpress);
 * data formats (JSON, CSV, Markdown) and safe ``custom`` templates.
 
 Missing authors, source or year are listed per record in ``missing_fields``; the prose styles show a
@@ -26,6 +27,7 @@ from cnki_mcp.core.model import CitationResult, Paper, public_paper
 from cnki_mcp.core.tool_args import CHECK_STYLES as PROSE_FORMATS
 from cnki_mcp.core.tool_args import CITATION_FORMATS as FORMATS
 from cnki_mcp.core.tool_args import TEMPLATE_FIELDS
+from cnki_mcp.references.citations._cnki import noteexpress, refworks
 from cnki_mcp.references.citations._common import (
     _ALIASES,
     AUTHOR_PLACEHOLDER,
@@ -122,6 +124,10 @@ def render(papers: list[Paper], fmt: str, template: str | None = None) -> Citati
         text = json_text([public_paper(p) for p in papers])
     elif name == "csv":
         text = csv_text(papers)
+    elif name == "refworks":
+        text = refworks(papers)
+    elif name == "noteexpress":
+        text = noteexpress(papers)
     else:
         text = markdown(papers)
     missing = {p.record_ref: m for p in papers if (m := missing_fields(p))}
