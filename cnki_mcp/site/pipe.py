@@ -69,6 +69,7 @@ class PipeChannel:
         self.sessions: dict[str | None, PipeConnection] = {}
         self.close_code: int | None = None
         self.browser = PipeConnection(self, None, None)  # the browser target itself: no session
+        self.sessions[None] = self.browser
 
     async def open(self) -> None:
         """Start reading and writing."""
@@ -141,8 +142,6 @@ class PipeConnection:
         self.target = target
         self.session_id = session_id
         self.handlers: dict[type, list[Handler]] = collections.defaultdict(list)
-        if session_id is None:
-            channel.sessions[None] = self
 
     @property
     def socket(self) -> PipeChannel:
@@ -177,10 +176,12 @@ class PipeConnection:
 
     async def aclose(self) -> None:
         """A tab: detach its session (its target may be gone already). The browser: close the pipe."""
-        if self.session_id is None:
+        if self is self.channel.browser:
             self.channel.close()
             return
         session_id, self.session_id = self.session_id, None
+        if session_id is None:  # never attached
+            return
         self.channel.sessions.pop(session_id, None)
         if self.channel.close_code is None:
             try:
