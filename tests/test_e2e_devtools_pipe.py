@@ -1,0 +1,95 @@
+"""No DevTools listener while the server drives the browser (issue 42, item 1).
+
+Over a TCP DevTools port another local user could read the HttpOnly CNKI cookies and the tab URLs in a few
+milliseconds, faster than any watcher; on Linux and macOS the browser is driven over the pipe it inherited
+(``--remote-debugging-pipe``), so there is no port to connect to. The real server, a real Chromium and the
+simulator: login pages, a search and a download, and after each a look at every socket of the browser's
+processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.harness import AWAITING, processes_on
+from tests.test_hardening_faults import seed_papers, sim_server
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Windows keeps the loopback port and its watcher")
+
+
+def browser_tree(profile: Path) -> list[psutil.Process]:
+    """The browser's processes: those naming the profile and all their children."""
+    tree: dict[int, psutil.Process] = {}
+    for process in processes_on(profile):
+        with contextlib.suppress(psutil.Error):
+            for member in [process, *process.children(recursive=True)]:
+                tree[member.pid] = member
+    return list(tree.values())
+
+
+def devtools_exposure(tree: list[psutil.Process]) -> dict[str, list[int]]:
+    """The TCP ports the browser's processes listen on, and those of its local ports that answer /json/version."""
+    listening: set[int] = set()
+    local: set[int] = set()
+    for process in tree:
+        with contextlib.suppress(psutil.Error):
+            for conn in process.net_connections(kind="tcp"):
+                local.add(conn.laddr.port)
+                if conn.status == psutil.CONN_LISTEN:
+                    listening.add(conn.laddr.port)
+    answering = []
+    for port in sorted(local):
+        with contextlib.suppress(OSError, ValueError):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=1) as answer:
+                if b"webSocketDebuggerUrl" in answer.read():
+                    answering.append(port)
+    return {"listening": sorted(listening), "json_version": answering}
+
+
+NONE: dict[str, list[int]] = {"listening": [], "json_version": []}
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(300)
+async def test_no_devtools_listener_exists_while_the_server_drives_the_browser(kns: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (ref,) = seed_papers(data, kns, 1)
+    kns.configure(login="institution", institution_name="华东政法大学", reader="full")
+    profile = data / "browser" / "profile"
+    seen: dict[str, dict[str, list[int]]] = {}
+    with open(tmp_path / "stderr.txt", "ab") as errlog:
+        async with sim_server(data, kns, errlog) as mcp:
+            login = await mcp.call("login", {})
+            assert login["status"] == "completed", login
+            assert login["result"]["institution_evidence"] == ["华东政法大学"]
+            tree = browser_tree(profile)
+            assert tree, "the browser runs"
+            seen["login"] = devtools_exposure(tree)
+
+            # The login page shown to a person, who logs in there.
+            kns.configure(login="none")
+            waiting = await mcp.wait(await mcp.call("login", {"force": True}), until=AWAITING, timeout=20)
+            assert waiting["status"] == "awaiting_user", waiting
+            seen["login page"] = devtools_exposure(browser_tree(profile))
+            kns.configure(login="personal", personal_name="reader")
+            resumed = await mcp.wait(await mcp.call("operation_control", {"action": "resume", "operation_id": waiting["operation_id"]}), timeout=20)
+            assert resumed["status"] == "completed", resumed
+            assert resumed["result"]["personal"] == "authenticated"
+
+            search = await mcp.wait(await mcp.call("structured_search", {"expression": {"field": "title", "value": "法"}, "limit": 5}))
+            assert search["status"] == "completed", search
+            assert search["result"]["results"], search
+            seen["search"] = devtools_exposure(browser_tree(profile))
+
+            download = await mcp.wait(await mcp.call("download_paper", {"record_ref": ref, "format": "pdf"}))
+            assert download["status"] == "completed", (download.get("errors"), download.get("message"), download.get("result"))
+            seen["download"] = devtools_exposure(browser_tree(profile))
+            assert not (profile / "DevToolsActivePort").exists()
+    assert seen == dict.fromkeys(("login", "login page", "search", "download"), NONE), seen
