@@ -66,7 +66,7 @@ async def test_no_devtools_listener_exists_while_the_server_drives_the_browser(k
     seen: dict[str, dict[str, list[int]]] = {}
     with open(tmp_path / "stderr.txt", "ab") as errlog:
         async with sim_server(data, kns, errlog) as mcp:
-            login = await mcp.call("login", {})
+            login = await mcp.wait(await mcp.call("login", {}))
             assert login["status"] == "completed", login
             assert login["result"]["institution_evidence"] == ["华东政法大学"]
             tree = browser_tree(profile)
@@ -91,5 +91,6 @@ async def test_no_devtools_listener_exists_while_the_server_drives_the_browser(k
             download = await mcp.wait(await mcp.call("download_paper", {"record_ref": ref, "format": "pdf"}))
             assert download["status"] == "completed", (download.get("errors"), download.get("message"), download.get("result"))
             seen["download"] = devtools_exposure(browser_tree(profile))
-            assert not (profile / "DevToolsActivePort").exists()
+            port_file = (profile / "DevToolsActivePort").exists()
     assert seen == dict.fromkeys(("login", "login page", "search", "download"), NONE), seen
+    assert not port_file
