@@ -65,6 +65,16 @@ def test_launch_arguments(tmp_path: Path) -> None:
     assert "--remote-debugging-pipe" in piped and not any(a.startswith("--remote-debugging-port") for a in piped)
 
 
+def test_the_pipe_everywhere_but_windows_and_flatpak_launchers(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert chrome_module.DEVTOOLS_PIPE == (sys.platform != "win32")
+    monkeypatch.setattr(chrome_module, "DEVTOOLS_PIPE", True)
+    assert chrome_module.devtools_pipe(Path("/usr/bin/chromium"))
+    assert chrome_module.devtools_pipe(Path("/snap/bin/chromium"))
+    assert not chrome_module.devtools_pipe(Path("/var/lib/flatpak/exports/bin/org.chromium.Chromium"))
+    monkeypatch.setattr(chrome_module, "DEVTOOLS_PIPE", False)
+    assert not chrome_module.devtools_pipe(Path("/usr/bin/chromium"))
+
+
 def _fake_browser(profile: Path) -> subprocess.Popen[bytes]:
     """A process that looks like a browser on ``profile`` to a command-line scan."""
     return subprocess.Popen(

@@ -25,13 +25,13 @@ import msgspec
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
 from cnki_mcp.core.model import Config
-from cnki_mcp.site import chrome as chrome_process
 from cnki_mcp.site.cdp import NAVIGATED, DownloadEvent, Tab, cdp, nodriver
 from cnki_mcp.site.chrome import (
     ACCEPT_LANGUAGE,
     LAUNCH_TIMEOUT,
     WINDOW_SIZE,
     ChromeProcess,
+    devtools_pipe,
     devtools_strangers,
     env_browser_args,
     env_headless,
@@ -281,7 +281,7 @@ class Browser(PageActions):
         executable = self._executable_path()
         extra = self._extra_args if self._extra_args is not None else env_browser_args()
         headless = self.headless
-        pipe = chrome_process.DEVTOOLS_PIPE
+        pipe = devtools_pipe(executable)
         # Import nodriver (~0.5 s) while Chrome starts instead of after.
         importing = asyncio.ensure_future(asyncio.to_thread(nodriver))
         started = time.monotonic()

@@ -48,6 +48,13 @@ _OUTPUT_LINES = 40
 # CDP over the inherited pipe where descriptors 3 and 4 can be handed to Chrome; Windows passes handles by a
 # convention we cannot test here, so it keeps the loopback port and its watcher. Test launchers may flip it.
 DEVTOOLS_PIPE = sys.platform != "win32"
+# A Flatpak launcher starts Chrome in a sandbox we have not seen pass extra descriptors through: the port there.
+_NO_PIPE_MARKER = "/flatpak/exports/bin/"
+
+
+def devtools_pipe(executable: Path) -> bool:
+    """Whether the browser at ``executable`` is driven over its pipe (else over a watched loopback port)."""
+    return DEVTOOLS_PIPE and _NO_PIPE_MARKER not in executable.as_posix()
 # Puts the pipe ends we pass as stdin/stdout on descriptors 3 and 4, then becomes Chrome (same pid): Python's
 # subprocess cannot place a descriptor on a chosen number without a preexec_fn (unsafe in a threaded server).
 _ON_FDS_3_AND_4 = 'exec "$0" "$@" 3<&0 4>&1 </dev/null >&2'
