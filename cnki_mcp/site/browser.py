@@ -28,7 +28,6 @@ from cnki_mcp.core.model import Config
 from cnki_mcp.site.cdp import NAVIGATED, DownloadEvent, Tab, cdp, nodriver
 from cnki_mcp.site.chrome import (
     ACCEPT_LANGUAGE,
-    LAUNCH_TIMEOUT,
     WINDOW_SIZE,
     ChromeProcess,
     devtools_pipe,
@@ -110,7 +109,20 @@ class _Session:
         except TimeoutError:
             pass
 
-    # nodriver calls event handlers as f(event, connection) on its reader task: keep them trivial.
+    def follow(self) -> None:
+        """Route the browser connection's target and download events to this session."""
+        protocol = cdp()
+        for event, handler in (
+            (protocol.target.TargetCreated, self.on_target),
+            (protocol.target.TargetInfoChanged, self.on_target),
+            (protocol.target.TargetDestroyed, self.on_target_gone),
+            (protocol.target.TargetCrashed, self.on_target_gone),
+            (protocol.browser.DownloadWillBegin, self.on_download_begin),
+            (protocol.browser.DownloadProgress, self.on_download_progress),
+        ):
+            self.nd.add_handler(event, handler)
+
+    # Event handlers are called as f(event, connection) on the connection's reader: keep them trivial.
     def on_target(self, event: Any, _conn: Any = None) -> None:
         info = event.target_info
         if info.type_ != "page":
@@ -299,7 +311,8 @@ class Browser(PageActions):
                 session.nd = PipeChannel(*chrome.pipe).browser
                 chrome.pipe = None  # the channel owns the descriptors from here on
                 await importing
-                await self._attach_pipe(session)
+                await session.nd.channel.open()
+                session.version = await chrome.first_answer(session.nd.send(cdp().browser.get_version()), generation=session.generation)
             else:
                 port = await chrome.devtools_port(generation=session.generation)
                 await importing
@@ -315,37 +328,9 @@ class Browser(PageActions):
         self.launch_seconds = time.monotonic() - started
         if not pipe:
             session.watch = asyncio.create_task(session.watch_port(), name="devtools-watch")
-        log.info(
-            "browser %d attached %s in %.2f s (generation %d, %s)",
-            chrome.pid,
-            f"on port {session.port}" if session.port else "over its pipe",
-            self.launch_seconds,
-            session.generation,
-            "headless" if headless else "headed",
-        )
-
-    async def _attach_pipe(self, session: _Session) -> None:
-        """CDP over the descriptors Chrome inherited: the first answer says it is up (or it exited)."""
-        await session.nd.channel.open()
-        answer = asyncio.ensure_future(session.nd.send(cdp().browser.get_version()))
-        exited = asyncio.ensure_future(session.chrome.proc.wait())
-        try:
-            await asyncio.wait({answer, exited}, timeout=LAUNCH_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            exited.cancel()
-        if not answer.done():
-            answer.cancel()
-            await asyncio.gather(answer, return_exceptions=True)
-            if session.chrome.proc.returncode is not None:
-                raise await session.chrome.exit_error(session.generation)
-            raise CnkiError(
-                "BROWSER_UNAVAILABLE",
-                f"浏览器在 {LAUNCH_TIMEOUT:.0f} 秒内没有在调试管道上应答。",
-                details=self._dead_details(session),
-            )
-        if answer.exception() is not None and session.chrome.proc.returncode is not None:
-            raise await session.chrome.exit_error(session.generation)
-        session.version = answer.result()
+        where = f"on port {session.port}" if session.port else "over its pipe"
+        mode = "headless" if headless else "headed"
+        log.info("browser %d attached %s in %.2f s (generation %d, %s)", chrome.pid, where, self.launch_seconds, session.generation, mode)
 
     async def _attach_port(self, session: _Session, executable: Path, port: int) -> None:
         nd = nodriver()
@@ -363,15 +348,8 @@ class Browser(PageActions):
 
     async def _listen(self, session: _Session) -> None:
         """Follow the browser's targets and downloads; the user agent a headless browser must hide."""
-        protocol = cdp()
-        conn = session.nd
-        conn.add_handler(protocol.target.TargetCreated, session.on_target)
-        conn.add_handler(protocol.target.TargetInfoChanged, session.on_target)
-        conn.add_handler(protocol.target.TargetDestroyed, session.on_target_gone)
-        conn.add_handler(protocol.target.TargetCrashed, session.on_target_gone)
-        conn.add_handler(protocol.browser.DownloadWillBegin, session.on_download_begin)
-        conn.add_handler(protocol.browser.DownloadProgress, session.on_download_progress)
-        await self._call(conn, protocol.target.set_discover_targets(discover=True), CALL_TIMEOUT, session=session)
+        session.follow()
+        await self._call(session.nd, cdp().target.set_discover_targets(discover=True), CALL_TIMEOUT, session=session)
         if self.headless:
             # (protocol, product, revision, user_agent, js_version)
             session.user_agent = str(session.version[3]).replace("HeadlessChrome", "Chrome")

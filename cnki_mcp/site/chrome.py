@@ -331,6 +331,27 @@ class ChromeProcess:
             details=details,
         )
 
+    async def first_answer(self, answer: Awaitable[Any], *, generation: int) -> Any:
+        """The first CDP answer over the pipe, which says the browser is up; its exit or silence is an error."""
+        answered = asyncio.ensure_future(answer)
+        exited = asyncio.ensure_future(self.proc.wait())
+        try:
+            await asyncio.wait({answered, exited}, timeout=LAUNCH_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+            if not answered.done():
+                answered.cancel()
+                await asyncio.gather(answered, return_exceptions=True)
+        if self.proc.returncode is not None and (answered.cancelled() or answered.exception() is not None):
+            raise await self.exit_error(generation)
+        if answered.cancelled():
+            raise CnkiError(
+                "BROWSER_UNAVAILABLE",
+                f"浏览器在 {LAUNCH_TIMEOUT:.0f} 秒内没有在调试管道上应答。",
+                details={**self.details(), "generation": generation},
+            )
+        return answered.result()
+
     async def devtools_port(self, *, generation: int) -> int:
         """The DevTools port Chrome picked, once ``DevToolsActivePort`` is completely written."""
         port_file = self.profile / "DevToolsActivePort"
