@@ -8,7 +8,6 @@ route the CNKI simulator uses. The unit tests above them need no browser.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import shutil
@@ -32,6 +31,7 @@ from cnki_mcp.site import page_io
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.cdp import PageScriptError
 from cnki_mcp.site.chrome import clear_stale_profile, env_browser_args, launch_arguments
+from tests.harness import process_tree, tcp_ports
 
 # --------------------------------------------------------------------------------------------
 # Unit tests (no browser)
@@ -505,15 +505,6 @@ async def test_another_process_on_the_devtools_port_ends_the_browser(tmp_path: P
 # --- the DevTools pipe: no port at all (Linux, macOS) -------------------------------------------------------
 
 
-def _listening_ports(pid: int) -> list[int]:
-    root = psutil.Process(pid)
-    ports = set()
-    for member in [root, *root.children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            ports |= {c.laddr.port for c in member.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
-    return sorted(ports)
-
-
 @pytest.mark.browser
 @pytest.mark.skipif(sys.platform == "win32", reason="Windows keeps the loopback port and its watcher")
 async def test_over_the_pipe_the_browser_listens_on_no_port_and_its_exit_is_seen(site: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -530,7 +521,7 @@ async def test_over_the_pipe_the_browser_listens_on_no_port_and_its_exit_is_seen
         await browser.close_tab(second)
         assert await page_io.evaluate(browser, tab, "1 + 1") == 2  # closing one session leaves the others working
         pid = browser.process_id
-        assert pid is not None and _listening_ports(pid) == []
+        assert pid is not None and tcp_ports(process_tree([psutil.Process(pid)]), listening=True) == []
         assert not (tmp_path / "profile" / "DevToolsActivePort").exists()
         psutil.Process(pid).kill()
         with pytest.raises(CnkiError) as caught:

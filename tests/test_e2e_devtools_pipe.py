@@ -15,42 +15,24 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
-from tests.harness import AWAITING, processes_on
+from tests.harness import AWAITING, process_tree, processes_on, tcp_ports
 from tests.test_hardening_faults import seed_papers, sim_server
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Windows keeps the loopback port and its watcher")
 
 
-def browser_tree(profile: Path) -> list[psutil.Process]:
-    """The browser's processes: those naming the profile and all their children."""
-    tree: dict[int, psutil.Process] = {}
-    for process in processes_on(profile):
-        with contextlib.suppress(psutil.Error):
-            for member in [process, *process.children(recursive=True)]:
-                tree[member.pid] = member
-    return list(tree.values())
-
-
-def devtools_exposure(tree: list[psutil.Process]) -> dict[str, list[int]]:
+def devtools_exposure(profile: Path) -> dict[str, list[int]]:
     """The TCP ports the browser's processes listen on, and those of its local ports that answer /json/version."""
-    listening: set[int] = set()
-    local: set[int] = set()
-    for process in tree:
-        with contextlib.suppress(psutil.Error):
-            for conn in process.net_connections(kind="tcp"):
-                local.add(conn.laddr.port)
-                if conn.status == psutil.CONN_LISTEN:
-                    listening.add(conn.laddr.port)
+    tree = process_tree(processes_on(profile))
+    assert tree, "the browser runs"
     answering = []
-    for port in sorted(local):
-        with contextlib.suppress(OSError, ValueError):
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=1) as answer:
-                if b"webSocketDebuggerUrl" in answer.read():
-                    answering.append(port)
-    return {"listening": sorted(listening), "json_version": answering}
+    for port in tcp_ports(tree, listening=False):
+        with contextlib.suppress(OSError, ValueError), urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=1) as answer:
+            if b"webSocketDebuggerUrl" in answer.read():
+                answering.append(port)
+    return {"listening": tcp_ports(tree, listening=True), "json_version": answering}
 
 
 NONE: dict[str, list[int]] = {"listening": [], "json_version": []}
@@ -69,15 +51,13 @@ async def test_no_devtools_listener_exists_while_the_server_drives_the_browser(k
             login = await mcp.wait(await mcp.call("login", {}))
             assert login["status"] == "completed", login
             assert login["result"]["institution_evidence"] == ["华东政法大学"]
-            tree = browser_tree(profile)
-            assert tree, "the browser runs"
-            seen["login"] = devtools_exposure(tree)
+            seen["login"] = devtools_exposure(profile)
 
             # The login page shown to a person, who logs in there.
             kns.configure(login="none")
             waiting = await mcp.wait(await mcp.call("login", {"force": True}), until=AWAITING, timeout=20)
             assert waiting["status"] == "awaiting_user", waiting
-            seen["login page"] = devtools_exposure(browser_tree(profile))
+            seen["login page"] = devtools_exposure(profile)
             kns.configure(login="personal", personal_name="reader")
             resumed = await mcp.wait(await mcp.call("operation_control", {"action": "resume", "operation_id": waiting["operation_id"]}), timeout=20)
             assert resumed["status"] == "completed", resumed
@@ -86,11 +66,11 @@ async def test_no_devtools_listener_exists_while_the_server_drives_the_browser(k
             search = await mcp.wait(await mcp.call("structured_search", {"expression": {"field": "title", "value": "法"}, "limit": 5}))
             assert search["status"] == "completed", search
             assert search["result"]["results"], search
-            seen["search"] = devtools_exposure(browser_tree(profile))
+            seen["search"] = devtools_exposure(profile)
 
             download = await mcp.wait(await mcp.call("download_paper", {"record_ref": ref, "format": "pdf"}))
             assert download["status"] == "completed", (download.get("errors"), download.get("message"), download.get("result"))
-            seen["download"] = devtools_exposure(browser_tree(profile))
+            seen["download"] = devtools_exposure(profile)
             port_file = (profile / "DevToolsActivePort").exists()
     assert seen == dict.fromkeys(("login", "login page", "search", "download"), NONE), seen
     assert not port_file

@@ -26,23 +26,11 @@ import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site import reaper
-from tests.harness import FINAL, McpSession, held_client, processes_on, serve_params
+from tests.harness import FINAL, McpSession, held_client, process_tree, processes_on, serve_params, tcp_ports
 from tests.kns.server import KnsSimulator
 
 KILL_DEADLINE = 10.0  # seconds the browser may take to go once the server is SIGKILLed
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and the guard process are POSIX")
-
-
-def _listening_ports(pids: list[int]) -> list[int]:
-    """The TCP ports the processes ``pids`` and their children listen on."""
-    ports: set[int] = set()
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(pid)
-            for member in [root, *root.children(recursive=True)]:
-                with contextlib.suppress(psutil.Error):
-                    ports |= {c.laddr.port for c in member.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
-    return sorted(ports)
 
 
 async def _seconds_until(condition: object, timeout: float) -> float:
@@ -67,14 +55,14 @@ async def _kill_server_with_browser(data: Path, browser_args: str) -> Killed:
         await session.wait(await session.call("search", {"query": "自动驾驶"}), FINAL, 120)
         report = await session.call("diagnostics", {})
         profile = Path(report["browser"]["profile_directory"])
-        browsers = [p.pid for p in processes_on(profile)]
-        listening = _listening_ports(browsers)
+        browsers = processes_on(profile)
+        listening = tcp_ports(process_tree(browsers), listening=True)
         os.kill(report["process_id"], signal.SIGKILL)
         seconds = await _seconds_until(lambda: not processes_on(profile), KILL_DEADLINE)
         for process in processes_on(profile):  # never leave a browser behind, whatever the outcome
             with contextlib.suppress(psutil.Error):
                 process.kill()
-    return Killed(browsers, listening, seconds)
+    return Killed([p.pid for p in browsers], listening, seconds)
 
 
 # --- ending a tree ----------------------------------------------------------------------------------
