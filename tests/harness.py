@@ -126,6 +126,25 @@ def processes_on(marker: Path | str) -> list[psutil.Process]:
     return found
 
 
+def process_tree(roots: list[psutil.Process]) -> list[psutil.Process]:
+    """``roots`` and all their live children, each once."""
+    tree: dict[int, psutil.Process] = {}
+    for root in roots:
+        with contextlib.suppress(psutil.Error):
+            for member in [root, *root.children(recursive=True)]:
+                tree[member.pid] = member
+    return list(tree.values())
+
+
+def tcp_ports(processes: list[psutil.Process], *, listening: bool) -> list[int]:
+    """The local TCP ports of ``processes``: those they listen on, or all their sockets'."""
+    ports: set[int] = set()
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            ports |= {c.laddr.port for c in process.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN or not listening}
+    return sorted(ports)
+
+
 # --- the server's parameters ------------------------------------------------------------------------
 
 

@@ -31,6 +31,7 @@ from cnki_mcp.site import page_io
 from cnki_mcp.site.browser import Browser
 from cnki_mcp.site.cdp import PageScriptError
 from cnki_mcp.site.chrome import clear_stale_profile, env_browser_args, launch_arguments
+from tests.harness import process_tree, tcp_ports
 
 # --------------------------------------------------------------------------------------------
 # Unit tests (no browser)
@@ -60,6 +61,18 @@ def test_launch_arguments(tmp_path: Path) -> None:
     assert ("--no-sandbox" in args) == (hasattr(os, "getuid") and os.getuid() == 0)
     headed = launch_arguments(Path("/opt/chrome"), tmp_path, headless=False, extra=[])
     assert "--headless=new" not in headed and "--start-minimized" in headed
+    piped = launch_arguments(Path("/opt/chrome"), tmp_path, headless=True, extra=[], pipe=True)
+    assert "--remote-debugging-pipe" in piped and not any(a.startswith("--remote-debugging-port") for a in piped)
+
+
+def test_the_pipe_everywhere_but_windows_and_flatpak_launchers(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert chrome_module.DEVTOOLS_PIPE == (sys.platform != "win32")
+    monkeypatch.setattr(chrome_module, "DEVTOOLS_PIPE", True)
+    assert chrome_module.devtools_pipe(Path("/usr/bin/chromium"))
+    assert chrome_module.devtools_pipe(Path("/snap/bin/chromium"))
+    assert not chrome_module.devtools_pipe(Path("/var/lib/flatpak/exports/bin/org.chromium.Chromium"))
+    monkeypatch.setattr(chrome_module, "DEVTOOLS_PIPE", False)
+    assert not chrome_module.devtools_pipe(Path("/usr/bin/chromium"))
 
 
 def _fake_browser(profile: Path) -> subprocess.Popen[bytes]:
@@ -463,6 +476,7 @@ def test_an_unplaced_socket_gone_by_the_second_look_is_no_stranger_and_one_still
 @pytest.mark.browser
 async def test_another_process_on_the_devtools_port_ends_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CNKI_HEADLESS", "1")
+    monkeypatch.setattr(chrome_module, "DEVTOOLS_PIPE", False)  # the port and its watcher: what Windows keeps
     browser = Browser(tmp_path / "profile", Path(_chromium()))
     await browser.ensure()
     try:
@@ -484,5 +498,36 @@ async def test_another_process_on_the_devtools_port_ends_the_browser(tmp_path: P
         finally:
             intruder.kill()
             intruder.wait(5)
+    finally:
+        await browser.close()
+
+
+# --- the DevTools pipe: no port at all (Linux, macOS) -------------------------------------------------------
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(sys.platform == "win32", reason="Windows keeps the loopback port and its watcher")
+async def test_over_the_pipe_the_browser_listens_on_no_port_and_its_exit_is_seen(site: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CNKI_HEADLESS", "1")
+    extra = [f"--host-resolver-rules=MAP *.cnki.net 127.0.0.1:{site}", "--ignore-certificate-errors"]
+    browser = Browser(tmp_path / "profile", Path(_chromium()), extra_args=extra)
+    await browser.ensure()
+    try:
+        assert browser._session is not None and browser._session.port == 0 and browser._session.watch is None
+        tab = await browser.new_tab("https://kns.cnki.net/")
+        second = await browser.new_tab("https://kns.cnki.net/")
+        title = await page_io.evaluate(browser, tab, "document.title")
+        assert title and title == await page_io.evaluate(browser, second, "document.title")
+        await browser.close_tab(second)
+        assert await page_io.evaluate(browser, tab, "1 + 1") == 2  # closing one session leaves the others working
+        pid = browser.process_id
+        assert pid is not None and tcp_ports(process_tree([psutil.Process(pid)]), listening=True) == []
+        assert not (tmp_path / "profile" / "DevToolsActivePort").exists()
+        psutil.Process(pid).kill()
+        with pytest.raises(CnkiError) as caught:
+            for _ in range(50):  # bounded: the pipe's end is seen at once
+                await page_io.evaluate(browser, tab, "1")
+                await asyncio.sleep(0.1)
+        assert caught.value.code == "BROWSER_UNAVAILABLE", caught.value
     finally:
         await browser.close()

@@ -1,6 +1,7 @@
 """The dedicated browser: the Chrome we launched (``chrome.py``), driven over the DevTools protocol.
 
-``Browser`` attaches nodriver to the Chrome process and is the one door to CDP: every command goes
+``Browser`` speaks CDP to the Chrome process over its pipe (``pipe.py``; Linux, macOS) or attaches nodriver
+to its loopback port (Windows), and is the one door to CDP: every command goes
 through ``_call`` with a timeout, and any transport failure, timeout, crash or closed browser
 surfaces as ``CnkiError("BROWSER_UNAVAILABLE")``. Its tabs, popups and downloads are tracked from
 target and browser events; what it does inside a page and its window is ``page_actions.PageActions``.
@@ -29,11 +30,13 @@ from cnki_mcp.site.chrome import (
     ACCEPT_LANGUAGE,
     WINDOW_SIZE,
     ChromeProcess,
+    devtools_pipe,
     devtools_strangers,
     env_browser_args,
     env_headless,
 )
 from cnki_mcp.site.page_actions import CALL_TIMEOUT, NAVIGATION_TIMEOUT, PAGE_CLOSE_TIMEOUT, PageActions
+from cnki_mcp.site.pipe import PipeChannel, PipeConnection
 from cnki_mcp.site.remote import Routing
 from cnki_mcp.site.route import DIRECT
 
@@ -42,7 +45,7 @@ log = logging.getLogger(__name__)
 ATTACH_TIMEOUT = 10.0
 PROBE_TIMEOUT = 2.0
 CLOSE_TIMEOUT = 3.0  # graceful Browser.close before the process tree is killed
-WATCH_SECONDS = 1.0  # how often the DevTools port is looked at for other processes
+WATCH_SECONDS = 1.0  # how often the DevTools port (Windows) is looked at for other processes
 
 _DEAD_MESSAGE = (
     "浏览器已退出或连接已断开（这不代表没有访问权限）。请调用 operation_control 的 recover，然后重试或 continue。"
@@ -60,8 +63,8 @@ class _Session:
         self.generation = generation
         self.headless = headless
         self.chrome = chrome
-        self.nd: Any = None
-        self.port = 0
+        self.nd: Any = None  # the browser target's connection: a PipeConnection, or nodriver's Browser
+        self.port = 0  # the DevTools port; 0 over the pipe
         self.user_agent = ""
         self.tabs: dict[str, Tab] = {}
         self.pages: dict[str, Any] = {}  # target_id -> TargetInfo of live page targets
@@ -73,6 +76,7 @@ class _Session:
         self.closing: set[asyncio.Task[Any]] = set()
         self.strangers: list[int | None] = []  # other processes found on the DevTools port: the browser was ended
         self.watch: asyncio.Task[None] | None = None
+        self.version: tuple[str, ...] = ()  # Browser.getVersion's answer at attach
 
     def notify(self) -> None:
         self.changed.set()
@@ -105,7 +109,20 @@ class _Session:
         except TimeoutError:
             pass
 
-    # nodriver calls event handlers as f(event, connection) on its reader task: keep them trivial.
+    def follow(self) -> None:
+        """Route the browser connection's target and download events to this session."""
+        protocol = cdp()
+        for event, handler in (
+            (protocol.target.TargetCreated, self.on_target),
+            (protocol.target.TargetInfoChanged, self.on_target),
+            (protocol.target.TargetDestroyed, self.on_target_gone),
+            (protocol.target.TargetCrashed, self.on_target_gone),
+            (protocol.browser.DownloadWillBegin, self.on_download_begin),
+            (protocol.browser.DownloadProgress, self.on_download_progress),
+        ):
+            self.nd.add_handler(event, handler)
+
+    # Event handlers are called as f(event, connection) on the connection's reader: keep them trivial.
     def on_target(self, event: Any, _conn: Any = None) -> None:
         info = event.target_info
         if info.type_ != "page":
@@ -276,11 +293,12 @@ class Browser(PageActions):
         executable = self._executable_path()
         extra = self._extra_args if self._extra_args is not None else env_browser_args()
         headless = self.headless
+        pipe = devtools_pipe(executable)
         # Import nodriver (~0.5 s) while Chrome starts instead of after.
         importing = asyncio.ensure_future(asyncio.to_thread(nodriver))
         started = time.monotonic()
         try:
-            chrome = await ChromeProcess.launch(executable, self._profile, headless=headless, extra=extra)
+            chrome = await ChromeProcess.launch(executable, self._profile, headless=headless, extra=extra, pipe=pipe)
         except BaseException:
             await asyncio.gather(importing, return_exceptions=True)
             raise
@@ -289,9 +307,17 @@ class Browser(PageActions):
         chrome.on_exit = session.notify
         self._session = session
         try:
-            port = await chrome.devtools_port(generation=session.generation)
-            await importing
-            await self._attach(session, executable, port)
+            if chrome.pipe is not None:
+                session.nd = PipeChannel(*chrome.pipe).browser
+                chrome.pipe = None  # the channel owns the descriptors from here on
+                await importing
+                await session.nd.channel.open()
+                session.version = await chrome.first_answer(session.nd.send(cdp().browser.get_version()), generation=session.generation)
+            else:
+                port = await chrome.devtools_port(generation=session.generation)
+                await importing
+                await self._attach_port(session, executable, port)
+            await self._listen(session)
         except (CnkiError, asyncio.CancelledError):
             await self._drop()
             raise
@@ -300,19 +326,14 @@ class Browser(PageActions):
             await self._drop()
             raise CnkiError("BROWSER_UNAVAILABLE", f"浏览器启动后无法连接：{exc}", details=details) from exc
         self.launch_seconds = time.monotonic() - started
-        session.watch = asyncio.create_task(session.watch_port(), name="devtools-watch")
-        log.info(
-            "browser %d attached on port %d in %.2f s (generation %d, %s)",
-            chrome.pid,
-            port,
-            self.launch_seconds,
-            session.generation,
-            "headless" if headless else "headed",
-        )
+        if not pipe:
+            session.watch = asyncio.create_task(session.watch_port(), name="devtools-watch")
+        where = f"on port {session.port}" if session.port else "over its pipe"
+        mode = "headless" if headless else "headed"
+        log.info("browser %d attached %s in %.2f s (generation %d, %s)", chrome.pid, where, self.launch_seconds, session.generation, mode)
 
-    async def _attach(self, session: _Session, executable: Path, port: int) -> None:
+    async def _attach_port(self, session: _Session, executable: Path, port: int) -> None:
         nd = nodriver()
-        protocol = nd.cdp
         config = nd.Config(
             user_data_dir=str(self._profile),  # a custom dir: nodriver never deletes it
             browser_executable_path=str(executable),
@@ -323,18 +344,15 @@ class Browser(PageActions):
         session.port = port
         session.nd = await asyncio.wait_for(nd.Browser.create(config=config), ATTACH_TIMEOUT)
         nd.core.util.get_registered_instances().discard(session.nd)
-        conn = session.nd
-        conn.add_handler(protocol.target.TargetCreated, session.on_target)
-        conn.add_handler(protocol.target.TargetInfoChanged, session.on_target)
-        conn.add_handler(protocol.target.TargetDestroyed, session.on_target_gone)
-        conn.add_handler(protocol.target.TargetCrashed, session.on_target_gone)
-        conn.add_handler(protocol.browser.DownloadWillBegin, session.on_download_begin)
-        conn.add_handler(protocol.browser.DownloadProgress, session.on_download_progress)
-        await self._call(conn, protocol.target.set_discover_targets(discover=True), CALL_TIMEOUT, session=session)
+        session.version = await self._call(session.nd, cdp().browser.get_version(), CALL_TIMEOUT, session=session)
+
+    async def _listen(self, session: _Session) -> None:
+        """Follow the browser's targets and downloads; the user agent a headless browser must hide."""
+        session.follow()
+        await self._call(session.nd, cdp().target.set_discover_targets(discover=True), CALL_TIMEOUT, session=session)
         if self.headless:
-            version = await self._call(conn, protocol.browser.get_version(), CALL_TIMEOUT, session=session)
             # (protocol, product, revision, user_agent, js_version)
-            session.user_agent = str(version[3]).replace("HeadlessChrome", "Chrome")
+            session.user_agent = str(session.version[3]).replace("HeadlessChrome", "Chrome")
 
     async def _drop(self) -> None:
         session = self._session
@@ -430,9 +448,12 @@ class Browser(PageActions):
     # -- tabs ----------------------------------------------------------------------------------
 
     async def _adopt(self, session: _Session, info: Any, opener_id: str | None) -> Tab:
-        nd = nodriver()
-        protocol = nd.cdp
-        conn = nd.core.tab.Tab(target=info, parent=session.nd)
+        protocol = cdp()
+        conn: Any
+        if isinstance(session.nd, PipeConnection):
+            conn = PipeConnection(session.nd.channel, info, None)
+        else:
+            conn = nodriver().core.tab.Tab(target=info, parent=session.nd)
         tab = Tab(conn, session.generation, opener_id, self.routing.back)
         try:
             await self._guard(conn.attach(), CALL_TIMEOUT)

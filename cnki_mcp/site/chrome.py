@@ -1,9 +1,11 @@
 """The Chrome process behind the dedicated browser: command line, profile, launch, output and its end.
 
-We start Chrome/Edge/Chromium ourselves with a dedicated profile and ``--remote-debugging-port=0`` and
-read the port Chrome picked from ``DevToolsActivePort``; ``browser.py`` attaches to it. Launching it
-ourselves gives us the process tree (so nothing is left behind), its output (drained, never left in a
-full pipe) and the choice of executable. A browser left on our profile by a server that died is
+We start Chrome/Edge/Chromium ourselves with a dedicated profile. On Linux and macOS it is driven over
+``--remote-debugging-pipe`` (``pipe.py``): the two pipe ends it inherits are the only way in, and no
+DevTools port exists. On Windows it gets ``--remote-debugging-port=0``, we read the port Chrome picked from
+``DevToolsActivePort`` and ``browser.py`` attaches nodriver to it (watched: see the end of this module).
+Launching it ourselves gives us the process tree (so nothing is left behind), its output (drained, never
+left in a full pipe) and the choice of executable. A browser left on our profile by a server that died is
 ended at the next launch, and an owner file in the profile tells the next server what it may end;
 ``reaper.py`` makes every browser this process launched end with it, even on SIGKILL.
 """
@@ -18,6 +20,7 @@ import logging
 import os
 import shlex
 import shutil
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -31,7 +34,7 @@ from cnki_mcp.site import reaper
 
 log = logging.getLogger(__name__)
 
-LAUNCH_TIMEOUT = 20.0  # executable start until DevToolsActivePort is written
+LAUNCH_TIMEOUT = 20.0  # executable start until DevToolsActivePort is written (or the pipe answers)
 EXIT_WAIT = 5.0  # after Browser.close, time for Chrome to flush the profile and exit
 WINDOW_SIZE = (1280, 900)
 ACCEPT_LANGUAGE = "zh-CN,zh,en"
@@ -42,6 +45,19 @@ _PROFILE_IN_USE_EXIT = 21  # Chrome's exit code when another process holds the p
 _TRUE = {"1", "true", "yes", "on"}
 _PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
 _OUTPUT_LINES = 40
+# CDP over the inherited pipe where descriptors 3 and 4 can be handed to Chrome; Windows passes handles by a
+# convention we cannot test here, so it keeps the loopback port and its watcher. Test launchers may flip it.
+DEVTOOLS_PIPE = sys.platform != "win32"
+# A Flatpak launcher starts Chrome in a sandbox we have not seen pass extra descriptors through: the port there.
+_NO_PIPE_MARKER = "/flatpak/exports/bin/"
+
+
+def devtools_pipe(executable: Path) -> bool:
+    """Whether the browser at ``executable`` is driven over its pipe (else over a watched loopback port)."""
+    return DEVTOOLS_PIPE and _NO_PIPE_MARKER not in executable.as_posix()
+# Puts the pipe ends we pass as stdin/stdout on descriptors 3 and 4, then becomes Chrome (same pid): Python's
+# subprocess cannot place a descriptor on a chosen number without a preexec_fn (unsafe in a threaded server).
+_ON_FDS_3_AND_4 = 'exec "$0" "$@" 3<&0 4>&1 </dev/null >&2'
 
 
 # --------------------------------------------------------------------------------------------
@@ -68,12 +84,12 @@ def _is_root() -> bool:
     return hasattr(os, "getuid") and os.getuid() == 0
 
 
-def launch_arguments(executable: Path, profile: Path, *, headless: bool, extra: list[str]) -> list[str]:
+def launch_arguments(executable: Path, profile: Path, *, headless: bool, extra: list[str], pipe: bool = False) -> list[str]:
     """The full command line: our flags first, the caller's extra flags last so they can override."""
     args = [
         str(executable),
         f"--user-data-dir={profile}",
-        "--remote-debugging-port=0",
+        "--remote-debugging-pipe" if pipe else "--remote-debugging-port=0",
         "--no-first-run",
         "--no-default-browser-check",
         "--no-startup-window",
@@ -219,6 +235,7 @@ class ChromeProcess:
         self.output: collections.deque[str] = collections.deque(maxlen=_OUTPUT_LINES)
         self.exited = False
         self.on_exit: Callable[[], None] | None = None
+        self.pipe: tuple[int, int] | None = None  # our ends of the DevTools pipe (commands, answers), if any
         self._tasks: list[asyncio.Task[Any]] = []
 
     @property
@@ -230,36 +247,57 @@ class ChromeProcess:
         return not self.exited and self.proc.returncode is None
 
     @classmethod
-    async def launch(cls, executable: Path, profile: Path, *, headless: bool, extra: list[str]) -> ChromeProcess:
-        """Start Chrome on ``profile`` (cleared of leftovers first) and record this server as its owner."""
+    async def launch(cls, executable: Path, profile: Path, *, headless: bool, extra: list[str], pipe: bool = False) -> ChromeProcess:
+        """Start Chrome on ``profile`` (cleared of leftovers first) and record this server as its owner;
+        ``pipe``: CDP over inherited descriptors (``chrome.pipe``), else over a loopback port."""
         profile.mkdir(parents=True, exist_ok=True, mode=0o700)
         await asyncio.to_thread(clear_stale_profile, profile)
         # Tabs of the previous run must not come back; cookies and logins are kept.
         sessions = profile / "Default" / "Sessions"
         if sessions.is_dir():
             await asyncio.to_thread(shutil.rmtree, sessions, True)
-        _loopback_without_proxy()
+        if not pipe:
+            _loopback_without_proxy()
         # The tie to this process comes first: from its first instant the browser cannot outlive us.
         await reaper.prepare()
-        args = launch_arguments(executable, profile, headless=headless, extra=extra)
+        args = launch_arguments(executable, profile, headless=headless, extra=extra, pipe=pipe)
         log.info("launching browser: %s", " ".join(shlex.quote(a) for a in args))
         kwargs = reaper.spawn_options()
+        # Chrome's ends of the pipe (commands in, answers out) and ours; non-inheritable until placed on 0/1.
+        fds: tuple[int, ...] = (*os.pipe(), *os.pipe()) if pipe else ()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *args,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                **kwargs,
-            )
+            if pipe:
+                chrome_reads, we_write, we_read, chrome_writes = fds
+                proc = await asyncio.create_subprocess_exec(
+                    "/bin/sh", "-c", _ON_FDS_3_AND_4, *args,
+                    stdin=chrome_reads,
+                    stdout=chrome_writes,
+                    stderr=asyncio.subprocess.PIPE,
+                    **kwargs,
+                )
+            else:
+                proc = await asyncio.create_subprocess_exec(
+                    *args,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    **kwargs,
+                )
         except OSError as exc:
+            for fd in fds:
+                os.close(fd)
             raise CnkiError(
                 "BROWSER_UNAVAILABLE", f"无法启动浏览器：{exc}", details={"path": str(executable)}
             ) from exc
         chrome = cls(proc, reaper.adopt(proc.pid, kwargs), profile)
-        assert proc.stdout is not None
+        if pipe:
+            os.close(chrome_reads)  # Chrome holds them now: its exit is our EOF
+            os.close(chrome_writes)
+            chrome.pipe = (we_write, we_read)
+        output = proc.stderr if pipe else proc.stdout
+        assert output is not None
         chrome._tasks = [
-            asyncio.create_task(_drain(proc.stdout, chrome.output)),
+            asyncio.create_task(_drain(output, chrome.output)),
             asyncio.create_task(chrome._watch_exit()),
         ]
         # Written first: if this server dies now, the next one knows the browser is a leftover.
@@ -279,23 +317,48 @@ class ChromeProcess:
         """What a failure report says of the process: pid, exit code and its last output lines."""
         return {"pid": self.proc.pid, "exit_code": self.proc.returncode, "output": list(self.output)[-10:]}
 
+    async def exit_error(self, generation: int) -> CnkiError:
+        """Why the browser is gone right after its start: the profile in use, or its last output."""
+        code = self.proc.returncode
+        await asyncio.sleep(0.05)  # let the drain task collect the last words
+        details = {**self.details(), "generation": generation}
+        if code == _PROFILE_IN_USE_EXIT:
+            return CnkiError("BROWSER_PROFILE_IN_USE", details=details)
+        cause = browser_output_cause(details["output"])
+        return CnkiError(
+            "BROWSER_UNAVAILABLE",
+            f"浏览器启动后立即退出（退出码 {code}）" + (f"：{cause}" if cause else "。"),
+            details=details,
+        )
+
+    async def first_answer(self, answer: Awaitable[Any], *, generation: int) -> Any:
+        """The first CDP answer over the pipe, which says the browser is up; its exit or silence is an error."""
+        answered = asyncio.ensure_future(answer)
+        exited = asyncio.ensure_future(self.proc.wait())
+        try:
+            await asyncio.wait({answered, exited}, timeout=LAUNCH_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+            if not answered.done():
+                answered.cancel()
+                await asyncio.gather(answered, return_exceptions=True)
+        if self.proc.returncode is not None and (answered.cancelled() or answered.exception() is not None):
+            raise await self.exit_error(generation)
+        if answered.cancelled():
+            raise CnkiError(
+                "BROWSER_UNAVAILABLE",
+                f"浏览器在 {LAUNCH_TIMEOUT:.0f} 秒内没有在调试管道上应答。",
+                details={**self.details(), "generation": generation},
+            )
+        return answered.result()
+
     async def devtools_port(self, *, generation: int) -> int:
         """The DevTools port Chrome picked, once ``DevToolsActivePort`` is completely written."""
         port_file = self.profile / "DevToolsActivePort"
 
         async def written_port() -> int | None:
             if self.proc.returncode is not None:
-                code = self.proc.returncode
-                await asyncio.sleep(0.05)  # let the drain task collect the last words
-                details = {**self.details(), "generation": generation}
-                if code == _PROFILE_IN_USE_EXIT:
-                    raise CnkiError("BROWSER_PROFILE_IN_USE", details=details)
-                cause = browser_output_cause(details["output"])
-                raise CnkiError(
-                    "BROWSER_UNAVAILABLE",
-                    f"浏览器启动后立即退出（退出码 {code}）" + (f"：{cause}" if cause else "。"),
-                    details=details,
-                )
+                raise await self.exit_error(generation)
             with contextlib.suppress(OSError, ValueError):
                 lines = port_file.read_text(encoding="utf-8").splitlines()
                 if len(lines) >= 2:  # the second line (browser websocket path) marks a complete write
@@ -339,13 +402,11 @@ class ChromeProcess:
         reaper.release(self.proc.pid)
 
 
-# --- who else talks to the DevTools port ---------------------------------------------------------------
+# --- who else talks to the DevTools port (Windows: no pipe) ---------------------------------------------
 #
-# The DevTools port takes no token: any local program could drive the logged-in tab through it. A pipe
-# (``--remote-debugging-pipe``) would have no port, but nodriver cannot use one: ``Browser.create`` asks
-# ``http://host:port/json/version`` for the browser's WebSocket URL, and every tab is a WebSocket of its own
-# to ``/devtools/page/<id>`` (nodriver has no flattened sessions over one connection). So the port stays,
-# bound to 127.0.0.1 only, and is watched: a connection to it from any process but this one ends the browser.
+# The DevTools port takes no token: any local program could drive the logged-in tab through it. Where the
+# browser is driven over the pipe there is no port. Where it is not (``DEVTOOLS_PIPE`` False: Windows), the
+# port is bound to 127.0.0.1 only and watched: a connection to it from any process but this one ends the browser.
 
 
 def devtools_strangers(port: int, ours: int | None = None) -> list[int | None]:

@@ -16,8 +16,9 @@ SIGTERM, SIGHUP) and the ties that still hold when no hook can run (SIGKILL, a c
   asks to detach, and nested jobs let Chrome's sandbox keep jobs of its own.
 
 The hooks, the guard and the job end only the browsers registered here, each checked against its
-start time, so a browser the person started is never touched. The DevTools transport stays a port
-(nodriver speaks only websocket, not ``--remote-debugging-pipe``): it closes when the browser ends.
+start time, so a browser the person started is never touched. On Linux and macOS the browser is driven
+over ``--remote-debugging-pipe`` (``pipe.py``): the server's end of the pipe goes with it, and Chrome
+exits on that end too. On Windows the DevTools port stays; it closes when the browser ends.
 """
 
 from __future__ import annotations
