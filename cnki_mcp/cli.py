@@ -355,6 +355,8 @@ async def _watch_run(names: list[str]) -> bool:
         return True
     for run in runs:
         click.echo(msg("watch.baseline", name=run.name, found=run.found) if run.baseline else msg("watch.new", name=run.name, count=run.found))
+        for problem in run.warnings:
+            click.echo(msg("watch.warning", code=problem.code, message=problem.message))
         for paper in run.new:
             click.echo(msg("watch.paper", title=paper.title, source=paper.source, date=paper.publication_date))
     for name, why in failures.items():

@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 
+from cnki_mcp.core import model  # the module, not its names: core.model imports this one for StoreData
+
 KNOWN_KEPT = 2000  # refs a watch remembers, newest first: the listing is read only until the first of them
 
 
@@ -20,6 +22,9 @@ class Watch(msgspec.Struct, omit_defaults=True, kw_only=True):
     tool: str
     arguments: dict[str, Any] = {}
     known: list[str] = []
+    # Told by a run that stopped before a known paper (WATCH_GAP): they do not end a listing, so later runs read
+    # on past them into the gap; once a run reaches ``known`` again they join it. Kept as many as ``known``.
+    told: list[str] = []
     baseline_at: str = ""  # the first run; empty until it happened
     created_at: str = ""
     last_run_at: str = ""
@@ -46,6 +51,7 @@ class WatchRun(msgspec.Struct, kw_only=True):
     found: int = 0
     total: int | None = None  # what CNKI's listing said it holds (its first listing)
     new: list[WatchPaper] = []
+    warnings: list[model.Problem] = []  # WATCH_GAP, WATCH_MEMORY_FULL: the run completed, but not everything was seen
 
 
 class WatchView(msgspec.Struct, omit_defaults=True, kw_only=True):
@@ -55,12 +61,13 @@ class WatchView(msgspec.Struct, omit_defaults=True, kw_only=True):
     tool: str
     arguments: dict[str, Any] = {}
     known: int  # how many papers it remembers (always shown)
+    gap: bool = False  # a run stopped before the papers it knew: later runs still look for the papers between
     baseline_at: str = ""
     last_run_at: str = ""
 
     @classmethod
     def of(cls, watch: Watch) -> WatchView:
-        return cls(name=watch.name, tool=watch.tool, arguments=watch.arguments, known=len(watch.known),
+        return cls(name=watch.name, tool=watch.tool, arguments=watch.arguments, known=len(watch.known) + len(watch.told), gap=bool(watch.told),
                    baseline_at=watch.baseline_at, last_run_at=watch.last_run_at)
 
 
