@@ -22,7 +22,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.setup.cli_words import Group, say, show_usage_error
 
 if TYPE_CHECKING:
-    from cnki_mcp.core.watch_model import WatchRun
+    from cnki_mcp.research.watch import WatchRun
     from cnki_mcp.serving.owner import OwnerInfo
 
 T = TypeVar("T")
@@ -371,7 +371,7 @@ def _outcome(name: str, view: dict[str, Any], runs: list[WatchRun], failures: di
     operation must be cancelled: from a scheduler nobody is there to handle CNKI's check."""
     import msgspec
 
-    from cnki_mcp.core.watch_model import WatchRun
+    from cnki_mcp.research.watch import WatchRun
     from cnki_mcp.setup.messages import msg
 
     if view["status"] == "completed" and view.get("result") is not None:

@@ -17,8 +17,7 @@ import pytest
 from cnki_mcp.app import App
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Problem
-from cnki_mcp.core.watch_model import WatchPaper, WatchRun
-from cnki_mcp.research.watch import digest
+from cnki_mcp.research.watch import WatchPaper, WatchRun, digest
 from tests.fake_site import FakeSite
 from tests.harness import REPO, call_tool
 
@@ -172,3 +171,18 @@ def test_the_digest_says_what_a_run_could_not_see_before_its_papers() -> None:
     gap = Problem(code="WATCH_GAP", message="这次有 1 个列表（符合检索式）读到 max_pages=2 页就停了。")
     text = digest([WatchRun(name="图谱", found=0, warnings=[gap])], {}, "2026-12-30 08:00")
     assert text.splitlines()[2:5] == ["## 图谱：0 篇新论文", "", "> ⚠ WATCH_GAP：这次有 1 个列表（符合检索式）读到 max_pages=2 页就停了。"]
+
+
+def test_the_command_prints_a_runs_warnings(isolated_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from cnki_mcp import cli
+
+    async def ran(names: list[str], runs: list[WatchRun], failures: dict[str, str]) -> bool:
+        runs.append(WatchRun(name="图谱", found=0, warnings=[Problem(code="WATCH_GAP", message="缺口。")]))
+        return True
+
+    monkeypatch.setenv("CNKI_LANG", "zh")
+    monkeypatch.setattr(cli, "_in_process", ran)
+    done = CliRunner().invoke(cli.cli, ["watch", "run"])
+    assert done.exit_code == 0 and done.output.splitlines()[:2] == ["图谱：0 篇新论文。", "  ⚠ WATCH_GAP：缺口。"]

@@ -1,4 +1,4 @@
-"""Topic watches (the ``watch`` tool, ``cnki-mcp watch run``): what the store keeps of a watch, and what a run answers.
+"""Topic watches (the ``watch`` tool, ``cnki-mcp watch run``): what the store keeps of a watch, and what ``list`` shows.
 
 Beside ``core.model`` (near its size limit); the store's ``watches`` section holds ``Watch``.
 """
@@ -8,8 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from cnki_mcp.core import model  # the module, not its names: core.model imports this one for StoreData
 
 KNOWN_KEPT = 2000  # refs a watch remembers, newest first: the listing is read only until the first of them
 
@@ -28,30 +26,6 @@ class Watch(msgspec.Struct, omit_defaults=True, kw_only=True):
     baseline_at: str = ""  # the first run; empty until it happened
     created_at: str = ""
     last_run_at: str = ""
-
-
-class WatchPaper(msgspec.Struct, omit_defaults=True, kw_only=True):
-    """A new paper of a run: its listing data, its journal's tiers and the listings that found it."""
-
-    record_ref: str
-    title: str = ""
-    authors: list[str] = []
-    source: str = ""
-    publication_date: str = ""
-    url: str = ""
-    tiers: list[str] = []
-    matched: list[str] = []
-
-
-class WatchRun(msgspec.Struct, kw_only=True):
-    """One run of one watch: on the first (``baseline``) how many papers it found, later the new ones."""
-
-    name: str
-    baseline: bool = False
-    found: int = 0
-    total: int | None = None  # what CNKI's listing said it holds (its first listing)
-    new: list[WatchPaper] = []
-    warnings: list[model.Problem] = []  # WATCH_GAP, WATCH_MEMORY_FULL: the run completed, but not everything was seen
 
 
 class WatchView(msgspec.Struct, omit_defaults=True, kw_only=True):

@@ -15,11 +15,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
+import msgspec
+
 from cnki_mcp.core.clock import utc_now_iso
 from cnki_mcp.core.errors import CATALOGUE, CnkiError
 from cnki_mcp.core.files import safe_folder, write_new_file
 from cnki_mcp.core.model import Channel, Hit, Paper, Problem, SearchSummary
-from cnki_mcp.core.watch_model import KNOWN_KEPT, Watch, WatchPaper, WatchRun
+from cnki_mcp.core.watch_model import KNOWN_KEPT, Watch
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.research.pipeline import Research, SearchState
@@ -27,6 +29,30 @@ from cnki_mcp.site.grid_query import FIELDS
 from cnki_mcp.store.library import Store
 
 DIGEST_LISTED = 30  # new papers a digest lists per watch
+
+
+class WatchPaper(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """A new paper of a run: its listing data, its journal's tiers and the listings that found it."""
+
+    record_ref: str
+    title: str = ""
+    authors: list[str] = []
+    source: str = ""
+    publication_date: str = ""
+    url: str = ""
+    tiers: list[str] = []
+    matched: list[str] = []
+
+
+class WatchRun(msgspec.Struct, kw_only=True):
+    """One run of one watch: on the first (``baseline``) how many papers it found, later the new ones."""
+
+    name: str
+    baseline: bool = False
+    found: int = 0
+    total: int | None = None  # what CNKI's listing said it holds (its first listing)
+    new: list[WatchPaper] = []
+    warnings: list[Problem] = []  # WATCH_GAP, WATCH_MEMORY_FULL: the run completed, but not everything was seen
 
 
 async def run_watch(op: OperationContext, engine: Enrichment, store: Store, watch: Watch, state: SearchState) -> WatchRun:
