@@ -22,7 +22,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.setup.cli_words import Group, say, show_usage_error
 
 if TYPE_CHECKING:
-    from cnki_mcp.core.watch_model import WatchRun
+    from cnki_mcp.research.watch import WatchRun
     from cnki_mcp.serving.owner import OwnerInfo
 
 T = TypeVar("T")
@@ -355,6 +355,8 @@ async def _watch_run(names: list[str]) -> bool:
         return True
     for run in runs:
         click.echo(msg("watch.baseline", name=run.name, found=run.found) if run.baseline else msg("watch.new", name=run.name, count=run.found))
+        for problem in run.warnings:
+            click.echo(msg("watch.warning", code=problem.code, message=problem.message))
         for paper in run.new:
             click.echo(msg("watch.paper", title=paper.title, source=paper.source, date=paper.publication_date))
     for name, why in failures.items():
@@ -369,7 +371,7 @@ def _outcome(name: str, view: dict[str, Any], runs: list[WatchRun], failures: di
     operation must be cancelled: from a scheduler nobody is there to handle CNKI's check."""
     import msgspec
 
-    from cnki_mcp.core.watch_model import WatchRun
+    from cnki_mcp.research.watch import WatchRun
     from cnki_mcp.setup.messages import msg
 
     if view["status"] == "completed" and view.get("result") is not None:

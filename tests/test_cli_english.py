@@ -199,6 +199,7 @@ def test_config_and_help_speak_english(isolated_data_dir: Path, home: Path) -> N
     assert unknown.returncode == 1
     assert unknown.stderr.startswith("UNKNOWN_CLIENT: Unknown client 'cursr'. Did you mean cursor? Clients: claude-desktop, ")
     assert "  generic          Other stdio client (generic JSON)" in helped.stdout.splitlines()
+    assert "  cnki-mcp watch run [<name>...]" in helped.stdout.splitlines()
 
 
 def test_usage_mistakes_of_setup_and_serve_speak_english(isolated_data_dir: Path, home: Path) -> None:

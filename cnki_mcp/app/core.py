@@ -68,6 +68,8 @@ class AppCore:
         self._store_error: CnkiError | None = None  # why the store last failed to open
         self._jobs: Jobs | None = None
         self._opening = asyncio.Lock()  # concurrent first calls must not open the store twice
+        # A watch's name → the operation running it: one run at a time (tools/watch; cnki.lock keeps other processes out).
+        self.watch_runs: dict[str, str] = {}
         self._browser: Browser | None = None
         self._site: Site | None = None
         self._sessions: Sessions | None = None

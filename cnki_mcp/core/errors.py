@@ -94,6 +94,9 @@ ErrorCode = Literal[
     "WATCH_NOT_FOUND",
     "WATCH_EXISTS",
     "WATCH_INCOMPLETE",
+    "WATCH_RUNNING",
+    "WATCH_GAP",
+    "WATCH_MEMORY_FULL",
     "VERIFICATION_NOT_FOUND",
     "BUDGET_EXHAUSTED",
     "CANCELLED",
@@ -264,6 +267,14 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "WATCH_EXISTS": Code("已有同名的关注；换一个名称，或先 remove 再 add。"),
     "WATCH_INCOMPLETE": Code(
         "这次关注运行没有读完知网的列表（见任务的 errors），没有记下任何论文；处理好问题后再次 run 会重新读取同一段。", True
+    ),
+    "WATCH_RUNNING": Code("这个关注正在运行（details 的 operation_id）；同一关注同时只能运行一次，请用 operation_status 等它的结果，不要再次 run。", True),
+    "WATCH_GAP": Code(
+        "有列表读满 max_pages 页仍没读到上次已知的论文，其间更早的新论文这次没有读到；已记下这段缺口，之后的 run 会继续往下读，"
+        "读到时作为新论文报告。请更常运行，或 run 时给 arguments: {\"options\": {\"max_pages\": 更大的页数}}。"
+    ),
+    "WATCH_MEMORY_FULL": Code(
+        "关注记住的论文已达上限，最早的一些被忘记，其中有这次列表里读到的；以后的 run 可能把它们当作新论文再报告一次。"
     ),
     "VERIFICATION_NOT_FOUND": Code("当前没有等待人工处理的页面。"),
     # --- operations -------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Topic watches (the ``watch`` tool, ``cnki-mcp watch run``): what the store keeps of a watch, and what a run answers.
+"""Topic watches (the ``watch`` tool, ``cnki-mcp watch run``): what the store keeps of a watch, and what ``list`` shows.
 
 Beside ``core.model`` (near its size limit); the store's ``watches`` section holds ``Watch``.
 """
@@ -20,32 +20,12 @@ class Watch(msgspec.Struct, omit_defaults=True, kw_only=True):
     tool: str
     arguments: dict[str, Any] = {}
     known: list[str] = []
+    # Told by a run that stopped before a known paper (WATCH_GAP): they do not end a listing, so later runs read
+    # on past them into the gap; once a run reaches ``known`` again they join it. Kept as many as ``known``.
+    told: list[str] = []
     baseline_at: str = ""  # the first run; empty until it happened
     created_at: str = ""
     last_run_at: str = ""
-
-
-class WatchPaper(msgspec.Struct, omit_defaults=True, kw_only=True):
-    """A new paper of a run: its listing data, its journal's tiers and the listings that found it."""
-
-    record_ref: str
-    title: str = ""
-    authors: list[str] = []
-    source: str = ""
-    publication_date: str = ""
-    url: str = ""
-    tiers: list[str] = []
-    matched: list[str] = []
-
-
-class WatchRun(msgspec.Struct, kw_only=True):
-    """One run of one watch: on the first (``baseline``) how many papers it found, later the new ones."""
-
-    name: str
-    baseline: bool = False
-    found: int = 0
-    total: int | None = None  # what CNKI's listing said it holds (its first listing)
-    new: list[WatchPaper] = []
 
 
 class WatchView(msgspec.Struct, omit_defaults=True, kw_only=True):
@@ -55,12 +35,13 @@ class WatchView(msgspec.Struct, omit_defaults=True, kw_only=True):
     tool: str
     arguments: dict[str, Any] = {}
     known: int  # how many papers it remembers (always shown)
+    gap: bool = False  # a run stopped before the papers it knew: later runs still look for the papers between
     baseline_at: str = ""
     last_run_at: str = ""
 
     @classmethod
     def of(cls, watch: Watch) -> WatchView:
-        return cls(name=watch.name, tool=watch.tool, arguments=watch.arguments, known=len(watch.known),
+        return cls(name=watch.name, tool=watch.tool, arguments=watch.arguments, known=len(watch.known) + len(watch.told), gap=bool(watch.told),
                    baseline_at=watch.baseline_at, last_run_at=watch.last_run_at)
 
 

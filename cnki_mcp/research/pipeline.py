@@ -137,6 +137,7 @@ class SearchInput(msgspec.Struct, omit_defaults=True, kw_only=True):
     # A watch's run (tools/watch): the papers it already knew. A listing (sorted newest first) stops at the page
     # that shows one of them, and only the others get their details. None: an ordinary search.
     seen: list[str] | None = None
+    told: list[str] = []  # a watch's papers told after a gap (Watch.told): no details again, but they end no listing
 
 
 class SearchState(msgspec.Struct, omit_defaults=True):
@@ -286,11 +287,13 @@ class Research:
         self._picks: tuple[FacetPick, ...] | None = None
         self._named: frozenset[str] | None = None  # the sources the caller named exactly (sources.named_sources)
         self._seen: frozenset[str] = frozenset()  # a watch's known papers (SearchInput.seen)
+        self._told: frozenset[str] = frozenset()  # and those it told: no details for either
 
     async def run(self, op: OperationContext, state: SearchState) -> SearchSummary:
         """Run (or resume) a search; always stores a search record and returns its summary."""
         run = _Run(state)
         self._seen = frozenset(state.input.seen or ())
+        self._told = self._seen.union(state.input.told)
         listing = compiled_of(state.query) if state.query is not None else None
         if listing is not None:  # the one channel of a query that keeps CNKI's order, compiled at the entry
             self._compiled[state.plan.channels[0].name] = listing
@@ -579,7 +582,7 @@ class Research:
     def _pool(self, state: SearchState, refs: list[str]) -> list[str]:
         metadata = state.input.options.metadata
         if state.input.seen is not None:
-            refs = [ref for ref in refs if ref not in self._seen]
+            refs = [ref for ref in refs if ref not in self._told]
         if metadata == "basic" or not refs:
             return []
         if metadata == "all":

@@ -4,7 +4,9 @@ with their journals' tiers and the listings that found them, and remembered for 
 The search is the pipeline's own (``pipeline.Research``) with ``SearchInput.seen``: each listing stops at
 the first page that shows a known paper, and only unknown papers get their details. A first run (nothing
 known) reads one page of each listing, with list data only, and makes what it found the baseline. A run
-that does not complete remembers nothing, so the next one reads the same stretch again.
+that does not complete remembers nothing, so the next one reads the same stretch again. A listing that
+reaches ``max_pages`` before a known paper leaves a gap (WATCH_GAP): what that run told is kept apart
+(``Watch.told``) and ends no listing, so later runs read on into the gap until they reach the known papers.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
+import msgspec
+
 from cnki_mcp.core.clock import utc_now_iso
-from cnki_mcp.core.errors import CnkiError
+from cnki_mcp.core.errors import CATALOGUE, CnkiError
 from cnki_mcp.core.files import safe_folder, write_new_file
-from cnki_mcp.core.model import Channel, Hit, Paper, SearchSummary
-from cnki_mcp.core.watch_model import KNOWN_KEPT, Watch, WatchPaper, WatchRun
+from cnki_mcp.core.model import Channel, Hit, Paper, Problem, SearchSummary
+from cnki_mcp.core.watch_model import KNOWN_KEPT, Watch
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.research.enrich import Enrichment
 from cnki_mcp.research.pipeline import Research, SearchState
@@ -27,18 +31,53 @@ from cnki_mcp.store.library import Store
 DIGEST_LISTED = 30  # new papers a digest lists per watch
 
 
+class WatchPaper(msgspec.Struct, omit_defaults=True, kw_only=True):
+    """A new paper of a run: its listing data, its journal's tiers and the listings that found it."""
+
+    record_ref: str
+    title: str = ""
+    authors: list[str] = []
+    source: str = ""
+    publication_date: str = ""
+    url: str = ""
+    tiers: list[str] = []
+    matched: list[str] = []
+
+
+class WatchRun(msgspec.Struct, kw_only=True):
+    """One run of one watch: on the first (``baseline``) how many papers it found, later the new ones."""
+
+    name: str
+    baseline: bool = False
+    found: int = 0
+    total: int | None = None  # what CNKI's listing said it holds (its first listing)
+    new: list[WatchPaper] = []
+    warnings: list[Problem] = []  # WATCH_GAP, WATCH_MEMORY_FULL: the run completed, but not everything was seen
+
+
 async def run_watch(op: OperationContext, engine: Enrichment, store: Store, watch: Watch, state: SearchState) -> WatchRun:
     """Run ``watch``'s search (``state``, with ``seen`` = what it knew) and remember what it found."""
     baseline = not watch.baseline_at
     summary = await Research(engine).run(op, state)
     if summary.status != "completed":
         raise CnkiError("WATCH_INCOMPLETE", details={"watch": watch.name, "search_id": summary.search_id})
-    known = set(watch.known)
+    known = {*watch.known, *watch.told}
     papers = store.data.papers
     found = [papers[ref] for ref in state.refs if ref not in known and ref in papers]
     found.sort(key=lambda paper: paper.publication_date or str(paper.year), reverse=True)
+    refs = [paper.record_ref for paper in found]
+    short = [] if baseline else _cut_short(state)
+    warnings = [_gap(watch.name, short, state.input.options.max_pages)] if short else []
+    # After a gap what this run told ends no listing, so the next run reads on to the papers known before it.
+    kept = refs + watch.told if short else refs + watch.told + watch.known
+    forgotten = set(kept[KNOWN_KEPT:])
+    if short:
+        watch.told = kept[:KNOWN_KEPT]
+    else:
+        watch.known, watch.told = kept[:KNOWN_KEPT], []
+    if not forgotten.isdisjoint(state.refs):  # a listing's newest known papers gone: the next run may pass them
+        warnings.append(CnkiError("WATCH_MEMORY_FULL", details={"watch": watch.name, "kept": KNOWN_KEPT, "forgotten": len(forgotten)}).problem())
     now = utc_now_iso()
-    watch.known = ([paper.record_ref for paper in found] + watch.known)[:KNOWN_KEPT]
     watch.baseline_at = watch.baseline_at or now
     watch.last_run_at = now
     if watch.name in store.data.watches:  # removed while it ran: not brought back
@@ -48,7 +87,20 @@ async def run_watch(op: OperationContext, engine: Enrichment, store: Store, watc
         return WatchRun(name=watch.name, baseline=True, found=len(found), total=total)
     channels = {channel.name: channel for channel in state.plan.channels}
     new = [_paper(paper, state.hits.get(paper.record_ref, []), channels) for paper in found]
-    return WatchRun(name=watch.name, found=len(new), total=total, new=new)
+    return WatchRun(name=watch.name, found=len(new), total=total, new=new, warnings=warnings)
+
+
+def _cut_short(state: SearchState) -> list[Channel]:
+    """The listings that ended at ``max_pages`` before a known paper or their end: papers below were not read."""
+    stopped = {entry.channel for entry in state.coverage if not entry.exhausted and not entry.failed}
+    return [channel for channel in state.plan.channels if channel.name in stopped]
+
+
+def _gap(name: str, channels: list[Channel], max_pages: int) -> Problem:
+    details = {"watch": name, "listings": len(channels), "channels": [channel.name for channel in channels], "max_pages": max_pages}
+    what = "、".join(dict.fromkeys(_why(channel) for channel in channels))
+    stopped = f"这次有 {len(channels)} 个列表（{what}）读到 max_pages={max_pages} 页就停了。"
+    return CnkiError("WATCH_GAP", stopped + CATALOGUE["WATCH_GAP"].message, details=details).problem()
 
 
 def _total(summary: SearchSummary) -> int | None:
@@ -93,6 +145,8 @@ def digest(runs: list[WatchRun], failures: dict[str, str], at: str) -> str:
             lines += [f"## {run.name}", "", f"首次运行，建立基线：记下 {run.found} 篇（知网列表共 {run.total if run.total is not None else '未知'} 篇）。", ""]
             continue
         lines += [f"## {run.name}：{run.found} 篇新论文", ""]
+        if run.warnings:  # before the papers: what this run could not see
+            lines += [*(f"> ⚠ {problem.code}：{problem.message}" for problem in run.warnings), ""]
         for paper in run.new[:DIGEST_LISTED]:
             tiers = f"〔{'、'.join(paper.tiers)}〕" if paper.tiers else ""
             head = f"[{paper.title}]({paper.url})" if paper.url else paper.title

@@ -66,12 +66,14 @@ LINES: dict[str, tuple[str, str]] = {
         "  cnki-mcp config [<客户端>] [--http [--host <地址>] [--port <端口>]] [--link] [--rotate-token]\n"
         "  cnki-mcp doctor [--protocol] [--json] [--site] [--report]\n"
         "  cnki-mcp uninstall [--data] [--yes]\n"
+        "  cnki-mcp watch run [<名称>...]\n"
         "  cnki-mcp schema | version | --version | help | <命令> --help",
         "  cnki-mcp serve [--http [--host <host>] [--port <port>]]\n"
         "  cnki-mcp setup [--browser <browser path>] [--client <client>] [--install-client] [--http [--host <host>] [--port <port>]]\n"
         "  cnki-mcp config [<client>] [--http [--host <host>] [--port <port>]] [--link] [--rotate-token]\n"
         "  cnki-mcp doctor [--protocol] [--json] [--site] [--report]\n"
         "  cnki-mcp uninstall [--data] [--yes]\n"
+        "  cnki-mcp watch run [<name>...]\n"
         "  cnki-mcp schema | version | --version | help | <command> --help",
     ),
     "help.clients": ("可选客户端：", "Clients:"),
@@ -300,6 +302,7 @@ LINES: dict[str, tuple[str, str]] = {
     "watch.none": ("还没有关注；请在 AI 客户端里用 watch 工具的 add 添加。", "No watches yet; add one with the watch tool's add in your AI client."),
     "watch.baseline": ("{name}：首次运行，建立基线，记下 {found} 篇。", "{name}: first run, a baseline of {found} papers."),
     "watch.new": ("{name}：{count} 篇新论文。", "{name}: {count} new papers."),
+    "watch.warning": ("  ⚠ {code}：{message}", "  ⚠ {code}: {message}"),
     "watch.paper": ("  · {title}（{source} {date}）", "  · {title} ({source} {date})"),
     "watch.failed": ("{name}：未完成：{why}", "{name}: not done: {why}"),
     "watch.needs_person": (

@@ -32,7 +32,7 @@ class Args(ToolArgs):
     action: Annotated[Action, Meta(description="add、list、run、remove", extra={"code": "INVALID_ACTION"})]
     name: Annotated[str, Meta(max_length=NAME_MAX, description="关注的名称", extra={"trim": True})] = ""
     tool: Annotated[Tool, Meta(description="add：哪个检索工具", extra={"empty_means_default": True})] = "search"
-    arguments: Annotated[dict[str, Any], Meta(description="add：该工具的参数")] = {}
+    arguments: Annotated[dict[str, Any], Meta(description="add：该工具的参数；run：只可给 options（如更大的 max_pages），完成后保留")] = {}
 
 
 TITLE = "关注主题"
@@ -50,6 +50,9 @@ def validate(args: Args, raw: dict[str, Any]) -> None:
         raise CnkiError("INVALID_INPUT", f"{args.action} 需要 name。", details={"field": "name"})
     if args.action == "add" and not args.arguments:
         raise CnkiError("INVALID_INPUT", "add 需要 arguments：所关注检索的参数。", details={"field": "arguments"})
+    if args.action == "run" and (set(args.arguments) - {"options"} or not isinstance(args.arguments.get("options", {}), dict)):
+        raise CnkiError("INVALID_INPUT", "run 的 arguments 只可含 options（如 {\"options\": {\"max_pages\": 10}}）；其余参数在 add 时已定。",
+                        details={"field": "arguments"})
 
 
 Result = OperationView | WatchList
@@ -67,7 +70,10 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
             raise CnkiError("WATCH_NOT_FOUND", details={"name": args.name})
     elif args.action == "run":
         jobs = await deps.jobs()
-        return await jobs.inline(await start_watch(deps, stored_watch(watches, args.name), call), call)
+        watch = stored_watch(watches, args.name)
+        if args.arguments:  # new options for this run on, checked by the watched tool's rules when it starts
+            watch.arguments = {**watch.arguments, "options": {**watch.arguments.get("options", {}), **args.arguments["options"]}}
+        return await jobs.inline(await start_watch(deps, watch, call), call)
     return WatchList(watches=[WatchView.of(watch) for watch in watches.values()])
 
 
@@ -137,4 +143,9 @@ async def start_watch(deps: AppCore, watch: Watch, call: ToolCall | None) -> Job
         return await run_watch(op, await deps.enrichment(), await deps.store(), watch, state)
 
     jobs = await deps.jobs()
-    return jobs.start(KIND, search_budget(request), work)
+    running = deps.watch_runs.get(watch.name)
+    if running is not None and jobs.live(running) is not None:  # both would tell the same papers and remember them
+        raise CnkiError("WATCH_RUNNING", details={"name": watch.name, "operation_id": running})
+    job = jobs.start(KIND, search_budget(request), work)
+    deps.watch_runs[watch.name] = job.record.operation_id
+    return job
