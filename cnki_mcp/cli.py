@@ -320,10 +320,10 @@ def watch_command() -> None:
 @watch_command.command(name="run", epilog=say(*_SCHEDULE), help=say(
     "运行关注（不给名称时运行全部）：按发表时间从新到旧读知网列表，只报告上次以来的新论文，"
     "摘要写入数据目录 exports/ 下的 Markdown 文件。有关注未完成时退出码为 1。"
-    "数据目录正由 MCP 服务使用时不能运行（DATA_DIRECTORY_IN_USE），请改在 AI 客户端里用 watch 的 run。",
+    "数据目录正由 MCP 服务使用时，经那个服务运行（同样遵守限速、预算和人工验证）。",
     "Run the watches (all when none is named): CNKI's listing newest first, reporting only papers new since the last run; "
     "the digest goes to a Markdown file under exports/ in the data directory. Exit code 1 when a watch did not finish. "
-    "Refused while an MCP server uses the data directory (DATA_DIRECTORY_IN_USE): then run the watch from your AI client.",
+    "While an MCP server uses the data directory, the run goes through that server (same pacing, budget and hand-off).",
 ))
 @click.argument("names", nargs=-1, metavar=say("[名称]...", "[NAME]..."))
 def watch_run(names: tuple[str, ...]) -> None:
