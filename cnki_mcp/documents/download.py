@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.core.clock import Deadline, utc_now_iso
+from cnki_mcp.core.clock import Deadline, china_day, next_china_midnight, parse_utc, utc_now_iso
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import safe_folder
 from cnki_mcp.core.model import Artifact, DownloadResult, LocalReply, Paper
@@ -178,6 +178,36 @@ def _completed(store: Store, key: str, done: Artifact) -> None:
     store.count_download()
 
 
+def downloads_taken(store: Store) -> int:
+    """Today's places under the daily cap (China's day): downloads completed, and clicks whose outcome is
+    still open (each holds its place until its file arrives, which counts it, or it is forgotten)."""
+    today = china_day()
+    held = 0
+    for artifact in store.data.artifacts.values():
+        moment = parse_utc(artifact.updated_at) if artifact.state == "clicked" else None
+        held += moment is not None and china_day(moment) == today
+    return store.downloads_on() + held
+
+
+def over_daily_limit(store: Store, limit: int, *, batch: bool) -> CnkiError | None:
+    """DAILY_LIMIT_REACHED when no place is left under ``limit`` today (0: no cap), else None."""
+    if not limit:
+        return None
+    taken = downloads_taken(store)
+    if taken < limit:
+        return None
+    resets_at = next_china_midnight().isoformat(timespec="seconds")
+    stopped = "批量下载已停止" if batch else "这次没有点击下载"
+    after = "其余论文见 remaining。届时用 operation_control 的 continue 继续" if batch else "届时再下载"
+    return CnkiError(
+        "DAILY_LIMIT_REACHED",
+        f"今天（北京时间 {china_day()}）已下载 {taken} 篇（含结果未明的点击），达到每日上限 {limit} 篇，{stopped}，以免知网把账号标记为异常。"
+        f"北京时间 {resets_at} 后重置，{after}；上限在 config.json 的 daily_download_limit 或环境变量 "
+        "CNKI_DAILY_DOWNLOAD_LIMIT 中设置（0 表示不限）。",
+        details={"count": taken, "limit": limit, "resets_at": resets_at},
+    )
+
+
 def _uncertain(artifact: Artifact, message: str) -> CnkiError:
     return CnkiError("SIDE_EFFECT_UNCERTAIN", message, details=msgspec.to_builtins(view(artifact)), retryable=True)
 
@@ -221,7 +251,12 @@ async def prior(store: Store, record_ref: str, request: DownloadRequest) -> Loca
 
 class Downloads:
     """download_paper for one process: downloads run one at a time, and a batch's clicks keep their spacing
-    from the last click any tool sent."""
+    from the last click any tool sent.
+
+    The daily cap is checked under the same lock, before the detail page is opened, and the ``clicked``
+    entry that follows holds the place: concurrent batches and download_paper calls queue here, so no two
+    see the same free place. The data directory's lock (store/library.py) keeps every other process off
+    the same ledger, so this one check is the only one there is."""
 
     def __init__(self) -> None:
         self._lock: asyncio.Lock | None = None
@@ -233,9 +268,18 @@ class Downloads:
         return self._lock
 
     async def download(
-        self, op: OperationContext, engine: Enrichment, site: SiteBackend, paper: Paper, request: DownloadRequest, spacing: float = 0.0
+        self,
+        op: OperationContext,
+        engine: Enrichment,
+        site: SiteBackend,
+        paper: Paper,
+        request: DownloadRequest,
+        spacing: float = 0.0,
+        *,
+        daily_limit: int,
     ) -> DownloadResult:
-        """``spacing``: the least seconds between the last click and this one (a batch's interval; 0: none)."""
+        """``spacing``: the least seconds between the last click and this one (a batch's interval; 0: none);
+        ``daily_limit``: downloads allowed per day in China (0: no cap)."""
         store = engine.store
         async with self._serial():
             # Another call may have finished the same file while this one queued.
@@ -243,6 +287,9 @@ class Downloads:
             if earlier is not None:
                 result: DownloadResult = earlier.result
                 return result
+            full = over_daily_limit(store, daily_limit, batch=False)
+            if full is not None:
+                raise full
             try:
                 return await self._download(op, engine, site, paper, request, spacing)
             except CnkiError as exc:
