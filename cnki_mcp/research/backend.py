@@ -169,7 +169,7 @@ async def followed(op: OperationContext, steps: AsyncIterator[Waiting | Stage | 
             if isinstance(step, Waiting):
                 shown.enter_context(op.stage_while("waiting_for_site", step.progress()))
             elif isinstance(step, Stage):
-                op.stage(step.name)
+                op.stage(step.name, step.progress)
             else:
                 found.append(step)
     (result,) = found
