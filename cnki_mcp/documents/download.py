@@ -62,7 +62,7 @@ from cnki_mcp.pages.page_state import is_refusal, page_text_sample, parse_downlo
 from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.detail_tab import ENTRY_WAIT, open_detail, settle
 from cnki_mcp.research.enrich import Enrichment
-from cnki_mcp.site.browser import Tab
+from cnki_mcp.site.browser import DownloadEvent, Tab
 from cnki_mcp.site.door import page_problem
 from cnki_mcp.site.exchange import CHALLENGE_CODES, note_snapshot
 from cnki_mcp.store.library import Store
@@ -72,6 +72,10 @@ log = logging.getLogger(__name__)
 POLL = 0.5
 TAB_LIST_WAIT = 2.0
 HTML_FILE_LIMIT = 2 << 20
+# One file's size cap: a whole doctoral thesis (the largest thing CNKI sells as one file) is tens of MB, a
+# scanned one a few hundred pages of images at most ~200 MB; 512 MiB fits any of them twice over and stops a
+# transfer that would never end (or fill the disk) long before it hurts.
+MAX_FILE_BYTES = 512 << 20
 # The whole-document entry of each format. Chapter, page and online-reading entries (分章下载,
 # 分页下载, 在线阅读 on thesis pages) never match, and neither does the other format's entry.
 _PARTS = "分章|分页|章节|在线"
@@ -408,12 +412,31 @@ class Downloads:
                 if event.state == "canceled":
                     watch.forget()
                     raise CnkiError("DOWNLOAD_CANCELLED", "浏览器报告传输取消；未重复点击。", details={"format": artifact.format})
+                over = max(event.received_bytes, event.total_bytes) > MAX_FILE_BYTES
+                # A transfer over the cap, or one that runs on past the wait, is stopped, not left to run.
+                if over or deadline.passed:
+                    done = await self._cancel(watch, event, artifact)
+                    if done is not None:  # it finished while being cancelled
+                        return await self._finish(watch, artifact, done.url, done.path)
+                    raise _stopped(event, artifact.format, wait_seconds, over)
             if deadline.passed:
                 raise _uncertain(
                     artifact,
                     f"点击下载后 {wait_seconds} 秒内文件没有下载完成，下载可能仍在进行；"
                     "稍后用相同参数再调用会先检查文件是否已到，确认需要重新下载时才传 retry=true。",
                 )
+
+    async def _cancel(self, watch: _Watch, event: DownloadEvent, artifact: Artifact) -> DownloadEvent | None:
+        """Cancel a transfer; None once it is gone (the click forgotten: nothing arrived, a later call may click
+        again), or its completed event when it finished meanwhile."""
+        await watch.site.cancel_download(event.guid)
+        last = await watch.site.wait_download(event.guid, POLL)
+        if last is not None and last.state == "completed":
+            return last
+        watch.forget()
+        with contextlib.suppress(OSError):
+            (Path(artifact.incoming) / event.guid).unlink()
+        return None
 
     async def _finish(self, watch: _Watch, artifact: Artifact, url: str, reported: str = "") -> DownloadResult:
         """Keep what arrived: any PDF/CAJ-family or unknown body (said so); an HTML page is a refusal.
@@ -464,6 +487,26 @@ class Downloads:
             return _refused(words, **details)
         shown = f"：{words}" if words else "（空文件）"
         return CnkiError("INVALID_FILE", f"知网给的文件只有 {len(data)} 字节，不是论文{shown}；内容已保存到诊断目录。", details=details)
+
+
+def _stopped(event: DownloadEvent, fmt: str, wait_seconds: int, over: bool) -> CnkiError:
+    """DOWNLOAD_CANCELLED for a transfer this side stopped: over the size cap, or not done within the wait."""
+    details: dict[str, Any] = {"format": fmt, "received_bytes": event.received_bytes, "reason": "too_large" if over else "timeout"}
+    if over:
+        size = max(event.received_bytes, event.total_bytes)
+        return CnkiError(
+            "DOWNLOAD_CANCELLED",
+            f"文件超过单个文件的上限 {MAX_FILE_BYTES >> 20} MB（已知 {size >> 20} MB），已取消传输，没有保存；"
+            "整本学位论文也远小于这个上限，这很可能不是论文文件。",
+            details={**details, "limit_bytes": MAX_FILE_BYTES},
+        )
+    return CnkiError(
+        "DOWNLOAD_CANCELLED",
+        f"点击下载后 {wait_seconds} 秒内文件没有传完（已收到 {event.received_bytes >> 10} KB），已取消传输，没有保存；"
+        "网络较慢时可以增大 wait_seconds 后再调用（会重新点击下载）。",
+        details=details,
+        retryable=True,
+    )
 
 
 def _read_limited(path: Path) -> bytes:

@@ -583,6 +583,17 @@ class Browser(PageActions):
         session.downloads.clear()
         session.download_dir = path
 
+    async def cancel_download(self, guid: str) -> None:
+        """Stop a transfer that runs on (past its wait, or over the size cap); one already finished stays as it is."""
+        protocol = cdp()
+        session = self._live()
+        try:
+            await self._call(session.nd, protocol.browser.cancel_download(guid=guid), CALL_TIMEOUT)
+        except CnkiError as exc:
+            if exc.code == "BROWSER_UNAVAILABLE":
+                raise
+            log.debug("cancelling download %s: %s", guid, exc.message)
+
     async def wait_download(self, guid: str | None = None, timeout: float = 1.0) -> DownloadEvent | None:
         """Wait up to ``timeout`` for a download to finish (completed or canceled).
 
