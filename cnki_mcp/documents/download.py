@@ -429,7 +429,12 @@ class Downloads:
     async def _cancel(self, watch: _Watch, event: DownloadEvent, artifact: Artifact) -> DownloadEvent | None:
         """Cancel a transfer; None once it is gone (the click forgotten: nothing arrived, a later call may click
         again), or its completed event when it finished meanwhile."""
-        await watch.site.cancel_download(event.guid)
+        try:
+            await watch.site.cancel_download(event.guid)
+        except CnkiError as exc:
+            if exc.code == "BROWSER_UNAVAILABLE":
+                raise
+            log.debug("cancelling download %s: %s", event.guid, exc.message)  # it finished meanwhile: looked at below
         last = await watch.site.wait_download(event.guid, POLL)
         if last is not None and last.state == "completed":
             return last

@@ -584,15 +584,8 @@ class Browser(PageActions):
         session.download_dir = path
 
     async def cancel_download(self, guid: str) -> None:
-        """Stop a transfer that runs on (past its wait, or over the size cap); one already finished stays as it is."""
-        protocol = cdp()
-        session = self._live()
-        try:
-            await self._call(session.nd, protocol.browser.cancel_download(guid=guid), CALL_TIMEOUT)
-        except CnkiError as exc:
-            if exc.code == "BROWSER_UNAVAILABLE":
-                raise
-            log.debug("cancelling download %s: %s", guid, exc.message)
+        """Stop a transfer that runs on (past its wait, or over the size cap); CDP refuses a finished one."""
+        await self._call(self._live().nd, cdp().browser.cancel_download(guid=guid), CALL_TIMEOUT)
 
     async def wait_download(self, guid: str | None = None, timeout: float = 1.0) -> DownloadEvent | None:
         """Wait up to ``timeout`` for a download to finish (completed or canceled).
