@@ -6,7 +6,8 @@ click in the ledger as Downloads does."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from cnki_mcp.core import settings
-from cnki_mcp.core.clock import local_day, next_local_midnight
+from cnki_mcp.core.clock import china_day, next_china_midnight
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, BatchItem, Budget, DownloadResult, Paper
 from cnki_mcp.documents import batch
@@ -69,16 +70,25 @@ def test_arguments_refuse_what_is_out_of_range() -> None:
 def test_the_daily_limit_setting_takes_the_environment_first_and_zero_as_no_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CNKI_DAILY_DOWNLOAD_LIMIT", raising=False)
     assert settings.daily_download_limit(100) == 100
-    assert settings.daily_download_limit(-3) == 0
     monkeypatch.setenv("CNKI_DAILY_DOWNLOAD_LIMIT", "0")
     assert settings.daily_download_limit(100) == 0
     monkeypatch.setenv("CNKI_DAILY_DOWNLOAD_LIMIT", "25")
     assert settings.daily_download_limit(100) == 25
-    monkeypatch.setenv("CNKI_DAILY_DOWNLOAD_LIMIT", "lots")
-    assert settings.daily_download_limit(40) == 40
 
 
-def test_the_store_counts_downloads_per_local_day_and_keeps_a_week(tmp_path: Path) -> None:
+def test_a_bad_daily_limit_is_an_error_naming_the_setting_not_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CNKI_DAILY_DOWNLOAD_LIMIT", raising=False)
+    with pytest.raises(CnkiError) as caught:
+        settings.daily_download_limit(-3)
+    assert caught.value.code == "INVALID_SETTING" and "config.json 的 daily_download_limit" in caught.value.message
+    for raw in ("lots", "-1", "2.5", "３"):
+        monkeypatch.setenv("CNKI_DAILY_DOWNLOAD_LIMIT", raw)
+        with pytest.raises(CnkiError) as caught:
+            settings.daily_download_limit(40)
+        assert caught.value.code == "INVALID_SETTING" and "CNKI_DAILY_DOWNLOAD_LIMIT" in caught.value.message, raw
+
+
+def test_the_store_counts_downloads_per_day_in_china_and_keeps_a_week(tmp_path: Path) -> None:
     store = Store.open(tmp_path)
     try:
         for day in range(1, 10):
@@ -87,7 +97,7 @@ def test_the_store_counts_downloads_per_local_day_and_keeps_a_week(tmp_path: Pat
         store.count_download()
         assert store.downloads_on() == 2
         assert store.downloads_on("2026-11-09") == 1
-        assert sorted(store.data.downloads_by_day) == [f"2026-11-0{d}" for d in range(4, 10)] + [local_day()]
+        assert sorted(store.data.downloads_by_day) == [f"2026-11-0{d}" for d in range(4, 10)] + [china_day()]
         store.flush()
     finally:
         store.close_sync()
@@ -98,12 +108,17 @@ def test_the_store_counts_downloads_per_local_day_and_keeps_a_week(tmp_path: Pat
         reopened.close_sync()
 
 
-def test_the_day_resets_at_the_next_local_midnight() -> None:
-    moment = datetime(2026, 11, 30, 23, 59).astimezone()
-    midnight = next_local_midnight(moment)
-
-    assert (midnight.hour, midnight.minute, midnight.date().isoformat()) == (0, 0, "2026-12-01")
-    assert timedelta(0) < midnight - moment <= timedelta(hours=1)
+def test_the_day_is_chinas_whatever_the_machines_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2026-11-30 20:00 UTC is already 12-01 in Beijing; a machine in Los Angeles says 11-30, one in Auckland 12-01.
+    moment = datetime(2026, 11, 30, 20, 0, tzinfo=UTC)
+    for zone in ("America/Los_Angeles", "Pacific/Auckland", "UTC"):
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+        assert china_day(moment) == "2026-12-01", zone
+        midnight = next_china_midnight(moment)
+        assert midnight.astimezone(UTC) == datetime(2026, 12, 1, 16, 0, tzinfo=UTC), zone
+    monkeypatch.delenv("TZ")
+    time.tzset()
 
 
 # --- rights refusals ------------------------------------------------------------------------------------
@@ -147,7 +162,7 @@ class StandIn:
         self.started: list[str] = []
 
     async def download(
-        self, op: OperationContext, engine: Any, site: Any, paper: Paper, request: DownloadRequest, spacing: float = 0.0
+        self, op: OperationContext, engine: Any, site: Any, paper: Paper, request: DownloadRequest, spacing: float = 0.0, *, daily_limit: int = 0
     ) -> DownloadResult:
         self.started.append(paper.record_ref)
         key = artifact_key(paper.record_ref, "pdf")

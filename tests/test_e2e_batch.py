@@ -265,3 +265,26 @@ async def test_three_refusals_for_want_of_rights_stop_the_batch(sim: EntrySimula
     assert ["余额不足" in items[2]["message"], "未订购" in items[3]["message"], "无权限" in items[4]["message"]] == [True] * 3
     assert done["result"]["remaining"] == refs[5:]
     assert [name for _, name, _ in sim.orders()] == [p.filename for p in papers[:5]]  # the sixth never ordered
+
+
+async def test_three_batches_at_once_share_a_cap_of_three_and_download_paper_counts_too(sim: EntrySimulator, isolated_data_dir: Path) -> None:  # noqa: F811 - the fixture imported above
+    papers = journal_papers(sim, 10)
+    refs = seed(isolated_data_dir, sim, papers)
+    sim.configure(download="ok", login="institution")
+    async with serve(isolated_data_dir, sim, CNKI_INLINE_WAIT_SECONDS="2", CNKI_DAILY_DOWNLOAD_LIMIT="3") as session:
+        started = await asyncio.gather(
+            *(session.call("download_papers", {"record_refs": refs[k : k + 3], "interval_seconds": INTERVAL}) for k in (0, 3, 6))
+        )
+        done = [await session.wait(view) for view in started]
+        single = await session.wait(await session.call("download_paper", {"record_ref": refs[9]}))
+        report = await session.call("diagnostics", {})
+
+    downloaded = [item for view in done for item in view["result"]["items"] if item["status"] == "downloaded"]
+    FIGURES["cap_3_three_batches_downloads"] = len(downloaded)
+    assert len(downloaded) == 3, done
+    assert len(sim.orders()) == 3, sim.orders()
+    stopped = [view for view in done if view["status"] == "partial"]
+    assert stopped and all(view["errors"][0]["code"] == "DAILY_LIMIT_REACHED" for view in stopped), done
+    assert (single["status"], single["errors"][0]["code"]) == ("failed", "DAILY_LIMIT_REACHED"), single
+    assert len(sim.orders()) == 3
+    assert (report["downloads_today"], report["daily_download_limit"]) == (3, 3)

@@ -383,3 +383,37 @@ async def test_alert_refusals_and_tiny_files_are_answered_with_the_sites_words(
         assert got["result"]["sha256"] == sha(pages.pdf_bytes(papers[1]))
     assert clicked_entries(isolated_data_dir) == []
     assert list((isolated_data_dir / "incoming").iterdir()) == []
+
+
+async def test_a_transfer_that_never_ends_or_is_too_large_is_cancelled_and_a_long_name_is_shortened(
+    sim: EntrySimulator, isolated_data_dir: Path
+) -> None:
+    """Issue 42 item 7: a transfer still running at the end of the wait is cancelled (its connection closed),
+    one announcing more than the size cap is cancelled at once, and a name over 255 bytes is shortened before
+    the click."""
+    endless, huge, named = journal_papers(sim, 3)
+    refs = seed(isolated_data_dir, sim, [endless, huge, named])
+    sim.configure(download="ok")
+    async with serve(isolated_data_dir, sim) as session:
+        sim.fault("file", "truncate", mode="stall", fraction=0.3, seconds=60, times=1)
+        stuck = await session.wait(await session.call("download_paper", {"record_ref": refs[0], "wait_seconds": 3}))
+        answered = time.time()
+        assert stuck["status"] in ("failed", "partial"), stuck  # (retryable: partial)
+        assert (error_code(stuck), stuck["errors"][0]["details"]["reason"]) == ("DOWNLOAD_CANCELLED", "timeout"), stuck
+        for _ in range(50):
+            if sim.stalls_ended:
+                break
+            time.sleep(0.1)
+        assert sim.stalls_ended and sim.stalls_ended[0] - answered < 5, sim.stalls_ended  # not left running to exit
+
+        sim.fault("file", "truncate", mode="stall", fraction=0.3, seconds=60, times=1, claimed_bytes=600 << 20)
+        large = await session.wait(await session.call("download_paper", {"record_ref": refs[1], "wait_seconds": 30}))
+        assert (error_code(large), large["errors"][0]["details"]["reason"]) == ("DOWNLOAD_CANCELLED", "too_large"), large
+        assert len(sim.stalls_ended) == 2
+
+        long_name = "长" * 170 + ".pdf"  # 514 bytes in UTF-8: more than any file system takes
+        got = await session.wait(await session.call("download_paper", {"record_ref": refs[2], "filename": long_name}))
+        assert got["status"] == "completed", got
+        saved = Path(got["result"]["path"]).name
+        assert saved.endswith(".pdf") and saved.startswith("长" * 80) and len(saved.encode()) <= 255, saved
+    assert not list((isolated_data_dir / "incoming").rglob("*.crdownload")) if (isolated_data_dir / "incoming").exists() else True

@@ -288,3 +288,41 @@ async def test_the_2026_citation_area_is_followed_through_the_gateway(kns: KnsSi
     lists = [r for r in kns.gateway.log if "/kcms/detail/frame/list.aspx" in r.path]
     assert lists, kns.gateway.log[-5:]
     assert not any(r.host.endswith("sim-univ.edu.cn") for r in kns.requests)
+
+
+async def test_only_a_gateway_is_a_route_and_it_is_kept_only_after_a_login_through_it(
+    kns: KnsSimulator, isolated_data_dir: Path
+) -> None:
+    """Issue 42 item 3: hosts that are no gateway are refused before any request; a gateway login that is
+    cancelled leaves no route (in force or in config.json); one that succeeds is kept, the person told the host
+    first."""
+    kns.configure(login="institution")
+    refused = ["https://evil.example/", "https://127.0.0.1/https/x/kns8s/AdvSearch", "https://2130706433/login",
+               "https://0x7f.1/wengine-vpn/", "https://[::1]/login", "https://xn--wbvpn-4ra.sim-univ.edu.cn/",
+               "https://webvpn.sím-univ.edu.cn/", "https://webvpn.sim-univ.edu.cn/" + "a" * 100_000,
+               "https://zylib.sim-univ.edu.cn/ticket-9f8e7d6c5b4a39281706/-----https://kns.cnki.net/kns8s/AdvSearch"]
+    async with serving(isolated_data_dir, kns) as mcp:
+        for url in refused:
+            got = await mcp.client.call_tool("login", {"remote_access_url": url})
+            assert got.is_error, (url[:80], got)
+            assert "INVALID_LOGIN_URL" in str(got.content) or "REMOTE_ACCESS_UNSUPPORTED" in str(got.content), got
+        assert not (isolated_data_dir / "config.json").exists() or "route" not in json.loads(
+            (isolated_data_dir / "config.json").read_text(encoding="utf-8"))
+
+        waiting = await mcp.wait(await mcp.call("login", {"remote_access_url": entry("wrdvpn")}), until=AWAITING)
+        assert waiting["status"] == "awaiting_user", waiting
+        assert gw.WEBVPN in waiting["progress"]["notice"] and "经由" in waiting["progress"]["notice"], waiting
+        config = isolated_data_dir / "config.json"
+        assert not config.exists() or "route" not in json.loads(config.read_text(encoding="utf-8")), "kept before the login"
+        await mcp.call("operation_control", {"action": "cancel", "operation_id": waiting["operation_id"]})
+        await mcp.wait(waiting)
+        status = await mcp.call("session_status", {})
+        assert "route" not in status, status
+        through = proxied(kns, "wrdvpn")
+        found = await mcp.wait(await mcp.call("search", SEARCH))
+        assert found["status"] == "completed", found
+        assert proxied(kns, "wrdvpn") == through  # the search went directly
+        assert not config.exists() or "route" not in json.loads(config.read_text(encoding="utf-8"))
+
+        await login_through(mcp, kns, "wrdvpn")
+    assert json.loads(config.read_text(encoding="utf-8"))["route"] == {"kind": "wrdvpn", "gateway": gw.WEBVPN, "segment": "https"}

@@ -298,3 +298,21 @@ def test_removing_empty_folders_never_leaves_the_base(tmp_path: Path) -> None:
     remove_empty_folders(base, "../downloads")
 
     assert base.is_dir()
+
+
+def test_a_name_over_255_bytes_is_shortened_keeping_its_extension() -> None:
+    from cnki_mcp.core.files import MAX_NAME_BYTES, fit_name
+
+    assert fit_name("短名.pdf") == "短名.pdf"
+    fitted = fit_name("长" * 170 + ".pdf")
+    assert fitted.endswith(".pdf") and len(fitted.encode()) <= MAX_NAME_BYTES and fitted == "长" * 83 + ".pdf"
+    assert fit_name("a" * 250 + ". .caj") == "a" * 250 + ".caj"
+
+
+def test_a_default_name_of_four_byte_characters_keeps_its_ref() -> None:
+    from cnki_mcp.core.files import MAX_NAME_BYTES
+    from cnki_mcp.documents.download_files import DownloadRequest, default_filename
+
+    name = default_filename("𠀀" * 75, "rec_0123456789abcdef", "pdf")
+    assert name.endswith("_01234567.pdf") and len(name.encode()) <= MAX_NAME_BYTES
+    assert DownloadRequest(filename="长" * 170 + ".pdf").filename == "长" * 83 + ".pdf"

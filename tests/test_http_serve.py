@@ -11,6 +11,7 @@ import resource
 import stat
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -228,6 +229,7 @@ async def test_a_thousand_idle_connections_without_the_token_never_keep_a_real_c
             async with httpx2.AsyncClient(timeout=10) as http:
                 answer = await http.post(url, json=INIT, headers={**ACCEPT, "authorization": f"Bearer {_token(data)}"})
             FIGURES["real_call_seconds"] = time.monotonic() - started
+            await asyncio.sleep(endpoint.STALL_SECONDS + 2)  # connections over the cap are judged stalled after STALL_SECONDS
             open_now = len(psutil.Process(proc.pid).net_connections("tcp"))
         finally:
             for writer in held:
@@ -271,3 +273,60 @@ async def test_a_lone_surrogate_in_http_arguments_is_invalid_input(tmp_path: Pat
             assert error["code"] == "INVALID_INPUT" and error["details"]["field"] == field  # before: SEARCH_NOT_FOUND, INVALID_VIEW
         assert "error" not in _answers(after)[-1]
     assert proc.returncode == 0, "".join(lines)
+
+
+DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+ERA = {**ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"}
+
+
+async def _post_all(url: str, count: int, headers: dict[str, str]) -> list[int | str]:
+    """``count`` POSTs at once, each on a connection of its own: each one's status, or the error it met."""
+    limits = httpx2.Limits(max_connections=count, max_keepalive_connections=0)
+    async with httpx2.AsyncClient(timeout=60, limits=limits) as http:
+
+        async def one() -> int | str:
+            try:
+                answer = await http.post(url, json=DISCOVER, headers=headers)
+            except httpx2.HTTPError as exc:
+                return type(exc).__name__
+            if answer.status_code == 503:
+                assert answer.json()["error"]["data"]["code"] == "SERVER_BUSY", answer.text
+                assert answer.headers["retry-after"]
+            return answer.status_code
+
+        return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+async def test_a_flood_without_the_token_never_resets_a_token_carrying_call(tmp_path: Path) -> None:
+    """Issue 42 item 5: 2,000 unauthenticated requests at once, 16 authorised calls among them."""
+    data = tmp_path / "data"
+    async with http_server(data) as (url, _proc, lines):
+        authorised = {**ERA, "authorization": f"Bearer {_token(data)}"}
+        flood = asyncio.ensure_future(_post_all(url, 2000, ERA))
+
+
+        async def later(k: int) -> list[int | str]:
+            await asyncio.sleep(0.05 * k)  # spread over the flood's arrival
+            return await _post_all(url, 1, authorised)
+
+        real = await asyncio.gather(*(later(k) for k in range(16)))
+        anonymous = await flood
+    outcomes = Counter(status for (status,) in real)
+    FIGURES["flood_real_calls_answered"] = outcomes[200]
+    print(f"16 authorised calls inside 2,000 unauthenticated ones: {dict(outcomes)}; the flood: {dict(Counter(anonymous))}")
+    assert outcomes == {200: 16}, (outcomes, Counter(anonymous))
+    FIGURES["flood_refused_401"] = Counter(anonymous)[401]  # the rest were closed: refused without an answer
+    assert "Traceback" not in "".join(lines)
+
+
+async def test_a_flood_of_authorised_calls_is_answered_busy_never_reset(tmp_path: Path) -> None:
+    """Issue 42 item 5: 1,000 authorised 2026-era calls at once: each answered, the ones beyond the limit 503."""
+    data = tmp_path / "data"
+    async with http_server(data) as (url, _proc, lines):
+        statuses = await _post_all(url, 1000, {**ERA, "authorization": f"Bearer {_token(data)}"})
+    outcomes = Counter(statuses)
+    print(f"1,000 authorised calls at once: {dict(outcomes)}")
+    assert set(outcomes) <= {200, 503}, outcomes
+    assert outcomes[200] >= endpoint.AUTHORISED_INFLIGHT, outcomes
+    assert "Traceback" not in "".join(lines)

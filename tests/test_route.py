@@ -345,3 +345,31 @@ def test_config_keeps_the_route_and_older_files_load() -> None:
     assert b"ticket" not in saved and b"?" not in saved
     assert msgspec.json.decode(b'{"browser_path": "/usr/bin/chromium"}', type=Config).route == DIRECT
     assert msgspec.json.encode(Config()) == b"{}"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://evil.example/", "https://vpn.example.com/login", "https://127.0.0.1/login", "https://2130706433/",
+     f"https://0x7f.1/https/{IV}fbf952d2243e635930068cb8/kns8s/AdvSearch", "https://[::1]/wengine-vpn/",
+     "https://xn--wbvpn-4ra.hhu.edu.cn/", "https://webvpn.hhü.edu.cn/", "https://localhost/login",
+     "https://webvpn.hhu.edu.cn/" + "a" * 100_000],
+)
+def test_what_is_no_gateway_is_refused_naming_its_host(url: str) -> None:
+    with pytest.raises(CnkiError) as caught:
+        recognise(url)
+
+    assert caught.value.code == "INVALID_LOGIN_URL" and "学校 VPN" in caught.value.message
+    assert len(caught.value.message) < 400
+
+
+def test_a_ticket_in_a_prefix_is_never_a_route() -> None:
+    with pytest.raises(CnkiError) as caught:
+        recognise("https://zylib.nxu.edu.cn/ticket-9f8e7d6c5b4a39281706/-----https://kns.cnki.net/kns8s/AdvSearch")
+
+    assert caught.value.code == "REMOTE_ACCESS_UNSUPPORTED"
+    assert "9f8e7d6c" not in caught.value.message
+
+
+def test_a_gateway_form_on_any_named_host_waits_for_the_login_to_prove_it() -> None:
+    found = recognise(f"https://vpn.example.com/https/{IV}fbf952d2243e635930068cb8/kns8s/AdvSearch")
+    assert found == Recognition(route=Route(kind="wrdvpn", gateway="vpn.example.com", segment="https"), login="gateway")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -35,17 +35,20 @@ def utc_now_iso() -> str:
     return format_utc(utc_now())
 
 
-def local_day(moment: datetime | None = None) -> str:
-    """The local calendar day of ``moment`` (now), ``YYYY-MM-DD``: what a daily count is kept under."""
-    return (moment or utc_now()).astimezone().date().isoformat()
+# CNKI's day: its daily quotas turn over at midnight in Beijing, wherever the machine is and whatever its
+# zone says (a laptop that travels, or a restart under another TZ, must not open a fresh day early).
+CHINA = timezone(timedelta(hours=8), "UTC+8")
 
 
-def next_local_midnight(moment: datetime | None = None) -> datetime:
-    """When the local day of ``moment`` (now) ends, as an aware local time."""
-    tomorrow = (moment or utc_now()).astimezone().date() + timedelta(days=1)
-    # mktime with isdst=-1 finds the local midnight's offset itself (a DST change may fall on that day).
-    stamp = time.mktime((tomorrow.year, tomorrow.month, tomorrow.day, 0, 0, 0, 0, 0, -1))
-    return datetime.fromtimestamp(stamp).astimezone()
+def china_day(moment: datetime | None = None) -> str:
+    """The calendar day in China (UTC+8) of ``moment`` (now), ``YYYY-MM-DD``: what a daily count is kept under."""
+    return (moment or utc_now()).astimezone(CHINA).date().isoformat()
+
+
+def next_china_midnight(moment: datetime | None = None) -> datetime:
+    """When China's day of ``moment`` (now) ends, as an aware UTC+8 time (China keeps no daylight saving)."""
+    tomorrow = (moment or utc_now()).astimezone(CHINA).date() + timedelta(days=1)
+    return datetime(tomorrow.year, tomorrow.month, tomorrow.day, tzinfo=CHINA)
 
 
 def parse_utc(text: str | None) -> datetime | None:

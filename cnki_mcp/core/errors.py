@@ -169,6 +169,7 @@ ErrorCode = Literal[
     "HTTP_ADDRESS_UNAVAILABLE",
     "CLIENT_HTTP_UNSUPPORTED",
     "CONFIG_INVALID",
+    "INVALID_SETTING",
     "STORE_UNAVAILABLE",
     "STORE_NOT_SAVED",
     "STORE_SET_ASIDE",
@@ -362,8 +363,8 @@ CATALOGUE: dict[ErrorCode, Code] = {
         "然后用 operation_control 的 continue 继续。"
     ),
     "DAILY_LIMIT_REACHED": Code(
-        "今天成功下载的论文已达到每日上限，批量下载已停止，以免知网把账号标记为异常；其余论文见 remaining。"
-        "次日零点（本机时间）后用 operation_control 的 continue 继续；上限可在 config.json 的 daily_download_limit "
+        "今天成功下载的论文已达到每日上限，下载已停止，以免知网把账号标记为异常；批量下载的其余论文见 remaining。"
+        "北京时间次日零点后用 operation_control 的 continue 继续；上限可在 config.json 的 daily_download_limit "
         "或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT 中调整（0 表示不限）。"
     ),
     "BROWSER_DEVTOOLS_INTRUDED": Code(
@@ -408,6 +409,7 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "HTTP_ADDRESS_UNAVAILABLE": Code("无法在这个地址和端口上监听；请换一个端口（--port，0 表示任选空闲端口）或地址（--host）。"),
     "CLIENT_HTTP_UNSUPPORTED": Code("这个客户端的配置只支持 stdio；请用 cnki-mcp config <客户端>（不带 --http），它会自动加入正在运行的服务。"),
     "CONFIG_INVALID": Code("config.json 无法解析。"),
+    "INVALID_SETTING": Code("一项设置（环境变量或 config.json）的值无效；请按消息中的设置名改正后重试。"),
     "STORE_UNAVAILABLE": Code("本地数据无法读写。"),
     "STORE_NOT_SAVED": Code(
         "最近的更改没能写入本地数据库 research.db，目前只在内存中；服务会自动重试。请释放磁盘空间或检查数据目录的写权限，"

@@ -35,6 +35,9 @@ from cnki_mcp.core.text import is_format_char, without_format_chars
 log = logging.getLogger(__name__)
 
 MAX_NAME_RUNES = 180
+# A name's bytes as ext4, XFS, btrfs and APFS count them (UTF-8); NTFS counts 255 UTF-16 units, which this also
+# keeps. 180 characters of Chinese are 540 bytes: such a name is shortened (``fit_name``), never refused late.
+MAX_NAME_BYTES = 255
 FORBIDDEN_CHARS = '/\\<>:"|?*'
 # Windows also reserves COM¹–³ and LPT¹–³ (superscript digits).
 _RESERVED = re.compile(r"(?:CON|PRN|AUX|NUL|COM[1-9¹²³]|LPT[1-9¹²³])(?:\..*)?", re.IGNORECASE | re.DOTALL)
@@ -83,6 +86,23 @@ def _name_problem(name: object) -> str | None:
     if is_reserved(name):
         return "名称不能是 Windows 保留名（CON、PRN、AUX、NUL、COM1–9、LPT1–9，含 COM¹–³、LPT¹–³）"
     return None
+
+
+def cut_to_bytes(text: str, limit: int) -> str:
+    """``text`` cut at a character boundary so that its UTF-8 form has at most ``limit`` bytes."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= limit:
+        return text
+    return raw[: max(limit, 0)].decode("utf-8", "ignore")
+
+
+def fit_name(name: str, limit: int = MAX_NAME_BYTES) -> str:
+    """``name`` with its stem shortened (whole characters, no trailing dot or space) to fit ``limit`` bytes;
+    the extension is kept."""
+    if len(name.encode("utf-8", "surrogatepass")) <= limit:
+        return name
+    stem, ext = os.path.splitext(name)
+    return cut_to_bytes(stem, limit - len(ext.encode("utf-8", "surrogatepass"))).rstrip(". ") + ext
 
 
 def validate_filename(name: str) -> str:

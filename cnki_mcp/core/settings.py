@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+from cnki_mcp.core.errors import CnkiError
+
 APP_DIR_NAME = "cnki-mcp"
 
 
@@ -97,12 +99,25 @@ def verification_wait_seconds() -> int:
 
 
 def daily_download_limit(configured: int) -> int:
-    """CNKI_DAILY_DOWNLOAD_LIMIT, else config.json's ``daily_download_limit``: successful downloads per local
-    day before a batch stops; 0 = no cap. Here 0 is a value, not "unset": only a non-negative integer counts."""
+    """CNKI_DAILY_DOWNLOAD_LIMIT, else config.json's ``daily_download_limit``: successful downloads per day in
+    China before downloads stop; 0 = no cap. Unlike the settings above, a bad value is an error naming the
+    setting (INVALID_SETTING), never the default: a typo must not lift a cap that keeps the account safe."""
     raw = env_text("CNKI_DAILY_DOWNLOAD_LIMIT")
-    if raw.isdigit():
+    if raw:
+        if not raw.isascii() or not raw.isdigit():
+            raise _bad_limit("环境变量 CNKI_DAILY_DOWNLOAD_LIMIT", raw)
         return int(raw)
-    return max(configured, 0)
+    if configured < 0:
+        raise _bad_limit("config.json 的 daily_download_limit", str(configured))
+    return configured
+
+
+def _bad_limit(where: str, value: str) -> CnkiError:
+    return CnkiError(
+        "INVALID_SETTING",
+        f"{where} 的值 {value[:40]!r} 无效：每日下载上限须为不小于 0 的整数（0 表示不限）。请改正后重试；未下载任何文件。",
+        details={"setting": where, "value": value[:40]},
+    )
 
 
 def data_root() -> Path:

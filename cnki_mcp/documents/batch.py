@@ -25,12 +25,11 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core import tool_args
-from cnki_mcp.core.clock import local_day, next_local_midnight
 from cnki_mcp.core.errors import FATAL_CODES, CnkiError, as_cnki_error
 from cnki_mcp.core.files import remove_empty_folders
 from cnki_mcp.core.model import BatchItem, BatchResult, Budget, DownloadResult, Paper
 from cnki_mcp.core.tool_args import FILE_FORMATS, RIGHTS_STREAK
-from cnki_mcp.documents.download import Downloads, prior
+from cnki_mcp.documents.download import Downloads, over_daily_limit, prior
 from cnki_mcp.documents.download_files import DownloadRequest, artifact_key, check_names
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.pages.page_state import is_rights_refusal
@@ -44,7 +43,7 @@ REQUESTS_PER_PAPER = 10  # budget: a detail page (a relocation at worst), the or
 SECONDS_PER_PAPER = 60  # budget beyond the interval and the transfer wait: the page, the click, the checks
 CANCEL_GRACE = 30  # seconds beyond the transfer wait a clicked paper is seen through after a cancel
 # Codes after which the next paper would fare no better: the batch stops, the paper stays not reached.
-STOPPING = FATAL_CODES | {"VERIFICATION_SKIPPED", "VERIFICATION_REPEATED"}
+STOPPING = FATAL_CODES | {"VERIFICATION_SKIPPED", "VERIFICATION_REPEATED", "DAILY_LIMIT_REACHED"}
 
 
 class BatchState(msgspec.Struct, kw_only=True):
@@ -143,10 +142,12 @@ async def _one(
     if earlier is not None:
         status = "already_downloaded" if earlier.source == "cache" else "downloaded"  # local: a late arrival
         return _file(ref, paper.title, status, earlier.result), None
-    if daily_limit and store.downloads_on() >= daily_limit:
-        return None, _daily_limit(store.downloads_on(), daily_limit)
+    # A first look before the page is opened; Downloads checks again where it counts (under its lock).
+    full = over_daily_limit(store, daily_limit, batch=True)
+    if full is not None:
+        return None, full
     spacing = state.interval * random.uniform(1 - tool_args.INTERVAL_JITTER, 1 + tool_args.INTERVAL_JITTER)
-    task = asyncio.ensure_future(_attempt(downloads.download(op, engine, site, paper, state.request, spacing)))
+    task = asyncio.ensure_future(_attempt(downloads.download(op, engine, site, paper, state.request, spacing, daily_limit=daily_limit)))
     try:
         outcome = await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -162,6 +163,8 @@ async def _one(
             outcome = CnkiError("SIDE_EFFECT_UNCERTAIN", "取消时这篇论文已点击下载，文件还没有到达；再次调用会先检查文件。")
         item, _ = _classified(store, op, ref, paper.title, outcome)
         return item, _cancelled()
+    if isinstance(outcome, CnkiError) and outcome.code == "DAILY_LIMIT_REACHED":
+        return None, over_daily_limit(store, daily_limit, batch=True) or outcome  # in the batch's words
     return _classified(store, op, ref, paper.title, outcome)
 
 
@@ -214,17 +217,6 @@ def _count_refusal(state: BatchState, item: BatchItem) -> CnkiError | None:
         "请先登录个人或机构账号（login），在校外时用机构的远程访问地址登录（login 的 remote_access_url），"
         "然后用 operation_control 的 continue 继续。",
         details={"refused_in_a_row": RIGHTS_STREAK},
-    )
-
-
-def _daily_limit(count: int, limit: int) -> CnkiError:
-    resets_at = next_local_midnight().isoformat(timespec="seconds")
-    return CnkiError(
-        "DAILY_LIMIT_REACHED",
-        f"今天（本机时间 {local_day()}）已成功下载 {count} 篇，达到每日上限 {limit} 篇，批量下载已停止，以免知网把账号标记为异常；"
-        f"其余论文见 remaining。{resets_at} 后重置，届时用 operation_control 的 continue 继续；上限在 config.json 的 "
-        "daily_download_limit 或环境变量 CNKI_DAILY_DOWNLOAD_LIMIT 中设置（0 表示不限）。",
-        details={"count": count, "limit": limit, "resets_at": resets_at},
     )
 
 

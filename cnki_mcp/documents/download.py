@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.core.clock import Deadline, utc_now_iso
+from cnki_mcp.core.clock import Deadline, china_day, next_china_midnight, parse_utc, utc_now_iso
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import safe_folder
 from cnki_mcp.core.model import Artifact, DownloadResult, LocalReply, Paper
@@ -62,7 +62,7 @@ from cnki_mcp.pages.page_state import is_refusal, page_text_sample, parse_downlo
 from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.detail_tab import ENTRY_WAIT, open_detail, settle
 from cnki_mcp.research.enrich import Enrichment
-from cnki_mcp.site.browser import Tab
+from cnki_mcp.site.browser import DownloadEvent, Tab
 from cnki_mcp.site.door import page_problem
 from cnki_mcp.site.exchange import CHALLENGE_CODES, note_snapshot
 from cnki_mcp.store.library import Store
@@ -72,6 +72,10 @@ log = logging.getLogger(__name__)
 POLL = 0.5
 TAB_LIST_WAIT = 2.0
 HTML_FILE_LIMIT = 2 << 20
+# One file's size cap: a whole doctoral thesis (the largest thing CNKI sells as one file) is tens of MB, a
+# scanned one a few hundred pages of images at most ~200 MB; 512 MiB fits any of them twice over and stops a
+# transfer that would never end (or fill the disk) long before it hurts.
+MAX_FILE_BYTES = 512 << 20
 # The whole-document entry of each format. Chapter, page and online-reading entries (分章下载,
 # 分页下载, 在线阅读 on thesis pages) never match, and neither does the other format's entry.
 _PARTS = "分章|分页|章节|在线"
@@ -178,6 +182,36 @@ def _completed(store: Store, key: str, done: Artifact) -> None:
     store.count_download()
 
 
+def downloads_taken(store: Store) -> int:
+    """Today's places under the daily cap (China's day): downloads completed, and clicks whose outcome is
+    still open (each holds its place until its file arrives, which counts it, or it is forgotten)."""
+    today = china_day()
+    held = 0
+    for artifact in store.data.artifacts.values():
+        moment = parse_utc(artifact.updated_at) if artifact.state == "clicked" else None
+        held += moment is not None and china_day(moment) == today
+    return store.downloads_on() + held
+
+
+def over_daily_limit(store: Store, limit: int, *, batch: bool) -> CnkiError | None:
+    """DAILY_LIMIT_REACHED when no place is left under ``limit`` today (0: no cap), else None."""
+    if not limit:
+        return None
+    taken = downloads_taken(store)
+    if taken < limit:
+        return None
+    resets_at = next_china_midnight().isoformat(timespec="seconds")
+    stopped = "批量下载已停止" if batch else "这次没有点击下载"
+    after = "其余论文见 remaining。届时用 operation_control 的 continue 继续" if batch else "届时再下载"
+    return CnkiError(
+        "DAILY_LIMIT_REACHED",
+        f"今天（北京时间 {china_day()}）已下载 {taken} 篇（含结果未明的点击），达到每日上限 {limit} 篇，{stopped}，以免知网把账号标记为异常。"
+        f"北京时间 {resets_at} 后重置，{after}；上限在 config.json 的 daily_download_limit 或环境变量 "
+        "CNKI_DAILY_DOWNLOAD_LIMIT 中设置（0 表示不限）。",
+        details={"count": taken, "limit": limit, "resets_at": resets_at},
+    )
+
+
 def _uncertain(artifact: Artifact, message: str) -> CnkiError:
     return CnkiError("SIDE_EFFECT_UNCERTAIN", message, details=msgspec.to_builtins(view(artifact)), retryable=True)
 
@@ -221,7 +255,12 @@ async def prior(store: Store, record_ref: str, request: DownloadRequest) -> Loca
 
 class Downloads:
     """download_paper for one process: downloads run one at a time, and a batch's clicks keep their spacing
-    from the last click any tool sent."""
+    from the last click any tool sent.
+
+    The daily cap is checked under the same lock, before the detail page is opened, and the ``clicked``
+    entry that follows holds the place: concurrent batches and download_paper calls queue here, so no two
+    see the same free place. The data directory's lock (store/library.py) keeps every other process off
+    the same ledger, so this one check is the only one there is."""
 
     def __init__(self) -> None:
         self._lock: asyncio.Lock | None = None
@@ -233,9 +272,18 @@ class Downloads:
         return self._lock
 
     async def download(
-        self, op: OperationContext, engine: Enrichment, site: SiteBackend, paper: Paper, request: DownloadRequest, spacing: float = 0.0
+        self,
+        op: OperationContext,
+        engine: Enrichment,
+        site: SiteBackend,
+        paper: Paper,
+        request: DownloadRequest,
+        spacing: float = 0.0,
+        *,
+        daily_limit: int,
     ) -> DownloadResult:
-        """``spacing``: the least seconds between the last click and this one (a batch's interval; 0: none)."""
+        """``spacing``: the least seconds between the last click and this one (a batch's interval; 0: none);
+        ``daily_limit``: downloads allowed per day in China (0: no cap)."""
         store = engine.store
         async with self._serial():
             # Another call may have finished the same file while this one queued.
@@ -243,6 +291,9 @@ class Downloads:
             if earlier is not None:
                 result: DownloadResult = earlier.result
                 return result
+            full = over_daily_limit(store, daily_limit, batch=False)
+            if full is not None:
+                raise full
             try:
                 return await self._download(op, engine, site, paper, request, spacing)
             except CnkiError as exc:
@@ -361,12 +412,36 @@ class Downloads:
                 if event.state == "canceled":
                     watch.forget()
                     raise CnkiError("DOWNLOAD_CANCELLED", "浏览器报告传输取消；未重复点击。", details={"format": artifact.format})
+                over = max(event.received_bytes, event.total_bytes) > MAX_FILE_BYTES
+                # A transfer over the cap, or one that runs on past the wait, is stopped, not left to run.
+                if over or deadline.passed:
+                    done = await self._cancel(watch, event, artifact)
+                    if done is not None:  # it finished while being cancelled
+                        return await self._finish(watch, artifact, done.url, done.path)
+                    raise _stopped(event, artifact.format, wait_seconds, over)
             if deadline.passed:
                 raise _uncertain(
                     artifact,
                     f"点击下载后 {wait_seconds} 秒内文件没有下载完成，下载可能仍在进行；"
                     "稍后用相同参数再调用会先检查文件是否已到，确认需要重新下载时才传 retry=true。",
                 )
+
+    async def _cancel(self, watch: _Watch, event: DownloadEvent, artifact: Artifact) -> DownloadEvent | None:
+        """Cancel a transfer; None once it is gone (the click forgotten: nothing arrived, a later call may click
+        again), or its completed event when it finished meanwhile."""
+        try:
+            await watch.site.cancel_download(event.guid)
+        except CnkiError as exc:
+            if exc.code == "BROWSER_UNAVAILABLE":
+                raise
+            log.debug("cancelling download %s: %s", event.guid, exc.message)  # it finished meanwhile: looked at below
+        last = await watch.site.wait_download(event.guid, POLL)
+        if last is not None and last.state == "completed":
+            return last
+        watch.forget()
+        with contextlib.suppress(OSError):
+            (Path(artifact.incoming) / event.guid).unlink()
+        return None
 
     async def _finish(self, watch: _Watch, artifact: Artifact, url: str, reported: str = "") -> DownloadResult:
         """Keep what arrived: any PDF/CAJ-family or unknown body (said so); an HTML page is a refusal.
@@ -417,6 +492,26 @@ class Downloads:
             return _refused(words, **details)
         shown = f"：{words}" if words else "（空文件）"
         return CnkiError("INVALID_FILE", f"知网给的文件只有 {len(data)} 字节，不是论文{shown}；内容已保存到诊断目录。", details=details)
+
+
+def _stopped(event: DownloadEvent, fmt: str, wait_seconds: int, over: bool) -> CnkiError:
+    """DOWNLOAD_CANCELLED for a transfer this side stopped: over the size cap, or not done within the wait."""
+    details: dict[str, Any] = {"format": fmt, "received_bytes": event.received_bytes, "reason": "too_large" if over else "timeout"}
+    if over:
+        size = max(event.received_bytes, event.total_bytes)
+        return CnkiError(
+            "DOWNLOAD_CANCELLED",
+            f"文件超过单个文件的上限 {MAX_FILE_BYTES >> 20} MB（已知 {size >> 20} MB），已取消传输，没有保存；"
+            "整本学位论文也远小于这个上限，这很可能不是论文文件。",
+            details={**details, "limit_bytes": MAX_FILE_BYTES},
+        )
+    return CnkiError(
+        "DOWNLOAD_CANCELLED",
+        f"点击下载后 {wait_seconds} 秒内文件没有传完（已收到 {event.received_bytes >> 10} KB），已取消传输，没有保存；"
+        "网络较慢时可以增大 wait_seconds 后再调用（会重新点击下载）。",
+        details=details,
+        retryable=True,
+    )
 
 
 def _read_limited(path: Path) -> bytes:

@@ -27,9 +27,12 @@ import msgspec
 from cnki_mcp.core.clock import utc_now_iso
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import (
+    MAX_NAME_BYTES,
     WrittenFile,
     adopt_file,
     copy_file,
+    cut_to_bytes,
+    fit_name,
     invalid_name,
     is_reserved,
     refuse_existing,
@@ -69,6 +72,11 @@ class DownloadRequest(msgspec.Struct):
     wait_seconds: int = 120
     retry: bool = False
 
+    def __post_init__(self) -> None:
+        # A name longer than a file system takes is shortened here, before any check or click, not refused
+        # when the file is published.
+        self.filename = fit_name(self.filename)
+
 
 class Body(msgspec.Struct, frozen=True):
     """What a downloaded file is, from its first and last bytes."""
@@ -93,7 +101,9 @@ def default_filename(title: str, record_ref: str, fmt: str) -> str:
     if not name or is_reserved(name):
         name = f"论文_{name}"
     suffix = record_ref[4:] if record_ref.startswith("rec_") else record_ref
-    return f"{name}_{suffix[:REF_CHARS]}.{fmt}"
+    tail = f"_{suffix[:REF_CHARS]}.{fmt}"
+    # 75 characters of 4-byte script (CJK extension B, emoji) would pass 255 bytes: the title is cut, the ref kept.
+    return cut_to_bytes(name, MAX_NAME_BYTES - len(tail.encode("utf-8", "surrogatepass"))).rstrip(". ") + tail
 
 
 def extension(filename: str) -> str:

@@ -455,7 +455,8 @@ class Jobs:
     @staticmethod
     async def _report(job: Job, progress: ProgressSink) -> None:
         record = job.record
-        message = record.message or record.stage
+        notice = record.progress.get("notice") if isinstance(record.progress, dict) else None
+        message = record.message or (notice if isinstance(notice, str) else "") or record.stage
         done = total = None
         title = ""
         if isinstance(record.progress, dict):

@@ -137,6 +137,8 @@ class SiteBackend(Protocol):
 
     async def wait_download(self, guid: str | None = None, timeout: float = 1.0) -> DownloadEvent | None: ...
 
+    async def cancel_download(self, guid: str) -> None: ...
+
     # -- live pages and the person -------------------------------------------------------------
 
     async def observe(self, tab: Tab, condition: str = "true", timeout: float = 5.0) -> Observation | None: ...
@@ -171,7 +173,7 @@ async def followed(op: OperationContext, steps: AsyncIterator[Waiting | Stage | 
             if isinstance(step, Waiting):
                 shown.enter_context(op.stage_while("waiting_for_site", step.progress()))
             elif isinstance(step, Stage):
-                op.stage(step.name)
+                op.stage(step.name, step.progress)
             else:
                 found.append(step)
     (result,) = found

@@ -16,8 +16,17 @@ really started, in a worker thread, so that a stdio server answers its client me
 Connections are bounded for whoever has no token: a request's headers must arrive within
 ``HEADER_SECONDS`` of connecting (uvicorn's keep-alive timeout then closes an idle one), at most
 ``connection_cap()`` are open at once — well under the descriptor limit, whose soft value is raised to
-the hard one where allowed — and at the cap the oldest connection still waiting for its first request
-is closed to make room, so a flood of idle or half-sent connections never keeps a real call out. What
+the hard one where allowed. Over the cap, connections are closed to come back to it, in this order: those
+whose request came without the token (they are being refused anyway), those idle between requests, then the
+oldest that have sent nothing for ``STALL_SECONDS`` (bytes waiting in the kernel are a request a busy loop has
+not read yet, and a flooded client may write late: neither is closed unanswered); so a flood of idle,
+half-sent or unauthenticated connections never keeps a real call out. Beyond ``OVERFLOW`` times the cap (half
+the descriptors) room is made at once, in the same order but without waiting for a connection to stall.
+
+A request without the token is answered 401 at once and its connection closed after it (``Connection:
+close``): the unauthenticated share is what is being refused at the moment, never a kept-alive pool, and it
+is the first closed when room is needed. Authorised calls run at most ``AUTHORISED_INFLIGHT`` at once; the next ones are answered at once with
+503 and a JSON-RPC busy error (``Retry-After``), never a reset and never an unbounded queue. What
 a flood makes uvicorn and asyncio log (invalid requests, ``accept`` out of descriptors) is one line per
 ``LOG_EVERY_SECONDS``, never a traceback per attempt.
 """
@@ -29,10 +38,12 @@ import contextlib
 import hmac
 import importlib
 import ipaddress
+import json
 import logging
 import os
 import secrets
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -59,6 +70,12 @@ STOP_SECONDS = 5.0
 HEADER_SECONDS = 10.0  # from connecting to a request's last header line
 IDLE_SECONDS = 5  # between requests on a kept-alive connection (uvicorn's timeout_keep_alive)
 CONNECTIONS_MAX = 512
+OVERFLOW = 2  # connections beyond the cap are held (and answered) up to this many times the cap
+STALL_SECONDS = 3.0  # a connection over the cap that sent nothing for this long is stalled (a flooded client may be late)
+# Authorised calls handled at once: every tool call is an asyncio task of this process (the browser work
+# behind them is paced anyway), so more at once only queues memory; the next ones get a busy answer.
+AUTHORISED_INFLIGHT = 64
+BUSY_RETRY_SECONDS = 2
 LOG_EVERY_SECONDS = 30.0
 # What starting an endpoint imports: uvicorn and the protocol and lifespan classes its Config loads by name.
 MODULES = ("uvicorn", "uvicorn.protocols.http.h11_impl", "uvicorn.lifespan.on", "psutil")
@@ -185,13 +202,34 @@ def allowed_hosts(host: str, port: int) -> set[str]:
 # --- the guard ---------------------------------------------------------------------------------------
 
 
+class Peers:
+    """The open connections by peer address, so the guard can tell the protocol what a request proved
+    (``anonymous``: it came without the token; such a connection goes first at the cap)."""
+
+    def __init__(self) -> None:
+        self.by_address: dict[tuple[str, int] | None, Any] = {}
+
+    @staticmethod
+    def key(address: Any) -> tuple[str, int] | None:
+        """(host, port) of a peer address (IPv6 peers carry two more fields) or of an ASGI scope's ``client``."""
+        return (str(address[0]), int(address[1])) if address else None
+
+    def mark_anonymous(self, client: Any) -> None:
+        conn = self.by_address.get(self.key(client))
+        if conn is not None:
+            conn.anonymous = True
+
+
 @dataclass
 class Guard:
-    """ASGI middleware: Host and Origin first (DNS rebinding), then the bearer token."""
+    """ASGI middleware: Host and Origin first (DNS rebinding), then the bearer token, then the capacity."""
 
     app: ASGIApp
     tokens: _TokenFile
     hosts: set[str] = field(default_factory=set)
+    peers: Peers = field(default_factory=Peers)
+    inflight: int = 0
+    busy_answers: int = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -212,17 +250,26 @@ class Guard:
         scheme, _, value = given.partition(" ")
         expected = self.tokens.current()
         if not (expected and scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode("latin-1"), expected)):
+            self.peers.mark_anonymous(scope.get("client"))
             await _plain(send, 401, "需要访问令牌：Authorization: Bearer <令牌>（cnki-mcp config <客户端> --http 输出带令牌的配置）。",
-                         [(b"www-authenticate", b'Bearer realm="cnki-mcp"')])
+                         [(b"www-authenticate", b'Bearer realm="cnki-mcp"'), (b"connection", b"close")])
             return
-        if scope.get("method") == "POST":  # a call whose arguments hold half a surrogate pair: INVALID_INPUT
-            body = await _whole_body(receive)
-            if (answer := lone_surrogate_answer(body)) is not None:
-                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-                await send({"type": "http.response.body", "body": answer})
-                return
-            receive = _replay(body, receive)
-        await self.app(scope, receive, send)
+        if self.inflight >= AUTHORISED_INFLIGHT:
+            self.busy_answers += 1
+            await _busy(receive, send)
+            return
+        self.inflight += 1
+        try:
+            if scope.get("method") == "POST":  # a call whose arguments hold half a surrogate pair: INVALID_INPUT
+                body = await _whole_body(receive)
+                if (answer := lone_surrogate_answer(body)) is not None:
+                    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+                    await send({"type": "http.response.body", "body": answer})
+                    return
+                receive = _replay(body, receive)
+            await self.app(scope, receive, send)
+        finally:
+            self.inflight -= 1
 
 
 async def _whole_body(receive: Receive) -> bytes:
@@ -248,6 +295,25 @@ async def _plain(send: Send, status: int, text: str, extra: list[tuple[bytes, by
     body = (text + "\n").encode("utf-8")
     headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+BUSY_MESSAGE = (
+    f"服务繁忙：已有 {AUTHORISED_INFLIGHT} 个调用正在处理，这个请求没有执行；请在 {BUSY_RETRY_SECONDS} 秒后重试。"
+)
+
+
+async def _busy(receive: Receive, send: Send) -> None:
+    """503 with a JSON-RPC error (id null: the request was not read) after the body is read, so closing the
+    connection afterwards never resets it."""
+    while (await receive()).get("more_body"):
+        pass
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": BUSY_MESSAGE,
+                                                               "data": {"code": "SERVER_BUSY", "retry_after": BUSY_RETRY_SECONDS}}},
+                      ensure_ascii=False).encode("utf-8")
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"retry-after", str(BUSY_RETRY_SECONDS).encode()), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -307,7 +373,7 @@ class _OncePer(logging.Filter):
 _FLOOD_LOG = _OncePer()
 
 
-def _protocol(cap: int) -> type[asyncio.Protocol]:
+def _protocol(cap: int, peers: Peers) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol with a header deadline and a connection cap (see the module's text)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -316,13 +382,41 @@ def _protocol(cap: int) -> type[asyncio.Protocol]:
             super().connection_made(transport)
             self.opened_at = self.loop.time()
             self.requested = False
+            self.anonymous = False
+            self.peer = Peers.key(transport.get_extra_info("peername"))
+            peers.by_address[self.peer] = self
             # The keep-alive timer doubles as the header deadline: a request's headers cancel it.
             self.timeout_keep_alive_task = self.loop.call_later(HEADER_SECONDS, self.timeout_keep_alive_handler)
-            live = [c for c in self.connections if isinstance(c, Guarded) and not c.transport.is_closing()]
-            if len(live) > cap:  # (one being closed stays in the set until its connection_lost)
-                waiting = [c for c in live if not c.requested]
-                oldest = min(waiting, key=lambda c: c.opened_at, default=self)
-                oldest.transport.close()
+            live = len(self._live())
+            if live > OVERFLOW * cap:  # the hard ceiling (half the descriptors at most): room is made at once
+                self._make_room(OVERFLOW * cap, 0.0)
+            if live > cap:
+                # A connection just made has had no chance to send its request: it is looked at again after
+                # STALL_SECONDS, and only stalled ones (and the unauthenticated) are closed to come back to the cap.
+                self.loop.call_later(STALL_SECONDS, self._make_room)
+
+        def _live(self) -> list[Guarded]:  # (one being closed stays in the set until its connection_lost)
+            return [c for c in self.connections if isinstance(c, Guarded) and not c.transport.is_closing()]
+
+        def _make_room(self, limit: int = cap, stall: float = STALL_SECONDS) -> None:
+            """Close connections down to the cap: refused without the token first, then idle between requests,
+            then the oldest waiting for their first request at least STALL_SECONDS with nothing unread (bytes
+            the kernel holds are a request this busy loop has not read yet, not a stalled client)."""
+            live = self._live()
+            now = self.loop.time()
+            anonymous = [c for c in live if c.anonymous]
+            idle = [c for c in live if c.requested and not c.anonymous and c.cycle is not None and c.cycle.response_complete]
+            stalled = sorted(
+                (c for c in live if not c.requested and now - c.opened_at >= stall and not _unread(c.transport) and (stall or c is not self)),
+                key=lambda c: c.opened_at,
+            )
+            for victim in [*anonymous, *idle, *stalled][: len(live) - limit]:
+                victim.transport.close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if peers.by_address.get(self.peer) is self:
+                del peers.by_address[self.peer]
+            super().connection_lost(exc)
 
         def handle_events(self) -> None:
             self.requested = self.requested or self.cycle is not None
@@ -330,6 +424,22 @@ def _protocol(cap: int) -> type[asyncio.Protocol]:
             self.requested = self.requested or self.cycle is not None
 
     return Guarded
+
+
+def _unread(transport: asyncio.Transport) -> bool:
+    """Whether bytes wait in the kernel for this connection (FIONREAD: nothing consumed). Where it cannot be
+    asked (Windows), none are assumed: the connection is judged by its age alone."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or os.name == "nt":
+        return False
+    import fcntl
+    import termios
+
+    try:
+        pending = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return False
+    return int.from_bytes(pending, sys.byteorder) > 0
 
 
 def _server(config: uvicorn.Config) -> uvicorn.Server:
@@ -401,13 +511,14 @@ async def start(mcp_server: Any, root: Path, host: str = DEFAULT_HOST, port: int
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         host=host,
     )
-    guard = Guard(starlette_app, tokens, allowed_hosts(host, bound_port))
+    peers = Peers()
+    guard = Guard(starlette_app, tokens, allowed_hosts(host, bound_port), peers)
     # Named, not "auto": the same modules in every install, and a frozen build knows what to bundle.
     for name in ("uvicorn.error", "asyncio"):
         if _FLOOD_LOG not in logging.getLogger(name).filters:
             logging.getLogger(name).addFilter(_FLOOD_LOG)
     config = uvicorn.Config(
-        guard, http=_protocol(connection_cap()), ws="none", lifespan="on", log_level="warning", access_log=False,
+        guard, http=_protocol(connection_cap(), peers), ws="none", lifespan="on", log_level="warning", access_log=False,
         log_config=None, timeout_graceful_shutdown=2, timeout_keep_alive=IDLE_SECONDS,
     )
     server = _server(config)

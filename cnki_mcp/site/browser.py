@@ -604,6 +604,10 @@ class Browser(PageActions):
         session.downloads.clear()
         session.download_dir = path
 
+    async def cancel_download(self, guid: str) -> None:
+        """Stop a transfer that runs on (past its wait, or over the size cap); CDP refuses a finished one."""
+        await self._call(self._live().nd, cdp().browser.cancel_download(guid=guid), CALL_TIMEOUT)
+
     async def wait_download(self, guid: str | None = None, timeout: float = 1.0) -> DownloadEvent | None:
         """Wait up to ``timeout`` for a download to finish (completed or canceled).
 

@@ -16,6 +16,13 @@ CNKI pages: ``inward`` answers None for them and ``inward_text`` hides their hos
 
 ``recognise`` reads what the person gave ``login(remote_access_url=…)``; ``discover`` reads the route from a
 portal page's links once the person has logged in there.
+
+What may be a gateway at all (``recognise``): a registered domain name in plain ASCII, never an IP literal in
+any spelling (``127.0.0.1``, ``2130706433``, ``0x7f.1``), an IDN (a homograph of a university's name), a
+single label, or a URL over ``MAX_URL_CHARS``. A URL in one of the three forms names a CNKI page through
+the host, and the login then checks it (CNKI's header must show through it before the route is kept); a
+portal or login URL names none, so only a university-looking host (``.edu.cn``, ``.ac.cn``, ``.edu``,
+``.edu.<cc>``, ``.ac.<cc>``) is taken for one: every campus gateway seen is under its university's domain.
 """
 
 from __future__ import annotations
@@ -46,6 +53,9 @@ _WRDVPN_PATH = re.compile(r"^/(?P<scheme>https?)(?:-(?P<port>\d{1,5}))?/(?P<toke
 # ``/https/<anything>/…``: a proxy's scheme-and-token path (ctgu writes a base62 token there).
 _PROXY_PATH = re.compile(r"^/https?(?:-\d{1,5})?/[^/]{8,}/")
 # Path parts only CNKI pages have: a URL carrying them names a CNKI page, whatever the form.
+MAX_URL_CHARS = 2048  # a gateway's CNKI URL is a few hundred characters; browsers and servers stop near 2 K-8 K
+_UNIVERSITY = re.compile(r"\.(?:edu|ac)\.[a-z]{2}$|\.edu$")
+_NUMERIC_LABEL = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
 _CNKI_PATH = re.compile(r"/(?:kcms2?|kns8s?|knavi|kxreader|nzkhtml|bar/download)(?:/|$)", re.IGNORECASE)
 _PORT_MARK = re.compile(r"(?<!-)-(?P<port>\d{1,5})$")
 # Inside text: a URL's remaining characters, ``\\/`` (JSON-escaped slash) allowed.
@@ -395,20 +405,59 @@ def recognise(url: str) -> Recognition:
         parts, host = None, ""
     if parts is None or parts.scheme.lower() != "https" or not host or parts.username is not None or parts.password is not None:
         raise CnkiError("INVALID_LOGIN_URL", details={"field": "remote_access_url"})
+    if len(url) > MAX_URL_CHARS:
+        raise not_a_gateway(host, f"网址有 {len(url)} 个字符，超过 {MAX_URL_CHARS} 个")
     if _federated(host, parts.path, parts.query):
         return Recognition(route=DIRECT, login="federated")
     if is_cnki_host(host):
         return Recognition(route=DIRECT, login="cnki")
+    why = _no_gateway_host(host)
+    if why:
+        raise not_a_gateway(host, why)
     found = _gateway_form(url)
     if found is not None:
+        if "<token>" in _shape(found[0].prefix):  # a session ticket in the path: never a route to keep
+            raise unsupported(url, "代理前缀里带有会话票据")
         return Recognition(route=found[0], login="gateway")
     if _WRDVPN_PATH.match(parts.path) or _PROXY_PATH.match(parts.path):
         raise unsupported(url, "令牌不是 WebVPN 的标准加密形式")
-    if parts.path.startswith(GATEWAY_PATH) or parts.path.rstrip("/") in WENGINE_LOGIN_PATHS or "wrdrecordvisit" in parts.query:
-        return Recognition(route=Route(kind="wrdvpn", gateway=_netloc(host, parts.port), segment="https"), login="gateway")
-    if "cnki" in (host + parts.path).lower() or _CNKI_PATH.search(parts.path):
+    wengine = parts.path.startswith(GATEWAY_PATH) or parts.path.rstrip("/") in WENGINE_LOGIN_PATHS or "wrdrecordvisit" in parts.query
+    if not wengine and ("cnki" in (host + parts.path).lower() or _CNKI_PATH.search(parts.path)):
         raise unsupported(url)
+    # A portal or login URL: nothing in it shows the host is a gateway but its name.
+    if not university_host(host):
+        raise not_a_gateway(host, "网址里没有经它打开的知网页面，主机名也不像学校的域名（.edu.cn、.ac.cn 等）")
+    if wengine:
+        return Recognition(route=Route(kind="wrdvpn", gateway=_netloc(host, parts.port), segment="https"), login="gateway")
     return Recognition(route=None, login="gateway")
+
+
+def university_host(host: str) -> bool:
+    """A host under a university's or an academy's domain (``.edu.cn``, ``.ac.cn``, ``.edu``, ``.edu.<cc>``)."""
+    return bool(_UNIVERSITY.search(host.lower().rstrip(".")))
+
+
+def _no_gateway_host(host: str) -> str:
+    """Why ``host`` can be no gateway ("" when it may be one)."""
+    if not host.isascii() or any(label.startswith("xn--") for label in host.split(".")):
+        return "主机名含非 ASCII 字符（国际化域名），可能是仿冒学校域名的同形字"
+    labels = host.rstrip(".").split(".")
+    if ":" in host or _NUMERIC_LABEL.match(labels[-1]):
+        return "主机是 IP 地址，不是学校的域名"
+    if len(labels) < 2 or not _HOST.match(host.rstrip(".")):
+        return "主机名不是完整的域名"
+    return ""
+
+
+def not_a_gateway(host: str, why: str) -> CnkiError:
+    """INVALID_LOGIN_URL for a host that is taken for no gateway (its name, cut to 100 characters)."""
+    shown = host[:100]
+    return CnkiError(
+        "INVALID_LOGIN_URL",
+        f"不把 {shown} 当作学校 VPN（远程访问）入口：{why}。请在浏览器里通过学校 VPN 打开知网任意页面，"
+        "把地址栏中的完整网址作为 remote_access_url 传入；没有改变访问方式。",
+        details={"field": "remote_access_url", "host": shown},
+    )
 
 
 _PAGE_URL = re.compile(rf"(?:https?:{_SEP}{_SEP}|(?<![\w./:-]){_SEP}(?=https?(?:-\d{{1,5}})?{_SEP}{WRDVPN_IV_HEX}|-)){_TAIL}",

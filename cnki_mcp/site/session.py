@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -23,16 +24,28 @@ from cnki_mcp.pages.urls import is_cnki_url
 from cnki_mcp.site.browser import Tab
 from cnki_mcp.site.door import ADVANCED_SEARCH_URL, BOOTSTRAP_TIMEOUT, Observation
 from cnki_mcp.site.human import span
-from cnki_mcp.site.route import DIRECT, discover, recognise
+from cnki_mcp.site.route import DIRECT, Recognition, discover, recognise
 from cnki_mcp.site.site import Site
 
 log = logging.getLogger(__name__)
 
 
 class Stage(msgspec.Struct, frozen=True):
-    """A step of a login or a status check: the stage its caller shows from now on (``research.backend``)."""
+    """A step of a login or a status check: the stage its caller shows from now on (``research.backend``),
+    with its progress (``notice``: what the person is told in the progress message)."""
 
     name: str
+    progress: dict[str, str] | None = None
+
+
+def gateway_notice(url: str) -> Stage:
+    """The person is told, in Chinese, which host every request will go through before the first one does."""
+    host = (urlsplit(url).hostname or "")[:100]
+    return Stage("via_gateway", {
+        "gateway": host,
+        "notice": f"即将经由 {host} 访问知网：登录以及之后的检索、下载都会经过这台主机。"
+        "只有在经它登录知网成功后才会保存这一访问方式；若不认识这台主机，请用 operation_control 的 cancel 取消。",
+    })
 
 
 IDENTITY_TIMEOUT = 12.0
@@ -119,14 +132,15 @@ class Sessions:
     def route(self) -> Route:
         return self.site.browser.routing.route
 
-    async def _set_route(self, route: Route) -> None:
+    async def _set_route(self, route: Route, *, keep: bool = True) -> None:
+        """``route`` in force from now on; ``keep``: also in config.json (a gateway only after a login through it)."""
         changed = route != self.route
         self.site.browser.routing.route = route
         if changed:
             # The work and render tabs (and the search template captured on one) stay on the old route's
             # origin: the next listing would still go that way. New tabs open by the new route.
             await self.site.reset_tabs()
-        if self._keep_route is not None:
+        if keep and self._keep_route is not None:
             await self._keep_route(route)
 
     def _view(self, state: SessionState, *, cached: bool = False) -> dict[str, Any]:
@@ -201,11 +215,31 @@ class Sessions:
         ``force`` without one goes back to direct access.
         """
         recognition = recognise(remote_access_url) if remote_access_url else None
+        previous = self.route
         if recognition is not None and recognition.route is not None:
-            await self._set_route(recognition.route)
+            await self._set_route(recognition.route, keep=False)  # for this login only, until it succeeds
         elif recognition is None and force and self.route.kind != "direct":
             await self._set_route(DIRECT)
+        if recognition is not None and recognition.login == "gateway":
+            yield gateway_notice(remote_access_url)  # before any request goes there
         yield Stage("opening_login")
+        confirmed = False
+        try:
+            async for step in self._login(op, recognition, remote_access_url, force):
+                confirmed = isinstance(step, dict) and identified(self.last or SessionState())
+                yield step
+        finally:
+            if recognition is not None and recognition.login == "gateway":
+                op.stage("login_ended", {})  # the notice named the host: the stored operation keeps no trace of it
+            if self.route != previous and self.route.kind != "direct":
+                if confirmed:
+                    await self._set_route(self.route)  # CNKI's header showed through it: kept from now on
+                else:
+                    await self._set_route(previous, keep=False)  # a failed or cancelled login leaves no trace
+
+    async def _login(
+        self, op: OperationContext, recognition: Recognition | None, remote_access_url: str, force: bool
+    ) -> AsyncIterator[Stage | dict[str, Any]]:
         tab = await self._open(op, remote_access_url or ADVANCED_SEARCH_URL)
         try:
             before: SessionState | None = None
@@ -247,7 +281,7 @@ class Sessions:
                     found = recognise(seen.url).route if not is_cnki_url(seen.url) else None
             if found is None or found.kind == "direct":
                 return False
-            await self._set_route(found)
+            await self._set_route(found, keep=False)  # kept once the login through it succeeds
             return True
 
         return check

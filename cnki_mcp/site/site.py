@@ -280,3 +280,6 @@ class Site(Door):
 
     async def wait_download(self, guid: str | None = None, timeout: float = 1.0) -> DownloadEvent | None:
         return await self.browser.wait_download(guid, timeout)
+
+    async def cancel_download(self, guid: str) -> None:
+        await self.browser.cancel_download(guid)

@@ -38,7 +38,7 @@ from typing import Any
 
 import msgspec
 
-from cnki_mcp.core.clock import age_seconds, local_day, parse_utc, utc_now, utc_now_iso
+from cnki_mcp.core.clock import age_seconds, china_day, parse_utc, utc_now, utc_now_iso
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import atomic_replace, make_private_dir
 from cnki_mcp.core.model import (
@@ -591,17 +591,17 @@ class Store:
         self.data.artifacts.put(key, artifact)
 
     def count_download(self, day: str | None = None) -> None:
-        """One more successful download (any tool) on the local ``day`` (today)."""
+        """One more successful download (any tool) on ``day`` (today in China, UTC+8: CNKI's day)."""
         counts = self.data.downloads_by_day
-        day = day or local_day()
+        day = day or china_day()
         counts[day] = counts.get(day, 0) + 1
         for old in sorted(counts)[:-KEEP_DOWNLOAD_DAYS]:
             del counts[old]
         self.sync_meta()
 
     def downloads_on(self, day: str | None = None) -> int:
-        """Successful downloads counted on the local ``day`` (today)."""
-        return self.data.downloads_by_day.get(day or local_day(), 0)
+        """Successful downloads counted on ``day`` (today in China)."""
+        return self.data.downloads_by_day.get(day or china_day(), 0)
 
     def put_source(self, key: str, quality: Quality) -> None:
         self.data.sources.put(key, quality)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -14,6 +15,7 @@ from cnki_mcp import __version__
 from cnki_mcp.app.core import AppCore
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
+from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import OperationView, Problem
 from cnki_mcp.core.tool_args import ToolArgs
 from cnki_mcp.tools import Budget
@@ -113,7 +115,8 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     if deps._store is not None and deps._jobs is not None:
         report.store = deps._store.stats()
         report.downloads_today = deps._store.downloads_on()
-        report.daily_download_limit = settings.daily_download_limit(deps.config.daily_download_limit)
+        with contextlib.suppress(CnkiError):  # a bad cap is said by the download tools, which refuse to run
+            report.daily_download_limit = settings.daily_download_limit(deps.config.daily_download_limit)
         browser = deps._browser
         report.browser = Browser(running=False) if browser is None else Browser(
             running=browser.running,

@@ -8,6 +8,7 @@ from typing import Annotated
 from msgspec import Meta
 
 from cnki_mcp.app.core import AppCore
+from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import LocalReply, OperationView
 from cnki_mcp.core.tool_args import DOWNLOAD_WAIT_DEFAULT, ToolArgs
@@ -50,6 +51,8 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     from cnki_mcp.research.detail_tab import local_ref, resolve_paper
 
     store = await deps.store()
+    # A bad cap is refused before anything else: it must never silently lift the cap.
+    limit = settings.daily_download_limit(deps.config.daily_download_limit)
     ref = local_ref(await deps.catalog(), args.record_ref, args.title)
     request = DownloadRequest(
         format=args.format, filename=args.filename, subdirectory=args.subdirectory, wait_seconds=args.wait_seconds, retry=args.retry
@@ -67,7 +70,7 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
         try:
             engine = await deps.enrichment()
             paper = await resolve_paper(op, engine, ref, args.title)
-            return await deps._downloads.download(op, engine, deps.site(), paper, request)
+            return await deps._downloads.download(op, engine, deps.site(), paper, request, daily_limit=limit)
         except BaseException:
             # The caller's folder was made before the attempt; an empty one must not stay behind.
             await asyncio.to_thread(remove_empty_folders, store.downloads_dir, request.subdirectory)

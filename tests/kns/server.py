@@ -155,7 +155,7 @@ class Fault:
     status: int = 503
     seconds: float = 0.0
     style: str = "redirect"  # captcha style, see CAPTCHA_STYLES
-    mode: str = "html"  # truncate: html (short but consistent body) | connection (connection dropped mid-body)
+    mode: str = "html"  # truncate: html (short but consistent body) | connection (connection dropped mid-body) | stall (see below)
     fraction: float = 0.5
     reason: str = "查询对象结构错误, 没有指定检索分类！"
     where: str = "value"  # reject: the reason in p.no-content[value] | in a plain hidden "input"
@@ -167,6 +167,9 @@ class Fault:
     seen: int = 0
     fired: int = 0
     solved: bool = False
+    # download hardening: truncate mode "stall" sends the first ``fraction`` of the body, then holds the connection
+    # ``seconds`` (a transfer that never ends) announcing ``claimed_bytes`` (0: the body's length) as its length
+    claimed_bytes: int = 0
 
 
 @dataclass
@@ -198,6 +201,7 @@ class _Resp:
     close: bool = False  # fault "close": the connection is closed without any answer
     abort: bool = False  # the connection closes without any answer (a network failure)
     reset_mid_body: bool = False  # headers and a first chunk, then the connection ends (no browser retry)
+    stall: Fault | None = None  # truncate mode "stall": a part of the body, then the connection is held
 
 
 def classify(host: str, path: str) -> str:
@@ -328,6 +332,7 @@ class KnsSimulator:
         self.solves = 0
         self.reader_visits = 0  # every reader URL handed out gets a fresh invoice
         self.used_invoices: set[str] = set()
+        self.stalls_ended: list[float] = []  # when a held ("stall") transfer was closed by the client
         self._graph: citations.Graph | None = None
         self.gateway = gateway.Gateway()  # the university gateway and CARSI IdP in front (tests/kns/gateway.py)
         self.published: list[Paper] = []  # papers a test added to the corpus (publish), withdrawn by reset
@@ -476,6 +481,7 @@ class KnsSimulator:
             for paper in self.published:
                 self.corpus.withdraw(paper)
             self.published = []
+            self.stalls_ended = []
 
     def configure_gateway(self, **fields: Any) -> gateway.Gateway:
         """Change the gateway's switches (see gateway.Gateway); unknown names raise TypeError."""
@@ -636,7 +642,7 @@ class KnsSimulator:
         body = resp.body.encode("utf-8") if isinstance(resp.body, str) else resp.body
         h.send_response(resp.status)
         h.send_header("Content-Type", resp.ctype)
-        h.send_header("Content-Length", str(len(body)))
+        h.send_header("Content-Length", str(resp.stall.claimed_bytes or len(body)) if resp.stall else str(len(body)))
         h.send_header("Cache-Control", "no-store")
         for k, v in resp.headers.items():
             h.send_header(k, v)
@@ -653,6 +659,8 @@ class KnsSimulator:
             h.wfile.flush()
         except OSError:
             h.close_connection = True
+        if resp.stall is not None:
+            self._hold(h, resp.stall.seconds)
 
     def _respond(self, rec: SimRequest, sc: Scenario) -> _Resp:
         delay = sc.latency.get(rec.endpoint, 0.0)
@@ -699,9 +707,30 @@ class KnsSimulator:
             cut = max(1, int(len(body) * truncate.fraction))
             if truncate.mode == "connection":
                 resp.body, resp.drop_after = body, cut
+            elif truncate.mode == "stall":
+                resp.body, resp.drop_after, resp.stall = body, cut, truncate
             else:
                 resp.body = body[:cut].decode("utf-8", "ignore") if "text/" in resp.ctype else body[:cut]
         return resp
+
+    def _hold(self, h: BaseHTTPRequestHandler, seconds: float) -> None:
+        """A transfer that never ends: the connection is held up to ``seconds``; when the client closes it
+        first (the download cancelled), the moment goes to ``stalls_ended``."""
+        h.close_connection = True
+        deadline = time.time() + seconds
+        h.connection.settimeout(0.2)
+        while time.time() < deadline:
+            try:
+                if h.connection.recv(1024) == b"":
+                    with self._lock:
+                        self.stalls_ended.append(time.time())
+                    return
+            except TimeoutError:
+                continue
+            except OSError:
+                with self._lock:
+                    self.stalls_ended.append(time.time())
+                return
 
     def _fault_response(self, f: Fault, rec: SimRequest, sc: Scenario) -> _Resp:
         if f.kind == "status":
