@@ -100,6 +100,15 @@ class _Session:
                 self.chrome.kill_now()
                 return
 
+    async def attach_pipe(self, importing: asyncio.Future[Any]) -> None:
+        """Speak CDP over the pipe Chrome was started with; the channel owns its descriptors from here on."""
+        assert self.chrome.pipe is not None
+        self.nd = PipeChannel(*self.chrome.pipe).browser
+        self.chrome.pipe = None
+        await importing
+        await self.nd.channel.open()
+        self.version = await self.chrome.first_answer(self.nd.send(cdp().browser.get_version()), generation=self.generation)
+
     async def wait_changed(self, timeout: float) -> None:
         """Until a target or download event, or ``timeout`` seconds."""
         if timeout <= 0:
@@ -308,11 +317,7 @@ class Browser(PageActions):
         self._session = session
         try:
             if chrome.pipe is not None:
-                session.nd = PipeChannel(*chrome.pipe).browser
-                chrome.pipe = None  # the channel owns the descriptors from here on
-                await importing
-                await session.nd.channel.open()
-                session.version = await chrome.first_answer(session.nd.send(cdp().browser.get_version()), generation=session.generation)
+                await session.attach_pipe(importing)
             else:
                 port = await chrome.devtools_port(generation=session.generation)
                 await importing
