@@ -181,3 +181,14 @@ async def test_abroad_through_the_universitys_gateway(kns: KnsSimulator, isolate
     assert issues["years"]
     assert status["site"] == {"kind": "oversea", "host": "chn.oversea.cnki.net"}
     assert any(host == "chn.oversea.cnki.net" for (_kind, host) in kns.gateway.counts)
+
+
+async def test_relative_links_of_the_citation_api_name_the_overseas_site(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    paper = journal_papers(kns, 1)[0]
+    (ref,) = seed(isolated_data_dir, kns, [paper])
+    kns.configure(login="institution", oversea=OVERSEA, citation_relative_links=True)
+    async with serving(isolated_data_dir, kns) as mcp:
+        similar = completed(await mcp.wait(await mcp.call("related_papers", {"record_ref": ref, "relation": "similar", "limit": 5})))
+    links = [item["url"] for item in similar["papers"] if item.get("url")]
+    assert links and all(url.startswith(f"https://{OVERSEA}/kcms2/article/abstract?") for url in links), links
+    assert similar["origin"] == "api" and not mainland_links(similar["papers"])

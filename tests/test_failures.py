@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from cnki_mcp.app import App
-from cnki_mcp.core.errors import CATALOGUE, CnkiError, for_a_search, network_unreachable
+from cnki_mcp.core.errors import CATALOGUE, CnkiError, for_its_tool, network_unreachable
 from cnki_mcp.core.model import CheckStep, Evidence, Paper, Problem, SearchEntry, SearchRecord, SessionState, SiteCheck
 from cnki_mcp.core.text import shortened
 from cnki_mcp.fieldcheck.tour import LOCAL_CODES, LOCAL_HINT, STRUCTURE_HINT, render, step_line
@@ -101,11 +101,72 @@ async def test_export_of_a_search_without_records_is_nothing_to_export(app: App)
 # --- messages that fit their tool ---------------------------------------------------------------------
 
 
-def test_only_a_search_says_that_an_unreached_site_is_no_empty_answer() -> None:
+def test_only_a_list_says_that_an_unreached_site_is_no_empty_answer() -> None:
+    def search(error: CnkiError) -> CnkiError:
+        return for_its_tool(error, a_list=True, resumable="检索")
+
     error = network_unreachable("https://kns.cnki.net/", "proxy", net_error="net::ERR_PROXY_CONNECTION_FAILED")
     assert "这不代表没有文献" not in error.message and "continue" not in error.message and "代理服务器连接失败" in error.message
-    assert for_a_search(for_a_search(error)).message.count("这不代表没有文献") == 1
-    assert "这不代表没有文献" not in for_a_search(CnkiError("RATE_LIMITED")).message
+    assert search(search(error)).message.count("这不代表没有文献") == 1 and error.message.count("continue") == 1
+    assert "这不代表没有文献" not in search(CnkiError("RATE_LIMITED")).message
+    assert for_its_tool(network_unreachable("https://kns.cnki.net/", "dns"), a_list=False).message.endswith("然后重试。")
+
+
+# Tools asked for a list (or a batch that can go on), on a site the network never reaches: each says it
+# through its own error path (the operation's errors), not only the search.
+UNREACHABLE_SITE = network_unreachable("https://kns.cnki.net/", "dns", net_error="net::ERR_NAME_NOT_RESOLVED")
+PAPER = Paper(record_ref=f"rec_{2:024x}", title="违约金调整的基本标准研究", authors=["王利明"], source="法学研究", year=2021,
+              dbname="CJFD", filename="FXYJ202101001", url="https://kns.cnki.net/kcms2/article/abstract?v=unreached")
+
+
+class UnreachedSite:
+    """A site backend whose every request fails as Chrome's DNS failure does (what ``Site`` raises then)."""
+
+    epoch = 0
+    browser_running = False
+    has_work_tab = False
+
+    def __getattr__(self, name: str) -> Any:
+        def request(*args: Any, **kwargs: Any) -> Any:
+            raise CnkiError(UNREACHABLE_SITE.code, UNREACHABLE_SITE.message, details=UNREACHABLE_SITE.details, retryable=True)
+
+        return request
+
+
+@pytest.fixture
+async def unreached(isolated_data_dir: Path):
+    store = Store.open(isolated_data_dir)
+    store.data.papers[PAPER.record_ref] = PAPER
+    await store.close()
+    application = App(isolated_data_dir, site_factory=UnreachedSite)
+    yield application
+    await application.close()
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("related_papers", {"record_ref": PAPER.record_ref, "relation": "citing"}),
+        ("author_papers", {"author": "王利明", "institution": "中国人民大学"}),
+        ("journal_issues", {"journal": "法学研究"}),
+        ("search_facets", {"expression": {"field": "subject", "value": "违约金"}}),
+    ],
+)
+async def test_every_tool_asked_for_a_list_says_an_unreached_site_is_no_empty_answer(
+    unreached: App, tool: str, arguments: dict[str, Any]
+) -> None:
+    view = await call_tool(unreached, tool, arguments)
+    assert view["status"] == "failed", view
+    (error,) = view["errors"]
+    assert error["code"] == "NETWORK_UNREACHABLE" and error["message"].endswith("这不代表没有文献。"), error
+    assert "continue" not in error["message"], error  # nothing to go on with: the call is made again
+
+
+async def test_a_batch_download_stopped_by_an_unreached_site_says_it_can_go_on(unreached: App) -> None:
+    view = await call_tool(unreached, "download_papers", {"record_refs": [PAPER.record_ref], "interval_seconds": 5})
+    (error,) = view["errors"]
+    assert error["code"] == "NETWORK_UNREACHABLE" and error["details"]["remaining"] == 1, error
+    assert error["message"].endswith("continue 继续这次批量下载。") and "这不代表没有文献" not in error["message"], error
 
 
 def test_session_status_without_a_login_says_what_to_do_next() -> None:

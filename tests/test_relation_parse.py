@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper
 from cnki_mcp.pages.relation_parse import (
+    SITE_ROOT,
     Ask,
     ListLink,
     NotData,
@@ -25,6 +28,7 @@ from cnki_mcp.pages.relation_parse import (
     v_token,
 )
 from cnki_mcp.research.rank import evidence_for, is_eligible
+from cnki_mcp.research.relations import Relations
 
 DETAIL = "https://kns.cnki.net/kcms2/article/abstract?v=AbC-123_x&uniplatform=NZKPT"
 
@@ -46,6 +50,30 @@ def test_requests_name_the_paper_the_database_and_the_page() -> None:
     assert url.startswith("https://kns.cnki.net/restapi/citation-api/v1/literature/citations?")
     assert "type=CDFDREF&start=2&size=100" in url
     assert "/literature-api/v1/articles/relations/similar?v=AbC-123_x" in request_url("similar", "AbC-123_x", Ask("SIMILAR", 1, 10))
+
+
+class AbroadApi:
+    """The citation API of a session on the overseas site, its answer's one link relative (issue 39)."""
+
+    def __init__(self, site: dict[str, str]) -> None:
+        self.site = site
+
+    def site_view(self) -> dict[str, str]:
+        return self.site
+
+    async def api_get(self, op: Any, url: str, context_url: str) -> str:
+        return body(1, [item("违约金的司法调整", url="/kcms2/article/abstract?v=AbC-123_x")])
+
+
+@pytest.mark.parametrize(
+    ("site", "host"),
+    [({"kind": "oversea", "host": "oversea.cnki.net"}, "oversea.cnki.net"), ({"kind": "mainland"}, "kns.cnki.net")],
+)
+async def test_relative_links_of_the_api_resolve_on_the_sessions_site(site: dict[str, str], host: str) -> None:
+    relations = Relations(SimpleNamespace(catalog=None, store=None), AbroadApi(site), Signatures())  # type: ignore[arg-type]
+    answer = await relations._ask(SimpleNamespace(), Paper(title="t"), "citing", "AbC-123_x", Ask("CJFD", 1, 100))  # type: ignore[arg-type]
+    assert [entry.url for entry in answer.entries] == [f"https://{host}/kcms2/article/abstract?v=AbC-123_x"]
+    assert read_answer(body(1, [item("甲", url="kcms2/article/abstract?v=1")]), "CJFD").entries[0].url.startswith(SITE_ROOT)
 
 
 def test_answers_are_read_with_their_links_and_unlinked_items_kept() -> None:

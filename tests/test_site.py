@@ -24,6 +24,7 @@ from cnki_mcp.site.exchange import Attempts, note_snapshot
 from cnki_mcp.site.grid_query import Condition, GridQuery, compile_expression
 from cnki_mcp.site.limiter import Limiter
 from cnki_mcp.site.listings import Listings, anchor_of, filter_years, parse_form, query_key
+from cnki_mcp.site.remote import Routing
 from cnki_mcp.site.site import Site, bind_detail
 from cnki_mcp.store.library import Store
 from cnki_mcp.tools import get_metadata
@@ -264,6 +265,15 @@ def test_return_url_is_added_once() -> None:
 
     assert added == verify + "&returnUrl=https%3A%2F%2Fkns.cnki.net%2Fkns8s%2FAdvSearch"
     assert with_return_url(added, "https://kns.cnki.net/other") == added
+
+
+@pytest.mark.parametrize(("site", "host"), [("oversea", "oversea.cnki.net"), ("mainland", "kns.cnki.net")])
+def test_the_verify_page_returns_to_the_search_page_on_the_sessions_site(tmp_path: Path, site: str, host: str) -> None:
+    browser = DoorBrowser()
+    browser.routing = Routing(site=site)
+    door = Door(browser, Limiter(interval_ms=0), tmp_path / "diagnostics")  # type: ignore[arg-type]
+    target = door.verify_target(f"https://{host}/verify/home?captchaType=blockPuzzle")
+    assert target.endswith(f"&returnUrl=https%3A%2F%2F{host}%2Fkns8s%2FAdvSearch"), target
 
 
 async def test_attempts_recover_a_broken_connection_once_and_back_off_twice(

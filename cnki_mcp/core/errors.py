@@ -532,13 +532,18 @@ def unreachable_kind(net_error: str) -> str:
     return ""
 
 
-_NOT_NONE = "这不代表没有文献；网络恢复后可以用 operation_control 的 continue 继续这次检索。"
+_NOT_NONE = "这不代表没有文献"
+_GO_ON = "网络恢复后可以用 operation_control 的 continue 继续这次{}"
 
 
-def for_a_search(error: CnkiError) -> CnkiError:
-    """``error`` as a search says it: a site never reached is no empty answer, and the search can go on."""
-    if error.code in UNREACHED_CODES and _NOT_NONE not in error.message:
-        error.message = _clip(f"{error.message}{_NOT_NONE}")
+def for_its_tool(error: CnkiError, *, a_list: bool, resumable: str = "") -> CnkiError:
+    """``error`` as the tool that met it says it, when the site was never reached: a tool asked for a list
+    (``a_list``: a search, related papers, an author's papers, a journal's issues, facets) says that is no
+    empty answer; an operation that keeps a checkpoint (``resumable`` names it: 检索, 批量下载) says it can go on.
+    Other tools (the field check, get_metadata) leave the catalogue's message as it is."""
+    said = "；".join([*([_NOT_NONE] if a_list else []), *([_GO_ON.format(resumable)] if resumable else [])])
+    if said and error.code in UNREACHED_CODES and said not in error.message:
+        error.message = _clip(f"{error.message}{said}。")
     return error
 
 

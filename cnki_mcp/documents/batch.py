@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core import tool_args
-from cnki_mcp.core.errors import FATAL_CODES, CnkiError, as_cnki_error
+from cnki_mcp.core.errors import FATAL_CODES, CnkiError, as_cnki_error, for_its_tool
 from cnki_mcp.core.files import remove_empty_folders
 from cnki_mcp.core.model import BatchItem, BatchResult, Budget, DownloadResult, Paper
 from cnki_mcp.core.tool_args import FILE_FORMATS, RIGHTS_STREAK
@@ -116,7 +116,7 @@ async def run(
         await asyncio.to_thread(remove_empty_folders, store.downloads_dir, state.request.subdirectory)
     result = _result(store, state, daily_limit)
     if stop is not None:
-        op.add_error(_with_remaining(stop, result.remaining))
+        op.add_error(for_its_tool(_with_remaining(stop, result.remaining), a_list=False, resumable="批量下载"))
     return result
 
 

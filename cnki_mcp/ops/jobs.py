@@ -21,7 +21,7 @@ import msgspec
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import PersonAnswer, ToolCall, seconds_since
 from cnki_mcp.core.clock import Deadline, utc_now_iso
-from cnki_mcp.core.errors import UNREACHED_CODES, CnkiError, as_cnki_error
+from cnki_mcp.core.errors import UNREACHED_CODES, CnkiError, as_cnki_error, for_its_tool
 from cnki_mcp.core.model import Budget, BudgetView, Operation, OperationView, Problem
 from cnki_mcp.core.tool_args import CONTINUE_REQUESTS, CONTINUE_SECONDS
 from cnki_mcp.store.library import KEEP_OPERATIONS, Store
@@ -49,8 +49,9 @@ def new_operation_id() -> str:
 class Job:
     """A live operation: its record, its task and the clocks that make up active time."""
 
-    def __init__(self, record: Operation, carried_seconds: float) -> None:
+    def __init__(self, record: Operation, carried_seconds: float, a_list: bool = False) -> None:
         self.record = record
+        self.a_list = a_list  # the tool was asked for a list: its failure says so (errors.for_its_tool)
         self.carried_seconds = carried_seconds
         self.started = time.monotonic()
         self.paused_total = 0.0
@@ -213,7 +214,9 @@ class Jobs:
 
     # --- starting -------------------------------------------------------------------------
 
-    def start(self, kind: str, budget: Budget, work: Work, *, resume_from: Operation | None = None) -> Job:
+    def start(
+        self, kind: str, budget: Budget, work: Work, *, resume_from: Operation | None = None, a_list: bool = False
+    ) -> Job:
         now = utc_now_iso()
         if resume_from is None:
             record = Operation(
@@ -240,7 +243,7 @@ class Jobs:
                 updated_at=now,
             )
             carried = resume_from.active_seconds
-        job = Job(record, carried)
+        job = Job(record, carried, a_list)
         self._live[record.operation_id] = job
         self._store.put_operation(record)
         job.task = asyncio.create_task(self._run(job, work), name=f"operation {record.operation_id}")
@@ -257,7 +260,7 @@ class Jobs:
         except asyncio.CancelledError:
             cancelled = True
         except BaseException as exc:  # noqa: BLE001 - every failure becomes the operation's error
-            failure = as_cnki_error(exc)
+            failure = for_its_tool(as_cnki_error(exc), a_list=job.a_list)
             if failure.code == "OPERATION_FAILED":
                 log.exception("operation %s failed", record.operation_id)
             if failure.code == "CANCELLED" and job.cancel_requested:

@@ -38,6 +38,7 @@ DATABASES = ("CJFD", "CDFD", "CMFD", "CPFD", "IPFD", "CCND", "CYFD", "CBBD", "SC
 SIMILAR = "SIMILAR"  # similar papers come as one list, without a type
 MAX_SIZE = 100
 API_ROOT = "https://kns.cnki.net/restapi"
+SITE_ROOT = "https://kns.cnki.net/"  # what an answer's relative links resolve against on the mainland
 DATABASE_TYPES = {
     "CJFD": "期刊", "CDFD": "博士", "CMFD": "硕士", "CPFD": "会议", "IPFD": "会议", "CCND": "报纸",
     "CYFD": "年鉴", "CBBD": "图书", "SCPD": "专利", "SCSD": "标准", "WWJD": "外文期刊",
@@ -136,8 +137,8 @@ def _number(value: Any) -> int | None:
     return None
 
 
-def read_answer(body: str, database: str) -> Answer:
-    """The answer to one request as data; NotData when it is anything else."""
+def read_answer(body: str, database: str, site_root: str = SITE_ROOT) -> Answer:
+    """The answer to one request as data (relative links on ``site_root``); NotData when it is anything else."""
     try:
         answer = loads_site_json(body)
     except ValueError:
@@ -155,7 +156,7 @@ def read_answer(body: str, database: str) -> Answer:
     entries: list[Entry] = []
     unreadable = 0
     for item in items:
-        entry = _entry(item, database) if isinstance(item, dict) else None
+        entry = _entry(item, database, site_root) if isinstance(item, dict) else None
         if entry is None:
             unreadable += 1
         else:
@@ -191,15 +192,16 @@ def _titles(value: Any) -> list[str]:
     return out
 
 
-def _link(item: dict[str, Any]) -> str:
-    """The item's detail page: the relation with scope ABSTRACT (else any detail link), on a CNKI host."""
+def _link(item: dict[str, Any], site_root: str) -> str:
+    """The item's detail page: the relation with scope ABSTRACT (else any detail link), on a CNKI host; a
+    relative link on ``site_root`` (the session's site, as the answer's absolute links name it)."""
     relations = item.get("relations")
     links = [r for r in relations if isinstance(r, dict)] if isinstance(relations, list) else []
     links.sort(key=lambda r: str(r.get("scope") or "").upper() != "ABSTRACT")
     for relation in links:
         url = relation.get("url")
         if isinstance(url, str) and url.strip():
-            absolute = urljoin("https://kns.cnki.net/", url.strip())
+            absolute = urljoin(site_root, url.strip())
             if is_site_url(absolute) and _is_detail(absolute):
                 return absolute
     return ""
@@ -215,7 +217,7 @@ def split_authors(text: str) -> list[str]:
     return [name for name in (trim(part) for part in re.split(r"[;；]", text)) if name]
 
 
-def _entry(item: dict[str, Any], database: str) -> Entry | None:
+def _entry(item: dict[str, Any], database: str, site_root: str) -> Entry | None:
     fields = _metadata(item)
     authors = split_authors(fields.get("AU", "")) or _titles(item.get("authors"))
     sources = _titles(item.get("source"))
@@ -228,7 +230,7 @@ def _entry(item: dict[str, Any], database: str) -> Entry | None:
         date=date,
         abstract=fields.get("AB", ""),
         doi=fields.get("DOI", ""),
-        url=_link(item),
+        url=_link(item, site_root),
         database="" if database == SIMILAR else database,
     )
     if not entry.title:

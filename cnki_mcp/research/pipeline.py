@@ -25,7 +25,7 @@ import msgspec
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.clock import utc_now_iso
-from cnki_mcp.core.errors import CnkiError, as_cnki_error, for_a_search, unreached_with_nothing
+from cnki_mcp.core.errors import CnkiError, as_cnki_error, for_its_tool, unreached_with_nothing
 from cnki_mcp.core.identity import fingerprint
 from cnki_mcp.core.model import (
     PARSER_VERSION,
@@ -307,7 +307,7 @@ class Research:
             self._finish(op, run, CnkiError("CANCELLED"))
             raise
         except Exception as exc:  # noqa: BLE001 - a phase error stops the phases, finish still runs
-            error = for_a_search(as_cnki_error(exc))
+            error = for_its_tool(as_cnki_error(exc), a_list=True, resumable="检索")
             if error.code == "OPERATION_FAILED":
                 log.exception("search %s failed", state.search_id)
         op.checkpoint(state)

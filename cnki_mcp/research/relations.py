@@ -41,6 +41,7 @@ from cnki_mcp.pages.relation_parse import (
     MAX_SIZE,
     RELATION_NAMES,
     SIMILAR,
+    SITE_ROOT,
     Answer,
     Ask,
     Entry,
@@ -61,6 +62,7 @@ from cnki_mcp.pages.relation_parse import (
     request_url,
     v_token,
 )
+from cnki_mcp.pages.urls import on_site
 from cnki_mcp.research.backend import SiteBackend
 from cnki_mcp.research.detail_tab import local_ref, open_detail, resolve_paper
 from cnki_mcp.research.enrich import Enrichment
@@ -252,7 +254,8 @@ class Relations:
 
     async def _ask(self, op: OperationContext, paper: Paper, relation: str, v: str, ask: Ask) -> Answer:
         body = await self.site.api_get(op, request_url(relation, v, ask), paper.locator or paper.url)
-        return await asyncio.to_thread(read_answer, body, ask.database)
+        site_root = on_site(SITE_ROOT, self.site.site_view().get("host", ""))  # the session's site (abroad: oversea)
+        return await asyncio.to_thread(read_answer, body, ask.database, site_root)
 
     async def _from_api(self, op: OperationContext, paper: Paper, relation: str) -> RelationList:
         v = await self._v(op, paper)

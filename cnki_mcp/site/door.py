@@ -231,8 +231,13 @@ class Door(Engine):
         page once solved; never while a template capture drives it) and the person solves it."""
         async with self._template_lock:
             async with self.request(op):
-                await self.browser.navigate(tab, with_return_url(verify, ADVANCED_SEARCH_URL), BOOTSTRAP_TIMEOUT)
+                await self.browser.navigate(tab, self.verify_target(verify), BOOTSTRAP_TIMEOUT)
         await self.person.step(op, tab, reason, epoch=epoch)
+
+    def verify_target(self, verify: str) -> str:
+        """``verify`` sending the browser back to the search page on the session's site once solved (abroad
+        the overseas one: links name the site the session is on)."""
+        return with_return_url(verify, self.browser.routing.here(ADVANCED_SEARCH_URL))
 
     async def human_step(self, op: OperationContext, tab: Tab, reason: CnkiError, *, epoch: int | None = None) -> None:
         """``Person.step`` for ``tab``: the person clears the challenge or login prompt ``reason`` names."""

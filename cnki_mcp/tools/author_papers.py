@@ -68,5 +68,5 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
                         limit=args.limit, offset=args.offset)
     authors = AuthorPapers(await deps.catalog(), deps.site())
     jobs = await deps.jobs()
-    job = jobs.start(KIND, BUDGET.of(args.on_verification), functools.partial(authors.run, asked=asked))
+    job = jobs.start(KIND, BUDGET.of(args.on_verification), functools.partial(authors.run, asked=asked), a_list=True)
     return await jobs.inline(job, call)

@@ -68,5 +68,5 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
                         year=args.year or None, issue=str(args.issue), limit=args.limit, offset=args.offset)
     issues = JournalIssues(await deps.catalog(), deps.site())
     jobs = await deps.jobs()
-    job = jobs.start(KIND, BUDGET.of(args.on_verification), functools.partial(issues.run, asked=asked))
+    job = jobs.start(KIND, BUDGET.of(args.on_verification), functools.partial(issues.run, asked=asked), a_list=True)
     return await jobs.inline(job, call)

@@ -57,5 +57,5 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
     if hit is not None:
         return hit
     jobs = await deps.jobs()
-    job = jobs.start("related", BUDGET.of(args.on_verification), relations.work(asked, args.limit, args.refresh))
+    job = jobs.start("related", BUDGET.of(args.on_verification), relations.work(asked, args.limit, args.refresh), a_list=True)
     return await jobs.wait(job, args.wait_seconds - seconds_since(call), progress_of(call))

@@ -96,7 +96,7 @@ async def run(deps: AppCore, args: Args, call: ToolCall | None) -> Result:
         return hit
     work = functools.partial(facets.run, site=deps.site(), store=store, request=request)
     jobs = await deps.jobs()
-    return await jobs.inline(jobs.start(facets.KIND, BUDGET.of(args.on_verification), work), call)
+    return await jobs.inline(jobs.start(facets.KIND, BUDGET.of(args.on_verification), work, a_list=True), call)
 
 
 def _request(args: Args, record: SearchRecord | None) -> FacetsRequest:

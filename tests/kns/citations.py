@@ -182,6 +182,10 @@ def answer(graph: Graph, path: str, query: dict[str, str], sc: Scenario, epoch: 
     if sc.citation_api == "empty":
         items = []
     page = [item_json(ref, epoch) for ref in items[offset: offset + size]]
+    if sc.citation_relative_links:  # the detail links as a path on the answering site, no host
+        for item in page:
+            for link in item.get("relations", []):
+                link["url"] = link["url"].removeprefix(pages.KNS)
     if sc.citation_api == "bad_shape":
         return 200, "application/json; charset=utf-8", _body({"count": len(items), "list": page})
     if sc.citation_lone_surrogate:  # JSON may escape half a pair: \ud83d with nothing after it

@@ -144,6 +144,8 @@ class Scenario:
     oversea: str = ""  # "" off | an overseas host (oversea.cnki.net, chn.oversea.cnki.net): kns/navi/www requests 302 there
     # store hardening (issue 42)
     citation_lone_surrogate: bool = False  # every abstract of the citation API ends with half a surrogate pair (\ud83d)
+    # issue 39, abroad: the citation API's relative links (i-fix)
+    citation_relative_links: bool = False  # its detail links are paths (/kcms2/article/abstract?v=…), no host
 
 
 @dataclass
