@@ -106,8 +106,12 @@ class _Session:
         self.nd = PipeChannel(*self.chrome.pipe).browser
         self.chrome.pipe = None
         await importing
-        await self.nd.channel.open()
-        self.version = await self.chrome.first_answer(self.nd.send(cdp().browser.get_version()), generation=self.generation)
+
+        async def version() -> Any:
+            await self.nd.channel.open()
+            return await self.nd.send(cdp().browser.get_version())
+
+        self.version = await self.chrome.first_answer(version(), generation=self.generation)
 
     async def wait_changed(self, timeout: float) -> None:
         """Until a target or download event, or ``timeout`` seconds."""

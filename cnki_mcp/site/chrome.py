@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 LAUNCH_TIMEOUT = 20.0  # executable start until DevToolsActivePort is written (or the pipe answers)
 EXIT_WAIT = 5.0  # after Browser.close, time for Chrome to flush the profile and exit
+PIPE_EXIT_WAIT = 2.0  # after the pipe closed at start, time for Chrome's exit to be seen
 WINDOW_SIZE = (1280, 900)
 ACCEPT_LANGUAGE = "zh-CN,zh,en"
 
@@ -342,7 +343,12 @@ class ChromeProcess:
             if not answered.done():
                 answered.cancel()
                 await asyncio.gather(answered, return_exceptions=True)
-        if self.proc.returncode is not None and (answered.cancelled() or answered.exception() is not None):
+        failed = answered.cancelled() or answered.exception() is not None
+        if failed and self.proc.returncode is None and not answered.cancelled():
+            # The pipe closes as Chrome dies (no screen, a bad flag): give its exit a moment to be reaped.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), PIPE_EXIT_WAIT)
+        if failed and self.proc.returncode is not None:
             raise await self.exit_error(generation)
         if answered.cancelled():
             raise CnkiError(
