@@ -66,14 +66,15 @@ def _rewrite(value: bytes, proxy: bytes, target: bytes) -> bytes:
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Bytes from ``reader`` to ``writer`` until end of file, then a half close (the other way may still run)."""
     try:
         while chunk := await reader.read(65536):
             writer.write(chunk)
             await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
     except ConnectionError:
         pass
-    finally:
-        writer.close()
 
 
 async def _serve_proxy(token: str, target_port: int) -> asyncio.Server:
@@ -100,8 +101,12 @@ async def _serve_proxy(token: str, target_port: int) -> asyncio.Server:
             kept.append(line)
         kept += [b"Authorization: Bearer " + token.encode(), b"Connection: close"]
         server_reader, server_writer = await asyncio.open_connection("127.0.0.1", target_port, limit=HEADER_LIMIT)
-        server_writer.write(b"\r\n".join(kept) + b"\r\n\r\n")
-        await asyncio.gather(_pipe(client_reader, server_writer), _pipe(server_reader, client_writer))
+        try:
+            server_writer.write(b"\r\n".join(kept) + b"\r\n\r\n")
+            await asyncio.gather(_pipe(client_reader, server_writer), _pipe(server_reader, client_writer))
+        finally:
+            server_writer.close()
+            client_writer.close()
 
     return await asyncio.start_server(handle, "127.0.0.1", 0, limit=HEADER_LIMIT)
 
