@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares a development checkout: a virtualenv in .venv with cnki-mcp installed in editable mode.
 #   bash scripts/bootstrap.sh             the server and its CLI
-#   bash scripts/bootstrap.sh --test      also the test tools, PyInstaller, Chromium, the citeproc-js oracle and the mcpb CLI
+#   bash scripts/bootstrap.sh --test      also the test tools, PyInstaller, Chromium, the citeproc-js oracle, the mcpb CLI
+#                                         and the MCP conformance suite
 #   bash scripts/bootstrap.sh --venv-only only choose the Python and (re)build .venv, install nothing
 # A run after a finished one installs nothing that has not changed: pip is skipped while .venv/.bootstrap-stamp
 # matches pyproject.toml, the checkout's path and the venv's Python; `npm ci` while node_modules/.lock-stamp
@@ -144,10 +145,11 @@ if [ "$with_tests" = 1 ]; then
       echo "warning: no Chinese font found; the chart tests draw numbered bars only (install fonts-noto-cjk)" >&2
     fi
   fi
-  # Node packages the tests use, each pinned by its lock file: the citeproc-js oracle and the official
-  # MCP Bundle CLI (mcpb) that validates the .mcpb the release build writes.
+  # Node packages the tests use, each pinned by its lock file: the citeproc-js oracle, the official
+  # MCP Bundle CLI (mcpb) that validates the .mcpb the release build writes, and the official MCP
+  # conformance suite (with the Node 22 it needs, as the npm package node).
   if command -v npm >/dev/null 2>&1; then
-    for folder in tests/citeproc tests/mcpb; do
+    for folder in tests/citeproc tests/mcpb tests/conformance; do
       [ -f "$folder/package-lock.json" ] || continue
       wanted=$( { node --version 2>/dev/null || true; cat "$folder/package-lock.json"; } | digest)
       if [ "$(cat "$folder/node_modules/.lock-stamp" 2>/dev/null || true)" = "$wanted" ]; then
@@ -158,6 +160,6 @@ if [ "$with_tests" = 1 ]; then
       fi
     done
   else
-    echo "warning: no npm found; the citeproc and mcpb tests will be skipped (install Debian's npm)" >&2
+    echo "warning: no npm found; the citeproc, mcpb and conformance tests will be skipped (install Debian's npm)" >&2
   fi
 fi
