@@ -152,3 +152,11 @@ def test_a_rows_source_is_compared_as_a_source_key_and_nothing_named_keeps_every
     assert from_named("法学评论 ", named) and not from_named("中国法学评论", named)
     assert from_named("任何来源", None)
     assert named_sources(None) is None
+
+
+def test_the_instructions_name_every_source_category() -> None:
+    """source_categories is explained once, in the instructions every client reads: each known name is there."""
+    from cnki_mcp.site.facet_query import SOURCE_CATEGORIES
+    from cnki_mcp.surface.server import instructions_text
+
+    assert [name for name in SOURCE_CATEGORIES if name not in instructions_text()] == []

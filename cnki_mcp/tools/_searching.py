@@ -95,9 +95,6 @@ class FacetFilters(msgspec.Struct, forbid_unknown_fields=False, kw_only=True):
         return {name: codes for name in FACETS if (codes := getattr(self, name))}
 
 
-FacetFiltersField = Annotated[
-    FacetFilters, Meta(description="分组 → search_facets 给出的 code")
-]
 
 
 def check_facet_filters(raw: dict[str, Any]) -> None:
@@ -108,8 +105,6 @@ def check_facet_filters(raw: dict[str, Any]) -> None:
     facet_picks(raw.get("facet_filters") or {})
 
 
-_CATEGORIES = "北大核心、CSSCI、CSCD、WJCI、AMI、SCI、EI"
-SourceCategoriesField = Annotated[list[str], Meta(description=_CATEGORIES)]
 
 
 def check_source_categories(args: Any, raw: dict[str, Any]) -> None:
@@ -135,8 +130,8 @@ class NativeSearchArgs(ToolArgs):
     # After parse: the effective sort, equal to options.sort.
     sort: SortField = "relevance"
     options: NativeOptions = msgspec.field(default_factory=NativeOptions)
-    facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
-    source_categories: SourceCategoriesField = []
+    facet_filters: FacetFilters = msgspec.field(default_factory=FacetFilters)
+    source_categories: list[str] = []
 
     def asked(self) -> Query:
         """The expression read once, by each search's own ``Args``: a bad one is reported before anything else."""

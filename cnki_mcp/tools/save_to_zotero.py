@@ -20,7 +20,7 @@ _COLLECTION = "分类名或路径（如 法学/2024），默认当前分类"
 
 
 class RecordNote(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    record_ref: Annotated[str, Meta(description="要加笔记的文献")]
+    record_ref: str
     text: Annotated[str, Meta(description=f"笔记：纯文本或简单 HTML，至多 {NOTE_CHARS} 字")]
 
 

@@ -12,7 +12,7 @@ from cnki_mcp.core.call import ToolCall
 from cnki_mcp.core.model import LocalReply, OperationView
 from cnki_mcp.core.tool_args import LIMIT_DEFAULT, PLAN_GROUPS_MAX, PLAN_TERMS_MAX, ToolArgs
 from cnki_mcp.tools._fields import Limit, YearFrom, YearTo, years_in_order
-from cnki_mcp.tools._searching import SearchOptions, SourceCategoriesField, check_source_categories, start_search
+from cnki_mcp.tools._searching import SearchOptions, check_source_categories, start_search
 
 if TYPE_CHECKING:
     from cnki_mcp.research.query import ConceptQuery
@@ -45,7 +45,7 @@ class Args(ToolArgs):
         ),
     ] = []  # empty = plan automatically (checked by validate, after the options)
     options: SearchOptions = msgspec.field(default_factory=SearchOptions)
-    source_categories: SourceCategoriesField = []
+    source_categories: list[str] = []
 
     def asked(self) -> ConceptQuery:
         """The question as the search reads it."""
@@ -56,7 +56,7 @@ class Args(ToolArgs):
 
 TITLE = "研究检索"
 DESCRIPTION = (
-    "研究检索：给出研究问题，自动规划概念、检索并按相关性与来源质量筛选，适合开放的主题调研；条件明确时用 structured_search。"
+    "研究检索：给出研究问题，自动规划概念、检索并按相关性与来源质量筛选；条件明确时用 structured_search。"
 )
 READ_ONLY = True
 OPEN_WORLD = True

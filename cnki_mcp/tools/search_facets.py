@@ -15,7 +15,7 @@ from cnki_mcp.core.model import LocalReply, OperationView, SearchRecord
 from cnki_mcp.core.tool_args import FACET_NAMES, FACETS_BY_DEFAULT, ToolArgs
 from cnki_mcp.tools import Budget
 from cnki_mcp.tools._fields import OnVerification, YearFrom, YearTo, given, years_in_order
-from cnki_mcp.tools._searching import FacetFilters, FacetFiltersField, FreshnessRule, check_facet_filters
+from cnki_mcp.tools._searching import FacetFilters, FreshnessRule, check_facet_filters
 
 if TYPE_CHECKING:
     from cnki_mcp.research.facets import FacetsRequest
@@ -33,7 +33,7 @@ class Args(ToolArgs):
     ] = {}
     year_from: YearFrom = 0
     year_to: YearTo = 0
-    facet_filters: FacetFiltersField = msgspec.field(default_factory=FacetFilters)
+    facet_filters: FacetFilters = msgspec.field(default_factory=FacetFilters)
     facets: Annotated[
         list[Facet], Meta(description="默认 source_category 以外的全部")
     ] = []  # empty = every facet but source_category

@@ -29,16 +29,15 @@ Tool = Literal["search", "structured_search", "expert_search"]
 
 
 class Args(ToolArgs):
-    action: Annotated[Action, Meta(description="add、list、run、remove", extra={"code": "INVALID_ACTION"})]
+    action: Annotated[Action, Meta(extra={"code": "INVALID_ACTION"})]
     name: Annotated[str, Meta(max_length=NAME_MAX, description="关注的名称", extra={"trim": True})] = ""
-    tool: Annotated[Tool, Meta(description="add：哪个检索工具", extra={"empty_means_default": True})] = "search"
-    arguments: Annotated[dict[str, Any], Meta(description="add：该工具的参数；run：只可给 options（如更大的 max_pages），完成后保留")] = {}
+    tool: Annotated[Tool, Meta(extra={"empty_means_default": True})] = "search"
+    arguments: Annotated[dict[str, Any], Meta(description="add：该检索工具的参数；run：只可给 options")] = {}
 
 
 TITLE = "关注主题"
 DESCRIPTION = (
-    "关注一个检索（search、structured_search、expert_search，含年份与筛选）。"
-    "run 按发表时间从新到旧读知网列表，读到已知论文为止，只返回新论文；首次 run 建立基线。"
+    "关注一个检索（含年份与筛选）：run 按时间从新到旧读到已知论文为止，只返回新论文；首次 run 建立基线。"
 )
 READ_ONLY = False
 OPEN_WORLD = True
