@@ -23,6 +23,7 @@ single label, or a URL over ``MAX_URL_CHARS``. A URL in one of the three forms n
 the host, and the login then checks it (CNKI's header must show through it before the route is kept); a
 portal or login URL names none, so only a university-looking host (``.edu.cn``, ``.ac.cn``, ``.edu``,
 ``.edu.<cc>``, ``.ac.<cc>``) is taken for one: every campus gateway seen is under its university's domain.
+A route read back from config.json meets the same rules (``stored_route_problem``).
 """
 
 from __future__ import annotations
