@@ -221,11 +221,11 @@ async def _doctor_site() -> bool:
 
 
 async def _doctor_report() -> str:
+    from cnki_mcp.app.core import load_checked_config
     from cnki_mcp.fieldcheck.report import build_report
-    from cnki_mcp.store.library import load_config
 
     root = settings.data_root()
-    config = await asyncio.to_thread(load_config, root)
+    config, _refused = await asyncio.to_thread(load_checked_config, root)  # doctor's route check says why
     return str(await asyncio.to_thread(build_report, root, config))
 
 

@@ -3,6 +3,7 @@ result, the save state in diagnostics, a broken config.json, and records removed
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from cnki_mcp.app import App
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.core.model import Operation, SearchRecord
+from cnki_mcp.core.model import Operation, Route, SearchRecord
 from cnki_mcp.store import db as db_module
 from cnki_mcp.store import library as store_module
 from cnki_mcp.store.library import Store
@@ -144,6 +145,49 @@ async def test_a_broken_config_fails_tools_but_not_diagnostics_until_fixed(isola
     assert "config_error" not in after  # read again on the next call: no restart needed
     assert app.config.browser_path == "/opt/chromium"
     assert fixed.value.code == "SEARCH_NOT_FOUND"
+
+
+# A route an older version (or a hand edit) left in config.json, each one the gateway rules refuse.
+REFUSED_ROUTES = {
+    "loopback": {"kind": "wrdvpn", "gateway": "127.0.0.1", "segment": "https"},
+    "decimal_ip": {"kind": "prefix", "gateway": "2130706433", "prefix": "/-----"},
+    "idn": {"kind": "host_rewrite", "gateway": "xn--webvpn-9g4f.example.edu.cn"},
+    "long_url": {"kind": "prefix", "gateway": "lib.example.edu.cn", "prefix": "/" + "a" * 3000 + "/-----"},
+}
+
+
+@pytest.mark.parametrize("stored", REFUSED_ROUTES.values(), ids=list(REFUSED_ROUTES))
+async def test_a_stored_route_the_gateway_rules_refuse_is_not_used_and_said(isolated_data_dir: Path, stored: dict[str, str]) -> None:
+    isolated_data_dir.mkdir(parents=True)
+    config = isolated_data_dir / "config.json"
+    config.write_text(json.dumps({"browser_path": "/opt/chromium", "route": stored}), encoding="utf-8")
+    app = App(isolated_data_dir)
+    try:
+        report = await call_tool(app, "diagnostics", {})
+        answer = await call_tool(app, "session_status", {})
+    finally:
+        await app.close()
+    assert app.config.route == Route() and app.config.browser_path == "/opt/chromium"
+    assert report["route"] == {"kind": "direct"} and "config_error" not in report
+    for reply in (report, answer):
+        (refused,) = [warning for warning in reply["warnings"] if warning["code"] == "CONFIG_ROUTE_REFUSED"]
+        assert refused["details"]["host"] == stored["gateway"][:100]
+        assert "login" in refused["message"] and "cnki-mcp setup --remote-access" in refused["message"]
+    assert json.loads(config.read_text("utf-8"))["route"] == stored  # left for a login or setup to replace
+
+
+async def test_a_good_stored_route_loads_unchanged(isolated_data_dir: Path) -> None:
+    isolated_data_dir.mkdir(parents=True)
+    stored = {"kind": "wrdvpn", "gateway": "webvpn.example.edu.cn", "segment": "https"}
+    (isolated_data_dir / "config.json").write_text(json.dumps({"route": stored}), encoding="utf-8")
+    app = App(isolated_data_dir)
+    try:
+        report = await call_tool(app, "diagnostics", {})
+    finally:
+        await app.close()
+    assert app.config.route == Route(kind="wrdvpn", gateway="webvpn.example.edu.cn", segment="https")
+    assert report["route"] == {"kind": "wrdvpn", "gateway": "webvpn.example.edu.cn"}
+    assert "CONFIG_ROUTE_REFUSED" not in warning_codes(report)
 
 
 # --- retention --------------------------------------------------------------------------------------------

@@ -373,3 +373,27 @@ def test_a_ticket_in_a_prefix_is_never_a_route() -> None:
 def test_a_gateway_form_on_any_named_host_waits_for_the_login_to_prove_it() -> None:
     found = recognise(f"https://vpn.example.com/https/{IV}fbf952d2243e635930068cb8/kns8s/AdvSearch")
     assert found == Recognition(route=Route(kind="wrdvpn", gateway="vpn.example.com", segment="https"), login="gateway")
+
+
+# --- a route read from config.json: held to the same rules -------------------------------------------
+
+
+def test_every_route_a_login_keeps_passes_the_stored_route_check() -> None:
+    assert all(route.stored_route_problem(kept) is None for kept in [DIRECT, *ROUTES])
+
+
+@pytest.mark.parametrize(("stored", "rule"), [
+    (Route(kind="wrdvpn", gateway="127.0.0.1", segment="https"), "INVALID_LOGIN_URL"),
+    (Route(kind="prefix", gateway="2130706433", prefix="/-----"), "INVALID_LOGIN_URL"),
+    (Route(kind="wrdvpn", gateway="0x7f.1:8443", segment="https"), "INVALID_LOGIN_URL"),
+    (Route(kind="host_rewrite", gateway="xn--webvpn-9g4f.example.edu.cn"), "INVALID_LOGIN_URL"),
+    (Route(kind="host_rewrite", gateway="localhost"), "REMOTE_ACCESS_UNSUPPORTED"),
+    (Route(kind="prefix", gateway="lib.example.edu.cn", prefix="/" + "a" * 3000 + "/-----"), "INVALID_LOGIN_URL"),
+    (Route(kind="prefix", gateway="lib.example.edu.cn", prefix="/ticket-ST-1234567890abcdef/-----"), "REMOTE_ACCESS_UNSUPPORTED"),
+    (Route(kind="wrdvpn", gateway="evil.example.com/@webvpn.example.edu.cn", segment="https"), "REMOTE_ACCESS_UNSUPPORTED"),
+])
+def test_a_stored_route_the_rules_refuse_is_named(stored: Route, rule: str) -> None:
+    refused = route.stored_route_problem(stored)
+    assert refused is not None and refused.code == "CONFIG_ROUTE_REFUSED"
+    assert refused.details == {"host": stored.gateway[:100], "kind": stored.kind, "rule": rule}
+    assert "cnki-mcp setup --remote-access" in refused.message

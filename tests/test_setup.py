@@ -774,6 +774,32 @@ def test_setup_remote_access_keeps_the_route_and_a_later_setup_keeps_it_too(
 
 
 @posix_only
+def test_setup_drops_a_stored_route_the_gateway_rules_refuse_and_says_so(
+    home: Path, isolated_data_dir: Path, checked: list[Path]
+) -> None:
+    isolated_data_dir.mkdir(parents=True)
+    stored = {"kind": "wrdvpn", "gateway": "127.0.0.1", "segment": "https"}
+    (isolated_data_dir / "config.json").write_text(json.dumps({"route": stored}), encoding="utf-8")
+    result = run(["--client", "codex", "--skip-check"])
+    assert result.exit_code == 0, result.output
+    assert "⚠ config.json 里保存的学校 VPN（远程访问）入口 127.0.0.1 没有使用" in result.stdout
+    assert "访问方式：直接访问知网" in result.stdout
+    assert "route" not in read_config(isolated_data_dir)
+
+
+def test_doctor_warns_of_a_stored_route_the_gateway_rules_refuse() -> None:
+    from cnki_mcp.core.model import Config, Route
+    from cnki_mcp.setup.doctor import _route_check
+    from cnki_mcp.site.route import stored_route_problem
+
+    refused = stored_route_problem(Route(kind="prefix", gateway="2130706433", prefix="/-----"))
+    check = _route_check(Config(), refused)
+    assert check.ok and check.warning
+    assert check.message.startswith("访问方式：直接访问知网；CONFIG_ROUTE_REFUSED：config.json 里保存的学校 VPN（远程访问）入口 2130706433 没有使用")
+    assert not _route_check(Config(route=Route(kind="wrdvpn", gateway="webvpn.example.edu.cn", segment="https"))).warning
+
+
+@posix_only
 def test_setup_site_keeps_the_choice_and_a_later_setup_keeps_it_too(
     home: Path, isolated_data_dir: Path, checked: list[Path]
 ) -> None:

@@ -60,8 +60,9 @@ class AppCore:
         # A broken config.json must not stop the server: tools answer CONFIG_INVALID until it is fixed.
         self.config = Config()
         self.config_error: CnkiError | None = None
+        self.route_refused: CnkiError | None = None  # a stored route the gateway rules refuse: a warning in every answer
         try:
-            self.config = load_config(self.root)
+            self.config, self.route_refused = load_checked_config(self.root)
         except CnkiError as exc:
             self.config_error = exc
         self._store: Store | None = None
@@ -223,18 +224,20 @@ class AppCore:
         if self.config_error is None:
             return
         try:
-            self.config = await asyncio.to_thread(load_config, self.root)
+            self.config, self.route_refused = await asyncio.to_thread(load_checked_config, self.root)
         except CnkiError as exc:
             self.config_error = exc
             return
         self.config_error = None
 
     async def _settled_warnings(self) -> list[Problem]:
-        """The store's warnings once every change made so far is committed (or the commit failed)."""
+        """The store's warnings once every change made so far is committed (or the commit failed), after the
+        refused stored route's until a login keeps another route."""
+        refused = [self.route_refused.problem()] if self.route_refused is not None and self.config.route.kind == "direct" else []
         if self._store is None:
-            return []
+            return refused
         await self._store.settle()
-        return self._store.warnings()
+        return refused + self._store.warnings()
 
     # --- the field check ------------------------------------------------------------------
 
@@ -248,6 +251,23 @@ class AppCore:
         work = functools.partial(site_check.tour, site=self.site(), enrichment=enrichment, store=store)
         return jobs.start(site_check.KIND, budget, work)
 
+
+
+def load_checked_config(root: Path) -> tuple[Config, CnkiError | None]:
+    """config.json (CONFIG_INVALID as load_config raises it), its stored route held to the gateway rules
+    (site/route.py): one they refuse (an older version's, a hand edit) is not used, direct access instead, and
+    CONFIG_ROUTE_REFUSED says what to do. The file is left as it is: a later login or ``setup --remote-access``
+    replaces the route."""
+    config = load_config(root)
+    if config.route.kind == "direct":
+        return config, None
+    from cnki_mcp.site.route import stored_route_problem  # the AES and the rules load only for a stored route
+
+    refused = stored_route_problem(config.route)
+    if refused is not None:
+        log.warning("config.json's route to %s is refused: direct access", config.route.gateway[:100])
+        config.route = Config().route
+    return config, refused
 
 
 def stored_search(store: Store, search_id: str) -> SearchRecord:

@@ -169,6 +169,7 @@ ErrorCode = Literal[
     "HTTP_ADDRESS_UNAVAILABLE",
     "CLIENT_HTTP_UNSUPPORTED",
     "CONFIG_INVALID",
+    "CONFIG_ROUTE_REFUSED",
     "INVALID_SETTING",
     "STORE_UNAVAILABLE",
     "STORE_NOT_SAVED",
@@ -409,6 +410,10 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "HTTP_ADDRESS_UNAVAILABLE": Code("无法在这个地址和端口上监听；请换一个端口（--port，0 表示任选空闲端口）或地址（--host）。"),
     "CLIENT_HTTP_UNSUPPORTED": Code("这个客户端的配置只支持 stdio；请用 cnki-mcp config <客户端>（不带 --http），它会自动加入正在运行的服务。"),
     "CONFIG_INVALID": Code("config.json 无法解析。"),
+    "CONFIG_ROUTE_REFUSED": Code(
+        "config.json 里保存的学校 VPN（远程访问）入口不是可用的网关，没有使用，现在直接访问知网。请经学校 VPN 重新调用 login"
+        "（传入 remote_access_url），或运行 cnki-mcp setup --remote-access <网址>；不再用学校 VPN 时，可删去 config.json 中的 route 项。"
+    ),
     "INVALID_SETTING": Code("一项设置（环境变量或 config.json）的值无效；请按消息中的设置名改正后重试。"),
     "STORE_UNAVAILABLE": Code("本地数据无法读写。"),
     "STORE_NOT_SAVED": Code(

@@ -34,15 +34,16 @@ class Check(msgspec.Struct):
 async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
     """The report and its checks, in the order they are printed."""
     from cnki_mcp.app import App
+    from cnki_mcp.app.core import load_checked_config
     from cnki_mcp.setup.clients import configured_clients, server_command
-    from cnki_mcp.store.library import load_config
     from cnki_mcp.tools import diagnostics as diagnostics_tool
 
     root = settings.data_root()
     report: dict[str, Any] = {"version": __version__, "data_dir": str(root)}
     checks: list[Check] = []
+    refused: CnkiError | None = None
     try:
-        config = load_config(root)
+        config, refused = load_checked_config(root)
     except CnkiError as error:
         config = Config()  # the other checks still run, with the defaults
         checks.append(Check("config", False, msg("doctor.config_bad", message=error.message)))
@@ -55,7 +56,7 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
     else:
         diagnostics.pop("config_error", None)  # the config check above says it, with the file's name
         report.update(diagnostics)
-    checks.append(_route_check(config))
+    checks.append(_route_check(config, refused))
     report["browser_executable"] = browser = _browser_report(config)
     checks.append(_browser_check(browser, config))
     checks.append(_display_check())
@@ -89,15 +90,18 @@ def _config_check(root: Any) -> Check:
     return Check("config", True, msg("doctor.never_set_up", path=path), warning=True)
 
 
-def _route_check(config: Config) -> Check:
-    """How CNKI is reached: the route, and (when not left to CNKI) the site config.json fixes."""
+def _route_check(config: Config, refused: CnkiError | None = None) -> Check:
+    """How CNKI is reached: the route, and (when not left to CNKI) the site config.json fixes; a stored route the
+    gateway rules refused is a warning saying what to do."""
     from cnki_mcp.site.remote import route_words, setting_words
 
     words = route_words(config.route, english=english())
     line = msg("doctor.route_direct" if config.route.kind == "direct" else "doctor.route_gateway", route=words)
     if config.site != "auto":
         line += msg("doctor.site", site=setting_words(config.site, english=english()))
-    return Check("route", True, line)
+    if refused is not None:
+        line += msg("doctor.route_refused", code=refused.code, message=refused.message)
+    return Check("route", True, line, warning=refused is not None)
 
 
 def _browser_report(config: Config) -> dict[str, Any]:

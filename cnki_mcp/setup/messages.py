@@ -409,6 +409,7 @@ LINES: dict[str, tuple[str, str]] = {
         "访问方式：{route}；学校 VPN 会话是否有效，用 doctor --site 检查",
         "Access: {route}; whether the university's VPN session is alive: doctor --site checks it",
     ),
+    "doctor.route_refused": ("；{code}：{message}", "; {code}: {message}"),
     "doctor.diagnostics_failed": ("本地诊断失败：{message}", "The local diagnostics failed: {message}"),
     "doctor.browser_missing": (
         "浏览器：{gone}没有可以启动的 Chrome、Edge 或 Chromium；请运行 cnki-mcp setup --browser <浏览器路径>，或设置 CNKI_BROWSER_PATH。",

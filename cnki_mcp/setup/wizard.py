@@ -294,7 +294,8 @@ def run_setup(
     route: Route | None = None,
     site: str | None = None,
 ) -> None:
-    from cnki_mcp.store.library import load_config, save_config
+    from cnki_mcp.app.core import load_checked_config
+    from cnki_mcp.store.library import save_config
 
     changes = changes if changes is not None else Changes()
     from cnki_mcp.core.display import display_problem
@@ -310,9 +311,11 @@ def run_setup(
 
     root = _data_root()
     try:
-        before = load_config(root)
+        before, refused = load_checked_config(root)
     except CnkiError:
-        before = Config()
+        before, refused = Config(), None
+    if refused is not None and route is None:  # a stored route the gateway rules refuse is not written back
+        click.echo(msg("setup.warning", problem=refused.message))
     route = before.route if route is None else route  # the route a login set stays
     chosen = before.site if site is None else msgspec.convert({"site": site}, Config).site
     config = Config(browser_path=str(path), route=kept(route), site=chosen)

@@ -23,6 +23,7 @@ single label, or a URL over ``MAX_URL_CHARS``. A URL in one of the three forms n
 the host, and the login then checks it (CNKI's header must show through it before the route is kept); a
 portal or login URL names none, so only a university-looking host (``.edu.cn``, ``.ac.cn``, ``.edu``,
 ``.edu.<cc>``, ``.ac.<cc>``) is taken for one: every campus gateway seen is under its university's domain.
+A route read back from config.json meets the same rules (``stored_route_problem``).
 """
 
 from __future__ import annotations
@@ -430,6 +431,41 @@ def recognise(url: str) -> Recognition:
     if wengine:
         return Recognition(route=Route(kind="wrdvpn", gateway=_netloc(host, parts.port), segment="https"), login="gateway")
     return Recognition(route=None, login="gateway")
+
+
+# A CNKI page a stored route is tried on: the URL the route would open first.
+_PROBE_URL = "https://kns.cnki.net/kns8s/"
+# Why a stored route is refused, by the rule (the error recognise raised) it fails.
+_REFUSED_WHY = {
+    "INVALID_LOGIN_URL": "主机是 IP 地址、国际化域名或不完整的域名，或者网址过长，都不会是学校的网关",
+    "REMOTE_ACCESS_UNSUPPORTED": "它不是支持的三种网关形式之一，或带有会话票据",
+}
+
+
+def stored_route_problem(route: Route) -> CnkiError | None:
+    """Why a route read from config.json is no gateway to use (CONFIG_ROUTE_REFUSED), or None.
+
+    An older version or a hand edit may have written it: it is held to ``recognise``'s rules through the CNKI
+    URL it would open, and must read back as the same route, so a host no login would take is never used.
+    """
+    if route.kind == "direct":
+        return None
+    try:
+        found = recognise(outward(route, _PROBE_URL)).route
+    except CnkiError as exc:
+        rule = exc.code
+    else:
+        if found is not None and (found.kind, found.gateway) == (route.kind, route.gateway.lower()):
+            return None
+        rule = "REMOTE_ACCESS_UNSUPPORTED"
+    why = _REFUSED_WHY.get(rule, _REFUSED_WHY["REMOTE_ACCESS_UNSUPPORTED"])
+    shown = route.gateway[:100]
+    return CnkiError(
+        "CONFIG_ROUTE_REFUSED",
+        f"config.json 里保存的学校 VPN（远程访问）入口 {shown} 没有使用（{why}），现在直接访问知网。请经学校 VPN 重新调用 login"
+        "（传入 remote_access_url），或运行 cnki-mcp setup --remote-access <网址>；不再用学校 VPN 时，可删去 config.json 中的 route 项。",
+        details={"host": shown, "kind": route.kind, "rule": rule},
+    )
 
 
 def university_host(host: str) -> bool:
