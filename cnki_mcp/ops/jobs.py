@@ -395,12 +395,19 @@ class Jobs:
         left_waiting = False
         asked = -1  # the pause (its version) last put to the person
         reported = -1
+        # After the person said done, pages other requests left on the same challenge need a moment to show it
+        # cleared (two looks): a pause that begins then is not put to the person again, nor returned, at once.
+        settling: Deadline | None = None
         while True:
             changed = job.changed
             status = job.record.status
             if job.done.is_set() or status in FINAL_STATUSES:
                 break
-            if status == "awaiting_user" and call is not None and call.client_supports_elicitation and asked < job.pause_version:
+            settled = settling is None or settling.passed or deadline.passed
+            if (
+                status == "awaiting_user" and settled and call is not None and call.client_supports_elicitation
+                and asked < job.pause_version
+            ):
                 asked = job.pause_version
                 answer = await self._ask(job, call)
                 if answer == "abandon":
@@ -409,10 +416,11 @@ class Jobs:
                     break
                 if answer == "done":
                     self._resume(job)
+                    settling = Deadline(RESUME_WAIT_SECONDS)
                     deadline = Deadline(max(deadline.remaining(), RESUME_WAIT_SECONDS))
                 left_waiting = left_waiting or job.record.status != "awaiting_user"
                 continue  # no answer: the wait goes on as for a client that cannot ask
-            if status == "awaiting_user" and (not waiting_at_start or left_waiting):
+            if status == "awaiting_user" and settled and (not waiting_at_start or left_waiting):
                 break
             if status != "awaiting_user":
                 left_waiting = True
@@ -421,8 +429,9 @@ class Jobs:
             if progress is not None and job.version != reported:
                 reported = job.version
                 await self._report(job, progress)
+            wake = deadline.remaining() if settled or settling is None else min(deadline.remaining(), settling.remaining())
             try:
-                await asyncio.wait_for(changed.wait(), deadline.remaining())
+                await asyncio.wait_for(changed.wait(), wake)
             except TimeoutError:
                 pass
         if job.done.is_set() or job.record.status in FINAL_STATUSES:
