@@ -66,8 +66,8 @@ def main() -> int:
         for name, count in sorted(figures["per_tool"].items(), key=lambda item: -item[1]):
             print(f"  {name:<20}{count:>8,}")
         print(f"instructions: {figures['instructions_chars']:,} characters (goal ≤ {GOALS['instructions_chars']:,})")
-    for key, goal in GOALS.items():
-        print(f"goal {key}: {'met' if figures[key] <= goal else 'NOT met'}")
+        for key, goal in GOALS.items():
+            print(f"goal {key}: {'met' if figures[key] <= goal else 'NOT met'}")
     return 0
 
 
