@@ -132,14 +132,11 @@ async def test_resume_without_repeated_work(jobs: Jobs, store: Store) -> None:
 
 
 async def test_rate_bound_not_latency_bound(jobs: Jobs, store: Store) -> None:
+    # Requests last three intervals: when the limiter spaces starts instead of waiting for answers, several are
+    # out at once. (How fast a search runs is measured in bench/, not here.)
     site = FakeSite(interval_ms=10, latency=0.03)
-    started = time.monotonic()
     view, _ = await run_search(jobs, store, site)
-    elapsed = time.monotonic() - started
-    requests = view["requests"]
     assert view["status"] == "completed"
-    assert elapsed <= 1.3 * (requests * 0.010 + 6 * 0.03)
-    assert elapsed < requests * 0.03 / 2
     assert site.peak >= 3
 
 
@@ -147,14 +144,23 @@ async def test_limiter_spacing(jobs: Jobs) -> None:
     from cnki_mcp.site.limiter import Limiter
 
     limiter = Limiter(10, 4)
+    starts: list[float] = []
+    inflight = peak = 0
 
     async def cycle() -> None:
+        nonlocal inflight, peak
         async with limiter.slot():
+            starts.append(time.monotonic())
+            inflight += 1
+            peak = max(peak, inflight)
             await asyncio.sleep(0.005)
+            inflight -= 1
 
-    started = time.monotonic()
     await asyncio.gather(*(cycle() for _ in range(10)))
-    assert 0.09 <= time.monotonic() - started <= 0.2
+    gaps = [later - earlier for earlier, later in zip(starts, starts[1:], strict=False)]
+    assert len(starts) == 10
+    assert min(gaps) >= 0.0095  # starts are spaced by the interval, however loaded the machine
+    assert peak <= 4
 
 
 async def test_store_identity_and_persistence(tmp_path: Path) -> None:
