@@ -18,6 +18,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.setup import clients
 from cnki_mcp.setup import wizard as setup
 from cnki_mcp.site import discovery
+from tests.terminal import typed
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="fake browsers are shell scripts")
 OVERRIDES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "KIMI_CODE_HOME", "DSH_HOME", "CNKI_BROWSER_PATH", "XDG_CONFIG_HOME")
@@ -32,9 +33,11 @@ def fake_exe(path: Path, body: str = 'echo "Chromium 123.0.6312.58"') -> Path:
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A user with no client configs and one fake Chromium on PATH."""
+    """A user at a desktop (a screen, so setup does not ask about CNKI_HEADLESS) with no client configs and one
+    fake Chromium on PATH."""
     user = tmp_path / "home"
     user.mkdir()
+    monkeypatch.setenv("DISPLAY", ":0")
     monkeypatch.setenv("HOME", str(user))
     monkeypatch.setenv("USERPROFILE", str(user))
     for name in OVERRIDES:
@@ -61,7 +64,11 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def run(args: list[str], stdin: str | None = None) -> Result:
-    return CliRunner().invoke(setup.setup_command, args, input=stdin)
+    """Setup as a user runs it; ``stdin``: answers typed on a terminal (setup asks only on one)."""
+    if stdin is None:
+        return CliRunner().invoke(setup.setup_command, args)
+    with typed(stdin) as terminal:
+        return CliRunner().invoke(setup.setup_command, args, input=terminal)
 
 
 def read_config(root: Path) -> dict:
