@@ -469,6 +469,23 @@ LINES: dict[str, tuple[str, str]] = {
         "No screen, CNKI_HEADLESS=1: the browser runs headless, so searching and reading work, but a login or a "
         "captcha cannot be handled",
     ),
+    "doctor.client_headless": (
+        "没有图形界面，{client} 的配置设置了 CNKI_HEADLESS=1（{path}）：可以检索和阅读；遇到验证码或登录时需要图形界面"
+        "（或在有桌面的电脑上运行 cnki-mcp serve --http，让这个客户端连接它）",
+        "No screen, and {client}'s config sets CNKI_HEADLESS=1 ({path}): searching and reading work; a captcha or a "
+        "login needs a screen (or cnki-mcp serve --http on a computer with a desktop, which this client connects to)",
+    ),
+    "doctor.client_not_headless": (
+        "没有图形界面，而 {client} 的配置没有设置 CNKI_HEADLESS（{path}）：它启动的浏览器要打开窗口，会失败。"
+        "运行 cnki-mcp setup --client {id} --install-client --headless 写入 CNKI_HEADLESS=1（之后能检索和阅读，"
+        "但验证码和登录仍需要图形界面）；或在有桌面的电脑上运行 cnki-mcp serve --http，"
+        "再用 cnki-mcp setup --client {id} --http --host <那台电脑的地址> 让这个客户端连接它。",
+        "No screen, and {client}'s config does not set CNKI_HEADLESS ({path}): the browser it starts needs a window "
+        "and will fail. Run cnki-mcp setup --client {id} --install-client --headless to write CNKI_HEADLESS=1 "
+        "(searching and reading then work, captchas and login still need a screen); or run cnki-mcp serve --http "
+        "on a computer with a desktop and connect this client to it with cnki-mcp setup --client {id} --http "
+        "--host <that computer's address>.",
+    ),
     "doctor.ignored_setting": (
         "环境变量 {name}={value} 不是正整数，已改用默认值 {default}；请在客户端配置的 env 中改正或删除它。",
         "The environment value {name}={value} is not a positive integer, so the default {default} is used; correct "
@@ -527,6 +544,11 @@ LINES: dict[str, tuple[str, str]] = {
     "uninstall.cancelled": ("已取消，没有改动任何文件。", "Cancelled; nothing was changed."),
     "uninstall.failed": ("未能修改 {path}：{error}", "Could not change {path}: {error}"),
     "uninstall.removed": ("已从 {path} 删除 cnki 条目（原文件备份为 {backup}）", "Removed cnki from {path} (backup {backup})"),
+    "uninstall.removed_created": (
+        "已删除 {path}：它由 setup 创建，删除 cnki 条目后没有别的内容（setup 创建的空文件夹也一并删除）",
+        "Deleted {path}: setup created it and nothing else is in it without cnki (so are the empty folders setup "
+        "created)",
+    ),
     "uninstall.data_deleted": ("已删除数据目录 {path}", "Deleted the data directory {path}"),
     "uninstall.data_left": ("数据目录 {path} 没有完全删除（可能有程序正在使用它）。", "{path} was not fully deleted (is a program using it?)."),
 }
