@@ -215,6 +215,16 @@ def test_usage_mistakes_of_setup_and_serve_speak_english(isolated_data_dir: Path
     assert [chinese_in(done) for done in (alone, http, host)] == [[], [], []]
 
 
+def test_setup_without_a_terminal_says_which_flags_decide_in_english(isolated_data_dir: Path, home: Path) -> None:
+    done = run_en("setup", data_dir=isolated_data_dir, home=home, stdin="")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0].startswith(
+        "SETUP_NEEDS_TERMINAL: Standard input is not a terminal, so setup cannot ask, and it will not take every default unseen."
+    )
+    assert "--headless or --no-headless" in done.stderr
+    assert chinese_in(done) == []
+
+
 @pytest.mark.browser
 def test_setup_doctor_and_uninstall_in_a_throwaway_home_speak_english(
     chromium: str, isolated_data_dir: Path, home: Path

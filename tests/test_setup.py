@@ -943,26 +943,27 @@ def test_a_client_that_is_not_connected_is_named_after_the_check(
     assert said[-2] == "MCP 通信检查通过：共 13 个 MCP 工具；Cursor、通义灵码 还没有接入（见上文）。"
 
 
-def _no_screen(monkeypatch: pytest.MonkeyPatch) -> None:
+def _setup_without_a_screen(home: Path, monkeypatch: pytest.MonkeyPatch, headless_answer: str) -> tuple[Result, dict]:
+    """Setup asked on a Linux machine without a screen, choosing Cursor; its output and Cursor's cnki env."""
     for name in ("DISPLAY", "WAYLAND_DISPLAY", "SSH_CONNECTION", "SSH_TTY", "CNKI_HEADLESS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(sys, "platform", "linux")
+    result = run([], stdin=f"{headless_answer}\n\ncursor\n\n")
+    assert result.exit_code == 0, result.output
+    return result, json.loads((home / ".cursor" / "mcp.json").read_text("utf-8"))["mcpServers"]["cnki"]["env"]
 
 
 @posix_only
 def test_without_a_screen_setup_asks_and_enter_writes_cnki_headless(
     home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _no_screen(monkeypatch)
-    result = run([], stdin="\n\ncursor\n\n")
+    result, env = _setup_without_a_screen(home, monkeypatch, "")
     said = result.stdout.splitlines()
-    written = json.loads((home / ".cursor" / "mcp.json").read_text("utf-8"))["mcpServers"]["cnki"]
-    assert result.exit_code == 0, result.output
     assert said[2].startswith(
         "要在客户端配置的 env 中写入 CNKI_HEADLESS=1 吗？写入后能检索和阅读，但遇到验证码或登录时需要图形界面"
         "（或在有桌面的电脑上运行 cnki-mcp serve --http，让这个客户端连接它）。[Y/n] "
     )
-    assert written["env"] == {"CNKI_DATA_DIR": str(isolated_data_dir), "CNKI_HEADLESS": "1"}
+    assert env == {"CNKI_DATA_DIR": str(isolated_data_dir), "CNKI_HEADLESS": "1"}
     assert said[-2] == ("⚠ 这台电脑没有图形界面，客户端配置已设 CNKI_HEADLESS=1：检索和阅读可用；遇到验证码或登录时需要图形界面"
                         "（或在有桌面的电脑上运行 cnki-mcp serve --http，让客户端连接它）。")
     assert said[-1].endswith("；客户端配置的 env 含 CNKI_HEADLESS=1（无界面浏览器）。")
@@ -972,11 +973,8 @@ def test_without_a_screen_setup_asks_and_enter_writes_cnki_headless(
 def test_without_a_screen_answering_no_writes_no_cnki_headless(
     home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _no_screen(monkeypatch)
-    result = run([], stdin="n\n\ncursor\n\n")
-    written = json.loads((home / ".cursor" / "mcp.json").read_text("utf-8"))["mcpServers"]["cnki"]
-    assert result.exit_code == 0, result.output
-    assert written["env"] == {"CNKI_DATA_DIR": str(isolated_data_dir)}
+    result, env = _setup_without_a_screen(home, monkeypatch, "n")
+    assert env == {"CNKI_DATA_DIR": str(isolated_data_dir)}
     assert result.stdout.splitlines()[-1].endswith("；客户端配置的 env 不含 CNKI_HEADLESS。")
 
 
@@ -1058,6 +1056,16 @@ def test_headless_flags_do_not_go_with_http(isolated_data_dir: Path) -> None:
         "INVALID_ARGUMENT: --headless 和 --no-headless 不能与 --http 一起使用：HTTP 配置连接的服务在另一台电脑上运行浏览器，"
         "是否无界面由那台电脑决定。"
     )
+
+
+@posix_only
+def test_http_entries_for_several_clients(home: Path, isolated_data_dir: Path) -> None:
+    result = run(["--client", "cursor", "--client", "windsurf", "--http", "--port", "9000"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((home / ".cursor" / "mcp.json").read_text("utf-8"))["mcpServers"]["cnki"]["url"] == "http://127.0.0.1:9000/mcp"
+    windsurf = home / ".codeium" / "windsurf" / "mcp_config.json"
+    assert json.loads(windsurf.read_text("utf-8"))["mcpServers"]["cnki"]["serverUrl"] == "http://127.0.0.1:9000/mcp"
+    assert result.stdout.count("请在服务所在的电脑上运行 cnki-mcp serve --http（地址 http://127.0.0.1:9000/mcp）") == 2
 
 
 # --- uninstall takes away what setup created --------------------------------------------------------
