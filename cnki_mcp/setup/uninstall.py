@@ -118,9 +118,11 @@ def _program_hint() -> str:
 @click.command(cls=Command, name="uninstall", short_help=say(
     "删除客户端里的 cnki 条目（可连同数据目录）", "Remove the cnki client entries (and the data)"
 ), help=say(
-    "删除 setup 写入各客户端配置的 cnki 条目（先备份）；加 --data 时连数据目录（含登录状态）一起删除。先列出，确认后才执行。",
-    "Remove the cnki entries setup wrote into client configs (with backups); with --data also the data directory "
-    "(login included). Lists first, acts after confirmation.",
+    "删除 setup 写入各客户端配置的 cnki 条目（先备份）；setup 新建的配置文件和文件夹在没有别的内容时一并删除；"
+    "加 --data 时连数据目录（含登录状态）一起删除。先列出，确认后才执行。",
+    "Remove the cnki entries setup wrote into client configs (with backups); a config file or folder setup created "
+    "goes too when nothing else is in it; with --data also the data directory (login included). Lists first, acts "
+    "after confirmation.",
 ))
 @click.option("--data", "with_data", is_flag=True, help=say(
     "同时删除数据目录：登录状态、下载的文件、检索记录。", "Also delete the data directory: login, downloads, searches."

@@ -168,8 +168,9 @@ def config_command(
 
 
 @click.command(cls=Command, name="setup", help=say(
-    "选择浏览器和客户端，写入配置并检查 MCP 服务。不带参数时逐步询问。",
-    "Choose the browser and the client, write the config and check the MCP server. Asks step by step without flags.",
+    "选择浏览器和客户端（可多个），写入配置并检查 MCP 服务。不带参数时在终端里逐步询问。",
+    "Choose the browser and the clients (several at once), write the config and check the MCP server. Without flags "
+    "it asks step by step, on a terminal.",
 ))
 @click.option("--browser", "browser", metavar=say("<浏览器路径>", "<browser path>"),
               help=say("Chrome、Edge 或 Chromium 的可执行文件。", "The Chrome, Edge or Chromium executable."))
