@@ -120,6 +120,61 @@ def test_doctor_with_headless_and_no_screen_says_what_headless_cannot_do(isolate
                        "没有图形界面，CNKI_HEADLESS=1：浏览器以无界面方式运行，可以检索和读取，但遇到登录或验证码时无法处理"}
 
 
+def test_doctor_reads_cnki_headless_from_each_connected_clients_entry(isolated_data_dir: Path, tmp_path: Path) -> None:
+    from cnki_mcp.setup import clients
+
+    home = tmp_path / "home"
+    set_up(isolated_data_dir, home)
+    cursor = home / ".cursor" / "mcp.json"
+    cursor.parent.mkdir()
+    cursor.write_text(json.dumps({"mcpServers": {"cnki": clients.entry("cursor", isolated_data_dir, headless=True)}}), "utf-8")
+    claude = home / ".claude.json"
+    done = run("doctor", "--json", data_dir=isolated_data_dir, HOME=str(home))
+    report = json.loads(done.stdout)
+    display = [check for check in report["checks"] if check["name"] == "display"]
+    assert [(item["client"], item["headless"]) for item in report["clients"]] == [("claude-code", False), ("cursor", True)]
+    assert display[0] == {"name": "display", "ok": True, "warning": True, "message": (
+        f"没有图形界面，而 Claude Code 的配置没有设置 CNKI_HEADLESS（{claude}）：它启动的浏览器要打开窗口，会失败。"
+        "运行 cnki-mcp setup --client claude-code --install-client --headless 写入 CNKI_HEADLESS=1（之后能检索和阅读，"
+        "但验证码和登录仍需要图形界面）；或在有桌面的电脑上运行 cnki-mcp serve --http，"
+        "再用 cnki-mcp setup --client claude-code --http --host <那台电脑的地址> 让这个客户端连接它。")}
+    assert display[1] == {"name": "display", "ok": True, "warning": False, "message": (
+        f"没有图形界面，Cursor 的配置设置了 CNKI_HEADLESS=1（{cursor}）：可以检索和阅读；遇到验证码或登录时需要图形界面"
+        "（或在有桌面的电脑上运行 cnki-mcp serve --http，让这个客户端连接它）")}
+    assert len(display) == 2
+    assert report["verdict"]["warnings"] == 1
+
+
+def test_doctor_with_a_screen_does_not_warn_about_cnki_headless(isolated_data_dir: Path, tmp_path: Path) -> None:
+    set_up(isolated_data_dir, tmp_path / "home")
+    done = run("doctor", "--json", data_dir=isolated_data_dir, HOME=str(tmp_path / "home"), DISPLAY=":0")
+    display = [check for check in json.loads(done.stdout)["checks"] if check["name"] == "display"]
+    assert display == [{"name": "display", "ok": True, "warning": False, "message": "有图形界面：登录和验证码的浏览器窗口可以显示"}]
+
+
+def test_setup_with_piped_input_refuses_instead_of_taking_the_defaults(isolated_data_dir: Path, tmp_path: Path) -> None:
+    done = run("setup", data_dir=isolated_data_dir, stdin="\n\n\n")
+    assert done.returncode == 2
+    assert done.stderr.startswith("SETUP_NEEDS_TERMINAL: 标准输入不是终端，setup 无法逐项询问，也不会擅自采用默认选择。")
+    assert done.stdout == "本次没有改动任何文件。\n"
+    assert not isolated_data_dir.exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
+def test_setup_on_a_terminal_asks(isolated_data_dir: Path, tmp_path: Path) -> None:
+    from tests.terminal import typed
+
+    env = {key: value for key, value in os.environ.items() if key not in _MACHINE}
+    env.update(HOME=str(tmp_path), LANG="zh_CN.UTF-8", CNKI_DATA_DIR=str(isolated_data_dir), DISPLAY=":0")
+    missing = tmp_path / "no-browser-here"
+    with typed(f"{missing}\n{missing}\n{missing}\n") as terminal:
+        done = subprocess.run([sys.executable, "-m", "cnki_mcp", "setup"], stdin=terminal, capture_output=True, text=True,
+                              env=env, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.startswith("BROWSER_NOT_FOUND: ")
+    assert done.stdout.count(str(missing)) == 3
+
+
 def test_doctor_report_writes_one_zip_without_locking_or_starting_anything(isolated_data_dir: Path) -> None:
     done = run("doctor", "--report", data_dir=isolated_data_dir)
     written = list((isolated_data_dir / "diagnostics").glob("report-*.zip"))

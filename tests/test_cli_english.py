@@ -21,6 +21,7 @@ import cnki_mcp
 from cnki_mcp.core import logs, settings
 from cnki_mcp.core.display import browser_output_cause, display_problem
 from cnki_mcp.setup import clients, messages
+from tests.terminal import typed
 from tests.test_cli import on_a_terminal
 
 HAN = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Han characters and full-width punctuation
@@ -30,7 +31,7 @@ PACKAGE = Path(cnki_mcp.__file__).parent
 COMMAND_MODULES = sorted([PACKAGE / "cli.py", *(PACKAGE / "setup").glob("*.py")])
 COMMAND_MODULES.remove(PACKAGE / "setup" / "cli_words.py")
 # Words a person types (answers, client names), accepted in either language and never printed.
-TYPED = {"_YES", "ALIASES"}
+TYPED = {"_YES", "ALIASES", "_ALL", "_CHOICE_SEPARATORS"}
 
 
 # --- the rules ---------------------------------------------------------------------------------------
@@ -214,6 +215,16 @@ def test_usage_mistakes_of_setup_and_serve_speak_english(isolated_data_dir: Path
     assert [chinese_in(done) for done in (alone, http, host)] == [[], [], []]
 
 
+def test_setup_without_a_terminal_says_which_flags_decide_in_english(isolated_data_dir: Path, home: Path) -> None:
+    done = run_en("setup", data_dir=isolated_data_dir, home=home, stdin="")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0].startswith(
+        "SETUP_NEEDS_TERMINAL: Standard input is not a terminal, so setup cannot ask, and it will not take every default unseen."
+    )
+    assert "--headless or --no-headless" in done.stderr
+    assert chinese_in(done) == []
+
+
 @pytest.mark.browser
 def test_setup_doctor_and_uninstall_in_a_throwaway_home_speak_english(
     chromium: str, isolated_data_dir: Path, home: Path
@@ -240,14 +251,19 @@ def test_setup_doctor_and_uninstall_in_a_throwaway_home_speak_english(
         "Remove these? [y/N] Cancelled; nothing was changed.",
     ]
     assert removed.stdout.splitlines()[-2] == f"Deleted the data directory {isolated_data_dir}"
-    assert json.loads(target.read_text("utf-8")) == {"mcpServers": {}}
+    assert removed.stdout.splitlines()[-3] == (f"Deleted {target}: setup created it and nothing else is in it without "
+                                               "cnki (so are the empty folders setup created)")
+    assert not target.parent.exists()
 
 
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_asking_setup_speaks_english(chromium: str, isolated_data_dir: Path, home: Path) -> None:
     # Enter takes the first browser; "lingma" is a client pasted by hand, so nothing else is asked.
-    done = run_en("setup", data_dir=isolated_data_dir, home=home, stdin="\nlingma\n", CNKI_BROWSER_PATH=chromium, timeout=120)
+    with typed("\nlingma\n") as terminal:  # setup asks only on a terminal
+        done = subprocess.run([sys.executable, "-m", "cnki_mcp", "setup"], stdin=terminal, capture_output=True, text=True,
+                              env=english_env(isolated_data_dir, home, CNKI_BROWSER_PATH=chromium, DISPLAY=":0"),
+                              timeout=120)
     said = done.stdout.splitlines()
     assert done.returncode == 0, done.stderr
     assert chinese_in(done) == []

@@ -18,6 +18,7 @@ from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.setup import clients
 from cnki_mcp.setup import wizard as setup
 from cnki_mcp.site import discovery
+from tests.terminal import typed
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="fake browsers are shell scripts")
 OVERRIDES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "KIMI_CODE_HOME", "DSH_HOME", "CNKI_BROWSER_PATH", "XDG_CONFIG_HOME")
@@ -32,9 +33,11 @@ def fake_exe(path: Path, body: str = 'echo "Chromium 123.0.6312.58"') -> Path:
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A user with no client configs and one fake Chromium on PATH."""
+    """A user at a desktop (a screen, so setup does not ask about CNKI_HEADLESS) with no client configs and one
+    fake Chromium on PATH."""
     user = tmp_path / "home"
     user.mkdir()
+    monkeypatch.setenv("DISPLAY", ":0")
     monkeypatch.setenv("HOME", str(user))
     monkeypatch.setenv("USERPROFILE", str(user))
     for name in OVERRIDES:
@@ -61,7 +64,11 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def run(args: list[str], stdin: str | None = None) -> Result:
-    return CliRunner().invoke(setup.setup_command, args, input=stdin)
+    """Setup as a user runs it; ``stdin``: answers typed on a terminal (setup asks only on one)."""
+    if stdin is None:
+        return CliRunner().invoke(setup.setup_command, args)
+    with typed(stdin) as terminal:
+        return CliRunner().invoke(setup.setup_command, args, input=terminal)
 
 
 def read_config(root: Path) -> dict:
@@ -826,3 +833,295 @@ def test_setup_remote_access_refuses_what_it_cannot_read_before_any_change(
     invalid = run(["--client", "codex", "--skip-check", "--remote-access", "http://vpn.example.edu.cn/"])
     assert invalid.exit_code == 1 and invalid.stderr.startswith("INVALID_LOGIN_URL: "), invalid.output
     assert checked == [] and not (isolated_data_dir / "config.json").exists()
+
+
+# --- issue 41: several clients at once, no terminal, no screen, what setup created ---------------------
+
+
+def test_setup_without_a_terminal_refuses_to_take_the_defaults_unseen(isolated_data_dir: Path, checked: list[Path]) -> None:
+    result = run([])
+    site_only = run(["--site", "oversea", "--skip-check"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (
+        "SETUP_NEEDS_TERMINAL: 标准输入不是终端，setup 无法逐项询问，也不会擅自采用默认选择。请用参数说明要做什么："
+        "--client <客户端>（可多次给出）加 --install-client 写入客户端配置；--browser <浏览器路径> 指定浏览器"
+        "（不写时用找到的第一个）；--headless 或 --no-headless 决定是否在客户端配置中写入 CNKI_HEADLESS=1。"
+        "例如 cnki-mcp setup --client claude-code --client codex --install-client；客户端名称见 cnki-mcp help。"
+    )
+    assert result.stdout == "本次没有改动任何文件。\n"
+    assert site_only.exit_code == 2
+    assert checked == []
+    assert not isolated_data_dir.exists()
+
+
+@posix_only
+def test_enter_takes_every_installed_client_and_each_is_written(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]]
+) -> None:
+    (home / ".codex").mkdir()
+    (home / ".cursor").mkdir()
+    result = run([], stdin="\n\n\n\n")
+    said = result.stdout.splitlines()
+    assert result.exit_code == 0, result.output
+    assert "请输入客户端编号或选项名（回车 = 1,2，Codex、Cursor；可多选，如 1,3 或 1 3；all 或 全部 = 上面列出的全部）：" in result.stdout
+    assert tomllib.loads((home / ".codex" / "config.toml").read_text("utf-8"))["mcp_servers"]["cnki"]["args"]
+    assert json.loads((home / ".cursor" / "mcp.json").read_text("utf-8"))["mcpServers"]["cnki"]["type"] == "stdio"
+    assert len(probed) == 1
+    assert said[-1] == (
+        f"本次改动：写入了 浏览器设置 {isolated_data_dir / 'config.json'}；配置片段 {isolated_data_dir / 'cnki-codex.toml'}；"
+        f"Codex 的配置 {home / '.codex' / 'config.toml'}；配置片段 {isolated_data_dir / 'cnki-cursor.json'}；"
+        f"Cursor 的配置 {home / '.cursor' / 'mcp.json'}。"
+    )
+    assert said[-2] == "安装检查通过：共 13 个 MCP 工具。请重启或重新连接 Codex、Cursor。"
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("1,3", ["claude-code", "cursor"]),
+    ("1 3", ["claude-code", "cursor"]),
+    ("3，1、3", ["cursor", "claude-code"]),
+    ("codex cursor", ["codex", "cursor"]),
+    ("claude code", ["claude-code"]),
+])
+def test_one_answer_names_several_clients(answer: str, expected: list[str]) -> None:
+    order = ["claude-code", "codex", "cursor", "generic"]
+    assert setup._read_choices(answer, order) == expected
+
+
+@pytest.mark.parametrize("answer", ["all", "ALL", "全部"])
+def test_all_takes_every_client_listed(answer: str) -> None:
+    order = ["claude-code", "codex", "cursor", "generic"]
+    assert setup._read_choices(answer, order) == order
+
+
+def test_one_bad_part_of_an_answer_is_named_and_nothing_is_taken(capsys: pytest.CaptureFixture[str]) -> None:
+    order = ["claude-code", "codex", "cursor"]
+    assert setup._read_choices("1,9", order) == []
+    assert setup._read_choices("1 cursr", order) == []
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == "没有这个选项：9"
+    assert said[1] == "没有这个选项：cursr；是不是 cursor？"
+
+
+@posix_only
+def test_a_second_answer_is_asked_for_after_a_bad_one(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
+    result = run(["--skip-check"], stdin="\n1,99\n2 3\nn\nn\n")
+    assert result.exit_code == 0, result.output
+    assert "没有这个选项：99" in result.stdout
+    assert (isolated_data_dir / "cnki-codex.toml").exists()
+    assert (isolated_data_dir / "cnki-cursor.json").exists()
+    assert not (isolated_data_dir / "cnki-claude-code.json").exists()
+
+
+@posix_only
+def test_client_given_several_times_configures_each_with_one_protocol_check(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]]
+) -> None:
+    result = run(["--client", "cursor", "--client", "codex", "--client", "cursor-ide", "--install-client"])
+    assert result.exit_code == 0, result.output
+    assert len(checked) == 1
+    assert len(probed) == 1
+    assert (home / ".cursor" / "mcp.json").exists()
+    assert (home / ".codex" / "config.toml").exists()
+    assert result.stdout.count("配置片段已保存：") == 2
+    assert result.stdout.splitlines()[-1] == (
+        f"本次改动：写入了 浏览器设置 {isolated_data_dir / 'config.json'}；配置片段 {isolated_data_dir / 'cnki-cursor.json'}；"
+        f"Cursor 的配置 {home / '.cursor' / 'mcp.json'}；配置片段 {isolated_data_dir / 'cnki-codex.toml'}；"
+        f"Codex 的配置 {home / '.codex' / 'config.toml'}。"
+    )
+
+
+@posix_only
+def test_a_client_that_is_not_connected_is_named_after_the_check(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]]
+) -> None:
+    result = run(["--client", "cursor", "--client", "lingma", "--install-client"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("CLIENT_IMPORT_REQUIRED: ")
+    both = run(["--client", "cursor", "--client", "lingma"])
+    said = both.stdout.splitlines()
+    assert both.exit_code == 0, both.output
+    assert said[-2] == "MCP 通信检查通过：共 13 个 MCP 工具；Cursor、通义灵码 还没有接入（见上文）。"
+
+
+def _setup_without_a_screen(home: Path, monkeypatch: pytest.MonkeyPatch, headless_answer: str) -> tuple[Result, dict]:
+    """Setup asked on a Linux machine without a screen, choosing Cursor; its output and Cursor's cnki env."""
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "SSH_CONNECTION", "SSH_TTY", "CNKI_HEADLESS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    result = run([], stdin=f"{headless_answer}\n\ncursor\n\n")
+    assert result.exit_code == 0, result.output
+    return result, json.loads((home / ".cursor" / "mcp.json").read_text("utf-8"))["mcpServers"]["cnki"]["env"]
+
+
+@posix_only
+def test_without_a_screen_setup_asks_and_enter_writes_cnki_headless(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result, env = _setup_without_a_screen(home, monkeypatch, "")
+    said = result.stdout.splitlines()
+    assert said[2].startswith(
+        "要在客户端配置的 env 中写入 CNKI_HEADLESS=1 吗？写入后能检索和阅读，但遇到验证码或登录时需要图形界面"
+        "（或在有桌面的电脑上运行 cnki-mcp serve --http，让这个客户端连接它）。[Y/n] "
+    )
+    assert env == {"CNKI_DATA_DIR": str(isolated_data_dir), "CNKI_HEADLESS": "1"}
+    assert said[-2] == ("⚠ 这台电脑没有图形界面，客户端配置已设 CNKI_HEADLESS=1：检索和阅读可用；遇到验证码或登录时需要图形界面"
+                        "（或在有桌面的电脑上运行 cnki-mcp serve --http，让客户端连接它）。")
+    assert said[-1].endswith("；客户端配置的 env 含 CNKI_HEADLESS=1（无界面浏览器）。")
+
+
+@posix_only
+def test_without_a_screen_answering_no_writes_no_cnki_headless(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result, env = _setup_without_a_screen(home, monkeypatch, "n")
+    assert env == {"CNKI_DATA_DIR": str(isolated_data_dir)}
+    assert result.stdout.splitlines()[-1].endswith("；客户端配置的 env 不含 CNKI_HEADLESS。")
+
+
+@posix_only
+def test_with_a_screen_setup_does_not_ask_about_headless(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
+    result = run(["--skip-check"], stdin="\ncursor\n\n")
+    assert result.exit_code == 0, result.output
+    assert "CNKI_HEADLESS" not in result.stdout
+
+
+@posix_only
+def test_headless_flag_writes_it_everywhere_and_no_headless_takes_it_out(
+    home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]]
+) -> None:
+    chosen = ["--client", "cursor", "--client", "codex", "--client", "dsh-web", "--install-client"]
+    (home / ".dsh" / "profiles" / "web").mkdir(parents=True)
+    on = run([*chosen, "--headless"])
+    cursor = home / ".cursor" / "mcp.json"
+    codex = home / ".codex" / "config.toml"
+    dsh = home / ".dsh" / "profiles" / "web" / "cordis.patch.yml"
+    assert on.exit_code == 0, on.output
+    assert json.loads(cursor.read_text("utf-8"))["mcpServers"]["cnki"]["env"]["CNKI_HEADLESS"] == "1"
+    assert tomllib.loads(codex.read_text("utf-8"))["mcp_servers"]["cnki"]["env"]["CNKI_HEADLESS"] == "1"
+    assert clients.existing_entry("dsh-web", dsh)["env"]["CNKI_HEADLESS"] == "1"
+    assert json.loads((isolated_data_dir / "cnki-cursor.json").read_text("utf-8"))["mcpServers"]["cnki"]["env"]["CNKI_HEADLESS"] == "1"
+    assert on.stdout.splitlines()[-1].endswith("；客户端配置的 env 含 CNKI_HEADLESS=1（无界面浏览器）。")
+    document = json.loads(cursor.read_text("utf-8"))
+    document["mcpServers"]["cnki"]["env"]["MY_SETTING"] = "kept"
+    cursor.write_text(json.dumps(document), "utf-8")
+    unchanged = run([*chosen])
+    assert unchanged.exit_code == 0, unchanged.output
+    assert json.loads(cursor.read_text("utf-8"))["mcpServers"]["cnki"]["env"]["CNKI_HEADLESS"] == "1"
+    off = run([*chosen, "--no-headless"])
+    assert off.exit_code == 0, off.output
+    assert json.loads(cursor.read_text("utf-8"))["mcpServers"]["cnki"]["env"] == {
+        "CNKI_DATA_DIR": str(isolated_data_dir), "MY_SETTING": "kept"}
+    assert tomllib.loads(codex.read_text("utf-8"))["mcp_servers"]["cnki"]["env"] == {"CNKI_DATA_DIR": str(isolated_data_dir)}
+    assert clients.existing_entry("dsh-web", dsh)["env"] == {"CNKI_DATA_DIR": str(isolated_data_dir)}
+
+
+@posix_only
+def test_headless_goes_through_the_clients_own_commands(
+    home: Path, isolated_data_dir: Path, tmp_path: Path, checked: list[Path], fake_claude: Path
+) -> None:
+    result, written = _install_claude_code(home, '{"numStartups": 3}')
+    again = run(["--client", "claude-code", "--install-client", "--skip-check", "--headless"])
+    assert result.exit_code == 0, result.output
+    assert again.exit_code == 0, again.output
+    (home / ".claude.json").write_text("{}", "utf-8")
+    fresh = run(["--client", "claude-code", "--install-client", "--skip-check", "--headless"])
+    args = fake_claude.read_text("utf-8").splitlines()
+    assert fresh.exit_code == 0, fresh.output
+    assert json.loads(args[5])["env"] == {"CNKI_DATA_DIR": str(isolated_data_dir), "CNKI_HEADLESS": "1"}
+
+
+def test_codex_command_line_carries_cnki_headless(isolated_data_dir: Path) -> None:
+    entry = clients.entry("codex", isolated_data_dir, ["/bin/cnki-mcp", "serve"], headless=True)
+    argv = clients.get_client("codex").cli(entry)  # type: ignore[misc]
+    assert argv == ["codex", "mcp", "add", "--env", f"CNKI_DATA_DIR={isolated_data_dir}", "--env", "CNKI_HEADLESS=1",
+                    "cnki", "--", "/bin/cnki-mcp", "serve"]
+
+
+@posix_only
+def test_an_import_link_carries_cnki_headless(home: Path, isolated_data_dir: Path, checked: list[Path]) -> None:
+    import base64
+    from urllib.parse import unquote_plus
+
+    result = run(["--client", "cherry-studio", "--headless", "--skip-check"])
+    link = next(line for line in result.stdout.splitlines() if line.startswith("cherrystudio://"))
+    servers = json.loads(base64.b64decode(unquote_plus(link.split("servers=")[1])))
+    assert result.exit_code == 0, result.output
+    assert servers["mcpServers"]["cnki"]["env"]["CNKI_HEADLESS"] == "1"
+
+
+def test_headless_flags_do_not_go_with_http(isolated_data_dir: Path) -> None:
+    result = run(["--client", "cursor", "--http", "--headless"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0] == (
+        "INVALID_ARGUMENT: --headless 和 --no-headless 不能与 --http 一起使用：HTTP 配置连接的服务在另一台电脑上运行浏览器，"
+        "是否无界面由那台电脑决定。"
+    )
+
+
+@posix_only
+def test_http_entries_for_several_clients(home: Path, isolated_data_dir: Path) -> None:
+    result = run(["--client", "cursor", "--client", "windsurf", "--http", "--port", "9000"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((home / ".cursor" / "mcp.json").read_text("utf-8"))["mcpServers"]["cnki"]["url"] == "http://127.0.0.1:9000/mcp"
+    windsurf = home / ".codeium" / "windsurf" / "mcp_config.json"
+    assert json.loads(windsurf.read_text("utf-8"))["mcpServers"]["cnki"]["serverUrl"] == "http://127.0.0.1:9000/mcp"
+    assert result.stdout.count("请在服务所在的电脑上运行 cnki-mcp serve --http（地址 http://127.0.0.1:9000/mcp）") == 2
+
+
+# --- uninstall takes away what setup created --------------------------------------------------------
+
+
+def uninstall(*args: str) -> Result:
+    from cnki_mcp.setup.uninstall import uninstall_command
+
+    return CliRunner().invoke(uninstall_command, list(args))
+
+
+@posix_only
+def test_uninstall_deletes_the_config_file_and_folder_setup_created(
+    home: Path, isolated_data_dir: Path, checked: list[Path]
+) -> None:
+    result = run(["--client", "cursor", "--client", "windsurf", "--install-client", "--skip-check"])
+    assert result.exit_code == 0, result.output
+    assert clients.installed_clients() == ["cursor", "windsurf"]
+    removed = uninstall("--yes")
+    assert removed.exit_code == 0, removed.output
+    assert clients.installed_clients() == []
+    assert not (home / ".cursor").exists()
+    assert not (home / ".codeium").exists()
+    assert f"已删除 {home / '.cursor' / 'mcp.json'}：它由 setup 创建，删除 cnki 条目后没有别的内容（setup 创建的空文件夹也一并删除）" in (
+        removed.stdout.splitlines())
+    assert sorted(p.name for p in home.iterdir()) == []
+
+
+@posix_only
+def test_uninstall_keeps_a_file_that_was_there_before_setup(
+    home: Path, isolated_data_dir: Path, checked: list[Path]
+) -> None:
+    codex = home / ".codex" / "config.toml"
+    codex.parent.mkdir()
+    codex.write_text('model = "o3"\n', "utf-8")
+    (home / ".cursor").mkdir()
+    result = run(["--client", "codex", "--client", "cursor", "--install-client", "--skip-check"])
+    assert result.exit_code == 0, result.output
+    removed = uninstall("--yes")
+    assert removed.exit_code == 0, removed.output
+    assert tomllib.loads(codex.read_text("utf-8")) == {"model": "o3"}
+    assert not (home / ".cursor" / "mcp.json").exists()
+    assert (home / ".cursor").is_dir()
+
+
+@posix_only
+def test_uninstall_keeps_a_created_file_the_person_added_to(
+    home: Path, isolated_data_dir: Path, checked: list[Path]
+) -> None:
+    result = run(["--client", "cursor", "--install-client", "--skip-check"])
+    cursor = home / ".cursor" / "mcp.json"
+    document = json.loads(cursor.read_text("utf-8"))
+    document["mcpServers"]["mine"] = {"command": "mine"}
+    cursor.write_text(json.dumps(document), "utf-8")
+    removed = uninstall("--yes")
+    assert result.exit_code == 0, result.output
+    assert removed.exit_code == 0, removed.output
+    assert json.loads(cursor.read_text("utf-8")) == {"mcpServers": {"mine": {"command": "mine"}}}
+    assert clients.installed_clients() == ["cursor"]

@@ -188,6 +188,7 @@ ErrorCode = Literal[
     "CLIENT_LINK_UNSUPPORTED",
     "CLIENT_REQUIRED",
     "CLIENT_CONFIG_AMBIGUOUS",
+    "SETUP_NEEDS_TERMINAL",
     "CONFIG_SYMLINK",
     "CONFIG_CHANGED",
     "PROTOCOL_CHECK_FAILED",
@@ -440,6 +441,10 @@ CATALOGUE: dict[ErrorCode, Code] = {
     "CLIENT_LINK_UNSUPPORTED": Code("这个客户端没有一键安装链接；请用 cnki-mcp config <客户端> 输出配置片段。"),
     "CLIENT_REQUIRED": Code("--install-client 需要同时用 --client 指定要接入的客户端（见 cnki-mcp help）。"),
     "CLIENT_CONFIG_AMBIGUOUS": Code("这个客户端有多个安装，各有自己的配置文件；请不带参数运行 cnki-mcp setup 并选择其一。"),
+    "SETUP_NEEDS_TERMINAL": Code(
+        "标准输入不是终端，setup 无法逐项询问，也不会擅自采用默认选择；请用 --browser、--client、--install-client、"
+        "--headless 或 --no-headless 说明要做什么（见 cnki-mcp help）。"
+    ),
     "CONFIG_SYMLINK": Code("客户端配置文件是符号链接，为安全起见未做改动。"),
     "CONFIG_CHANGED": Code("客户端配置文件在写入期间被其他程序修改，未做改动，请重试。"),
     "PROTOCOL_CHECK_FAILED": Code("MCP 通信检查未通过。"),

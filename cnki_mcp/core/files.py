@@ -395,11 +395,14 @@ def atomic_replace(path: Path, data: bytes, mode: int = 0o600) -> None:
     fsync_dir(path.parent)
 
 
+BACKUP_MARK = ".cnki-backup-"  # between a file's name and the time of its backup
+
+
 def write_backup(target: Path, data: bytes) -> Path:
     """Keep ``data`` (a file's old content) beside ``target`` as a new timestamped backup; synced, 0600."""
     now = time.time_ns()
     stamp = datetime.fromtimestamp(now / 1e9).strftime("%Y%m%d-%H%M%S")
-    backup = target.with_name(f"{target.name}.cnki-backup-{stamp}.{now % 1_000_000_000:09d}")
+    backup = target.with_name(f"{target.name}{BACKUP_MARK}{stamp}.{now % 1_000_000_000:09d}")
     fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)

@@ -24,12 +24,15 @@ log = logging.getLogger(__name__)
 CLI_SECONDS = 60.0
 
 
-def cli_argv(client_id: str, data_root: Path | str, command: list[str] | None = None) -> list[str] | None:
-    """The client's own "add a server" command line with its program found on PATH, or ``None``."""
+def cli_argv(
+    client_id: str, data_root: Path | str, command: list[str] | None = None, *, headless: bool = False
+) -> list[str] | None:
+    """The client's own "add a server" command line with its program found on PATH, or ``None``; ``headless``
+    passes CNKI_HEADLESS=1 the way that command takes an env variable (in the JSON, or ``--env KEY=VALUE``)."""
     client = get_client(client_id)
     if client.cli is None:
         return None
-    argv = client.cli(entry(client.id, data_root, command))
+    argv = client.cli(entry(client.id, data_root, command, headless=headless))
     program = shutil.which(argv[0], path=os.environ.get("PATH", os.defpath))
     return None if program is None else [program, *argv[1:]]
 
@@ -45,10 +48,10 @@ def _subcommand(args: list[str]) -> list[str]:
 
 
 def install_with_cli(
-    client_id: str, data_root: Path | str, target: Path, command: list[str] | None = None
+    client_id: str, data_root: Path | str, target: Path, command: list[str] | None = None, *, headless: bool = False
 ) -> ConfigWrite | None:
     """Add the entry with the client's own program; ``None`` when that was not possible (merge the file)."""
-    argv = cli_argv(client_id, data_root, command)
+    argv = cli_argv(client_id, data_root, command, headless=headless)
     if argv is None:
         return None
     try:

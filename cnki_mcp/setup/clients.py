@@ -316,23 +316,35 @@ def server_command() -> list[str]:
     return [os.path.abspath(sys.executable), "-m", "cnki_mcp", "serve"]
 
 
-def entry(client_id: str, data_root: Path | str, command: list[str] | None = None) -> dict[str, Any]:
-    """The server entry the client's config holds under ``cnki``, with that client's extra fields."""
+# The setting that runs the browser without windows, for a machine without a screen (site/chrome.py reads it).
+HEADLESS_ENV = "CNKI_HEADLESS"
+
+
+def entry(
+    client_id: str, data_root: Path | str, command: list[str] | None = None, *, headless: bool = False
+) -> dict[str, Any]:
+    """The server entry the client's config holds under ``cnki``, with that client's extra fields;
+    ``headless`` adds CNKI_HEADLESS=1 to its env."""
     client = get_client(client_id)
     argv = command or server_command()
+    env = {"CNKI_DATA_DIR": str(data_root)}
+    if headless:
+        env[HEADLESS_ENV] = "1"
     value: dict[str, Any] = {
         "args": list(argv[1:]),
         "command": argv[0],
-        "env": {"CNKI_DATA_DIR": str(data_root)},
+        "env": env,
     }
     value.update(client.extras)
     return dict(sorted(value.items()))
 
 
-def snippet(client_id: str, data_root: Path | str, command: list[str] | None = None) -> str:
+def snippet(
+    client_id: str, data_root: Path | str, command: list[str] | None = None, *, headless: bool = False
+) -> str:
     """The configuration text for a client, exactly as `config <client>` prints it."""
     client = get_client(client_id)
-    value = entry(client.id, data_root, command)
+    value = entry(client.id, data_root, command, headless=headless)
     if client.format == "toml":
         return (
             f"[mcp_servers.{SERVER_KEY}]\n"
@@ -342,7 +354,7 @@ def snippet(client_id: str, data_root: Path | str, command: list[str] | None = N
             "tool_timeout_sec = 900\n"
             "\n"
             f"[mcp_servers.{SERVER_KEY}.env]\n"
-            f"CNKI_DATA_DIR = {quoted(value['env']['CNKI_DATA_DIR'])}\n"
+            + "".join(f"{key} = {quoted(setting)}\n" for key, setting in value["env"].items())
         )
     if client.format == "yaml":
         return (
@@ -394,12 +406,14 @@ def http_entry(client_id: str, url: str, token: str) -> dict[str, Any]:
     return dict(sorted(value.items()))
 
 
-def import_link(client_id: str, data_root: Path | str, command: list[str] | None = None) -> str | None:
+def import_link(
+    client_id: str, data_root: Path | str, command: list[str] | None = None, *, headless: bool = False
+) -> str | None:
     """The one-click import link of a link client (``None`` for the others)."""
     client = get_client(client_id)
     if client.link is None:
         return None
-    return client.link(entry(client.id, data_root, command))
+    return client.link(entry(client.id, data_root, command, headless=headless))
 
 
 # --- where config files live ----------------------------------------------------------------------
@@ -555,7 +569,8 @@ def configured_clients(
     """Every auto-write client whose config file holds a ``cnki`` entry, and whether it points here.
 
     ``status`` is ``current`` (this program and data directory), ``different`` (another
-    installation or data directory), ``disabled`` (switched off in the client) or ``unreadable``.
+    installation or data directory), ``disabled`` (switched off in the client) or ``unreadable``;
+    ``headless`` says whether the entry's env sets CNKI_HEADLESS (the browser then runs without windows).
     Reads files only; changes nothing.
     """
     wanted = entry("generic", data_root, command)
@@ -570,8 +585,15 @@ def configured_clients(
                 report.append({**item, "status": "unreadable", "message": message})
                 continue
             if found is not None:
-                report.append({**item, **_entry_status(client, found, wanted)})
+                report.append({**item, **_entry_status(client, found, wanted), "headless": _sets_headless(found)})
     return report
+
+
+def _sets_headless(found: Any) -> bool:
+    from cnki_mcp.site.chrome import env_headless
+
+    env = found.get("env") if isinstance(found, dict) else None
+    return isinstance(env, dict) and env_headless(env)
 
 
 def _entry_status(client: Client, found: Any, wanted: dict[str, Any]) -> dict[str, str]:
@@ -616,6 +638,7 @@ def write_client_config(
     enable: bool = False,
     backup_first: bool = True,
     http: tuple[str, str] | None = None,
+    headless: bool | None = None,
 ) -> ConfigWrite:
     """Merge the ``cnki`` entry into the client's config file at ``path``.
 
@@ -626,6 +649,7 @@ def write_client_config(
     (CONFIG_CHANGED). ``enable`` switches a disabled ``cnki`` entry back on; ``backup_first=False``
     when the caller already kept the file's earlier content. ``http`` (url, token) writes the entry of
     ``serve --http`` instead of the stdio one (JSON clients only: CLIENT_HTTP_UNSUPPORTED otherwise).
+    ``headless``: True sets CNKI_HEADLESS=1 in the entry's env, False takes it out, None leaves it as it is.
     """
     client = get_client(client_id)
     target = Path(path)
@@ -653,7 +677,8 @@ def write_client_config(
         raise invalid_config(target, msg("clients.not_utf8")) from exc
 
     if http is None:
-        value, fresh = entry(client.id, data_root, command), snippet(client.id, data_root, command)
+        on = headless is True
+        value, fresh = entry(client.id, data_root, command, headless=on), snippet(client.id, data_root, command, headless=on)
     elif client.format == "json":
         value, fresh = http_entry(client.id, *http), http_snippet(client.id, *http)
     else:
@@ -663,7 +688,8 @@ def write_client_config(
             details={"client": client.id, "path": str(target)},
         )
     merge = {"json": merge_json, "toml": merge_toml, "yaml": merge_yaml}[client.format]
-    new_text = merge(old_text, client.key_path, value, fresh, target, enable)
+    drop = (HEADLESS_ENV,) if headless is False else ()
+    new_text = merge(old_text, client.key_path, value, fresh, target, enable, drop)
     new_bytes = new_text.encode("utf-8")
     if new_bytes == old_bytes:
         return ConfigWrite(target, None, False)

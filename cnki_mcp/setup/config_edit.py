@@ -77,13 +77,14 @@ def is_disabled(entry: Any) -> bool:
 
 
 def _edits(
-    existing: Any, value: dict[str, Any], base: tuple[str, ...], enable: bool = False
+    existing: Any, value: dict[str, Any], base: tuple[str, ...], enable: bool = False, drop: tuple[str, ...] = ()
 ) -> list[tuple[tuple[str, ...], Any]]:
     """The (path, value) settings that bring an existing ``cnki`` entry up to date.
 
-    ``command``, ``args`` and ``CNKI_DATA_DIR`` always follow this installation; other env
+    ``command``, ``args`` and the env variables of ``value`` always follow this installation; other env
     variables and keys the user added stay, and extra fields the user already tuned (timeouts,
-    ``disabled``) are only added when missing. ``enable`` switches a disabled entry back on.
+    ``disabled``) are only added when missing. ``enable`` switches a disabled entry back on. The env
+    variables named in ``drop`` are taken out (the env is then rewritten whole, the others kept).
     """
     if not isinstance(existing, dict) or "command" not in value:
         # An HTTP entry (url and token) is ours whole: it replaces what was there.
@@ -95,8 +96,10 @@ def _edits(
     env = existing.get("env")
     if not isinstance(env, dict):
         changes.append((base + ("env",), value["env"]))
-    elif env.get("CNKI_DATA_DIR") != value["env"]["CNKI_DATA_DIR"]:
-        changes.append((base + ("env", "CNKI_DATA_DIR"), value["env"]["CNKI_DATA_DIR"]))
+    elif any(key in env for key in drop):
+        changes.append((base + ("env",), {**{k: v for k, v in env.items() if k not in drop}, **value["env"]}))
+    else:
+        changes.extend((base + ("env", key), setting) for key, setting in value["env"].items() if env.get(key) != setting)
     for key, extra in value.items():
         if key not in ("command", "args", "env") and key not in existing:
             changes.append((base + (key,), extra))
@@ -356,7 +359,8 @@ def _only_comments(text: str) -> bool:
 
 
 def merge_json(
-    text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path, enable: bool = False
+    text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path, enable: bool = False,
+    drop: tuple[str, ...] = (),
 ) -> str:
     if text.strip("\ufeff \t\r\n") == "":
         return fresh
@@ -372,7 +376,7 @@ def merge_json(
     except _JsonSyntaxError as exc:
         raise invalid_config(target, msg("edit.json_syntax", where=_where(body, exc.position), error=exc)) from None
     existing = _walk_objects(document, key_path, target)
-    changes = _edits(existing, value, key_path + (SERVER_KEY,), enable)
+    changes = _edits(existing, value, key_path + (SERVER_KEY,), enable, drop)
     newline = _newline_of(body)
     unit_match = re.search(r"\n([ \t]+)\S", body)
     unit = unit_match.group(1) if unit_match else "  "
@@ -407,7 +411,8 @@ def _append(text: str, fresh: str) -> str:
 
 
 def merge_toml(
-    text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path, enable: bool = False
+    text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path, enable: bool = False,
+    drop: tuple[str, ...] = (),
 ) -> str:
     if text.strip() == "":
         return fresh
@@ -432,7 +437,7 @@ def merge_toml(
             pass
     expected = copy.deepcopy(document)
     try:
-        for path, new in _edits(existing, full, base, enable):
+        for path, new in _edits(existing, full, base, enable, drop):
             node: Any = editable
             for key in path[:-1]:
                 if key not in node:
@@ -470,7 +475,8 @@ def find_dsh_entry(document: Any) -> dict[str, Any] | None:
 
 
 def merge_yaml(
-    text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path, enable: bool = False
+    text: str, key_path: tuple[str, ...], value: dict[str, Any], fresh: str, target: Path, enable: bool = False,
+    drop: tuple[str, ...] = (),
 ) -> str:
     """``enable`` is accepted like the other formats' but has nothing to do: a DSH entry has no on/off switch."""
     if text.strip() in ("", "[]"):
@@ -490,15 +496,15 @@ def merge_yaml(
     if not isinstance(found.get("config"), dict):
         raise invalid_config(target, msg("edit.dsh_no_config", id=DSH_ENTRY_ID))
     expected = copy.deepcopy(document)
-    if not _dsh_settings(find_dsh_entry(expected), value):
+    if not _dsh_settings(find_dsh_entry(expected), value, drop):
         return text
-    new_text = _edit_yaml(text, value, target)
+    new_text = _edit_yaml(text, value, target, drop)
     _verify(lambda: load_yaml(new_text), expected, target)
     return new_text
 
 
-def _dsh_settings(entry: Any, value: dict[str, Any]) -> dict[str, Any]:
-    """Bring ``entry``'s config up to date in place; return what changed (command, args, CNKI_DATA_DIR)."""
+def _dsh_settings(entry: Any, value: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
+    """Bring ``entry``'s config up to date in place; return what changed (command, args, env)."""
     config = entry["config"]
     changed: dict[str, Any] = {}
     for key in ("command", "args"):
@@ -507,12 +513,17 @@ def _dsh_settings(entry: Any, value: dict[str, Any]) -> dict[str, Any]:
     env = config.get("env")
     if not isinstance(env, dict):
         config["env"] = changed["env"] = dict(value["env"])
-    elif env.get("CNKI_DATA_DIR") != value["env"]["CNKI_DATA_DIR"]:
-        env["CNKI_DATA_DIR"] = changed["env"] = value["env"]["CNKI_DATA_DIR"]
+        return changed
+    for key, setting in value["env"].items():
+        if env.get(key) != setting:
+            env[key] = changed[key] = setting
+    for key in drop:
+        if key in env:
+            changed[key] = env.pop(key)
     return changed
 
 
-def _edit_yaml(text: str, value: dict[str, Any], target: Path) -> str:
+def _edit_yaml(text: str, value: dict[str, Any], target: Path, drop: tuple[str, ...]) -> str:
     """Round-trip the file through ruamel.yaml, which keeps comments, quoting and order."""
     editor = YAML(typ="rt")
     editor.preserve_quotes = True
@@ -530,7 +541,11 @@ def _edit_yaml(text: str, value: dict[str, Any], target: Path) -> str:
         config["args"] = args
         env = config.get("env")
         if isinstance(env, dict):
-            env["CNKI_DATA_DIR"] = DoubleQuotedScalarString(value["env"]["CNKI_DATA_DIR"])
+            for key, setting in value["env"].items():
+                if env.get(key) != setting:
+                    env[key] = DoubleQuotedScalarString(setting)
+            for key in drop:
+                env.pop(key, None)
         else:
             fresh_env = CommentedMap({key: DoubleQuotedScalarString(v) for key, v in value["env"].items()})
             fresh_env.fa.set_flow_style()

@@ -2,7 +2,8 @@
 
 ⚠ is something that works today but will hurt a newcomer (setup never run, no client configured, a
 configured browser that is gone, an environment value that is ignored, no screen for login and
-captchas): it says what to do, and the verdict is no longer 一切正常, though the exit code stays 0.
+captchas, read for each connected client from the env of its entry): it says what to do, and the
+verdict is no longer 一切正常, though the exit code stays 0.
 
 Nothing is started and nothing is locked (the browser is not launched, CNKI is not visited); with
 ``--protocol`` a second copy of the server is started for a real MCP round trip. A config.json that
@@ -59,8 +60,8 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
     checks.append(_route_check(config, refused))
     report["browser_executable"] = browser = _browser_report(config)
     checks.append(_browser_check(browser, config))
-    checks.append(_display_check())
     report["clients"] = configured = configured_clients(root)
+    checks.extend(_display_checks(configured))
     checks.extend(_client_checks(configured))
     checks.append(_log_check(root))
     checks.extend(_settings_checks())
@@ -137,16 +138,27 @@ def _browser_check(browser: dict[str, Any], config: Config) -> Check:
     return Check("browser", True, msg("doctor.browser", path=browser.get("path"), source=msg(source)))
 
 
-def _display_check() -> Check:
+def _display_checks(configured: list[dict[str, Any]]) -> list[Check]:
+    """Whether the browser can show a window; without a screen, per connected client whether the env of its
+    entry sets CNKI_HEADLESS (the client starts the server with that env, not with doctor's)."""
     from cnki_mcp.core.display import display_problem
     from cnki_mcp.site.chrome import env_headless
 
     problem = display_problem(english=english())
     if problem is None:
-        return Check("display", True, msg("doctor.screen"))
+        return [Check("display", True, msg("doctor.screen"))]
     if env_headless():
-        return Check("display", True, msg("doctor.headless"), warning=True)
-    return Check("display", True, problem, warning=True)
+        return [Check("display", True, msg("doctor.headless"), warning=True)]
+    connected = [item for item in configured if item["status"] == "current"]
+    if not connected:
+        return [Check("display", True, problem, warning=True)]
+    return [
+        Check("display", True, msg("doctor.client_headless", client=item["name"], path=item["path"]))
+        if item["headless"] else
+        Check("display", True, msg("doctor.client_not_headless", client=item["name"], path=item["path"],
+                                   id=item["client"]), warning=True)
+        for item in connected
+    ]
 
 
 def _settings_checks() -> list[Check]:

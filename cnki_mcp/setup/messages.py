@@ -227,9 +227,47 @@ LINES: dict[str, tuple[str, str]] = {
     ),
     "setup.installed_mark": ("（已安装）", " (installed)"),
     "setup.ask_client": (
-        "请输入客户端编号或选项名（回车 = {number}，{client}）：",
-        "Enter a client number or name (Enter = {number}, {client}): ",
+        "请输入客户端编号或选项名（回车 = {number}，{client}；可多选，如 1,3 或 1 3；all 或 全部 = 上面列出的全部）：",
+        "Enter a client number or name (Enter = {number}, {client}; several at once: 1,3 or 1 3; all = every one "
+        "listed): ",
     ),
+    "setup.names_separator": ("、", ", "),
+    "setup.needs_terminal": (
+        "标准输入不是终端，setup 无法逐项询问，也不会擅自采用默认选择。请用参数说明要做什么："
+        "--client <客户端>（可多次给出）加 --install-client 写入客户端配置；--browser <浏览器路径> 指定浏览器"
+        "（不写时用找到的第一个）；--headless 或 --no-headless 决定是否在客户端配置中写入 CNKI_HEADLESS=1。"
+        "例如 cnki-mcp setup --client claude-code --client codex --install-client；客户端名称见 cnki-mcp help。",
+        "Standard input is not a terminal, so setup cannot ask, and it will not take every default unseen. Say what "
+        "to do with flags: --client <client> (may be given several times) with --install-client writes the client "
+        "config; --browser <browser path> names the browser (left out: the first one found); --headless or "
+        "--no-headless decides whether the client config gets CNKI_HEADLESS=1. For example cnki-mcp setup --client "
+        "claude-code --client codex --install-client; cnki-mcp help lists the clients.",
+    ),
+    "setup.http_no_headless": (
+        "--headless 和 --no-headless 不能与 --http 一起使用：HTTP 配置连接的服务在另一台电脑上运行浏览器，"
+        "是否无界面由那台电脑决定。",
+        "--headless and --no-headless cannot be used with --http: the server an HTTP entry connects to runs the "
+        "browser on the other computer, which decides whether it is headless.",
+    ),
+    "setup.ask_headless": (
+        "要在客户端配置的 env 中写入 CNKI_HEADLESS=1 吗？写入后能检索和阅读，但遇到验证码或登录时需要图形界面"
+        "（或在有桌面的电脑上运行 cnki-mcp serve --http，让这个客户端连接它）。[Y/n] ",
+        "Write CNKI_HEADLESS=1 into the env of the client config? Searching and reading then work, but a captcha or "
+        "a login needs a screen (or cnki-mcp serve --http on a computer with a desktop, which this client connects "
+        "to). [Y/n] ",
+    ),
+    "setup.headless_tail": (
+        "；客户端配置的 env 含 CNKI_HEADLESS=1（无界面浏览器）", "; the client config's env has CNKI_HEADLESS=1 (a headless browser)"
+    ),
+    "setup.no_headless_tail": ("；客户端配置的 env 不含 CNKI_HEADLESS", "; the client config's env has no CNKI_HEADLESS"),
+    "setup.headless_reminder": (
+        "⚠ 这台电脑没有图形界面，客户端配置已设 CNKI_HEADLESS=1：检索和阅读可用；遇到验证码或登录时需要图形界面"
+        "（或在有桌面的电脑上运行 cnki-mcp serve --http，让客户端连接它）。",
+        "⚠ This computer has no screen and the client config sets CNKI_HEADLESS=1: searching and reading work; a "
+        "captcha or a login needs a screen (or cnki-mcp serve --http on a computer with a desktop, which the client "
+        "connects to).",
+    ),
+    "setup.not_connected_yet": ("{clients} 还没有接入（见上文）。", "Not connected yet (see above): {clients}."),
     "setup.write_failed": ("无法写入 {path}：{reason}。", "Could not write {path}: {reason}."),
     "setup.link_open_failed": (
         "无法自动打开链接（{reason}）；请手动复制上面的链接打开。",
@@ -431,6 +469,23 @@ LINES: dict[str, tuple[str, str]] = {
         "No screen, CNKI_HEADLESS=1: the browser runs headless, so searching and reading work, but a login or a "
         "captcha cannot be handled",
     ),
+    "doctor.client_headless": (
+        "没有图形界面，{client} 的配置设置了 CNKI_HEADLESS=1（{path}）：可以检索和阅读；遇到验证码或登录时需要图形界面"
+        "（或在有桌面的电脑上运行 cnki-mcp serve --http，让这个客户端连接它）",
+        "No screen, and {client}'s config sets CNKI_HEADLESS=1 ({path}): searching and reading work; a captcha or a "
+        "login needs a screen (or cnki-mcp serve --http on a computer with a desktop, which this client connects to)",
+    ),
+    "doctor.client_not_headless": (
+        "没有图形界面，而 {client} 的配置没有设置 CNKI_HEADLESS（{path}）：它启动的浏览器要打开窗口，会失败。"
+        "运行 cnki-mcp setup --client {id} --install-client --headless 写入 CNKI_HEADLESS=1（之后能检索和阅读，"
+        "但验证码和登录仍需要图形界面）；或在有桌面的电脑上运行 cnki-mcp serve --http，"
+        "再用 cnki-mcp setup --client {id} --http --host <那台电脑的地址> 让这个客户端连接它。",
+        "No screen, and {client}'s config does not set CNKI_HEADLESS ({path}): the browser it starts needs a window "
+        "and will fail. Run cnki-mcp setup --client {id} --install-client --headless to write CNKI_HEADLESS=1 "
+        "(searching and reading then work, captchas and login still need a screen); or run cnki-mcp serve --http "
+        "on a computer with a desktop and connect this client to it with cnki-mcp setup --client {id} --http "
+        "--host <that computer's address>.",
+    ),
     "doctor.ignored_setting": (
         "环境变量 {name}={value} 不是正整数，已改用默认值 {default}；请在客户端配置的 env 中改正或删除它。",
         "The environment value {name}={value} is not a positive integer, so the default {default} is used; correct "
@@ -489,6 +544,11 @@ LINES: dict[str, tuple[str, str]] = {
     "uninstall.cancelled": ("已取消，没有改动任何文件。", "Cancelled; nothing was changed."),
     "uninstall.failed": ("未能修改 {path}：{error}", "Could not change {path}: {error}"),
     "uninstall.removed": ("已从 {path} 删除 cnki 条目（原文件备份为 {backup}）", "Removed cnki from {path} (backup {backup})"),
+    "uninstall.removed_created": (
+        "已删除 {path}：它由 setup 创建，删除 cnki 条目后没有别的内容（setup 创建的空文件夹也一并删除）",
+        "Deleted {path}: setup created it and nothing else is in it without cnki (so are the empty folders setup "
+        "created)",
+    ),
     "uninstall.data_deleted": ("已删除数据目录 {path}", "Deleted the data directory {path}"),
     "uninstall.data_left": ("数据目录 {path} 没有完全删除（可能有程序正在使用它）。", "{path} was not fully deleted (is a program using it?)."),
 }

@@ -1,14 +1,21 @@
 """`cnki-mcp setup`, `cnki-mcp config <client>` and the text of `cnki-mcp help`.
 
-Setup checks its arguments first (the client's name, and that ``--install-client`` has a client),
-then runs the same steps with or without questions: choose a browser, check that it starts headless,
-save it in config.json, choose a client (those installed here are offered first), save that client's
-snippet in the data directory, then write the client's config (through the client's own command
-where that is its documented way), offer its import link or say where to paste, and finally start a
+Setup checks its arguments first (the clients' names, and that ``--install-client`` has a client),
+then runs the same steps with or without questions: on a machine without a screen decide whether the
+clients' env gets CNKI_HEADLESS=1, choose a browser, check that it starts headless, save it in
+config.json, choose the clients (several at once; those installed here are offered first), and for
+each save its snippet in the data directory, then write its config (through the client's own command
+where that is its documented way), offer its import link or say where to paste; finally start one
 real server child to check the MCP round trip. It never says a client is ready when nothing was
 written for it, and its last line always lists what it changed. With no arguments at all it asks
-(numbered menus, Enter takes the default, end of input counts as Enter); any flag turns every
-question off.
+(numbered menus, Enter takes the default, end of input counts as Enter), and only on a terminal:
+with stdin not a terminal it refuses (SETUP_NEEDS_TERMINAL, exit code 2) rather than take every
+default unseen. Any of --browser, --client, --install-client, --http, --headless or --no-headless
+turns every question off.
+
+``--headless`` writes CNKI_HEADLESS=1 into the env of every entry, snippet and import link it makes;
+``--no-headless`` writes none and takes an earlier CNKI_HEADLESS out of the entries it updates (the
+person decided); without either an entry's existing CNKI_HEADLESS is left as it is.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -26,6 +34,7 @@ import unicodedata
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -39,6 +48,7 @@ from cnki_mcp.core.model import Config, Route
 from cnki_mcp.setup import clients
 from cnki_mcp.setup.cli_words import Command, say
 from cnki_mcp.setup.client_cli import install_with_cli
+from cnki_mcp.setup.created import recorded
 from cnki_mcp.setup.messages import english, msg
 from cnki_mcp.site.discovery import browser_candidates, probe_version
 from cnki_mcp.site.remote import kept, route_of, route_words, setting_words
@@ -158,13 +168,14 @@ def config_command(
 
 
 @click.command(cls=Command, name="setup", help=say(
-    "选择浏览器和客户端，写入配置并检查 MCP 服务。不带参数时逐步询问。",
-    "Choose the browser and the client, write the config and check the MCP server. Asks step by step without flags.",
+    "选择浏览器和客户端（可多个），写入配置并检查 MCP 服务。不带参数时在终端里逐步询问。",
+    "Choose the browser and the clients (several at once), write the config and check the MCP server. Without flags "
+    "it asks step by step, on a terminal.",
 ))
 @click.option("--browser", "browser", metavar=say("<浏览器路径>", "<browser path>"),
               help=say("Chrome、Edge 或 Chromium 的可执行文件。", "The Chrome, Edge or Chromium executable."))
-@click.option("--client", "client_id", metavar=say("<客户端>", "<client>"),
-              help=say("要接入的客户端，见 cnki-mcp help。", "The client to connect; see cnki-mcp help."))
+@click.option("--client", "client_ids", multiple=True, metavar=say("<客户端>", "<client>"),
+              help=say("要接入的客户端，见 cnki-mcp help；可多次给出。", "The client to connect, see cnki-mcp help; may be given several times."))
 @click.option("--install-client", is_flag=True, help=say("写入客户端配置文件，或打开一键导入链接。",
                                                         "Write the client's config file, or open its import link."))
 @click.option("--http", "http", is_flag=True, help=say(
@@ -184,10 +195,17 @@ def config_command(
     "CNKI site: auto follows CNKI's redirect (outside mainland China it sends you to oversea.cnki.net), mainland always "
     "uses the mainland site, oversea always the overseas one. Left out: the setting stays (auto at first).",
 ))
+@click.option("--headless/--no-headless", "headless", default=None, help=say(
+    "在客户端配置的 env 中写入（或不写入）CNKI_HEADLESS=1：没有图形界面的电脑（SSH、WSL、服务器）用无界面浏览器，"
+    "能检索和阅读，但验证码和登录需要图形界面。不写时：有询问则询问，否则保持原样。",
+    "Write (or leave out) CNKI_HEADLESS=1 in the env of the client config: for a machine without a screen (SSH, "
+    "WSL, a server) a headless browser searches and reads, but captchas and login need a screen. Left out: asked "
+    "when setup asks, else left as it is.",
+))
 @click.option("--skip-check", is_flag=True, hidden=True, help=say("跳过最后的 MCP 通信检查。", "Skip the last MCP check."))
 def setup_command(
     browser: str | None,
-    client_id: str | None,
+    client_ids: tuple[str, ...],
     install_client: bool,
     http: bool,
     host: str,
@@ -195,26 +213,35 @@ def setup_command(
     skip_check: bool,
     remote_access: str | None = None,
     site: str | None = None,
+    headless: bool | None = None,
 ) -> None:
-    interactive = browser is None and client_id is None and not install_client and not http
+    interactive = browser is None and not client_ids and not install_client and not http and headless is None
     changes = Changes()
     try:
+        if interactive and not (sys.stdin is not None and sys.stdin.isatty()):
+            # Questions nobody sees would take every default silently: say which flags decide instead.
+            click.echo(f"SETUP_NEEDS_TERMINAL: {msg('setup.needs_terminal')}", err=True)
+            click.echo(changes.summary())
+            sys.exit(2)
         route = route_of(remote_access.strip()) if remote_access else None  # a bad URL stops before any change
-        client = _checked_client(client_id, install_client)
+        chosen = _checked_clients(client_ids, install_client)
         if http:
-            if client is None:
+            if not chosen:
                 raise CnkiError("CLIENT_REQUIRED", msg("setup.http_needs_client"))
-            run_http_setup(client, host, port, changes)
+            if headless is not None:
+                raise CnkiError("INVALID_ARGUMENT", msg("setup.http_no_headless"))
+            run_http_setup(chosen, host, port, changes)
             return
         run_setup(
             browser=browser,
-            client=client,
+            chosen=chosen,
             install_client=install_client,
             interactive=interactive,
             protocol_check=not skip_check,
             changes=changes,
             route=route,
             site=site,
+            headless=headless,
         )
     except CnkiError as error:
         click.echo(f"{error.code}: {error.message}", err=True)
@@ -222,44 +249,46 @@ def setup_command(
         sys.exit(1)
 
 
-def _checked_client(client_id: str | None, install_client: bool) -> clients.Client | None:
-    """Everything about the client that can be wrong, checked before anything is started or written."""
-    if client_id is None:
+def _checked_clients(client_ids: tuple[str, ...], install_client: bool) -> list[clients.Client]:
+    """Everything about the clients that can be wrong, checked before anything is started or written;
+    a client named twice (by id or alias) counts once."""
+    if not client_ids and install_client:
+        raise CnkiError("CLIENT_REQUIRED", msg("setup.install_needs_client"))
+    chosen: list[clients.Client] = []
+    for client_id in client_ids:
+        client = clients.get_client(client_id)
+        if not clients.available(client):
+            raise CnkiError("CLIENT_UNAVAILABLE", clients.unavailable_message(client), details={"client": client.id})
         if install_client:
-            raise CnkiError(
-                "CLIENT_REQUIRED",
-                msg("setup.install_needs_client"),
-            )
-        return None
-    client = clients.get_client(client_id)
-    if not clients.available(client):
-        raise CnkiError("CLIENT_UNAVAILABLE", clients.unavailable_message(client), details={"client": client.id})
-    if install_client:
-        clients.config_path(client.id)  # several installs of the client: CLIENT_CONFIG_AMBIGUOUS now, not later
-    return client
+            clients.config_path(client.id)  # several installs of the client: CLIENT_CONFIG_AMBIGUOUS now, not later
+        if client not in chosen:
+            chosen.append(client)
+    return chosen
 
 
-def run_http_setup(client: clients.Client, host: str, port: int, changes: Changes) -> None:
-    """Write the entry of ``cnki-mcp serve --http`` (URL and token) into the client's config file."""
+def run_http_setup(chosen: list[clients.Client], host: str, port: int, changes: Changes) -> None:
+    """Write the entry of ``cnki-mcp serve --http`` (URL and token) into each client's config file."""
     from cnki_mcp.serving.endpoint import token, url
 
     root = _data_root()
     address = url(host, port)
-    target = clients.config_path(client.id)
-    if target is None:
-        raise CnkiError(
-            "CLIENT_IMPORT_REQUIRED",
-            msg("setup.http_cannot_write", client=client.name, id=client.id, hint=client.hint or msg("config.generic_hint")),
-            details={"client": client.id},
-        )
-    written = clients.write_client_config(client.id, root, target, http=(address, token(root)))
-    changes.client_config = written.changed
-    if written.changed:
-        changes.add(msg("setup.http_what", client=client.name), written.path, written.backup)
-        click.echo(msg("setup.http_written", client=client.name, address=address, path=written.path))
-    else:
-        click.echo(msg("setup.http_current", client=client.name, path=written.path))
-    click.echo(msg("setup.http_next", address=address, client=client.name))
+    for client in chosen:
+        target = clients.config_path(client.id)
+        if target is None:
+            raise CnkiError(
+                "CLIENT_IMPORT_REQUIRED",
+                msg("setup.http_cannot_write", client=client.name, id=client.id, hint=client.hint or msg("config.generic_hint")),
+                details={"client": client.id},
+            )
+        write = partial(clients.write_client_config, client.id, root, target, http=(address, token(root)))
+        written = recorded(root, target, write)
+        changes.client_config |= written.changed
+        if written.changed:
+            changes.add(msg("setup.http_what", client=client.name), written.path, written.backup)
+            click.echo(msg("setup.http_written", client=client.name, address=address, path=written.path))
+        else:
+            click.echo(msg("setup.http_current", client=client.name, path=written.path))
+        click.echo(msg("setup.http_next", address=address, client=client.name))
     click.echo(changes.summary())
 
 
@@ -269,6 +298,7 @@ class Changes:
 
     written: list[str] = field(default_factory=list)
     client_config: bool = False
+    headless: bool | None = None  # what the written client configs say about CNKI_HEADLESS, when decided
 
     def add(self, what: str, path: Path, backup: Path | None = None) -> None:
         if backup is None:
@@ -280,19 +310,22 @@ class Changes:
         if not self.written:
             return msg("setup.nothing_changed")
         tail = "" if self.client_config else msg("setup.no_client_file")
+        if self.headless is not None:
+            tail += msg("setup.headless_tail" if self.headless else "setup.no_headless_tail")
         return msg("setup.changed", items=msg("setup.changed_separator").join(self.written), tail=tail)
 
 
 def run_setup(
     *,
     browser: str | None,
-    client: clients.Client | None,
+    chosen: list[clients.Client],
     install_client: bool,
     interactive: bool,
     protocol_check: bool = True,
     changes: Changes | None = None,
     route: Route | None = None,
     site: str | None = None,
+    headless: bool | None = None,
 ) -> None:
     from cnki_mcp.app.core import load_checked_config
     from cnki_mcp.store.library import save_config
@@ -304,6 +337,9 @@ def run_setup(
     no_screen = display_problem(english=english())
     if no_screen is not None:
         click.echo(msg("setup.warning", problem=no_screen))
+        if headless is None and interactive:
+            headless = _ask(msg("setup.ask_headless")).lower() in _YES
+    changes.headless = headless
     path = _choose_browser(browser, interactive)
     click.echo(msg("setup.checking_browser"))
     check_browser(path)
@@ -317,47 +353,55 @@ def run_setup(
     if refused is not None and route is None:  # a stored route the gateway rules refuse is not written back
         click.echo(msg("setup.warning", problem=refused.message))
     route = before.route if route is None else route  # the route a login set stays
-    chosen = before.site if site is None else msgspec.convert({"site": site}, Config).site
-    config = Config(browser_path=str(path), route=kept(route), site=chosen)
+    kept_site = before.site if site is None else msgspec.convert({"site": site}, Config).site
+    config = Config(browser_path=str(path), route=kept(route), site=kept_site)
     save_config(root, config)
     changes.add(msg("setup.what_browser"), root / "config.json")
     click.echo(msg("setup.browser_saved", path=root / "config.json"))
     click.echo(msg("setup.route", route=route_words(route, english=english())))
     click.echo(msg("setup.site", site=setting_words(config.site, english=english())))
 
-    client = client or clients.get_client(_choose_client(interactive))
-    snippet_text = clients.snippet(client.id, root)
-    snippet_file = root / client.snippet_filename
-    _write_private(snippet_file, snippet_text)
-    changes.add(msg("setup.what_snippet"), snippet_file)
-    click.echo("")
-    click.echo(snippet_text, nl=False)
-    click.echo(msg("setup.snippet_saved", path=snippet_file))
+    chosen = chosen or [clients.get_client(client_id) for client_id in _choose_clients(interactive)]
+    connected: list[str] = []
+    waiting: list[str] = []
+    for client in chosen:
+        snippet_text = clients.snippet(client.id, root, headless=headless is True)
+        snippet_file = root / client.snippet_filename
+        _write_private(snippet_file, snippet_text)
+        changes.add(msg("setup.what_snippet"), snippet_file)
+        click.echo("")
+        click.echo(snippet_text, nl=False)
+        click.echo(msg("setup.snippet_saved", path=snippet_file))
+        if _connect(client, root, install_client, interactive, changes, headless):
+            connected.append(client.name)
+            if client.note:
+                click.echo(msg("setup.one_more_step", note=client.note))
+        else:
+            waiting.append(client.name)
 
-    connected = _connect(client, root, install_client, interactive, changes)
-
-    if connected and client.note:
-        click.echo(msg("setup.one_more_step", note=client.note))
+    separator = msg("setup.names_separator")
     if protocol_check:
         from cnki_mcp.surface.server import protocol_probe
 
         result: dict[str, Any] = asyncio.run(protocol_probe(clients.server_command()))
         if connected:
-            click.echo(msg("setup.install_ok", tools=result.get("tools"), client=client.name))
+            click.echo(msg("setup.install_ok", tools=result.get("tools"), client=separator.join(connected)))
+            if waiting:
+                click.echo(msg("setup.not_connected_yet", clients=separator.join(waiting)))
         else:
-            click.echo(msg("setup.protocol_ok_not_connected", tools=result.get("tools"), client=client.name))
+            click.echo(msg("setup.protocol_ok_not_connected", tools=result.get("tools"), client=separator.join(waiting)))
     else:
         click.echo(msg("setup.protocol_skipped"))
     if no_screen is not None:
-        click.echo(msg("setup.no_screen_reminder"))
+        click.echo(msg("setup.headless_reminder" if headless else "setup.no_screen_reminder"))
     click.echo(changes.summary())
 
 
 def _connect(
-    client: clients.Client, root: Path, install_client: bool, interactive: bool, changes: Changes
+    client: clients.Client, root: Path, install_client: bool, interactive: bool, changes: Changes, headless: bool | None
 ) -> bool:
     """Write the client's config, or open its import link, when asked; say plainly when nothing was done."""
-    link = clients.import_link(client.id, root)
+    link = clients.import_link(client.id, root, headless=headless is True)
     if link is not None:
         click.echo(msg("setup.link_heading", client=client.name))
         click.echo(link)
@@ -389,8 +433,8 @@ def _connect(
         rerun = f"cnki-mcp setup --client {client.id} --install-client"
         click.echo(msg("setup.not_written_merge", client=client.name, path=target, rerun=rerun))
         return False
-    written = _write(client, root, target, interactive)
-    changes.client_config = written.changed
+    written = recorded(root, target, lambda: _write(client, root, target, interactive, headless))
+    changes.client_config |= written.changed
     if written.changed:
         how = msg("setup.written_via", via=written.via) if written.via else ""
         changes.add(msg("setup.what_client", client=client.name), written.path, written.backup)
@@ -402,7 +446,9 @@ def _connect(
     return True
 
 
-def _write(client: clients.Client, root: Path, target: Path, interactive: bool) -> clients.ConfigWrite:
+def _write(
+    client: clients.Client, root: Path, target: Path, interactive: bool, headless: bool | None
+) -> clients.ConfigWrite:
     """The client's own command where it is the documented way, else (or to complete it) the file merge."""
     try:
         found = clients.existing_entry(client.id, target)
@@ -413,8 +459,10 @@ def _write(client: clients.Client, root: Path, target: Path, interactive: bool) 
         question = msg("setup.ask_enable", client=client.name)
         enable = _ask(question).lower() in _YES if interactive else True
         click.echo(msg("setup.will_enable" if enable else "setup.stays_disabled"))
-    by_cli = install_with_cli(client.id, root, target)
-    merged = clients.write_client_config(client.id, root, target, enable=enable, backup_first=by_cli is None)
+    by_cli = install_with_cli(client.id, root, target, headless=headless is True)
+    merged = clients.write_client_config(
+        client.id, root, target, enable=enable, backup_first=by_cli is None, headless=headless
+    )
     if by_cli is None:
         return merged
     return clients.ConfigWrite(by_cli.path, by_cli.backup, True, via=by_cli.via)
@@ -508,9 +556,10 @@ def _validate_browser(raw: str) -> Path:
     return path
 
 
-def _choose_client(interactive: bool) -> str:
+def _choose_clients(interactive: bool) -> list[str]:
+    """The clients to connect: several numbers or names at once; Enter takes the installed ones (else generic)."""
     if not interactive:
-        return "generic"
+        return ["generic"]
     installed = clients.installed_clients()
     order = [*installed, *(c.id for c in clients.CLIENTS if c.id not in installed and clients.available(c))]
     click.echo("")
@@ -519,26 +568,53 @@ def _choose_client(interactive: bool) -> str:
         client = clients.get_client(client_id)
         mark = msg("setup.installed_mark") if client_id in installed else ""
         click.echo(f"  {number:>2}. {_pad(client.name + mark, 36)} {clients.how_configured(client.id)}")
-    default = order[0] if installed else "generic"
-    default_number = order.index(default) + 1
+    default = installed or ["generic"]
+    numbers = ",".join(str(order.index(client_id) + 1) for client_id in default)
+    names = msg("setup.names_separator").join(clients.get_client(client_id).name for client_id in default)
     while True:
-        answer = _ask(msg("setup.ask_client", number=default_number, client=clients.get_client(default).name))
+        answer = _ask(msg("setup.ask_client", number=numbers, client=names))
         if answer == "":
             return default
-        if answer.isdigit() and 1 <= int(answer) <= len(order):
-            return order[int(answer) - 1]
-        try:
-            chosen = clients.get_client(answer)
-            if not clients.available(chosen):
-                click.echo(clients.unavailable_message(chosen))
-                continue
-            return chosen.id
-        except CnkiError as error:
-            suggestion = (error.details or {}).get("suggestion")
-            if suggestion:
-                click.echo(msg("setup.no_such_client_guess", answer=answer, suggestion=suggestion))
-            else:
-                click.echo(msg("setup.no_such_choice", answer=answer))
+        chosen = _read_choices(answer, order)
+        if chosen:
+            return chosen
+
+
+_ALL = ("all", "全部")
+_CHOICE_SEPARATORS = re.compile(r"[\s,，、;；]+")
+
+
+def _read_choices(answer: str, order: list[str]) -> list[str]:
+    """The client ids an answer names, in its order and each once; [] after saying what is wrong with it."""
+    with contextlib.suppress(CnkiError):
+        whole = clients.get_client(answer)  # a name typed with a space: "claude code"
+        if clients.available(whole):
+            return [whole.id]
+    chosen: list[str] = []
+    for word in filter(None, _CHOICE_SEPARATORS.split(answer)):
+        if word.lower() in _ALL:
+            found = order
+        elif word.isdigit():
+            if not 1 <= int(word) <= len(order):
+                click.echo(msg("setup.no_such_choice", answer=word))
+                return []
+            found = [order[int(word) - 1]]
+        else:
+            try:
+                client = clients.get_client(word)
+            except CnkiError as error:
+                suggestion = (error.details or {}).get("suggestion")
+                if suggestion:
+                    click.echo(msg("setup.no_such_client_guess", answer=word, suggestion=suggestion))
+                else:
+                    click.echo(msg("setup.no_such_choice", answer=word))
+                return []
+            if not clients.available(client):
+                click.echo(clients.unavailable_message(client))
+                return []
+            found = [client.id]
+        chosen.extend(client_id for client_id in found if client_id not in chosen)
+    return chosen
 
 
 # --- files and links ------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +65,11 @@ _ON_FDS_3_AND_4 = 'exec "$0" "$@" 3<&0 4>&1 </dev/null >&2'
 # Command line and profile (synchronous; run in a thread when they scan or kill processes)
 
 
-def env_headless() -> bool:
-    """CNKI_HEADLESS=1 (or true/yes/on) runs the browser without windows."""
-    return os.environ.get("CNKI_HEADLESS", "").strip().lower() in _TRUE
+def env_headless(env: Mapping[str, object] | None = None) -> bool:
+    """CNKI_HEADLESS=1 (or true/yes/on) runs the browser without windows; ``env`` is this process's by
+    default, or a client's configured env (doctor reads it from the client's config file)."""
+    value = (os.environ if env is None else env).get("CNKI_HEADLESS", "")
+    return isinstance(value, str) and value.strip().lower() in _TRUE
 
 
 def env_browser_args() -> list[str]:
