@@ -122,3 +122,24 @@ def test_the_numeric_settings_defaults_are_the_codes(name: str) -> None:
 
 def test_the_faqs_verification_wait_is_the_codes() -> None:
     assert _numbers(r"`CNKI_VERIFICATION_WAIT_SECONDS`（默认 (\d+) 分钟", "docs/faq.md") == {POSITIVE_INT_SETTINGS["CNKI_VERIFICATION_WAIT_SECONDS"] // 60}
+
+
+def _rows(doc: str, section: str = "") -> dict[str, str]:
+    """Table rows of a doc (of one ``## `` section when named) by the client id in their first cell."""
+    text = (ROOT / doc).read_text("utf-8")
+    if section:
+        text = text.split(section, 1)[1].split("\n## ", 1)[0]
+    return {line.split(" | ")[0].strip("| `"): line for line in text.splitlines() if line.startswith("| `")}
+
+
+def test_the_english_client_table_names_the_files_setup_writes() -> None:
+    rows = _rows("docs/clients.md")
+    written = {(client.id, system): clients.config_paths(client.id, system, env={"APPDATA": "%APPDATA%"}, home=Path("~"))
+               for client in clients.CLIENTS for system in ("linux", "darwin")}
+    assert [key for key, paths in written.items() if paths and f"`{paths[0].as_posix()}`" not in rows[key[0]]] == []
+
+
+def test_the_chinese_quick_starts_say_how_each_client_is_configured() -> None:
+    rows = _rows("docs/clients.zh.md", "## 每个客户端的快速上手")
+    words = {"write": "自动写入", "link": "一键导入链接", "paste": "手动粘贴"}
+    assert [client.id for client in clients.CLIENTS if f"| {words[client.mode]} |" not in rows[client.id]] == []
