@@ -6,8 +6,9 @@ Steps: freeze the program with PyInstaller (packaging/cnki-mcp.spec), stage it i
 `cnki-mcp/` with the platform's setup script, README.md, README.en.md, LICENSE, the research skill
 (`skills/cnki-deep-research/`) and a
 THIRD_PARTY_NOTICES.md regenerated from the build environment (so it lists exactly what was
-bundled), then pack `cnki-mcp-<version>-<platform>.tar.gz` (`.zip` on Windows) and the Claude Desktop
-bundle `cnki-mcp-<version>-<platform>.mcpb` (packaging/mcpb_bundle.py), each with its `.sha256`.
+bundled), then pack `cnki-mcp-<version>-<platform>.tar.gz` (`.zip` on Windows) and, on macOS and Windows, the
+Claude Desktop bundle `cnki-mcp-<version>-<platform>.mcpb` (packaging/mcpb_bundle.py), each with its
+`.sha256`.
 With --check the archive is unpacked into a folder whose path has spaces and Chinese characters and
 the frozen program checks itself there: `version`, `schema` (equal to the source tree's) and
 `doctor --protocol --json` (a real MCP round trip with a second copy of itself).
@@ -41,7 +42,7 @@ ROOT = HERE.parent
 SPEC = HERE / "cnki-mcp.spec"
 sys.path.insert(0, str(HERE))
 
-from mcpb_bundle import bundle_name, manifest, write_bundle  # noqa: E402  (packaging/ is not a package)
+from mcpb_bundle import bundle_name, has_bundle, manifest, write_bundle  # noqa: E402  (packaging/ is not a package)
 
 # (sys.platform, normalised machine) → release label.
 PLATFORMS: dict[tuple[str, str], str] = {
@@ -269,15 +270,17 @@ def build(layout: str | None, out: Path, work: Path, check: bool) -> Path:
     frozen = freeze(layout, work)
     folder = stage(frozen, label, work / "stage" / TOP_FOLDER)
     archive = write_archive(folder, out / archive_name(version, label))
-    document = manifest(version, label, executable_name(label), source_tools())
-    documents = [folder / "LICENSE", folder / "THIRD_PARTY_NOTICES.md"]
-    bundle = write_bundle(frozen, out / bundle_name(version, label), document, documents)
-    for artifact in (archive, bundle):
+    artifacts = [archive]
+    if has_bundle(label):
+        document = manifest(version, label, executable_name(label), source_tools())
+        documents = [folder / "LICENSE", folder / "THIRD_PARTY_NOTICES.md"]
+        artifacts.append(write_bundle(frozen, out / bundle_name(version, label), document, documents))
+    for artifact in artifacts:
         Path(f"{artifact}.sha256").write_text(f"{sha256(artifact)}  {artifact.name}\n", encoding="utf-8")
     log(
         f"built {archive.name}: {archive.stat().st_size / 2**20:.1f} MB packed, "
-        f"{folder_size(folder) / 2**20:.1f} MB unpacked, {time.monotonic() - began:.0f} s; "
-        f"{bundle.name}: {bundle.stat().st_size / 2**20:.1f} MB"
+        f"{folder_size(folder) / 2**20:.1f} MB unpacked, {time.monotonic() - began:.0f} s"
+        + "".join(f"; {bundle.name}: {bundle.stat().st_size / 2**20:.1f} MB" for bundle in artifacts[1:])
     )
     if check:
         with tempfile.TemporaryDirectory(prefix="cnki-release-") as scratch:

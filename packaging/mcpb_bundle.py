@@ -1,4 +1,5 @@
-"""The Claude Desktop bundle: `cnki-mcp-<version>-<platform>.mcpb`, an MCP Bundle of the frozen program.
+"""The Claude Desktop bundle: `cnki-mcp-<version>-<platform>.mcpb`, an MCP Bundle of the frozen program,
+for macOS and Windows (the systems Claude Desktop is built for).
 
 An MCP Bundle is a zip with `manifest.json` at its root (manifest_version 0.3). Ours is a `binary`
 server: the frozen onedir folder sits under `server/`, and Claude Desktop runs
@@ -22,12 +23,18 @@ ROOT = Path(__file__).resolve().parent.parent
 MANIFEST_VERSION = "0.3"
 
 # Release label prefix → the platform name MCP Bundles use, and where a pip install keeps its data.
-PLATFORMS = {"macOS": "darwin", "Windows": "win32", "Linux": "linux"}
+# No Linux: the one host that installs MCP Bundles, Claude Desktop, is built for macOS and Windows only
+# (docs/site-notes.md, "MCP Bundle hosts"), so a Linux bundle would have nothing to open it.
+PLATFORMS = {"macOS": "darwin", "Windows": "win32"}
 DATA_DEFAULTS = {
     "darwin": "${HOME}/Library/Application Support/cnki-mcp",
     "win32": "${HOME}/AppData/Local/cnki-mcp",
-    "linux": "${HOME}/.local/share/cnki-mcp",
 }
+
+
+def has_bundle(label: str) -> bool:
+    """Whether the release for this platform label (e.g. "macOS-arm64") carries a bundle."""
+    return label.split("-")[0] in PLATFORMS
 
 
 def bundle_name(version: str, label: str) -> str:

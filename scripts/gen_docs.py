@@ -1,13 +1,14 @@
 """Rewrite the generated sections of the maintainers' docs: the numbers and lists that would go stale by hand.
 
-    .venv/bin/python scripts/gen_docs.py            rewrite docs/architecture.md and docs/validation.md
+    .venv/bin/python scripts/gen_docs.py            rewrite the generated sections of the files in DOCS
     .venv/bin/python scripts/gen_docs.py --check    exit 1 naming every stale section (tests/test_docs_fresh.py)
 
 A section is the text between ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->``; everything else in
 the files is written by hand and left alone. A section on one line is replaced inline (a number in a sentence
 or a table cell), one spanning lines as a block. The tools come from ``tool_rows`` (the one place that knows
 the registry), the tests from pytest's own collection (markers included, the ones tests/conftest.py sets by
-rule too), the modules from the files under cnki_mcp/.
+rule too), the modules from the files under cnki_mcp/, the clients from ``cnki_mcp.setup.clients.CLIENTS``
+and the release files from packaging/build.py and .github/workflows/release.yml.
 """
 
 from __future__ import annotations
@@ -17,18 +18,28 @@ import contextlib
 import functools
 import io
 import re
+import runpy
 import sys
 import tomllib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import pytest
+import yaml
+
+if TYPE_CHECKING:
+    from cnki_mcp.setup.clients import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "cnki_mcp"
-DOCS = ("docs/architecture.md", "docs/validation.md")
+DOCS = (
+    "docs/architecture.md", "docs/validation.md", "docs/clients.md", "docs/clients.zh.md", "docs/packaging.md",
+    "README.md", "README.en.md",
+)
 COMMAND = ".venv/bin/python scripts/gen_docs.py"
 MARKED = re.compile(r"<!-- generated:(?P<name>[\w-]+) -->(?P<body>.*?)<!-- /generated:(?P=name) -->", re.S)
 
@@ -172,6 +183,100 @@ def packaging_fast_count() -> str:
     return str(sum(1 for name, markers in tests() if name == "test_packaging.py" and "packaging" not in markers))
 
 
+# --- the clients --------------------------------------------------------------------------------------
+
+
+def client_count() -> str:
+    from cnki_mcp.setup.clients import CLIENTS
+
+    return str(len(CLIENTS))
+
+
+def _zh(words: str | tuple[str, str]) -> str:
+    """The Chinese of a name or (Chinese, English) pair, whatever language this process speaks."""
+    return words if isinstance(words, str) else words[0]
+
+
+def _file_zh(client: Client, system: str) -> str:
+    """Where setup writes a client's config file on one system, in Chinese; — where it writes none."""
+    location = client.location
+    if location is None or system not in location.systems:
+        return "—"
+    home = "%USERPROFILE%" if system == "windows" else "~"
+    appdata = {"linux": "~/.config", "windows": "%APPDATA%", "darwin": "~/Library/Application Support"}[system]
+    joiner = "\\" if system == "windows" else "/"
+    path = joiner.join([home if location.base == "home" else appdata, *location.parts])
+    text = f"`{path}`"
+    if system == "windows" and location.msix:
+        package = "\\".join(["%LOCALAPPDATA%", "Packages", f"{location.msix}_<编号>", "LocalCache", "Roaming", *location.parts])
+        text = f"MSIX 安装包（2026 年 2 月起的官方安装包）为 `{package}`，有多个安装时 setup 会询问；其他安装为 {text}"
+    if location.env:
+        variable = f"%{location.env}%" if system == "windows" else f"${location.env}"
+        text += f"；设置了 `{location.env}` 时为 `{joiner.join([variable, *location.env_parts])}`"
+    return text
+
+
+def client_files_zh() -> str:
+    """The table of docs/clients.zh.md: where each client's config lives, or where its snippet goes."""
+    from cnki_mcp.setup.clients import CLIENTS, SYSTEMS
+
+    names = {"linux": "Linux", "windows": "Windows", "darwin": "macOS"}
+    order = ("linux", "windows", "darwin")
+    assert set(order) == set(SYSTEMS)
+    lines = [
+        f"| 名称 | 客户端 | {' | '.join(names[system] for system in order)} | 说明 |",
+        f"| --- | --- | {' | '.join('---' for _ in order)} | --- |",
+    ]
+    for client in CLIENTS:
+        if client.location is None:
+            cells = ["在客户端界面里" for _ in order]
+            note = f"粘贴到：{_zh(client.where)}" if client.where else ""
+            if client.link is not None:
+                note = f"一键导入链接；或{note}"
+        else:
+            cells = [_file_zh(client, system) if system in client.systems else "没有这个系统的版本" for system in order]
+            if client.location.must_exist:  # its folder comes from the client's first start; ``where`` says so
+                note = f"配置文件夹由客户端自己建立：{_zh(client.where) or '先打开一次客户端'}"
+            else:
+                note = f"也可在 {_zh(client.where)} 打开这个文件" if client.where else ""
+        lines.append(f"| `{client.id}` | {_zh(client.label)} | {' | '.join(cells)} | {note} |")
+    return "\n".join(lines)
+
+
+# --- the release files ------------------------------------------------------------------------------
+
+
+@functools.cache
+def _build() -> SimpleNamespace:
+    """packaging/build.py's names (packaging/ is not a package: the file is run, not imported)."""
+    return SimpleNamespace(**runpy.run_path(str(ROOT / "packaging" / "build.py")))
+
+
+def _runners() -> dict[str, str]:
+    """Release label → the GitHub runner that builds it, from the release workflow's matrix."""
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text("utf-8"))
+    return {row["label"]: row["runner"] for row in workflow["jobs"]["build"]["strategy"]["matrix"]["include"]}
+
+
+def release_table() -> str:
+    build = _build()
+    runners = _runners()
+    lines = ["| platform | archive | Claude Desktop bundle | runner that builds it | setup script |", "| --- | --- | --- | --- | --- |"]
+    for label in build.PLATFORMS.values():
+        bundle = f"`{build.bundle_name('<version>', label)}`" if build.has_bundle(label) else "— (no Claude Desktop for Linux)"
+        lines.append(f"| {label} | `{build.archive_name('<version>', label)}` | {bundle} | `{runners[label]}` | `{build.installer_name(label)}` |")
+    return "\n".join(lines)
+
+
+def archive_count() -> str:
+    return str(len(_build().PLATFORMS))
+
+
+def bundle_count() -> str:
+    build = _build()
+    return str(sum(1 for label in build.PLATFORMS.values() if build.has_bundle(label)))
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "tools": tools_table,
     "tool-count": tool_count,
@@ -179,6 +284,11 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "tests": tests_table,
     "test-count": test_count,
     "packaging-fast-count": packaging_fast_count,
+    "client-count": client_count,
+    "client-files-zh": client_files_zh,
+    "release-table": release_table,
+    "archive-count": archive_count,
+    "bundle-count": bundle_count,
 }
 
 

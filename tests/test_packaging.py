@@ -207,7 +207,6 @@ TOOLS = [{"name": "search", "description": "研究检索。规划概念。\n更�
 @pytest.mark.parametrize(("label", "platform", "exe", "data"), [
     ("macOS-arm64", "darwin", "cnki-mcp", "${HOME}/Library/Application Support/cnki-mcp"),
     ("Windows-x64", "win32", "cnki-mcp.exe", "${HOME}/AppData/Local/cnki-mcp"),
-    ("Linux-x64", "linux", "cnki-mcp", "${HOME}/.local/share/cnki-mcp"),
 ])
 def test_bundle_manifest_per_platform(label: str, platform: str, exe: str, data: str) -> None:
     document = bundle.manifest("1.2.3", label, exe, TOOLS)
@@ -229,11 +228,21 @@ def test_bundle_manifest_per_platform(label: str, platform: str, exe: str, data:
     assert build.bundle_name("1.2.3", label) == f"cnki-mcp-1.2.3-{label}.mcpb"
 
 
+def test_only_macos_and_windows_get_a_bundle() -> None:
+    # Claude Desktop, the one host that installs MCP Bundles, has no Linux build.
+    assert [label for label in build.PLATFORMS.values() if bundle.has_bundle(label)] == ["macOS-arm64", "macOS-x64", "Windows-x64"]
+
+
+def test_the_bundle_lists_every_served_tool() -> None:
+    document = bundle.manifest("1.2.3", "macOS-arm64", "cnki-mcp", build.source_tools())
+    assert sorted(tool["name"] for tool in document["tools"]) == sorted(REGISTRY)
+
+
 def test_bundle_addresses_come_from_pyproject() -> None:
     import tomllib
 
     urls = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]
-    document = bundle.manifest("1.2.3", "Linux-x64", "cnki-mcp", TOOLS)
+    document = bundle.manifest("1.2.3", "macOS-arm64", "cnki-mcp", TOOLS)
     assert document["repository"] == {"type": "git", "url": urls["Repository"]}
     assert document["support"] == urls["Issues"]
 
@@ -253,8 +262,8 @@ def _fake_bundle(tmp_path: Path) -> Path:
     frozen = _fake_frozen(tmp_path / "dist" / "cnki-mcp")
     notices = tmp_path / "THIRD_PARTY_NOTICES.md"
     notices.write_text("# notices\n", encoding="utf-8")
-    document = bundle.manifest("1.2.3", "Linux-x64", "cnki-mcp", TOOLS)
-    return bundle.write_bundle(frozen, tmp_path / "out" / "cnki-mcp-1.2.3-Linux-x64.mcpb", document,
+    document = bundle.manifest("1.2.3", "macOS-arm64", "cnki-mcp", TOOLS)
+    return bundle.write_bundle(frozen, tmp_path / "out" / "cnki-mcp-1.2.3-macOS-arm64.mcpb", document,
                                [REPO / "LICENSE", notices])
 
 
@@ -300,7 +309,7 @@ def test_official_cli_validates_and_unpacks_the_bundle(tmp_path: Path) -> None:
 
 
 def test_official_cli_rejects_a_broken_manifest(tmp_path: Path) -> None:
-    broken = bundle.manifest("1.2.3", "Linux-x64", "cnki-mcp", TOOLS)
+    broken = bundle.manifest("1.2.3", "macOS-arm64", "cnki-mcp", TOOLS)
     broken["server"]["type"] = "exe"
     (tmp_path / "manifest.json").write_text(json.dumps(broken), encoding="utf-8")
     validation = _mcpb("validate", str(tmp_path / "manifest.json"))
@@ -361,7 +370,11 @@ def test_release_workflow_builds_every_platform_natively() -> None:
     steps = " ".join(str(step.get("run", "")) for step in workflow["jobs"]["build"]["steps"])
     assert "packaging/build.py" in steps and "--check" in steps
     assert "--require-hashes --no-deps -r packaging/requirements-release.txt" in steps
-    assert "cnki-mcp-*.mcpb" in " ".join(str(step.get("run", "")) for step in workflow["jobs"]["release"]["steps"])
+    release_steps = workflow["jobs"]["release"]["steps"]
+    assert "cnki-mcp-*.mcpb" in " ".join(str(step.get("run", "")) for step in release_steps)
+    assert 'Linux-*) test "${#bundles[@]}" -eq 0' in steps
+    bundles = sum(1 for label in build.PLATFORMS.values() if bundle.has_bundle(label))
+    assert f'test "$(wc -l < SHA256SUMS.txt)" -eq {len(build.PLATFORMS) + bundles}' in " ".join(str(step.get("run", "")) for step in release_steps)
     release = workflow["jobs"]["release"]
     assert release["needs"] == ["build", "python-package", "scripts"] and release["permissions"]["contents"] == "write"
 
@@ -633,8 +646,12 @@ def _substituted(value: Any, names: dict[str, str]) -> Any:
 @pytest.mark.packaging
 @pytest.mark.timeout(1200)
 def test_frozen_bundle_validates_and_serves_as_claude_desktop_runs_it(built: Path, tmp_path: Path) -> None:
-    packed = built.parent / build.bundle_name(build.project_version(), "Linux-x64")
-    checksum = Path(f"{packed}.sha256").read_text(encoding="utf-8")
+    # The Linux build writes no bundle (no Claude Desktop there); packing its frozen program the way the macOS
+    # build does checks the manifest and the packing a Mac user's Claude Desktop meets.
+    version = build.project_version()
+    frozen = built.parent.parent / "work" / "dist" / "cnki-mcp"
+    document = bundle.manifest(version, "macOS-arm64", "cnki-mcp", build.source_tools())
+    packed = bundle.write_bundle(frozen, tmp_path / build.bundle_name(version, "macOS-arm64"), document, [REPO / "LICENSE"])
     unpacked = tmp_path / "Claude Extensions" / "cnki-mcp"
     unpacking = _mcpb("unpack", str(packed), str(unpacked))
     validation = _mcpb("validate", str(unpacked / "manifest.json"))
@@ -645,7 +662,7 @@ def test_frozen_bundle_validates_and_serves_as_claude_desktop_runs_it(built: Pat
     home = tmp_path / "home"
     home.mkdir()
     report = asyncio.run(_diagnostics_through(config, _env(home)))
-    assert checksum == f"{build.sha256(packed)}  {packed.name}\n"
+    assert sorted(path.name for path in built.parent.glob("*.mcpb*")) == []
     assert unpacking.returncode == 0, unpacking.stdout + unpacking.stderr
     assert validation.returncode == 0, validation.stdout + validation.stderr
     assert document["version"] == build.project_version()

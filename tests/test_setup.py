@@ -81,19 +81,21 @@ def read_config(root: Path) -> dict:
 def test_help_lists_every_client_in_registry_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "platform", "linux")
     lines = setup.help_text().splitlines()
-    assert lines[:9] == [
+    assert lines[:11] == [
         "用法：",
         "  cnki-mcp serve [--http [--host <地址>] [--port <端口>]]",
         "  cnki-mcp setup [--browser <浏览器路径>] [--client <客户端>] [--install-client] [--http [--host <地址>] [--port <端口>]]",
+        "        [--remote-access <网址>] [--site auto|mainland|oversea]",
         "  cnki-mcp config [<客户端>] [--http [--host <地址>] [--port <端口>]] [--link] [--rotate-token]",
         "  cnki-mcp doctor [--protocol] [--json] [--site] [--report]",
+        "  cnki-mcp store --dump <文件.json> | --check",
         "  cnki-mcp uninstall [--data] [--yes]",
         "  cnki-mcp watch run [<名称>...]",
         "  cnki-mcp schema | version | --version | help | <命令> --help",
         "",
     ]
-    assert lines[9] == "可选客户端："
-    client_lines = lines[10:]
+    assert lines[11] == "可选客户端："
+    client_lines = lines[12:]
     assert [line.split()[0] for line in client_lines] == [c.id for c in clients.CLIENTS]
     assert client_lines[0] == "  claude-desktop   Claude Desktop（这台电脑的系统上没有）"
     assert client_lines[1] == "  claude-code      Claude Code"

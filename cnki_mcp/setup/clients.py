@@ -1,4 +1,4 @@
-"""The 27 MCP clients cnki-mcp can be connected to, and how each one is configured.
+"""The MCP clients cnki-mcp can be connected to, and how each one is configured.
 
 ``CLIENTS`` is the single table: for every client its id, display name, how it is configured
 (``write`` into its config file, one-click import ``link``, or ``paste`` by hand), where its config
