@@ -65,8 +65,8 @@ def test_launch_arguments(tmp_path: Path) -> None:
     assert "--remote-debugging-pipe" in piped and not any(a.startswith("--remote-debugging-port") for a in piped)
 
 
-def test_the_pipe_everywhere_but_windows_and_flatpak_launchers(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert chrome_module.DEVTOOLS_PIPE == (sys.platform != "win32")
+def test_the_pipe_everywhere_but_flatpak_launchers(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert chrome_module.DEVTOOLS_PIPE
     monkeypatch.setattr(chrome_module, "DEVTOOLS_PIPE", True)
     assert chrome_module.devtools_pipe(Path("/usr/bin/chromium"))
     assert chrome_module.devtools_pipe(Path("/snap/bin/chromium"))
@@ -476,7 +476,7 @@ def test_an_unplaced_socket_gone_by_the_second_look_is_no_stranger_and_one_still
 @pytest.mark.browser
 async def test_another_process_on_the_devtools_port_ends_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CNKI_HEADLESS", "1")
-    monkeypatch.setattr(chrome_module, "DEVTOOLS_PIPE", False)  # the port and its watcher: what Windows keeps
+    monkeypatch.setattr(chrome_module, "DEVTOOLS_PIPE", False)  # the port and its watcher: what Flatpak launchers keep
     browser = Browser(tmp_path / "profile", Path(_chromium()))
     await browser.ensure()
     try:
@@ -502,11 +502,10 @@ async def test_another_process_on_the_devtools_port_ends_the_browser(tmp_path: P
         await browser.close()
 
 
-# --- the DevTools pipe: no port at all (Linux, macOS) -------------------------------------------------------
+# --- the DevTools pipe: no port at all ----------------------------------------------------------------------
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(sys.platform == "win32", reason="Windows keeps the loopback port and its watcher")
 async def test_over_the_pipe_the_browser_listens_on_no_port_and_its_exit_is_seen(site: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CNKI_HEADLESS", "1")
     extra = [f"--host-resolver-rules=MAP *.cnki.net 127.0.0.1:{site}", "--ignore-certificate-errors"]
