@@ -34,6 +34,7 @@ from cnki_mcp.site.chrome import (
     devtools_strangers,
     env_browser_args,
     env_headless,
+    pipe_refused,
 )
 from cnki_mcp.site.page_actions import CALL_TIMEOUT, NAVIGATION_TIMEOUT, PAGE_CLOSE_TIMEOUT, PageActions
 from cnki_mcp.site.pipe import PipeChannel, PipeConnection
@@ -205,6 +206,7 @@ class Browser(PageActions):
         self._config = config
         self._session: _Session | None = None
         self._generation = 0
+        self._pipe_refused: set[Path] = set()  # executables that exited when handed the pipe: the port for them
         self._lock = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
         self.launch_seconds: float | None = None  # launch-to-attached time of the current browser
@@ -304,9 +306,22 @@ class Browser(PageActions):
 
     async def _launch(self) -> None:
         executable = self._executable_path()
+        pipe = devtools_pipe(executable) and executable not in self._pipe_refused
+        try:
+            await self._launch_with(executable, pipe)
+        except CnkiError as exc:
+            if not (pipe and pipe_refused(exc)):
+                raise
+            log.warning(
+                "browser %s exited when handed the DevTools pipe (exit code %s): too old for it? "
+                "started again on a watched loopback port", executable, exc.details.get("exit_code"),
+            )
+            self._pipe_refused.add(executable)
+            await self._launch_with(executable, False)
+
+    async def _launch_with(self, executable: Path, pipe: bool) -> None:
         extra = self._extra_args if self._extra_args is not None else env_browser_args()
         headless = self.headless
-        pipe = devtools_pipe(executable)
         # Import nodriver (~0.5 s) while Chrome starts instead of after.
         importing = asyncio.ensure_future(asyncio.to_thread(nodriver))
         started = time.monotonic()
