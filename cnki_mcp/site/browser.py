@@ -1,7 +1,7 @@
 """The dedicated browser: the Chrome we launched (``chrome.py``), driven over the DevTools protocol.
 
-``Browser`` speaks CDP to the Chrome process over its pipe (``pipe.py``; Linux, macOS) or attaches nodriver
-to its loopback port (Windows), and is the one door to CDP: every command goes
+``Browser`` speaks CDP to the Chrome process over its pipe (``pipe.py``) or, for a Flatpak launcher or a Windows
+browser that refused the pipe, attaches nodriver to its watched loopback port; it is the one door to CDP: every command goes
 through ``_call`` with a timeout, and any transport failure, timeout, crash or closed browser
 surfaces as ``CnkiError("BROWSER_UNAVAILABLE")``. Its tabs, popups and downloads are tracked from
 target and browser events; what it does inside a page and its window is ``page_actions.PageActions``.
