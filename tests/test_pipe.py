@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -170,3 +171,22 @@ async def test_opened_ends_carry_bytes_both_ways_and_are_not_inherited() -> None
         ends.close_all()
     with pytest.raises(OSError):
         os.fstat(ends.we_read)
+
+
+async def test_both_threads_end_and_close_our_ends_once_chrome_is_gone() -> None:
+    fake = FakeChrome()
+    ours = (fake.channel._commands_fd, fake.channel._answers_fd)
+    before = set(threading.enumerate())
+    await fake.channel.open()
+    threads = [t for t in threading.enumerate() if t not in before and t.name.startswith("devtools-pipe-")]
+    assert len(threads) == 2
+    fake.channel.close()  # our command end closes: Chrome reads EOF …
+    assert await asyncio.to_thread(os.read, fake.reads, 100) == b""
+    os.close(fake.writes)  # … and exits, closing its answer end
+    for thread in threads:
+        await asyncio.to_thread(thread.join, 5)
+        assert not thread.is_alive()
+    for fd in ours:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    os.close(fake.reads)

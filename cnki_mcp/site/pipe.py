@@ -127,7 +127,10 @@ class PipeChannel:
                 loop.call_soon_threadsafe(self._frames.feed, chunk)
         except OSError as exc:
             error = exc
+        except RuntimeError:  # the loop is closed: nobody reads any more
+            pass
         finally:
+            self._outbox.put(None)  # Chrome is gone: the writer ends too, whatever the loop does
             with contextlib.suppress(OSError):
                 os.close(self._answers_fd)
             self._tell(loop, error)
@@ -174,9 +177,6 @@ class PipeChannel:
         if self.close_code is None:
             self.close_code = _CLOSED
             log.debug("DevTools pipe closed: %s", exc)
-            if not self._closing and self._opened:
-                self._closing = True
-                self._outbox.put(None)  # the writer thread ends too
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
