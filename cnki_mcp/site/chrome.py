@@ -51,7 +51,8 @@ _PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "a
 _OUTPUT_LINES = 40
 # CDP over the inherited pipe on every system; test launchers may flip it to get the port and its watcher.
 DEVTOOLS_PIPE = True
-# A Flatpak launcher starts Chrome in a sandbox we have not seen pass extra descriptors through: the port there.
+# A Flatpak launcher starts Chrome in a sandbox; Flatpak's sources say inherited descriptors pass through, but a
+# sandboxed Chromium was never tried with them (docs/hardening.md): the port there.
 _NO_PIPE_MARKER = "/flatpak/exports/bin/"
 # A Windows browser older than ``--remote-debugging-io-pipes`` exits at once when told to use a pipe it was not
 # given (or finds no descriptors 3 and 4): it is started again on the watched port. Elsewhere the pipe on
@@ -69,6 +70,8 @@ def pipe_refused(error: CnkiError) -> bool:
     exited before its first answer, and not because another browser holds the profile."""
     details = error.details if isinstance(error.details, dict) else {}
     return PORT_WHEN_PIPE_REFUSED and error.code == "BROWSER_UNAVAILABLE" and details.get("exit_code") is not None
+
+
 # Puts the pipe ends we pass as stdin/stdout on descriptors 3 and 4, then becomes Chrome (same pid): Python's
 # subprocess cannot place a descriptor on a chosen number without a preexec_fn (unsafe in a threaded server).
 _ON_FDS_3_AND_4 = 'exec "$0" "$@" 3<&0 4>&1 </dev/null >&2'
