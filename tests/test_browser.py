@@ -574,10 +574,11 @@ async def test_a_browser_that_exits_when_handed_the_pipe_is_started_again_on_the
 
 
 def test_only_an_exit_before_the_first_answer_earns_a_launch_on_the_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    exe = Path("C:/Chrome/chrome.exe")
     monkeypatch.setattr(chrome_module, "PORT_WHEN_PIPE_REFUSED", True)
-    assert chrome_module.pipe_refused(CnkiError("BROWSER_UNAVAILABLE", details={"exit_code": 13, "output": []}))
-    assert not chrome_module.pipe_refused(CnkiError("BROWSER_PROFILE_IN_USE", details={"exit_code": 21}))
-    assert not chrome_module.pipe_refused(CnkiError("BROWSER_UNAVAILABLE", details={"exit_code": None}))  # silent, still running
-    assert not chrome_module.pipe_refused(CnkiError("BROWSER_UNAVAILABLE"))
+    assert chrome_module.relaunch_on_port(CnkiError("BROWSER_UNAVAILABLE", details={"exit_code": 13, "output": []}), exe)
+    assert not chrome_module.relaunch_on_port(CnkiError("BROWSER_PROFILE_IN_USE", details={"exit_code": 21}), exe)
+    assert not chrome_module.relaunch_on_port(CnkiError("BROWSER_UNAVAILABLE", details={"exit_code": None}), exe)  # silent, still running
+    assert not chrome_module.relaunch_on_port(CnkiError("BROWSER_UNAVAILABLE"), exe)
     monkeypatch.setattr(chrome_module, "PORT_WHEN_PIPE_REFUSED", False)
-    assert not chrome_module.pipe_refused(CnkiError("BROWSER_UNAVAILABLE", details={"exit_code": 13}))
+    assert not chrome_module.relaunch_on_port(CnkiError("BROWSER_UNAVAILABLE", details={"exit_code": 13}), exe)

@@ -34,7 +34,7 @@ from cnki_mcp.site.chrome import (
     devtools_strangers,
     env_browser_args,
     env_headless,
-    pipe_refused,
+    relaunch_on_port,
 )
 from cnki_mcp.site.page_actions import CALL_TIMEOUT, NAVIGATION_TIMEOUT, PAGE_CLOSE_TIMEOUT, PageActions
 from cnki_mcp.site.pipe import PipeChannel, PipeConnection
@@ -113,6 +113,20 @@ class _Session:
             return await self.nd.send(cdp().browser.get_version())
 
         self.version = await self.chrome.first_answer(version(), generation=self.generation)
+
+    async def attach_port(self, profile: Path, executable: Path, port: int) -> None:
+        """Attach nodriver to the loopback DevTools ``port`` (a Flatpak launcher, a browser that refused the pipe)."""
+        nd = nodriver()
+        config = nd.Config(
+            user_data_dir=str(profile),  # a custom dir: nodriver never deletes it
+            browser_executable_path=str(executable),
+            headless=self.headless,
+            host="127.0.0.1",
+            port=port,
+        )
+        self.port = port
+        self.nd = await asyncio.wait_for(nd.Browser.create(config=config), ATTACH_TIMEOUT)
+        nd.core.util.get_registered_instances().discard(self.nd)
 
     async def wait_changed(self, timeout: float) -> None:
         """Until a target or download event, or ``timeout`` seconds."""
@@ -310,12 +324,8 @@ class Browser(PageActions):
         try:
             await self._launch_with(executable, pipe)
         except CnkiError as exc:
-            if not (pipe and pipe_refused(exc)):
+            if not (pipe and relaunch_on_port(exc, executable)):
                 raise
-            log.warning(
-                "browser %s exited when handed the DevTools pipe (exit code %s): too old for it? "
-                "started again on a watched loopback port", executable, exc.details.get("exit_code"),
-            )
             self._pipe_refused.add(executable)
             await self._launch_with(executable, False)
 
@@ -340,7 +350,8 @@ class Browser(PageActions):
             else:
                 port = await chrome.devtools_port(generation=session.generation)
                 await importing
-                await self._attach_port(session, executable, port)
+                await session.attach_port(self._profile, executable, port)
+                session.version = await self._call(session.nd, cdp().browser.get_version(), CALL_TIMEOUT, session=session)
             await self._listen(session)
         except (CnkiError, asyncio.CancelledError):
             await self._drop()
@@ -355,20 +366,6 @@ class Browser(PageActions):
         where = f"on port {session.port}" if session.port else "over its pipe"
         mode = "headless" if headless else "headed"
         log.info("browser %d attached %s in %.2f s (generation %d, %s)", chrome.pid, where, self.launch_seconds, session.generation, mode)
-
-    async def _attach_port(self, session: _Session, executable: Path, port: int) -> None:
-        nd = nodriver()
-        config = nd.Config(
-            user_data_dir=str(self._profile),  # a custom dir: nodriver never deletes it
-            browser_executable_path=str(executable),
-            headless=self.headless,
-            host="127.0.0.1",
-            port=port,
-        )
-        session.port = port
-        session.nd = await asyncio.wait_for(nd.Browser.create(config=config), ATTACH_TIMEOUT)
-        nd.core.util.get_registered_instances().discard(session.nd)
-        session.version = await self._call(session.nd, cdp().browser.get_version(), CALL_TIMEOUT, session=session)
 
     async def _listen(self, session: _Session) -> None:
         """Follow the browser's targets and downloads; the user agent a headless browser must hide."""

@@ -65,11 +65,18 @@ def devtools_pipe(executable: Path) -> bool:
     return DEVTOOLS_PIPE and _NO_PIPE_MARKER not in executable.as_posix()
 
 
-def pipe_refused(error: CnkiError) -> bool:
-    """Whether a pipe launch that failed with ``error`` is worth one more launch on the port: the browser
-    exited before its first answer, and not because another browser holds the profile."""
+def relaunch_on_port(error: CnkiError, executable: Path) -> bool:
+    """Whether a pipe launch of ``executable`` that failed with ``error`` is worth one more launch on the port
+    (the browser exited before its first answer, and not because another browser holds the profile); the log
+    says so when it is."""
     details = error.details if isinstance(error.details, dict) else {}
-    return PORT_WHEN_PIPE_REFUSED and error.code == "BROWSER_UNAVAILABLE" and details.get("exit_code") is not None
+    if not (PORT_WHEN_PIPE_REFUSED and error.code == "BROWSER_UNAVAILABLE" and details.get("exit_code") is not None):
+        return False
+    log.warning(
+        "browser %s exited when handed the DevTools pipe (exit code %s): too old for it? started again on a "
+        "watched loopback port", executable, details["exit_code"],
+    )
+    return True
 
 
 # Puts the pipe ends we pass as stdin/stdout on descriptors 3 and 4, then becomes Chrome (same pid): Python's
