@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import shutil
 import ssl
 import subprocess
@@ -65,8 +66,8 @@ def test_launch_arguments(tmp_path: Path) -> None:
     assert "--remote-debugging-pipe" in piped and not any(a.startswith("--remote-debugging-port") for a in piped)
 
 
-def test_the_pipe_everywhere_but_windows_and_flatpak_launchers(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert chrome_module.DEVTOOLS_PIPE == (sys.platform != "win32")
+def test_the_pipe_everywhere_but_flatpak_launchers(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert chrome_module.DEVTOOLS_PIPE
     monkeypatch.setattr(chrome_module, "DEVTOOLS_PIPE", True)
     assert chrome_module.devtools_pipe(Path("/usr/bin/chromium"))
     assert chrome_module.devtools_pipe(Path("/snap/bin/chromium"))
@@ -476,7 +477,7 @@ def test_an_unplaced_socket_gone_by_the_second_look_is_no_stranger_and_one_still
 @pytest.mark.browser
 async def test_another_process_on_the_devtools_port_ends_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CNKI_HEADLESS", "1")
-    monkeypatch.setattr(chrome_module, "DEVTOOLS_PIPE", False)  # the port and its watcher: what Windows keeps
+    monkeypatch.setattr(chrome_module, "DEVTOOLS_PIPE", False)  # the port and its watcher: what Flatpak launchers keep
     browser = Browser(tmp_path / "profile", Path(_chromium()))
     await browser.ensure()
     try:
@@ -502,11 +503,10 @@ async def test_another_process_on_the_devtools_port_ends_the_browser(tmp_path: P
         await browser.close()
 
 
-# --- the DevTools pipe: no port at all (Linux, macOS) -------------------------------------------------------
+# --- the DevTools pipe: no port at all ----------------------------------------------------------------------
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(sys.platform == "win32", reason="Windows keeps the loopback port and its watcher")
 async def test_over_the_pipe_the_browser_listens_on_no_port_and_its_exit_is_seen(site: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CNKI_HEADLESS", "1")
     extra = [f"--host-resolver-rules=MAP *.cnki.net 127.0.0.1:{site}", "--ignore-certificate-errors"]
@@ -531,3 +531,54 @@ async def test_over_the_pipe_the_browser_listens_on_no_port_and_its_exit_is_seen
         assert caught.value.code == "BROWSER_UNAVAILABLE", caught.value
     finally:
         await browser.close()
+
+
+@pytest.mark.browser
+async def test_a_browser_that_exits_when_handed_the_pipe_is_started_again_on_the_watched_port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A browser older than --remote-debugging-io-pipes (Windows) exits at once when told to use a pipe: stood in
+    # for by a launcher that exits with Chrome's "unsupported parameter" code when given the pipe flag.
+    monkeypatch.setenv("CNKI_HEADLESS", "1")
+    monkeypatch.setattr(chrome_module, "PORT_WHEN_PIPE_REFUSED", True)
+    launches = tmp_path / "launches"
+    old = tmp_path / "old-browser"
+    old.write_text(
+        f'#!/bin/sh\necho "$@" >> {shlex.quote(str(launches))}\n'
+        f'case " $* " in *" --remote-debugging-pipe "*) echo "pipe not open" >&2; exit 13;; esac\n'
+        f'exec {shlex.quote(_chromium())} "$@"\n'
+    )
+    old.chmod(0o755)
+    browser = Browser(tmp_path / "profile", old)
+    try:
+        await browser.ensure()
+        session = browser._session
+        assert session is not None and session.port > 0 and session.watch is not None
+        assert await browser.probe()
+        await browser.reset()
+        await browser.ensure()  # the same executable: straight to the port, no second refusal
+        assert browser._session is not None and browser._session.port > 0
+        tried = launches.read_text().splitlines()
+        assert ["--remote-debugging-pipe" in line for line in tried] == [True, False, False]
+    finally:
+        await browser.close()
+    # Where a refusal is not expected (the pipe on descriptors 3 and 4), the exit is reported as it is.
+    monkeypatch.setattr(chrome_module, "PORT_WHEN_PIPE_REFUSED", False)
+    launches.unlink()
+    again = Browser(tmp_path / "profile", old)
+    try:
+        with pytest.raises(CnkiError) as caught:
+            await again.ensure()
+        assert caught.value.code == "BROWSER_UNAVAILABLE" and caught.value.details["exit_code"] == 13, caught.value
+        assert len(launches.read_text().splitlines()) == 1
+    finally:
+        await again.close()
+
+
+def test_only_an_exit_before_the_first_answer_earns_a_launch_on_the_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    exe = Path("C:/Chrome/chrome.exe")
+    monkeypatch.setattr(chrome_module, "PORT_WHEN_PIPE_REFUSED", True)
+    assert chrome_module.relaunch_on_port(CnkiError("BROWSER_UNAVAILABLE", details={"exit_code": 13, "output": []}), exe)
+    assert not chrome_module.relaunch_on_port(CnkiError("BROWSER_PROFILE_IN_USE", details={"exit_code": 21}), exe)
+    assert not chrome_module.relaunch_on_port(CnkiError("BROWSER_UNAVAILABLE", details={"exit_code": None}), exe)  # silent, still running
+    assert not chrome_module.relaunch_on_port(CnkiError("BROWSER_UNAVAILABLE"), exe)
+    monkeypatch.setattr(chrome_module, "PORT_WHEN_PIPE_REFUSED", False)
+    assert not chrome_module.relaunch_on_port(CnkiError("BROWSER_UNAVAILABLE", details={"exit_code": 13}), exe)

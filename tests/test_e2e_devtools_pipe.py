@@ -1,16 +1,15 @@
 """No DevTools listener while the server drives the browser (issue 42, item 1).
 
 Over a TCP DevTools port another local user could read the HttpOnly CNKI cookies and the tab URLs in a few
-milliseconds, faster than any watcher; on Linux and macOS the browser is driven over the pipe it inherited
-(``--remote-debugging-pipe``), so there is no port to connect to. The real server, a real Chromium and the
-simulator: login pages, a search and a download, and after each a look at every socket of the browser's
-processes.
+milliseconds, faster than any watcher; the browser is driven over the pipe it inherited
+(``--remote-debugging-pipe``; on Windows also ``--remote-debugging-io-pipes``), so there is no port to connect
+to. The real server, a real Chromium and the simulator: login pages, a search and a download, and after each a
+look at every socket of the browser's processes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,6 @@ import pytest
 
 from tests.harness import AWAITING, process_tree, processes_on, tcp_ports
 from tests.test_hardening_faults import seed_papers, sim_server
-
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Windows keeps the loopback port and its watcher")
 
 
 def devtools_exposure(profile: Path) -> dict[str, list[int]]:

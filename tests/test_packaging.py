@@ -394,6 +394,14 @@ def test_release_workflow_builds_checks_and_publishes_the_python_package() -> No
     assert "bash -n" in scripts and "scripts/bootstrap.ps1" in scripts and "ParseFile" in scripts
 
 
+
+def test_the_windows_build_proves_the_devtools_pipe() -> None:
+    # --remote-debugging-io-pipes can only run on Windows: the runner starts the browser and finds no TCP listener.
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8"))
+    (step,) = [s for s in workflow["jobs"]["build"]["steps"] if "selftest_devtools_pipe.py" in str(s.get("run", ""))]
+    assert step["if"] == "runner.os == 'Windows'" and step["timeout-minutes"] <= 10
+    assert (REPO / "scripts" / "selftest_devtools_pipe.py").is_file()
+
 # --- packaging metadata and the release lock ------------------------------------------------------
 
 

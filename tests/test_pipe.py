@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 import pytest_asyncio
 
 from cnki_mcp.site.cdp import cdp
+from cnki_mcp.site.chrome import PipeEnds, posix_pipe_spawn, windows_pipe_spawn
 from cnki_mcp.site.pipe import PipeChannel, PipeConnection
 
 
@@ -118,3 +120,73 @@ async def test_an_error_answer_raises_and_the_pipe_end_fails_every_waiting_comma
     assert chrome.channel.close_code is not None
     with pytest.raises(ConnectionError):
         await chrome.channel.browser.send(cdp().browser.get_version())
+
+
+# --- handing Chrome its ends (chrome.py) ------------------------------------------------------------------
+
+
+def test_on_linux_and_macos_chrome_gets_its_ends_on_descriptors_3_and_4() -> None:
+    ends = PipeEnds(10, 11, 12, 13)
+    command, streams = posix_pipe_spawn(["/opt/chrome", "--remote-debugging-pipe"], ends)
+    assert command[:2] == ["/bin/sh", "-c"] and command[3:] == ["/opt/chrome", "--remote-debugging-pipe"]
+    assert "3<&0 4>&1" in command[2]
+    assert streams == {"stdin": 10, "stdout": 13, "stderr": asyncio.subprocess.PIPE}
+
+
+class FakeStartupInfo:
+    """What ``subprocess.STARTUPINFO`` is given (the real one exists on Windows only)."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
+
+
+def test_on_windows_chrome_is_told_its_two_handles_and_inherits_only_them() -> None:
+    handles = {10: 0x1F4, 13: 0x2A8}  # the CRT descriptors of Chrome's ends -> their OS handles
+    inheritable: list[tuple[int, bool]] = []
+    ends = PipeEnds(10, 11, 12, 13)
+    args = ["C:\\Chrome\\chrome.exe", "--remote-debugging-pipe", "--custom=1"]
+    command, streams = windows_pipe_spawn(
+        args, ends, os_handle=handles.__getitem__, set_inheritable=lambda h, v: inheritable.append((h, v)), startupinfo=FakeStartupInfo
+    )
+    # Chrome reads the first handle and writes the second, in decimal (base::StringToUint).
+    assert command == [*args, "--remote-debugging-io-pipes=500,680"]
+    assert sorted(inheritable) == [(500, True), (680, True)]  # CreateProcess refuses a listed handle that is not
+    startupinfo = streams.pop("startupinfo")
+    assert startupinfo.fields == {"lpAttributeList": {"handle_list": [500, 680]}}
+    # Our ends (11, 12) are neither named nor listed; the browser's output comes back on its stdout.
+    assert streams == {
+        "stdin": asyncio.subprocess.DEVNULL, "stdout": asyncio.subprocess.PIPE, "stderr": asyncio.subprocess.STDOUT, "close_fds": True,
+    }
+
+
+async def test_opened_ends_carry_bytes_both_ways_and_are_not_inherited() -> None:
+    ends = PipeEnds.open()
+    try:
+        assert not any(os.get_inheritable(fd) for fd in ends)
+        os.write(ends.we_write, b"command\0")
+        assert os.read(ends.chrome_reads, 100) == b"command\0"
+        os.write(ends.chrome_writes, b"answer\0")
+        assert os.read(ends.we_read, 100) == b"answer\0"
+    finally:
+        ends.close_all()
+    with pytest.raises(OSError):
+        os.fstat(ends.we_read)
+
+
+async def test_both_threads_end_and_close_our_ends_once_chrome_is_gone() -> None:
+    fake = FakeChrome()
+    ours = (fake.channel._commands_fd, fake.channel._answers_fd)
+    before = set(threading.enumerate())
+    await fake.channel.open()
+    threads = [t for t in threading.enumerate() if t not in before and t.name.startswith("devtools-pipe-")]
+    assert len(threads) == 2
+    fake.channel.close()  # our command end closes: Chrome reads EOF …
+    assert await asyncio.to_thread(os.read, fake.reads, 100) == b""
+    os.close(fake.writes)  # … and exits, closing its answer end
+    for thread in threads:
+        await asyncio.to_thread(thread.join, 5)
+        assert not thread.is_alive()
+    for fd in ours:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    os.close(fake.reads)

@@ -1,7 +1,7 @@
 """The dedicated browser: the Chrome we launched (``chrome.py``), driven over the DevTools protocol.
 
-``Browser`` speaks CDP to the Chrome process over its pipe (``pipe.py``; Linux, macOS) or attaches nodriver
-to its loopback port (Windows), and is the one door to CDP: every command goes
+``Browser`` speaks CDP to the Chrome process over its pipe (``pipe.py``) or, for a Flatpak launcher or a Windows
+browser that refused the pipe, attaches nodriver to its watched loopback port; it is the one door to CDP: every command goes
 through ``_call`` with a timeout, and any transport failure, timeout, crash or closed browser
 surfaces as ``CnkiError("BROWSER_UNAVAILABLE")``. Its tabs, popups and downloads are tracked from
 target and browser events; what it does inside a page and its window is ``page_actions.PageActions``.
@@ -34,6 +34,7 @@ from cnki_mcp.site.chrome import (
     devtools_strangers,
     env_browser_args,
     env_headless,
+    relaunch_on_port,
 )
 from cnki_mcp.site.page_actions import CALL_TIMEOUT, NAVIGATION_TIMEOUT, PAGE_CLOSE_TIMEOUT, PageActions
 from cnki_mcp.site.pipe import PipeChannel, PipeConnection
@@ -112,6 +113,20 @@ class _Session:
             return await self.nd.send(cdp().browser.get_version())
 
         self.version = await self.chrome.first_answer(version(), generation=self.generation)
+
+    async def attach_port(self, profile: Path, executable: Path, port: int) -> None:
+        """Attach nodriver to the loopback DevTools ``port`` (a Flatpak launcher, a browser that refused the pipe)."""
+        nd = nodriver()
+        config = nd.Config(
+            user_data_dir=str(profile),  # a custom dir: nodriver never deletes it
+            browser_executable_path=str(executable),
+            headless=self.headless,
+            host="127.0.0.1",
+            port=port,
+        )
+        self.port = port
+        self.nd = await asyncio.wait_for(nd.Browser.create(config=config), ATTACH_TIMEOUT)
+        nd.core.util.get_registered_instances().discard(self.nd)
 
     async def wait_changed(self, timeout: float) -> None:
         """Until a target or download event, or ``timeout`` seconds."""
@@ -205,6 +220,7 @@ class Browser(PageActions):
         self._config = config
         self._session: _Session | None = None
         self._generation = 0
+        self._pipe_refused: set[Path] = set()  # executables that exited when handed the pipe: the port for them
         self._lock = asyncio.Lock()
         self._background: set[asyncio.Task[Any]] = set()
         self.launch_seconds: float | None = None  # launch-to-attached time of the current browser
@@ -304,9 +320,18 @@ class Browser(PageActions):
 
     async def _launch(self) -> None:
         executable = self._executable_path()
+        pipe = devtools_pipe(executable) and executable not in self._pipe_refused
+        try:
+            await self._launch_with(executable, pipe)
+        except CnkiError as exc:
+            if not (pipe and relaunch_on_port(exc, executable)):
+                raise
+            self._pipe_refused.add(executable)
+            await self._launch_with(executable, False)
+
+    async def _launch_with(self, executable: Path, pipe: bool) -> None:
         extra = self._extra_args if self._extra_args is not None else env_browser_args()
         headless = self.headless
-        pipe = devtools_pipe(executable)
         # Import nodriver (~0.5 s) while Chrome starts instead of after.
         importing = asyncio.ensure_future(asyncio.to_thread(nodriver))
         started = time.monotonic()
@@ -325,7 +350,8 @@ class Browser(PageActions):
             else:
                 port = await chrome.devtools_port(generation=session.generation)
                 await importing
-                await self._attach_port(session, executable, port)
+                await session.attach_port(self._profile, executable, port)
+                session.version = await self._call(session.nd, cdp().browser.get_version(), CALL_TIMEOUT, session=session)
             await self._listen(session)
         except (CnkiError, asyncio.CancelledError):
             await self._drop()
@@ -340,20 +366,6 @@ class Browser(PageActions):
         where = f"on port {session.port}" if session.port else "over its pipe"
         mode = "headless" if headless else "headed"
         log.info("browser %d attached %s in %.2f s (generation %d, %s)", chrome.pid, where, self.launch_seconds, session.generation, mode)
-
-    async def _attach_port(self, session: _Session, executable: Path, port: int) -> None:
-        nd = nodriver()
-        config = nd.Config(
-            user_data_dir=str(self._profile),  # a custom dir: nodriver never deletes it
-            browser_executable_path=str(executable),
-            headless=self.headless,
-            host="127.0.0.1",
-            port=port,
-        )
-        session.port = port
-        session.nd = await asyncio.wait_for(nd.Browser.create(config=config), ATTACH_TIMEOUT)
-        nd.core.util.get_registered_instances().discard(session.nd)
-        session.version = await self._call(session.nd, cdp().browser.get_version(), CALL_TIMEOUT, session=session)
 
     async def _listen(self, session: _Session) -> None:
         """Follow the browser's targets and downloads; the user agent a headless browser must hide."""

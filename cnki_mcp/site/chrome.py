@@ -1,9 +1,11 @@
 """The Chrome process behind the dedicated browser: command line, profile, launch, output and its end.
 
-We start Chrome/Edge/Chromium ourselves with a dedicated profile. On Linux and macOS it is driven over
-``--remote-debugging-pipe`` (``pipe.py``): the two pipe ends it inherits are the only way in, and no
-DevTools port exists. On Windows it gets ``--remote-debugging-port=0``, we read the port Chrome picked from
-``DevToolsActivePort`` and ``browser.py`` attaches nodriver to it (watched: see the end of this module).
+We start Chrome/Edge/Chromium ourselves with a dedicated profile. It is driven over
+``--remote-debugging-pipe`` (``pipe.py``): the two pipe ends it inherits (descriptors 3 and 4 on Linux and
+macOS, two handles named by ``--remote-debugging-io-pipes`` on Windows) are the only way in, and no DevTools
+port exists. A browser started through a Flatpak launcher gets ``--remote-debugging-port=0`` instead: we read
+the port Chrome picked from ``DevToolsActivePort`` and ``browser.py`` attaches nodriver to it (watched: see the
+end of this module).
 Launching it ourselves gives us the process tree (so nothing is left behind), its output (drained, never
 left in a full pipe) and the choice of executable. A browser left on our profile by a server that died is
 ended at the next launch, and an owner file in the profile tells the next server what it may end;
@@ -20,10 +22,11 @@ import logging
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 
@@ -46,19 +49,107 @@ _PROFILE_IN_USE_EXIT = 21  # Chrome's exit code when another process holds the p
 _TRUE = {"1", "true", "yes", "on"}
 _PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
 _OUTPUT_LINES = 40
-# CDP over the inherited pipe where descriptors 3 and 4 can be handed to Chrome; Windows passes handles by a
-# convention we cannot test here, so it keeps the loopback port and its watcher. Test launchers may flip it.
-DEVTOOLS_PIPE = sys.platform != "win32"
-# A Flatpak launcher starts Chrome in a sandbox we have not seen pass extra descriptors through: the port there.
+# CDP over the inherited pipe on every system; test launchers may flip it to get the port and its watcher.
+DEVTOOLS_PIPE = True
+# A Flatpak launcher starts Chrome in a sandbox; Flatpak's sources say inherited descriptors pass through, but a
+# sandboxed Chromium was never tried with them (docs/hardening.md): the port there.
 _NO_PIPE_MARKER = "/flatpak/exports/bin/"
+# A Windows browser older than ``--remote-debugging-io-pipes`` exits at once when told to use a pipe it was not
+# given (or finds no descriptors 3 and 4): it is started again on the watched port. Elsewhere the pipe on
+# descriptors 3 and 4 is as old as Chrome 72, so an exit there is reported as it is. Tests may flip it.
+PORT_WHEN_PIPE_REFUSED = sys.platform == "win32"
 
 
 def devtools_pipe(executable: Path) -> bool:
     """Whether the browser at ``executable`` is driven over its pipe (else over a watched loopback port)."""
     return DEVTOOLS_PIPE and _NO_PIPE_MARKER not in executable.as_posix()
+
+
+def relaunch_on_port(error: CnkiError, executable: Path) -> bool:
+    """Whether a pipe launch of ``executable`` that failed with ``error`` is worth one more launch on the port
+    (the browser exited before its first answer, and not because another browser holds the profile); the log
+    says so when it is."""
+    details = error.details if isinstance(error.details, dict) else {}
+    if not (PORT_WHEN_PIPE_REFUSED and error.code == "BROWSER_UNAVAILABLE" and details.get("exit_code") is not None):
+        return False
+    log.warning(
+        "browser %s exited when handed the DevTools pipe (exit code %s): too old for it? started again on a "
+        "watched loopback port", executable, details["exit_code"],
+    )
+    return True
+
+
 # Puts the pipe ends we pass as stdin/stdout on descriptors 3 and 4, then becomes Chrome (same pid): Python's
 # subprocess cannot place a descriptor on a chosen number without a preexec_fn (unsafe in a threaded server).
 _ON_FDS_3_AND_4 = 'exec "$0" "$@" 3<&0 4>&1 </dev/null >&2'
+
+
+class PipeEnds(NamedTuple):
+    """The two pipes of a launch: Chrome reads our commands from one and writes its answers to the other."""
+
+    chrome_reads: int
+    we_write: int
+    we_read: int
+    chrome_writes: int
+
+    @classmethod
+    def open(cls) -> PipeEnds:
+        """Four descriptors, none inheritable (PEP 446) until a launch hands two of them to Chrome."""
+        chrome_reads, we_write = os.pipe()
+        we_read, chrome_writes = os.pipe()
+        return cls(chrome_reads, we_write, we_read, chrome_writes)
+
+    def close_all(self) -> None:
+        for fd in self:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def posix_pipe_spawn(args: list[str], ends: PipeEnds) -> tuple[list[str], dict[str, Any]]:
+    """The command and the spawn keywords that put Chrome's ends on its descriptors 3 and 4."""
+    command = ["/bin/sh", "-c", _ON_FDS_3_AND_4, *args]
+    return command, {"stdin": ends.chrome_reads, "stdout": ends.chrome_writes, "stderr": asyncio.subprocess.PIPE}
+
+
+def windows_pipe_spawn(
+    args: list[str],
+    ends: PipeEnds,
+    *,
+    os_handle: Callable[[int], int],
+    set_inheritable: Callable[[int, bool], None],
+    startupinfo: Callable[..., Any],
+) -> tuple[list[str], dict[str, Any]]:
+    """The command and the spawn keywords that hand Chrome its two ends on Windows.
+
+    Chrome (``--remote-debugging-io-pipes=<it reads>,<it writes>``) takes the decimal values of two inherited
+    pipe handles: an inherited handle keeps its value in the child. Only those two (and the standard streams)
+    are inherited: the handle list of ``STARTUPINFO`` bounds what CreateProcess passes, so no other handle of
+    this server leaks into the browser. They must be inheritable while CreateProcess runs; the caller closes
+    them right after it. ``os_handle``, ``set_inheritable`` and ``startupinfo`` are ``msvcrt.get_osfhandle``,
+    ``os.set_handle_inheritable`` and ``subprocess.STARTUPINFO`` (given, so this runs under test anywhere).
+    """
+    reads, writes = os_handle(ends.chrome_reads), os_handle(ends.chrome_writes)
+    for handle in (reads, writes):
+        set_inheritable(handle, True)
+    command = [*args, f"--remote-debugging-io-pipes={reads},{writes}"]
+    streams = {
+        "stdin": asyncio.subprocess.DEVNULL,
+        "stdout": asyncio.subprocess.PIPE,
+        "stderr": asyncio.subprocess.STDOUT,
+        "close_fds": True,
+        "startupinfo": startupinfo(lpAttributeList={"handle_list": [reads, writes]}),
+    }
+    return command, streams
+
+
+def _pipe_spawn(args: list[str], ends: PipeEnds) -> tuple[list[str], dict[str, Any]]:
+    if sys.platform == "win32":
+        import msvcrt
+
+        return windows_pipe_spawn(
+            args, ends, os_handle=msvcrt.get_osfhandle, set_inheritable=os.set_handle_inheritable, startupinfo=subprocess.STARTUPINFO
+        )
+    return posix_pipe_spawn(args, ends)
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,38 +357,27 @@ class ChromeProcess:
         args = launch_arguments(executable, profile, headless=headless, extra=extra, pipe=pipe)
         log.info("launching browser: %s", " ".join(shlex.quote(a) for a in args))
         kwargs = reaper.spawn_options()
-        # Chrome's ends of the pipe (commands in, answers out) and ours; non-inheritable until placed on 0/1.
-        fds: tuple[int, ...] = (*os.pipe(), *os.pipe()) if pipe else ()
+        ends = PipeEnds.open() if pipe else None
+        streams: dict[str, Any]
         try:
-            if pipe:
-                chrome_reads, we_write, we_read, chrome_writes = fds
-                proc = await asyncio.create_subprocess_exec(
-                    "/bin/sh", "-c", _ON_FDS_3_AND_4, *args,
-                    stdin=chrome_reads,
-                    stdout=chrome_writes,
-                    stderr=asyncio.subprocess.PIPE,
-                    **kwargs,
-                )
+            if ends is not None:
+                command, streams = _pipe_spawn(args, ends)
             else:
-                proc = await asyncio.create_subprocess_exec(
-                    *args,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.STDOUT,
-                    **kwargs,
-                )
+                command = args
+                streams = {"stdin": asyncio.subprocess.DEVNULL, "stdout": asyncio.subprocess.PIPE, "stderr": asyncio.subprocess.STDOUT}
+            proc = await asyncio.create_subprocess_exec(command[0], *command[1:], **streams, **kwargs)
         except OSError as exc:
-            for fd in fds:
-                os.close(fd)
+            if ends is not None:
+                ends.close_all()
             raise CnkiError(
                 "BROWSER_UNAVAILABLE", f"无法启动浏览器：{exc}", details={"path": str(executable)}
             ) from exc
         chrome = cls(proc, reaper.adopt(proc.pid, kwargs), profile)
-        if pipe:
-            os.close(chrome_reads)  # Chrome holds them now: its exit is our EOF
-            os.close(chrome_writes)
-            chrome.pipe = (we_write, we_read)
-        output = proc.stderr if pipe else proc.stdout
+        if ends is not None:
+            os.close(ends.chrome_reads)  # Chrome holds them now: its exit is our EOF
+            os.close(ends.chrome_writes)
+            chrome.pipe = (ends.we_write, ends.we_read)
+        output = proc.stdout or proc.stderr  # stderr where stdout carries the pipe (Linux, macOS)
         assert output is not None
         chrome._tasks = [
             asyncio.create_task(_drain(output, chrome.output)),
@@ -410,11 +490,12 @@ class ChromeProcess:
         reaper.release(self.proc.pid)
 
 
-# --- who else talks to the DevTools port (Windows: no pipe) ---------------------------------------------
+# --- who else talks to the DevTools port (Flatpak launchers: no pipe) -----------------------------------
 #
 # The DevTools port takes no token: any local program could drive the logged-in tab through it. Where the
-# browser is driven over the pipe there is no port. Where it is not (``DEVTOOLS_PIPE`` False: Windows), the
-# port is bound to 127.0.0.1 only and watched: a connection to it from any process but this one ends the browser.
+# browser is driven over the pipe there is no port. Where it is not (``devtools_pipe`` False: a Flatpak
+# launcher), the port is bound to 127.0.0.1 only and watched: a connection to it from any process but this one
+# ends the browser.
 
 
 def devtools_strangers(port: int, ours: int | None = None) -> list[int | None]:

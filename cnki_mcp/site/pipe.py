@@ -1,8 +1,13 @@
 """CDP over the pipe Chrome opens with ``--remote-debugging-pipe``: the browser has no DevTools port at all.
 
-Chrome reads commands from its descriptor 3 and writes answers and events to its descriptor 4, each message a
-JSON text ended by a NUL byte. Only the process that launched it holds the other ends, so no other program, of
-this user or another, can open the channel (a TCP port takes no token: anyone local could drive the tab).
+Chrome reads commands from one pipe and writes answers and events to another, each message a JSON text ended
+by a NUL byte (its descriptors 3 and 4 on Linux and macOS, two handles named on its command line on Windows:
+``chrome.py``). Only the process that launched it holds the other ends, so no other program, of this user or
+another, can open the channel (a TCP port takes no token: anyone local could drive the tab).
+
+Our two ends are plain blocking pipes on every system: a reader thread hands what arrives to the event loop,
+a writer thread sends what the loop queued, so the loop never waits on the pipe. (Windows anonymous pipes
+cannot be read asynchronously by asyncio; one code path everywhere is the one the Linux tests exercise.)
 
 One ``PipeChannel`` carries every session: a tab is attached with ``Target.attachToTarget(flatten=True)`` and
 its commands and events name the ``sessionId`` it got. A ``PipeConnection`` is the browser (no session) or one
@@ -15,10 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 import json
 import logging
 import os
+import queue
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -29,19 +37,20 @@ from cnki_mcp.site.cdp import cdp, nodriver
 log = logging.getLogger(__name__)
 
 _CLOSED = 1006  # like a WebSocket that dropped: what ``close_code`` says once the pipe is gone
+_CHUNK = 65536
 
 Handler = Callable[[Any, Any], None]
 
 
-class _Reader(asyncio.Protocol):
-    """Splits what Chrome writes on its descriptor 4 into messages (NUL-terminated JSON)."""
+class _Frames:
+    """Splits what Chrome writes into messages (NUL-terminated JSON)."""
 
     def __init__(self, channel: PipeChannel) -> None:
         self._channel = channel
         self._buffer = bytearray()
         self._scanned = 0  # bytes of the buffer known to hold no NUL: a long message is scanned once
 
-    def data_received(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> None:
         self._buffer += data
         start = 0
         while (end := self._buffer.find(b"\0", max(start, self._scanned))) >= 0:
@@ -51,48 +60,50 @@ class _Reader(asyncio.Protocol):
         del self._buffer[:start]
         self._scanned = len(self._buffer)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._channel._lost(exc)
-
 
 class PipeChannel:
     """Our two ends of the browser's pipe: one command stream, answers matched by id, events by session."""
 
     def __init__(self, commands_fd: int, answers_fd: int) -> None:
-        # File objects own the descriptors from here on; their transports close them.
-        self._commands = os.fdopen(commands_fd, "wb", buffering=0)
-        self._answers = os.fdopen(answers_fd, "rb", buffering=0)
+        # The threads own the descriptors once open: each closes its own when it ends.
+        self._commands_fd = commands_fd
+        self._answers_fd = answers_fd
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._frames = _Frames(self)
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._write: asyncio.WriteTransport | None = None
-        self._read: asyncio.ReadTransport | None = None
+        self._opened = False
+        self._closing = False
         self.sessions: dict[str | None, PipeConnection] = {}
         self.close_code: int | None = None
         self.browser = PipeConnection(self, None, None)  # the browser target itself: no session
         self.sessions[None] = self.browser
 
     async def open(self) -> None:
-        """Start reading and writing."""
+        """Start the reader and writer threads."""
+        if self._opened or self._closing:
+            return
         loop = asyncio.get_running_loop()
-        try:
-            self._read, _ = await loop.connect_read_pipe(lambda: _Reader(self), self._answers)
-            self._write, _ = await loop.connect_write_pipe(asyncio.Protocol, self._commands)
-        except BaseException:
-            self.close()
-            raise
+        self._opened = True
+        for name, work in (("read", self._read), ("write", self._write)):
+            threading.Thread(target=work, args=(loop,), name=f"devtools-pipe-{name}", daemon=True).start()
 
     def close(self) -> None:
-        """Close both ends (Chrome sees EOF) and fail every command still waiting."""
-        for transport, file in ((self._write, self._commands), (self._read, self._answers)):
-            if transport is not None:
-                transport.close()
+        """Close our command end (Chrome sees EOF) and fail every command still waiting. The answer end
+        closes when Chrome's does: a thread blocked reading a descriptor must not have it closed under it."""
+        if not self._closing:
+            self._closing = True
+            if self._opened:
+                self._outbox.put(None)
             else:
-                file.close()
+                for fd in (self._commands_fd, self._answers_fd):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
         self._lost(None)
 
     async def request(self, method: str, params: dict[str, Any], session_id: str | None) -> dict[str, Any]:
         """Send one command and wait for its answer (the caller bounds the wait)."""
-        if self.close_code is not None or self._write is None:
+        if self.close_code is not None or not self._opened:
             raise ConnectionError("DevTools pipe closed")
         command_id = next(self._ids)
         message: dict[str, Any] = {"id": command_id, "method": method, "params": params}
@@ -102,10 +113,48 @@ class PipeChannel:
         self._pending[command_id] = future
         try:
             # json, not msgspec: the cdp bindings hand over str subclasses (TargetID, SessionID …)
-            self._write.write(json.dumps(message).encode() + b"\0")
+            self._outbox.put(json.dumps(message).encode() + b"\0")
             return await future
         finally:
             self._pending.pop(command_id, None)
+
+    # --- the two threads: blocking calls on the pipe, results handed to the loop -----------------------
+
+    def _read(self, loop: asyncio.AbstractEventLoop) -> None:
+        error: OSError | None = None
+        try:
+            while chunk := os.read(self._answers_fd, _CHUNK):
+                loop.call_soon_threadsafe(self._frames.feed, chunk)
+        except OSError as exc:
+            error = exc
+        except RuntimeError:  # the loop is closed: nobody reads any more
+            pass
+        finally:
+            self._outbox.put(None)  # Chrome is gone: the writer ends too, whatever the loop does
+            with contextlib.suppress(OSError):
+                os.close(self._answers_fd)
+            self._tell(loop, error)
+
+    def _write(self, loop: asyncio.AbstractEventLoop) -> None:
+        error: OSError | None = None
+        try:
+            while (data := self._outbox.get()) is not None:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._commands_fd, view):]
+        except OSError as exc:  # Chrome closed its end
+            error = exc
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self._commands_fd)
+            if error is not None:
+                self._tell(loop, error)
+
+    def _tell(self, loop: asyncio.AbstractEventLoop, error: OSError | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(self._lost, error)
+
+    # --- on the loop ---------------------------------------------------------------------------------
 
     def _received(self, raw: bytes) -> None:
         try:
