@@ -193,7 +193,7 @@ else
   logged "$pip_log" .venv/bin/python -m pip install -q --upgrade pip
   logged "$pip_log" .venv/bin/python -m pip install -q -e "$extras"
   if [ -s "$pip_log" ]; then
-    say "安装完成；pip 另有提示（多为英文，不影响使用），见 $pip_log。" "Installed; pip left some notices (harmless), see $pip_log."
+    say "安装完成；pip 和 setuptools 留下的英文提示（不影响使用）在 $pip_log 中。" "Installed; the notices pip and setuptools left (harmless) are in $pip_log."
   fi
   echo "$wanted" > "$python_stamp_file"
 fi
