@@ -403,7 +403,7 @@ def test_the_readme_starts_from_a_clone_and_keeps_two_commands(readme: str, head
     clone, commands = _fenced_blocks(section)[:2]
     assert clone == ["git clone https://github.com/cnki-mcp/cnki-mcp.git && cd cnki-mcp"]
     assert [line for line in commands if line and not line.startswith("#")] == [
-        "bash scripts/bootstrap.sh && .venv/bin/cnki-mcp setup",
+        "bash scripts/bootstrap.sh --setup",
         "bash scripts/test.sh",
     ]
     assert "scripts\\bootstrap.ps1" in section
@@ -420,3 +420,21 @@ def test_the_readme_says_when_releases_and_pypi_exist(readme: str, releases: str
     assert releases in text and pypi in text
     for link in ("docs/faq.md", "docs/clients.zh.md"):
         assert link in text and (REPO / link).is_file()
+
+
+@pytest.mark.parametrize("readme", ["README.md", "README.en.md"])
+def test_the_readme_gives_the_one_line_installs_from_the_repository(readme: str) -> None:
+    text = (REPO / readme).read_text("utf-8")
+    commands = [line for block in _fenced_blocks(text) for line in block]
+    assert "pipx install git+https://github.com/cnki-mcp/cnki-mcp && cnki-mcp setup" in commands
+    assert any(line.startswith("uvx --from git+https://github.com/cnki-mcp/cnki-mcp cnki-mcp setup") for line in commands)
+    assert 'claude mcp add -s user cnki -- "$(command -v cnki-mcp)"' in commands
+
+
+def test_the_commands_pages_show_are_cnki_mcp_not_the_venv_path() -> None:
+    """One way of writing the command in every code block: `cnki-mcp …` (bootstrap links it onto PATH; the text
+    says once to read it as `.venv/bin/cnki-mcp` without the link)."""
+    pages = [REPO / "README.md", REPO / "README.en.md", *sorted((REPO / "docs").glob("*.md"))]
+    shown = [(page.name, line) for page in pages for block in _fenced_blocks(page.read_text("utf-8")) for line in block
+             if ".venv/bin/cnki-mcp" in line or ".venv\\Scripts\\cnki-mcp" in line]
+    assert shown == []
