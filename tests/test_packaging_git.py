@@ -8,7 +8,6 @@ after the venv's own, so ``cnki_mcp`` itself can only come from the fresh instal
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import site
@@ -18,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cnki_mcp import __version__
-from cnki_mcp.tools import REGISTRY
+from tests.test_packaging import assert_installed_cnki_mcp_runs
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = [
@@ -61,10 +59,4 @@ def test_pip_install_from_a_git_url_ships_every_package_file_and_runs(tmp_path: 
     found = subprocess.run([str(bin_dir / "python"), "-c", "import cnki_mcp; print(cnki_mcp.__file__)"],
                            capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     assert Path(found.stdout.strip()).parent == package, found.stderr
-    version = subprocess.run([str(bin_dir / "cnki-mcp"), "--version"], capture_output=True, text=True, timeout=60,
-                             env=env, cwd=tmp_path)
-    assert (version.returncode, version.stdout) == (0, f"{__version__}\n")
-    schema = subprocess.run([str(bin_dir / "cnki-mcp"), "schema"], capture_output=True, text=True, timeout=120,
-                            env=env, cwd=tmp_path)
-    assert schema.returncode == 0, schema.stderr
-    assert len(json.loads(schema.stdout)["tools"]) == len(REGISTRY)
+    assert_installed_cnki_mcp_runs(bin_dir, env, tmp_path)

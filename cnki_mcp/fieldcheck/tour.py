@@ -320,33 +320,38 @@ def render(check: SiteCheck, english: bool = False) -> list[str]:
     passed = sum(1 for step in check.steps if step.status == "ok")
     skipped = sum(1 for step in check.steps if step.status == "skipped")
     blocked = sum(1 for step in check.steps if step.status == "blocked")
-    if english:
-        lines.append(_summary_en(check, passed, skipped, blocked))
-        return lines
-    unchecked = f"，{skipped} 项未检查（标 –）" if skipped else ""
-    unchecked += f"，{blocked} 项没能检查（标 !）" if blocked else ""
-    verdict = {
-        "passed": "页面结构与预期一致。",
-        "blocked": LOCAL_HINT,
-    }.get(check.status, f"有页面与预期不符，见标 ✗ 的项目；{STRUCTURE_HINT}")
-    browser = f"，浏览器 {check.browser}" if check.browser else ""
-    site = f"，海外站点 {check.site}" if check.site else ""
-    lines.append(f"{passed}/{len(check.steps)} 项通过{unchecked}，{check.requests} 次请求，{check.seconds:.1f} 秒{browser}{site}；"
-                 f"{verdict}")
+    words = _SUMMARY_EN if english else _SUMMARY
+    unchecked = words["skipped"].format(skipped) if skipped else ""
+    unchecked += words["blocked"].format(blocked) if blocked else ""
+    verdict = {"passed": words["passed"], "blocked": words["local"]}.get(check.status, words["failed"])
+    browser = words["browser"].format(check.browser) if check.browser else ""
+    site = words["site"].format(check.site) if check.site else ""
+    lines.append(words["summary"].format(passed=passed, steps=len(check.steps), unchecked=unchecked, requests=check.requests,
+                                         seconds=check.seconds, browser=browser, site=site, verdict=verdict))
     return lines
 
 
-def _summary_en(check: SiteCheck, passed: int, skipped: int, blocked: int) -> str:
-    unchecked = f", {skipped} not checked (marked –)" if skipped else ""
-    unchecked += f", {blocked} could not be checked (marked !)" if blocked else ""
-    verdict = {
-        "passed": "the pages look as expected.",
-        "blocked": LOCAL_HINT_EN,
-    }.get(check.status, f"a page does not look as expected, see the lines marked ✗; {STRUCTURE_HINT_EN}")
-    browser = f", browser {check.browser}" if check.browser else ""
-    site = f", overseas site {check.site}" if check.site else ""
-    return (f"{passed}/{len(check.steps)} passed{unchecked}, {check.requests} requests, {check.seconds:.1f} s{browser}{site}; "
-            f"{verdict}")
+# The totals line of ``render``, in each language.
+_SUMMARY = {
+    "skipped": "，{} 项未检查（标 –）",
+    "blocked": "，{} 项没能检查（标 !）",
+    "passed": "页面结构与预期一致。",
+    "local": LOCAL_HINT,
+    "failed": f"有页面与预期不符，见标 ✗ 的项目；{STRUCTURE_HINT}",
+    "browser": "，浏览器 {}",
+    "site": "，海外站点 {}",
+    "summary": "{passed}/{steps} 项通过{unchecked}，{requests} 次请求，{seconds:.1f} 秒{browser}{site}；{verdict}",
+}
+_SUMMARY_EN = {
+    "skipped": ", {} not checked (marked –)",
+    "blocked": ", {} could not be checked (marked !)",
+    "passed": "the pages look as expected.",
+    "local": LOCAL_HINT_EN,
+    "failed": f"a page does not look as expected, see the lines marked ✗; {STRUCTURE_HINT_EN}",
+    "browser": ", browser {}",
+    "site": ", overseas site {}",
+    "summary": "{passed}/{steps} passed{unchecked}, {requests} requests, {seconds:.1f} s{browser}{site}; {verdict}",
+}
 
 
 def step_line(step: CheckStep, english: bool = False) -> str:
