@@ -155,7 +155,8 @@ LOCAL_HINT_EN = ("What kept the check from looking lies on this machine, its net
 # The English of a blocked step (the error catalogue is Chinese only): what happened and what to do.
 LOCAL_CODES_EN = {
     "NETWORK_UNREACHABLE": "CNKI cannot be reached (network, name lookup, proxy, or its CDN refuses this network).",
-    "BROWSER_UNAVAILABLE": "the browser could not be used (on a machine without a screen, run the check in a desktop session).",
+    "BROWSER_UNAVAILABLE": ("the browser connection is not available (not a lack of access): run the check again; on a machine "
+                            "without a screen, run it in a desktop session."),
     "BROWSER_NOT_FOUND": "no Chrome, Edge or Chromium was found: run cnki-mcp setup --browser <browser path>.",
     "BROWSER_PROFILE_IN_USE": "another browser uses the dedicated profile: close that window and try again.",
     "DATA_DIRECTORY_IN_USE": "another MCP server process uses this data directory.",
@@ -438,7 +439,7 @@ class Tour:
     english: bool = False  # the lines in English (doctor --site with CNKI_LANG=en)
 
     def _say(self, zh: str, en: str) -> str:
-        return en if self.english else zh
+        return _words(self.english, zh, en)
 
     async def run(self) -> SiteCheck:
         started, clock = utc_now_iso(), time.monotonic()
