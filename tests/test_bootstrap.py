@@ -302,6 +302,18 @@ def test_cnki_lang_outranks_an_english_locale(installed: Path, tmp_path: Path) -
     assert done.stdout.splitlines()[-1] == "完成。下一步：.venv/bin/cnki-mcp setup"
 
 
+@pytest.mark.parametrize(("env", "english"), [({"CNKI_LANG": ""}, False), ({"CNKI_LANG": "en"}, True)])
+def test_what_the_test_setup_cannot_install_is_said_in_one_language(installed: Path, tmp_path: Path, env: dict[str, str],
+                                                                    english: bool) -> None:
+    """No chromium, no Chinese font, no npm and no apt-get: three notes, each in the script's language."""
+    done = linking(installed, tmp_path, "--test", **env)
+    notes = done.stderr.splitlines()
+    assert done.returncode == 0, done.stderr
+    assert len(notes) == 3 and all(bool(HAN.search(note)) is not english for note in notes), notes
+    assert "fonts-wqy-microhei" in notes[1]
+    assert not (tmp_path / "home" / ".local" / "bin").exists()  # --test links nothing
+
+
 def test_no_python_in_english(tree: Path, tmp_path: Path) -> None:
     folder = only(tmp_path)
     fake_python(folder / "python3")
