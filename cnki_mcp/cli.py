@@ -19,7 +19,7 @@ import click
 from cnki_mcp import __version__
 from cnki_mcp.core import settings
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.setup.cli_words import Group, say, show_usage_error
+from cnki_mcp.setup.cli_words import Group, language, say, show_usage_error
 
 if TYPE_CHECKING:
     from cnki_mcp.research.watch import WatchRun
@@ -201,14 +201,18 @@ def doctor(protocol: bool, as_json: bool, site: bool, report: bool) -> None:
 async def _doctor_site() -> bool:
     from cnki_mcp.app import App
     from cnki_mcp.core import logs
-    from cnki_mcp.fieldcheck.tour import run_in_terminal
+    from cnki_mcp.fieldcheck.tour import LOCAL_CODES_EN, run_in_terminal
     from cnki_mcp.tools import diagnostics
 
     logs.configure(settings.data_root())
     app = App()
+    english = language() == "en"
     try:
-        check = await run_in_terminal(await app.jobs(), await app.start_site_check(diagnostics.BUDGET.of()), click.echo)
+        job = await app.start_site_check(diagnostics.BUDGET.of(), english)
+        check = await run_in_terminal(await app.jobs(), job, click.echo, english)
     except CnkiError as exc:
+        if english:  # the catalogue is Chinese only
+            exc.message = LOCAL_CODES_EN.get(exc.code, exc.message)
         if exc.code == "DATA_DIRECTORY_IN_USE":
             from cnki_mcp.setup.messages import msg
 

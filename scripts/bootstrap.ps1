@@ -3,8 +3,27 @@
 #   then: .venv\Scripts\cnki-mcp setup
 # The Python: $env:PYTHON if set, else the py launcher's 3.13, 3.12 or 3.11, else python/python3 on PATH
 # when it is 3.11 or newer, else one uv already has. A .venv made by an older Python is rebuilt.
+# Messages are Chinese, English with CNKI_LANG=en (or, CNKI_LANG unset, an English LC_ALL/LC_MESSAGES/LANG: the
+# CLI's rule). What pip prints goes to .venv\bootstrap-pip.log, shown only when it fails.
 $ErrorActionPreference = 'Stop'
 Set-Location (Split-Path -Parent $PSScriptRoot)
+
+function Test-English {
+    $chosen = "$env:CNKI_LANG".Trim()
+    if ($chosen) { return $chosen.ToLower().StartsWith('en') }
+    foreach ($value in @($env:LC_ALL, $env:LC_MESSAGES, $env:LANG)) {
+        $value = "$value".Trim()
+        if ($value) { return $value.ToLower().StartsWith('en') }
+    }
+    return $false
+}
+$English = Test-English
+
+# The Chinese line, or the English one.
+function Say([string]$Zh, [string]$En) {
+    if ($English) { return $En }
+    return $Zh
+}
 
 function Get-PythonVersion([string[]]$Command) {
     try {
@@ -21,6 +40,15 @@ function Test-GoodVersion($Version) {
 }
 
 function Stop-NoPython([string]$Found) {
+    if ($English) {
+        $seen = if ($Found) { " (found $Found)" } else { '' }
+        Write-Host "error: cnki-mcp needs Python 3.11 or newer$seen." -ForegroundColor Red
+        Write-Host 'Install one, then run scripts\bootstrap.ps1 again:'
+        Write-Host '  - installers: https://www.python.org/downloads/ (tick Add python.exe to PATH)'
+        Write-Host '  - winget install Python.Python.3.12'
+        Write-Host '  - with uv: uv python install 3.12'
+        exit 1
+    }
     $seen = if ($Found) { "（找到的是 $Found）" } else { '' }
     Write-Host "错误：cnki-mcp 需要 Python 3.11 或更新版本$seen。" -ForegroundColor Red
     Write-Host '请先安装一个，再重新运行 scripts\bootstrap.ps1：'
@@ -55,13 +83,14 @@ if (-not $python -and (Get-Command uv -ErrorAction SilentlyContinue)) {
     if ($LASTEXITCODE -eq 0 -and $candidate) { $python = @("$candidate".Trim()) }
 }
 if (-not $python) { Stop-NoPython $found }
-Write-Host "使用 Python：$($python -join ' ')"
+Write-Host (Say "使用 Python：$($python -join ' ')" "Using Python: $($python -join ' ')")
 
 $venvPython = Join-Path '.venv' 'Scripts\python.exe'
 if (Test-Path '.venv') {
     $venvVersion = if (Test-Path $venvPython) { Get-PythonVersion @($venvPython) } else { $null }
     if (-not (Test-GoodVersion $venvVersion)) {
-        Write-Host "已有的 .venv 是用 Python $venvVersion 建立的（或已无法运行），低于 3.11：删除后重建。"
+        Write-Host (Say "已有的 .venv 是用 Python $venvVersion 建立的（或已无法运行），低于 3.11：删除后重建。" `
+            "The existing .venv was made by Python $venvVersion (or no longer runs), older than 3.11: rebuilding it.")
         Remove-Item -Recurse -Force '.venv'
     }
 }
@@ -69,10 +98,24 @@ if (-not (Test-Path $venvPython)) {
     $exe = $python[0]
     $rest = @($python | Select-Object -Skip 1)
     & $exe @rest -m venv .venv
-    if ($LASTEXITCODE -ne 0) { Write-Host '错误：无法建立虚拟环境 .venv。' -ForegroundColor Red; exit 1 }
+    if ($LASTEXITCODE -ne 0) { Write-Host (Say '错误：无法建立虚拟环境 .venv。' 'error: the virtualenv .venv could not be made.') -ForegroundColor Red; exit 1 }
 }
-& $venvPython -m pip install -q --upgrade pip
-if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
-& $venvPython -m pip install -q -e .
-if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
-Write-Host '完成。下一步：.venv\Scripts\cnki-mcp setup'
+# pip and setuptools print notices in English: they go to the log, shown when an install fails.
+$pipLog = Join-Path '.venv' 'bootstrap-pip.log'
+Set-Content -Path $pipLog -Value $null
+Write-Host (Say "正在安装 cnki-mcp 及其依赖（pip 的输出写入 $pipLog）……" "Installing cnki-mcp and its dependencies (pip's output goes to $pipLog)...")
+$env:PIP_DISABLE_PIP_VERSION_CHECK = '1'
+$ErrorActionPreference = 'Continue'  # Windows PowerShell 5.1 turns a redirected native stderr line into a stopping error
+& $venvPython -m pip install -q --upgrade pip *>> $pipLog
+$pipExit = $LASTEXITCODE
+if ($pipExit -eq 0) {
+    & $venvPython -m pip install -q -e . *>> $pipLog
+    $pipExit = $LASTEXITCODE
+}
+$ErrorActionPreference = 'Stop'
+if ($pipExit -ne 0) {
+    Get-Content $pipLog | ForEach-Object { Write-Host $_ }
+    Write-Host (Say "错误：pip install 失败；上面是它的输出（也在 $pipLog 中）。" "error: pip install failed; its output is above (and in $pipLog).") -ForegroundColor Red
+    exit $pipExit
+}
+Write-Host (Say '完成。下一步：.venv\Scripts\cnki-mcp setup' 'Done. Next: .venv\Scripts\cnki-mcp setup')

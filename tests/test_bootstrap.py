@@ -5,6 +5,7 @@ is installed; fake interpreters are shell scripts that print a version."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,6 +59,7 @@ def bootstrap(tree: Path, path: str, *args: str, **env: str) -> subprocess.Compl
     return subprocess.run(
         ["/bin/bash", str(tree / "scripts" / "bootstrap.sh"), *args],
         capture_output=True, text=True, env={**clean, "PATH": path, **env}, timeout=300, cwd=tree.parent,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -183,6 +185,144 @@ def test_npm_ci_runs_again_only_for_a_changed_lock_file(tree: Path, tmp_path: Pa
     assert len(installs(log)) == 1
 
 
+# --- cnki-mcp on PATH, and the script's language --------------------------------------------------------
+
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.fixture
+def installed(tree: Path, tmp_path: Path) -> Path:
+    """A tree whose pip (fake) prints an English notice, with a .venv/bin/cnki-mcp that prints its arguments."""
+    python = tree / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\n[ "$1 $2" = "-m pip" ] && {{ echo "DEPRECATION: an English notice" >&2; exit 0; }}\n'
+                      f'exec "{sys.executable}" "$@"\n', "utf-8")
+    python.chmod(0o755)
+    binary = tree / ".venv" / "bin" / "cnki-mcp"
+    binary.write_text('#!/bin/sh\necho "cnki-mcp $*"\n', "utf-8")
+    binary.chmod(0o755)
+    (tree / "pyproject.toml").write_text("[project]\nname = 'x'\n", "utf-8")
+    (tmp_path / "home").mkdir()
+    return tree
+
+
+def linking(tree: Path, tmp_path: Path, *args: str, on_path: str = ".local/bin", **env: str) -> subprocess.CompletedProcess[str]:
+    """bootstrap.sh in a throwaway HOME whose ``on_path`` folder is on PATH (none when "")."""
+    folder = tmp_path / "only"
+    if not folder.exists():
+        real_python(only(tmp_path, "id", "mkdir", "ln", "readlink") / "python3.12")
+    home = tmp_path / "home"
+    path = f"{folder}:{home / on_path}" if on_path else str(folder)
+    return bootstrap(tree, path, *args, HOME=str(home), SHELL="/bin/zsh", **{"CNKI_LANG": "", "LANG": "C.UTF-8", **env})
+
+
+def test_cnki_mcp_is_linked_into_local_bin_and_the_last_line_names_it(installed: Path, tmp_path: Path) -> None:
+    done = linking(installed, tmp_path)
+    link = tmp_path / "home" / ".local" / "bin" / "cnki-mcp"
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and os.readlink(link) == str(installed / ".venv" / "bin" / "cnki-mcp")
+    assert done.stdout.splitlines()[-1] == "完成。下一步：cnki-mcp setup"
+    again = linking(installed, tmp_path)  # already there: nothing said, the same next step
+    assert again.stdout.splitlines()[-1] == "完成。下一步：cnki-mcp setup" and os.readlink(link) == str(installed / ".venv" / "bin" / "cnki-mcp")
+
+
+def test_home_bin_serves_when_it_is_the_folder_on_path(installed: Path, tmp_path: Path) -> None:
+    done = linking(installed, tmp_path, on_path="bin")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "home" / "bin" / "cnki-mcp").is_symlink()
+    assert not (tmp_path / "home" / ".local" / "bin").exists()
+
+
+def test_a_file_already_there_is_left_alone(installed: Path, tmp_path: Path) -> None:
+    mine = tmp_path / "home" / ".local" / "bin" / "cnki-mcp"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("#!/bin/sh\necho mine\n", "utf-8")
+    done = linking(installed, tmp_path, "--link")
+    assert done.returncode == 0, done.stderr
+    assert not mine.is_symlink() and mine.read_text("utf-8") == "#!/bin/sh\necho mine\n"
+    assert f"{mine} 已存在，不是指向本仓库的链接：不覆盖它（请用 .venv/bin/cnki-mcp）。" in done.stdout.splitlines()
+    assert done.stdout.splitlines()[-1] == "完成。下一步：.venv/bin/cnki-mcp setup"
+
+
+def test_a_dangling_link_to_a_moved_checkout_is_renewed(installed: Path, tmp_path: Path) -> None:
+    link = tmp_path / "home" / ".local" / "bin" / "cnki-mcp"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(tmp_path / "gone" / ".venv" / "bin" / "cnki-mcp")
+    assert linking(installed, tmp_path).returncode == 0
+    assert os.readlink(link) == str(installed / ".venv" / "bin" / "cnki-mcp")
+
+
+def test_no_link_links_nothing(installed: Path, tmp_path: Path) -> None:
+    done = linking(installed, tmp_path, "--no-link")
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "home" / ".local" / "bin").exists()
+    assert done.stdout.splitlines()[-1] == "完成。下一步：.venv/bin/cnki-mcp setup"
+
+
+def test_without_a_user_bin_on_path_the_line_to_add_it_is_shown(installed: Path, tmp_path: Path) -> None:
+    done = linking(installed, tmp_path, on_path="")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "home" / ".local" / "bin").exists()
+    assert """  echo 'export PATH="$HOME/.local/bin:$PATH"' >> ~/.zshrc""" in lines
+    assert lines[-1] == "完成。下一步：.venv/bin/cnki-mcp setup"
+
+
+def test_setup_runs_the_venvs_own_binary_with_its_arguments(installed: Path, tmp_path: Path) -> None:
+    done = linking(installed, tmp_path, "--no-link", "--setup", "--client", "claude-code")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["完成。现在运行 .venv/bin/cnki-mcp setup ……", "cnki-mcp setup --client claude-code"]
+
+
+def test_an_unknown_option_is_refused(installed: Path, tmp_path: Path) -> None:
+    done = linking(installed, tmp_path, "--frobnicate")
+    assert done.returncode == 2
+    assert done.stderr.startswith("错误：不认识的参数 --frobnicate。")
+
+
+def test_pip_notices_stay_in_the_log_and_every_line_is_chinese(installed: Path, tmp_path: Path) -> None:
+    done = linking(installed, tmp_path, "--no-link")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert all(HAN.search(line) for line in done.stdout.splitlines()), done.stdout
+    assert "DEPRECATION: an English notice" in (installed / ".venv" / "bootstrap-pip.log").read_text("utf-8")
+
+
+@pytest.mark.parametrize("env", [{"CNKI_LANG": "en"}, {"CNKI_LANG": "", "LANG": "en_US.UTF-8"}])
+def test_english_when_asked_the_way_the_cli_is(installed: Path, tmp_path: Path, env: dict[str, str]) -> None:
+    done = linking(installed, tmp_path, **env)
+    assert done.returncode == 0, done.stderr
+    assert not any(HAN.search(line) for line in done.stdout.splitlines()), done.stdout
+    assert done.stdout.splitlines()[-1] == "Done. Next: cnki-mcp setup"
+
+
+def test_cnki_lang_outranks_an_english_locale(installed: Path, tmp_path: Path) -> None:
+    done = linking(installed, tmp_path, "--no-link", CNKI_LANG="zh", LANG="en_US.UTF-8")
+    assert done.stdout.splitlines()[-1] == "完成。下一步：.venv/bin/cnki-mcp setup"
+
+
+@pytest.mark.parametrize(("env", "english"), [({"CNKI_LANG": ""}, False), ({"CNKI_LANG": "en"}, True)])
+def test_what_the_test_setup_cannot_install_is_said_in_one_language(installed: Path, tmp_path: Path, env: dict[str, str],
+                                                                    english: bool) -> None:
+    """No chromium, no Chinese font, no npm and no apt-get: three notes, each in the script's language."""
+    done = linking(installed, tmp_path, "--test", **env)
+    notes = done.stderr.splitlines()
+    assert done.returncode == 0, done.stderr
+    assert len(notes) == 3 and all(bool(HAN.search(note)) is not english for note in notes), notes
+    assert "fonts-wqy-microhei" in notes[1]
+    assert not (tmp_path / "home" / ".local" / "bin").exists()  # --test links nothing
+
+
+def test_no_python_in_english(tree: Path, tmp_path: Path) -> None:
+    folder = only(tmp_path)
+    fake_python(folder / "python3")
+    done = bootstrap(tree, str(folder), "--venv-only", CNKI_LANG="en")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == "error: cnki-mcp needs Python 3.11 or newer (found python3 3.10)."
+    assert not HAN.search(done.stderr)
+
+
 # --- scripts/test.sh -----------------------------------------------------------------------------------
 
 
@@ -275,7 +415,7 @@ def test_the_readme_starts_from_a_clone_and_keeps_two_commands(readme: str, head
     clone, commands = _fenced_blocks(section)[:2]
     assert clone == ["git clone https://github.com/cnki-mcp/cnki-mcp.git && cd cnki-mcp"]
     assert [line for line in commands if line and not line.startswith("#")] == [
-        "bash scripts/bootstrap.sh && .venv/bin/cnki-mcp setup",
+        "bash scripts/bootstrap.sh --setup",
         "bash scripts/test.sh",
     ]
     assert "scripts\\bootstrap.ps1" in section
@@ -292,3 +432,21 @@ def test_the_readme_says_when_releases_and_pypi_exist(readme: str, releases: str
     assert releases in text and pypi in text
     for link in ("docs/faq.md", "docs/clients.zh.md"):
         assert link in text and (REPO / link).is_file()
+
+
+@pytest.mark.parametrize("readme", ["README.md", "README.en.md"])
+def test_the_readme_gives_the_one_line_installs_from_the_repository(readme: str) -> None:
+    text = (REPO / readme).read_text("utf-8")
+    commands = [line for block in _fenced_blocks(text) for line in block]
+    assert "pipx install git+https://github.com/cnki-mcp/cnki-mcp && cnki-mcp setup" in commands
+    assert any(line.startswith("uvx --from git+https://github.com/cnki-mcp/cnki-mcp cnki-mcp setup") for line in commands)
+    assert 'claude mcp add -s user cnki -- "$(command -v cnki-mcp)"' in commands
+
+
+def test_the_commands_pages_show_are_cnki_mcp_not_the_venv_path() -> None:
+    """One way of writing the command in every code block: `cnki-mcp …` (bootstrap links it onto PATH; the text
+    says once to read it as `.venv/bin/cnki-mcp` without the link)."""
+    pages = [REPO / "README.md", REPO / "README.en.md", *sorted((REPO / "docs").glob("*.md"))]
+    shown = [(page.name, line) for page in pages for block in _fenced_blocks(page.read_text("utf-8")) for line in block
+             if ".venv/bin/cnki-mcp" in line or ".venv\\Scripts\\cnki-mcp" in line]
+    assert shown == []

@@ -13,6 +13,7 @@ and a report zip that holds what it lists and none of the planted secrets.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from cnki_mcp.core.errors import CATALOGUE
-from cnki_mcp.fieldcheck.tour import STEPS
+from cnki_mcp.fieldcheck.tour import LABELS_EN, STEPS
 from cnki_mcp.store.library import peek_store
 from tests.harness import AWAITING, REPO, McpSession, chromium_path, serve_params
 from tests.kns.server import KnsSimulator
@@ -169,9 +170,10 @@ async def test_papers_without_html_reading_or_a_journal_page_are_no_failure_but_
         assert check["requests"] <= BUDGET
 
 
-def doctor(data: Path, sim: KnsSimulator, *args: str) -> subprocess.CompletedProcess[str]:
+def doctor(data: Path, sim: KnsSimulator, *args: str, language: str = "zh") -> subprocess.CompletedProcess[str]:
     env = dict(
         os.environ,
+        CNKI_LANG=language,
         CNKI_DATA_DIR=str(data),
         CNKI_HEADLESS="1",
         CNKI_BROWSER_PATH=chromium_path() or "",
@@ -265,3 +267,23 @@ def test_doctor_site_reports_an_anonymous_session(kns: KnsSimulator, isolated_da
     run = doctor(isolated_data_dir, kns, "--site")
     login = next(line for line in run.stdout.splitlines() if "登录状态" in line)
     assert login.startswith("✓") and "匿名访问" in login, run.stdout + run.stderr
+
+
+def test_doctor_site_speaks_english_when_the_cli_does(kns: KnsSimulator, isolated_data_dir: Path) -> None:
+    """Issue 41 item 6: with CNKI_LANG=en every line is English; only CNKI's own data (titles, types) stays as it is."""
+    clean = doctor(isolated_data_dir, kns, "--site", language="en")
+    lines = clean.stdout.splitlines()
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert lines[0] == "Checking CNKI's pages on site (at most 12 requests, nothing downloaded)…"
+    assert [line.split(":", 1)[0] for line in lines[1:-1]] == [f"✓ {LABELS_EN[name]}" for name, _ in STEPS]
+    assert lines[-1].startswith(f"{len(STEPS)}/{len(STEPS)} passed, ") and lines[-1].endswith("the pages look as expected.")
+    quoting = {LABELS_EN[name] for name in ("grid", "grid_page2", "journal_detail", "thesis_detail", "journal")}
+    assert [line for line in lines if re.search(r"[\u4e00-\u9fff]", line) and line.split(":", 1)[0][2:] not in quoting] == []
+
+    kns.configure(page_change="journal_abstract")
+    changed = doctor(isolated_data_dir, kns, "--site", language="en")
+    failed = [line for line in changed.stdout.splitlines() if line.startswith("✗")]
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    assert failed[0].startswith("✗ Journal paper's detail page: SITE_STRUCTURE_CHANGED the page does not look as expected, it lacks: abstract.")
+    assert "Snapshot diagnostics/check-journal_detail-" in failed[0]
+    assert changed.stdout.splitlines()[-1].endswith("run cnki-mcp doctor --report and attach the report to an issue.")

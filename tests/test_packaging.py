@@ -727,10 +727,17 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
     assert installed.returncode == 0, installed.stderr[-2000:]
     env = dict(os.environ, CNKI_DATA_DIR=str(tmp_path / "data"))
     env.pop("PYTHONPATH", None)
+    assert_installed_cnki_mcp_runs(bin_dir, env, tmp_path)
+
+
+def assert_installed_cnki_mcp_runs(bin_dir: Path, env: dict[str, str], cwd: Path) -> None:
+    """The installed ``cnki-mcp`` says this version and lists every tool (``schema``)."""
+    from cnki_mcp import __version__
+
     version = subprocess.run([str(bin_dir / "cnki-mcp"), "--version"], capture_output=True, text=True, timeout=60,
-                             env=env, cwd=tmp_path)
+                             env=env, cwd=cwd)
     assert (version.returncode, version.stdout) == (0, f"{__version__}\n")
     schema = subprocess.run([str(bin_dir / "cnki-mcp"), "schema"], capture_output=True, text=True, timeout=120,
-                            env=env, cwd=tmp_path)
+                            env=env, cwd=cwd)
     assert schema.returncode == 0, schema.stderr
     assert len(json.loads(schema.stdout)["tools"]) == TOOL_COUNT

@@ -7,6 +7,7 @@ Arrange, act, then one exact assertion per line.
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -17,7 +18,14 @@ from cnki_mcp.core.model import CheckStep, Paper, SessionState, SiteCheck
 from cnki_mcp.core.redact import redact_markup
 from cnki_mcp.fieldcheck.report import HIDDEN, build_report, find_secret, scrub_identity
 from cnki_mcp.fieldcheck.tour import (
+    FAILED_EN,
+    FIELD_LABELS,
+    FIELD_LABELS_EN,
     JOURNAL_FIELDS,
+    LABELS_EN,
+    LOCAL_CODES,
+    LOCAL_CODES_EN,
+    STEPS,
     THESIS_FIELDS,
     detail_found,
     grid_found,
@@ -168,6 +176,47 @@ def test_a_check_with_a_skipped_step_passes_and_counts_it_apart() -> None:
     skipped = CheckStep(name="reader", label="HTML 阅读", status="skipped", message="读过的 4 篇论文的详情页都没有入口")
     check = SiteCheck(status="passed", started_at="t", requests=9, seconds=7.2, steps=[step("ok", found="x"), skipped])
     assert render(check)[-1] == "1/2 项通过，1 项未检查（标 –），9 次请求，7.2 秒；页面结构与预期一致。"
+
+
+# --- the same lines in English (doctor --site with CNKI_LANG=en) ------------------------------------
+
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_english_step_lines() -> None:
+    label = LABELS_EN["grid"]
+    ok = CheckStep(name="grid", label=label, status="ok", found="50 rows", requests=1, seconds=0.4)
+    failed = CheckStep(name="grid", label=label, status="failed", code="SITE_STRUCTURE_CHANGED", found="3 rows",
+                       message="the page does not look as expected, it lacks: the total.", snapshot="grid-1.html", requests=1, seconds=1.0)
+    blocked = CheckStep(name="grid", label=label, status="blocked", code="RATE_LIMITED", message=LOCAL_CODES_EN["RATE_LIMITED"])
+    assert step_line(ok, english=True) == "✓ Results, page 1: 50 rows (1 requests, 0.4 s)"
+    assert step_line(failed, english=True) == ("✗ Results, page 1: SITE_STRUCTURE_CHANGED the page does not look as expected, it lacks: "
+                                               "the total. Found: 3 rows. Snapshot diagnostics/grid-1.html (1 requests, 1.0 s)")
+    assert step_line(blocked, english=True) == ("! Results, page 1: RATE_LIMITED CNKI limits the request rate (HTTP 429): "
+                                                "try again later. (0 requests, 0.0 s)")
+
+
+def test_english_summary_lines() -> None:
+    skipped = CheckStep(name="reader", label=LABELS_EN["reader"], status="skipped", message="no reader entry")
+    ok = CheckStep(name="grid", label=LABELS_EN["grid"], status="ok", found="x")
+    passed = SiteCheck(status="passed", started_at="t", browser="Chrome/131.0", requests=9, seconds=7.2, steps=[ok, skipped])
+    blocked = SiteCheck(status="blocked", started_at="t", requests=2, seconds=1.0, steps=[ok])
+    assert render(passed, english=True)[-1] == (
+        "1/2 passed, 1 not checked (marked –), 9 requests, 7.2 s, browser Chrome/131.0; the pages look as expected."
+    )
+    assert render(blocked, english=True)[-1].endswith("then run the check again.")
+    assert render(passed, english=True)[1] == "– HTML reader: not checked, no reader entry"
+
+
+def test_every_english_word_of_the_check_is_english() -> None:
+    page = GridPage(rows=[row(1), row(2)], total=2, page=1, page_count=1)
+    words = [*LABELS_EN.values(), *FIELD_LABELS_EN.values(), *LOCAL_CODES_EN.values(), FAILED_EN,
+             detail_found(Paper(title="t", abstract="a", keywords=["k"]), english=True), grid_found(page, english=True).replace("期刊", ""),
+             *grid_gaps(GridPage(rows=[]), 1, english=True), *missing_fields(Paper(), JOURNAL_FIELDS, english=True)]
+    assert [word for word in words if HAN.search(word)] == []
+    assert set(LOCAL_CODES_EN) == set(LOCAL_CODES) and set(LABELS_EN) == {name for name, _ in STEPS}
+    assert set(FIELD_LABELS_EN) == set(FIELD_LABELS)
 
 
 def test_the_new_codes_are_in_the_catalogue() -> None:

@@ -241,14 +241,15 @@ class AppCore:
 
     # --- the field check ------------------------------------------------------------------
 
-    async def start_site_check(self, budget: Budget) -> Job:
-        """The field check (``diagnostics`` with ``site_check``, ``doctor --site``) started as an operation."""
+    async def start_site_check(self, budget: Budget, english: bool = False) -> Job:
+        """The field check (``diagnostics`` with ``site_check``, ``doctor --site``) started as an operation;
+        ``english``: its lines in English (``doctor --site`` in an English terminal)."""
         from cnki_mcp.fieldcheck import tour as site_check
 
         if self.config_error is not None:
             raise self.config_error
         jobs, store, enrichment = await self.jobs(), await self.store(), await self.enrichment()
-        work = functools.partial(site_check.tour, site=self.site(), enrichment=enrichment, store=store)
+        work = functools.partial(site_check.tour, site=self.site(), enrichment=enrichment, store=store, english=english)
         return jobs.start(site_check.KIND, budget, work)
 
 

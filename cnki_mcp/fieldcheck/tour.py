@@ -14,6 +14,9 @@ site (no thesis in the rows, no paper with a reader entry, a reader CNKI refuses
 reason, as is a step an earlier failure left without input; only a ✗ fails the check (a ! leaves it
 blocked). The result is kept in the store (the last one), with the names the header showed, so
 ``doctor --report`` can keep them out of a report.
+
+Its lines are Chinese; ``doctor --site`` asks for English ones (``english``) when the CLI speaks English
+(``CNKI_LANG=en``). The ``diagnostics`` tool's stay Chinese, as every tool text does, whatever the locale.
 """
 
 from __future__ import annotations
@@ -65,6 +68,16 @@ STEPS = (
     ("login", "登录状态"),
 )
 LABELS = dict(STEPS)
+LABELS_EN = {
+    "template": "Search page (the advanced search's request)",
+    "grid": "Results, page 1",
+    "grid_page2": "Results, page 2",
+    "journal_detail": "Journal paper's detail page",
+    "thesis_detail": "Thesis's detail page",
+    "journal": "Journal page",
+    "reader": "HTML reader",
+    "login": "Login state",
+}
 # The registry exchange each step reads (``site.registry``), so a site change a step finds names the
 # exchange whose samples to renew; the reader and the login look watch live tabs, outside the exchanges.
 STEP_EXCHANGES: dict[str, Spec] = {
@@ -91,6 +104,20 @@ FIELD_LABELS = {
     "funds": "基金",
     "clc_codes": "分类号",
 }
+FIELD_LABELS_EN = {
+    "title": "title",
+    "authors": "authors",
+    "institutions": "institutions",
+    "abstract": "abstract",
+    "keywords": "keywords",
+    "source": "source",
+    "year": "year",
+    "source_url": "journal link",
+    "document_type": "document type",
+    "doi": "DOI",
+    "funds": "funds",
+    "clc_codes": "classification",
+}
 JOURNAL_FIELDS = ("title", "authors", "institutions", "abstract", "keywords", "source", "year", "source_url")
 # A thesis page fills its source line by script, so its year is the listing's, not the page's.
 THESIS_FIELDS = ("title", "authors", "abstract", "keywords", "document_type")
@@ -109,6 +136,7 @@ SPARE_DETAILS = 2
 READER_RESERVE = 3  # requests kept for the reader (its detail page and the click) and the login look
 MESSAGE_CHARS = 160  # a ✗ step line quotes at most this much of its error's message, ending at a sentence
 STRUCTURE_HINT = "可能是知网改版；请运行 cnki-mcp doctor --report，把生成的报告附在 issue 中。"
+STRUCTURE_HINT_EN = "CNKI may have changed its pages; run cnki-mcp doctor --report and attach the report to an issue."
 # Failures that say nothing of CNKI's pages: trouble on this machine or its network (no screen, no browser, no
 # network, a proxy, the CDN's 418), a login or a check the person must pass, a busy or throttling site. Such a
 # step is "blocked" (!): its message names the cause and what to do, and it asks for no report.
@@ -122,15 +150,47 @@ LOCAL_CODES = frozenset(
 )
 MARKS = {"ok": "✓", "failed": "✗", "blocked": "!", "skipped": "–"}
 LOCAL_HINT = "没能检查的原因在本机、网络或登录，与知网的页面无关：按标 ! 的项目所说处理后，再运行一次检查。"
+LOCAL_HINT_EN = ("What kept the check from looking lies on this machine, its network or the login, not in CNKI's pages: "
+                 "do what the lines marked ! say, then run the check again.")
+# The English of a blocked step (the error catalogue is Chinese only): what happened and what to do.
+LOCAL_CODES_EN = {
+    "NETWORK_UNREACHABLE": "CNKI cannot be reached (network, name lookup, proxy, or its CDN refuses this network).",
+    "BROWSER_UNAVAILABLE": ("the browser connection is not available (not a lack of access): run the check again; on a machine "
+                            "without a screen, run it in a desktop session."),
+    "BROWSER_NOT_FOUND": "no Chrome, Edge or Chromium was found: run cnki-mcp setup --browser <browser path>.",
+    "BROWSER_PROFILE_IN_USE": "another browser uses the dedicated profile: close that window and try again.",
+    "DATA_DIRECTORY_IN_USE": "another MCP server process uses this data directory.",
+    "RESOURCE_FAILED": "the browser did not get the page (network error or time-out; not a lack of access).",
+    "LOGIN_REQUIRED": "CNKI asks for a login: log in in the browser window, then run the check again.",
+    "LOGIN_TIMEOUT": "the login was not finished within 20 minutes.",
+    "ACCESS_DENIED": "CNKI refused access (no rights with this login).",
+    "VERIFICATION_REQUIRED": "CNKI asks for a human check: pass it in the browser window.",
+    "VERIFICATION_SKIPPED": "a page that asks for a human check was skipped.",
+    "VERIFICATION_TIMEOUT": "the human check was not passed within 20 minutes.",
+    "VERIFICATION_REPEATED": "CNKI kept asking for checks after one was passed: wait a while, then try again.",
+    "RATE_LIMITED": "CNKI limits the request rate (HTTP 429): try again later.",
+    "SITE_UNAVAILABLE": "CNKI is unavailable for now (HTTP 5xx): try again later.",
+    "SITE_TEMPORARILY_EMPTY": "CNKI returns only empty results for now (usually throttling): try again later.",
+    "BUDGET_EXHAUSTED": "the check's requests were used up before this step.",
+}
+FAILED_EN = "CNKI's page does not read as the parsers expect."
 
 
 # --------------------------------------------------------------------------------------------
 # What a page yielded (pure)
 
 
-def missing_fields(paper: Paper, required: tuple[str, ...]) -> list[str]:
+def _words(english: bool, zh: str, en: str) -> str:
+    return en if english else zh
+
+
+def _fields(english: bool) -> dict[str, str]:
+    return FIELD_LABELS_EN if english else FIELD_LABELS
+
+
+def missing_fields(paper: Paper, required: tuple[str, ...], english: bool = False) -> list[str]:
     """The required fields ``paper`` has no value for, as a person reads them (题名, 摘要 …)."""
-    return [FIELD_LABELS[name] for name in required if not getattr(paper, name)]
+    return [_fields(english)[name] for name in required if not getattr(paper, name)]
 
 
 def shared_gaps(first: list[str], second: list[str]) -> list[str]:
@@ -148,56 +208,71 @@ def reader_candidates(rows: list[Paper], read: Collection[str]) -> list[Paper]:
     return sorted((row for row in rows if row.locator and row.locator not in read and row.document_type != "图书"), key=rank)
 
 
-def detail_found(paper: Paper) -> str:
+def detail_found(paper: Paper, english: bool = False) -> str:
     """What a detail page yielded: the fields read, with counts and lengths where they say more."""
     parts = []
-    for name, label in FIELD_LABELS.items():
+    for name, label in _fields(english).items():
         value = getattr(paper, name)
         if not value:
             continue
         if isinstance(value, list):
             parts.append(f"{label} {len(value)}")
         elif name == "abstract":
-            parts.append(f"{label} {len(value)} 字")
+            parts.append(_words(english, f"{label} {len(value)} 字", f"{label} {len(value)} characters"))
         elif name == "document_type":
             parts.append(f"{label} {value}")
         else:
             parts.append(label)
+    if english:
+        return "read " + ", ".join(parts) if parts else "no field read"
     return "读到 " + "、".join(parts) if parts else "没有读到字段"
 
 
-def grid_gaps(page: GridPage, number: int) -> list[str]:
+def grid_gaps(page: GridPage, number: int, english: bool = False) -> list[str]:
     """What a listing page lacks that the product needs: rows, the total, page 1's paging cursor, and
     authors / source / year on most rows."""
     if not page.rows:
-        return ["结果行"]
+        return [_words(english, "结果行", "result rows")]
     gaps = []
     if page.total is None:
-        gaps.append("结果总数")
+        gaps.append(_words(english, "结果总数", "the total"))
     if number == 1 and not page.cursor:
-        gaps.append("翻页标记")
+        gaps.append(_words(english, "翻页标记", "the paging cursor"))
     if any(not (row.title and row.locator) for row in page.rows):
-        gaps.append("题名链接")
+        gaps.append(_words(english, "题名链接", "title links"))
     for name in ROW_FIELDS:
         if sum(1 for row in page.rows if getattr(row, name)) < ROW_SHARE * len(page.rows):
-            gaps.append(FIELD_LABELS[name])
+            gaps.append(_fields(english)[name])
     return gaps
 
 
-def grid_found(page: GridPage) -> str:
+def grid_found(page: GridPage, english: bool = False) -> str:
     rows = len(page.rows)
-    filled = "、".join(
-        f"{FIELD_LABELS[name]} {sum(1 for row in page.rows if getattr(row, name))}/{rows}" for name in ROW_FIELDS
+    filled = _words(english, "、", ", ").join(
+        f"{_fields(english)[name]} {sum(1 for row in page.rows if getattr(row, name))}/{rows}" for name in ROW_FIELDS
     )
-    total = f"共 {page.total} 条" if page.total is not None else "总数未知"
     kinds = sorted({row.document_type for row in page.rows if row.document_type})
+    if english:
+        total = f"{page.total} in all" if page.total is not None else "total unknown"
+        where = f"page {page.page}/{page.page_count}" if page.page_count else ""
+        parts = (f"{rows} rows", total, where, filled, "types " + ", ".join(kinds) if kinds else "")
+        return ", ".join(part for part in parts if part)
+    total = f"共 {page.total} 条" if page.total is not None else "总数未知"
     where = f"第 {page.page}/{page.page_count} 页" if page.page_count else ""
     return "，".join(part for part in (f"{rows} 行", total, where, filled, "类型 " + "、".join(kinds) if kinds else "") if part)
 
 
-def journal_found(quality: Any) -> str:
-    tiers = "、".join(quality.tiers) or "无"
+def journal_found(quality: Any, english: bool = False) -> str:
     factors = []
+    if english:
+        if quality.composite_impact is not None:
+            factors.append(f"composite impact factor {quality.composite_impact}")
+        if quality.aggregate_impact is not None:
+            factors.append(f"aggregate impact factor {quality.aggregate_impact}")
+        year = f" ({quality.metric_year} edition)" if quality.metric_year and factors else ""
+        return (f"title {quality.canonical_title}; indexed in {', '.join(quality.tiers) or 'none'}; "
+                + (", ".join(factors) + year if factors else "no impact factor"))
+    tiers = "、".join(quality.tiers) or "无"
     if quality.composite_impact is not None:
         factors.append(f"复合影响因子 {quality.composite_impact}")
     if quality.aggregate_impact is not None:
@@ -206,7 +281,11 @@ def journal_found(quality: Any) -> str:
     return f"刊名 {quality.canonical_title}；收录 {tiers}；" + ("、".join(factors) + year if factors else "无影响因子")
 
 
-def reader_found(document: ReaderDocument) -> str:
+def reader_found(document: ReaderDocument, english: bool = False) -> str:
+    if english:
+        scope = {"full": "full text", "trial": "trial", "partial": "partial", "unknown": "scope unknown"}.get(document.coverage.scope, "")
+        return (f"{len(document.sections)} sections, {len(document.text)} characters, {scope}, "
+                f"read as {document.coverage.generation or 'page'}")
     scope = {"full": "全文", "trial": "试读", "partial": "部分", "unknown": "范围未知"}.get(document.coverage.scope, "")
     return (
         f"{len(document.sections)} 个章节，{len(document.text)} 字，{scope}，"
@@ -214,7 +293,13 @@ def reader_found(document: ReaderDocument) -> str:
     )
 
 
-def login_found(page: PageState) -> str:
+def login_found(page: PageState, english: bool = False) -> str:
+    if english:
+        if not page.institutions and not page.personal:
+            return ("anonymous: no personal or institutional login (CNKI asks anonymous visitors for slider checks "
+                    "more often; far fewer after a login)")
+        institution = f"recognised ({len(page.institutions)} names)" if page.institutions else "not recognised"
+        return f"institution {institution}; personal {'logged in' if page.personal else 'not logged in'}"
     if not page.institutions and not page.personal:
         return "匿名访问：没有个人或机构登录（知网对匿名访问更常要求滑块验证，登录个人或机构账号后会少很多）"
     institution = f"已识别（{len(page.institutions)} 个名称）" if page.institutions else "未识别"
@@ -230,27 +315,50 @@ def has_reader_entry(html: str) -> bool:
     return any(re.search(HTML_ENTRY, anchor.text_content()) for anchor in root.cssselect(HTML_ENTRY_LINKS))
 
 
-def render(check: SiteCheck) -> list[str]:
+def render(check: SiteCheck, english: bool = False) -> list[str]:
     """The check as lines for a person: one ✓ / ✗ / ! / – line per step, then the totals."""
-    lines = [step_line(step) for step in check.steps]
+    lines = [step_line(step, english) for step in check.steps]
     passed = sum(1 for step in check.steps if step.status == "ok")
     skipped = sum(1 for step in check.steps if step.status == "skipped")
     blocked = sum(1 for step in check.steps if step.status == "blocked")
-    unchecked = f"，{skipped} 项未检查（标 –）" if skipped else ""
-    unchecked += f"，{blocked} 项没能检查（标 !）" if blocked else ""
-    verdict = {
-        "passed": "页面结构与预期一致。",
-        "blocked": LOCAL_HINT,
-    }.get(check.status, f"有页面与预期不符，见标 ✗ 的项目；{STRUCTURE_HINT}")
-    browser = f"，浏览器 {check.browser}" if check.browser else ""
-    site = f"，海外站点 {check.site}" if check.site else ""
-    lines.append(f"{passed}/{len(check.steps)} 项通过{unchecked}，{check.requests} 次请求，{check.seconds:.1f} 秒{browser}{site}；"
-                 f"{verdict}")
+    words = _SUMMARY_EN if english else _SUMMARY
+    unchecked = words["skipped"].format(skipped) if skipped else ""
+    unchecked += words["blocked"].format(blocked) if blocked else ""
+    verdict = {"passed": words["passed"], "blocked": words["local"]}.get(check.status, words["failed"])
+    browser = words["browser"].format(check.browser) if check.browser else ""
+    site = words["site"].format(check.site) if check.site else ""
+    lines.append(words["summary"].format(passed=passed, steps=len(check.steps), unchecked=unchecked, requests=check.requests,
+                                         seconds=check.seconds, browser=browser, site=site, verdict=verdict))
     return lines
 
 
-def step_line(step: CheckStep) -> str:
+# The totals line of ``render``, in each language.
+_SUMMARY = {
+    "skipped": "，{} 项未检查（标 –）",
+    "blocked": "，{} 项没能检查（标 !）",
+    "passed": "页面结构与预期一致。",
+    "local": LOCAL_HINT,
+    "failed": f"有页面与预期不符，见标 ✗ 的项目；{STRUCTURE_HINT}",
+    "browser": "，浏览器 {}",
+    "site": "，海外站点 {}",
+    "summary": "{passed}/{steps} 项通过{unchecked}，{requests} 次请求，{seconds:.1f} 秒{browser}{site}；{verdict}",
+}
+_SUMMARY_EN = {
+    "skipped": ", {} not checked (marked –)",
+    "blocked": ", {} could not be checked (marked !)",
+    "passed": "the pages look as expected.",
+    "local": LOCAL_HINT_EN,
+    "failed": f"a page does not look as expected, see the lines marked ✗; {STRUCTURE_HINT_EN}",
+    "browser": ", browser {}",
+    "site": ", overseas site {}",
+    "summary": "{passed}/{steps} passed{unchecked}, {requests} requests, {seconds:.1f} s{browser}{site}; {verdict}",
+}
+
+
+def step_line(step: CheckStep, english: bool = False) -> str:
     mark = MARKS[step.status]
+    if english:
+        return _step_line_en(step, mark)
     cost = f"（{step.requests} 次请求，{step.seconds:.1f} 秒）"
     if step.status == "ok":
         return f"{mark} {step.label}：{step.found}{cost}"
@@ -261,6 +369,19 @@ def step_line(step: CheckStep) -> str:
     found = f"已{step.found}。" if step.found.startswith("读到") else (f"已读到：{step.found}。" if step.found else "")
     saved = f"快照 diagnostics/{step.snapshot}" if step.snapshot else "没有保存快照"
     return f"{mark} {step.label}：{step.code} {_sentence(shortened(step.message, MESSAGE_CHARS))}{found}{saved}{cost}"
+
+
+def _step_line_en(step: CheckStep, mark: str) -> str:
+    cost = f" ({step.requests} requests, {step.seconds:.1f} s)"
+    if step.status == "ok":
+        return f"{mark} {step.label}: {step.found}{cost}"
+    if step.status == "skipped":
+        return f"{mark} {step.label}: not checked, {step.message}"
+    if step.status == "blocked":
+        return f"{mark} {step.label}: {step.code} {step.message}{cost}"
+    found = f" Found: {step.found}." if step.found else ""
+    saved = f" Snapshot diagnostics/{step.snapshot}" if step.snapshot else " No snapshot saved"
+    return f"{mark} {step.label}: {step.code} {step.message}{found}{saved}{cost}"
 
 
 def _sentence(message: str) -> str:
@@ -315,6 +436,10 @@ class Tour:
     spares: int = 0  # detail pages read beyond the first journal paper and thesis (SPARE_DETAILS)
     stopped: str = ""
     seen: _Seen = field(default_factory=_Seen)
+    english: bool = False  # the lines in English (doctor --site with CNKI_LANG=en)
+
+    def _say(self, zh: str, en: str) -> str:
+        return _words(self.english, zh, en)
 
     async def run(self) -> SiteCheck:
         started, clock = utc_now_iso(), time.monotonic()
@@ -322,8 +447,8 @@ class Tour:
         await self._step("template", lambda: self._template(query))
         await self._step("grid", lambda: self._grid(query, 1))
         await self._step("grid_page2", lambda: self._grid(query, 2))
-        await self._step("journal_detail", lambda: self._detail("期刊", ("期刊",), JOURNAL_FIELDS))
-        await self._step("thesis_detail", lambda: self._detail("学位论文", THESIS_TYPES, THESIS_FIELDS))
+        await self._step("journal_detail", lambda: self._detail(("期刊", "journal paper"), ("期刊",), JOURNAL_FIELDS))
+        await self._step("thesis_detail", lambda: self._detail(("学位论文", "thesis"), THESIS_TYPES, THESIS_FIELDS))
         await self._step("journal", self._journal)
         await self._step("reader", self._reader)
         await self._step("login", self._login)
@@ -343,8 +468,9 @@ class Tour:
         )
 
     async def _step(self, name: str, body: Callable[[], Awaitable[str]]) -> None:
-        label = LABELS[name]
-        self.op.stage(name, {"done": len(self.steps), "total": len(STEPS), "steps": [step_line(s) for s in self.steps]})
+        label = (LABELS_EN if self.english else LABELS)[name]
+        lines = [step_line(s, self.english) for s in self.steps]
+        self.op.stage(name, {"done": len(self.steps), "total": len(STEPS), "steps": lines})
         if self.stopped:
             self.steps.append(CheckStep(name=name, label=label, status="skipped", message=self.stopped))
             return
@@ -355,7 +481,8 @@ class Tour:
             step.found = await body()
         except _Gap as gap:
             step.status, step.found, step.code = "failed", gap.found, "SITE_STRUCTURE_CHANGED"
-            step.message = f"页面结构与预期不符，缺少：{'、'.join(gap.gaps)}。"
+            step.message = self._say(f"页面结构与预期不符，缺少：{'、'.join(gap.gaps)}。",
+                                     f"the page does not look as expected, it lacks: {', '.join(gap.gaps)}.")
             step.snapshot = await self._snapshot(name, None)
         except _Skip as skip:
             step.status, step.message = "skipped", str(skip)
@@ -370,15 +497,17 @@ class Tour:
                 step.status = "blocked"
             else:
                 step.status, step.snapshot = "failed", await self._snapshot(name, error)
+            if self.english:  # the catalogue's messages are Chinese only
+                step.message = LOCAL_CODES_EN.get(error.code, FAILED_EN)
             if error.fatal or error.code in STOP_CODES:
-                self.stopped = f"检查在「{label}」停止（{error.code}）"
+                self.stopped = self._say(f"检查在「{label}」停止（{error.code}）", f"the check stopped at \"{label}\" ({error.code})")
         step.requests = self.op.requests - requests
         step.seconds = round(time.monotonic() - clock, 1)
         if step.status in ("failed", "blocked"):
             details = {"step": name, "snapshot": step.snapshot} if step.snapshot else {"step": name}
             if name in STEP_EXCHANGES:
                 details["exchange"] = STEP_EXCHANGES[name].name
-            self.op.add_error(Problem(code=step.code, message=f"{label}：{step.message}", details=details))
+            self.op.add_error(Problem(code=step.code, message=self._say(f"{label}：", f"{label}: ") + step.message, details=details))
         self.steps.append(step)
 
     async def _snapshot(self, name: str, error: CnkiError | None) -> str:
@@ -401,47 +530,54 @@ class Tour:
         anchor = CONTROL_EXPRESSION["value"]
         template = await self.site.listings.fresh_template(self.op, anchor)
         path = template["url"].split("cnki.net", 1)[-1]
-        return f"检索请求 POST {path}，{len(template['fields'])} 个表单字段，QueryJson 含 {'、'.join(template['query_json'])}"
+        return self._say(
+            f"检索请求 POST {path}，{len(template['fields'])} 个表单字段，QueryJson 含 {'、'.join(template['query_json'])}",
+            f"search request POST {path}, {len(template['fields'])} form fields, QueryJson holds {', '.join(template['query_json'])}",
+        )
 
     async def _grid(self, query: GridQuery, number: int) -> str:
         if self.steps[0].status != "ok":
-            raise _Skip("没有取得检索请求的格式")
+            raise _Skip(self._say("没有取得检索请求的格式", "the search request's form was not obtained"))
         if number == 2 and self.page1 is None:
-            raise _Skip("第 1 页没有读到结果行")
+            raise _Skip(self._say("第 1 页没有读到结果行", "page 1 yielded no rows"))
         self.site.listings.last_answer = ("", "")
         try:
             page = await grid_page(self.site, self.op, query, number)
         finally:
             self.seen.html, self.seen.url = self.site.listings.last_answer
-        gaps = grid_gaps(page, number)
+        gaps = grid_gaps(page, number, self.english)
         if number == 2 and self.page1 is not None:
             first = {row.record_ref for row in self.page1.rows}
             if page.rows and all(row.record_ref in first for row in page.rows):
-                gaps.append("第 2 页的新结果（与第 1 页相同）")
+                gaps.append(self._say("第 2 页的新结果（与第 1 页相同）", "new results on page 2 (it repeats page 1)"))
         if gaps:
-            raise _Gap(grid_found(page) if page.rows else "", gaps)
+            raise _Gap(grid_found(page, self.english) if page.rows else "", gaps)
         if number == 1:
             self.page1 = page
         else:
             self.page1 = GridPage(rows=[*self.page1.rows, *page.rows]) if self.page1 else page
-        return grid_found(page)
+        return grid_found(page, self.english)
 
-    async def _detail(self, what: str, types: tuple[str, ...], required: tuple[str, ...]) -> str:
+    async def _detail(self, what: tuple[str, str], types: tuple[str, ...], required: tuple[str, ...]) -> str:
         if self.page1 is None:
-            raise _Skip("检索结果没有读到，没有可查看的论文")
+            raise _Skip(self._say("检索结果没有读到，没有可查看的论文", "no results were read, so there is no paper to look at"))
         rows = [row for row in self.page1.rows if row.document_type in types and row.locator]
         if not rows:
-            raise _Skip(f"检索结果前两页里没有{what}（这一次的结果如此，不表示页面有变化）")
+            raise _Skip(self._say(
+                f"检索结果前两页里没有{what[0]}（这一次的结果如此，不表示页面有变化）",
+                f"the first two result pages hold no {what[1]} (this time's results happen to; no sign of a page change)",
+            ))
         paper = await self._open(rows[0])
-        found = detail_found(paper)
-        gaps = missing_fields(paper, required)
+        found = detail_found(paper, self.english)
+        gaps = missing_fields(paper, required, self.english)
         if gaps and len(rows) > 1 and self._spare_left():
             # One paper may lack a field of its own (no keywords, a journal without a journal page);
             # a field is missing from the page's structure only when a second paper lacks it too.
             self.spares += 1
-            shared = shared_gaps(gaps, missing_fields(await self._open(rows[1]), required))
+            shared = shared_gaps(gaps, missing_fields(await self._open(rows[1]), required, self.english))
             if not shared:
-                return f"{found}；另一篇读到了{'、'.join(gaps)}（是第一篇论文本身没有）"
+                return self._say(f"{found}；另一篇读到了{'、'.join(gaps)}（是第一篇论文本身没有）",
+                                 f"{found}; another paper had {', '.join(gaps)} (the first paper itself lacks them)")
             gaps = shared
         if gaps:
             raise _Gap(found, gaps)
@@ -467,41 +603,48 @@ class Tour:
 
     async def _journal(self) -> str:
         if not self.journal_papers:
-            raise _Skip("没有读到期刊论文的详情页")
+            raise _Skip(self._say("没有读到期刊论文的详情页", "no journal paper's detail page was read"))
         paper = next((paper for paper in self.journal_papers if paper.source_url), None)
         if paper is None:
-            raise _Skip("期刊论文详情页没有给出期刊链接")
+            raise _Skip(self._say("期刊论文详情页没有给出期刊链接", "the journal paper's detail page gave no journal link"))
         quality = await self.site.read(
             self.op, paper.source_url, self.seen.recording(lambda html, url: parse_journal(html, url, paper.source)),
             JOURNAL.name,
         )
-        return journal_found(quality)
+        return journal_found(quality, self.english)
 
     async def _reader(self) -> str:
         if not self.read:
-            raise _Skip("没有读到可以打开阅读页的详情页")
+            raise _Skip(self._say("没有读到可以打开阅读页的详情页", "no detail page was read to open a reader from"))
         if self.reader_paper is None:
             await self._look_for_reader()
         if self.reader_paper is None:
-            raise _Skip(
+            raise _Skip(self._say(
                 f"读过的 {len(self.read)} 篇论文的详情页都没有「HTML阅读」或「在线阅读」入口"
-                "（不少论文，尤其学位论文，不提供在线阅读；这不表示页面有变化）"
-            )
+                "（不少论文，尤其学位论文，不提供在线阅读；这不表示页面有变化）",
+                f"none of the {len(self.read)} detail pages read offers an HTML or online reading entry "
+                "(many papers, theses above all, offer none; no sign of a page change)",
+            ))
         try:
             _, document = await read_document(self.op, self.engine, self.site, self.reader_paper)
         except CnkiError as error:
             if error.code != "READER_REFUSED":
                 raise
             # CNKI holds only the record of this paper, or the login's subscription lacks it: no page changed.
-            raise _Skip("阅读入口打开后，知网答复不提供这篇论文的在线阅读（READER_REFUSED，与收录或订购有关）；这不表示页面有变化") from None
-        found = reader_found(document)
-        gaps = [] if document.text.strip() else ["正文"]
+            raise _Skip(self._say(
+                "阅读入口打开后，知网答复不提供这篇论文的在线阅读（READER_REFUSED，与收录或订购有关）；这不表示页面有变化",
+                "the reader entry opened, and CNKI answered that it offers no online reading of this paper "
+                "(READER_REFUSED, a matter of holdings or subscription); no sign of a page change",
+            )) from None
+        found = reader_found(document, self.english)
+        gaps = [] if document.text.strip() else [self._say("正文", "the text")]
         if not document.sections:
-            gaps.append("章节")
+            gaps.append(self._say("章节", "sections"))
         if gaps:
             raise _Gap(found, gaps)
         where = list(self.read.values()).index(self.reader_paper) + 1
-        return found if where == 1 else f"{found}（读过的第 {where} 篇论文的详情页才有阅读入口）"
+        return found if where == 1 else self._say(f"{found}（读过的第 {where} 篇论文的详情页才有阅读入口）",
+                                                  f"{found} (only the detail page of paper {where} read had a reader entry)")
 
     async def _look_for_reader(self) -> None:
         """Detail pages of further rows, journal papers first, until one shows a reader entry (SPARE_DETAILS)."""
@@ -530,27 +673,31 @@ class Tour:
         self.seen.html, self.seen.url = seen.html, seen.url
         page = seen.page
         if not page.identity_ready:
-            raise _Gap("", ["页面头部的登录区域（机构名称、登录或退出入口）"])
+            raise _Gap("", [self._say("页面头部的登录区域（机构名称、登录或退出入口）",
+                                      "the header's login area (institution name, login or logout entry)")])
         self.names = [name for name in [*page.institutions, page.personal_name] if name]
-        return login_found(page)
+        return login_found(page, self.english)
 
 
 # --------------------------------------------------------------------------------------------
 # Starting it
 
 
-async def tour(op: OperationContext, site: SiteBackend, enrichment: Enrichment, store: Store) -> SiteCheck:
+async def tour(op: OperationContext, site: SiteBackend, enrichment: Enrichment, store: Store, english: bool = False) -> SiteCheck:
     """The field check as an operation's work: the tour, its result kept in the store."""
-    walk = Tour(op, site, enrichment)
+    walk = Tour(op, site, enrichment, english=english)
     check = await walk.run()
     store.put_site_check(check, walk.names)
     return check
 
 
-async def run_in_terminal(jobs: Jobs, job: Job, echo: Callable[[str], None]) -> SiteCheck | None:
-    """``cnki-mcp doctor --site``: the tour's operation ``job``, its steps printed as they finish and a person
-    told when a page waits for them. Returns the check (None when the operation itself failed)."""
-    echo(f"现场检查知网页面（至多 {job.record.budget.max_requests} 次请求，不下载文件）……")
+async def run_in_terminal(jobs: Jobs, job: Job, echo: Callable[[str], None], english: bool = False) -> SiteCheck | None:
+    """``cnki-mcp doctor --site``: the tour's operation ``job`` (started with the same ``english``), its steps
+    printed as they finish and a person told when a page waits for them. Returns the check (None when the
+    operation itself failed)."""
+    limit = job.record.budget.max_requests
+    echo(f"Checking CNKI's pages on site (at most {limit} requests, nothing downloaded)…" if english
+         else f"现场检查知网页面（至多 {limit} 次请求，不下载文件）……")
     shown, message = 0, ""
     while True:
         view = await jobs.wait(job, 5.0)
@@ -561,15 +708,17 @@ async def run_in_terminal(jobs: Jobs, job: Job, echo: Callable[[str], None]) -> 
         shown = max(shown, len(lines))
         if view.status == "awaiting_user" and view.message != message:
             message = view.message
-            echo(f"需要你处理：{message}")
+            echo("The browser window needs you (a login or a check); the check goes on once you are done." if english
+                 else f"需要你处理：{message}")
         if view.status in FINAL_STATUSES:
             break
     if not isinstance(view.result, dict):
         for problem in view.errors:
-            echo(f"{MARKS['blocked'] if problem.code in LOCAL_CODES else MARKS['failed']} {problem.code}: {problem.message}")
+            said = LOCAL_CODES_EN.get(problem.code, FAILED_EN) if english else problem.message
+            echo(f"{MARKS['blocked'] if problem.code in LOCAL_CODES else MARKS['failed']} {problem.code}: {said}")
         return None
     check = msgspec.convert(view.result, SiteCheck)
     for step in check.steps[shown:]:
-        echo(step_line(step))
-    echo(render(check)[-1])
+        echo(step_line(step, english))
+    echo(render(check, english)[-1])
     return check
