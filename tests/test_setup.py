@@ -84,8 +84,8 @@ def test_help_lists_every_client_in_registry_order(monkeypatch: pytest.MonkeyPat
     assert lines[:11] == [
         "用法：",
         "  cnki-mcp serve [--http [--host <地址>] [--port <端口>]]",
-        "  cnki-mcp setup [--browser <浏览器路径>] [--client <客户端>]... [--install-client] [--headless | --no-headless] [--http [--host <地址>] [--port <端口>]]",
-        "        [--remote-access <网址>] [--site auto|mainland|oversea]",
+        "  cnki-mcp setup [--browser <浏览器路径>] [--client <客户端>]... [--install-client] [--headless | --no-headless]",
+        "        [--http [--host <地址>] [--port <端口>]] [--remote-access <网址>] [--site auto|mainland|oversea]",
         "  cnki-mcp config [<客户端>] [--http [--host <地址>] [--port <端口>]] [--link] [--rotate-token]",
         "  cnki-mcp doctor [--protocol] [--json] [--site] [--report]",
         "  cnki-mcp store --dump <文件.json> | --check",

@@ -62,8 +62,8 @@ LINES: dict[str, tuple[str, str]] = {
     "help.usage": ("用法：", "Usage:"),
     "help.commands": (
         "  cnki-mcp serve [--http [--host <地址>] [--port <端口>]]\n"
-        "  cnki-mcp setup [--browser <浏览器路径>] [--client <客户端>]... [--install-client] [--headless | --no-headless] [--http [--host <地址>] [--port <端口>]]\n"
-        "        [--remote-access <网址>] [--site auto|mainland|oversea]\n"
+        "  cnki-mcp setup [--browser <浏览器路径>] [--client <客户端>]... [--install-client] [--headless | --no-headless]\n"
+        "        [--http [--host <地址>] [--port <端口>]] [--remote-access <网址>] [--site auto|mainland|oversea]\n"
         "  cnki-mcp config [<客户端>] [--http [--host <地址>] [--port <端口>]] [--link] [--rotate-token]\n"
         "  cnki-mcp doctor [--protocol] [--json] [--site] [--report]\n"
         "  cnki-mcp store --dump <文件.json> | --check\n"
@@ -71,8 +71,8 @@ LINES: dict[str, tuple[str, str]] = {
         "  cnki-mcp watch run [<名称>...]\n"
         "  cnki-mcp schema | version | --version | help | <命令> --help",
         "  cnki-mcp serve [--http [--host <host>] [--port <port>]]\n"
-        "  cnki-mcp setup [--browser <browser path>] [--client <client>]... [--install-client] [--headless | --no-headless] [--http [--host <host>] [--port <port>]]\n"
-        "        [--remote-access <URL>] [--site auto|mainland|oversea]\n"
+        "  cnki-mcp setup [--browser <browser path>] [--client <client>]... [--install-client] [--headless | --no-headless]\n"
+        "        [--http [--host <host>] [--port <port>]] [--remote-access <URL>] [--site auto|mainland|oversea]\n"
         "  cnki-mcp config [<client>] [--http [--host <host>] [--port <port>]] [--link] [--rotate-token]\n"
         "  cnki-mcp doctor [--protocol] [--json] [--site] [--report]\n"
         "  cnki-mcp store --dump <FILE.json> | --check\n"
