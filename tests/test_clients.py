@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.setup import clients
+from cnki_mcp.setup import clients, launcher
 
 CMD = ["/p/cnki-mcp", "serve"]
 ROOT = "/p/data"
@@ -147,16 +147,49 @@ def test_server_command_prefers_the_console_script(tmp_path: Path, monkeypatch: 
     python.parent.mkdir()
     python.write_text("")
     monkeypatch.setattr(sys, "executable", str(python))
-    assert clients.server_command() == [str(python), "-m", "cnki_mcp", "serve"]
+    assert launcher.server_command() == [str(python), "-m", "cnki_mcp", "serve"]
     script = tmp_path / "bin" / ("cnki-mcp.exe" if sys.platform == "win32" else "cnki-mcp")
     script.write_text("")
-    assert clients.server_command() == [str(script), "serve"]
+    assert launcher.server_command() == [str(script), "serve"]
     monkeypatch.setattr(sys, "frozen", True, raising=False)
-    assert clients.server_command() == [str(python), "serve"]
+    assert launcher.server_command() == [str(python), "serve"]
+
+
+def test_a_program_uvx_started_is_given_uv_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "uv-cache"
+    prefix = cache / "archive-v0" / "abc"
+    prefix.mkdir(parents=True)
+    uv = tmp_path / "uv"
+    uv.write_text("#!/bin/sh\necho " + str(cache) + "\n", "utf-8")
+    uv.chmod(0o755)
+    monkeypatch.setenv("UV", str(uv))
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    monkeypatch.setattr(launcher, "_direct_url", lambda: None)
+    assert launcher.server_command() == [str(uv), "tool", "run", "--from", "cnki-browser-mcp", "cnki-mcp", "serve"]
+
+
+def test_a_program_uv_did_not_start_from_its_cache_keeps_its_own_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uv = tmp_path / "uv"
+    uv.write_text("#!/bin/sh\necho " + str(tmp_path / "elsewhere") + "\n", "utf-8")
+    uv.chmod(0o755)
+    monkeypatch.setenv("UV", str(uv))
+    assert launcher.server_command()[0] != str(uv)
+
+
+def test_the_source_uv_installs_again() -> None:
+    git = '{"url": "https://github.com/cnki-mcp/cnki-mcp", "vcs_info": {"vcs": "git", "commit_id": "ab12"}}'
+    pinned = '{"url": "https://github.com/cnki-mcp/cnki-mcp", "vcs_info": {"vcs": "git", "requested_revision": "v1.2"}}'
+    assert launcher.install_source(git) == "git+https://github.com/cnki-mcp/cnki-mcp"
+    assert launcher.install_source(pinned) == "git+https://github.com/cnki-mcp/cnki-mcp@v1.2"
+    assert launcher.install_source('{"url": "file:///src/cnki-mcp", "dir_info": {}}') == "file:///src/cnki-mcp"
+    assert launcher.install_source(None) == "cnki-browser-mcp"
+    assert launcher.install_source("not json") == "cnki-browser-mcp"
 
 
 def test_entry_uses_the_running_server_command_by_default() -> None:
-    command = clients.server_command()
+    command = launcher.server_command()
     assert os.path.isabs(command[0]) and command[-1] == "serve"
     value = clients.entry("cursor", ROOT)
     assert [value["command"], *value["args"]] == command

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.setup import clients
+from cnki_mcp.setup import clients, launcher
 from cnki_mcp.setup import wizard as setup
 from cnki_mcp.site import discovery
 from tests.terminal import typed
@@ -109,7 +109,7 @@ def test_config_prints_the_snippet(isolated_data_dir: Path) -> None:
     result = runner.invoke(setup.config_command, ["codex"])
     assert result.exit_code == 0 and result.stdout == clients.snippet("codex", isolated_data_dir)
     entry = json.loads(runner.invoke(setup.config_command, ["cursor"]).stdout)["mcpServers"]["cnki"]
-    assert [entry["command"], *entry["args"]] == clients.server_command()
+    assert [entry["command"], *entry["args"]] == launcher.server_command()
     assert entry["env"] == {"CNKI_DATA_DIR": str(isolated_data_dir)}
 
 
@@ -557,7 +557,7 @@ def test_codex_is_added_with_its_own_command_then_completed(
         '"$8" "$9" "$(echo "$4" | sed \'s/=\\(.*\\)/ = "\\1"/\')" > "$HOME/.codex/config.toml"'
     ))
     result = run(["--client", "codex", "--install-client", "--skip-check"])
-    command = clients.server_command()
+    command = launcher.server_command()
     written = tomllib.loads((home / ".codex" / "config.toml").read_text("utf-8"))["mcp_servers"]["cnki"]
     assert result.exit_code == 0, result.output
     assert log.read_text("utf-8").splitlines() == [

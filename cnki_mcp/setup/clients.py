@@ -20,7 +20,6 @@ import difflib
 import json
 import os
 import shutil
-import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from cnki_mcp.setup.config_edit import (
     parse_jsonc,
     quoted,
 )
+from cnki_mcp.setup.launcher import server_command
 from cnki_mcp.setup.messages import Words, msg, pick
 
 SYSTEMS = ("darwin", "windows", "linux")
@@ -301,19 +301,6 @@ def get_client(client_id: str) -> Client:
 
 
 # --- the server command and its entry -------------------------------------------------------------
-
-
-def server_command() -> list[str]:
-    """The argv a client should run to start this server over stdio."""
-    if getattr(sys, "frozen", False):
-        return [os.path.abspath(sys.executable), "serve"]
-    # Not resolved: a virtualenv's python is a symlink that only works under its own path.
-    scripts = Path(os.path.abspath(sys.executable)).parent
-    for name in ("cnki-mcp.exe", "cnki-mcp") if sys.platform == "win32" else ("cnki-mcp",):
-        script = scripts / name
-        if script.is_file():
-            return [str(script), "serve"]
-    return [os.path.abspath(sys.executable), "-m", "cnki_mcp", "serve"]
 
 
 # The setting that runs the browser without windows, for a machine without a screen (site/chrome.py reads it).

@@ -36,7 +36,8 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
     """The report and its checks, in the order they are printed."""
     from cnki_mcp.app import App
     from cnki_mcp.app.core import load_checked_config
-    from cnki_mcp.setup.clients import configured_clients, server_command
+    from cnki_mcp.setup.clients import configured_clients
+    from cnki_mcp.setup.launcher import server_command
     from cnki_mcp.tools import diagnostics as diagnostics_tool
 
     root = settings.data_root()

@@ -45,7 +45,7 @@ import psutil
 from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config, Route
-from cnki_mcp.setup import clients
+from cnki_mcp.setup import clients, launcher
 from cnki_mcp.setup.cli_words import Command, say
 from cnki_mcp.setup.client_cli import install_with_cli
 from cnki_mcp.setup.created import recorded
@@ -383,7 +383,7 @@ def run_setup(
     if protocol_check:
         from cnki_mcp.surface.server import protocol_probe
 
-        result: dict[str, Any] = asyncio.run(protocol_probe(clients.server_command()))
+        result: dict[str, Any] = asyncio.run(protocol_probe(launcher.server_command()))
         if connected:
             click.echo(msg("setup.install_ok", tools=result.get("tools"), client=separator.join(connected)))
             if waiting:
