@@ -349,9 +349,11 @@ def test_the_whole_suite_and_the_fast_loop_pass_their_arguments_to_pytest(test_t
     whole = run_tests(test_tree, "tests/test_jobs.py")
     fast = run_tests(test_tree, "--fast", "-x")
     assert whole.returncode == fast.returncode == 0
-    assert whole.stdout.splitlines() == ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_jobs.py"]
+    parallel = ["-n", "logical", "--maxprocesses=4", "--dist", "loadfile"]
+    assert whole.stdout.splitlines() == ["-m", "pytest", "-q", "-p", "no:cacheprovider", *parallel, "tests/test_jobs.py"]
     assert fast.stdout.splitlines() == [
-        "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not e2e and not browser and not slow and not packaging", "-x",
+        "-m", "pytest", "-q", "-p", "no:cacheprovider", *parallel,
+        "-m", "not e2e and not browser and not slow and not packaging", "-x",
     ]
 
 
