@@ -125,6 +125,7 @@ async def test_without_a_screen_the_search_says_so_and_the_check_names_the_scree
     async with McpSession.serving(params, check=structured, wait_timeout=180) as session:
         view = structured(await final(session, "structured_search", SEARCH))
         assert "BROWSER_UNAVAILABLE" in [e["code"] for e in view["errors"]], view
+        assert view["status"] == "failed"  # nothing was looked at: no empty result a client would read as "no papers"
         page = await session.call("search_results", {"search_id": view["operation_id"]})
         assert page["status"] != "completed" and page["results"] == [], page
         assert "BROWSER_UNAVAILABLE" in [e["code"] for e in page["errors"]] and "不是知网" in page["message"], page

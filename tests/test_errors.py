@@ -65,6 +65,16 @@ def test_an_unreached_site_with_nothing_found_must_fail() -> None:
     assert unreached_with_nothing(unreachable, 3) is False  # what was found before the network went is kept
     assert unreached_with_nothing(CnkiError("SITE_UNAVAILABLE"), 0) is False
     assert unreached_with_nothing(None, 0) is False
+    assert unreached_with_nothing(CnkiError("BROWSER_UNAVAILABLE"), 0) is True  # no screen: the browser never started
+    assert unreached_with_nothing(CnkiError("BROWSER_UNAVAILABLE"), 3) is False
+
+
+def test_a_list_the_browser_never_fetched_is_no_empty_answer_and_keeps_the_browsers_way_on() -> None:
+    from cnki_mcp.core.errors import CnkiError, for_its_tool
+
+    said = for_its_tool(CnkiError("BROWSER_UNAVAILABLE"), a_list=True, resumable="检索").message
+    assert "这不代表没有文献" in said
+    assert "网络恢复后" not in said
 
 
 def test_a_418_answer_is_the_cdn_turning_the_network_away() -> None:

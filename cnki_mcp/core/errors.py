@@ -498,9 +498,10 @@ def _clip(message: str) -> str:
     return shortened(message, MESSAGE_MAX_CHARS)
 
 
-# The site was never reached: an operation that ends so has failed (it looked at nothing), even though
-# the same call may succeed once the network is fixed.
-UNREACHED_CODES = frozenset({"NETWORK_UNREACHABLE"})
+# The site was never reached, for want of the network or of the browser that would reach it (none found, or
+# one that cannot start, say without a screen): an operation that ends so has failed (it looked at nothing),
+# even though the same call may succeed once the network or the browser is fixed.
+UNREACHED_CODES = frozenset({"NETWORK_UNREACHABLE", "BROWSER_UNAVAILABLE", "BROWSER_NOT_FOUND"})
 
 
 def unreached_with_nothing(error: CnkiError | None, found: int) -> bool:
@@ -551,7 +552,8 @@ def for_its_tool(error: CnkiError, *, a_list: bool, resumable: str = "") -> Cnki
     (``a_list``: a search, related papers, an author's papers, a journal's issues, facets) says that is no
     empty answer; an operation that keeps a checkpoint (``resumable`` names it: 检索, 批量下载) says it can go on.
     Other tools (the field check, get_metadata) leave the catalogue's message as it is."""
-    said = "；".join([*([_NOT_NONE] if a_list else []), *([_GO_ON.format(resumable)] if resumable else [])])
+    go_on = resumable and error.code == "NETWORK_UNREACHABLE"  # the browser's own message says how to go on
+    said = "；".join([*([_NOT_NONE] if a_list else []), *([_GO_ON.format(resumable)] if go_on else [])])
     if said and error.code in UNREACHED_CODES and said not in error.message:
         error.message = _clip(f"{error.message}{said}。")
     return error
