@@ -16,25 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The CLI's language rule (cnki_mcp.setup.cli_words.language), in bash 3.2 (macOS) terms.
-english=0
-chosen=${CNKI_LANG:-}
-chosen=${chosen#"${chosen%%[![:space:]]*}"}
-if [ -n "$chosen" ]; then
-  case "$chosen" in [Ee][Nn]*) english=1 ;; esac
-else
-  for locale in "${LC_ALL:-}" "${LC_MESSAGES:-}" "${LANG:-}"; do
-    locale=${locale#"${locale%%[![:space:]]*}"}
-    [ -n "$locale" ] || continue
-    case "$locale" in [Ee][Nn]*) english=1 ;; esac
-    break
-  done
-fi
-
-# The Chinese line, or the English one.
-say() {
-  if [ "$english" = 1 ]; then printf '%s\n' "$2"; else printf '%s\n' "$1"; fi
-}
+. scripts/language.sh  # english=1 or 0, and say "中文" "English"
 
 with_tests=0
 venv_only=0

@@ -39,7 +39,8 @@ def real_python(path: Path) -> Path:
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     (tmp_path / "scripts").mkdir()
-    shutil.copy(REPO / "scripts" / "bootstrap.sh", tmp_path / "scripts" / "bootstrap.sh")
+    for script in ("bootstrap.sh", "language.sh"):
+        shutil.copy(REPO / "scripts" / script, tmp_path / "scripts" / script)
     return tmp_path
 
 
@@ -331,7 +332,8 @@ def test_tree(tmp_path: Path) -> Path:
     """scripts/test.sh beside a bootstrap that does nothing and a .venv Python that prints its arguments and
     exits with $PYTEST_EXIT."""
     (tmp_path / "scripts").mkdir()
-    shutil.copy(REPO / "scripts" / "test.sh", tmp_path / "scripts" / "test.sh")
+    for script in ("test.sh", "language.sh"):
+        shutil.copy(REPO / "scripts" / script, tmp_path / "scripts" / script)
     (tmp_path / "scripts" / "bootstrap.sh").write_text("exit 0\n", "utf-8")
     python = tmp_path / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
@@ -340,9 +342,9 @@ def test_tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run_tests(tree: Path, *args: str, exit_code: int = 0) -> subprocess.CompletedProcess[str]:
+def run_tests(tree: Path, *args: str, exit_code: int = 0, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["/bin/bash", str(tree / "scripts" / "test.sh"), *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTEST_EXIT": str(exit_code)}, timeout=60)
+                          env={**os.environ, "PYTEST_EXIT": str(exit_code), **env}, timeout=60)
 
 
 def test_the_whole_suite_and_the_fast_loop_pass_their_arguments_to_pytest(test_tree: Path) -> None:
@@ -369,6 +371,13 @@ def test_nothing_selected_is_exit_5_and_the_fast_loop_says_why(test_tree: Path, 
     done = run_tests(test_tree, *args, exit_code=5)
     assert done.returncode == 5
     assert ("没有测试被选中：--fast 不运行 e2e、browser、slow 和 packaging 测试；去掉 --fast 即可运行它们。" in done.stderr) is said
+
+
+def test_the_fast_loops_reason_speaks_english_with_cnki_lang_en(test_tree: Path) -> None:
+    done = run_tests(test_tree, "--fast", "tests/test_e2e_store.py", exit_code=5, CNKI_LANG="en")
+    assert done.stderr.splitlines()[-1] == (
+        "No test was selected: --fast leaves out the e2e, browser, slow and packaging tests; drop --fast to run them."
+    )
 
 
 def test_a_failing_run_keeps_its_exit_code(test_tree: Path) -> None:
