@@ -202,6 +202,7 @@ class Case:
         self.calls: list[dict[str, Any]] = []
         self.answers: list[dict[str, Any]] = []  # the server's structured answers, in the order of ``calls``
         self._relay: asyncio.Task[None] | None = None
+        self._closing = False
 
     async def show(self, tool: str, arguments: dict[str, Any], *, theme: str = "light") -> dict[str, Any]:
         result = await self.mcp.result(tool, arguments)
@@ -219,7 +220,7 @@ class Case:
 
     async def _forward(self) -> None:
         """Each tools/call the app sends, forwarded to the real server; the answer posted back to the app."""
-        while True:
+        while not self._closing:
             calls = await self.browser.js("hostLog.calls")
             for call in calls[len(self.calls):]:
                 self.calls.append(call)
@@ -241,9 +242,12 @@ class Case:
         raise AssertionError(f"the app did not call {name}")
 
     async def close(self) -> None:
+        # The flag as well as the cancel: a cancel that lands inside nodriver's send can be swallowed there, and
+        # the relay would then poll for ever (a 300 s teardown, seen twice in long runs).
+        self._closing = True
         if self._relay is not None:
             self._relay.cancel()
-            await asyncio.gather(self._relay, return_exceptions=True)
+            await asyncio.wait({self._relay}, timeout=15)
 
 
 async def assert_drawn(browser: Browser, path: Path) -> None:

@@ -553,7 +553,7 @@ async def test_killed_browser_is_unavailable_until_recover(env: Env, kns: KnsSim
         await asyncio.sleep(0.05)
     query = GridQuery(compile_expression({"field": "subject", "value": "碳排放"}))
     job = await run(env, lambda op: grid_page(env.site, op, query, 1))
-    assert job.record.status == "partial" and job.record.errors[0].code == "BROWSER_UNAVAILABLE"
+    assert job.record.status == "failed" and job.record.errors[0].code == "BROWSER_UNAVAILABLE"
     await env.site.recover()
     job = await run(env, lambda op: grid_page(env.site, op, query, 1))
     assert job.record.status == "completed", job.record.errors
