@@ -85,10 +85,10 @@ def test_a_writer_that_is_gone_is_told_in_every_answer_never_a_timeout(tmp_path:
             return took
 
         took = asyncio.run(answers())
-        assert max(took) < 1.0, took  # before: 10 s each (SETTLE_SECONDS)
+        assert max(took) < 5.0, took  # before: 10 s each (SETTLE_SECONDS)
         began = time.monotonic()
         assert not store.flush()
-        assert time.monotonic() - began < 1.0
+        assert time.monotonic() - began < 5.0
         warnings = store.warnings()
         assert codes(warnings) == ["STORE_NOT_SAVED"]
         assert warnings[0].details["cause"] == "writer_stopped"
@@ -235,4 +235,4 @@ def test_the_lockless_readers_neither_run_nor_inflate_what_the_file_holds(tmp_pa
     plant(tmp_path, "DROP TABLE meta", "CREATE VIEW meta AS " + ENDLESS_VIEW[1].split(" AS ", 1)[1].replace("CAST(n AS TEXT) AS key, '' AS stamp, '' AS title_key", "CAST(n AS TEXT) AS key"))
     began = time.monotonic()
     assert peek_store(tmp_path) is None
-    assert time.monotonic() - began < 2.0
+    assert time.monotonic() - began < 10.0  # an endless view is never run (it would hang)
