@@ -220,9 +220,7 @@ def setup_command(
     try:
         if interactive and not (sys.stdin is not None and sys.stdin.isatty()):
             # Questions nobody sees would take every default silently: say which flags decide instead.
-            click.echo(f"SETUP_NEEDS_TERMINAL: {msg('setup.needs_terminal')}", err=True)
-            click.echo(changes.summary())
-            sys.exit(2)
+            raise CnkiError("SETUP_NEEDS_TERMINAL", msg("setup.needs_terminal"))
         route = route_of(remote_access.strip()) if remote_access else None  # a bad URL stops before any change
         chosen = _checked_clients(client_ids, install_client)
         if http:
@@ -246,7 +244,7 @@ def setup_command(
     except CnkiError as error:
         click.echo(f"{error.code}: {error.message}", err=True)
         click.echo(changes.summary())
-        sys.exit(1)
+        sys.exit(2 if error.code == "SETUP_NEEDS_TERMINAL" else 1)  # 2: a usage error, as click's own
 
 
 def _checked_clients(client_ids: tuple[str, ...], install_client: bool) -> list[clients.Client]:
