@@ -29,6 +29,8 @@ import psutil
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from cnki_mcp.core.clock import within
+
 FLOOR = Path(__file__).with_name("floor_server.py")
 GOALS = {"initialize_delta_s": 0.15, "idle_rss_mb": 80.0}
 SETTLE_SECONDS = 5.0  # at most this long for the RSS to stop moving (work started after the first answer)
@@ -96,9 +98,9 @@ async def bench(runs: int, command: list[str]) -> dict[str, list[Run]]:
         env = _installed_env(pycache)
         # One run of each, not counted, writes the bytecode both sides then read.
         for count in (False, *[True] * runs):  # alternately, so a change in the machine's load falls on both
-            floor_run = await asyncio.wait_for(measure(floor, env), RUN_SECONDS)
+            floor_run = await within(measure(floor, env), RUN_SECONDS)
             with tempfile.TemporaryDirectory(prefix="cnki-startup-") as data_dir:
-                server_run = await asyncio.wait_for(measure(command, {**env, "CNKI_DATA_DIR": data_dir}), RUN_SECONDS)
+                server_run = await within(measure(command, {**env, "CNKI_DATA_DIR": data_dir}), RUN_SECONDS)
             if count:
                 found["floor"].append(floor_run)
                 found["server"].append(server_run)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cnki_mcp.core.clock import within
 from tests.harness import McpSession, offline_params  # noqa: E402
 
 
@@ -75,7 +76,7 @@ async def takeover(data: Path, errlog: object, times: list[float]) -> None:
             killed = time.perf_counter()
             os.kill(owner_pid, signal.SIGKILL)
             while True:
-                result = await asyncio.wait_for(joined.result("diagnostics", {}), 30)
+                result = await within(joined.result("diagnostics", {}), 30)
                 if not result.is_error and result.structured_content["owner_pid"] != owner_pid:
                     times.append(time.perf_counter() - killed)
                     break

@@ -18,6 +18,7 @@ import click
 
 from cnki_mcp import __version__
 from cnki_mcp.core import settings
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.setup.cli_words import Group, language, say, show_usage_error
 
@@ -139,7 +140,7 @@ async def _serve() -> None:
         from cnki_mcp.core import logs
 
         try:
-            await asyncio.wait_for(shared.close(), SHUTDOWN_SECONDS)
+            await within(shared.close(), SHUTDOWN_SECONDS)
         finally:
             logs.shutdown()
             os._exit(128 + signum)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psutil
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.model import Config
 from cnki_mcp.site import discovery
 from cnki_mcp.site.browser import Browser
@@ -43,10 +44,10 @@ async def check(executable: Path) -> list[str]:
         profile = Path(tmp) / "profile"
         browser = Browser(profile, executable, headless=True, extra_args=[])
         try:
-            await asyncio.wait_for(browser.ensure(), 60)
+            await within(browser.ensure(), 60)
             if not await browser.probe():
                 problems.append("the browser did not answer Browser.getVersion")
-            await asyncio.wait_for(browser.new_tab("about:blank"), 30)
+            await within(browser.new_tab("about:blank"), 30)
             pid = browser.process_id
             assert pid is not None
             ports = listening_ports(pid)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import chromium_or_skip
+from tests.harness import RECENT_ANSWERS, chromium_or_skip
 from tests.kns.fixtures import kns, kns_server  # noqa: F401  (the CNKI simulator, for any test)
+from tests.kns.server import KnsSimulator
 
 # Modules whose every test drives the real server end to end (stdio, often Chromium and the simulator).
 E2E_MODULE_PREFIX = "test_e2e_"
@@ -25,6 +26,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
         if "chromium" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+
+
+SIM_REQUESTS = 60  # how many of the simulator's last requests a failed test's report shows
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    RECENT_ANSWERS.clear()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """A failed (or timed out) test's report carries what CI would otherwise lose with the machine: the last
+    answers its client read and the simulator's last requests (the server's log is its captured stderr)."""
+    report: pytest.TestReport = yield
+    if report.when == "call" and report.failed:
+        report.sections.extend(failure_context(getattr(item, "funcargs", {})))
+    return report
+
+
+def failure_context(funcargs: dict[str, object]) -> list[tuple[str, str]]:
+    sections = []
+    if RECENT_ANSWERS:
+        lines = (line if count == 1 else f"{line}  (×{count})" for line, count in RECENT_ANSWERS)
+        sections.append(("last answers read", "\n".join(lines)))
+    for sim in {id(value): value for value in funcargs.values() if isinstance(value, KnsSimulator)}.values():
+        requests = sim.requests[-SIM_REQUESTS:]
+        start = requests[0].at if requests else 0.0
+        lines = (f"+{r.at - start:6.2f}s {r.status} {r.method} {r.endpoint} {r.host}{r.path}" for r in requests)
+        sections.append(("simulator's last requests", "\n".join(lines)))
+    return sections
 
 
 # The home folder, and the settings that would point a client's config somewhere in the real one.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -29,12 +30,30 @@ from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.types import CallToolResult, TextContent
 
 from cnki_mcp.app import App
+from cnki_mcp.core.clock import within
 from cnki_mcp.surface.tools import dispatch, listed_tools, parse_arguments
 
 FINAL = ("completed", "partial", "failed", "skipped", "cancelled", "interrupted")
 AWAITING = ("awaiting_user", *FINAL)  # a person is asked, or the operation ended
 REPO = Path(__file__).resolve().parents[1]
 SERVE = (sys.executable, "-m", "cnki_mcp", "serve")
+
+# The last answers this process's sessions read (a repeated one counted, not kept twice): a failed test's report
+# shows them (tests/conftest.py), so a CI run that hung or failed says where its operation stood.
+RECENT_ANSWERS: collections.deque[list[Any]] = collections.deque(maxlen=16)
+ANSWER_CHARACTERS = 600
+CHANGING_FIELDS = ("active_seconds", "budget", "updated_at")  # left out, so a wait's repeated view is one line
+
+
+def remember_answer(tool: str, answer: dict[str, Any]) -> None:
+    """Keep ``answer`` (shortened) among RECENT_ANSWERS."""
+    kept = {name: value for name, value in answer.items() if name not in CHANGING_FIELDS}
+    line = f"{tool}: {json.dumps(kept, ensure_ascii=False)}"
+    line = line if len(line) <= ANSWER_CHARACTERS else line[:ANSWER_CHARACTERS] + " …"
+    if RECENT_ANSWERS and RECENT_ANSWERS[-1][0] == line:
+        RECENT_ANSWERS[-1][1] += 1
+    else:
+        RECENT_ANSWERS.append([line, 1])
 
 
 async def call_tool(app: App, tool: str, raw: dict[str, Any], ctx: Any = None) -> Any:
@@ -150,7 +169,8 @@ def tcp_ports(processes: list[psutil.Process], *, listening: bool) -> list[int]:
 
 def serve_params(data: Path, browser_args: str | None = None, *, command: Sequence[str] = SERVE, **env: str) -> StdioServerParameters:
     """``command`` (``python -m cnki_mcp serve``) on ``data``, with ``env`` over what the SDK passes on (PATH,
-    HOME …). With ``browser_args``: a headless Chromium pointed at the simulator, 10 ms between requests."""
+    HOME …). With ``browser_args``: a headless Chromium pointed at the simulator, 10 ms between requests, the log
+    at INFO."""
     base = {"CNKI_DATA_DIR": str(data)}
     if browser_args is not None:
         base |= {
@@ -158,6 +178,7 @@ def serve_params(data: Path, browser_args: str | None = None, *, command: Sequen
             "CNKI_BROWSER_PATH": chromium_or_skip(),
             "CNKI_BROWSER_ARGS": browser_args,
             "CNKI_REQUEST_INTERVAL_MS": "10",
+            "CNKI_LOG_LEVEL": "INFO",  # what a failed test's report shows of the server (tests/conftest.py)
         }
     return StdioServerParameters(command=command[0], args=list(command[1:]), env=base | env, cwd=REPO)
 
@@ -235,12 +256,12 @@ async def held_client(
             raise
 
     holder = asyncio.create_task(hold())
-    client = await asyncio.wait_for(asyncio.shield(ready), 60)
+    client = await within(asyncio.shield(ready), 60)
     try:
         yield client
     finally:
         stop.set()
-        await asyncio.wait_for(holder, 30)
+        await within(holder, 30)
 
 
 class McpSession(Operations):
@@ -282,7 +303,9 @@ class McpSession(Operations):
         return served_conforms(tool, await self.client.call_tool(tool, arguments))
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self.check(await self.result(tool, arguments))
+        answer = self.check(await self.result(tool, arguments))
+        remember_answer(tool, answer)
+        return answer
 
 
 class ThreadedClient:
@@ -376,7 +399,7 @@ class RawServer(Operations):
     async def read(self, timeout: float | None = None) -> dict[str, Any]:
         """The next message; waits ``timeout`` seconds (default ``read_timeout``) at most."""
         assert self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), self.read_timeout if timeout is None else timeout)
+        line = await within(self.proc.stdout.readline(), self.read_timeout if timeout is None else timeout)
         assert line, "the server closed stdout"
         message = json.loads(line)
         self.seen.append(message)
@@ -419,9 +442,9 @@ class RawServer(Operations):
         assert self.proc.stdout is not None
         self.proc.stdin.close()
         try:
-            while line := await asyncio.wait_for(self.proc.stdout.readline(), timeout):
+            while line := await within(self.proc.stdout.readline(), timeout):
                 self.seen.append(json.loads(line))
-            return await asyncio.wait_for(self.proc.wait(), timeout)
+            return await within(self.proc.wait(), timeout)
         except TimeoutError:
             self.proc.kill()
             return await self.proc.wait()

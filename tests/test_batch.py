@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cnki_mcp.core import settings
-from cnki_mcp.core.clock import china_day, next_china_midnight
+from cnki_mcp.core.clock import china_day, next_china_midnight, within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, BatchItem, Budget, DownloadResult, Paper
 from cnki_mcp.documents import batch
@@ -168,7 +168,7 @@ class StandIn:
         key = artifact_key(paper.record_ref, "pdf")
         if self.click:
             self.store.put_artifact(key, Artifact(state="clicked", record_ref=paper.record_ref, operation_id=op.operation_id))
-        await asyncio.wait_for(self.arrive.wait(), 10)
+        await within(self.arrive.wait(), 10)
         self.store.put_artifact(key, Artifact(state="completed", record_ref=paper.record_ref, format="pdf", path="/x.pdf"))
         return DownloadResult(state="completed", record_ref=paper.record_ref, format="pdf", path="/x.pdf", sha256="ab", bytes=2)
 

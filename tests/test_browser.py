@@ -26,6 +26,7 @@ import psutil
 import pytest
 import pytest_asyncio
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site import chrome as chrome_module
 from cnki_mcp.site import page_io
@@ -413,11 +414,11 @@ async def test_server_exit_without_close_leaves_no_browser(tmp_path: Path, endin
     )
     try:
         assert server.stdout is not None
-        pid = int(await asyncio.wait_for(asyncio.to_thread(server.stdout.readline), 30))
+        pid = int(await within(asyncio.to_thread(server.stdout.readline), 30))
         assert psutil.pid_exists(pid)
         if ending == "signal":
             server.terminate()
-        await asyncio.wait_for(asyncio.to_thread(server.wait), 15)
+        await within(asyncio.to_thread(server.wait), 15)
     finally:
         server.kill()
         server.wait()

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.surface.tools import listed_tools
 from tests.harness import REPO
 from tests.test_http_serve import _token, http_server
@@ -85,7 +86,7 @@ async def _serve_proxy(token: str, target_port: int) -> asyncio.Server:
     async def handle(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         proxy_port = str(client_writer.get_extra_info("sockname")[1]).encode()
         try:
-            head = await asyncio.wait_for(client_reader.readuntil(b"\r\n\r\n"), 10)
+            head = await within(client_reader.readuntil(b"\r\n\r\n"), 10)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
             client_writer.close()
             return

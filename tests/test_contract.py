@@ -28,6 +28,7 @@ from mcp.types import (
 
 from cnki_mcp import __version__
 from cnki_mcp.core import model, refcheck_model, tool_args
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Problem
 from cnki_mcp.site import grid_query
@@ -582,7 +583,7 @@ async def test_sampling_that_is_never_answered_times_out_with_progress() -> None
         seen.append(message)
 
     async with Client(server.build_server(FakeApp(answer)), mode="legacy", sampling_callback=never) as client:
-        data = decoded(await asyncio.wait_for(client.call_tool("session_status", {}, progress_callback=on_progress), 10))
+        data = decoded(await within(client.call_tool("session_status", {}, progress_callback=on_progress), 10))
     assert data == {"timed_out": True}
     assert len(seen) >= 2
     assert all("等待客户端模型" in (message or "") for message in seen)

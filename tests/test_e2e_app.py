@@ -24,6 +24,7 @@ import pytest
 import pytest_asyncio
 from PIL import Image
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.surface.apps import APP_URI
 from tests.harness import FINAL, McpSession, chromium_on_cdp, chromium_or_skip, serve_params
 from tests.kns.server import KnsSimulator
@@ -148,7 +149,7 @@ class Browser:
         from nodriver import cdp
 
         context = self.frame_context if in_app else None
-        remote, exc = await asyncio.wait_for(
+        remote, exc = await within(
             self.tab.send(cdp.runtime.evaluate(expression=expression, context_id=context, await_promise=True, return_by_value=True)),
             10,
         )
@@ -286,7 +287,7 @@ async def browser() -> AsyncIterator[Browser]:
         await watched.watch()
         yield watched
         with contextlib.suppress(Exception):  # the connection drops while Chromium closes
-            await asyncio.wait_for(watched.tab.send(cdp.browser.close()), 5)
+            await within(watched.tab.send(cdp.browser.close()), 5)
 
 
 @pytest_asyncio.fixture(loop_scope="module")

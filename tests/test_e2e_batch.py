@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from cnki_mcp.core.clock import within
 from tests.harness import AWAITING, FINAL, McpSession, chromium_path, serve_params
 from tests.kns import pages
 from tests.kns.corpus import Paper as SimPaper
@@ -87,7 +88,7 @@ async def killable(data: Path, sim: KnsSimulator, **env: str) -> AsyncIterator[M
         yield session
     finally:
         with contextlib.suppress(BaseException):
-            await asyncio.wait_for(entered.__aexit__(None, None, None), 30)
+            await within(entered.__aexit__(None, None, None), 30)
 
 
 async def test_a_batch_of_eight_gets_each_papers_file_once_and_paced(sim: EntrySimulator, isolated_data_dir: Path) -> None:  # noqa: F811 - the fixture imported above

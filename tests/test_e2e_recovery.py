@@ -25,6 +25,7 @@ import psutil
 import pytest
 import pytest_asyncio
 
+from cnki_mcp.core.clock import within
 from tests.harness import AWAITING, McpSession, RawServer, processes_on, serve_params
 from tests.kns.corpus import Paper as SimPaper
 from tests.kns.server import KnsSimulator, SimRequest
@@ -266,7 +267,7 @@ async def test_no_browser_process_outlives_the_server(
             proc.send_signal(signal.SIGTERM)
         else:
             proc.stdin.close()
-        await asyncio.wait_for(proc.wait(), 8)
+        await within(proc.wait(), 8)
         left = processes_on(profile)
     finally:
         if proc.returncode is None:

@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.stdio import stdio_client
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
+from cnki_mcp.core.clock import within
 from tests.harness import INIT_PARAMS, McpSession, RawServer, offline_params, processes_on, serve_params
 from tests.kns.server import KnsSimulator
 from tests.test_e2e_recovery import details, expression, listed, token
@@ -39,7 +40,7 @@ async def session(data: Path, kns: KnsSimulator, errlog: Any) -> AsyncIterator[M
         yield mcp
     finally:
         with contextlib.suppress(BaseException):
-            await asyncio.wait_for(entered.__aexit__(None, None, None), 30)
+            await within(entered.__aexit__(None, None, None), 30)
 
 
 async def search(mcp: McpSession, topic: str, **options: Any) -> dict[str, Any]:
@@ -110,7 +111,7 @@ async def test_the_owner_killed_another_takes_over_and_continue_repeats_nothing(
             killed = time.monotonic()
             os.kill(owner, signal.SIGKILL)
             while True:
-                result = await asyncio.wait_for(second.result("diagnostics", {}), 15)
+                result = await within(second.result("diagnostics", {}), 15)
                 if not result.is_error:
                     break
                 assert result.structured_content["errors"][0]["code"] in ("OWNER_CHANGED", "OWNER_UNREACHABLE")
@@ -202,7 +203,7 @@ async def test_with_three_servers_one_takes_over_and_the_other_rejoins(tmp_path:
                 owners = set()
                 for client in (second, third):
                     while True:
-                        result = await asyncio.wait_for(client.result("diagnostics", {}), 15)
+                        result = await within(client.result("diagnostics", {}), 15)
                         if not result.is_error and result.structured_content["owner_pid"] != owner:
                             owners.add(result.structured_content["owner_pid"])
                             break
@@ -222,6 +223,6 @@ async def test_the_first_call_after_the_owner_is_killed_reaches_the_new_owner(tm
                 assert (await second.call("diagnostics", {}))["owner_pid"] == owner
                 os.kill(owner, signal.SIGKILL)
                 # At once: before the relay notices the owner is gone, the call's POST finds nobody listening.
-                result = await asyncio.wait_for(second.result("diagnostics", {}), 30)
+                result = await within(second.result("diagnostics", {}), 30)
                 assert not result.is_error, result.structured_content
                 assert result.structured_content["owner_pid"] not in (owner, None)

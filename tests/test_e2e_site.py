@@ -18,6 +18,7 @@ import psutil
 import pytest
 import pytest_asyncio
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget, Paper
 from cnki_mcp.ops.jobs import Job, Jobs, OperationContext
@@ -67,7 +68,7 @@ async def run(
     budget: Budget | None = None,
 ) -> Job:
     job = env.jobs.start(kind, budget or get_metadata.BUDGET.of(on_verification), work)
-    await asyncio.wait_for(job.done.wait(), 60)
+    await within(job.done.wait(), 60)
     return job
 
 
@@ -433,7 +434,7 @@ async def test_grid_captcha_waits_for_a_person_then_completes(env: Env, kns: Kns
     assert "验证" in job.record.message and env.site.person.page(job.record.operation_id) is not None
     assert env.site.limiter.held
     kns.solve()
-    await asyncio.wait_for(job.done.wait(), 30)
+    await within(job.done.wait(), 30)
     assert job.record.status == "completed", job.record.errors
     assert job.record.result["rows"] and env.site.epoch == epoch + 1
     assert not env.site.limiter.held and env.site.person.page() is None
@@ -458,7 +459,7 @@ async def test_the_grids_json_challenge_is_shown_on_its_verify_page_and_page_1_i
     assert "/verify/home?captchaType=blockPuzzle" in shown.url
     assert "returnUrl=https%3A%2F%2Fkns.cnki.net%2Fkns8s%2FAdvSearch" in shown.url
     kns.solve()
-    await asyncio.wait_for(job.done.wait(), 30)
+    await within(job.done.wait(), 30)
     posts = grid_posts(kns)
     assert job.record.status == "completed", job.record.errors
     assert env.site.epoch == epoch + 1  # one human step: the retry did not start a new search
@@ -475,7 +476,7 @@ async def test_a_challenge_that_keeps_coming_back_stops_after_four_attempts(env:
     for _ in range(3):  # the person says "done" three times, the site asks again each time
         await until_awaiting(job)
         await env.jobs.resume(job.record.operation_id)
-    await asyncio.wait_for(job.done.wait(), 30)
+    await within(job.done.wait(), 30)
     assert [e.code for e in job.record.errors] == ["VERIFICATION_REPEATED"]
     assert not env.site.limiter.held
 
@@ -505,7 +506,7 @@ async def test_login_wall_on_a_detail_page_is_handed_to_a_person(env: Env, kns: 
     await env.site.evaluate(
         tab, "document.querySelector('#TextBoxUserName').value = 'reader', document.querySelector('#loginForm').submit(), true"
     )
-    await asyncio.wait_for(job.done.wait(), 30)
+    await within(job.done.wait(), 30)
     assert job.record.status == "completed", job.record.errors
     assert job.record.result["abstract"] == paper.abstract
     assert kns.scenario.login == "personal"
@@ -535,7 +536,7 @@ async def test_login_polls_the_tabs_and_session_refresh_reads_the_header(env: En
     await env.site.evaluate(tab, "location.href = document.querySelector('.ecp_header_personal_loginbg').href, true")
     await env.site.wait_for(tab, "!!document.querySelector('#loginForm')", 10)
     await env.site.evaluate(tab, "document.querySelector('#loginForm').submit(), true")
-    await asyncio.wait_for(job.done.wait(), 30)
+    await within(job.done.wait(), 30)
     assert job.record.status == "completed", job.record.errors
     assert job.record.result["personal"] == "authenticated" and job.record.result["institution"] == "not_observed"
     assert env.site.person.page() is None

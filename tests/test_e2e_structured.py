@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import pytest_asyncio
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.model import Paper
 from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.research.backend import grid_page
@@ -252,7 +253,7 @@ async def test_request_starts_stay_an_interval_apart_around_the_template_click(
 
     try:
         job = Jobs(store).start("metadata", get_metadata.BUDGET.of(), work)
-        await asyncio.wait_for(job.done.wait(), 60)
+        await within(job.done.wait(), 60)
     finally:
         await browser.close()
         await store.close()

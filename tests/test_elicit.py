@@ -26,6 +26,7 @@ from mcp.types import (
 )
 
 from cnki_mcp.core.call import PersonAnswer
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.research.pipeline import plan_search
@@ -79,7 +80,7 @@ def waits_for_the_person(resumed: list[bool], pauses: int = 1) -> Any:
     async def work(op: OperationContext) -> str:
         for _ in range(pauses):
             signal = op.await_user("知网要求人工验证：请在弹出的浏览器窗口完成验证，完成后任务会自动继续")
-            await asyncio.wait_for(signal.wait(), 10)
+            await within(signal.wait(), 10)
             if op.cancelled:  # as site/human.py's wait does
                 raise CnkiError("CANCELLED")
             resumed.append(True)
@@ -122,7 +123,7 @@ async def test_the_question_is_withdrawn_when_the_pause_ends_first(jobs: Jobs) -
     while not call.asked:
         await asyncio.sleep(0.01)
     await jobs.resume(job.record.operation_id)  # the page cleared, or operation_control resume
-    view = await asyncio.wait_for(waiting, 5)
+    view = await within(waiting, 5)
     assert view.status == "completed" and resumed == [True] and call.withdrawn == 1
 
 
@@ -286,10 +287,10 @@ async def test_other_requests_are_answered_while_the_person_is_asked(mode: str) 
         asking = asyncio.create_task(client.call_tool("search", {"query": "违约金"}))
         while not asked:
             await asyncio.sleep(0.01)
-        other = await asyncio.wait_for(client.call_tool("session_status", {}), 5)
+        other = await within(client.call_tool("session_status", {}), 5)
         assert decoded(other) == {"status": "completed"} and not asking.done()
         released.set()
-        assert decoded(await asyncio.wait_for(asking, 5))["status"] == "running"
+        assert decoded(await within(asking, 5))["status"] == "running"
 
 
 def test_the_relay_gives_a_2026_request_its_routing_headers() -> None:

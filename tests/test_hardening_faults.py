@@ -30,6 +30,7 @@ import pytest
 
 from cnki_mcp.app import App
 from cnki_mcp.core import files
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import STORE_VERSION, StoreData
 from cnki_mcp.ops.jobs import OperationContext
@@ -463,7 +464,7 @@ async def kill_flushes(data: Path, rounds: int, rng: random.Random) -> dict[str,
             stderr=asyncio.subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)},
         )
         assert proc.stdout is not None
-        await asyncio.wait_for(proc.stdout.readline(), 30)
+        await within(proc.stdout.readline(), 30)
         await asyncio.sleep(rng.uniform(0.05, 0.6))
         proc.send_signal(signal.SIGKILL)
         await proc.wait()

@@ -10,7 +10,6 @@ the reader invoice and nonce in every result, every log line and every file the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -23,6 +22,7 @@ from hypothesis import strategies as st
 
 from cnki_mcp.app import App
 from cnki_mcp.core import files
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper, Quality
 from cnki_mcp.documents.download_files import DownloadRequest, check_target
@@ -270,7 +270,7 @@ async def test_the_site_refuses_a_foreign_locator_without_touching_the_browser(t
                 return await site.journal(op, paper)
 
             job = jobs.start("metadata", get_metadata.BUDGET.of(), work)
-            await asyncio.wait_for(job.done.wait(), 10)
+            await within(job.done.wait(), 10)
             assert job.record.status in ("failed", "partial") and job.record.result is None
             assert [e.code for e in job.record.errors] == ["LOCATOR_EXPIRED"], job.record.errors
     finally:

@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from cnki_mcp.cli import cli
+from cnki_mcp.core.clock import within
 from cnki_mcp.serving import endpoint
 from tests.harness import REPO
 
@@ -76,9 +77,9 @@ async def http_server(
     finally:
         if proc.returncode is None:
             proc.terminate()
-            await asyncio.wait_for(proc.wait(), 20)
+            await within(proc.wait(), 20)
         if "drainer" in locals():
-            await asyncio.wait_for(drainer, 5)
+            await within(drainer, 5)
 
 
 def _token(data: Path) -> str:
@@ -107,10 +108,10 @@ async def test_the_official_client_needs_the_token_and_a_local_host(tmp_path: Pa
         async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as client:
             async with streamable_http_client(url, http_client=client) as (read, write):
                 async with ClientSession(read, write) as session:
-                    await asyncio.wait_for(session.initialize(), 20)
+                    await within(session.initialize(), 20)
                     tools = (await session.list_tools()).tools
-                    diagnostics = await asyncio.wait_for(session.call_tool("diagnostics", {}), 20)
-                    stored = await asyncio.wait_for(session.call_tool("search_results", {"search_id": "nope"}), 20)
+                    diagnostics = await within(session.call_tool("diagnostics", {}), 20)
+                    stored = await within(session.call_tool("search_results", {"search_id": "nope"}), 20)
         assert len(tools) >= 13
         assert not diagnostics.is_error
         assert diagnostics.structured_content["owner_pid"] == proc.pid
@@ -121,7 +122,7 @@ async def test_the_official_client_needs_the_token_and_a_local_host(tmp_path: Pa
             with pytest.raises(BaseException):  # noqa: B017 - the client's own error for a 401, wrapped by its task groups
                 async with streamable_http_client(url, http_client=client) as (read, write):
                     async with ClientSession(read, write) as session:
-                        await asyncio.wait_for(session.initialize(), 10)
+                        await within(session.initialize(), 10)
     assert proc.returncode == 0, "".join(lines)
     assert not (data / "owner.json").exists()
 
@@ -134,7 +135,7 @@ async def test_both_eras_are_served(tmp_path: Path) -> None:
             async with create_mcp_http_client(headers={"Authorization": f"Bearer {_token(data)}"}) as http:
                 async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
                     assert client.session.protocol_version == era
-                    diagnostics = await asyncio.wait_for(client.call_tool("diagnostics", {}), 20)
+                    diagnostics = await within(client.call_tool("diagnostics", {}), 20)
             assert diagnostics.structured_content["owner_pid"] == proc.pid, mode
 
 
@@ -169,7 +170,7 @@ async def test_a_second_http_owner_on_the_same_directory_is_refused(tmp_path: Pa
             sys.executable, "-m", "cnki_mcp", "serve", "--http", "--port", "0",
             stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=_env(data), cwd=REPO,
         )
-        _, err = await asyncio.wait_for(second.communicate(), 30)
+        _, err = await within(second.communicate(), 30)
         assert second.returncode == 1
         assert "DATA_DIRECTORY_IN_USE" in err.decode()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget, Problem
 from cnki_mcp.ops.jobs import INTERRUPTED_MESSAGE, Jobs, OperationContext
@@ -99,7 +100,7 @@ async def test_wait_returns_when_a_person_is_needed_and_blocks_while_they_work(j
 
     async def work(ctx: OperationContext) -> str:
         signal = ctx.await_user("请登录")
-        await asyncio.wait_for(signal.wait(), 5)
+        await within(signal.wait(), 5)
         ctx.user_done()
         await gate.wait()
         return "done"

@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import pytest
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.site import route
 from tests.harness import chromium_on_cdp
 from tests.kns import gateway as gw
@@ -265,7 +266,7 @@ async def test_chromium_loads_a_proxied_search_page(kns: KnsSimulator) -> None:
         tab = await browser.get(WRDVPN_SEARCH)
 
         async def js(expr: str) -> Any:
-            ro, exc = await asyncio.wait_for(
+            ro, exc = await within(
                 tab.send(cdp.runtime.evaluate(expression=expr, await_promise=True, return_by_value=True)), 10)
             assert exc is None, exc
             return ro.value
@@ -298,4 +299,4 @@ async def test_chromium_loads_a_proxied_search_page(kns: KnsSimulator) -> None:
         assert pages == [("wrdvpn", "/kns8s/AdvSearch", "document")] * 2 + [("wrdvpn", "/kns8s/brief/grid", "empty")]
         # the connection drops while Chromium closes; proc.wait below is the check
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(tab.send(cdp.browser.close()), 5)
+            await within(tab.send(cdp.browser.close()), 5)

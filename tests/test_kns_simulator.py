@@ -15,6 +15,7 @@ from urllib.parse import urlencode, urlsplit
 import lxml.html
 import pytest
 
+from cnki_mcp.core.clock import within
 from tests.harness import chromium_on_cdp
 from tests.kns.corpus import Paper
 from tests.kns.server import KnsSimulator
@@ -717,7 +718,7 @@ async def test_chromium_advsearch_script_posts_the_grid_request(kns: KnsSimulato
         tab = await browser.get("https://kns.cnki.net/kns8s/AdvSearch")
 
         async def js(expr: str) -> Any:
-            ro, exc = await asyncio.wait_for(
+            ro, exc = await within(
                 tab.send(cdp.runtime.evaluate(expression=expr, await_promise=True, return_by_value=True)), 10)
             assert exc is None, exc
             return ro.value
@@ -748,6 +749,6 @@ async def test_chromium_advsearch_script_posts_the_grid_request(kns: KnsSimulato
         page2 = [r for r in kns.requests if r.endpoint == "grid"][1]
         assert page2.form["turnpage"] == cursor and page2.form["boolSearch"] == "false"
         try:
-            await asyncio.wait_for(tab.send(cdp.browser.close()), 5)
+            await within(tab.send(cdp.browser.close()), 5)
         except Exception:  # the connection drops while Chromium closes; proc.wait below is the check
             pass

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site.limiter import Limiter
 
@@ -73,12 +74,12 @@ async def test_release_function_is_idempotent() -> None:
     release()
     assert limiter.stats()["inflight"] == 0
     # Exactly one slot again: a second acquire succeeds, a third would have to wait.
-    second = await asyncio.wait_for(limiter.acquire(), 1)
+    second = await within(limiter.acquire(), 1)
     third = asyncio.create_task(limiter.acquire())
     await asyncio.sleep(0.05)
     assert not third.done()
     second()
-    (await asyncio.wait_for(third, 1))()
+    (await within(third, 1))()
 
 
 async def test_hold_blocks_new_starts_until_release() -> None:
@@ -92,7 +93,7 @@ async def test_hold_blocks_new_starts_until_release() -> None:
     released_at = time.monotonic()
     limiter.release()
     assert not limiter.held
-    release = await asyncio.wait_for(waiter, 2)
+    release = await within(waiter, 2)
     # The first start after a person finishes waits one interval.
     assert time.monotonic() - released_at >= 0.045
     release()
@@ -109,7 +110,7 @@ async def test_hold_during_a_pending_start_waits_and_respaces() -> None:
     assert not pending.done()
     released_at = time.monotonic()
     limiter.release()
-    second = await asyncio.wait_for(pending, 2)
+    second = await within(pending, 2)
     assert time.monotonic() - released_at >= 0.055
     first()
     second()
@@ -129,7 +130,7 @@ async def test_cancelling_a_waiter_returns_its_slot() -> None:
     assert limiter.stats()["inflight"] == 0
     # The reservation is not refunded: the following start lands after the cancelled one's slot.
     began = time.monotonic()
-    release = await asyncio.wait_for(limiter.acquire(), 2)
+    release = await within(limiter.acquire(), 2)
     assert time.monotonic() - began >= 0.24
     release()
 
@@ -144,7 +145,7 @@ async def test_cancelling_while_held_leaves_no_trace() -> None:
         await waiter
     limiter.release()
     assert limiter.stats()["waiting"] == 0
-    release = await asyncio.wait_for(limiter.acquire(), 1)
+    release = await within(limiter.acquire(), 1)
     release()
 
 

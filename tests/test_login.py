@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest_asyncio
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import SessionState
 from cnki_mcp.ops.jobs import Jobs, OperationContext
@@ -102,7 +103,7 @@ async def wait_for_login(jobs: Jobs, pages: list[str], before: SessionState | No
 async def test_login_wait_ends_when_an_identity_appears(jobs: Jobs, monkeypatch: Any) -> None:
     monkeypatch.setattr("cnki_mcp.site.session.LOGIN_POLL", 0.01)
     sessions, job = await wait_for_login(jobs, [ANONYMOUS, ANONYMOUS, INSTITUTION], None)
-    await asyncio.wait_for(job.done.wait(), 5)
+    await within(job.done.wait(), 5)
     assert job.record.status == "completed"
     assert sessions.last is not None and sessions.last.institution_evidence == ["华东政法大学"]
 
@@ -111,7 +112,7 @@ async def test_forced_login_waits_for_a_different_identity_or_resume(jobs: Jobs,
     monkeypatch.setattr("cnki_mcp.site.session.LOGIN_POLL", 0.01)
     before = SessionState(institution="observed", institution_evidence=["华东政法大学"])
     sessions, job = await wait_for_login(jobs, [INSTITUTION, INSTITUTION, BOTH], before)
-    await asyncio.wait_for(job.done.wait(), 5)
+    await within(job.done.wait(), 5)
     assert job.record.status == "completed" and sessions.last is not None and sessions.last.personal == "authenticated"
 
     sessions, job = await wait_for_login(jobs, [INSTITUTION], before)
@@ -125,6 +126,6 @@ async def test_login_wait_times_out(jobs: Jobs, monkeypatch: Any) -> None:
     monkeypatch.setattr("cnki_mcp.site.session.LOGIN_POLL", 0.01)
     monkeypatch.setattr("cnki_mcp.site.session.LOGIN_TIMEOUT", 0.1)
     _, job = await wait_for_login(jobs, [ANONYMOUS], None)
-    await asyncio.wait_for(job.done.wait(), 5)
+    await within(job.done.wait(), 5)
     assert [e.code for e in job.record.errors] == ["LOGIN_TIMEOUT"]
     assert CnkiError("LOGIN_TIMEOUT").retryable

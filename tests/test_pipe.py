@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.site.cdp import cdp
 from cnki_mcp.site.chrome import PipeEnds, posix_pipe_spawn, windows_pipe_spawn
 from cnki_mcp.site.pipe import PipeChannel, PipeConnection
@@ -64,8 +65,8 @@ async def test_answers_split_and_joined_anyhow_reach_their_commands(chrome: Fake
     chrome.write(targets + answer[:7])  # the second answer first, and the first one in two pieces
     await asyncio.sleep(0.05)
     chrome.write(answer[7:])
-    assert await asyncio.wait_for(first, 2) == ("1.3", "Chrome/1", "r", "UA", "1")
-    assert await asyncio.wait_for(second, 2) == []
+    assert await within(first, 2) == ("1.3", "Chrome/1", "r", "UA", "1")
+    assert await within(second, 2) == []
 
 
 async def test_a_tab_gets_its_own_session_and_only_its_events(chrome: FakeChrome) -> None:
@@ -78,7 +79,7 @@ async def test_a_tab_gets_its_own_session_and_only_its_events(chrome: FakeChrome
     chrome.write(json.dumps({"id": attach["id"], "result": {"sessionId": "S1"}}).encode() + b"\0")
     get_info = await chrome.command()
     chrome.write(json.dumps({"id": get_info["id"], "result": {"targetInfo": info.to_json()}}).encode() + b"\0")
-    await asyncio.wait_for(attaching, 2)
+    await within(attaching, 2)
 
     seen: dict[str, list[str]] = {"tab": [], "browser": []}
     tab.add_handler(cdp().page.FrameNavigated, lambda event, _c: seen["tab"].append(event.frame.url))
@@ -93,14 +94,14 @@ async def test_a_tab_gets_its_own_session_and_only_its_events(chrome: FakeChrome
     unknown = {"method": "Page.somethingNewer", "params": {}, "sessionId": "S1"}  # newer than the bindings: ignored
     stranger = {**event, "sessionId": "S2"}  # a session nobody here attached
     chrome.write(b"".join(json.dumps(m).encode() + b"\0" for m in (unknown, event, stranger, {"id": enable["id"], "result": {}})))
-    await asyncio.wait_for(sending, 2)
+    await within(sending, 2)
     assert seen == {"tab": ["https://kns.cnki.net/"], "browser": []}
 
     closing = asyncio.ensure_future(tab.aclose())
     detach = await chrome.command()
     assert detach["method"] == "Target.detachFromTarget" and detach["params"] == {"sessionId": "S1"}
     chrome.write(json.dumps({"id": detach["id"], "result": {}}).encode() + b"\0")
-    await asyncio.wait_for(closing, 2)
+    await within(closing, 2)
     assert set(chrome.channel.sessions) == {None}
 
 
@@ -109,14 +110,14 @@ async def test_an_error_answer_raises_and_the_pipe_end_fails_every_waiting_comma
     command = await chrome.command()
     chrome.write(json.dumps({"id": command["id"], "error": {"code": -32000, "message": "No target with given id found"}}).encode() + b"\0")
     with pytest.raises(Exception, match="No target with given id found"):
-        await asyncio.wait_for(failing, 2)
+        await within(failing, 2)
 
     waiting = asyncio.ensure_future(chrome.channel.browser.send(cdp().browser.get_version()))
     await chrome.command()
     assert chrome.channel.close_code is None
     os.close(chrome.writes)  # Chrome exited: its end of the answers pipe closed
     with pytest.raises(ConnectionError):
-        await asyncio.wait_for(waiting, 2)
+        await within(waiting, 2)
     assert chrome.channel.close_code is not None
     with pytest.raises(ConnectionError):
         await chrome.channel.browser.send(cdp().browser.get_version())

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import PARSER_VERSION, Budget, Paper, Quality
 from cnki_mcp.ops.jobs import Jobs, OperationContext
@@ -66,20 +67,20 @@ async def run_search(
     plan = plan_explicit(request.concept_groups)
     state = SearchState(search_id="", input=request, plan=plan, cache_key=cache_key(request, plan))
     job = jobs.start("search", budget or search_budget(request), lambda op: search_operation(op, engine(store, site), state))
-    await asyncio.wait_for(job.done.wait(), 30)
+    await within(job.done.wait(), 30)
     return msgspec.to_builtins(jobs.view(job)), job.record.operation_id
 
 
 async def continue_run(jobs: Jobs, store: Store, site: FakeSite, op_id: str, more: int = 0) -> dict[str, Any]:
     prior, budget = jobs.continuation(op_id, more, 0)
     job = jobs.start("search", budget, lambda op: search_operation(op, engine(store, site), None), resume_from=prior)
-    await asyncio.wait_for(job.done.wait(), 30)
+    await within(job.done.wait(), 30)
     return msgspec.to_builtins(jobs.view(job))
 
 
 async def in_operation(jobs: Jobs, work: Any, kind: str = "metadata", budget: Budget | None = None) -> dict[str, Any]:
     job = jobs.start(kind, budget or get_metadata.BUDGET.of(), work)
-    await asyncio.wait_for(job.done.wait(), 30)
+    await within(job.done.wait(), 30)
     return msgspec.to_builtins(jobs.view(job))
 
 
@@ -476,7 +477,7 @@ async def test_budget_exhaustion_lets_requests_in_flight_land(jobs: Jobs, store:
         return fatal and fatal.code
 
     job = jobs.start("metadata", Budget(max_requests=10, timeout_seconds=60), work)
-    await asyncio.wait_for(job.done.wait(), 10)
+    await within(job.done.wait(), 10)
     assert jobs.view(job).result == "BUDGET_EXHAUSTED"
     assert site.counts["detail"] == 10
     enriched = [ref for ref in refs if store.data.papers[ref].abstract]
@@ -605,7 +606,7 @@ async def test_a_wait_for_a_throttled_site_is_shown_until_the_next_step_and_a_pr
         return page
 
     job = jobs.start("search", Budget(), work)
-    await asyncio.wait_for(job.done.wait(), 5)
+    await within(job.done.wait(), 5)
     assert seen == [
         ("waiting_for_site", {"page": 2, "wait_seconds": 5.0, "waited_seconds": 0.0}),
         ("retrieval", {"round": 1}),

@@ -18,6 +18,7 @@ from mcp import Client
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
 from cnki_mcp.app import App
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Budget
 from cnki_mcp.ops.jobs import OperationContext
@@ -146,7 +147,7 @@ async def test_continue_after_a_crash_repeats_nothing(tmp_path: Path, crash_at: 
     before.crash_when = crash_at
     app = App(crashed_dir, site_factory=lambda: before)
     pending = asyncio.create_task(call_tool(app, "search", QUERY))
-    await asyncio.wait_for(before.crashed.wait(), 10)
+    await within(before.crashed.wait(), 10)
     store = await app.store()
     store.flush()  # every change made so far is committed by now anyway
     copy_committed(crashed_dir, restarted_dir)  # what the process leaves when it is killed here

@@ -14,6 +14,7 @@ from mcp import ClientSession, MCPError, stdio_client
 from mcp.types import CreateMessageRequestParams, CreateMessageResult
 
 from cnki_mcp import __version__
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.surface import server
 from tests.harness import SERVE, McpSession, RawServer, offline_params, payload, serve_params
@@ -159,7 +160,7 @@ async def test_raw_2025_06_18_client_and_a_garbage_line(tmp_path: Path) -> None:
         finally:
             proc.stdin.close()
             try:
-                await asyncio.wait_for(proc.wait(), timeout=15)
+                await within(proc.wait(), 15)
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
@@ -199,7 +200,7 @@ async def test_a_client_that_never_answers_sampling_gets_its_search_within_the_i
             async with ClientSession(*streams, sampling_callback=never) as session:
                 await session.initialize()
                 started = time.monotonic()
-                result = await asyncio.wait_for(
+                result = await within(
                     session.call_tool("search", {"query": "自动驾驶 产品责任"}, progress_callback=on_progress), 30
                 )
                 took = time.monotonic() - started

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import pytest
 import pytest_asyncio
 
-from cnki_mcp.core.clock import poll
+from cnki_mcp.core.clock import poll, within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Paper
 from cnki_mcp.core.redact import endpoint_url
@@ -166,7 +166,7 @@ async def test_two_clear_observations_end_the_step(jobs: Jobs, tmp_path: Path) -
     assert job.record.status == "awaiting_user" and "验证" in job.record.message
     assert site.person.page(job.record.operation_id) is tab and site.person.page() is tab
     assert site.limiter.held
-    await asyncio.wait_for(job.done.wait(), 10)
+    await within(job.done.wait(), 10)
     assert job.record.status == "completed" and job.record.result == "done"
     assert site.epoch == 1 and site.limiter.backoff == 2.0 and not site.limiter.held
     assert site.person.page() is None
@@ -183,7 +183,7 @@ async def test_resume_ends_the_step_and_skip_never_starts_it(jobs: Jobs, tmp_pat
     assert site.epoch == 1
 
     job, _ = await run_step(jobs, site, on_verification="skip")
-    await asyncio.wait_for(job.done.wait(), 5)
+    await within(job.done.wait(), 5)
     assert job.record.status == "skipped" and job.record.errors[0].code == "VERIFICATION_SKIPPED"
     assert site.epoch == 1 and not site.browser.minimised[1:]  # type: ignore[attr-defined]
 
@@ -191,7 +191,7 @@ async def test_resume_ends_the_step_and_skip_never_starts_it(jobs: Jobs, tmp_pat
 async def test_a_step_already_solved_returns_at_once(jobs: Jobs, tmp_path: Path) -> None:
     site = make_site([CHALLENGE], tmp_path)
     job, _ = await run_step(jobs, site, epoch=-1)
-    await asyncio.wait_for(job.done.wait(), 5)
+    await within(job.done.wait(), 5)
     assert job.record.status == "completed" and site.epoch == 0 and site.browser.shown == []  # type: ignore[attr-defined]
 
 
@@ -199,7 +199,7 @@ async def test_timeout_and_cancel_release_the_limiter(jobs: Jobs, tmp_path: Path
     site = make_site([CHALLENGE], tmp_path)
     site.person.timeout = 0.3
     job, _ = await run_step(jobs, site)
-    await asyncio.wait_for(job.done.wait(), 5)
+    await within(job.done.wait(), 5)
     assert job.record.errors[0].code == "VERIFICATION_TIMEOUT"
     assert not site.limiter.held
     snapshot = tmp_path / "diagnostics" / job.record.errors[0].details["snapshot"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.serving import owner, shared
 from cnki_mcp.serving.owner import claim, read_owner
 from cnki_mcp.surface import server
@@ -157,7 +158,7 @@ async def test_a_tool_call_is_answered_before_the_endpoint_opens(monkeypatch: py
     took: dict[str, Any] = {}
 
     async def body(app: Any, answered: asyncio.Event) -> None:
-        took["answer"] = await asyncio.wait_for(app.call("session_status", None, None), 30)
+        took["answer"] = await within(app.call("session_status", None, None), 30)
         took["events"] = list(events)
 
     monkeypatch.setattr(shared, "START_AFTER_SECONDS", 3600.0)  # only an answer opens the endpoint

@@ -1,4 +1,5 @@
-"""Time: UTC timestamps as the stored and returned JSON carries them, and the deadlines of waits.
+"""Time: UTC timestamps as the stored and returned JSON carries them, and the deadlines of waits (``within`` is
+the one bounded await: ``asyncio.wait_for`` is refused by the linter, see below).
 
 Timestamps are RFC 3339 with a ``Z`` suffix.
 
@@ -102,6 +103,15 @@ class Deadline:
     @property
     def passed(self) -> bool:
         return time.monotonic() >= self._end
+
+
+async def within(awaitable: Awaitable[T], seconds: float | None) -> T:
+    """``await awaitable``, or TimeoutError once ``seconds`` pass (None: no limit): ``asyncio.wait_for`` as
+    Python 3.12 has it. On 3.11, which the releases are built with, ``wait_for`` returns the inner result when its
+    task is cancelled just as that result lands, and the cancel is lost (CPython issue 86296): a person's step told
+    to stop because the download had begun went on waiting for the person for 20 minutes."""
+    async with asyncio.timeout(seconds):
+        return await awaitable
 
 
 async def poll(probe: Callable[[], Awaitable[T]], seconds: float, interval: float) -> T:

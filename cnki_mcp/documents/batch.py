@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from cnki_mcp.core import tool_args
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import FATAL_CODES, CnkiError, as_cnki_error, for_its_tool
 from cnki_mcp.core.files import remove_empty_folders
 from cnki_mcp.core.model import BatchItem, BatchResult, Budget, DownloadResult, Paper
@@ -154,11 +155,11 @@ async def _one(
         # cancel: a paper whose click was sent is seen through; one not yet clicked stops here, unordered.
         if not _clicked(store, ref, op.operation_id):
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await within(task, CANCEL_GRACE)
             return None, _cancelled()
         try:
-            outcome = await asyncio.wait_for(asyncio.shield(task), state.request.wait_seconds + CANCEL_GRACE)
+            outcome = await within(asyncio.shield(task), state.request.wait_seconds + CANCEL_GRACE)
         except TimeoutError:
             outcome = CnkiError("SIDE_EFFECT_UNCERTAIN", "取消时这篇论文已点击下载，文件还没有到达；再次调用会先检查文件。")
         item, _ = _classified(store, op, ref, paper.title, outcome)

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.core.clock import Deadline, china_day, next_china_midnight, parse_utc, utc_now_iso
+from cnki_mcp.core.clock import Deadline, china_day, next_china_midnight, parse_utc, utc_now_iso, within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.files import safe_folder
 from cnki_mcp.core.model import Artifact, DownloadResult, LocalReply, Paper
@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 
 POLL = 0.5
 TAB_LIST_WAIT = 2.0
+STEP_STOP_SECONDS = 10.0
 HTML_FILE_LIMIT = 2 << 20
 # One file's size cap: a whole doctoral thesis (the largest thing CNKI sells as one file) is tens of MB, a
 # scanned one a few hundred pages of images at most ~200 MB; 512 MiB fits any of them twice over and stops a
@@ -583,7 +584,7 @@ class _Watch:
         """
         site = self.site
         try:
-            return [self.opener, *await asyncio.wait_for(site.popups(self.opener), TAB_LIST_WAIT)]
+            return [self.opener, *await within(site.popups(self.opener), TAB_LIST_WAIT)]
         except TimeoutError:
             log.debug("popups of the download tab not attached within %.0f s", TAB_LIST_WAIT)
         except CnkiError as exc:
@@ -619,5 +620,9 @@ class _Watch:
         finally:
             if not step.done():
                 step.cancel()
-                with contextlib.suppress(asyncio.CancelledError, CnkiError):
-                    await step
+                # Told to stop, a step only hides its page (a couple of seconds at most): never wait on it longer.
+                await asyncio.wait({step}, timeout=STEP_STOP_SECONDS)
+                if not step.done():
+                    log.warning("the person's step on the download tab did not stop within %.0f s", STEP_STOP_SECONDS)
+                elif not step.cancelled():
+                    step.exception()  # read: a step that failed while stopping has nothing more to say

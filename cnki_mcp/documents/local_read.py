@@ -19,6 +19,7 @@ from pathlib import Path
 
 import msgspec
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, FileCoverage, LocalReply, Paper, ReadResult
 from cnki_mcp.core.tool_args import FILE_FORMATS
@@ -148,7 +149,7 @@ class LocalFiles:
             task.add_done_callback(lambda _t: self._parsing.pop(key, None))
         parse.waiters += 1
         try:
-            read = await asyncio.wait_for(asyncio.shield(parse.task), PARSE_SECONDS)
+            read = await within(asyncio.shield(parse.task), PARSE_SECONDS)
         except TimeoutError:
             parse.budget.stop.set()
             raise CnkiError(

@@ -20,7 +20,7 @@ import msgspec
 
 from cnki_mcp.core import settings
 from cnki_mcp.core.call import PersonAnswer, ToolCall, seconds_since
-from cnki_mcp.core.clock import Deadline, utc_now_iso
+from cnki_mcp.core.clock import Deadline, utc_now_iso, within
 from cnki_mcp.core.errors import UNREACHED_CODES, CnkiError, as_cnki_error, for_its_tool
 from cnki_mcp.core.model import Budget, BudgetView, Operation, OperationView, Problem
 from cnki_mcp.core.tool_args import CONTINUE_REQUESTS, CONTINUE_SECONDS
@@ -431,7 +431,7 @@ class Jobs:
                 await self._report(job, progress)
             wake = deadline.remaining() if settled or settling is None else min(deadline.remaining(), settling.remaining())
             try:
-                await asyncio.wait_for(changed.wait(), wake)
+                await within(changed.wait(), wake)
             except TimeoutError:
                 pass
         if job.done.is_set() or job.record.status in FINAL_STATUSES:
@@ -517,7 +517,7 @@ class Jobs:
         if job.task is not None:
             job.task.cancel()
         try:
-            await asyncio.wait_for(job.done.wait(), CANCEL_GRACE_SECONDS)
+            await within(job.done.wait(), CANCEL_GRACE_SECONDS)
         except TimeoutError:
             log.warning("operation %s did not stop within %.0f s", job.record.operation_id, CANCEL_GRACE_SECONDS)
         return self.view(job)
@@ -571,6 +571,6 @@ class Jobs:
                 job.task.cancel()
         for job in jobs:
             try:
-                await asyncio.wait_for(job.done.wait(), CANCEL_GRACE_SECONDS)
+                await within(job.done.wait(), CANCEL_GRACE_SECONDS)
             except TimeoutError:
                 log.warning("operation %s did not stop at shutdown", job.record.operation_id)

@@ -44,6 +44,7 @@ import httpx2
 import msgspec
 
 from cnki_mcp.core import settings
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Artifact, Paper, ZoteroAttachment, ZoteroItem, ZoteroReply, ZoteroTarget
 from cnki_mcp.core.tool_args import ZOTERO_MAX
@@ -137,7 +138,7 @@ class Connector:
         headers = {"X-Zotero-Connector-API-Version": API_VERSION, **headers}
         try:
             # The whole exchange, not each read: a body sent a byte a second would pass a read timeout.
-            return await asyncio.wait_for(_request(self.base + path, body, headers, timeout), timeout)
+            return await within(_request(self.base + path, body, headers, timeout), timeout)
         except _TooLarge:
             raise _unavailable(self.base, f"答复超过 {ANSWER_MAX // (1024 * 1024)} MB，不像 Zotero 的连接器") from None
         except (TimeoutError, OSError, ValueError, httpx2.HTTPError) as exc:

@@ -14,6 +14,7 @@ from typing import Any
 import httpx2
 import msgspec
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import error_from
 from cnki_mcp.core.model import Problem
 from cnki_mcp.serving import endpoint
@@ -39,7 +40,7 @@ class OwnerSession:
         self._session = session
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = await asyncio.wait_for(self._session.call_tool(tool, arguments), CALL_SECONDS)
+        result = await within(self._session.call_tool(tool, arguments), CALL_SECONDS)
         content: dict[str, Any] = result.structured_content or {}
         if result.is_error:
             raise error_from(msgspec.convert(content["errors"][0], Problem))
@@ -57,5 +58,5 @@ async def owner_session(root: Path, owner: OwnerInfo) -> AsyncIterator[OwnerSess
         headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(CONNECT_SECONDS, read=None), trust_env=False
     )
     async with http, streamable_http_client(owner.url, http_client=http) as (read, write), ClientSession(read, write) as session:
-        await asyncio.wait_for(session.initialize(), CONNECT_SECONDS * 2)
+        await within(session.initialize(), CONNECT_SECONDS * 2)
         yield OwnerSession(session)

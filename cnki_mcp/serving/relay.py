@@ -53,6 +53,7 @@ from mcp.types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError, ErrorCode
 from cnki_mcp.serving import endpoint
 from cnki_mcp.serving.owner import OwnerInfo, claim, read_owner
@@ -169,7 +170,7 @@ class Relay:
         deadline = asyncio.get_running_loop().time() + OWNER_WAIT_SECONDS
         while True:
             try:
-                await asyncio.wait_for(self._connected.wait(), max(0.0, deadline - asyncio.get_running_loop().time()))
+                await within(self._connected.wait(), max(0.0, deadline - asyncio.get_running_loop().time()))
             except TimeoutError:
                 if isinstance(message, JSONRPCRequest):
                     await self._answer_failed(message.id, message.method, "OWNER_UNREACHABLE")
@@ -289,7 +290,7 @@ class Relay:
         self._replays[ident] = answered
         try:
             await down_write.send(SessionMessage(self._init.model_copy(update={"id": ident})))
-            reply = await asyncio.wait_for(answered, REJOIN_SECONDS)
+            reply = await within(answered, REJOIN_SECONDS)
         finally:
             self._replays.pop(ident, None)
         if isinstance(reply, JSONRPCError):

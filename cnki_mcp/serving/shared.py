@@ -20,6 +20,7 @@ from pathlib import Path
 
 from cnki_mcp import __version__
 from cnki_mcp.app import App
+from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.serving import endpoint
 from cnki_mcp.serving.owner import Owner, OwnerInfo, claim, read_owner
@@ -79,7 +80,7 @@ class Shared:
 
     async def _open_after(self, answered: asyncio.Event) -> None:
         try:
-            await asyncio.wait_for(answered.wait(), START_AFTER_SECONDS)
+            await within(answered.wait(), START_AFTER_SECONDS)
         except TimeoutError:
             pass
         finally:

@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from cnki_mcp.core.clock import Deadline
+from cnki_mcp.core.clock import Deadline, within
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
 from cnki_mcp.core.model import Config
 from cnki_mcp.site.cdp import NAVIGATED, DownloadEvent, Tab, cdp, nodriver
@@ -125,7 +125,7 @@ class _Session:
             port=port,
         )
         self.port = port
-        self.nd = await asyncio.wait_for(nd.Browser.create(config=config), ATTACH_TIMEOUT)
+        self.nd = await within(nd.Browser.create(config=config), ATTACH_TIMEOUT)
         nd.core.util.get_registered_instances().discard(self.nd)
 
     async def wait_changed(self, timeout: float) -> None:
@@ -133,7 +133,7 @@ class _Session:
         if timeout <= 0:
             return
         try:
-            await asyncio.wait_for(self.changed.wait(), timeout)
+            await within(self.changed.wait(), timeout)
         except TimeoutError:
             pass
 
@@ -392,7 +392,7 @@ class Browser(PageActions):
     async def _shutdown(self, session: _Session) -> None:
         async def close() -> bool:
             try:
-                await asyncio.wait_for(session.nd.send(cdp().browser.close()), CLOSE_TIMEOUT)
+                await within(session.nd.send(cdp().browser.close()), CLOSE_TIMEOUT)
             except TimeoutError:
                 log.warning("browser %d did not answer Browser.close", session.chrome.pid)
                 return False
@@ -405,13 +405,13 @@ class Browser(PageActions):
             if conn is None:
                 continue
             try:
-                await asyncio.wait_for(conn.aclose(), 2.0)
+                await within(conn.aclose(), 2.0)
             except Exception as exc:
                 log.debug("closing a DevTools socket failed: %s", exc)
         for task in list(session.closing):
             if not task.done():
                 try:
-                    await asyncio.wait_for(asyncio.shield(task), 1.0)
+                    await within(asyncio.shield(task), 1.0)
                 except (TimeoutError, Exception):
                     task.cancel()
 
@@ -448,7 +448,7 @@ class Browser(PageActions):
 
     async def _guard(self, awaitable: Any, timeout: float) -> Any:
         try:
-            return await asyncio.wait_for(awaitable, timeout)
+            return await within(awaitable, timeout)
         except CnkiError:
             raise
         except TimeoutError as exc:
@@ -495,7 +495,7 @@ class Browser(PageActions):
                 )
         except BaseException:
             try:
-                await asyncio.wait_for(conn.aclose(), PAGE_CLOSE_TIMEOUT)
+                await within(conn.aclose(), PAGE_CLOSE_TIMEOUT)
             except Exception as exc:
                 log.debug("closing a half-attached tab socket failed: %s", exc)
             raise
@@ -559,7 +559,7 @@ class Browser(PageActions):
             if closed is not None:
                 closed.closed = True
                 try:
-                    await asyncio.wait_for(closed._conn.aclose(), PAGE_CLOSE_TIMEOUT)
+                    await within(closed._conn.aclose(), PAGE_CLOSE_TIMEOUT)
                 except Exception as exc:
                     log.debug("closing the socket of tab %s failed: %s", tid, exc)
         session.popups.pop(tab.target_id, None)

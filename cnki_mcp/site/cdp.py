@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from cnki_mcp.core.clock import Deadline
+from cnki_mcp.core.clock import Deadline, within
 from cnki_mcp.core.errors import CnkiError
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class Tab:
                 return None
             self._document_seen.clear()
             try:
-                await asyncio.wait_for(self._document_seen.wait(), deadline.remaining())
+                await within(self._document_seen.wait(), deadline.remaining())
             except TimeoutError:
                 return None
         return self._documents.pop(loader_id)

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 import psutil
 
-from cnki_mcp.core.clock import poll
+from cnki_mcp.core.clock import poll, within
 from cnki_mcp.core.display import browser_output_cause
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.site import reaper
@@ -429,7 +429,7 @@ class ChromeProcess:
         if failed and self.proc.returncode is None and not answered.cancelled():
             # The pipe closes as Chrome dies (no screen, a bad flag): give its exit a moment to be reaped.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.proc.wait(), PIPE_EXIT_WAIT)
+                await within(self.proc.wait(), PIPE_EXIT_WAIT)
         if failed and self.proc.returncode is not None:
             raise await self.exit_error(generation)
         if answered.cancelled():
@@ -467,7 +467,7 @@ class ChromeProcess:
         killed whatever is left; the owner file goes when it still names this browser."""
         if close is not None and await close() and self.proc.returncode is None:
             try:
-                await asyncio.wait_for(self.proc.wait(), EXIT_WAIT)
+                await within(self.proc.wait(), EXIT_WAIT)
             except TimeoutError:
                 log.warning("browser %d did not exit after Browser.close; killing it", self.proc.pid)
         await asyncio.to_thread(reaper.kill_tree, self.proc.pid, self.created, 3.0, group=True)
@@ -475,7 +475,7 @@ class ChromeProcess:
         for task in self._tasks:
             if not task.done():
                 try:
-                    await asyncio.wait_for(asyncio.shield(task), 1.0)
+                    await within(asyncio.shield(task), 1.0)
                 except (TimeoutError, Exception):
                     task.cancel()
         if _read_owner(self.profile).get("browser_pid") == self.proc.pid:

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from cnki_mcp.core.clock import Deadline
+from cnki_mcp.core.clock import Deadline, within
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.ops.jobs import OperationContext
 from cnki_mcp.site.browser import Browser, Tab
@@ -111,7 +111,7 @@ class Person:
 
     async def hide(self, tab: Tab) -> None:
         try:
-            await asyncio.wait_for(self.browser.minimize(tab), MINIMIZE_TIMEOUT)
+            await within(self.browser.minimize(tab), MINIMIZE_TIMEOUT)
         except (CnkiError, TimeoutError) as exc:
             log.debug("minimising after a human step failed: %s", exc)
 
@@ -153,7 +153,7 @@ class Person:
                     if deadline.passed:
                         raise await expired()
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(resume.wait(), min(poll, deadline.remaining()))
+                        await within(resume.wait(), min(poll, deadline.remaining()))
                 # A cancel also sets the resume signal, and the task's own cancellation can be lost
                 # when both land together: the operation must stop, not carry on as if resumed.
                 if op.cancelled:
