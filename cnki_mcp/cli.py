@@ -20,7 +20,7 @@ from cnki_mcp import __version__
 from cnki_mcp.core import settings
 from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.setup.cli_words import Group, language, say, show_usage_error
+from cnki_mcp.setup.cli_words import Group, error_line, language, said, say, show_usage_error
 
 if TYPE_CHECKING:
     from cnki_mcp.research.watch import WatchRun
@@ -31,7 +31,7 @@ SHUTDOWN_SECONDS = 20
 
 
 def _fail(error: CnkiError) -> None:
-    click.echo(f"{error.code}: {error.message}", err=True)
+    click.echo(error_line(error), err=True)
     sys.exit(1)
 
 
@@ -202,7 +202,7 @@ def doctor(protocol: bool, as_json: bool, site: bool, report: bool) -> None:
 async def _doctor_site() -> bool:
     from cnki_mcp.app import App
     from cnki_mcp.core import logs
-    from cnki_mcp.fieldcheck.tour import LOCAL_CODES_EN, run_in_terminal
+    from cnki_mcp.fieldcheck.tour import run_in_terminal
     from cnki_mcp.tools import diagnostics
 
     logs.configure(settings.data_root())
@@ -212,8 +212,7 @@ async def _doctor_site() -> bool:
         job = await app.start_site_check(diagnostics.BUDGET.of(), english)
         check = await run_in_terminal(await app.jobs(), job, click.echo, english)
     except CnkiError as exc:
-        if english:  # the catalogue is Chinese only
-            exc.message = LOCAL_CODES_EN.get(exc.code, exc.message)
+        exc.message = said(exc)  # raised again to _fail: English then already
         if exc.code == "DATA_DIRECTORY_IN_USE":
             from cnki_mcp.setup.messages import msg
 
@@ -405,7 +404,7 @@ async def _in_process(names: list[str], runs: list[WatchRun], failures: dict[str
             try:
                 job = await start_watch(app, stored_watch(store.data.watches, name), None)
             except CnkiError as error:
-                failures[name] = f"{error.code}: {error.message}"
+                failures[name] = error_line(error)
                 continue
             view = await jobs.wait(job, float(OPTION_RANGES["timeout_seconds"][1]))
             if _outcome(name, msgspec.to_builtins(view), runs, failures):
@@ -427,7 +426,7 @@ async def _through_owner(root: Path, owner: OwnerInfo, names: list[str], runs: l
                 while view["status"] == "running":
                     view = await session.call("operation_status", {"operation_id": view["operation_id"], "wait_seconds": 50})
             except CnkiError as error:
-                failures[name] = f"{error.code}: {error.message}"
+                failures[name] = error_line(error)
                 continue
             if _outcome(name, view, runs, failures):
                 await session.call("operation_control", {"action": "cancel", "operation_id": view["operation_id"]})

@@ -169,8 +169,7 @@ def tcp_ports(processes: list[psutil.Process], *, listening: bool) -> list[int]:
 
 def serve_params(data: Path, browser_args: str | None = None, *, command: Sequence[str] = SERVE, **env: str) -> StdioServerParameters:
     """``command`` (``python -m cnki_mcp serve``) on ``data``, with ``env`` over what the SDK passes on (PATH,
-    HOME …). With ``browser_args``: a headless Chromium pointed at the simulator, 10 ms between requests, the log
-    at INFO."""
+    HOME …). With ``browser_args``: a headless Chromium pointed at the simulator, 10 ms between requests."""
     base = {"CNKI_DATA_DIR": str(data)}
     if browser_args is not None:
         base |= {
@@ -178,7 +177,6 @@ def serve_params(data: Path, browser_args: str | None = None, *, command: Sequen
             "CNKI_BROWSER_PATH": chromium_or_skip(),
             "CNKI_BROWSER_ARGS": browser_args,
             "CNKI_REQUEST_INTERVAL_MS": "10",
-            "CNKI_LOG_LEVEL": "INFO",  # what a failed test's report shows of the server (tests/conftest.py)
         }
     return StdioServerParameters(command=command[0], args=list(command[1:]), env=base | env, cwd=REPO)
 

@@ -170,6 +170,21 @@ def test_doctor_and_its_json_speak_english(isolated_data_dir: Path, home: Path) 
     assert [check["name"] for check in report["checks"]] == ["config", "route", "browser", "display", "clients", "log"]
 
 
+def test_a_config_json_that_cannot_be_read_is_said_in_english_by_doctor_and_the_field_check(isolated_data_dir: Path, home: Path) -> None:
+    isolated_data_dir.mkdir(parents=True)
+    (isolated_data_dir / "config.json").write_text('{"browser": ', "utf-8")
+    said = (f"config.json cannot be read: correct the file or delete it, then try again. "
+            f"(path: {isolated_data_dir / 'config.json'}; reason: Input data was truncated)")
+    local = run_en("doctor", data_dir=isolated_data_dir, home=home)
+    site = run_en("doctor", "--site", data_dir=isolated_data_dir, home=home)
+    assert local.returncode == 1
+    assert f"✗ config.json has a problem: {said}" in local.stdout.splitlines()
+    assert chinese_in(local) == []
+    assert site.returncode == 1
+    assert site.stderr.splitlines() == [f"CONFIG_INVALID: {said}"]
+    assert chinese_in(site) == []
+
+
 def test_doctor_names_a_browser_setting_that_points_nowhere_in_english(isolated_data_dir: Path, home: Path) -> None:
     gone = home / "no" / "chrome"
     done = run_en("doctor", data_dir=isolated_data_dir, home=home, CNKI_BROWSER_PATH=str(gone))

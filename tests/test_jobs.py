@@ -88,11 +88,13 @@ async def test_time_awaiting_a_person_is_not_charged(jobs: Jobs) -> None:
         ctx.charge()
         return 1.0
 
+    began = time.monotonic()
     job = jobs.start("session", Budget(max_requests=10, timeout_seconds=1), work)
     assert (await jobs.wait(job, 5)).status == "awaiting_user"
     view = await jobs.wait(job, 5)
+    took = time.monotonic() - began
     assert view.status == "completed"
-    assert view.active_seconds < 0.3
+    assert view.active_seconds <= took - 0.4  # the 0.4 s with the person is left out, however loaded the machine
 
 
 async def test_wait_returns_when_a_person_is_needed_and_blocks_while_they_work(jobs: Jobs) -> None:

@@ -972,6 +972,24 @@ def test_without_a_screen_setup_asks_and_enter_writes_cnki_headless(
 
 
 @posix_only
+def test_without_a_screen_the_headless_flag_is_the_advice_taken_not_repeated(
+    home: Path, isolated_data_dir: Path, checked: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "SSH_CONNECTION", "SSH_TTY", "CNKI_HEADLESS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    result = run(["--client", "cursor", "--skip-check", "--headless"])
+    said = result.stdout.splitlines()
+    assert result.exit_code == 0, result.output
+    assert [line for line in said if "登录和验证码需要的浏览器窗口打不开" in line] == []
+    assert said[-2] == ("⚠ 这台电脑没有图形界面，客户端配置已设 CNKI_HEADLESS=1：检索和阅读可用；遇到验证码或登录时需要图形界面"
+                        "（或在有桌面的电脑上运行 cnki-mcp serve --http，让客户端连接它）。")
+    no = run(["--client", "cursor", "--skip-check", "--no-headless"])
+    assert no.exit_code == 0, no.output
+    assert no.stdout.splitlines()[1].startswith("⚠ 这台电脑当前没有图形界面（没有 DISPLAY 或 WAYLAND_DISPLAY）：")
+
+
+@posix_only
 def test_without_a_screen_answering_no_writes_no_cnki_headless(
     home: Path, isolated_data_dir: Path, checked: list[Path], probed: list[list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cnki_mcp.core.errors import CATALOGUE, CnkiError
+from cnki_mcp.core.errors_en import ERRORS_EN
 from cnki_mcp.core.model import CheckStep, Paper, SessionState, SiteCheck
 from cnki_mcp.core.redact import redact_markup
 from cnki_mcp.fieldcheck.report import HIDDEN, build_report, find_secret, scrub_identity
@@ -24,7 +25,6 @@ from cnki_mcp.fieldcheck.tour import (
     JOURNAL_FIELDS,
     LABELS_EN,
     LOCAL_CODES,
-    LOCAL_CODES_EN,
     STEPS,
     THESIS_FIELDS,
     detail_found,
@@ -189,7 +189,7 @@ def test_english_step_lines() -> None:
     ok = CheckStep(name="grid", label=label, status="ok", found="50 rows", requests=1, seconds=0.4)
     failed = CheckStep(name="grid", label=label, status="failed", code="SITE_STRUCTURE_CHANGED", found="3 rows",
                        message="the page does not look as expected, it lacks: the total.", snapshot="grid-1.html", requests=1, seconds=1.0)
-    blocked = CheckStep(name="grid", label=label, status="blocked", code="RATE_LIMITED", message=LOCAL_CODES_EN["RATE_LIMITED"])
+    blocked = CheckStep(name="grid", label=label, status="blocked", code="RATE_LIMITED", message=ERRORS_EN["RATE_LIMITED"])
     assert step_line(ok, english=True) == "✓ Results, page 1: 50 rows (1 requests, 0.4 s)"
     assert step_line(failed, english=True) == ("✗ Results, page 1: SITE_STRUCTURE_CHANGED the page does not look as expected, it lacks: "
                                                "the total. Found: 3 rows. Snapshot diagnostics/grid-1.html (1 requests, 1.0 s)")
@@ -211,11 +211,11 @@ def test_english_summary_lines() -> None:
 
 def test_every_english_word_of_the_check_is_english() -> None:
     page = GridPage(rows=[row(1), row(2)], total=2, page=1, page_count=1)
-    words = [*LABELS_EN.values(), *FIELD_LABELS_EN.values(), *LOCAL_CODES_EN.values(), FAILED_EN,
+    words = [*LABELS_EN.values(), *FIELD_LABELS_EN.values(), *ERRORS_EN.values(), FAILED_EN,
              detail_found(Paper(title="t", abstract="a", keywords=["k"]), english=True), grid_found(page, english=True).replace("期刊", ""),
              *grid_gaps(GridPage(rows=[]), 1, english=True), *missing_fields(Paper(), JOURNAL_FIELDS, english=True)]
     assert [word for word in words if HAN.search(word)] == []
-    assert set(LOCAL_CODES_EN) == set(LOCAL_CODES) and set(LABELS_EN) == {name for name, _ in STEPS}
+    assert set(LOCAL_CODES) <= set(ERRORS_EN) and set(LABELS_EN) == {name for name, _ in STEPS}
     assert set(FIELD_LABELS_EN) == set(FIELD_LABELS)
 
 

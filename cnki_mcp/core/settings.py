@@ -105,18 +105,18 @@ def daily_download_limit(configured: int) -> int:
     raw = env_text("CNKI_DAILY_DOWNLOAD_LIMIT")
     if raw:
         if not raw.isascii() or not raw.isdigit():
-            raise _bad_limit("环境变量 CNKI_DAILY_DOWNLOAD_LIMIT", raw)
+            raise _bad_limit("环境变量 CNKI_DAILY_DOWNLOAD_LIMIT", "CNKI_DAILY_DOWNLOAD_LIMIT", raw)
         return int(raw)
     if configured < 0:
-        raise _bad_limit("config.json 的 daily_download_limit", str(configured))
+        raise _bad_limit("config.json 的 daily_download_limit", "daily_download_limit", str(configured))
     return configured
 
 
-def _bad_limit(where: str, value: str) -> CnkiError:
+def _bad_limit(where: str, name: str, value: str) -> CnkiError:
     return CnkiError(
         "INVALID_SETTING",
         f"{where} 的值 {value[:40]!r} 无效：每日下载上限须为不小于 0 的整数（0 表示不限）。请改正后重试；未下载任何文件。",
-        details={"setting": where, "value": value[:40]},
+        details={"setting": where, "name": name, "value": value[:40]},
     )
 
 

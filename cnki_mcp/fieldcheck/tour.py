@@ -34,6 +34,7 @@ import msgspec
 from cnki_mcp import __version__
 from cnki_mcp.core.clock import utc_now_iso
 from cnki_mcp.core.errors import CnkiError, as_cnki_error
+from cnki_mcp.core.errors_en import ERRORS_EN, english_message
 from cnki_mcp.core.model import PARSER_VERSION, CheckStep, Paper, Problem, SiteCheck
 from cnki_mcp.core.text import shortened
 from cnki_mcp.documents.online_reader import HTML_ENTRY, HTML_ENTRY_LINKS, read_document
@@ -152,27 +153,6 @@ MARKS = {"ok": "✓", "failed": "✗", "blocked": "!", "skipped": "–"}
 LOCAL_HINT = "没能检查的原因在本机、网络或登录，与知网的页面无关：按标 ! 的项目所说处理后，再运行一次检查。"
 LOCAL_HINT_EN = ("What kept the check from looking lies on this machine, its network or the login, not in CNKI's pages: "
                  "do what the lines marked ! say, then run the check again.")
-# The English of a blocked step (the error catalogue is Chinese only): what happened and what to do.
-LOCAL_CODES_EN = {
-    "NETWORK_UNREACHABLE": "CNKI cannot be reached (network, name lookup, proxy, or its CDN refuses this network).",
-    "BROWSER_UNAVAILABLE": ("the browser connection is not available (not a lack of access): run the check again; on a machine "
-                            "without a screen, run it in a desktop session."),
-    "BROWSER_NOT_FOUND": "no Chrome, Edge or Chromium was found: run cnki-mcp setup --browser <browser path>.",
-    "BROWSER_PROFILE_IN_USE": "another browser uses the dedicated profile: close that window and try again.",
-    "DATA_DIRECTORY_IN_USE": "another MCP server process uses this data directory.",
-    "RESOURCE_FAILED": "the browser did not get the page (network error or time-out; not a lack of access).",
-    "LOGIN_REQUIRED": "CNKI asks for a login: log in in the browser window, then run the check again.",
-    "LOGIN_TIMEOUT": "the login was not finished within 20 minutes.",
-    "ACCESS_DENIED": "CNKI refused access (no rights with this login).",
-    "VERIFICATION_REQUIRED": "CNKI asks for a human check: pass it in the browser window.",
-    "VERIFICATION_SKIPPED": "a page that asks for a human check was skipped.",
-    "VERIFICATION_TIMEOUT": "the human check was not passed within 20 minutes.",
-    "VERIFICATION_REPEATED": "CNKI kept asking for checks after one was passed: wait a while, then try again.",
-    "RATE_LIMITED": "CNKI limits the request rate (HTTP 429): try again later.",
-    "SITE_UNAVAILABLE": "CNKI is unavailable for now (HTTP 5xx): try again later.",
-    "SITE_TEMPORARILY_EMPTY": "CNKI returns only empty results for now (usually throttling): try again later.",
-    "BUDGET_EXHAUSTED": "the check's requests were used up before this step.",
-}
 FAILED_EN = "CNKI's page does not read as the parsers expect."
 
 
@@ -498,7 +478,7 @@ class Tour:
             else:
                 step.status, step.snapshot = "failed", await self._snapshot(name, error)
             if self.english:  # the catalogue's messages are Chinese only
-                step.message = LOCAL_CODES_EN.get(error.code, FAILED_EN)
+                step.message = ERRORS_EN.get(error.code, FAILED_EN)
             if error.fatal or error.code in STOP_CODES:
                 self.stopped = self._say(f"检查在「{label}」停止（{error.code}）", f"the check stopped at \"{label}\" ({error.code})")
         step.requests = self.op.requests - requests
@@ -714,7 +694,7 @@ async def run_in_terminal(jobs: Jobs, job: Job, echo: Callable[[str], None], eng
             break
     if not isinstance(view.result, dict):
         for problem in view.errors:
-            said = LOCAL_CODES_EN.get(problem.code, FAILED_EN) if english else problem.message
+            said = english_message(problem) if english else problem.message
             echo(f"{MARKS['blocked'] if problem.code in LOCAL_CODES else MARKS['failed']} {problem.code}: {said}")
         return None
     check = msgspec.convert(view.result, SiteCheck)

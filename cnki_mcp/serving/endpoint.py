@@ -532,6 +532,9 @@ async def start(mcp_server: Any, root: Path, host: str = DEFAULT_HOST, port: int
             sock.close()
             if not task.done():
                 task.cancel()
-            raise CnkiError("HTTP_ADDRESS_UNAVAILABLE", f"HTTP 服务没能在 {START_SECONDS:g} 秒内启动（{_netloc(host, bound_port)}）。")
+            raise CnkiError(
+                "HTTP_ADDRESS_UNAVAILABLE", f"HTTP 服务没能在 {START_SECONDS:g} 秒内启动（{_netloc(host, bound_port)}）。",
+                details={"host": host, "port": bound_port},
+            )
         await asyncio.sleep(0.02)
     return Endpoint(host, bound_port, server, task)

@@ -14,9 +14,12 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+
+if TYPE_CHECKING:
+    from cnki_mcp.core.errors import CnkiError
 
 
 def language(env: Mapping[str, str] | None = None) -> str:
@@ -35,6 +38,20 @@ def language(env: Mapping[str, str] | None = None) -> str:
 def say(zh: str, en: str) -> str:
     """The text in the CLI's language."""
     return en if language() == "en" else zh
+
+
+def said(error: CnkiError) -> str:
+    """``error``'s message in the CLI's language (the English of the layers under setup: core/errors_en.py)."""
+    if language() != "en":
+        return error.message
+    from cnki_mcp.core.errors_en import english_message
+
+    return english_message(error)
+
+
+def error_line(error: CnkiError) -> str:
+    """``CODE: message``, as the CLI prints a failure."""
+    return f"{error.code}: {said(error)}"
 
 
 _HEADINGS = {"Options": ("选项", "Options"), "Commands": ("命令", "Commands")}

@@ -22,6 +22,7 @@ from cnki_mcp import __version__
 from cnki_mcp.core import logs, settings
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config
+from cnki_mcp.setup.cli_words import said
 from cnki_mcp.setup.messages import english, msg
 
 
@@ -48,13 +49,13 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
         config, refused = load_checked_config(root)
     except CnkiError as error:
         config = Config()  # the other checks still run, with the defaults
-        checks.append(Check("config", False, msg("doctor.config_bad", message=error.message)))
+        checks.append(Check("config", False, msg("doctor.config_bad", message=said(error))))
     else:
         checks.append(_config_check(root))
     try:
         diagnostics = msgspec.to_builtins(await diagnostics_tool.run(App(root), diagnostics_tool.Args(), None))
     except CnkiError as error:
-        checks.append(Check("diagnostics", False, msg("doctor.diagnostics_failed", message=error.message)))
+        checks.append(Check("diagnostics", False, msg("doctor.diagnostics_failed", message=said(error))))
     else:
         diagnostics.pop("config_error", None)  # the config check above says it, with the file's name
         report.update(diagnostics)
@@ -73,7 +74,7 @@ async def run_checks(protocol: bool) -> tuple[dict[str, Any], list[Check]]:
             report["protocol"] = result = await protocol_probe(server_command())
         except CnkiError as error:
             report["protocol"] = {"passed": False, "code": error.code, "message": error.message}
-            checks.append(Check("protocol", False, msg("doctor.protocol_failed", message=error.message)))
+            checks.append(Check("protocol", False, msg("doctor.protocol_failed", message=said(error))))
         else:
             checks.append(Check("protocol", True, msg("doctor.protocol_ok", tools=result.get("tools"), version=result.get("version"))))
     problems = sum(not check.ok for check in checks)

@@ -46,7 +46,7 @@ from cnki_mcp.core.clock import Deadline
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Config, Route
 from cnki_mcp.setup import clients, launcher
-from cnki_mcp.setup.cli_words import Command, say
+from cnki_mcp.setup.cli_words import Command, error_line, said, say
 from cnki_mcp.setup.client_cli import install_with_cli
 from cnki_mcp.setup.created import recorded
 from cnki_mcp.setup.messages import english, msg
@@ -242,7 +242,7 @@ def setup_command(
             headless=headless,
         )
     except CnkiError as error:
-        click.echo(f"{error.code}: {error.message}", err=True)
+        click.echo(error_line(error), err=True)
         click.echo(changes.summary())
         sys.exit(2 if error.code == "SETUP_NEEDS_TERMINAL" else 1)  # 2: a usage error, as click's own
 
@@ -333,7 +333,7 @@ def run_setup(
 
     click.echo(banner())
     no_screen = display_problem(english=english())
-    if no_screen is not None:
+    if no_screen is not None and headless is not True:  # --headless is the advice taken: the last lines say so
         click.echo(msg("setup.warning", problem=no_screen))
         if headless is None and interactive:
             headless = _ask(msg("setup.ask_headless")).lower() in _YES
@@ -484,7 +484,7 @@ def _choose_target(client: clients.Client, targets: list[Path]) -> Path:
 
 
 def _exit_with(error: CnkiError) -> NoReturn:
-    click.echo(f"{error.code}: {error.message}", err=True)
+    click.echo(error_line(error), err=True)
     sys.exit(1)
 
 
@@ -534,7 +534,7 @@ def _choose_browser(given: str | None, interactive: bool) -> Path:
             return _validate_browser(answer)
         except CnkiError as exc:
             error = exc
-            click.echo(exc.message)
+            click.echo(said(exc))
     raise error or CnkiError("BROWSER_NOT_FOUND", msg("setup.browser_not_given"))
 
 
