@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from cnki_mcp.core.clock import within
 from cnki_mcp.core.errors import CnkiError
-from cnki_mcp.ops.jobs import Job, Jobs, OperationContext
+from cnki_mcp.ops.jobs import Jobs, OperationContext
 from cnki_mcp.site.browser import Browser, Tab
 from cnki_mcp.site.human import Person
 from cnki_mcp.site.limiter import Limiter
@@ -52,11 +52,10 @@ async def test_a_step_stopped_as_a_look_at_the_page_answers_stops(tmp_path: Path
     person = Person(cast(Browser, HeadlessBrowser()), limiter, observe, no_snapshot, no_request)
     store = Store.open(tmp_path)
     jobs = Jobs(store)
-    started: list[Job] = []
     outcome: list[str] = []
 
     def status() -> str:
-        return jobs.view(started[0]).status
+        return jobs.view(job).status  # the job below: started before its work first runs
 
     async def work(op: OperationContext) -> None:
         step = asyncio.create_task(person.step(op, cast(Tab, object()), CnkiError("VERIFICATION_REQUIRED")))
@@ -71,8 +70,8 @@ async def test_a_step_stopped_as_a_look_at_the_page_answers_stops(tmp_path: Path
         outcome.append(status())
 
     try:
-        started.append(jobs.start("download", download_paper.BUDGET.of(), work))
-        await jobs.wait(started[0], 10)
+        job = jobs.start("download", download_paper.BUDGET.of(), work)
+        await jobs.wait(job, 10)
     finally:
         await store.close()
     assert outcome == ["awaiting_user", "stopped", "running"]

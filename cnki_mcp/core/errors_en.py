@@ -9,10 +9,9 @@ error without a line here keeps its Chinese message and says so: never a silent 
 
 from __future__ import annotations
 
-import re
-
 from cnki_mcp.core.errors import CnkiError
 from cnki_mcp.core.model import Problem
+from cnki_mcp.core.text import has_han
 
 ERRORS_EN: dict[str, str] = {
     # The field check's blocked steps: the cause lies on this machine, its network or the login.
@@ -66,19 +65,18 @@ ERRORS_EN: dict[str, str] = {
 
 # Details shown after an English line: none that could hold Chinese (a setting's name is in ``name``).
 SHOWN_DETAILS = ("path", "name", "value", "reason", "host", "port", "owner_pid", "version", "supported_version")
-_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 CHINESE_ONLY = " (this error's message exists in Chinese only)"
 
 
 def english_message(error: CnkiError | Problem) -> str:
     """``error`` in English: a message without Chinese as it is (setup's own are English already), else the code's
     line and its Chinese-free details, else the Chinese message said to be that."""
-    if not _HAN.search(error.message):
+    if not has_han(error.message):
         return error.message
     line = ERRORS_EN.get(error.code)
     if line is None:
         return error.message + CHINESE_ONLY
     details = error.details if isinstance(error.details, dict) else {}
     shown = [f"{key}: {details[key]}" for key in SHOWN_DETAILS
-             if details.get(key) not in (None, "") and not _HAN.search(str(details[key]))]
+             if details.get(key) not in (None, "") and not has_han(str(details[key]))]
     return f"{line} ({'; '.join(shown)})" if shown else line
